@@ -1,0 +1,408 @@
+/* tunectl.c — the command-line client.  Offline commands (show, check, eval)
+ * work on workload files directly; daemon commands arrive with the service. */
+#include <cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/ir.h"
+#include "schedule/schedule.h"
+#include "tuned_config.h"
+
+#define EVAL_MAX_BYTES ((size_t)8 << 30) /* doubles the reference evaluator may allocate */
+
+/* Options shared by the offline commands. */
+typedef struct opts {
+  const char *file;
+  const char *trace; /* --trace T.json, or trace-check's second argument */
+  ir_param_set_t sets[64];
+  int nsets;
+  uint64_t seed;
+  bool json;
+  tn_arena_t *arena;
+} opts_t;
+
+typedef struct command {
+  const char *name;
+  const char *args;
+  const char *summary;
+  const char *help;
+  int (*run)(opts_t *o);
+} command_t;
+
+static int cmd_show(opts_t *o);
+static int cmd_check(opts_t *o);
+static int cmd_eval(opts_t *o);
+static int cmd_trace_check(opts_t *o);
+
+static const command_t commands[] = {
+    {"show", "FILE [--set NAME=VALUE ...] [--trace T.json]", "print the tensor IR of a workload",
+     "Parses the workload and prints its tensor IR in TVMScript form, as\n"
+     "`sch.mod.show()` would.  With --trace, the schedule trace is replayed on\n"
+     "the workload first and the scheduled IR is printed.\n",
+     cmd_show},
+    {"check", "FILE [--set NAME=VALUE ...] [--json]",
+     "validate a workload; print its hash, FLOPs and bytes",
+     "Parses and validates the workload, then prints its structural hash (the key\n"
+     "under which tuning records are stored), parameters, tensors, floating-point\n"
+     "operations per run and the bytes every run must move (all inputs and outputs\n"
+     "once).\n",
+     cmd_check},
+    {"eval", "FILE [--set NAME=VALUE ...] [--seed S] [--json]",
+     "run the reference evaluator and print checksums",
+     "Fills the inputs with deterministic values from the seed (default 1), runs\n"
+     "the reference evaluator in double precision and prints, per output, the sum,\n"
+     "the L2 norm and a checksum of the values rounded to the output's dtype.  The\n"
+     "same file, parameters and seed give the same numbers on every machine.\n",
+     cmd_eval},
+    {"trace-check", "FILE T.json [--set NAME=VALUE ...]", "validate a schedule trace against a workload",
+     "Parses the trace and replays it on the workload.  On success prints the\n"
+     "number of instructions and the trace's sampling decisions; on failure\n"
+     "says which instruction failed and why, and exits 1.\n",
+     cmd_trace_check},
+};
+
+static const command_t *find_command(const char *name) {
+  for (size_t i = 0; i < TN_ARRAY_LEN(commands); i++)
+    if (strcmp(commands[i].name, name) == 0) return &commands[i];
+  return NULL;
+}
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: tunectl COMMAND [ARGS]\n"
+          "\n"
+          "tunectl drives tuned, the kernel auto-tuner.  Commands:\n\n");
+  for (size_t i = 0; i < TN_ARRAY_LEN(commands); i++)
+    fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out,
+          "\n"
+          "Run `tunectl COMMAND --help` for a command's options.\n"
+          "  --version    print the version and the backends this build has\n");
+}
+
+static void command_help(const command_t *c, FILE *out) {
+  fprintf(out, "usage: tunectl %s %s\n\n%s", c->name, c->args, c->help);
+  fprintf(out,
+          "\noptions:\n"
+          "  --set NAME=VALUE  override a workload parameter (repeatable)\n");
+  if (strstr(c->args, "--seed")) fprintf(out, "  --seed S          input data seed (default 1)\n");
+  if (strstr(c->args, "--trace")) fprintf(out, "  --trace T.json    replay this schedule trace first\n");
+  if (strstr(c->args, "--json")) fprintf(out, "  --json            print JSON instead of text\n");
+  fprintf(out, "  -h, --help        show this help\n");
+}
+
+/* Parses the command's arguments into o; returns 0, 1 for --help, or -1. */
+static int parse_args(const command_t *c, int argc, char **argv, opts_t *o) {
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = NULL;
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return 1;
+    if (strcmp(a, "--set") == 0 || strcmp(a, "--seed") == 0 || strcmp(a, "--trace") == 0) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "tunectl %s: %s needs a value\n", c->name, a);
+        return -1;
+      }
+      val = argv[++i];
+    } else if (strncmp(a, "--set=", 6) == 0) {
+      a = "--set", val = argv[i] + 6;
+    } else if (strncmp(a, "--seed=", 7) == 0) {
+      a = "--seed", val = argv[i] + 7;
+    } else if (strncmp(a, "--trace=", 8) == 0) {
+      a = "--trace", val = argv[i] + 8;
+    }
+    if (val && strcmp(a, "--set") == 0) {
+      tn_err_t err = {0};
+      if (o->nsets >= (int)TN_ARRAY_LEN(o->sets)) {
+        fprintf(stderr, "tunectl %s: too many --set options (at most %zu)\n", c->name,
+                TN_ARRAY_LEN(o->sets));
+        return -1;
+      }
+      if (ir_param_set_parse(val, o->arena, &o->sets[o->nsets], &err) < 0) {
+        fprintf(stderr, "tunectl %s: --set %s: %s\n", c->name, val, err.msg);
+        return -1;
+      }
+      o->nsets++;
+    } else if (val && strcmp(a, "--seed") == 0 && strstr(c->args, "--seed")) {
+      char *end;
+      errno = 0;
+      unsigned long long s = strtoull(val, &end, 10);
+      if (errno || *end || !*val || val[0] == '-') {
+        fprintf(stderr, "tunectl %s: --seed wants a non-negative integer, got '%s'\n", c->name, val);
+        return -1;
+      }
+      o->seed = s;
+    } else if (val && strcmp(a, "--trace") == 0 && strstr(c->args, "--trace")) {
+      o->trace = val;
+    } else if (strcmp(a, "--json") == 0 && strstr(c->args, "--json")) {
+      o->json = true;
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "tunectl %s: unknown option '%s' (see tunectl %s --help)\n", c->name, a, c->name);
+      return -1;
+    } else if (!o->file) {
+      o->file = a;
+    } else if (!o->trace && strstr(c->args, "T.json ")) {
+      o->trace = a;
+    } else {
+      fprintf(stderr, "tunectl %s: unexpected argument '%s'\n", c->name, a);
+      return -1;
+    }
+  }
+  if (!o->file || (!o->trace && strstr(c->args, "T.json "))) {
+    fprintf(stderr, "tunectl %s: missing %s (usage: tunectl %s %s)\n", c->name, o->file ? "T.json" : "FILE",
+            c->name, c->args);
+    return -1;
+  }
+  return 0;
+}
+
+static ir_workload_t *load_workload(const char *cmd, opts_t *o) {
+  ir_workload_t *w = NULL;
+  tn_err_t err = {0};
+  if (ir_workload_load(o->file, o->sets, o->nsets, &w, &err) < 0) {
+    fprintf(stderr, "tunectl %s: %s\n", cmd, err.msg);
+    return NULL;
+  }
+  return w;
+}
+
+static void print_shape(FILE *out, const ir_buffer_t *b) {
+  fprintf(out, "%s[", ir_dtype_name(b->dtype));
+  for (int d = 0; d < b->ndim; d++) fprintf(out, "%s%lld", d ? ", " : "", (long long)b->shape[d]);
+  fputc(']', out);
+}
+
+static cJSON *json_shape(const ir_buffer_t *b) {
+  cJSON *a = cJSON_CreateArray();
+  for (int d = 0; d < b->ndim; d++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)b->shape[d]));
+  return a;
+}
+
+static void print_json(cJSON *j) {
+  char *s = cJSON_Print(j);
+  puts(s);
+  free(s);
+  cJSON_Delete(j);
+}
+
+/* Reads and replays o->trace on w; prints the error and returns NULL on failure. */
+static sch_t *replay_trace(const char *cmd, opts_t *o, ir_workload_t *w, int *ninsts) {
+  char *text = NULL;
+  size_t len = 0;
+  tn_err_t err = {0};
+  sch_trace_t *t = NULL;
+  sch_t *s = NULL;
+  if (tn_read_file(o->trace, (size_t)16 << 20, &text, &len, &err) < 0 ||
+      sch_trace_from_json(text, len, &t, &err) < 0) {
+    fprintf(stderr, "tunectl %s: %s: %s\n", cmd, o->trace, err.msg);
+  } else if (sch_replay(w->func, t, o->seed, &s, &err) < 0) {
+    fprintf(stderr, "tunectl %s: %s does not apply to %s: %s\n", cmd, o->trace, o->file, err.msg);
+  } else if (ninsts) {
+    *ninsts = t->n;
+  }
+  free(text);
+  sch_trace_free(t);
+  return s;
+}
+
+static int cmd_show(opts_t *o) {
+  ir_workload_t *w = load_workload("show", o);
+  if (!w) return 1;
+  sch_t *s = NULL;
+  if (o->trace && !(s = replay_trace("show", o, w, NULL))) {
+    ir_workload_free(w);
+    return 1;
+  }
+  tn_buf_t b;
+  tn_buf_init(&b);
+  ir_print_func(s ? sch_func(s) : w->func, &b);
+  fputs(tn_buf_str(&b), stdout);
+  tn_buf_free(&b);
+  sch_free(s);
+  ir_workload_free(w);
+  return 0;
+}
+
+static int cmd_trace_check(opts_t *o) {
+  ir_workload_t *w = load_workload("trace-check", o);
+  if (!w) return 1;
+  int n = 0;
+  sch_t *s = replay_trace("trace-check", o, w, &n);
+  if (s) {
+    const sch_trace_t *t = sch_get_trace(s);
+    printf("%s: ok, %d instructions replay on %s\n", o->trace, n, w->name);
+    for (int i = 0; i < t->n; i++) {
+      if (!t->insts[i].ndecision) continue;
+      printf("  decision of instruction %d (%s):", i, sch_inst_name(t->insts[i].kind));
+      for (int d = 0; d < t->insts[i].ndecision; d++) printf(" %lld", (long long)t->insts[i].decision[d]);
+      printf("\n");
+    }
+  }
+  sch_free(s);
+  ir_workload_free(w);
+  return s ? 0 : 1;
+}
+
+static int cmd_check(opts_t *o) {
+  ir_workload_t *w = load_workload("check", o);
+  if (!w) return 1;
+  const ir_func_t *f = w->func;
+  char hex[17];
+  ir_hash_hex(ir_func_hash(f), hex);
+  double flops = ir_func_flops(f), bytes = ir_func_bytes(f);
+  if (o->json) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "workload", w->name);
+    cJSON_AddStringToObject(j, "file", o->file);
+    cJSON_AddStringToObject(j, "hash", hex);
+    cJSON *params = cJSON_AddObjectToObject(j, "params");
+    for (int i = 0; i < w->nparams; i++)
+      cJSON_AddNumberToObject(params, w->params[i].name, (double)w->params[i].value);
+    cJSON *tensors = cJSON_AddArrayToObject(j, "tensors");
+    for (int i = 0; i < f->nparams; i++) {
+      cJSON *t = cJSON_CreateObject();
+      cJSON_AddStringToObject(t, "name", f->params[i]->name);
+      cJSON_AddStringToObject(t, "role", f->params[i]->role == IR_BUF_INPUT ? "input" : "output");
+      cJSON_AddStringToObject(t, "dtype", ir_dtype_name(f->params[i]->dtype));
+      cJSON_AddItemToObject(t, "shape", json_shape(f->params[i]));
+      cJSON_AddItemToArray(tensors, t);
+    }
+    cJSON_AddNumberToObject(j, "flops", flops);
+    cJSON_AddNumberToObject(j, "bytes", bytes);
+    print_json(j);
+  } else {
+    printf("workload  %s (%s): ok\n", w->name, o->file);
+    printf("hash      %s\n", hex);
+    printf("params   ");
+    for (int i = 0; i < w->nparams; i++)
+      printf(" %s=%lld%s", w->params[i].name, (long long)w->params[i].value,
+             w->params[i].value != w->params[i].def ? "*" : "");
+    if (!w->nparams) printf(" (none)");
+    printf("\n");
+    for (int i = 0; i < f->nparams; i++) {
+      printf("%-9s %s: ", f->params[i]->role == IR_BUF_INPUT ? "input" : "output", f->params[i]->name);
+      print_shape(stdout, f->params[i]);
+      printf("\n");
+    }
+    printf("flops     %.0f (%.3f GFLOP per run)\n", flops, flops * 1e-9);
+    printf("bytes     %.0f (%.3f MB per run)\n", bytes, bytes * 1e-6);
+  }
+  ir_workload_free(w);
+  return 0;
+}
+
+/* Checksum of an output: FNV-1a over the values rounded to the buffer's
+ * dtype, so it compares like-for-like with kernels that store that dtype. */
+static uint64_t output_checksum(const ir_buffer_t *b, const double *v, int64_t n) {
+  uint64_t h = TN_FNV_INIT;
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t bits;
+    if (b->dtype == IR_FLOAT32 || b->dtype == IR_FLOAT16) {
+      float x = (float)v[i];
+      if (b->dtype == IR_FLOAT16) x = tn_half_to_float(tn_float_to_half(x));
+      uint32_t u;
+      memcpy(&u, &x, 4);
+      bits = u;
+    } else if (b->dtype == IR_FLOAT64) {
+      memcpy(&bits, &v[i], 8);
+    } else {
+      bits = (uint64_t)(int64_t)v[i];
+    }
+    h = tn_fnv1a_u64(h, bits);
+  }
+  return h;
+}
+
+static int cmd_eval(opts_t *o) {
+  ir_workload_t *w = load_workload("eval", o);
+  if (!w) return 1;
+  const ir_func_t *f = w->func;
+  ir_data_t *d = NULL;
+  tn_err_t err = {0};
+  int rc = 1;
+  double t0 = tn_now();
+  if (ir_data_new(f, o->seed, EVAL_MAX_BYTES, &d, &err) < 0 || ir_eval(f, d, &err) < 0) {
+    fprintf(stderr, "tunectl eval: %s: %s\n", o->file, err.msg);
+    goto out;
+  }
+  double secs = tn_now() - t0;
+  cJSON *j = o->json ? cJSON_CreateObject() : NULL;
+  cJSON *outs = NULL;
+  if (j) {
+    cJSON_AddStringToObject(j, "workload", w->name);
+    cJSON_AddNumberToObject(j, "seed", (double)o->seed);
+    cJSON_AddNumberToObject(j, "seconds", secs);
+    outs = cJSON_AddArrayToObject(j, "outputs");
+  } else {
+    printf("evaluated %s with seed %llu in %.2f s\n", w->name, (unsigned long long)o->seed, secs);
+  }
+  for (int i = 0; i < f->nparams; i++) {
+    const ir_buffer_t *b = f->params[i];
+    if (b->role != IR_BUF_OUTPUT) continue;
+    double sum = 0, sq = 0;
+    for (int64_t k = 0; k < d->sizes[i]; k++) {
+      sum += d->vals[i][k];
+      sq += d->vals[i][k] * d->vals[i][k];
+    }
+    char hex[17];
+    ir_hash_hex(output_checksum(b, d->vals[i], d->sizes[i]), hex);
+    if (j) {
+      cJSON *t = cJSON_CreateObject();
+      cJSON_AddStringToObject(t, "name", b->name);
+      cJSON_AddStringToObject(t, "dtype", ir_dtype_name(b->dtype));
+      cJSON_AddItemToObject(t, "shape", json_shape(b));
+      cJSON_AddNumberToObject(t, "sum", sum);
+      cJSON_AddNumberToObject(t, "l2", sqrt(sq));
+      cJSON_AddStringToObject(t, "checksum", hex);
+      cJSON_AddItemToArray(outs, t);
+    } else {
+      printf("%s ", b->name);
+      print_shape(stdout, b);
+      printf("  sum %.9e  l2 %.9e  checksum %s\n", sum, sqrt(sq), hex);
+    }
+  }
+  if (j) print_json(j);
+  rc = 0;
+out:
+  ir_data_free(d);
+  ir_workload_free(w);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+      strcmp(argv[1], "help") == 0) {
+    if (argc >= 3 && strcmp(argv[1], "help") == 0 && find_command(argv[2])) {
+      command_help(find_command(argv[2]), stdout);
+      return 0;
+    }
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("tunectl %s (built with CUDA/NVRTC: %s, OpenCL: %s, XGBoost: %s)\n", TUNED_VERSION,
+           TUNED_HAVE_CUDA ? "yes" : "no", TUNED_HAVE_OPENCL ? "yes" : "no",
+           TUNED_HAVE_XGBOOST ? "yes" : "no");
+    return 0;
+  }
+  const command_t *c = find_command(argv[1]);
+  if (!c) {
+    fprintf(stderr, "tunectl: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+  }
+  opts_t o = {.seed = 1, .arena = tn_arena_new()};
+  int rc = parse_args(c, argc - 2, argv + 2, &o);
+  if (rc == 1) {
+    command_help(c, stdout);
+    rc = 0;
+  } else if (rc < 0) {
+    rc = 2;
+  } else {
+    rc = c->run(&o);
+  }
+  tn_arena_free(o.arena);
+  return rc;
+}

@@ -1,0 +1,147 @@
+/* common.h — small helpers shared by every module: error reporting, arena
+ * allocation, growable string buffers, a deterministic RNG, half floats and
+ * hashing.  Prefix: tn_.  Nothing here knows about tensors or targets. */
+#ifndef TUNED_COMMON_H
+#define TUNED_COMMON_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Error codes: 0 is success, every failure is negative. */
+enum {
+  TN_OK = 0,
+  TN_EINVAL = -1,       /* bad input: the message says what and where */
+  TN_ENOMEM = -2,       /* out of memory or over a size limit */
+  TN_EIO = -3,          /* a file or system call failed */
+  TN_EUNSUPPORTED = -4, /* a valid request this build or device cannot do */
+  TN_ERANGE = -5,       /* a value out of the range it must be in */
+  TN_ESTATE = -6,       /* the operation does not apply in the current state */
+};
+
+#define TN_ERR_MSG_MAX 1024
+
+/* A caller-provided error: code plus a message a user can act on.
+ * line/col are set (1-based) when the error has a source position, else 0. */
+typedef struct tn_err {
+  int code;
+  int line, col;
+  char msg[TN_ERR_MSG_MAX];
+} tn_err_t;
+
+/* Sets err (if non-NULL) and returns code, so callers can write
+ * `return tn_err_set(err, TN_EINVAL, "...")`. */
+int tn_err_set(tn_err_t *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int tn_err_vset(tn_err_t *err, int code, const char *fmt, va_list ap);
+/* Prefixes the existing message with more context ("while X: <old>"). */
+int tn_err_prefix(tn_err_t *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void tn_err_clear(tn_err_t *err);
+const char *tn_strerror(int code);
+
+/* ---- arena ------------------------------------------------------------- */
+
+/* A bump allocator: everything allocated from it is freed at once.
+ * Allocation failure is treated like the C library's: the process reports
+ * "out of memory" and aborts (input sizes are validated before they reach
+ * an arena, so this only happens when the machine is truly exhausted). */
+typedef struct tn_arena tn_arena_t;
+
+tn_arena_t *tn_arena_new(void);
+void tn_arena_free(tn_arena_t *a);
+void *tn_arena_alloc(tn_arena_t *a, size_t size); /* zeroed, 16-byte aligned */
+char *tn_arena_strdup(tn_arena_t *a, const char *s);
+char *tn_arena_strndup(tn_arena_t *a, const char *s, size_t n);
+char *tn_arena_printf(tn_arena_t *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void *tn_arena_memdup(tn_arena_t *a, const void *p, size_t size);
+size_t tn_arena_used(const tn_arena_t *a);
+
+#define TN_NEW(arena, type) ((type *)tn_arena_alloc((arena), sizeof(type)))
+#define TN_NEWN(arena, type, n) ((type *)tn_arena_alloc((arena), sizeof(type) * (size_t)(n)))
+
+/* malloc/realloc that abort with "out of memory" instead of returning NULL;
+ * for small bookkeeping only.  Large data allocations use plain malloc and
+ * report TN_ENOMEM. */
+void *tn_xmalloc(size_t size);
+void *tn_xcalloc(size_t n, size_t size);
+void *tn_xrealloc(void *p, size_t size);
+char *tn_xstrdup(const char *s);
+
+/* ---- string buffer ----------------------------------------------------- */
+
+typedef struct tn_buf {
+  char *data; /* always NUL-terminated once anything was appended */
+  size_t len, cap;
+} tn_buf_t;
+
+void tn_buf_init(tn_buf_t *b);
+void tn_buf_free(tn_buf_t *b);
+void tn_buf_reset(tn_buf_t *b);
+void tn_buf_put(tn_buf_t *b, const char *s);
+void tn_buf_putn(tn_buf_t *b, const char *s, size_t n);
+void tn_buf_putc(tn_buf_t *b, char c);
+void tn_buf_printf(tn_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tn_buf_vprintf(tn_buf_t *b, const char *fmt, va_list ap);
+void tn_buf_indent(tn_buf_t *b, int spaces);
+/* Returns the contents (never NULL; "" when empty); the buffer keeps ownership. */
+const char *tn_buf_str(const tn_buf_t *b);
+/* Hands the heap string to the caller (free() it) and resets the buffer. */
+char *tn_buf_take(tn_buf_t *b);
+
+/* ---- files --------------------------------------------------------------- */
+
+/* Reads a whole file (NUL-terminated, *len excludes the NUL).  Files larger
+ * than max_bytes are refused with TN_ENOMEM. */
+int tn_read_file(const char *path, size_t max_bytes, char **out, size_t *len, tn_err_t *err);
+
+/* ---- RNG ----------------------------------------------------------------- */
+
+/* xoshiro256** seeded through splitmix64: integer-only, so the same seed
+ * gives the same stream on every machine. */
+typedef struct tn_rng {
+  uint64_t s[4];
+} tn_rng_t;
+
+void tn_rng_seed(tn_rng_t *r, uint64_t seed);
+uint64_t tn_rng_next(tn_rng_t *r);
+/* Uniform integer in [0, n); n > 0.  Unbiased (rejection). */
+uint64_t tn_rng_below(tn_rng_t *r, uint64_t n);
+/* Uniform double in [0, 1) with 53 random bits. */
+double tn_rng_double(tn_rng_t *r);
+/* A child seed for an independent stream (forking). */
+uint64_t tn_rng_fork(tn_rng_t *r);
+
+/* ---- hashing ------------------------------------------------------------- */
+
+/* FNV-1a, 64-bit: byte-order independent when fed bytes. */
+#define TN_FNV_INIT 0xcbf29ce484222325ULL
+uint64_t tn_fnv1a(uint64_t h, const void *data, size_t n);
+uint64_t tn_fnv1a_str(uint64_t h, const char *s);
+uint64_t tn_fnv1a_u64(uint64_t h, uint64_t v); /* hashes v as 8 little-endian bytes */
+
+/* ---- half precision ------------------------------------------------------ */
+
+uint16_t tn_float_to_half(float f); /* round to nearest even */
+float tn_half_to_float(uint16_t h);
+
+/* ---- misc ---------------------------------------------------------------- */
+
+#define TN_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define TN_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define TN_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Monotonic clock in seconds. */
+double tn_now(void);
+
+/* Identifier check for names that reach generated code: [A-Za-z_][A-Za-z0-9_]*
+ * and not a reserved word of C, C++/CUDA or OpenCL C (nor a name starting with
+ * "__" or "tuned_", which generated code keeps for itself). */
+bool tn_is_identifier(const char *s);
+bool tn_is_reserved_word(const char *s);
+
+#endif

@@ -1,0 +1,125 @@
+/* sch_internal.h — what the schedule module's files share: the schedule
+ * state, tree utilities, and the primitives themselves, which work on node
+ * uids (the instruction layer in inst.c maps RVs to uids and back). */
+#ifndef TUNED_SCH_INTERNAL_H
+#define TUNED_SCH_INTERNAL_H
+
+#include "schedule.h"
+
+/* ---- state -------------------------------------------------------------- */
+
+typedef struct sch_rv_entry {
+  sch_rv_kind_t kind;
+  int64_t value; /* uid for blocks/loops (or SCH_LOC_*), the integer for exprs */
+} sch_rv_entry_t;
+
+struct sch {
+  ir_func_t *f; /* owned; primitives edit it in place after their checks */
+  sch_rv_entry_t *rvs;
+  int nrvs, rvcap;
+  sch_trace_t *trace;
+  tn_rng_t rng;
+};
+
+sch_rv_t sch_new_rv(sch_t *s, sch_rv_kind_t kind, int64_t value);
+
+/* ---- tree utilities (tree.c) ------------------------------------------- */
+
+#define SCH_MAX_DEPTH 96
+
+/* The chain from f->root down to a statement: stmts[0] is f->root, stmts[n-1]
+ * the target; slots[i] is the pointer in the tree that holds stmts[i], so
+ * `*p.slots[i] = replacement` swaps a subtree. */
+typedef struct sch_path {
+  ir_stmt_t *stmts[SCH_MAX_DEPTH];
+  ir_stmt_t **slots[SCH_MAX_DEPTH];
+  int n;
+} sch_path_t;
+
+/* Finds the loop or block with this uid; false if it no longer exists. */
+bool sch_find_path(const ir_func_t *f, int uid, sch_path_t *p);
+ir_stmt_t *sch_find(const ir_func_t *f, int uid);
+/* A block / loop by uid, or NULL (also NULL if the uid names the other kind). */
+ir_block_t *sch_find_block(const ir_func_t *f, int uid);
+ir_loop_t *sch_find_loop(const ir_func_t *f, int uid);
+/* Loops enclosing the statement `uid`, outermost first, up to (not crossing)
+ * the closest enclosing block.  Returns the count. */
+int sch_enclosing_loops(const ir_func_t *f, int uid, ir_loop_t **out, int max);
+/* The closest block strictly enclosing uid (the root block at the top). */
+ir_block_t *sch_scope_block(const ir_func_t *f, int uid);
+/* Blocks in a subtree in pre-order (not descending into found blocks when
+ * `shallow`); returns the count (may exceed max: only max are stored). */
+int sch_collect_blocks(ir_stmt_t *s, bool shallow, ir_block_t **out, int max);
+/* The direct child blocks of a scope: blocks under `scope`'s body reached
+ * without crossing another block. */
+int sch_child_blocks(ir_stmt_t *scope_body, ir_block_t **out, int max);
+
+/* Replaces loop variables in the bindings and predicates of every block
+ * under s (TensorIR keeps loop variables out of block bodies, so this is the
+ * whole rewrite a loop transformation needs), then simplifies them with the
+ * bounds of all loops enclosing and inside s. */
+void sch_rebind(ir_func_t *f, ir_stmt_t *s, ir_var_t *const *from, ir_expr_t *const *to, int n);
+/* Simplifies bindings and predicates of every block in the function using
+ * the extents of their enclosing loops; drops predicates proven true. */
+void sch_simplify_all(ir_func_t *f);
+/* Fills b with [0, extent-1] for every loop on the path to uid (inclusive if
+ * it is a loop) and every loop inside the subtree s (if s is non-NULL). */
+void sch_bounds_for(const ir_func_t *f, int uid, ir_stmt_t *s, ir_bounds_t *b);
+
+/* Buffers written / read by a block (from its regions). */
+bool sch_block_writes(const ir_block_t *b, const ir_buffer_t *buf);
+bool sch_block_reads(const ir_block_t *b, const ir_buffer_t *buf);
+/* Producers (blocks in the same scope writing a buffer blk reads) and
+ * consumers (reading a buffer blk writes), in tree order. */
+int sch_producers(const ir_func_t *f, const ir_block_t *blk, ir_block_t **out, int max);
+int sch_consumers(const ir_func_t *f, const ir_block_t *blk, ir_block_t **out, int max);
+
+/* A printable name for a loop (its variable) / block, for error messages. */
+const char *sch_loop_name(const ir_loop_t *l);
+
+/* ---- primitives (one concern per file, uid-based, checks first) -------- */
+
+/* queries (tree.c) */
+int sch_prim_get_loops(sch_t *s, int block_uid, int *out, int *n, tn_err_t *err);
+int sch_prim_get_child_blocks(sch_t *s, int uid, int *out, int *n, tn_err_t *err);
+int sch_prim_get_producers(sch_t *s, int block_uid, int *out, int *n, tn_err_t *err);
+int sch_prim_get_consumers(sch_t *s, int block_uid, int *out, int *n, tn_err_t *err);
+
+/* loops (loops.c).  factors[i] == 0 means "infer" (at most one). */
+int sch_prim_split(sch_t *s, int loop_uid, const int64_t *factors, int n, bool disable_predication,
+                   int *out, tn_err_t *err);
+int sch_prim_fuse(sch_t *s, const int *loop_uids, int n, int *out, tn_err_t *err);
+int sch_prim_reorder(sch_t *s, const int *loop_uids, int n, tn_err_t *err);
+/* parallel / vectorize / unroll / bind (thread != NULL only for IR_LOOP_THREAD) */
+int sch_prim_loop_kind(sch_t *s, int loop_uid, ir_loop_kind_t kind, const char *thread, tn_err_t *err);
+int sch_prim_annotate(sch_t *s, int uid, const char *key, const ir_annot_t *value, tn_err_t *err);
+int sch_prim_unannotate(sch_t *s, int uid, const char *key, tn_err_t *err);
+
+/* data movement (cache.c, compute_at.c, inline.c) */
+int sch_prim_cache_read(sch_t *s, int block_uid, int read_index, ir_scope_t scope, int *out,
+                        tn_err_t *err);
+int sch_prim_cache_write(sch_t *s, int block_uid, int write_index, ir_scope_t scope, int *out,
+                         tn_err_t *err);
+int sch_prim_compute_at(sch_t *s, int block_uid, int loop_uid, bool reverse, bool preserve_unit_loops,
+                        tn_err_t *err);
+int sch_prim_compute_inline(sch_t *s, int block_uid, tn_err_t *err);
+int sch_prim_reverse_compute_inline(sch_t *s, int block_uid, tn_err_t *err);
+/* The loops of the block's first consumer where compute_at(block, loop) is
+ * legal, outermost first (SampleComputeLocation's candidates besides root and
+ * inline).  *can_inline says whether compute_inline would apply. */
+int sch_compute_location_candidates(sch_t *s, int block_uid, int *out, int *n, bool *can_inline,
+                                    tn_err_t *err);
+
+/* reductions (reduction.c) */
+int sch_prim_decompose_reduction(sch_t *s, int block_uid, int loop_uid, int *out, tn_err_t *err);
+int sch_prim_rfactor(sch_t *s, int loop_uid, int factor_axis, int *out, tn_err_t *err);
+
+/* sampling (sampling.c): pure functions of the RNG */
+/* Draws n factors whose product is extent, innermost <= max_innermost (<= 0:
+ * unbounded).  Returns TN_EINVAL if impossible. */
+int sch_sample_tile(tn_rng_t *rng, int64_t extent, int n, int64_t max_innermost, int64_t *out);
+/* Repairs a stale decision in place (walk from innermost outwards). */
+void sch_repair_tile(int64_t extent, int64_t *dec, int n);
+int sch_sample_index(tn_rng_t *rng, const double *probs, int n); /* categorical */
+
+#endif

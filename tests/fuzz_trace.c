@@ -1,0 +1,435 @@
+/* fuzz_trace.c — bounded-time mutation fuzzer for trace JSON and replay: seeds
+ * from directories, byte-level and JSON-aware mutations; a trace that parses
+ * must re-serialise to a fixed point, and is replayed on matmul and vector_add
+ * and, when that works, evaluated against the unscheduled function.
+ * Usage: fuzz_trace [--seconds N] [--seed S] DIR...  (built with ASan/UBSan) */
+#include <cJSON.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "schedule/schedule.h"
+#include "tuned_config.h"
+
+#define FUZZ_MAX_INPUT 65536            /* mutated inputs stay below this */
+#define MAX_EVAL_ITERS 2000000.0   /* evaluate scheduled functions up to this many iterations */
+
+typedef struct bytes {
+  char *p;
+  size_t n, cap;
+} bytes_t;
+
+typedef struct seeds {
+  bytes_t *v;
+  int n;
+} seeds_t;
+
+typedef struct stats {
+  long inputs, parsed, replayed, evaluated, failures;
+} stats_t;
+
+/* A replay target: the unscheduled function and its reference outputs. */
+typedef struct target {
+  ir_workload_t *w;
+  ir_data_t *ref;
+} target_t;
+
+/* Values that stress the parser and the primitives. */
+static const char *const numbers[] = {
+    "-1", "0", "1", "2", "3", "4", "7", "16", "64", "65", "-2", "1000", "2147483647", "2147483648",
+    "-2147483649", "4294967296", "9007199254740993", "9223372036854775807", "-9223372036854775808",
+    "9223372036854775808", "99999999999999999999", "1.5", "0.0", "-0.0", "1e308", "1e999", "-1e999", "5e-324",
+};
+/* Strings: handle names, instruction names, quoted constants, scopes, threads. */
+static const char *const strings[] = {
+    "\"b0\"", "\"l1\"", "\"l2\"", "\"v4\"", "\"b99\"", "\"l-1\"", "\"None\"", "\"\"", "\"\\\"C\\\"\"",
+    "\"C\"", "\"A\"", "\"main\"", "\"shared\"", "\"local\"", "\"global\"", "\"blockIdx.x\"", "\"threadIdx.x\"",
+    "\"GetBlock\"", "\"GetLoops\"", "\"Split\"", "\"Fuse\"", "\"Reorder\"", "\"Parallel\"", "\"Vectorize\"",
+    "\"Unroll\"", "\"Bind\"", "\"Annotate\"", "\"CacheRead\"", "\"CacheWrite\"", "\"ComputeAt\"",
+    "\"ReverseComputeAt\"", "\"ComputeInline\"", "\"ReverseComputeInline\"", "\"DecomposeReduction\"",
+    "\"RFactor\"", "\"SamplePerfectTile\"", "\"SampleCategorical\"", "\"SampleComputeLocation\"",
+    "\"EnterPostproc\"", "\"GetChildBlocks\"", "\"GetProducers\"", "\"GetConsumers\"", "\"Unannotate\"",
+};
+static const char *const tokens[] = {"[", "]", ",", "{", "}", ":", "\"", "\\", "[]", "null", "true", "false", " "};
+
+/* ---- byte vectors ----------------------------------------------------------- */
+
+static void b_reserve(bytes_t *b, size_t n) {
+  if (n <= b->cap) return;
+  b->cap = n * 2;
+  b->p = tn_xrealloc(b->p, b->cap);
+}
+
+static void b_insert(bytes_t *b, size_t pos, const char *s, size_t n) {
+  if (b->n + n > FUZZ_MAX_INPUT) return;
+  b_reserve(b, b->n + n);
+  memmove(b->p + pos + n, b->p + pos, b->n - pos);
+  memcpy(b->p + pos, s, n);
+  b->n += n;
+}
+
+static void b_erase(bytes_t *b, size_t pos, size_t n) {
+  if (pos + n > b->n) n = b->n - pos;
+  memmove(b->p + pos, b->p + pos + n, b->n - pos - n);
+  b->n -= n;
+}
+
+static void b_assign(bytes_t *b, const char *s, size_t n) {
+  b_reserve(b, n + 1);
+  memcpy(b->p, s, n);
+  b->n = n;
+}
+
+/* ---- seeds -------------------------------------------------------------------- */
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Loads every *.json file of `dir`, in name order (determinism). */
+static int load_dir(const char *dir, seeds_t *s) {
+  DIR *d = opendir(dir);
+  if (!d) {
+    fprintf(stderr, "fuzz_trace: cannot open directory '%s'\n", dir);
+    return -1;
+  }
+  char **names = NULL;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    if (e->d_name[0] == '.' || len < 6 || strcmp(e->d_name + len - 5, ".json") != 0) continue;
+    names = tn_xrealloc(names, sizeof(char *) * (size_t)(n + 1));
+    names[n] = tn_xmalloc(strlen(dir) + len + 2);
+    sprintf(names[n++], "%s/%s", dir, e->d_name);
+  }
+  closedir(d);
+  if (n) qsort(names, (size_t)n, sizeof(char *), cmp_names);
+  for (int i = 0; i < n; i++) {
+    struct stat st;
+    char *text;
+    size_t len;
+    tn_err_t err = {0};
+    if (stat(names[i], &st) == 0 && S_ISREG(st.st_mode) && tn_read_file(names[i], FUZZ_MAX_INPUT, &text, &len, &err) == 0) {
+      s->v = tn_xrealloc(s->v, sizeof(bytes_t) * (size_t)(s->n + 1));
+      s->v[s->n++] = (bytes_t){.p = text, .n = len, .cap = len};
+    }
+    free(names[i]);
+  }
+  free(names);
+  return 0;
+}
+
+/* ---- mutations ---------------------------------------------------------------- */
+
+static size_t pick(tn_rng_t *r, size_t n) { return n ? (size_t)tn_rng_below(r, n) : 0; }
+
+/* The span of a random number (want_string false) or string literal outside
+ * other strings; false if there is none. */
+static bool find_literal(tn_rng_t *r, const bytes_t *b, bool want_string, size_t *at, size_t *len) {
+  size_t starts[512], lens[512];
+  int n = 0;
+  for (size_t i = 0; i < b->n && n < 512; i++) {
+    char c = b->p[i];
+    size_t j = i + 1;
+    if (c == '"') {
+      while (j < b->n && b->p[j] != '"') j += b->p[j] == '\\' ? 2 : 1;
+      j = TN_MIN(j + 1, b->n);
+      if (want_string) starts[n] = i, lens[n++] = j - i;
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      while (j < b->n && strchr("0123456789+-eE.", b->p[j]) && b->p[j]) j++;
+      if (!want_string) starts[n] = i, lens[n++] = j - i;
+    }
+    i = j - 1;
+  }
+  if (!n) return false;
+  int k = (int)pick(r, (size_t)n);
+  *at = starts[k], *len = lens[k];
+  return true;
+}
+
+static void replace_literal(tn_rng_t *r, bytes_t *b, bool string) {
+  size_t at, len;
+  if (!find_literal(r, b, string, &at, &len)) return;
+  const char *with = string ? strings[pick(r, TN_ARRAY_LEN(strings))] : numbers[pick(r, TN_ARRAY_LEN(numbers))];
+  if (string && tn_rng_below(r, 3) == 0) { /* another string of the same text: swaps handle names */
+    size_t at2, len2;
+    if (find_literal(r, b, true, &at2, &len2) && len2 < 64) {
+      char tmp[64];
+      memcpy(tmp, b->p + at2, len2);
+      b_erase(b, at, len);
+      b_insert(b, at, tmp, len2);
+      return;
+    }
+  }
+  b_erase(b, at, len);
+  b_insert(b, at, with, strlen(with));
+}
+
+/* Drops, duplicates or swaps elements of a random array of the JSON tree. */
+static int collect_arrays(cJSON *j, cJSON **out, int n, int max) {
+  for (; j && n < max; j = j->next) {
+    if (cJSON_IsArray(j)) out[n++] = j;
+    n = collect_arrays(j->child, out, n, max);
+  }
+  return n;
+}
+
+/* Relinks an array's children from v[0..n) (cJSON: child->prev is the tail). */
+static void relink(cJSON *arr, cJSON **v, int n) {
+  arr->child = n ? v[0] : NULL;
+  for (int i = 0; i < n; i++) {
+    v[i]->prev = v[i ? i - 1 : n - 1];
+    v[i]->next = i + 1 < n ? v[i + 1] : NULL;
+  }
+}
+
+static void mutate_tree(tn_rng_t *r, bytes_t *b) {
+  cJSON *root = cJSON_ParseWithLength(b->p, b->n);
+  cJSON *arrays[1024], *v[257];
+  int na = root ? collect_arrays(root, arrays, 0, 1024) : 0, n = 0;
+  cJSON *arr = na ? arrays[pick(r, (size_t)na)] : NULL;
+  for (cJSON *c = arr ? arr->child : NULL; c && n < 256; c = c->next) v[n++] = c;
+  if (n && (!arr->child || !v[n - 1]->next)) { /* arrays longer than 256 stay as they are */
+    int k = (int)pick(r, (size_t)n), k2 = (int)pick(r, (size_t)n);
+    switch (tn_rng_below(r, 3)) {
+    case 0: { /* drop */
+      cJSON *gone = v[k];
+      memmove(v + k, v + k + 1, sizeof *v * (size_t)(n - k - 1));
+      relink(arr, v, --n);
+      gone->next = gone->prev = NULL;
+      cJSON_Delete(gone);
+      break;
+    }
+    case 1: /* duplicate */
+      memmove(v + k + 1, v + k, sizeof *v * (size_t)(n - k));
+      v[k] = cJSON_Duplicate(v[k + 1], 1);
+      relink(arr, v, ++n);
+      break;
+    default: { /* swap */
+      cJSON *t = v[k];
+      v[k] = v[k2], v[k2] = t;
+      relink(arr, v, n);
+    }
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    if (text && strlen(text) < FUZZ_MAX_INPUT) b_assign(b, text, strlen(text));
+    cJSON_free(text);
+  }
+  cJSON_Delete(root);
+}
+
+static void mutate_once(tn_rng_t *r, bytes_t *b, const seeds_t *s) {
+  size_t pos = pick(r, b->n + 1);
+  switch (tn_rng_below(r, 12)) {
+  case 0: /* bit flip */
+    if (b->n) b->p[pick(r, b->n)] ^= (char)(1u << tn_rng_below(r, 8));
+    break;
+  case 1: { /* insert a JSON token */
+    const char *t = tokens[pick(r, TN_ARRAY_LEN(tokens))];
+    b_insert(b, pos, t, strlen(t));
+    break;
+  }
+  case 2: /* delete a short range */
+    if (pos < b->n) b_erase(b, pos, 1 + pick(r, 8));
+    break;
+  case 3: { /* duplicate a chunk */
+    if (!b->n) break;
+    size_t from = pick(r, b->n), n = 1 + pick(r, TN_MIN(b->n - from, 64));
+    char tmp[64];
+    memcpy(tmp, b->p + from, n);
+    b_insert(b, pos, tmp, n);
+    break;
+  }
+  case 4: { /* splice: our prefix, another seed's suffix */
+    const bytes_t *o = &s->v[pick(r, (size_t)s->n)];
+    size_t from = pick(r, o->n + 1);
+    b->n = pos;
+    b_insert(b, pos, o->p + from, TN_MIN(o->n - from, (size_t)FUZZ_MAX_INPUT - pos));
+    break;
+  }
+  case 5: case 6: replace_literal(r, b, false); break;
+  case 7: case 8: replace_literal(r, b, true); break;
+  default: mutate_tree(r, b); break;
+  }
+}
+
+/* ---- checks on each input ------------------------------------------------------ */
+
+static void fail(stats_t *st, const bytes_t *in, const char *what, const char *detail) {
+  st->failures++;
+  fprintf(stderr, "fuzz_trace: FAILURE: %s: %s\n--- input (%zu bytes):\n%.*s\n---\n", what, detail, in->n, (int)in->n,
+          in->p);
+}
+
+static double iterations(const ir_stmt_t *s) {
+  if (!s) return 0;
+  switch (s->kind) {
+  case IR_S_SEQ: {
+    double n = 0;
+    for (int i = 0; i < s->u.seq.n; i++) n += iterations(s->u.seq.items[i]);
+    return n;
+  }
+  case IR_S_LOOP: return (double)s->u.loop.extent * iterations(s->u.loop.body);
+  case IR_S_BLOCK: return 1 + iterations(s->u.block.body);
+  default: return 1;
+  }
+}
+
+static char *print_ir(const ir_func_t *f) {
+  tn_buf_t b;
+  tn_buf_init(&b);
+  ir_print_func(f, &b);
+  return tn_buf_take(&b);
+}
+
+/* The scheduled function computes what the original does. */
+static void check_outputs(const target_t *tg, const ir_func_t *f, const bytes_t *in, stats_t *st) {
+  if (iterations(f->root) > MAX_EVAL_ITERS) return;
+  ir_data_t *d = NULL;
+  tn_err_t err = {0};
+  if (ir_data_new(f, 1, (size_t)64 << 20, &d, &err) != 0) {
+    fail(st, in, "ir_data_new failed on a scheduled function", err.msg);
+    return;
+  }
+  if (ir_eval(f, d, &err) != 0) {
+    fail(st, in, "ir_eval failed on a replayed schedule", err.msg);
+  } else {
+    st->evaluated++;
+    for (int i = 0; i < f->nparams; i++) {
+      double e = f->params[i]->role == IR_BUF_OUTPUT ? ir_rel_l2_error(tg->ref->vals[i], d->vals[i], d->sizes[i]) : 0;
+      if (!(e <= 1e-12)) fail(st, in, "a replayed schedule computes different outputs", f->params[i]->name);
+    }
+  }
+  ir_data_free(d);
+}
+
+/* The trace a replay recorded (decisions filled in) replays to the same IR. */
+static void check_rereplay(const target_t *tg, const sch_t *s, uint64_t seed, const bytes_t *in, stats_t *st) {
+  sch_t *again = NULL;
+  tn_err_t err = {0};
+  if (sch_replay(tg->w->func, sch_get_trace(s), seed + 1, &again, &err) != 0) {
+    fail(st, in, "the trace recorded by a replay does not replay", err.msg);
+    return;
+  }
+  char *a = print_ir(sch_func(s)), *b = print_ir(sch_func(again));
+  if (strcmp(a, b) != 0) fail(st, in, "replaying the recorded trace gives different IR", b);
+  free(a), free(b);
+  sch_free(again);
+}
+
+static void replay_on(const target_t *tg, const sch_trace_t *t, uint64_t seed, const bytes_t *in, stats_t *st) {
+  sch_t *s = (sch_t *)1;
+  tn_err_t err = {0};
+  int rc = sch_replay(tg->w->func, t, seed, &s, &err);
+  if (rc != 0) {
+    if (rc >= 0 || s || strncmp(err.msg, "instruction ", 12) != 0) fail(st, in, "bad replay failure", err.msg);
+    return;
+  }
+  st->replayed++;
+  check_rereplay(tg, s, seed, in, st);
+  check_outputs(tg, sch_func(s), in, st);
+  sch_free(s);
+}
+
+/* Writing what was parsed and parsing it again is a fixed point. */
+static void check_rewrite(const sch_trace_t *t, const bytes_t *in, stats_t *st) {
+  char *j1 = sch_trace_to_json(t);
+  sch_trace_t *t2 = NULL;
+  tn_err_t err = {0};
+  if (sch_trace_from_json(j1, strlen(j1), &t2, &err) != 0) {
+    fail(st, in, "the writer's JSON does not parse", err.msg);
+  } else {
+    char *j2 = sch_trace_to_json(t2);
+    if (strcmp(j1, j2) != 0) fail(st, in, "to_json(from_json(to_json(t))) differs from to_json(t)", j2);
+    free(j2);
+  }
+  sch_trace_free(t2);
+  free(j1);
+}
+
+static bool known_error(const char *msg) {
+  static const char *const prefixes[] = {"trace JSON: ", "trace: ", "instruction ", "decision "};
+  for (size_t i = 0; i < TN_ARRAY_LEN(prefixes); i++)
+    if (strncmp(msg, prefixes[i], strlen(prefixes[i])) == 0) return true;
+  return false;
+}
+
+static void run_one(tn_rng_t *r, const target_t *tg, int ntg, const bytes_t *in, stats_t *st) {
+  sch_trace_t *t = (sch_trace_t *)1;
+  tn_err_t err = {0};
+  st->inputs++;
+  int rc = sch_trace_from_json(in->p ? in->p : "", in->n, &t, &err);
+  if (rc != 0) {
+    if (rc != TN_EINVAL || t || !known_error(err.msg) || strstr(err.msg, "cannot match"))
+      fail(st, in, "bad parse failure", err.msg);
+    return;
+  }
+  st->parsed++;
+  check_rewrite(t, in, st);
+  uint64_t seed = tn_rng_next(r);
+  for (int i = 0; i < ntg; i++) replay_on(&tg[i], t, seed, in, st);
+  sch_trace_free(t);
+}
+
+/* ---- main ------------------------------------------------------------------------ */
+
+static int load_target(const char *name, const ir_param_set_t *ovr, int novr, target_t *tg) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/workloads/%s.tw", TUNED_SOURCE_ROOT, name);
+  tn_err_t err = {0};
+  if (ir_workload_load(path, ovr, novr, &tg->w, &err) != 0 || ir_data_new(tg->w->func, 1, (size_t)64 << 20, &tg->ref, &err) != 0 ||
+      ir_eval(tg->w->func, tg->ref, &err) != 0) {
+    fprintf(stderr, "fuzz_trace: %s: %s\n", path, err.msg);
+    return -1;
+  }
+  return 0;
+}
+
+static const char builtin_seed[] =
+    "{\"version\": 1, \"trace\": [[[\"GetBlock\", [], [\"C\", \"main\"], [\"b0\"]],"
+    " [\"GetLoops\", [\"b0\"], [], [\"l1\"]],"
+    " [\"SamplePerfectTile\", [\"l1\"], [2, 16], [\"v2\", \"v3\"]],"
+    " [\"Split\", [\"l1\", \"v2\", \"v3\"], [1, 0], [\"l4\", \"l5\"]]], [[2, [4, 16]]]]}";
+
+int main(int argc, char **argv) {
+  double seconds = 10;
+  uint64_t seed = 1;
+  seeds_t s = {NULL, 0};
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) seconds = atof(argv[++i]);
+    else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+    else if (argv[i][0] == '-') {
+      fprintf(stderr, "usage: fuzz_trace [--seconds N] [--seed S] DIR...\n");
+      return 2;
+    } else if (load_dir(argv[i], &s) != 0) {
+      return 2;
+    }
+  }
+  if (!s.n) {
+    s.v = tn_xcalloc(1, sizeof(bytes_t));
+    b_assign(&s.v[s.n++], builtin_seed, sizeof builtin_seed - 1);
+  }
+  static const ir_param_set_t mm[] = {{"M", 16}, {"N", 16}, {"K", 16}}, va[] = {{"N", 64}};
+  target_t tg[2] = {{0}};
+  if (load_target("matmul", mm, 3, &tg[0]) != 0 || load_target("vector_add", va, 1, &tg[1]) != 0) return 2;
+  tn_rng_t r;
+  tn_rng_seed(&r, seed);
+  stats_t st = {0};
+  double start = tn_now();
+  for (int i = 0; i < s.n; i++) run_one(&r, tg, 2, &s.v[i], &st); /* every seed as is */
+  bytes_t in = {NULL, 0, 0};
+  while (tn_now() - start < seconds && st.failures < 10) {
+    const bytes_t *base = &s.v[pick(&r, (size_t)s.n)];
+    b_assign(&in, base->p, base->n);
+    for (int m = 1 + (int)tn_rng_below(&r, 4); m > 0; m--) mutate_once(&r, &in, &s);
+    run_one(&r, tg, 2, &in, &st);
+  }
+  printf("fuzz_trace: %ld inputs in %.1f s, %ld parsed, %ld replayed, %ld crashes (%ld evaluated, %d seeds)\n",
+         st.inputs, tn_now() - start, st.parsed, st.replayed, st.failures, st.evaluated, s.n);
+  free(in.p);
+  for (int i = 0; i < s.n; i++) free(s.v[i].p);
+  free(s.v);
+  for (int i = 0; i < 2; i++) ir_data_free(tg[i].ref), ir_workload_free(tg[i].w);
+  return st.failures ? 1 : 0;
+}

@@ -1,0 +1,633 @@
+/* test_sch_data.c — the data-movement primitives: cache_read, cache_write,
+ * compute_at, reverse_compute_at and SampleComputeLocation, checked through
+ * the public API against the evaluator, exact printed text and error paths. */
+#include <stdio.h>
+#include <string.h>
+
+#include "schedule/schedule.h"
+#include "testutil.h"
+
+/* ---- fixtures ---------------------------------------------------------- */
+
+typedef struct fx {
+  ir_workload_t *w;
+  sch_t *s;
+  tn_err_t err;
+} fx_t;
+
+/* Loads workloads/<name>.tw with "K=V K=V" overrides and schedules it. */
+static fx_t fx_open(const char *name, const char *sets) {
+  fx_t x = {0};
+  ir_param_set_t ov[8];
+  char names[8][16];
+  int n = 0;
+  for (const char *p = sets; p && *p && n < 8;) {
+    long long v;
+    int used;
+    ck_assert_int_eq(sscanf(p, "%15[^=]=%lld%n", names[n], &v, &used), 2);
+    ov[n] = (ir_param_set_t){names[n], v};
+    n++;
+    p += used;
+    while (*p == ' ') p++;
+  }
+  char path[512];
+  snprintf(path, sizeof path, "%s/workloads/%s.tw", TUNED_SOURCE_ROOT, name);
+  int rc = ir_workload_load(path, ov, n, &x.w, &x.err);
+  ck_assert_msg(rc == 0, "%s", x.err.msg);
+  x.s = sch_create(x.w->func, 1);
+  return x;
+}
+
+static void fx_close(fx_t *x) {
+  sch_free(x->s);
+  ir_workload_free(x->w);
+}
+
+static char *text_of(const ir_func_t *f) {
+  tn_buf_t b;
+  tn_buf_init(&b);
+  ir_print_func(f, &b);
+  return tn_buf_take(&b);
+}
+
+/* The scheduled function computes the same outputs as the original. */
+static void assert_equivalent(fx_t *x) {
+  const ir_func_t *a = x->w->func, *b = sch_func(x->s);
+  ir_data_t *da, *db;
+  ck_assert_int_eq(ir_data_new(a, 42, 1 << 26, &da, &x->err), 0);
+  ck_assert_int_eq(ir_data_new(b, 42, 1 << 26, &db, &x->err), 0);
+  ck_assert_msg(ir_eval(a, da, &x->err) == 0, "%s", x->err.msg);
+  ck_assert_msg(ir_eval(b, db, &x->err) == 0, "%s", x->err.msg);
+  int outputs = 0;
+  for (int i = 0; i < a->nparams; i++) {
+    if (a->params[i]->role != IR_BUF_OUTPUT) continue;
+    double e = ir_rel_l2_error(da->vals[i], db->vals[i], da->sizes[i]);
+    ck_assert_msg(e <= 1e-12, "output %s differs: rel l2 %g", a->params[i]->name, e);
+    outputs++;
+  }
+  ck_assert_int_gt(outputs, 0);
+  ir_data_free(da);
+  ir_data_free(db);
+}
+
+static void assert_has(fx_t *x, const char *needle) {
+  char *t = text_of(sch_func(x->s));
+  ck_assert_msg(strstr(t, needle), "expected \"%s\" in:\n%s", needle, t);
+  free(t);
+}
+
+static sch_rv_t block(fx_t *x, const char *name) {
+  sch_rv_t b;
+  ck_assert_msg(sch_get_block(x->s, name, &b, &x->err) == 0, "%s", x->err.msg);
+  return b;
+}
+
+static int loops(fx_t *x, sch_rv_t b, sch_rv_t *out) {
+  int n = 0;
+  ck_assert_msg(sch_get_loops(x->s, b, out, &n, &x->err) == 0, "%s", x->err.msg);
+  return n;
+}
+
+/* Splits a loop by [None, factor]. */
+static void split2(fx_t *x, sch_rv_t l, int64_t factor, sch_rv_t *out) {
+  sch_arg_t f[2] = {sch_arg_none(), sch_arg_int(factor)};
+  ck_assert_msg(sch_split(x->s, l, f, 2, out, &x->err) == 0, "%s", x->err.msg);
+}
+
+#define OK(x, call) ck_assert_msg((call) == 0, "%s", (x)->err.msg)
+
+/* ---- cache_read / cache_write ------------------------------------------ */
+
+static const char *const WINDOW_CACHE_READ =
+    "# from tvm.script import tir as T\n"
+    "\n"
+    "@T.prim_func\n"
+    "def main(A: T.Buffer((43,), \"float32\"), B: T.Buffer((40,), \"float32\")):\n"
+    "    T.func_attr({\"global_symbol\": \"main\", \"tir.noalias\": True})\n"
+    "    with T.block(\"root\"):\n"
+    "        A_shared = T.alloc_buffer((43,), \"float32\", scope=\"shared\")\n"
+    "        for ax0 in range(43):\n"
+    "            with T.block(\"A_shared\"):\n"
+    "                v0 = T.axis.spatial(43, ax0)\n"
+    "                T.reads(A[v0])\n"
+    "                T.writes(A_shared[v0])\n"
+    "                A_shared[v0] = A[v0]\n"
+    "        for i in range(40):\n"
+    "            with T.block(\"B\"):\n"
+    "                v_i = T.axis.spatial(40, i)\n"
+    "                T.reads(A_shared[v_i:v_i + 3])\n"
+    "                T.writes(B[v_i])\n"
+    "                B[v_i] = A_shared[v_i] + A_shared[v_i + 1] + A_shared[v_i + 2]\n";
+
+START_TEST(t_cache_read_text) {
+  fx_t x = fx_open("window_sum", "N=40");
+  sch_rv_t b = block(&x, "B"), c;
+  OK(&x, sch_cache_read(x.s, b, 0, "shared", &c, &x.err));
+  char *t = text_of(sch_func(x.s));
+  ck_assert_str_eq(t, WINDOW_CACHE_READ);
+  free(t);
+  /* The output handle names the new block. */
+  ck_assert_ptr_eq(sch_rv_stmt(x.s, c), ir_func_find_block(sch_func(x.s), "A_shared"));
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+static const char *const MATMUL_CACHE_WRITE =
+    "    with T.block(\"root\"):\n"
+    "        C_local = T.alloc_buffer((16, 16), \"float32\", scope=\"local\")\n"
+    "        for i, j, k in T.grid(16, 16, 16):\n"
+    "            with T.block(\"C\"):\n"
+    "                v_i, v_j, v_k = T.axis.remap(\"SSR\", [i, j, k])\n"
+    "                T.reads(A[v_i, v_k], B[v_k, v_j])\n"
+    "                T.writes(C_local[v_i, v_j])\n"
+    "                with T.init():\n"
+    "                    C_local[v_i, v_j] = T.float32(0.0)\n"
+    "                C_local[v_i, v_j] = C_local[v_i, v_j] + A[v_i, v_k] * B[v_k, v_j]\n"
+    "        for ax0, ax1 in T.grid(16, 16):\n"
+    "            with T.block(\"C_local\"):\n"
+    "                v0, v1 = T.axis.remap(\"SS\", [ax0, ax1])\n"
+    "                T.reads(C_local[v0, v1])\n"
+    "                T.writes(C[v0, v1])\n"
+    "                C[v0, v1] = C_local[v0, v1]\n";
+
+START_TEST(t_cache_write_text) {
+  fx_t x = fx_open("matmul", "M=16 N=16 K=16");
+  sch_rv_t c = block(&x, "C"), cl;
+  OK(&x, sch_cache_write(x.s, c, 0, "local", &cl, &x.err));
+  assert_has(&x, MATMUL_CACHE_WRITE);
+  ck_assert_ptr_eq(sch_rv_stmt(x.s, cl), ir_func_find_block(sch_func(x.s), "C_local"));
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+/* A second cache of the same buffer gets a fresh name. */
+START_TEST(t_cache_read_twice) {
+  fx_t x = fx_open("softmax", "M=4 N=8");
+  sch_rv_t e = block(&x, "E"), s = block(&x, "S"), c1, c2;
+  OK(&x, sch_cache_read(x.s, e, 0, "shared", &c1, &x.err));
+  /* S reads E (index 0) and rsum (index 1); A is also read by rmax. */
+  OK(&x, sch_cache_read(x.s, s, 1, "local", &c2, &x.err));
+  sch_rv_t rmax = block(&x, "rmax"), c3;
+  OK(&x, sch_cache_read(x.s, rmax, 0, "shared", &c3, &x.err));
+  assert_has(&x, "A_shared_1 = T.alloc_buffer((4, 8), \"float32\", scope=\"shared\")");
+  assert_has(&x, "with T.block(\"A_shared_1\"):");
+  assert_has(&x, "T.reads(A_shared_1[v_i, v_j])");
+  assert_has(&x, "S[v_i_3, v_j_3] = E[v_i_3, v_j_3] / rsum_local[v_i_3]");
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+/* ---- compute_at -------------------------------------------------------- */
+
+static const char *const WINDOW_COMPUTE_AT =
+    "# from tvm.script import tir as T\n"
+    "\n"
+    "@T.prim_func\n"
+    "def main(A: T.Buffer((43,), \"float32\"), B: T.Buffer((40,), \"float32\")):\n"
+    "    T.func_attr({\"global_symbol\": \"main\", \"tir.noalias\": True})\n"
+    "    with T.block(\"root\"):\n"
+    "        A_shared = T.alloc_buffer((43,), \"float32\", scope=\"shared\")\n"
+    "        for i_0 in range(5):\n"
+    "            for ax0 in range(10):\n"
+    "                with T.block(\"A_shared\"):\n"
+    "                    v0 = T.axis.spatial(43, i_0 * 8 + ax0)\n"
+    "                    T.reads(A[v0])\n"
+    "                    T.writes(A_shared[v0])\n"
+    "                    A_shared[v0] = A[v0]\n"
+    "            for i_1 in range(8):\n"
+    "                with T.block(\"B\"):\n"
+    "                    v_i = T.axis.spatial(40, i_0 * 8 + i_1)\n"
+    "                    T.reads(A_shared[v_i:v_i + 3])\n"
+    "                    T.writes(B[v_i])\n"
+    "                    B[v_i] = A_shared[v_i] + A_shared[v_i + 1] + A_shared[v_i + 2]\n";
+
+/* window_sum split by [None, 8]: B reads A_shared[i_0*8 .. i_0*8+9]. */
+static fx_t window_split(int64_t factor, sch_rv_t *cache, sch_rv_t *outer) {
+  fx_t x = fx_open("window_sum", "N=40");
+  sch_rv_t b = block(&x, "B"), l[4];
+  loops(&x, b, l);
+  split2(&x, l[0], factor, outer);
+  OK(&x, sch_cache_read(x.s, b, 0, "shared", cache, &x.err));
+  return x;
+}
+
+START_TEST(t_window_compute_at) {
+  sch_rv_t c, io[2];
+  fx_t x = window_split(8, &c, io);
+  OK(&x, sch_compute_at(x.s, c, io[0], true, &x.err));
+  char *t = text_of(sch_func(x.s));
+  ck_assert_str_eq(t, WINDOW_COMPUTE_AT);
+  free(t);
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+START_TEST(t_window_compute_at_inner) {
+  sch_rv_t c, io[2];
+  fx_t x = window_split(8, &c, io);
+  OK(&x, sch_compute_at(x.s, c, io[1], true, &x.err));
+  assert_has(&x, "for i_0, i_1 in T.grid(5, 8):\n            for ax0 in range(3):");
+  assert_has(&x, "v0 = T.axis.spatial(43, i_0 * 8 + i_1 + ax0)");
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+/* A factor that does not divide: the stage covers 18 elements and a
+ * predicate keeps the last tile inside A. */
+START_TEST(t_window_compute_at_predicate) {
+  sch_rv_t c, io[2];
+  fx_t x = window_split(16, &c, io);
+  OK(&x, sch_compute_at(x.s, c, io[0], true, &x.err));
+  assert_has(&x, "for ax0 in range(18):");
+  assert_has(&x, "v0 = T.axis.spatial(43, i_0 * 16 + ax0)\n                    T.where(i_0 * 16 + ax0 < 43)");
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+/* matmul tiled 4x4x4 with (i_0, j_0, k_0, i_1, j_1, k_1). */
+static fx_t matmul_tiled(sch_rv_t *c, sch_rv_t tiles[3][2]) {
+  fx_t x = fx_open("matmul", "M=16 N=16 K=16");
+  *c = block(&x, "C");
+  sch_rv_t l[4];
+  loops(&x, *c, l);
+  for (int i = 0; i < 3; i++) split2(&x, l[i], 4, tiles[i]);
+  sch_rv_t order[6] = {tiles[0][0], tiles[1][0], tiles[2][0], tiles[0][1], tiles[1][1], tiles[2][1]};
+  OK(&x, sch_reorder(x.s, order, 6, &x.err));
+  return x;
+}
+
+START_TEST(t_matmul_shared_compute_at) {
+  sch_rv_t c, t[3][2], as, bs;
+  fx_t x = matmul_tiled(&c, t);
+  OK(&x, sch_cache_read(x.s, c, 0, "shared", &as, &x.err));
+  OK(&x, sch_cache_read(x.s, c, 1, "shared", &bs, &x.err));
+  OK(&x, sch_compute_at(x.s, as, t[2][0], true, &x.err));
+  OK(&x, sch_compute_at(x.s, bs, t[2][0], true, &x.err));
+  assert_has(&x, "for i_0, j_0, k_0 in T.grid(4, 4, 4):\n            for ax0, ax1 in T.grid(4, 4):\n"
+                 "                with T.block(\"A_shared\"):\n"
+                 "                    v0 = T.axis.spatial(16, i_0 * 4 + ax0)\n"
+                 "                    v1 = T.axis.spatial(16, k_0 * 4 + ax1)\n");
+  assert_has(&x, "v0_1 = T.axis.spatial(16, k_0 * 4 + ax0_1)\n"
+                 "                    v1_1 = T.axis.spatial(16, j_0 * 4 + ax1_1)\n");
+  assert_has(&x, "            for i_1, j_1, k_1 in T.grid(4, 4, 4):\n                with T.block(\"C\"):");
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+START_TEST(t_matmul_cache_write_reverse) {
+  sch_rv_t c, t[3][2], cl;
+  fx_t x = matmul_tiled(&c, t);
+  OK(&x, sch_cache_write(x.s, c, 0, "local", &cl, &x.err));
+  OK(&x, sch_reverse_compute_at(x.s, cl, t[1][0], true, &x.err));
+  assert_has(&x, "        for i_0, j_0 in T.grid(4, 4):\n            for k_0, i_1, j_1, k_1 in T.grid(4, 4, 4, 4):");
+  assert_has(&x, "            for ax0, ax1 in T.grid(4, 4):\n                with T.block(\"C_local\"):\n"
+                 "                    v0 = T.axis.spatial(16, i_0 * 4 + ax0)\n"
+                 "                    v1 = T.axis.spatial(16, j_0 * 4 + ax1)\n");
+  assert_equivalent(&x);
+  /* Later stages compose: a shared cache of A at k_0 under the same tile. */
+  sch_rv_t as;
+  OK(&x, sch_cache_read(x.s, c, 0, "shared", &as, &x.err));
+  OK(&x, sch_compute_at(x.s, as, t[2][0], true, &x.err));
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+/* Fused inner loops: i_1 * 4 + j_1 fused into one loop; the stages still
+ * cover one 4-wide tile (A through //, B through %). */
+START_TEST(t_matmul_fused_inner) {
+  fx_t x = fx_open("matmul", "M=16 N=16 K=16");
+  sch_rv_t c = block(&x, "C"), l[4], ti[2], tj[2], fused, as, bs;
+  loops(&x, c, l);
+  split2(&x, l[0], 4, ti);
+  split2(&x, l[1], 4, tj);
+  sch_rv_t order[4] = {ti[0], tj[0], ti[1], tj[1]};
+  OK(&x, sch_reorder(x.s, order, 4, &x.err));
+  sch_rv_t inner[2] = {ti[1], tj[1]};
+  OK(&x, sch_fuse(x.s, inner, 2, &fused, &x.err));
+  OK(&x, sch_cache_read(x.s, c, 0, "shared", &as, &x.err));
+  OK(&x, sch_cache_read(x.s, c, 1, "shared", &bs, &x.err));
+  OK(&x, sch_compute_at(x.s, as, tj[0], true, &x.err));
+  OK(&x, sch_compute_at(x.s, bs, tj[0], true, &x.err));
+  assert_has(&x, "for ax0, ax1 in T.grid(4, 16):\n                with T.block(\"A_shared\"):\n"
+                 "                    v0 = T.axis.spatial(16, i_0 * 4 + ax0)\n");
+  assert_has(&x, "for ax0_1, ax1_1 in T.grid(16, 4):\n                with T.block(\"B_shared\"):\n"
+                 "                    v0_1 = T.axis.spatial(16, ax0_1)\n"
+                 "                    v1_1 = T.axis.spatial(16, j_0 * 4 + ax1_1)\n");
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+/* A fused outer loop: the stage is one row of A per i*16 + j. */
+START_TEST(t_matmul_fused_outer) {
+  fx_t x = fx_open("matmul", "M=16 N=16 K=16");
+  sch_rv_t c = block(&x, "C"), l[4], fused, as;
+  loops(&x, c, l);
+  OK(&x, sch_fuse(x.s, l, 2, &fused, &x.err));
+  OK(&x, sch_cache_read(x.s, c, 0, "shared", &as, &x.err));
+  OK(&x, sch_compute_at(x.s, as, fused, true, &x.err));
+  assert_has(&x, "for ax0, ax1 in T.grid(1, 16):");
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+/* reverse_compute_at under a reduction loop: the copy runs per k_0 step. */
+START_TEST(t_matmul_reverse_under_reduce) {
+  sch_rv_t c, t[3][2], cl;
+  fx_t x = matmul_tiled(&c, t);
+  OK(&x, sch_cache_write(x.s, c, 0, "local", &cl, &x.err));
+  OK(&x, sch_reverse_compute_at(x.s, cl, t[2][1], true, &x.err));
+  assert_has(&x, "for i_0, j_0, k_0, i_1, j_1, k_1 in T.grid(4, 4, 4, 4, 4, 4):");
+  assert_has(&x, "for ax0, ax1 in T.grid(1, 1):");
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+START_TEST(t_conv_compute_at) {
+  for (int at = 0; at < 7; at++) {
+    fx_t x = fx_open("conv2d", "N=1 C=2 H=6 W=6 F=2");
+    sch_rv_t xp = block(&x, "Xp"), y = block(&x, "Y"), l[8];
+    ck_assert_int_eq(loops(&x, y, l), 7);
+    OK(&x, sch_compute_at(x.s, xp, l[at], true, &x.err));
+    if (at == 2) {
+      assert_has(&x, "for n, f, y in T.grid(1, 2, 6):\n            for ax0, ax1, ax2, ax3 in T.grid(1, 2, 3, 8):");
+      assert_has(&x, "v_h = T.axis.spatial(8, y + ax2)\n                    v_w = T.axis.spatial(8, ax3)\n");
+    }
+    assert_equivalent(&x);
+    fx_close(&x);
+  }
+}
+END_TEST
+
+/* A cache of the unpadded input read at h - 1: guards on both sides. */
+START_TEST(t_conv_guarded_stage) {
+  fx_t x = fx_open("conv2d", "N=1 C=2 H=6 W=6 F=2");
+  sch_rv_t xp = block(&x, "Xp"), xs, l[8];
+  loops(&x, xp, l);
+  OK(&x, sch_cache_read(x.s, xp, 0, "shared", &xs, &x.err));
+  OK(&x, sch_compute_at(x.s, xs, l[2], true, &x.err));
+  assert_has(&x, "v2 = T.axis.spatial(6, h - 1)");
+  assert_has(&x, "T.where(h - 1 >= 0 and h - 1 < 6)");
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+START_TEST(t_softmax_row_stages) {
+  fx_t x = fx_open("softmax", "M=4 N=8");
+  sch_rv_t l[4];
+  loops(&x, block(&x, "E"), l);
+  OK(&x, sch_compute_at(x.s, block(&x, "rmax"), l[0], true, &x.err));
+  loops(&x, block(&x, "S"), l);
+  OK(&x, sch_compute_at(x.s, block(&x, "rsum"), l[0], true, &x.err));
+  assert_has(&x, "        for i in range(4):\n            for ax0, ax1 in T.grid(1, 8):\n"
+                 "                with T.block(\"rmax\"):\n"
+                 "                    v_i, v_j = T.axis.remap(\"SR\", [i, ax1])\n");
+  assert_has(&x, "        for i_1 in range(4):\n            for ax0_1, ax1_1 in T.grid(1, 8):\n"
+                 "                with T.block(\"rsum\"):\n");
+  assert_has(&x, "            for j_1 in range(8):\n                with T.block(\"S\"):");
+  assert_equivalent(&x);
+  /* E's consumers (rsum and S) are now both under the row loop of S. */
+  loops(&x, block(&x, "S"), l);
+  OK(&x, sch_compute_at(x.s, block(&x, "E"), l[0], true, &x.err));
+  assert_has(&x, "        for i, ax0, ax1 in T.grid(4, 1, 8):\n            with T.block(\"rmax\"):");
+  assert_has(&x, "with T.block(\"E\"):\n                    v_i_1, v_j_1 = T.axis.remap(\"SS\", [i_1, ax1_1])");
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+START_TEST(t_no_unit_loops) {
+  fx_t x = fx_open("softmax", "M=4 N=8");
+  sch_rv_t l[4];
+  loops(&x, block(&x, "E"), l);
+  OK(&x, sch_compute_at(x.s, block(&x, "rmax"), l[0], false, &x.err));
+  assert_has(&x, "        for i in range(4):\n            for ax1 in range(8):\n"
+                 "                with T.block(\"rmax\"):\n");
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+/* ---- SampleComputeLocation --------------------------------------------- */
+
+/* Applies SampleComputeLocation with a fixed decision; returns the value
+ * recorded in the trace's decision and the location's uid (or mark). */
+static int64_t sample_with(fx_t *x, sch_rv_t b, int64_t decision, int64_t *recorded) {
+  sch_arg_t in[1] = {sch_arg_rv(b)};
+  sch_inst_t inst = {.kind = SCH_SAMPLE_COMPUTE_LOCATION, .inputs = in, .ninputs = 1};
+  sch_rv_t out;
+  OK(x, sch_apply(x->s, &inst, &decision, 1, &out, NULL, &x->err));
+  const sch_trace_t *t = sch_get_trace(x->s);
+  *recorded = t->insts[t->n - 1].decision[0];
+  return sch_rv_value(x->s, out);
+}
+
+START_TEST(t_sample_location_window) {
+  sch_rv_t c, io[2];
+  fx_t x = window_split(8, &c, io);
+  int64_t rec;
+  ck_assert_int_eq(sample_with(&x, c, 0, &rec), sch_rv_value(x.s, io[0]));
+  ck_assert_int_eq(rec, 0);
+  ck_assert_int_eq(sample_with(&x, c, 1, &rec), sch_rv_value(x.s, io[1]));
+  ck_assert_int_eq(sample_with(&x, c, 9, &rec), sch_rv_value(x.s, io[1])); /* stale: nearest smaller */
+  ck_assert_int_eq(rec, 1);
+  ck_assert_int_eq(sample_with(&x, c, -1, &rec), SCH_LOC_ROOT);
+  /* A plain copy can be inlined. */
+  ck_assert_int_eq(sample_with(&x, c, -2, &rec), SCH_LOC_INLINE);
+  ck_assert_int_eq(rec, -2);
+  /* Sampling left the function as it was. */
+  char *t = text_of(sch_func(x.s));
+  ck_assert_ptr_nonnull(strstr(t, "for ax0 in range(43):"));
+  free(t);
+  /* Drawing without a decision gives one of the four locations, and
+   * compute_at accepts what was drawn. */
+  sch_rv_t loc;
+  OK(&x, sch_sample_compute_location(x.s, c, &loc, &x.err));
+  int64_t v = sch_rv_value(x.s, loc);
+  ck_assert(v == SCH_LOC_INLINE || v == SCH_LOC_ROOT || v == sch_rv_value(x.s, io[0]) || v == sch_rv_value(x.s, io[1]));
+  OK(&x, sch_compute_at(x.s, c, loc, true, &x.err));
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+/* Candidates stop at the first spatial loop after a reduction loop. */
+START_TEST(t_sample_location_matmul) {
+  sch_rv_t c, t[3][2], as;
+  fx_t x = matmul_tiled(&c, t);
+  OK(&x, sch_cache_read(x.s, c, 0, "shared", &as, &x.err));
+  int64_t rec;
+  ck_assert_int_eq(sample_with(&x, as, 0, &rec), sch_rv_value(x.s, t[0][0]));
+  ck_assert_int_eq(sample_with(&x, as, 1, &rec), sch_rv_value(x.s, t[1][0]));
+  ck_assert_int_eq(sample_with(&x, as, 2, &rec), sch_rv_value(x.s, t[2][0]));
+  ck_assert_int_eq(sample_with(&x, as, 3, &rec), sch_rv_value(x.s, t[2][0]));
+  ck_assert_int_eq(rec, 2);
+  /* C writes the output: no consumer, so root is the only location. */
+  ck_assert_int_eq(sample_with(&x, c, 0, &rec), SCH_LOC_ROOT);
+  ck_assert_int_eq(rec, -1);
+  ck_assert_int_eq(sample_with(&x, c, -2, &rec), SCH_LOC_ROOT);
+  fx_close(&x);
+}
+END_TEST
+
+START_TEST(t_sample_location_softmax) {
+  fx_t x = fx_open("softmax", "M=4 N=8");
+  sch_rv_t rmax = block(&x, "rmax"), l[4];
+  loops(&x, block(&x, "E"), l);
+  int64_t rec;
+  ck_assert_int_eq(sample_with(&x, rmax, 0, &rec), sch_rv_value(x.s, l[0]));
+  ck_assert_int_eq(sample_with(&x, rmax, 1, &rec), sch_rv_value(x.s, l[1]));
+  /* A reduction cannot be inlined. */
+  ck_assert_int_eq(sample_with(&x, rmax, -2, &rec), SCH_LOC_ROOT);
+  /* E has two consumers in different nests: only root or inline. */
+  ck_assert_int_eq(sample_with(&x, block(&x, "E"), 0, &rec), SCH_LOC_ROOT);
+  ck_assert_int_eq(sample_with(&x, block(&x, "E"), -2, &rec), SCH_LOC_INLINE);
+  ck_assert_int_eq(rec, -2);
+  fx_close(&x);
+}
+END_TEST
+
+/* ---- errors: message, and the schedule left as it was ------------------ */
+
+typedef int (*fail_fn)(fx_t *x, void *ctx);
+
+/* Runs fn, expects failure with exactly `msg`, and checks that neither the
+ * function nor the trace changed. */
+static void expect_fail(fx_t *x, fail_fn fn, void *ctx, const char *msg) {
+  char *before = text_of(sch_func(x->s));
+  int ninsts = sch_get_trace(x->s)->n;
+  ck_assert_int_lt(fn(x, ctx), 0);
+  ck_assert_str_eq(x->err.msg, msg);
+  char *after = text_of(sch_func(x->s));
+  ck_assert_str_eq(after, before);
+  ck_assert_int_eq(sch_get_trace(x->s)->n, ninsts);
+  free(before);
+  free(after);
+}
+
+typedef struct op {
+  int kind; /* 0 cache_read, 1 cache_write, 2 compute_at, 3 reverse_compute_at */
+  sch_rv_t b, l;
+  int index;
+} op_t;
+
+static int run_op(fx_t *x, void *ctx) {
+  op_t *o = ctx;
+  sch_rv_t out;
+  switch (o->kind) {
+  case 0: return sch_cache_read(x->s, o->b, o->index, "shared", &out, &x->err);
+  case 1: return sch_cache_write(x->s, o->b, o->index, "local", &out, &x->err);
+  case 2: return sch_compute_at(x->s, o->b, o->l, true, &x->err);
+  default: return sch_reverse_compute_at(x->s, o->b, o->l, true, &x->err);
+  }
+}
+
+START_TEST(t_errors_cache) {
+  fx_t x = fx_open("softmax", "M=4 N=8");
+  sch_rv_t e = block(&x, "E"), rmax = block(&x, "rmax"), l[4];
+  expect_fail(&x, run_op, &(op_t){0, e, 0, 2},
+              "cache_read: block \"E\" reads 2 buffer(s); read_buffer_index 2 is out of range (valid: 0..1)");
+  expect_fail(&x, run_op, &(op_t){1, e, 0, 1},
+              "cache_write: block \"E\" writes 1 buffer(s); write_buffer_index 1 is out of range (valid: 0..0)");
+  loops(&x, e, l);
+  OK(&x, sch_compute_at(x.s, rmax, l[0], true, &x.err));
+  expect_fail(&x, run_op, &(op_t){0, e, 0, 1},
+              "cache_read: block \"rmax\" in the same loop nest as block \"E\" also writes rmax; the copy block is "
+              "placed outside that nest, so rmax must be accessed only by \"E\" there");
+  expect_fail(&x, run_op, &(op_t){1, rmax, 0, 0},
+              "cache_write: block \"E\" in the same loop nest as block \"rmax\" also reads rmax; the copy block is "
+              "placed outside that nest, so rmax must be accessed only by \"rmax\" there");
+  fx_close(&x);
+}
+END_TEST
+
+START_TEST(t_errors_compute_at) {
+  fx_t x = fx_open("softmax", "M=4 N=8");
+  sch_rv_t rmax = block(&x, "rmax"), e = block(&x, "E"), rsum = block(&x, "rsum"), s = block(&x, "S");
+  sch_rv_t lr[2], le[2], ls[2], lm[2];
+  loops(&x, rmax, lm);
+  loops(&x, e, le);
+  loops(&x, rsum, lr);
+  loops(&x, s, ls);
+  expect_fail(&x, run_op, &(op_t){2, e, le[0], 0}, "compute_at: loop i encloses block \"E\" itself");
+  expect_fail(&x, run_op, &(op_t){2, rmax, ls[0], 0},
+              "compute_at: block \"rmax\" does not produce any buffer read under loop i");
+  expect_fail(&x, run_op, &(op_t){2, e, lr[0], 0},
+              "compute_at: block \"S\" reads E, which block \"E\" writes, but is not under loop i; every consumer "
+              "must be under the target loop");
+  expect_fail(&x, run_op, &(op_t){2, s, lr[0], 0},
+              "compute_at: block \"S\" writes the function output S; only blocks writing temporaries can be "
+              "computed at a consumer's loop");
+  expect_fail(&x, run_op, &(op_t){3, rsum, le[1], 0},
+              "reverse_compute_at: block \"rsum\" reduces over v_j, and loop j provides only part of its range at a "
+              "time");
+  expect_fail(&x, run_op, &(op_t){3, s, le[0], 0},
+              "reverse_compute_at: block \"rsum\" writes rsum, which block \"S\" reads, but is neither under loop i "
+              "nor in a loop nest before it");
+  expect_fail(&x, run_op, &(op_t){3, s, lm[0], 0},
+              "reverse_compute_at: block \"S\" does not read any buffer written under loop i");
+  /* The legal reverse move still works afterwards: S under rsum's row. */
+  OK(&x, sch_reverse_compute_at(x.s, s, lr[0], true, &x.err));
+  assert_has(&x, "            for ax0, ax1 in T.grid(1, 8):\n                with T.block(\"S\"):");
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+START_TEST(t_errors_access_shape) {
+  sch_rv_t c, io[2], l[2];
+  fx_t x = window_split(8, &c, io);
+  loops(&x, c, l);
+  expect_fail(&x, run_op, &(op_t){3, block(&x, "B"), l[0], 0},
+              "reverse_compute_at: block \"B\" reads A_shared with indices that are not one distinct iterator per "
+              "dimension; only such accesses can be re-bound to a region");
+  fx_close(&x);
+}
+END_TEST
+
+static Suite *make(void) {
+  Suite *s = suite_create("sch_data");
+  TCase *tc = tcase_create("cache");
+  tcase_add_test(tc, t_cache_read_text);
+  tcase_add_test(tc, t_cache_write_text);
+  tcase_add_test(tc, t_cache_read_twice);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("compute_at");
+  tcase_add_test(tc, t_window_compute_at);
+  tcase_add_test(tc, t_window_compute_at_inner);
+  tcase_add_test(tc, t_window_compute_at_predicate);
+  tcase_add_test(tc, t_matmul_shared_compute_at);
+  tcase_add_test(tc, t_matmul_cache_write_reverse);
+  tcase_add_test(tc, t_matmul_reverse_under_reduce);
+  tcase_add_test(tc, t_matmul_fused_inner);
+  tcase_add_test(tc, t_matmul_fused_outer);
+  tcase_add_test(tc, t_conv_compute_at);
+  tcase_add_test(tc, t_conv_guarded_stage);
+  tcase_add_test(tc, t_softmax_row_stages);
+  tcase_add_test(tc, t_no_unit_loops);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("sample_location");
+  tcase_add_test(tc, t_sample_location_window);
+  tcase_add_test(tc, t_sample_location_matmul);
+  tcase_add_test(tc, t_sample_location_softmax);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("errors");
+  tcase_add_test(tc, t_errors_cache);
+  tcase_add_test(tc, t_errors_compute_at);
+  tcase_add_test(tc, t_errors_access_shape);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+TN_TEST_MAIN(make)
