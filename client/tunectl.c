@@ -1,13 +1,20 @@
-/* tunectl.c — the command-line client.  Offline commands (show, check, eval)
- * work on workload files directly; daemon commands arrive with the service. */
+/* tunectl.c — the command-line client.  Offline commands (show, check, eval,
+ * trace-check, emit, run) work on workload files directly; daemon commands
+ * arrive with the service. */
 #include <cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "client/tunectl_daemon.h"
+#include "codegen/codegen.h"
+#include "common/target.h"
 #include "ir/ir.h"
+#include "measure/measure.h"
+#include "sampler/sampler.h"
 #include "schedule/schedule.h"
 #include "tuned_config.h"
 
@@ -21,6 +28,9 @@ typedef struct opts {
   int nsets;
   uint64_t seed;
   bool json;
+  const char *target; /* --target NAME (run, emit) */
+  const char *emit;   /* --emit KIND (emit) */
+  double repeat_ms;   /* --repeat-ms N (run): minimum total timed milliseconds */
   tn_arena_t *arena;
 } opts_t;
 
@@ -36,6 +46,9 @@ static int cmd_show(opts_t *o);
 static int cmd_check(opts_t *o);
 static int cmd_eval(opts_t *o);
 static int cmd_trace_check(opts_t *o);
+static int cmd_emit(opts_t *o);
+static int cmd_run(opts_t *o);
+static int cmd_space(opts_t *o);
 
 static const command_t commands[] = {
     {"show", "FILE [--set NAME=VALUE ...] [--trace T.json]", "print the tensor IR of a workload",
@@ -62,6 +75,32 @@ static const command_t commands[] = {
      "number of instructions and the trace's sampling decisions; on failure\n"
      "says which instruction failed and why, and exits 1.\n",
      cmd_trace_check},
+    {"emit", "FILE --target T --emit cuda|ptx|opencl|c|launch [--trace T.json] [--set NAME=VALUE ...]",
+     "print the generated kernel source or launch configuration",
+     "Replays the trace (if any) and lowers the workload to the language of\n"
+     "--emit: `cuda` prints CUDA C, `opencl` OpenCL C, `c` C with OpenMP for the\n"
+     "CPU, `ptx` compiles the CUDA C with NVRTC for the target's architecture and\n"
+     "prints the PTX, `launch` prints the launch configuration (kernels, grid,\n"
+     "block, shared memory, parameters) as JSON for the target's language.\n"
+     "GPU targets need a trace that binds every loop nest to threads.\n",
+     cmd_emit},
+    {"run", "FILE --target T [--trace T.json] [--set NAME=VALUE ...] [--seed S] [--repeat-ms N] [--json]",
+     "build, run, verify and time a scheduled workload",
+     "Replays the trace (if any), lowers the workload for the target (cpu: C,\n"
+     "opencl: OpenCL C on the first OpenCL device, nvidia/...: CUDA C through\n"
+     "NVRTC and the CUDA driver), builds it, runs it in a separate worker\n"
+     "process, compares the output with the reference evaluator's and times\n"
+     "it: one warm-up, then repeats until N milliseconds in total (default 100).\n"
+     "Prints the status, median time, GFLOP/s, GB/s, the verification result\n"
+     "and what the compiler reported.  Exits 1 unless the status is ok.\n",
+     cmd_run},
+    {"space", "FILE --target T [--set NAME=VALUE ...]", "print the design spaces of a workload as traces",
+     "Applies the target's schedule rules (multi-level tiling, inlining, rfactor or\n"
+     "cross-thread reduction, parallel/vectorize/unroll, auto-bind, compute\n"
+     "location) to every block and prints each resulting design space: a line\n"
+     "`# space K of N (rules: ...)` naming the rules that shaped it, then its\n"
+     "trace as JSON, without decisions (every replay samples them afresh).\n",
+     cmd_space},
 };
 
 static const command_t *find_command(const char *name) {
@@ -77,6 +116,7 @@ static void usage(FILE *out) {
           "tunectl drives tuned, the kernel auto-tuner.  Commands:\n\n");
   for (size_t i = 0; i < TN_ARRAY_LEN(commands); i++)
     fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+  tcd_usage(out);
   fprintf(out,
           "\n"
           "Run `tunectl COMMAND --help` for a command's options.\n"
@@ -91,6 +131,12 @@ static void command_help(const command_t *c, FILE *out) {
   if (strstr(c->args, "--seed")) fprintf(out, "  --seed S          input data seed (default 1)\n");
   if (strstr(c->args, "--trace")) fprintf(out, "  --trace T.json    replay this schedule trace first\n");
   if (strstr(c->args, "--json")) fprintf(out, "  --json            print JSON instead of text\n");
+  if (strstr(c->args, "--target"))
+    fprintf(out, "  --target T        cpu, opencl (= opencl/pocl-cpu), nvidia/tesla-t4, nvidia/a100,\n"
+                 "                    nvidia/h100, ... or a configs/ name\n");
+  if (strstr(c->args, "--emit")) fprintf(out, "  --emit KIND       cuda, ptx, opencl, c or launch\n");
+  if (strstr(c->args, "--repeat-ms"))
+    fprintf(out, "  --repeat-ms N     time repeats until N ms in total (default 100)\n");
   fprintf(out, "  -h, --help        show this help\n");
 }
 
@@ -100,18 +146,18 @@ static int parse_args(const command_t *c, int argc, char **argv, opts_t *o) {
     const char *a = argv[i];
     const char *val = NULL;
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return 1;
-    if (strcmp(a, "--set") == 0 || strcmp(a, "--seed") == 0 || strcmp(a, "--trace") == 0) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "tunectl %s: %s needs a value\n", c->name, a);
-        return -1;
+    static const char *const valued[] = {"--set", "--seed", "--trace", "--target", "--emit", "--repeat-ms"};
+    for (size_t k = 0; k < TN_ARRAY_LEN(valued) && !val; k++) {
+      size_t n = strlen(valued[k]);
+      if (strcmp(a, valued[k]) == 0) {
+        if (i + 1 >= argc) {
+          fprintf(stderr, "tunectl %s: %s needs a value\n", c->name, a);
+          return -1;
+        }
+        a = valued[k], val = argv[++i];
+      } else if (strncmp(a, valued[k], n) == 0 && a[n] == '=') {
+        a = valued[k], val = argv[i] + n + 1;
       }
-      val = argv[++i];
-    } else if (strncmp(a, "--set=", 6) == 0) {
-      a = "--set", val = argv[i] + 6;
-    } else if (strncmp(a, "--seed=", 7) == 0) {
-      a = "--seed", val = argv[i] + 7;
-    } else if (strncmp(a, "--trace=", 8) == 0) {
-      a = "--trace", val = argv[i] + 8;
     }
     if (val && strcmp(a, "--set") == 0) {
       tn_err_t err = {0};
@@ -136,6 +182,17 @@ static int parse_args(const command_t *c, int argc, char **argv, opts_t *o) {
       o->seed = s;
     } else if (val && strcmp(a, "--trace") == 0 && strstr(c->args, "--trace")) {
       o->trace = val;
+    } else if (val && strcmp(a, "--target") == 0 && strstr(c->args, "--target")) {
+      o->target = val;
+    } else if (val && strcmp(a, "--emit") == 0 && strstr(c->args, "--emit")) {
+      o->emit = val;
+    } else if (val && strcmp(a, "--repeat-ms") == 0 && strstr(c->args, "--repeat-ms")) {
+      char *end;
+      o->repeat_ms = strtod(val, &end);
+      if (*end || !*val || !(o->repeat_ms > 0) || o->repeat_ms > 1e6) {
+        fprintf(stderr, "tunectl %s: --repeat-ms wants a positive number of milliseconds, got '%s'\n", c->name, val);
+        return -1;
+      }
     } else if (strcmp(a, "--json") == 0 && strstr(c->args, "--json")) {
       o->json = true;
     } else if (a[0] == '-' && a[1]) {
@@ -153,6 +210,12 @@ static int parse_args(const command_t *c, int argc, char **argv, opts_t *o) {
   if (!o->file || (!o->trace && strstr(c->args, "T.json "))) {
     fprintf(stderr, "tunectl %s: missing %s (usage: tunectl %s %s)\n", c->name, o->file ? "T.json" : "FILE",
             c->name, c->args);
+    return -1;
+  }
+  const char *need = strstr(c->args, "FILE --target") && !o->target ? "--target" :
+                     strstr(c->args, "--emit ") && !o->emit ? "--emit" : NULL;
+  if (need) {
+    fprintf(stderr, "tunectl %s: missing %s (usage: tunectl %s %s)\n", c->name, need, c->name, c->args);
     return -1;
   }
   return 0;
@@ -371,11 +434,169 @@ out:
   return rc;
 }
 
+/* Looks the target up ("opencl" stands for opencl/pocl-cpu); configs/ in
+ * the source tree, when present, is searched too. */
+static int lookup_target(const char *cmd, const char *name, tn_target_t *t) {
+  tn_err_t err = {0};
+  const char *dir = TUNED_SOURCE_ROOT "/configs";
+  if (strcmp(name, "opencl") == 0) name = "opencl/pocl-cpu";
+  if (tn_target_lookup(name, access(dir, R_OK) == 0 ? dir : NULL, t, &err) < 0) {
+    fprintf(stderr, "tunectl %s: %s\n", cmd, err.msg);
+    return -1;
+  }
+  return 0;
+}
+
+/* Loads the workload, replays the trace if any and lowers for lang. */
+static cg_module_t *lower(const char *cmd, opts_t *o, cg_target_t lang, ir_workload_t **wout) {
+  ir_workload_t *w = load_workload(cmd, o);
+  if (!w) return NULL;
+  sch_t *s = NULL;
+  cg_module_t *m = NULL;
+  tn_err_t err = {0};
+  if (!o->trace || (s = replay_trace(cmd, o, w, NULL))) {
+    if (cg_lower(s ? sch_func(s) : w->func, lang, NULL, &m, &err) < 0)
+      fprintf(stderr, "tunectl %s: cannot generate %s code for %s%s%s: %s\n", cmd, cg_target_name(lang), o->file,
+              o->trace ? " with " : "", o->trace ? o->trace : "", err.msg);
+  }
+  sch_free(s);
+  if (m && wout) *wout = w;
+  else ir_workload_free(w);
+  return m;
+}
+
+static int cmd_emit(opts_t *o) {
+  static const char *const kinds[] = {"cuda", "ptx", "opencl", "c", "launch"};
+  size_t kind = 0;
+  while (kind < TN_ARRAY_LEN(kinds) && strcmp(kinds[kind], o->emit) != 0) kind++;
+  if (kind == TN_ARRAY_LEN(kinds)) {
+    fprintf(stderr, "tunectl emit: unknown --emit '%s' (cuda, ptx, opencl, c or launch)\n", o->emit);
+    return 2;
+  }
+  tn_target_t t;
+  if (lookup_target("emit", o->target, &t) < 0) return 1;
+  cg_target_t lang = ms_language_of(t.kind);
+  cg_target_t want = kind <= 1 ? CG_TARGET_CUDA : kind == 2 ? CG_TARGET_OPENCL : kind == 3 ? CG_TARGET_C : lang;
+  if (want != lang) {
+    fprintf(stderr, "tunectl emit: target %s runs %s code; --emit %s needs a %s target\n", t.name,
+            cg_target_name(lang), o->emit,
+            want == CG_TARGET_CUDA ? "CUDA (nvidia/...)" : want == CG_TARGET_OPENCL ? "OpenCL" : "CPU");
+    return 1;
+  }
+  cg_module_t *m = lower("emit", o, lang, NULL);
+  if (!m) return 1;
+  int rc = 0;
+  if (kind == 1) {
+    ms_cuda_output_t out;
+    tn_err_t err = {0};
+    if (ms_cuda_compile(m->source, t.arch, &out, &err) < 0) {
+      fprintf(stderr, "tunectl emit: %s\n", err.msg);
+      rc = 1;
+    } else {
+      fputs(out.ptx, stdout);
+    }
+    ms_cuda_output_free(&out);
+  } else if (kind == 4) {
+    char *j = cg_module_launch_json(m);
+    puts(j);
+    free(j);
+  } else {
+    fputs(m->source, stdout);
+  }
+  cg_module_free(m);
+  return rc;
+}
+
+static void print_run_text(const ms_result_t *r, const ir_workload_t *w, const tn_target_t *t, const opts_t *o) {
+  printf("workload  %s (%s)%s%s\n", w->name, o->file, o->trace ? ", trace " : "", o->trace ? o->trace : "");
+  printf("target    %s (%s)\n", t->name, t->device);
+  printf("status    %s\n", ms_status_name(r->status));
+  if (r->nrepeats > 0) {
+    double lo = r->run_secs[0], hi = r->run_secs[0];
+    for (int i = 1; i < r->nrepeats; i++) lo = fmin(lo, r->run_secs[i]), hi = fmax(hi, r->run_secs[i]);
+    printf("median    %.6f ms over %d repeats (min %.6f ms, max %.6f ms)\n", r->median_secs * 1e3, r->nrepeats,
+           lo * 1e3, hi * 1e3);
+    printf("speed     %.3f GFLOP/s, %.3f GB/s\n", r->gflops, r->gbps);
+  }
+  if (r->verify_error >= 0)
+    printf("verified  %s: relative L2 error %.3g against the reference evaluator\n",
+           r->status == MS_WRONG_RESULT ? "WRONG" : "ok", r->verify_error);
+  else
+    printf("verified  no (the candidate did not run)\n");
+  printf("build     %s, arch %s, %.3f s", r->build.compiler[0] ? r->build.compiler : "?",
+         r->build.arch[0] ? r->build.arch : "-", r->build.build_secs);
+  if (r->build.registers >= 0) printf(", %d registers", r->build.registers);
+  if (r->build.shared_bytes >= 0) printf(", %lld B shared", (long long)r->build.shared_bytes);
+  if (r->build.spill_bytes >= 0) printf(", %lld B spilled", (long long)r->build.spill_bytes);
+  printf("\n");
+  if (r->error[0]) printf("error     %s\n", r->error);
+}
+
+static int cmd_run(opts_t *o) {
+  tn_target_t t;
+  if (lookup_target("run", o->target, &t) < 0) return 1;
+  ir_workload_t *w = NULL;
+  cg_module_t *m = lower("run", o, ms_language_of(t.kind), &w);
+  if (!m) return 1;
+  ms_options_t mo = {.seed = o->seed};
+  mo.run.min_secs = o->repeat_ms > 0 ? o->repeat_ms * 1e-3 : 0;
+  ms_result_t r;
+  tn_err_t err = {0};
+  int rc = 1;
+  if (ms_measure(w->func, &t, &m, 1, &mo, &r, &err) < 0) {
+    fprintf(stderr, "tunectl run: %s\n", err.msg);
+  } else {
+    if (o->json) {
+      char *text = ms_result_to_json(&r);
+      cJSON *j = cJSON_Parse(text);
+      free(text);
+      cJSON_AddStringToObject(j, "workload", w->name);
+      cJSON_AddStringToObject(j, "target", t.name);
+      print_json(j);
+    } else {
+      print_run_text(&r, w, &t, o);
+    }
+    rc = r.status == MS_OK ? 0 : 1;
+    ms_result_clear(&r);
+  }
+  cg_module_free(m);
+  ir_workload_free(w);
+  return rc;
+}
+
+/* Prints the design spaces of the workload for the target, as traces. */
+static int cmd_space(opts_t *o) {
+  tn_target_t t;
+  if (lookup_target("space", o->target, &t) < 0) return 1;
+  ir_workload_t *w = load_workload("space", o);
+  if (!w) return 1;
+  smp_space_t sp;
+  tn_err_t err = {0};
+  if (smp_generate(w->func, &t, 1, &sp, &err) < 0) {
+    fprintf(stderr, "tunectl space: %s\n", err.msg);
+    ir_workload_free(w);
+    return 1;
+  }
+  for (int i = 0; i < sp.n; i++) {
+    char *json = sch_trace_to_json(sp.traces[i]);
+    printf("# space %d of %d (rules: %s)\n%s\n", i + 1, sp.n, sp.descs[i], json);
+    free(json);
+  }
+  smp_space_free(&sp);
+  ir_workload_free(w);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (tcd_global_options(&argc, &argv) < 0) return 2;
   if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
       strcmp(argv[1], "help") == 0) {
     if (argc >= 3 && strcmp(argv[1], "help") == 0 && find_command(argv[2])) {
       command_help(find_command(argv[2]), stdout);
+      return 0;
+    }
+    if (argc >= 3 && strcmp(argv[1], "help") == 0 && tcd_find(argv[2])) {
+      tcd_help(tcd_find(argv[2]), stdout);
       return 0;
     }
     usage(argc < 2 ? stderr : stdout);
@@ -387,6 +608,7 @@ int main(int argc, char **argv) {
            TUNED_HAVE_XGBOOST ? "yes" : "no");
     return 0;
   }
+  if (tcd_find(argv[1])) return tcd_main(tcd_find(argv[1]), argc - 2, argv + 2);
   const command_t *c = find_command(argv[1]);
   if (!c) {
     fprintf(stderr, "tunectl: unknown command '%s'\n\n", argv[1]);

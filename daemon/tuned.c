@@ -1,9 +1,11 @@
-/* tuned.c — the tuning daemon's entry point.  This version reports which
- * backends the build and the machine offer; the socket service, job queue
- * and database come with the service milestone (see README). */
+/* tuned.c — the tuning daemon's entry point: command line, backend report
+ * (--backends), target choice and refusal, default paths, then the server. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "daemon/td.h"
 #include "measure/measure.h"
 #include "tuned_config.h"
 
@@ -13,17 +15,32 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: tuned --backends\n"
-          "       tuned --version | --help\n"
+          "usage: tuned [--target NAME|auto] [--db PATH] [--socket PATH] [--jobs N]\n"
+          "             [--log-level debug|info|warn|error] [--configs DIR] [--foreground]\n"
+          "       tuned --backends | --version | --help\n"
           "\n"
-          "tuned is the auto-tuning daemon.  In this version it reports which execution\n"
-          "backends (cpu, opencl, cuda) and which cost model this build and this machine\n"
-          "offer; the long-running service (--target, --db, --socket) is not part of\n"
-          "this version yet.  Use `tunectl show|check|eval` to work with workloads.\n"
+          "tuned is the auto-tuning daemon: it serves JSON-RPC 2.0 (one message per line) on a\n"
+          "unix socket, runs tuning jobs on worker threads and keeps every measured record in a\n"
+          "SQLite database.  Talk to it with tunectl (see docs/protocol.md).\n"
           "\n"
-          "  --backends   probe every backend and print whether it is usable, and why not\n"
-          "  --version    print the version\n"
-          "  -h, --help   show this help\n"
+          "  --target NAME   default target of jobs: cpu, opencl/pocl-cpu, nvidia/tesla-t4,\n"
+          "                  nvidia/a100, nvidia/h100, nvidia/h200, a configs/ file, or auto\n"
+          "                  (default: auto = this machine's GPU if tuned knows it, else cpu).\n"
+          "                  A target this machine cannot measure for is refused, with the reason.\n"
+          "  --db PATH       database (default $XDG_DATA_HOME/tuned/tuned.db, else\n"
+          "                  ~/.local/share/tuned/tuned.db)\n"
+          "  --socket PATH   socket (default $XDG_RUNTIME_DIR/tuned/tuned.sock, else\n"
+          "                  /tmp/tuned-$UID/tuned.sock; directory 0700, socket 0600)\n"
+          "  --jobs N        tuning jobs running at once (default 1; the others wait queued)\n"
+          "  --log-level L   least severe log lines written to stderr (default info)\n"
+          "  --configs DIR   target files (default: the source tree's configs/ when present,\n"
+          "                  else the built-in table)\n"
+          "  --foreground    accepted for compatibility: tuned always runs in the foreground\n"
+          "  --backends      probe cpu, opencl and cuda (and the XGBoost cost model) and exit\n"
+          "  --version       print the version\n"
+          "\n"
+          "SIGTERM or SIGINT (or the server.shutdown method) stop it cleanly: running jobs\n"
+          "commit their batch and are resumed at the next start.\n"
           "\n"
           "environment:\n"
           "  TUNED_CUDA_DRIVER  path of the CUDA driver library to dlopen (default libcuda.so.1)\n");
@@ -49,6 +66,113 @@ static int print_backends(void) {
   return usable ? 0 : 1;
 }
 
+typedef struct args {
+  const char *target, *db, *socket, *log_level, *configs;
+  int jobs;
+} args_t;
+
+/* "--name value" or "--name=value"; advances *i past what it used. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name) {
+  size_t n = strlen(name);
+  if (strncmp(argv[*i], name, n) != 0) return NULL;
+  if (argv[*i][n] == '=') return argv[*i] + n + 1;
+  if (argv[*i][n] != 0) return NULL;
+  if (*i + 1 >= argc) {
+    fprintf(stderr, "tuned: %s needs a value (see tuned --help)\n", name);
+    exit(2);
+  }
+  return argv[++*i];
+}
+
+static int parse_args(int argc, char **argv, args_t *a) {
+  *a = (args_t){.target = "auto", .log_level = "info", .jobs = 1};
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    if ((v = opt_value(argc, argv, &i, "--target"))) a->target = v;
+    else if ((v = opt_value(argc, argv, &i, "--db"))) a->db = v;
+    else if ((v = opt_value(argc, argv, &i, "--socket"))) a->socket = v;
+    else if ((v = opt_value(argc, argv, &i, "--log-level"))) a->log_level = v;
+    else if ((v = opt_value(argc, argv, &i, "--configs"))) a->configs = v;
+    else if ((v = opt_value(argc, argv, &i, "--jobs"))) {
+      char *end;
+      long n = strtol(v, &end, 10);
+      if (*end || n < 1 || n > 64) {
+        fprintf(stderr, "tuned: --jobs must be an integer from 1 to 64, got '%s'\n", v);
+        return 2;
+      }
+      a->jobs = (int)n;
+    } else if (strcmp(argv[i], "--foreground") != 0) {
+      fprintf(stderr, "tuned: unknown option '%s' (see tuned --help)\n", argv[i]);
+      return 2;
+    }
+  }
+  if (td_log_level_parse(a->log_level) < 0) {
+    fprintf(stderr, "tuned: --log-level must be debug, info, warn or error, got '%s'\n", a->log_level);
+    return 2;
+  }
+  return 0;
+}
+
+/* The source tree's configs/ when this binary runs from a build of it. */
+static const char *default_configs(void) {
+  static char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/configs", TUNED_SOURCE_ROOT);
+  return access(dir, R_OK | X_OK) == 0 ? dir : NULL;
+}
+
+/* Resolves --target (auto, refusal) into cfg->target; exit status or 0. */
+static int choose_target(const args_t *a, const td_machine_t *m, td_config_t *cfg) {
+  char name[64], why[512] = "";
+  if (strcmp(a->target, "auto") == 0) {
+    td_target_auto(m, name, sizeof name, why, sizeof why);
+    td_log(TD_INFO, "target auto", "target=%s why=%s", name, td_q(why));
+  } else {
+    snprintf(name, sizeof name, "%s", a->target);
+  }
+  td_target_info_t ti;
+  tn_err_t err = {0};
+  if (td_target_check(m, name, &ti, &err) != 0) {
+    fprintf(stderr, "tuned: %s\n", err.msg);
+    return 2;
+  }
+  if (!ti.usable) {
+    fprintf(stderr, "tuned: target %s refused: %s\n", ti.t.name, ti.reason);
+    return 1;
+  }
+  snprintf(cfg->target, sizeof cfg->target, "%s", ti.t.name);
+  return 0;
+}
+
+static int fill_paths(const args_t *a, td_config_t *cfg) {
+  tn_err_t err = {0};
+  int rc = 0;
+  if (a->socket) {
+    if (strlen(a->socket) >= sizeof cfg->socket_path) {
+      fprintf(stderr, "tuned: --socket path is %zu bytes; unix sockets allow at most %zu\n", strlen(a->socket),
+              sizeof cfg->socket_path - 1);
+      return 2;
+    }
+    snprintf(cfg->socket_path, sizeof cfg->socket_path, "%s", a->socket);
+  } else {
+    rc = td_default_socket(cfg->socket_path, sizeof cfg->socket_path, &err);
+  }
+  if (!rc && a->db) snprintf(cfg->db_path, sizeof cfg->db_path, "%s", a->db);
+  else if (!rc) rc = td_default_db(cfg->db_path, sizeof cfg->db_path, &err);
+  if (rc) fprintf(stderr, "tuned: %s\n", err.msg);
+  return rc ? 1 : 0;
+}
+
+/* PoCL reads its cache directory once per process: give the long-running
+ * daemon one that outlives every tuning run. */
+static void set_pocl_cache(const td_config_t *cfg) {
+  if (getenv("POCL_CACHE_DIR")) return;
+  char dir[PATH_MAX + 16], base[PATH_MAX];
+  td_dirname(cfg->db_path, base, sizeof base);
+  snprintf(dir, sizeof dir, "%s/pocl-cache", base);
+  tn_err_t err;
+  if (td_mkdirs(dir, 0700, &err) == 0) setenv("POCL_CACHE_DIR", dir, 0);
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     usage(stdout);
@@ -59,9 +183,14 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc == 2 && strcmp(argv[1], "--backends") == 0) return print_backends();
-  fprintf(stderr, "tuned: %s%s\n", argc < 2 ? "missing option" : "unsupported option: ",
-          argc < 2 ? "" : argv[1]);
-  fprintf(stderr, "tuned: this version only reports backends (tuned --backends); the tuning "
-                  "service is not built yet. See tuned --help.\n");
-  return 2;
+  args_t a;
+  int rc = parse_args(argc, argv, &a);
+  if (rc) return rc;
+  td_log_set_level((td_log_level_t)td_log_level_parse(a.log_level));
+  td_config_t cfg = {.max_jobs = a.jobs, .config_dir = a.configs ? a.configs : default_configs()};
+  td_machine_t m;
+  td_machine_probe(&m, cfg.config_dir);
+  if ((rc = choose_target(&a, &m, &cfg)) || (rc = fill_paths(&a, &cfg))) return rc;
+  set_pocl_cache(&cfg);
+  return td_server_run(&cfg, &m);
 }

@@ -1,10 +1,26 @@
-/* measure.h — builders, runners and verification of candidate kernels.  Today:
+/* measure.h — builders, runners and verification of candidate kernels, and
  * probing which execution backends this build and this machine offer.
- * Prefix: ms_. */
+ * The measure/ module's only public header.  Prefix: ms_.
+ *
+ * Pipeline: a candidate (target + generated source + launch configuration)
+ * is built by an ms_builder_t (thread pool: cc, NVRTC or the OpenCL compiler)
+ * into an artifact file, then run by an ms_runner_t in a separate worker
+ * process (`tuned-worker`, spawned with exec): outputs are poisoned, the
+ * kernel runs once and is verified against the reference evaluator, then
+ * timed.  A crash, hang or sticky device error kills only the worker, which is
+ * restarted; the candidate gets an error record and the batch goes on.  One
+ * ms_result_t per candidate travels through both stages. */
 #ifndef TUNED_MEASURE_H
 #define TUNED_MEASURE_H
 
+#include "codegen/codegen.h"
 #include "common/common.h"
+#include "common/target.h"
+#include "ir/ir.h"
+
+/* ======================================================================
+ * Backends (probe.c)
+ * ====================================================================== */
 
 typedef enum ms_backend {
   MS_BACKEND_CPU,    /* C compiled with the system compiler, run on the host */
@@ -20,10 +36,244 @@ typedef struct ms_backend_status {
 } ms_backend_status_t;
 
 const char *ms_backend_name(ms_backend_t b); /* "cpu", "opencl", "cuda" */
+/* The backend that runs a target of this kind (CPU -> cpu, ...). */
+ms_backend_t ms_backend_of(tn_target_kind_t k);
+/* The language a target of this kind is generated in (cpu -> C, ...). */
+cg_target_t ms_language_of(tn_target_kind_t k);
 
 /* Probes a backend without side effects beyond loading libraries.  The CUDA
  * driver is loaded with dlopen (path from $TUNED_CUDA_DRIVER, default
  * "libcuda.so.1"); libcuda is never linked. */
 void ms_backend_probe(ms_backend_t b, ms_backend_status_t *st);
+
+/* ======================================================================
+ * Candidates (candidate.c)
+ * ====================================================================== */
+
+/* What gets built and run: the target, the source in the target's language
+ * (C for cpu, OpenCL C for opencl, CUDA C for cuda), the kernels to launch in
+ * order and the parameters every kernel takes (the workload's inputs and
+ * outputs in order, then workspaces).  Owns deep copies of everything. */
+typedef struct ms_candidate {
+  tn_target_t target;
+  char *source;
+  cg_kernel_t *kernels;
+  int nkernels;
+  cg_param_t *params;
+  int nparams;
+} ms_candidate_t;
+
+/* From a lowered module; its language must be the target's (TN_EINVAL
+ * otherwise, naming both). */
+int ms_candidate_from_module(const tn_target_t *t, const cg_module_t *m, ms_candidate_t **out,
+                             tn_err_t *err);
+/* From raw parts (hand-written or planted sources).  C sources must define
+ * `int tuned_entry(void **args)`; GPU sources the kernels named in kernels. */
+int ms_candidate_new(const tn_target_t *t, const char *source, const cg_kernel_t *kernels,
+                     int nkernels, const cg_param_t *params, int nparams, ms_candidate_t **out,
+                     tn_err_t *err);
+void ms_candidate_free(ms_candidate_t *c);
+
+/* ======================================================================
+ * Results (result.c)
+ * ====================================================================== */
+
+typedef enum ms_status {
+  MS_OK,           /* built (and, after the runner, ran and verified) */
+  MS_BUILD_ERROR,  /* the compiler failed or the kernel breaks a target limit */
+  MS_RUN_ERROR,    /* launch failure, crash (signal named), device error */
+  MS_TIMEOUT,      /* build or run exceeded its time limit */
+  MS_WRONG_RESULT, /* output differs from the reference (or was not fully written) */
+  MS_STATUS__COUNT
+} ms_status_t;
+
+/* "ok", "build_error", "run_error", "timeout", "wrong_result". */
+const char *ms_status_name(ms_status_t s);
+int ms_status_parse(const char *s, ms_status_t *out);
+
+#define MS_ERROR_MAX 4096 /* error text is cut (with "...") beyond this */
+#define MS_PATH_MAX 512
+
+/* What the compiler said about the kernels. Numeric facts are -1 when the
+ * backend does not report them (the C compiler reports none). */
+typedef struct ms_build_facts {
+  int registers;        /* per thread, most over the kernels (CUDA) */
+  int64_t shared_bytes; /* static shared / local memory per block, most over the kernels */
+  int64_t spill_bytes;  /* spill stores + loads, summed over the kernels (CUDA) */
+  int64_t stack_bytes;  /* stack frame, most over the kernels (CUDA) */
+  char compiler[128];   /* "gcc (Debian 12.2.0-14+deb12u1) 12.2.0", "NVRTC 13.0", "OpenCL 3.0 PoCL ..." */
+  char arch[16];        /* "sm_90", "native", "" */
+  double build_secs;    /* wall seconds of the build */
+} ms_build_facts_t;
+
+/* One candidate's record.  The builder fills status (OK or an error),
+ * build and artifact; the runner (only for status OK) fills the rest. */
+typedef struct ms_result {
+  ms_status_t status;
+  ms_build_facts_t build;
+  char artifact[MS_PATH_MAX]; /* built file the worker loads: .so, .cubin or .cl */
+  bool ran;                   /* the runner measured it (status OK or WRONG_RESULT after a run) */
+  double *run_secs;           /* every timed repeat (malloc'ed; NULL when not timed) */
+  int nrepeats;
+  double median_secs;         /* 0 when not timed */
+  double gflops, gbps;        /* from ir_func_flops / ir_func_bytes and the median */
+  double verify_error;        /* largest relative L2 error over the outputs; -1 if not verified */
+  char error[MS_ERROR_MAX];   /* empty when OK */
+} ms_result_t;
+
+void ms_result_init(ms_result_t *r);  /* status OK, numeric facts -1, nothing owned */
+void ms_result_clear(ms_result_t *r); /* frees run_secs and re-initialises */
+/* Sets status and the error text (printf-style; cut to MS_ERROR_MAX). */
+void ms_result_fail(ms_result_t *r, ms_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Median of xs[0..n) (mean of the middle two for even n); 0 for n == 0. */
+double ms_median(const double *xs, int n);
+
+/* The record as a JSON object (malloc'ed text, free() it):
+ * {"status": "ok", "error": "", "median_secs": ..., "run_secs": [...],
+ *  "gflops": ..., "gbps": ..., "verify_error": ...,
+ *  "build": {"compiler": ..., "arch": ..., "seconds": ..., "registers": ...,
+ *            "shared_bytes": ..., "spill_bytes": ..., "stack_bytes": ...}}
+ * Unknown numeric facts (-1) are left out.  NULL only when out of memory. */
+char *ms_result_to_json(const ms_result_t *r);
+/* Parses that form back (the artifact path is not part of it). */
+int ms_result_from_json(const char *text, size_t len, ms_result_t *out, tn_err_t *err);
+
+/* ======================================================================
+ * Builders (builder.c, build_cc.c, build_cuda.c, build_opencl.c)
+ * ====================================================================== */
+
+typedef struct ms_build_opts {
+  int nthreads;       /* pool size; 0: one per online core */
+  double timeout_s;   /* per build; 0: 30 s */
+  const char *run_dir; /* artifacts go to run_dir/bNNNNNN/; NULL: a fresh temp dir, removed on free */
+} ms_build_opts_t;
+
+typedef struct ms_builder ms_builder_t;
+
+/* Starts the pool.  The C compiler is $CC (split on blanks, e.g. "ccache gcc")
+ * or "cc".  When the environment has no POCL_CACHE_DIR, it is set here (and
+ * by ms_runner_new) to run_dir/pocl-cache, before the first OpenCL call of
+ * the process, and the worker gets the same value, so its rebuild of a
+ * source the builder compiled hits PoCL's cache.  PoCL reads the variable
+ * once per process: long-running callers should set it themselves (or pass
+ * a run_dir that outlives every builder), since a removed run dir's cache is
+ * recreated by PoCL. */
+int ms_builder_new(const ms_build_opts_t *o, ms_builder_t **out, tn_err_t *err);
+/* Waits for queued builds, then stops the pool.  Builds stuck in NVRTC or the
+ * OpenCL compiler past their timeout were already abandoned (see below) and do
+ * not delay this. */
+void ms_builder_free(ms_builder_t *b);
+const char *ms_builder_run_dir(const ms_builder_t *b);
+
+/* Builds n candidates in parallel and waits: results[i] (overwritten: clear
+ * earlier records first) gets status OK with
+ * the artifact, or BUILD_ERROR / TIMEOUT with the compiler log.  Build errors
+ * are never returned as errors: the call fails only on bad arguments.
+ *
+ * Timeouts: a cc build is killed (its whole process group) at the timeout.
+ * NVRTC and clBuildProgram calls cannot be interrupted: a watchdog thread marks
+ * such a build TIMEOUT at its deadline, completes it for the waiter, and gives
+ * the pool a replacement thread; the stuck thread discards its result when
+ * the compiler returns and then exits. */
+int ms_build_batch(ms_builder_t *b, ms_candidate_t *const *cands, int n, ms_result_t *results,
+                   tn_err_t *err);
+
+/* Asynchronous form: queues one build (cand is copied; res is overwritten
+ * and must stay valid until the matching wait or ms_builder_free).  Returns a ticket (>= 0) or a negative error. */
+int64_t ms_build_submit(ms_builder_t *b, const ms_candidate_t *cand, ms_result_t *res);
+/* Blocks until that build is finished (or abandoned at its timeout). */
+void ms_build_wait(ms_builder_t *b, int64_t ticket);
+/* Non-blocking: true once the build is finished. */
+bool ms_build_done(ms_builder_t *b, int64_t ticket);
+
+/* NVRTC directly (tunectl emit --emit ptx, the builder): compiles CUDA source
+ * for arch ("sm_90") and returns PTX (NUL-terminated), the CUBIN and the
+ * program log, all malloc'ed.  TN_EUNSUPPORTED without NVRTC in this build or
+ * for an architecture NVRTC cannot compile (the message lists those it can);
+ * TN_EINVAL with the log for compile errors. */
+typedef struct ms_cuda_output {
+  char *ptx;
+  void *cubin;
+  size_t cubin_size;
+  char *log;
+  char version[32]; /* "NVRTC 13.0" */
+} ms_cuda_output_t;
+int ms_cuda_compile(const char *source, const char *arch, ms_cuda_output_t *out, tn_err_t *err);
+void ms_cuda_output_free(ms_cuda_output_t *o);
+
+/* Facts ptxas printed (--ptxas-options=-v) for one kernel. */
+typedef struct ms_ptxas_kernel {
+  char name[64];
+  int registers;
+  int64_t shared_bytes, spill_store_bytes, spill_load_bytes, stack_bytes;
+} ms_ptxas_kernel_t;
+/* Parses the per-entry blocks of a ptxas -v log into ks (at most max);
+ * returns how many kernels were found.  Tolerant of missing fields (0). */
+int ms_ptxas_parse(const char *log, ms_ptxas_kernel_t *ks, int max);
+
+/* ======================================================================
+ * Runners (runner.c; the worker side is worker.c)
+ * ====================================================================== */
+
+typedef struct ms_run_opts {
+  double timeout_s;     /* per candidate (verification run + timing); 0: 30 s */
+  double min_secs;      /* timed repeats continue until this total; 0: 0.1 s */
+  int min_repeats;      /* 0: 3 */
+  int max_repeats;      /* 0: 1000 */
+  bool flush_l2;        /* overwrite a large buffer between repeats (CUDA 256 MiB, host 64 MiB) */
+  const char *worker;   /* worker executable; NULL: ms_worker_path() */
+  const char *run_dir;  /* workload data and the worker's log; NULL: a fresh temp dir */
+} ms_run_opts_t;
+
+typedef struct ms_runner ms_runner_t;
+
+/* Finds tuned-worker: $TUNED_WORKER, else next to the running executable
+ * (same directory, ../measure/ in the build tree, ../libexec/tuned/).
+ * Fills buf; TN_EIO naming the places looked at when absent. */
+int ms_worker_path(char *buf, size_t size, tn_err_t *err);
+
+int ms_runner_new(const ms_run_opts_t *o, ms_runner_t **out, tn_err_t *err);
+/* Stops the worker and removes the temp dir it created. */
+void ms_runner_free(ms_runner_t *r);
+/* Starts the worker now (otherwise it starts at the first run). */
+int ms_runner_start(ms_runner_t *r, tn_err_t *err);
+/* Asks the worker to exit (kills it if it does not within a second). */
+void ms_runner_stop(ms_runner_t *r);
+/* Process id of the current worker, 0 when none runs. */
+int ms_runner_worker_pid(const ms_runner_t *r);
+/* How many times a worker was started (tests count restarts). */
+int ms_runner_worker_starts(const ms_runner_t *r);
+
+/* Prepares the workload: inputs from ir_data_new(f, seed), reference outputs
+ * from ir_eval (in this process: the evaluator never runs candidate code),
+ * both in the parameters' dtypes in one file the worker maps.  Keeps the
+ * workload's FLOP and byte counts for GFLOP/s and GB/s. */
+int ms_runner_set_workload(ms_runner_t *r, const ir_func_t *f, uint64_t seed, tn_err_t *err);
+
+/* Runs every candidate whose result has status OK (built), one after the
+ * other in the worker, filling the run part of results[i].  Candidate
+ * failures (crash, hang, wrong output, parameter mismatch) are recorded in
+ * the result and the batch continues; the call fails only when no workload
+ * is set or the worker cannot be started at all. */
+int ms_runner_run_batch(ms_runner_t *r, ms_candidate_t *const *cands, ms_result_t *results, int n,
+                        tn_err_t *err);
+
+/* ======================================================================
+ * All at once (measure.c)
+ * ====================================================================== */
+
+typedef struct ms_options {
+  ms_build_opts_t build;
+  ms_run_opts_t run;
+  uint64_t seed; /* input data seed */
+} ms_options_t;
+
+/* Builds and runs modules lowered from `f` for target t (one builder, one
+ * runner, one temp dir, all freed on return).  results[i] is each module's
+ * record (ms_result_clear them).  Fails only when nothing can be measured
+ * (no worker, the reference evaluation fails); candidate errors are records. */
+int ms_measure(const ir_func_t *f, const tn_target_t *t, cg_module_t *const *mods, int n,
+               const ms_options_t *o, ms_result_t *results, tn_err_t *err);
 
 #endif

@@ -89,7 +89,7 @@ static int take_uids(apply_out_t *o, const int *uids, int n) {
 /* Reads all loop handles of the inputs (fuse, reorder). */
 static int arg_loops(sch_t *s, const sch_inst_t *in, int *uids, tn_err_t *err) {
   for (int i = 0; i < in->ninputs; i++) {
-    int64_t v;
+    int64_t v = 0;
     int rc = arg_rv(s, in, i, SCH_RV_LOOP, &v, err);
     if (rc < 0) return rc;
     uids[i] = (int)v;
@@ -102,11 +102,13 @@ static int arg_loops(sch_t *s, const sch_inst_t *in, int *uids, tn_err_t *err) {
 static int ap_get_block(sch_t *s, const sch_inst_t *in, const int64_t *dec, int ndec, apply_out_t *o,
                         tn_err_t *err) {
   (void)dec, (void)ndec;
-  const char *name;
+  const char *name = NULL;
   int rc = attr_str(in, 0, &name, err);
   if (rc < 0) return rc;
+  /* "root" names the root block, as in TVM: the sampler's ParallelizeVectorizeUnroll
+   * rule annotates it (primitives that cannot take it say so). */
   ir_stmt_t *b = ir_func_find_block(s->f, name);
-  if (!b || b == s->f->root) {
+  if (!b) {
     tn_buf_t names;
     tn_buf_init(&names);
     ir_block_t *all[256];
@@ -125,7 +127,7 @@ typedef int (*query_fn)(sch_t *, int, int *, int *, tn_err_t *);
 
 static int ap_query(sch_t *s, const sch_inst_t *in, apply_out_t *o, sch_rv_kind_t want, query_fn q,
                     tn_err_t *err) {
-  int64_t uid;
+  int64_t uid = 0;
   int rc = want == SCH_RV_BLOCK ? arg_rv(s, in, 0, SCH_RV_BLOCK, &uid, err) : arg_node(s, in, 0, &uid, err);
   if (rc < 0) return rc;
   int uids[SCH_MAX_RVS_OUT], n = 0;
@@ -152,7 +154,7 @@ static int ap_get_consumers(sch_t *s, const sch_inst_t *in, const int64_t *d, in
 
 static int ap_split(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o, tn_err_t *err) {
   (void)d, (void)nd;
-  int64_t loop, nopred;
+  int64_t loop = 0, nopred = 0;
   int rc;
   if ((rc = arg_rv(s, in, 0, SCH_RV_LOOP, &loop, err)) < 0 || (rc = attr_int(in, 1, 0, &nopred, err)) < 0)
     return rc;
@@ -188,7 +190,7 @@ static int ap_reorder(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, 
 
 static int loop_kind_apply(sch_t *s, const sch_inst_t *in, ir_loop_kind_t kind, const char *thread,
                            tn_err_t *err) {
-  int64_t loop;
+  int64_t loop = 0;
   int rc = arg_rv(s, in, 0, SCH_RV_LOOP, &loop, err);
   return rc < 0 ? rc : sch_prim_loop_kind(s, (int)loop, kind, thread, err);
 }
@@ -207,15 +209,15 @@ static int ap_unroll(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, a
 }
 static int ap_bind(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o, tn_err_t *err) {
   (void)d, (void)nd, (void)o;
-  const char *thread;
+  const char *thread = NULL;
   int rc = attr_str(in, 0, &thread, err);
   return rc < 0 ? rc : loop_kind_apply(s, in, IR_LOOP_THREAD, thread, err);
 }
 
 static int ap_annotate(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o, tn_err_t *err) {
   (void)d, (void)nd, (void)o;
-  int64_t uid;
-  const char *key;
+  int64_t uid = 0;
+  const char *key = NULL;
   int rc;
   if ((rc = arg_node(s, in, 0, &uid, err)) < 0 || (rc = attr_str(in, 0, &key, err)) < 0) return rc;
   ir_annot_t v = {.key = key};
@@ -230,16 +232,16 @@ static int ap_annotate(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd,
 
 static int ap_unannotate(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o, tn_err_t *err) {
   (void)d, (void)nd, (void)o;
-  int64_t uid;
-  const char *key;
+  int64_t uid = 0;
+  const char *key = NULL;
   int rc;
   if ((rc = arg_node(s, in, 0, &uid, err)) < 0 || (rc = attr_str(in, 0, &key, err)) < 0) return rc;
   return sch_prim_unannotate(s, (int)uid, key, err);
 }
 
 static int cache_apply(sch_t *s, const sch_inst_t *in, apply_out_t *o, bool write, tn_err_t *err) {
-  int64_t blk, index;
-  const char *scope_name;
+  int64_t blk = 0, index = 0;
+  const char *scope_name = NULL;
   ir_scope_t scope;
   int rc;
   if ((rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err)) < 0 || (rc = attr_int(in, 0, 0, &index, err)) < 0 ||
@@ -266,7 +268,7 @@ static int ap_cache_write(sch_t *s, const sch_inst_t *in, const int64_t *d, int 
 }
 
 static int compute_at_apply(sch_t *s, const sch_inst_t *in, bool reverse, tn_err_t *err) {
-  int64_t blk, loop, preserve;
+  int64_t blk = 0, loop = 0, preserve = 0;
   int rc;
   if ((rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err)) < 0 || (rc = arg_rv(s, in, 1, SCH_RV_LOOP, &loop, err)) < 0 ||
       (rc = attr_int(in, 0, 1, &preserve, err)) < 0)
@@ -288,20 +290,20 @@ static int ap_rcompute_at(sch_t *s, const sch_inst_t *in, const int64_t *d, int 
 
 static int ap_inline(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o, tn_err_t *err) {
   (void)d, (void)nd, (void)o;
-  int64_t blk;
+  int64_t blk = 0;
   int rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err);
   return rc < 0 ? rc : sch_prim_compute_inline(s, (int)blk, err);
 }
 static int ap_rinline(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o, tn_err_t *err) {
   (void)d, (void)nd, (void)o;
-  int64_t blk;
+  int64_t blk = 0;
   int rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err);
   return rc < 0 ? rc : sch_prim_reverse_compute_inline(s, (int)blk, err);
 }
 
 static int ap_decompose(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o, tn_err_t *err) {
   (void)d, (void)nd;
-  int64_t blk, loop;
+  int64_t blk = 0, loop = 0;
   int rc, out;
   if ((rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err)) < 0 || (rc = arg_rv(s, in, 1, SCH_RV_LOOP, &loop, err)) < 0 ||
       (rc = sch_prim_decompose_reduction(s, (int)blk, (int)loop, &out, err)) < 0)
@@ -311,7 +313,7 @@ static int ap_decompose(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd
 
 static int ap_rfactor(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o, tn_err_t *err) {
   (void)d, (void)nd;
-  int64_t loop, axis;
+  int64_t loop = 0, axis = 0;
   int rc, out;
   if ((rc = arg_rv(s, in, 0, SCH_RV_LOOP, &loop, err)) < 0 || (rc = attr_int(in, 0, 0, &axis, err)) < 0 ||
       (rc = sch_prim_rfactor(s, (int)loop, (int)axis, &out, err)) < 0)
@@ -321,7 +323,7 @@ static int ap_rfactor(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, 
 
 static int ap_sample_tile(sch_t *s, const sch_inst_t *in, const int64_t *dec, int ndec, apply_out_t *o,
                           tn_err_t *err) {
-  int64_t uid, n, maxi;
+  int64_t uid = 0, n = 0, maxi = 0;
   int rc;
   if ((rc = arg_rv(s, in, 0, SCH_RV_LOOP, &uid, err)) < 0 || (rc = attr_int(in, 0, 0, &n, err)) < 0 ||
       (rc = attr_int(in, 1, -1, &maxi, err)) < 0)
@@ -356,7 +358,7 @@ static int ap_sample_cat(sch_t *s, const sch_inst_t *in, const int64_t *dec, int
     probs[i] = p->kind == SCH_ARG_FLOAT ? p->f : p->kind == SCH_ARG_INT ? (double)p->i : -1;
     if (!(probs[i] >= 0)) return tn_err_set(err, TN_EINVAL, "probability %d must be a number >= 0", i);
   }
-  int64_t idx;
+  int64_t idx = 0;
   if (dec) {
     if (ndec != 1 || dec[0] < 0 || dec[0] >= n)
       return tn_err_set(err, TN_EINVAL, "decision must be one index in [0, %d)", n);
@@ -373,13 +375,13 @@ static int ap_sample_cat(sch_t *s, const sch_inst_t *in, const int64_t *dec, int
 
 static int ap_sample_loc(sch_t *s, const sch_inst_t *in, const int64_t *dec, int ndec, apply_out_t *o,
                          tn_err_t *err) {
-  int64_t blk;
+  int64_t blk = 0;
   int rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err);
   if (rc < 0) return rc;
   int cands[SCH_MAX_RVS_OUT], n = 0;
   bool can_inline = false;
   if ((rc = sch_compute_location_candidates(s, (int)blk, cands, &n, &can_inline, err)) < 0) return rc;
-  int64_t d;
+  int64_t d = 0;
   if (dec) {
     if (ndec != 1) return tn_err_set(err, TN_EINVAL, "decision must be one integer");
     d = dec[0];

@@ -1,6 +1,7 @@
 /* state.c — the schedule object: its function copy, the table of random
  * variables, and sch_apply, which decodes an instruction's arguments, runs the
  * primitive, and records the instruction (with its decision) in the trace. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sch_internal.h"

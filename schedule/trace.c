@@ -1,5 +1,6 @@
 /* trace.c — traces as data: creation, deep copies and appending instructions.
  * JSON serialisation and replay live in trace_json.c and replay.c. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sch_internal.h"

@@ -4,27 +4,12 @@
  * and, when that works, evaluated against the unscheduled function.
  * Usage: fuzz_trace [--seconds N] [--seed S] DIR...  (built with ASan/UBSan) */
 #include <cJSON.h>
-#include <dirent.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
 
+#include "fuzzutil.h"
 #include "schedule/schedule.h"
 #include "tuned_config.h"
 
-#define FUZZ_MAX_INPUT 65536            /* mutated inputs stay below this */
 #define MAX_EVAL_ITERS 2000000.0   /* evaluate scheduled functions up to this many iterations */
-
-typedef struct bytes {
-  char *p;
-  size_t n, cap;
-} bytes_t;
-
-typedef struct seeds {
-  bytes_t *v;
-  int n;
-} seeds_t;
 
 typedef struct stats {
   long inputs, parsed, replayed, evaluated, failures;
@@ -54,75 +39,7 @@ static const char *const strings[] = {
 };
 static const char *const tokens[] = {"[", "]", ",", "{", "}", ":", "\"", "\\", "[]", "null", "true", "false", " "};
 
-/* ---- byte vectors ----------------------------------------------------------- */
-
-static void b_reserve(bytes_t *b, size_t n) {
-  if (n <= b->cap) return;
-  b->cap = n * 2;
-  b->p = tn_xrealloc(b->p, b->cap);
-}
-
-static void b_insert(bytes_t *b, size_t pos, const char *s, size_t n) {
-  if (b->n + n > FUZZ_MAX_INPUT) return;
-  b_reserve(b, b->n + n);
-  memmove(b->p + pos + n, b->p + pos, b->n - pos);
-  memcpy(b->p + pos, s, n);
-  b->n += n;
-}
-
-static void b_erase(bytes_t *b, size_t pos, size_t n) {
-  if (pos + n > b->n) n = b->n - pos;
-  memmove(b->p + pos, b->p + pos + n, b->n - pos - n);
-  b->n -= n;
-}
-
-static void b_assign(bytes_t *b, const char *s, size_t n) {
-  b_reserve(b, n + 1);
-  memcpy(b->p, s, n);
-  b->n = n;
-}
-
-/* ---- seeds -------------------------------------------------------------------- */
-
-static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Loads every *.json file of `dir`, in name order (determinism). */
-static int load_dir(const char *dir, seeds_t *s) {
-  DIR *d = opendir(dir);
-  if (!d) {
-    fprintf(stderr, "fuzz_trace: cannot open directory '%s'\n", dir);
-    return -1;
-  }
-  char **names = NULL;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    size_t len = strlen(e->d_name);
-    if (e->d_name[0] == '.' || len < 6 || strcmp(e->d_name + len - 5, ".json") != 0) continue;
-    names = tn_xrealloc(names, sizeof(char *) * (size_t)(n + 1));
-    names[n] = tn_xmalloc(strlen(dir) + len + 2);
-    sprintf(names[n++], "%s/%s", dir, e->d_name);
-  }
-  closedir(d);
-  if (n) qsort(names, (size_t)n, sizeof(char *), cmp_names);
-  for (int i = 0; i < n; i++) {
-    struct stat st;
-    char *text;
-    size_t len;
-    tn_err_t err = {0};
-    if (stat(names[i], &st) == 0 && S_ISREG(st.st_mode) && tn_read_file(names[i], FUZZ_MAX_INPUT, &text, &len, &err) == 0) {
-      s->v = tn_xrealloc(s->v, sizeof(bytes_t) * (size_t)(s->n + 1));
-      s->v[s->n++] = (bytes_t){.p = text, .n = len, .cap = len};
-    }
-    free(names[i]);
-  }
-  free(names);
-  return 0;
-}
-
 /* ---- mutations ---------------------------------------------------------------- */
-
-static size_t pick(tn_rng_t *r, size_t n) { return n ? (size_t)tn_rng_below(r, n) : 0; }
 
 /* The span of a random number (want_string false) or string literal outside
  * other strings; false if there is none. */
@@ -213,7 +130,7 @@ static void mutate_tree(tn_rng_t *r, bytes_t *b) {
     }
     }
     char *text = cJSON_PrintUnformatted(root);
-    if (text && strlen(text) < FUZZ_MAX_INPUT) b_assign(b, text, strlen(text));
+    if (text && strlen(text) < FUZZ_MAX_BYTES) b_assign(b, text, strlen(text));
     cJSON_free(text);
   }
   cJSON_Delete(root);
@@ -221,31 +138,12 @@ static void mutate_tree(tn_rng_t *r, bytes_t *b) {
 
 static void mutate_once(tn_rng_t *r, bytes_t *b, const seeds_t *s) {
   size_t pos = pick(r, b->n + 1);
-  switch (tn_rng_below(r, 12)) {
-  case 0: /* bit flip */
-    if (b->n) b->p[pick(r, b->n)] ^= (char)(1u << tn_rng_below(r, 8));
-    break;
+  uint64_t op = tn_rng_below(r, 12);
+  if (fz_mutate_bytes(r, b, s, op, pos)) return;
+  switch (op) {
   case 1: { /* insert a JSON token */
     const char *t = tokens[pick(r, TN_ARRAY_LEN(tokens))];
     b_insert(b, pos, t, strlen(t));
-    break;
-  }
-  case 2: /* delete a short range */
-    if (pos < b->n) b_erase(b, pos, 1 + pick(r, 8));
-    break;
-  case 3: { /* duplicate a chunk */
-    if (!b->n) break;
-    size_t from = pick(r, b->n), n = 1 + pick(r, TN_MIN(b->n - from, 64));
-    char tmp[64];
-    memcpy(tmp, b->p + from, n);
-    b_insert(b, pos, tmp, n);
-    break;
-  }
-  case 4: { /* splice: our prefix, another seed's suffix */
-    const bytes_t *o = &s->v[pick(r, (size_t)s->n)];
-    size_t from = pick(r, o->n + 1);
-    b->n = pos;
-    b_insert(b, pos, o->p + from, TN_MIN(o->n - from, (size_t)FUZZ_MAX_INPUT - pos));
     break;
   }
   case 5: case 6: replace_literal(r, b, false); break;
@@ -258,22 +156,7 @@ static void mutate_once(tn_rng_t *r, bytes_t *b, const seeds_t *s) {
 
 static void fail(stats_t *st, const bytes_t *in, const char *what, const char *detail) {
   st->failures++;
-  fprintf(stderr, "fuzz_trace: FAILURE: %s: %s\n--- input (%zu bytes):\n%.*s\n---\n", what, detail, in->n, (int)in->n,
-          in->p);
-}
-
-static double iterations(const ir_stmt_t *s) {
-  if (!s) return 0;
-  switch (s->kind) {
-  case IR_S_SEQ: {
-    double n = 0;
-    for (int i = 0; i < s->u.seq.n; i++) n += iterations(s->u.seq.items[i]);
-    return n;
-  }
-  case IR_S_LOOP: return (double)s->u.loop.extent * iterations(s->u.loop.body);
-  case IR_S_BLOCK: return 1 + iterations(s->u.block.body);
-  default: return 1;
-  }
+  fz_report("fuzz_trace", in, what, detail);
 }
 
 static char *print_ir(const ir_func_t *f) {
@@ -285,7 +168,7 @@ static char *print_ir(const ir_func_t *f) {
 
 /* The scheduled function computes what the original does. */
 static void check_outputs(const target_t *tg, const ir_func_t *f, const bytes_t *in, stats_t *st) {
-  if (iterations(f->root) > MAX_EVAL_ITERS) return;
+  if (fz_iterations(f->root) > MAX_EVAL_ITERS) return;
   ir_data_t *d = NULL;
   tn_err_t err = {0};
   if (ir_data_new(f, 1, (size_t)64 << 20, &d, &err) != 0) {
@@ -396,20 +279,7 @@ int main(int argc, char **argv) {
   double seconds = 10;
   uint64_t seed = 1;
   seeds_t s = {NULL, 0};
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) seconds = atof(argv[++i]);
-    else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-    else if (argv[i][0] == '-') {
-      fprintf(stderr, "usage: fuzz_trace [--seconds N] [--seed S] DIR...\n");
-      return 2;
-    } else if (load_dir(argv[i], &s) != 0) {
-      return 2;
-    }
-  }
-  if (!s.n) {
-    s.v = tn_xcalloc(1, sizeof(bytes_t));
-    b_assign(&s.v[s.n++], builtin_seed, sizeof builtin_seed - 1);
-  }
+  if (fz_args(argc, argv, "fuzz_trace", ".json", FUZZ_MAX_BYTES, builtin_seed, &seconds, &seed, &s) != 0) return 2;
   static const ir_param_set_t mm[] = {{"M", 16}, {"N", 16}, {"K", 16}}, va[] = {{"N", 64}};
   target_t tg[2] = {{0}};
   if (load_target("matmul", mm, 3, &tg[0]) != 0 || load_target("vector_add", va, 1, &tg[1]) != 0) return 2;
@@ -428,8 +298,7 @@ int main(int argc, char **argv) {
   printf("fuzz_trace: %ld inputs in %.1f s, %ld parsed, %ld replayed, %ld crashes (%ld evaluated, %d seeds)\n",
          st.inputs, tn_now() - start, st.parsed, st.replayed, st.failures, st.evaluated, s.n);
   free(in.p);
-  for (int i = 0; i < s.n; i++) free(s.v[i].p);
-  free(s.v);
+  fz_seeds_free(&s);
   for (int i = 0; i < 2; i++) ir_data_free(tg[i].ref), ir_workload_free(tg[i].w);
   return st.failures ? 1 : 0;
 }

@@ -1015,73 +1015,26 @@ START_TEST(test_perf_many_calls) {
 }
 END_TEST
 
+static void fixture(TCase *tc) { tcase_add_checked_fixture(tc, setup, teardown); }
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("arith");
-  TCase *t = tcase_create("fold");
-  tcase_add_checked_fixture(t, setup, teardown);
-  tcase_add_test(t, test_fold_int);
-  tcase_add_test(t, test_fold_division_by_zero_kept);
-  tcase_add_test(t, test_fold_overflow_kept);
-  tcase_add_test(t, test_fold_bool_select_cast);
-  tcase_add_test(t, test_fold_float);
-  suite_add_tcase(s, t);
-
-  t = tcase_create("linear");
-  tcase_add_checked_fixture(t, setup, teardown);
-  tcase_add_test(t, test_linear_basic);
-  tcase_add_test(t, test_linear_canonical_order);
-  tcase_add_test(t, test_simplify_returns_same_when_unchanged);
-  suite_add_tcase(s, t);
-
-  t = tcase_create("div");
-  tcase_add_checked_fixture(t, setup, teardown);
-  tcase_add_test(t, test_div_split_fuse);
-  tcase_add_test(t, test_div_i4j);
-  tcase_add_test(t, test_div_recombine_in_larger_form);
-  tcase_add_test(t, test_div_fuse_then_split);
-  tcase_add_test(t, test_div_nested_and_identities);
-  tcase_add_test(t, test_div_negative_ranges);
-  tcase_add_test(t, test_div_by_variable);
-  tcase_add_test(t, test_div_printed_by_ir_print_expr);
-  suite_add_tcase(s, t);
-
-  t = tcase_create("interval");
-  tcase_add_checked_fixture(t, setup, teardown);
-  tcase_add_test(t, test_bounds_table);
-  tcase_add_test(t, test_interval_basic);
-  tcase_add_test(t, test_interval_unbounded_and_saturation);
-  suite_add_tcase(s, t);
-
-  t = tcase_create("decide");
-  tcase_add_checked_fixture(t, setup, teardown);
-  tcase_add_test(t, test_minmax_decided);
-  tcase_add_test(t, test_compare_decided);
-  tcase_add_test(t, test_prove);
-  tcase_add_test(t, test_var_fixed_by_bounds);
-  suite_add_tcase(s, t);
-
-  t = tcase_create("regions");
-  tcase_add_checked_fixture(t, setup, teardown);
-  tcase_add_test(t, test_regions_matmul);
-  tcase_add_test(t, test_regions_window);
-  tcase_add_test(t, test_regions_floormod_constant_bounds);
-  tcase_add_test(t, test_regions_outer_var_and_scalar);
-  tcase_add_test(t, test_regions_reduction_read_elsewhere);
-  suite_add_tcase(s, t);
-
-  t = tcase_create("random");
-  tcase_add_checked_fixture(t, setup, teardown);
-  tcase_set_timeout(t, 120);
-  tcase_add_test(t, test_random_simplify_preserves_value);
-  suite_add_tcase(s, t);
-
-  t = tcase_create("perf");
-  tcase_add_checked_fixture(t, setup, teardown);
-  tcase_set_timeout(t, 60);
-  tcase_add_test(t, test_perf_long_sum);
-  tcase_add_test(t, test_perf_shared_dag);
-  tcase_add_test(t, test_perf_many_calls);
-  suite_add_tcase(s, t);
+  fixture(TU_TCASE(s, "fold", 0, test_fold_int, test_fold_division_by_zero_kept, test_fold_overflow_kept,
+                   test_fold_bool_select_cast, test_fold_float));
+  fixture(TU_TCASE(s, "linear", 0, test_linear_basic, test_linear_canonical_order,
+                   test_simplify_returns_same_when_unchanged));
+  fixture(TU_TCASE(s, "div", 0, test_div_split_fuse, test_div_i4j, test_div_recombine_in_larger_form,
+                   test_div_fuse_then_split, test_div_nested_and_identities, test_div_negative_ranges,
+                   test_div_by_variable, test_div_printed_by_ir_print_expr));
+  fixture(TU_TCASE(s, "interval", 0, test_bounds_table, test_interval_basic,
+                   test_interval_unbounded_and_saturation));
+  fixture(TU_TCASE(s, "decide", 0, test_minmax_decided, test_compare_decided, test_prove,
+                   test_var_fixed_by_bounds));
+  fixture(TU_TCASE(s, "regions", 0, test_regions_matmul, test_regions_window,
+                   test_regions_floormod_constant_bounds, test_regions_outer_var_and_scalar,
+                   test_regions_reduction_read_elsewhere));
+  fixture(TU_TCASE(s, "random", 120, test_random_simplify_preserves_value));
+  fixture(TU_TCASE(s, "perf", 60, test_perf_long_sum, test_perf_shared_dag, test_perf_many_calls));
   return s;
 }
 

@@ -138,16 +138,7 @@ END_TEST
 
 static Suite *make(void) {
   Suite *s = suite_create("common");
-  TCase *tc = tcase_create("core");
-  tcase_add_test(tc, t_err);
-  tcase_add_test(tc, t_arena);
-  tcase_add_test(tc, t_buf);
-  tcase_add_test(tc, t_rng);
-  tcase_add_test(tc, t_hash);
-  tcase_add_test(tc, t_half);
-  tcase_add_test(tc, t_identifiers);
-  tcase_add_test(tc, t_read_file);
-  suite_add_tcase(s, tc);
+  TU_TCASE(s, "core", 0, t_err, t_arena, t_buf, t_rng, t_hash, t_half, t_identifiers, t_read_file);
   return s;
 }
 

@@ -813,34 +813,12 @@ END_TEST
 
 static Suite *make_suite(void) {
   Suite *s = suite_create("eval");
-  TCase *tc = tcase_create("values");
-  tcase_add_test(tc, t_matmul_values);
-  tcase_add_test(tc, t_window_and_padding);
-  tcase_add_test(tc, t_max_negative);
-  tcase_add_test(tc, t_split_predicate_init);
-  tcase_add_test(tc, t_temp_and_select);
-  tcase_add_test(tc, t_integer_semantics);
-  tcase_add_test(tc, t_scalar_output);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("errors");
-  tcase_add_test(tc, t_out_of_bounds);
-  tcase_add_test(tc, t_error_mid_nest);
-  tcase_add_test(tc, t_division_by_zero);
-  tcase_add_test(tc, t_select_guards_loads);
-  tcase_add_test(tc, t_unwritten_is_nan);
-  tcase_add_test(tc, t_bad_buffers);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("fast-path");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, t_fast_matches_scalar_matmul);
-  tcase_add_test(tc, t_fast_matches_scalar_misc);
-  tcase_add_test(tc, t_workloads);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("data");
-  tcase_add_test(tc, t_data);
-  tcase_add_test(tc, t_metrics);
-  tcase_add_test(tc, t_flops_bytes);
-  suite_add_tcase(s, tc);
+  TU_TCASE(s, "values", 0, t_matmul_values, t_window_and_padding, t_max_negative, t_split_predicate_init,
+           t_temp_and_select, t_integer_semantics, t_scalar_output);
+  TU_TCASE(s, "errors", 0, t_out_of_bounds, t_error_mid_nest, t_division_by_zero, t_select_guards_loads,
+           t_unwritten_is_nan, t_bad_buffers);
+  TU_TCASE(s, "fast-path", 120, t_fast_matches_scalar_matmul, t_fast_matches_scalar_misc, t_workloads);
+  TU_TCASE(s, "data", 0, t_data, t_metrics, t_flops_bytes);
   return s;
 }
 

@@ -793,20 +793,10 @@ END_TEST
 
 static Suite *make_suite(void) {
   Suite *s = suite_create("parse");
-  TCase *tc = tcase_create("core");
-  tcase_add_test(tc, t_matmul_structure);
-  tcase_add_test(tc, t_overrides);
-  tcase_add_test(tc, t_param_set_parse);
+  TCase *tc = TU_TCASE(s, "core", 0, t_matmul_structure, t_overrides, t_param_set_parse, t_literal_typing,
+                       t_reduction_identities, t_conv_padding_select, t_temps_and_order, t_layout, t_limits, t_bytes,
+                       t_load);
   tcase_add_loop_test(tc, t_errors, 0, (int)(sizeof err_cases / sizeof err_cases[0]));
-  tcase_add_test(tc, t_literal_typing);
-  tcase_add_test(tc, t_reduction_identities);
-  tcase_add_test(tc, t_conv_padding_select);
-  tcase_add_test(tc, t_temps_and_order);
-  tcase_add_test(tc, t_layout);
-  tcase_add_test(tc, t_limits);
-  tcase_add_test(tc, t_bytes);
-  tcase_add_test(tc, t_load);
-  suite_add_tcase(s, tc);
   return s;
 }
 

@@ -12,58 +12,17 @@
 #include <string.h>
 
 #include "ir/ir.h"
-#include "testutil.h"
+#include "testir.h"
 
 #define GOLDEN_DIR SRC("tests/golden")
 
 /* ---- golden files ------------------------------------------------------ */
 
-static bool update_golden(void) {
-  const char *e = getenv("TUNED_UPDATE_GOLDEN");
-  return e && strcmp(e, "1") == 0;
-}
-
-/* Line number (1-based) of the first difference, 0 if equal. */
-static int first_diff_line(const char *a, const char *b) {
-  int line = 1;
-  for (; *a && *a == *b; a++, b++)
-    if (*a == '\n') line++;
-  return *a == *b ? 0 : line;
-}
-
-static char *line_at(const char *s, int line) {
-  for (int l = 1; l < line && s; l++) {
-    s = strchr(s, '\n');
-    if (s) s++;
-  }
-  if (!s) return strdup("<end of text>");
-  size_t n = strcspn(s, "\n");
-  return strndup(s, n);
-}
-
 /* Compares text with tests/golden/NAME.txt, or writes it when updating. */
 static void check_golden(const char *name, const char *text) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s.txt", GOLDEN_DIR, name);
-  if (update_golden()) {
-    FILE *fp = fopen(path, "w");
-    ck_assert_msg(fp != NULL, "cannot write %s", path);
-    fputs(text, fp);
-    ck_assert_int_eq(fclose(fp), 0);
-    return;
-  }
-  char *want = NULL;
-  size_t len;
-  tn_err_t err = {0};
-  int rc = tn_read_file(path, 1 << 24, &want, &len, &err);
-  ck_assert_msg(rc == 0, "%s (run with TUNED_UPDATE_GOLDEN=1 to create it)", err.msg);
-  int line = first_diff_line(want, text);
-  if (line) {
-    char *w = line_at(want, line), *g = line_at(text, line);
-    ck_abort_msg("%s differs at line %d:\n  golden: %s\n  got:    %s\nfull output:\n%s", path, line,
-                 w, g, text);
-  }
-  free(want);
+  tu_check_golden(path, text);
 }
 
 static char *print_func(const ir_func_t *f) {
@@ -770,26 +729,11 @@ END_TEST
 
 static Suite *make_suite(void) {
   Suite *s = suite_create("print");
-  TCase *tp = tcase_create("printer");
-  tcase_add_test(tp, t_print_matmul);
-  tcase_add_test(tp, t_print_bindings);
-  tcase_add_test(tp, t_print_loop_kinds);
-  tcase_add_test(tp, t_print_scopes);
-  tcase_add_test(tp, t_print_exprs);
-  suite_add_tcase(s, tp);
-  TCase *tw = tcase_create("workloads");
-  tcase_set_timeout(tw, 120);
-  tcase_add_test(tw, t_print_workloads);
-  tcase_add_test(tw, t_print_matmul_workload);
-  tcase_add_test(tw, t_hash_workloads);
-  suite_add_tcase(s, tw);
-  TCase *th = tcase_create("hash");
-  tcase_add_test(th, t_hash_pinned);
-  tcase_add_test(th, t_hash_copy_and_rename);
-  tcase_add_test(th, t_hash_differs);
-  tcase_add_test(th, t_hash_canonical);
-  tcase_add_test(th, t_hash_others);
-  suite_add_tcase(s, th);
+  TU_TCASE(s, "printer", 0, t_print_matmul, t_print_bindings, t_print_loop_kinds, t_print_scopes,
+           t_print_exprs);
+  TU_TCASE(s, "workloads", 120, t_print_workloads, t_print_matmul_workload, t_hash_workloads);
+  TU_TCASE(s, "hash", 0, t_hash_pinned, t_hash_copy_and_rename, t_hash_differs, t_hash_canonical,
+           t_hash_others);
   return s;
 }
 

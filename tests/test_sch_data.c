@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "schedule/schedule.h"
-#include "testutil.h"
+#include "testir.h"
 
 /* ---- fixtures ---------------------------------------------------------- */
 
@@ -17,23 +17,7 @@ typedef struct fx {
 
 /* Loads workloads/<name>.tw with "K=V K=V" overrides and schedules it. */
 static fx_t fx_open(const char *name, const char *sets) {
-  fx_t x = {0};
-  ir_param_set_t ov[8];
-  char names[8][16];
-  int n = 0;
-  for (const char *p = sets; p && *p && n < 8;) {
-    long long v;
-    int used;
-    ck_assert_int_eq(sscanf(p, "%15[^=]=%lld%n", names[n], &v, &used), 2);
-    ov[n] = (ir_param_set_t){names[n], v};
-    n++;
-    p += used;
-    while (*p == ' ') p++;
-  }
-  char path[512];
-  snprintf(path, sizeof path, "%s/workloads/%s.tw", TUNED_SOURCE_ROOT, name);
-  int rc = ir_workload_load(path, ov, n, &x.w, &x.err);
-  ck_assert_msg(rc == 0, "%s", x.err.msg);
+  fx_t x = {.w = tu_load_sets(name, sets)};
   x.s = sch_create(x.w->func, 1);
   return x;
 }
@@ -43,56 +27,17 @@ static void fx_close(fx_t *x) {
   ir_workload_free(x->w);
 }
 
-static char *text_of(const ir_func_t *f) {
-  tn_buf_t b;
-  tn_buf_init(&b);
-  ir_print_func(f, &b);
-  return tn_buf_take(&b);
-}
-
 /* The scheduled function computes the same outputs as the original. */
-static void assert_equivalent(fx_t *x) {
-  const ir_func_t *a = x->w->func, *b = sch_func(x->s);
-  ir_data_t *da, *db;
-  ck_assert_int_eq(ir_data_new(a, 42, 1 << 26, &da, &x->err), 0);
-  ck_assert_int_eq(ir_data_new(b, 42, 1 << 26, &db, &x->err), 0);
-  ck_assert_msg(ir_eval(a, da, &x->err) == 0, "%s", x->err.msg);
-  ck_assert_msg(ir_eval(b, db, &x->err) == 0, "%s", x->err.msg);
-  int outputs = 0;
-  for (int i = 0; i < a->nparams; i++) {
-    if (a->params[i]->role != IR_BUF_OUTPUT) continue;
-    double e = ir_rel_l2_error(da->vals[i], db->vals[i], da->sizes[i]);
-    ck_assert_msg(e <= 1e-12, "output %s differs: rel l2 %g", a->params[i]->name, e);
-    outputs++;
-  }
-  ck_assert_int_gt(outputs, 0);
-  ir_data_free(da);
-  ir_data_free(db);
-}
+static void assert_equivalent(fx_t *x) { tu_assert_same_outputs(x->w->func, sch_func(x->s), 42); }
 
-static void assert_has(fx_t *x, const char *needle) {
-  char *t = text_of(sch_func(x->s));
-  ck_assert_msg(strstr(t, needle), "expected \"%s\" in:\n%s", needle, t);
-  free(t);
-}
+static void assert_has(fx_t *x, const char *needle) { tu_assert_text_has(x->s, needle); }
 
-static sch_rv_t block(fx_t *x, const char *name) {
-  sch_rv_t b;
-  ck_assert_msg(sch_get_block(x->s, name, &b, &x->err) == 0, "%s", x->err.msg);
-  return b;
-}
+static sch_rv_t block(fx_t *x, const char *name) { return tu_block(x->s, name); }
 
-static int loops(fx_t *x, sch_rv_t b, sch_rv_t *out) {
-  int n = 0;
-  ck_assert_msg(sch_get_loops(x->s, b, out, &n, &x->err) == 0, "%s", x->err.msg);
-  return n;
-}
+static int loops(fx_t *x, sch_rv_t b, sch_rv_t *out) { return tu_loops(x->s, b, out); }
 
 /* Splits a loop by [None, factor]. */
-static void split2(fx_t *x, sch_rv_t l, int64_t factor, sch_rv_t *out) {
-  sch_arg_t f[2] = {sch_arg_none(), sch_arg_int(factor)};
-  ck_assert_msg(sch_split(x->s, l, f, 2, out, &x->err) == 0, "%s", x->err.msg);
-}
+static void split2(fx_t *x, sch_rv_t l, int64_t factor, sch_rv_t *out) { tu_split2(x->s, l, factor, out); }
 
 #define OK(x, call) ck_assert_msg((call) == 0, "%s", (x)->err.msg)
 
@@ -123,7 +68,7 @@ START_TEST(t_cache_read_text) {
   fx_t x = fx_open("window_sum", "N=40");
   sch_rv_t b = block(&x, "B"), c;
   OK(&x, sch_cache_read(x.s, b, 0, "shared", &c, &x.err));
-  char *t = text_of(sch_func(x.s));
+  char *t = tu_ir_text(sch_func(x.s));
   ck_assert_str_eq(t, WINDOW_CACHE_READ);
   free(t);
   /* The output handle names the new block. */
@@ -218,7 +163,7 @@ START_TEST(t_window_compute_at) {
   sch_rv_t c, io[2];
   fx_t x = window_split(8, &c, io);
   OK(&x, sch_compute_at(x.s, c, io[0], true, &x.err));
-  char *t = text_of(sch_func(x.s));
+  char *t = tu_ir_text(sch_func(x.s));
   ck_assert_str_eq(t, WINDOW_COMPUTE_AT);
   free(t);
   assert_equivalent(&x);
@@ -447,7 +392,7 @@ START_TEST(t_sample_location_window) {
   ck_assert_int_eq(sample_with(&x, c, -2, &rec), SCH_LOC_INLINE);
   ck_assert_int_eq(rec, -2);
   /* Sampling left the function as it was. */
-  char *t = text_of(sch_func(x.s));
+  char *t = tu_ir_text(sch_func(x.s));
   ck_assert_ptr_nonnull(strstr(t, "for ax0 in range(43):"));
   free(t);
   /* Drawing without a decision gives one of the four locations, and
@@ -505,11 +450,11 @@ typedef int (*fail_fn)(fx_t *x, void *ctx);
 /* Runs fn, expects failure with exactly `msg`, and checks that neither the
  * function nor the trace changed. */
 static void expect_fail(fx_t *x, fail_fn fn, void *ctx, const char *msg) {
-  char *before = text_of(sch_func(x->s));
+  char *before = tu_ir_text(sch_func(x->s));
   int ninsts = sch_get_trace(x->s)->n;
   ck_assert_int_lt(fn(x, ctx), 0);
   ck_assert_str_eq(x->err.msg, msg);
-  char *after = text_of(sch_func(x->s));
+  char *after = tu_ir_text(sch_func(x->s));
   ck_assert_str_eq(after, before);
   ck_assert_int_eq(sch_get_trace(x->s)->n, ninsts);
   free(before);
@@ -598,35 +543,14 @@ END_TEST
 
 static Suite *make(void) {
   Suite *s = suite_create("sch_data");
-  TCase *tc = tcase_create("cache");
-  tcase_add_test(tc, t_cache_read_text);
-  tcase_add_test(tc, t_cache_write_text);
-  tcase_add_test(tc, t_cache_read_twice);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("compute_at");
-  tcase_add_test(tc, t_window_compute_at);
-  tcase_add_test(tc, t_window_compute_at_inner);
-  tcase_add_test(tc, t_window_compute_at_predicate);
-  tcase_add_test(tc, t_matmul_shared_compute_at);
-  tcase_add_test(tc, t_matmul_cache_write_reverse);
-  tcase_add_test(tc, t_matmul_reverse_under_reduce);
-  tcase_add_test(tc, t_matmul_fused_inner);
-  tcase_add_test(tc, t_matmul_fused_outer);
-  tcase_add_test(tc, t_conv_compute_at);
-  tcase_add_test(tc, t_conv_guarded_stage);
-  tcase_add_test(tc, t_softmax_row_stages);
-  tcase_add_test(tc, t_no_unit_loops);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("sample_location");
-  tcase_add_test(tc, t_sample_location_window);
-  tcase_add_test(tc, t_sample_location_matmul);
-  tcase_add_test(tc, t_sample_location_softmax);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("errors");
-  tcase_add_test(tc, t_errors_cache);
-  tcase_add_test(tc, t_errors_compute_at);
-  tcase_add_test(tc, t_errors_access_shape);
-  suite_add_tcase(s, tc);
+  TU_TCASE(s, "cache", 0, t_cache_read_text, t_cache_write_text, t_cache_read_twice);
+  TU_TCASE(s, "compute_at", 0, t_window_compute_at, t_window_compute_at_inner, t_window_compute_at_predicate,
+           t_matmul_shared_compute_at, t_matmul_cache_write_reverse, t_matmul_reverse_under_reduce,
+           t_matmul_fused_inner, t_matmul_fused_outer, t_conv_compute_at, t_conv_guarded_stage,
+           t_softmax_row_stages, t_no_unit_loops);
+  TU_TCASE(s, "sample_location", 0, t_sample_location_window, t_sample_location_matmul,
+           t_sample_location_softmax);
+  TU_TCASE(s, "errors", 0, t_errors_cache, t_errors_compute_at, t_errors_access_shape);
   return s;
 }
 

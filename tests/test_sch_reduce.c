@@ -6,84 +6,15 @@
 #include <string.h>
 
 #include "schedule/sch_internal.h"
-#include "testutil.h"
+#include "testir.h"
 
 /* ---- fixtures ------------------------------------------------------------ */
-
-static ir_workload_t *wl_load(const char *path, const ir_param_set_t *ov, int n) {
-  ir_workload_t *w = NULL;
-  tn_err_t err = {0};
-  int rc = ir_workload_load(path, ov, n, &w, &err);
-  ck_assert_msg(rc == 0, "loading %s: %s", path, err.msg);
-  return w;
-}
-
-/* WL("matmul.tw", {"M", 4}, {"K", 8}) loads a workload with overrides. */
-#define WL(file, ...)                                                        \
-  wl_load(SRC("workloads/" file), (ir_param_set_t[]){__VA_ARGS__},           \
-          (int)(sizeof((ir_param_set_t[]){__VA_ARGS__}) / sizeof(ir_param_set_t)))
-
-static ir_workload_t *wl_text(const char *text) {
-  ir_workload_t *w = NULL;
-  tn_err_t err = {0};
-  int rc = ir_workload_parse("t.tw", text, strlen(text), NULL, 0, &w, &err);
-  ck_assert_msg(rc == 0, "parsing: %s", err.msg);
-  return w;
-}
-
-static char *text_of(const ir_func_t *f) {
-  tn_buf_t b;
-  tn_buf_init(&b);
-  ir_print_func(f, &b);
-  return tn_buf_take(&b);
-}
-
-static sch_rv_t block(sch_t *s, const char *name) {
-  sch_rv_t b;
-  tn_err_t err = {0};
-  ck_assert_msg(sch_get_block(s, name, &b, &err) == 0, "get_block %s: %s", name, err.msg);
-  return b;
-}
-
-static int loops(sch_t *s, sch_rv_t b, sch_rv_t *out) {
-  int n = 0;
-  tn_err_t err = {0};
-  ck_assert_msg(sch_get_loops(s, b, out, &n, &err) == 0, "get_loops: %s", err.msg);
-  return n;
-}
-
-/* Splits loop into [None, inner]; out gets the two loops. */
-static void split2(sch_t *s, sch_rv_t loop, int64_t inner, sch_rv_t *out) {
-  sch_arg_t fs[2] = {sch_arg_none(), sch_arg_int(inner)};
-  tn_err_t err = {0};
-  ck_assert_msg(sch_split(s, loop, fs, 2, out, &err) == 0, "split: %s", err.msg);
-}
 
 static const char *block_name(const sch_t *s, sch_rv_t rv) {
   ir_stmt_t *st = sch_rv_stmt(s, rv);
   ck_assert_ptr_nonnull(st);
   ck_assert_int_eq(st->kind, IR_S_BLOCK);
   return st->u.block.name;
-}
-
-/* The scheduled function computes the same outputs as the reference. */
-static void assert_equivalent(const ir_func_t *ref, const ir_func_t *got) {
-  ir_data_t *dr = NULL, *dg = NULL;
-  tn_err_t err = {0};
-  ck_assert_msg(ir_data_new(ref, 11, (size_t)1 << 28, &dr, &err) == 0, "data: %s", err.msg);
-  ck_assert_msg(ir_data_new(got, 11, (size_t)1 << 28, &dg, &err) == 0, "data: %s", err.msg);
-  ck_assert_msg(ir_eval(ref, dr, &err) == 0, "eval reference: %s", err.msg);
-  ck_assert_msg(ir_eval(got, dg, &err) == 0, "eval scheduled: %s", err.msg);
-  int outputs = 0;
-  for (int i = 0; i < ref->nparams; i++) {
-    if (ref->params[i]->role != IR_BUF_OUTPUT) continue;
-    double e = ir_rel_l2_error(dr->vals[i], dg->vals[i], dr->sizes[i]);
-    ck_assert_msg(e <= 1e-12, "output %s differs: relative error %g", ref->params[i]->name, e);
-    outputs++;
-  }
-  ck_assert_int_ge(outputs, 1);
-  ir_data_free(dr);
-  ir_data_free(dg);
 }
 
 static void assert_has(const char *text, const char *needle) {
@@ -127,25 +58,16 @@ static int run_api(sch_t *s, op_t op, sch_rv_t a, int64_t b, tn_err_t *err) {
 /* op fails with a message containing `needle`, both as a bare primitive and
  * through the public API, and leaves the function and the trace unchanged. */
 static void expect_fail(sch_t *s, op_t op, sch_rv_t a, int64_t b, const char *needle) {
-  char *before = text_of(sch_func(s));
-  uint64_t hash = ir_func_hash(sch_func(s));
-  int ntrace = sch_get_trace(s)->n;
+  tu_snap_t snap = tu_snapshot(s);
   tn_err_t err = {0};
-  ck_assert_int_lt(run_prim(s, op, a, b, &err), 0);
-  ck_assert_msg(strstr(err.msg, needle) != NULL, "expected \"%s\" in the message: %s", needle, err.msg);
-  char *mid = text_of(sch_func(s));
-  ck_assert_str_eq(before, mid);
-  ck_assert_msg(ir_func_hash(sch_func(s)) == hash, "the primitive changed the function on error");
+  int rc = run_prim(s, op, a, b, &err);
+  tu_assert_failed(s, snap, true, rc, "the primitive", &err, needle);
+  snap = tu_snapshot(s);
   memset(&err, 0, sizeof err);
-  ck_assert_int_lt(run_api(s, op, a, b, &err), 0);
-  ck_assert_msg(strncmp(err.msg, op_api[op], strlen(op_api[op])) == 0 && strstr(err.msg, needle) != NULL,
-                "expected \"%s...%s\": %s", op_api[op], needle, err.msg);
-  char *after = text_of(sch_func(s));
-  ck_assert_str_eq(before, after);
-  ck_assert_int_eq(sch_get_trace(s)->n, ntrace);
-  free(before);
-  free(mid);
-  free(after);
+  rc = run_api(s, op, a, b, &err);
+  ck_assert_msg(strncmp(err.msg, op_api[op], strlen(op_api[op])) == 0, "expected \"%s...%s\": %s", op_api[op],
+                needle, err.msg);
+  tu_assert_failed(s, snap, true, rc, op_api[op], &err, needle);
 }
 
 /* ---- decompose_reduction ------------------------------------------------- */
@@ -192,10 +114,10 @@ static const char *const decompose_at_k =
 
 /* Decomposes matmul's C at loop `at` of i, j, k and checks text and values. */
 static void decompose_matmul(int at, const char *expected) {
-  ir_workload_t *w = WL("matmul.tw", {"M", 4}, {"N", 4}, {"K", 8});
+  ir_workload_t *w = TU_LOAD("matmul", {"M", 4}, {"N", 4}, {"K", 8});
   sch_t *s = sch_create(w->func, 1);
-  sch_rv_t c = block(s, "C"), l[8], init;
-  ck_assert_int_eq(loops(s, c, l), 3);
+  sch_rv_t c = tu_block(s, "C"), l[8], init;
+  ck_assert_int_eq(tu_loops(s, c, l), 3);
   tn_err_t err = {0};
   ck_assert_msg(sch_decompose_reduction(s, c, l[at], &init, &err) == 0, "%s", err.msg);
   ck_assert_str_eq(block_name(s, init), "C_init");
@@ -203,10 +125,10 @@ static void decompose_matmul(int at, const char *expected) {
   const sch_inst_t *last = &sch_get_trace(s)->insts[sch_get_trace(s)->n - 1];
   ck_assert_int_eq(last->kind, SCH_DECOMPOSE_REDUCTION);
   ck_assert_int_eq(last->noutputs, 1);
-  char *t = text_of(sch_func(s));
+  char *t = tu_ir_text(sch_func(s));
   if (expected) ck_assert_str_eq(t, expected);
   free(t);
-  assert_equivalent(w->func, sch_func(s));
+  tu_assert_same_outputs(w->func, sch_func(s), 11);
   sch_free(s);
   ir_workload_free(w);
 }
@@ -219,13 +141,13 @@ END_TEST
 
 START_TEST(t_decompose_at_middle_loop) {
   decompose_matmul(1, NULL);
-  ir_workload_t *w = WL("matmul.tw", {"M", 4}, {"N", 4}, {"K", 8});
+  ir_workload_t *w = TU_LOAD("matmul", {"M", 4}, {"N", 4}, {"K", 8});
   sch_t *s = sch_create(w->func, 1);
-  sch_rv_t c = block(s, "C"), l[8], init;
-  loops(s, c, l);
+  sch_rv_t c = tu_block(s, "C"), l[8], init;
+  tu_loops(s, c, l);
   tn_err_t err = {0};
   ck_assert_int_eq(sch_decompose_reduction(s, c, l[1], &init, &err), 0);
-  char *t = text_of(sch_func(s));
+  char *t = tu_ir_text(sch_func(s));
   /* The init nest sits inside i, before j: only j is copied. */
   assert_has(t, "    for i in range(4):\n"
                 "        for j_init in range(4):\n"
@@ -242,14 +164,14 @@ END_TEST
 /* Split loops (one with a predicate) and every decomposition point: all but
  * k_1 (under k_0, which feeds the reduction) are legal. */
 START_TEST(t_decompose_split_loops) {
-  ir_workload_t *w = WL("matmul.tw", {"M", 5}, {"N", 4}, {"K", 12});
+  ir_workload_t *w = TU_LOAD("matmul", {"M", 5}, {"N", 4}, {"K", 12});
   for (int at = 0; at < 5; at++) {
     sch_t *s = sch_create(w->func, 1);
-    sch_rv_t c = block(s, "C"), l[8], si[2], sk[2], init;
-    loops(s, c, l);
-    split2(s, l[0], 3, si); /* i: 2 x 3 with predicate i_0 * 3 + i_1 < 5 */
-    split2(s, l[2], 4, sk); /* k: 3 x 4 */
-    ck_assert_int_eq(loops(s, c, l), 5); /* i_0, i_1, j, k_0, k_1 */
+    sch_rv_t c = tu_block(s, "C"), l[8], si[2], sk[2], init;
+    tu_loops(s, c, l);
+    tu_split2(s, l[0], 3, si); /* i: 2 x 3 with predicate i_0 * 3 + i_1 < 5 */
+    tu_split2(s, l[2], 4, sk); /* k: 3 x 4 */
+    ck_assert_int_eq(tu_loops(s, c, l), 5); /* i_0, i_1, j, k_0, k_1 */
     tn_err_t err = {0};
     if (at == 4) {
       expect_fail(s, OP_DECOMPOSE, c, l[4], "loop k_0, outside loop k_1, feeds reduction iterator v_k of block \"C\"");
@@ -257,12 +179,12 @@ START_TEST(t_decompose_split_loops) {
       continue;
     }
     ck_assert_msg(sch_decompose_reduction(s, c, l[at], &init, &err) == 0, "at %d: %s", at, err.msg);
-    char *t = text_of(sch_func(s));
+    char *t = tu_ir_text(sch_func(s));
     assert_has(t, "T.block(\"C_init\")");
     if (at <= 1) assert_has(t, "i_1_init");
     if (at == 3) assert_lacks(t, "k_0_init");
     free(t);
-    assert_equivalent(w->func, sch_func(s));
+    tu_assert_same_outputs(w->func, sch_func(s), 11);
     sch_free(s);
   }
   ir_workload_free(w);
@@ -270,10 +192,10 @@ START_TEST(t_decompose_split_loops) {
 END_TEST
 
 START_TEST(t_decompose_errors) {
-  ir_workload_t *w = WL("matmul.tw", {"M", 4}, {"N", 4}, {"K", 8});
+  ir_workload_t *w = TU_LOAD("matmul", {"M", 4}, {"N", 4}, {"K", 8});
   sch_t *s = sch_create(w->func, 1);
-  sch_rv_t c = block(s, "C"), l[8], init;
-  loops(s, c, l);
+  sch_rv_t c = tu_block(s, "C"), l[8], init;
+  tu_loops(s, c, l);
   tn_err_t err = {0};
   /* A loop under the reduction loop: i, k, j. */
   sch_rv_t order[2] = {l[2], l[1]};
@@ -285,10 +207,10 @@ START_TEST(t_decompose_errors) {
   sch_free(s);
   ir_workload_free(w);
 
-  w = WL("softmax.tw", {"M", 4}, {"N", 8});
+  w = TU_LOAD("softmax", {"M", 4}, {"N", 8});
   s = sch_create(w->func, 1);
-  sch_rv_t rmax = block(s, "rmax"), rsum = block(s, "rsum");
-  loops(s, rmax, l);
+  sch_rv_t rmax = tu_block(s, "rmax"), rsum = tu_block(s, "rsum");
+  tu_loops(s, rmax, l);
   expect_fail(s, OP_DECOMPOSE, rsum, l[1], "loop j is not an ancestor of block \"rsum\"");
   sch_free(s);
   ir_workload_free(w);
@@ -331,16 +253,16 @@ static const char *const softmax_inlined =
 
 /* E is read by rsum and by S: inlining puts the exp into both. */
 START_TEST(t_inline_softmax) {
-  ir_workload_t *w = WL("softmax.tw", {"M", 4}, {"N", 8});
+  ir_workload_t *w = TU_LOAD("softmax", {"M", 4}, {"N", 8});
   sch_t *s = sch_create(w->func, 1);
   tn_err_t err = {0};
-  sch_rv_t e = block(s, "E");
+  sch_rv_t e = tu_block(s, "E");
   ck_assert_msg(sch_compute_inline(s, e, &err) == 0, "%s", err.msg);
   ck_assert_ptr_null(sch_rv_stmt(s, e));
-  char *t = text_of(sch_func(s));
+  char *t = tu_ir_text(sch_func(s));
   ck_assert_str_eq(t, softmax_inlined);
   free(t);
-  assert_equivalent(w->func, sch_func(s));
+  tu_assert_same_outputs(w->func, sch_func(s), 11);
   sch_free(s);
   ir_workload_free(w);
 }
@@ -354,11 +276,11 @@ static const char *const conv_inlined_body =
 /* The padding select moves into the convolution; the temp and the root
  * SEQ (now one nest) disappear. */
 START_TEST(t_inline_conv2d_padding) {
-  ir_workload_t *w = WL("conv2d.tw", {"C", 2}, {"H", 4}, {"W", 4}, {"F", 3});
+  ir_workload_t *w = TU_LOAD("conv2d", {"C", 2}, {"H", 4}, {"W", 4}, {"F", 3});
   sch_t *s = sch_create(w->func, 1);
   tn_err_t err = {0};
-  ck_assert_msg(sch_compute_inline(s, block(s, "Xp"), &err) == 0, "%s", err.msg);
-  char *t = text_of(sch_func(s));
+  ck_assert_msg(sch_compute_inline(s, tu_block(s, "Xp"), &err) == 0, "%s", err.msg);
+  char *t = tu_ir_text(sch_func(s));
   assert_has(t, "    # with T.block(\"root\"):\n"
                 "    for n, f, y, x, c, r, s in T.grid(1, 3, 4, 4, 2, 3, 3):\n"
                 "        with T.block(\"Y\"):\n");
@@ -366,7 +288,7 @@ START_TEST(t_inline_conv2d_padding) {
   assert_has(t, conv_inlined_body);
   assert_lacks(t, "Xp");
   free(t);
-  assert_equivalent(w->func, sch_func(s));
+  tu_assert_same_outputs(w->func, sch_func(s), 11);
   sch_free(s);
   ir_workload_free(w);
 }
@@ -375,18 +297,18 @@ END_TEST
 /* Inlining a block that was computed at a loop of its consumer: the loop
  * keeps only the consumer. */
 START_TEST(t_inline_after_compute_at) {
-  ir_workload_t *w = WL("conv2d.tw", {"C", 2}, {"H", 4}, {"W", 4}, {"F", 3});
+  ir_workload_t *w = TU_LOAD("conv2d", {"C", 2}, {"H", 4}, {"W", 4}, {"F", 3});
   sch_t *s = sch_create(w->func, 1);
   tn_err_t err = {0};
-  sch_rv_t xp = block(s, "Xp"), y = block(s, "Y"), l[8];
-  loops(s, y, l);
+  sch_rv_t xp = tu_block(s, "Xp"), y = tu_block(s, "Y"), l[8];
+  tu_loops(s, y, l);
   ck_assert_msg(sch_compute_at(s, xp, l[2], true, &err) == 0, "compute_at: %s", err.msg);
   ck_assert_msg(sch_compute_inline(s, xp, &err) == 0, "%s", err.msg);
-  char *t = text_of(sch_func(s));
+  char *t = tu_ir_text(sch_func(s));
   assert_has(t, "for n, f, y, x, c, r, s in T.grid(1, 3, 4, 4, 2, 3, 3):\n");
   assert_lacks(t, "Xp");
   free(t);
-  assert_equivalent(w->func, sch_func(s));
+  tu_assert_same_outputs(w->func, sch_func(s), 11);
   sch_free(s);
   ir_workload_free(w);
 }
@@ -394,31 +316,31 @@ END_TEST
 
 /* Loads at index expressions get the producer's value with v := index. */
 START_TEST(t_inline_index_expressions) {
-  ir_workload_t *w = wl_text("input A: float32[8]\n"
+  ir_workload_t *w = tu_parse("input A: float32[8]\n"
                              "temp T: float32[8]\n"
                              "output B: float32[8]\n"
                              "T[i] = A[i] * 2.0\n"
                              "B[i] = T[i] + T[7 - i]\n");
   sch_t *s = sch_create(w->func, 1);
   tn_err_t err = {0};
-  ck_assert_msg(sch_compute_inline(s, block(s, "T"), &err) == 0, "%s", err.msg);
-  char *t = text_of(sch_func(s));
+  ck_assert_msg(sch_compute_inline(s, tu_block(s, "T"), &err) == 0, "%s", err.msg);
+  char *t = tu_ir_text(sch_func(s));
   assert_has(t, "B[v_i] = A[v_i] * T.float32(2.0) + A[7 - v_i] * T.float32(2.0)\n");
   assert_has(t, "T.reads(A[0:8])\n");
   free(t);
-  assert_equivalent(w->func, sch_func(s));
+  tu_assert_same_outputs(w->func, sch_func(s), 11);
   sch_free(s);
   ir_workload_free(w);
 }
 END_TEST
 
 START_TEST(t_inline_errors) {
-  ir_workload_t *w = WL("dense_bias_relu.tw", {"IN", 16}, {"OUT", 8});
+  ir_workload_t *w = TU_LOAD("dense_bias_relu", {"IN", 16}, {"OUT", 8});
   sch_t *s = sch_create(w->func, 1);
-  sch_rv_t d = block(s, "D"), l[8], init;
+  sch_rv_t d = tu_block(s, "D"), l[8], init;
   expect_fail(s, OP_INLINE, d, 0, "block \"D\" is a reduction (it has an init)");
-  expect_fail(s, OP_INLINE, block(s, "Y"), 0, "block \"Y\" writes Y, a parameter of the function");
-  loops(s, d, l);
+  expect_fail(s, OP_INLINE, tu_block(s, "Y"), 0, "block \"Y\" writes Y, a parameter of the function");
+  tu_loops(s, d, l);
   tn_err_t err = {0};
   ck_assert_int_eq(sch_decompose_reduction(s, d, l[0], &init, &err), 0);
   expect_fail(s, OP_INLINE, d, 0, "block \"D_update\" has reduction iterator v_k");
@@ -428,7 +350,7 @@ START_TEST(t_inline_errors) {
 
   /* A store at an index that is not an iterator (built by hand: the
    * language cannot write one). */
-  w = wl_text("input A: float32[8]\n"
+  w = tu_parse("input A: float32[8]\n"
               "temp T: float32[8]\n"
               "output B: float32[8]\n"
               "T[i] = A[i] * 2.0\n"
@@ -437,7 +359,7 @@ START_TEST(t_inline_errors) {
   ir_block_t *tb = &ir_func_find_block(f, "T")->u.block;
   tb->body->u.store.idx[0] = ir_bin(f, IR_E_SUB, ir_int(f, 7), ir_varref(f, tb->iters[0].var));
   s = sch_create(f, 1);
-  expect_fail(s, OP_INLINE, block(s, "T"), 0, "block \"T\" stores T at index 7 - v_i of dimension 0");
+  expect_fail(s, OP_INLINE, tu_block(s, "T"), 0, "block \"T\" stores T at index 7 - v_i of dimension 0");
   sch_free(s);
   /* A value that reads the buffer it writes. */
   ir_expr_t *self_idx[1] = {ir_varref(f, tb->iters[0].var)};
@@ -445,7 +367,7 @@ START_TEST(t_inline_errors) {
   tb->body->u.store.idx[0] = self_idx[0];
   tb->body->u.store.value = ir_bin(f, IR_E_ADD, value, ir_load(f, tb->body->u.store.buf, self_idx, 1));
   s = sch_create(f, 1);
-  expect_fail(s, OP_INLINE, block(s, "T"), 0, "block \"T\" reads T, the buffer it writes");
+  expect_fail(s, OP_INLINE, tu_block(s, "T"), 0, "block \"T\" reads T, the buffer it writes");
   sch_free(s);
   tb->body->u.store.value = value;
   /* The only block of its scope cannot go. */
@@ -453,7 +375,7 @@ START_TEST(t_inline_errors) {
   root->body = root->body->u.seq.items[0];
   tb->body->u.store.idx[0] = ir_varref(f, tb->iters[0].var);
   s = sch_create(f, 1);
-  expect_fail(s, OP_INLINE, block(s, "T"), 0, "block \"T\" is the only block in the scope of block \"root\"");
+  expect_fail(s, OP_INLINE, tu_block(s, "T"), 0, "block \"T\" is the only block in the scope of block \"root\"");
   sch_free(s);
   ir_workload_free(w);
 }
@@ -488,19 +410,19 @@ static const char *const dense_reverse_inlined =
 /* The bias + ReLU epilogue folds into the write-back stage of cache_write;
  * straight into the reduction it would be wrong, so that is refused. */
 START_TEST(t_reverse_inline_epilogue) {
-  ir_workload_t *w = WL("dense_bias_relu.tw", {"IN", 16}, {"OUT", 8});
+  ir_workload_t *w = TU_LOAD("dense_bias_relu", {"IN", 16}, {"OUT", 8});
   sch_t *s = sch_create(w->func, 1);
   tn_err_t err = {0};
-  sch_rv_t d = block(s, "D"), y = block(s, "Y"), wb;
+  sch_rv_t d = tu_block(s, "D"), y = tu_block(s, "Y"), wb;
   expect_fail(s, OP_RINLINE, y, 0, "block \"D\" (the producer of block \"Y\") is a reduction (it has an init)");
   ck_assert_msg(sch_cache_write(s, d, 0, "local", &wb, &err) == 0, "cache_write: %s", err.msg);
   ck_assert_msg(sch_reverse_compute_inline(s, y, &err) == 0, "%s", err.msg);
   ck_assert_ptr_null(sch_rv_stmt(s, y));
   ck_assert_str_eq(block_name(s, wb), "D_local");
-  char *t = text_of(sch_func(s));
+  char *t = tu_ir_text(sch_func(s));
   ck_assert_str_eq(t, dense_reverse_inlined);
   free(t);
-  assert_equivalent(w->func, sch_func(s));
+  tu_assert_same_outputs(w->func, sch_func(s), 11);
   sch_free(s);
   ir_workload_free(w);
 }
@@ -509,21 +431,21 @@ END_TEST
 /* The MultiLevelTiling shape: the write-back block sits inside the tiled
  * nest (reverse_compute_at) and the epilogue at the root folds into it. */
 START_TEST(t_reverse_inline_into_tiled_write_back) {
-  ir_workload_t *w = WL("dense_bias_relu.tw", {"B", 2}, {"IN", 16}, {"OUT", 8});
+  ir_workload_t *w = TU_LOAD("dense_bias_relu", {"B", 2}, {"IN", 16}, {"OUT", 8});
   sch_t *s = sch_create(w->func, 1);
   tn_err_t err = {0};
-  sch_rv_t d = block(s, "D"), l[8], so[2], wb;
-  loops(s, d, l);
-  split2(s, l[1], 4, so);
+  sch_rv_t d = tu_block(s, "D"), l[8], so[2], wb;
+  tu_loops(s, d, l);
+  tu_split2(s, l[1], 4, so);
   ck_assert_msg(sch_cache_write(s, d, 0, "local", &wb, &err) == 0, "cache_write: %s", err.msg);
   ck_assert_msg(sch_reverse_compute_at(s, wb, so[0], true, &err) == 0, "reverse_compute_at: %s", err.msg);
-  ck_assert_msg(sch_reverse_compute_inline(s, block(s, "Y"), &err) == 0, "%s", err.msg);
-  char *t = text_of(sch_func(s));
+  ck_assert_msg(sch_reverse_compute_inline(s, tu_block(s, "Y"), &err) == 0, "%s", err.msg);
+  char *t = tu_ir_text(sch_func(s));
   assert_has(t, "Y[v0, v1] = T.max(D_local[v0, v1] + bias[v1], T.float32(0.0))\n");
   assert_lacks(t, "D = T.alloc_buffer");
   assert_lacks(t, "T.block(\"Y\")");
   free(t);
-  assert_equivalent(w->func, sch_func(s));
+  tu_assert_same_outputs(w->func, sch_func(s), 11);
   sch_free(s);
   ir_workload_free(w);
 }
@@ -531,7 +453,7 @@ END_TEST
 
 /* A consumer that stores at other indices and reads inputs besides B. */
 START_TEST(t_reverse_inline_general_store) {
-  ir_workload_t *w = wl_text("input A: float32[4, 6]\n"
+  ir_workload_t *w = tu_parse("input A: float32[4, 6]\n"
                              "input c: float32[6]\n"
                              "temp T: float32[4, 6]\n"
                              "output B: float32[6, 4]\n"
@@ -539,36 +461,36 @@ START_TEST(t_reverse_inline_general_store) {
                              "B[j, i] = T[i, j] - c[j]\n");
   sch_t *s = sch_create(w->func, 1);
   tn_err_t err = {0};
-  ck_assert_msg(sch_reverse_compute_inline(s, block(s, "B"), &err) == 0, "%s", err.msg);
-  char *t = text_of(sch_func(s));
+  ck_assert_msg(sch_reverse_compute_inline(s, tu_block(s, "B"), &err) == 0, "%s", err.msg);
+  char *t = tu_ir_text(sch_func(s));
   assert_has(t, "B[v_j, v_i] = A[v_i, v_j] * T.float32(2.0) - c[v_j]\n");
   assert_lacks(t, "alloc_buffer");
   free(t);
-  assert_equivalent(w->func, sch_func(s));
+  tu_assert_same_outputs(w->func, sch_func(s), 11);
   sch_free(s);
   ir_workload_free(w);
 }
 END_TEST
 
 static void rinline_fails(const char *src, const char *blk, const char *needle) {
-  ir_workload_t *w = wl_text(src);
+  ir_workload_t *w = tu_parse(src);
   sch_t *s = sch_create(w->func, 1);
-  expect_fail(s, OP_RINLINE, block(s, blk), 0, needle);
+  expect_fail(s, OP_RINLINE, tu_block(s, blk), 0, needle);
   sch_free(s);
   ir_workload_free(w);
 }
 
 START_TEST(t_reverse_inline_errors) {
-  ir_workload_t *w = WL("softmax.tw", {"M", 4}, {"N", 8});
+  ir_workload_t *w = TU_LOAD("softmax", {"M", 4}, {"N", 8});
   sch_t *s = sch_create(w->func, 1);
-  expect_fail(s, OP_RINLINE, block(s, "S"), 0, "block \"S\" has 2 producer blocks (\"E\", \"rsum\")");
-  expect_fail(s, OP_RINLINE, block(s, "rsum"), 0, "block \"rsum\" is a reduction");
+  expect_fail(s, OP_RINLINE, tu_block(s, "S"), 0, "block \"S\" has 2 producer blocks (\"E\", \"rsum\")");
+  expect_fail(s, OP_RINLINE, tu_block(s, "rsum"), 0, "block \"rsum\" is a reduction");
   sch_free(s);
   ir_workload_free(w);
 
-  w = WL("vector_add.tw", {"N", 8});
+  w = TU_LOAD("vector_add", {"N", 8});
   s = sch_create(w->func, 1);
-  expect_fail(s, OP_RINLINE, block(s, "C"), 0, "block \"C\" has no producer block to inline into");
+  expect_fail(s, OP_RINLINE, tu_block(s, "C"), 0, "block \"C\" has no producer block to inline into");
   sch_free(s);
   ir_workload_free(w);
 
@@ -588,11 +510,11 @@ START_TEST(t_reverse_inline_errors) {
                 "C[i] = B[i] + 1.0\n", "C", "block \"B\" writes B, a parameter of the function");
   /* A consumer split with a predicate does not cover its whole domain. */
   snprintf(src, sizeof src, "%soutput B: float32[8]\nT[i] = A[i] * 2.0\nB[i] = T[i] + 1.0\n", head);
-  w = wl_text(src);
+  w = tu_parse(src);
   s = sch_create(w->func, 1);
-  sch_rv_t b = block(s, "B"), l[4], sp[2];
-  loops(s, b, l);
-  split2(s, l[0], 3, sp);
+  sch_rv_t b = tu_block(s, "B"), l[4], sp[2];
+  tu_loops(s, b, l);
+  tu_split2(s, l[0], 3, sp);
   expect_fail(s, OP_RINLINE, b, 0, "block \"B\" has a predicate");
   sch_free(s);
   ir_workload_free(w);
@@ -628,20 +550,20 @@ static const char *const row_sum_rfactor_inner =
 
 /* row_sum with j split [None, 8]: rfactor either piece at every axis. */
 static void rfactor_row_sum(int64_t n, int piece, int axis, const char *expected) {
-  ir_workload_t *w = WL("row_sum.tw", {"M", 4}, {"N", n});
+  ir_workload_t *w = TU_LOAD("row_sum", {"M", 4}, {"N", n});
   sch_t *s = sch_create(w->func, 1);
-  sch_rv_t r = block(s, "R"), l[8], sj[2], rf;
-  loops(s, r, l);
-  split2(s, l[1], 8, sj);
+  sch_rv_t r = tu_block(s, "R"), l[8], sj[2], rf;
+  tu_loops(s, r, l);
+  tu_split2(s, l[1], 8, sj);
   tn_err_t err = {0};
   ck_assert_msg(sch_rfactor(s, sj[piece], axis, &rf, &err) == 0, "piece %d axis %d: %s", piece, axis, err.msg);
   ck_assert_str_eq(block_name(s, rf), "R_rf");
   ck_assert_str_eq(block_name(s, r), "R");
-  char *t = text_of(sch_func(s));
+  char *t = tu_ir_text(sch_func(s));
   if (expected) ck_assert_str_eq(t, expected);
   assert_has(t, axis == 0 || axis == -2 ? "R_rf = T.alloc_buffer((8, 4)" : "R_rf = T.alloc_buffer((4, 8)");
   free(t);
-  assert_equivalent(w->func, sch_func(s));
+  tu_assert_same_outputs(w->func, sch_func(s), 11);
   sch_free(s);
   ir_workload_free(w);
 }
@@ -664,25 +586,25 @@ END_TEST
 
 /* matmul with k split: rfactor, then decompose both reductions. */
 START_TEST(t_rfactor_matmul) {
-  ir_workload_t *w = WL("matmul.tw", {"M", 4}, {"N", 4}, {"K", 16});
+  ir_workload_t *w = TU_LOAD("matmul", {"M", 4}, {"N", 4}, {"K", 16});
   for (int piece = 0; piece < 2; piece++) {
     sch_t *s = sch_create(w->func, 1);
-    sch_rv_t c = block(s, "C"), l[8], sk[2], rf, init;
-    loops(s, c, l);
-    split2(s, l[2], 4, sk);
+    sch_rv_t c = tu_block(s, "C"), l[8], sk[2], rf, init;
+    tu_loops(s, c, l);
+    tu_split2(s, l[2], 4, sk);
     tn_err_t err = {0};
     ck_assert_msg(sch_rfactor(s, sk[piece], 2 * piece, &rf, &err) == 0, "%s", err.msg);
-    char *t = text_of(sch_func(s));
+    char *t = tu_ir_text(sch_func(s));
     assert_has(t, "C_rf = T.alloc_buffer((4, 4, 4)");
     assert_has(t, piece ? "T.writes(C_rf[v_i, v_j, v_k_1])" : "T.writes(C_rf[v_k_0, v_i, v_j])");
     free(t);
-    assert_equivalent(w->func, sch_func(s));
-    ck_assert_int_eq(loops(s, rf, l), 4);
+    tu_assert_same_outputs(w->func, sch_func(s), 11);
+    ck_assert_int_eq(tu_loops(s, rf, l), 4);
     ck_assert_msg(sch_decompose_reduction(s, rf, l[2], &init, &err) == 0, "%s", err.msg);
     ck_assert_str_eq(block_name(s, init), "C_rf_init");
-    ck_assert_int_eq(loops(s, c, l), 3);
+    ck_assert_int_eq(tu_loops(s, c, l), 3);
     ck_assert_msg(sch_decompose_reduction(s, c, l[0], &init, &err) == 0, "%s", err.msg);
-    assert_equivalent(w->func, sch_func(s));
+    tu_assert_same_outputs(w->func, sch_func(s), 11);
     sch_free(s);
   }
   ir_workload_free(w);
@@ -690,30 +612,30 @@ START_TEST(t_rfactor_matmul) {
 END_TEST
 
 START_TEST(t_rfactor_errors) {
-  ir_workload_t *w = WL("row_sum.tw", {"M", 4}, {"N", 64});
+  ir_workload_t *w = TU_LOAD("row_sum", {"M", 4}, {"N", 64});
   sch_t *s = sch_create(w->func, 1);
-  sch_rv_t r = block(s, "R"), l[8], sj[2];
-  loops(s, r, l);
+  sch_rv_t r = tu_block(s, "R"), l[8], sj[2];
+  tu_loops(s, r, l);
   expect_fail(s, OP_RFACTOR, l[0], 0, "loop i feeds spatial iterator v_i of block \"R\"");
   expect_fail(s, OP_RFACTOR, l[1], 2, "factor_axis 2 is out of range for R (1 dimensions): expected -2..1");
   expect_fail(s, OP_RFACTOR, l[1], -3, "factor_axis -3 is out of range");
-  split2(s, l[1], 8, sj);
+  tu_split2(s, l[1], 8, sj);
   tn_err_t err = {0};
   ck_assert_int_eq(sch_unroll(s, sj[1], &err), 0);
   expect_fail(s, OP_RFACTOR, sj[1], 0, "loop j_1 has kind unroll; rfactor needs a serial loop");
   sch_free(s);
 
   s = sch_create(w->func, 1);
-  r = block(s, "R");
-  loops(s, r, l);
+  r = tu_block(s, "R");
+  tu_loops(s, r, l);
   sch_rv_t fused;
   ck_assert_msg(sch_fuse(s, l, 2, &fused, &err) == 0, "fuse: %s", err.msg);
   expect_fail(s, OP_RFACTOR, fused, 0, "loop i_j_fused feeds both spatial and reduction iterators of block \"R\"");
   sch_free(s);
 
   s = sch_create(w->func, 1);
-  r = block(s, "R");
-  loops(s, r, l);
+  r = tu_block(s, "R");
+  tu_loops(s, r, l);
   sch_rv_t s3[3];
   sch_arg_t fs[3] = {sch_arg_int(8), sch_arg_int(1), sch_arg_int(8)};
   ck_assert_msg(sch_split(s, l[1], fs, 3, s3, &err) == 0, "split: %s", err.msg);
@@ -722,63 +644,63 @@ START_TEST(t_rfactor_errors) {
   ir_workload_free(w);
 
   /* Hand-made updates that are not a sum/max/min reduction. */
-  w = WL("row_sum.tw", {"M", 4}, {"N", 8});
+  w = TU_LOAD("row_sum", {"M", 4}, {"N", 8});
   ir_func_t *f = w->func;
   ir_block_t *rb = &ir_func_find_block(f, "R")->u.block;
   ir_expr_t *init0 = rb->init->u.store.value, *upd = rb->body->u.store.value;
   rb->init->u.store.value = ir_float(f, IR_FLOAT32, 1.0);
   s = sch_create(f, 1);
-  loops(s, block(s, "R"), l);
+  tu_loops(s, tu_block(s, "R"), l);
   expect_fail(s, OP_RFACTOR, l[1], 0, "the init of block \"R\" is not the identity of its reduction");
   sch_free(s);
   rb->init->u.store.value = init0;
   rb->body->u.store.value = ir_bin(f, IR_E_SUB, upd->u.bin.a, upd->u.bin.b);
   s = sch_create(f, 1);
-  loops(s, block(s, "R"), l);
+  tu_loops(s, tu_block(s, "R"), l);
   expect_fail(s, OP_RFACTOR, l[1], 0, "block \"R\" does not update R as R = R + x, max(R, x) or min(R, x)");
   sch_free(s);
   ir_expr_t *zero[1] = {ir_int(f, 0)};
   rb->body->u.store.value = ir_bin(f, IR_E_ADD, upd->u.bin.a, ir_bin(f, IR_E_MUL, upd->u.bin.b, ir_load(f, rb->body->u.store.buf, zero, 1)));
   ir_block_infer_regions(f, rb);
   s = sch_create(f, 1);
-  loops(s, block(s, "R"), l);
+  tu_loops(s, tu_block(s, "R"), l);
   expect_fail(s, OP_RFACTOR, l[1], 0, "block \"R\" reads R other than in its update");
   sch_free(s);
   ir_workload_free(w);
 
   /* A producer computed under the reduction's outermost loop. */
-  w = wl_text("input A: float32[4, 8]\n"
+  w = tu_parse("input A: float32[4, 8]\n"
               "temp T: float32[4, 8]\n"
               "output R: float32[4]\n"
               "T[i, j] = A[i, j] * 2.0\n"
               "R[i] = sum(j < 8: T[i, j])\n");
   s = sch_create(w->func, 1);
-  r = block(s, "R");
-  loops(s, r, l);
-  ck_assert_msg(sch_compute_at(s, block(s, "T"), l[0], true, &err) == 0, "compute_at: %s", err.msg);
+  r = tu_block(s, "R");
+  tu_loops(s, r, l);
+  ck_assert_msg(sch_compute_at(s, tu_block(s, "T"), l[0], true, &err) == 0, "compute_at: %s", err.msg);
   expect_fail(s, OP_RFACTOR, l[1], 0, "block \"R\" is not the first block under its outermost loop");
   sch_free(s);
   ir_workload_free(w);
 
-  w = WL("vector_add.tw", {"N", 8});
+  w = TU_LOAD("vector_add", {"N", 8});
   s = sch_create(w->func, 1);
-  loops(s, block(s, "C"), l);
+  tu_loops(s, tu_block(s, "C"), l);
   expect_fail(s, OP_RFACTOR, l[0], 0, "block \"C\" has no init; rfactor needs a reduction block");
   sch_free(s);
   ir_workload_free(w);
 
-  w = WL("matmul.tw", {"M", 4}, {"N", 4}, {"K", 8});
+  w = TU_LOAD("matmul", {"M", 4}, {"N", 4}, {"K", 8});
   s = sch_create(w->func, 1);
-  sch_rv_t c = block(s, "C"), init;
-  loops(s, c, l);
+  sch_rv_t c = tu_block(s, "C"), init;
+  tu_loops(s, c, l);
   ck_assert_int_eq(sch_decompose_reduction(s, c, l[0], &init, &err), 0);
-  loops(s, c, l);
+  tu_loops(s, c, l);
   expect_fail(s, OP_RFACTOR, l[2], 0, "block \"C_update\" has no init");
   sch_free(s);
 
   s = sch_create(w->func, 1);
-  c = block(s, "C");
-  loops(s, c, l);
+  c = tu_block(s, "C");
+  tu_loops(s, c, l);
   ck_assert_int_eq(sch_decompose_reduction(s, c, l[1], &init, &err), 0);
   expect_fail(s, OP_RFACTOR, l[0], 0, "loop i holds 2 blocks");
   sch_free(s);
@@ -788,33 +710,14 @@ END_TEST
 
 static Suite *make_suite(void) {
   Suite *s = suite_create("sch_reduce");
-  TCase *tc = tcase_create("decompose_reduction");
-  tcase_add_test(tc, t_decompose_at_outer_loop);
-  tcase_add_test(tc, t_decompose_at_reduction_loop);
-  tcase_add_test(tc, t_decompose_at_middle_loop);
-  tcase_add_test(tc, t_decompose_split_loops);
-  tcase_add_test(tc, t_decompose_errors);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("compute_inline");
-  tcase_add_test(tc, t_inline_softmax);
-  tcase_add_test(tc, t_inline_conv2d_padding);
-  tcase_add_test(tc, t_inline_after_compute_at);
-  tcase_add_test(tc, t_inline_index_expressions);
-  tcase_add_test(tc, t_inline_errors);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("reverse_compute_inline");
-  tcase_add_test(tc, t_reverse_inline_epilogue);
-  tcase_add_test(tc, t_reverse_inline_into_tiled_write_back);
-  tcase_add_test(tc, t_reverse_inline_general_store);
-  tcase_add_test(tc, t_reverse_inline_errors);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("rfactor");
-  tcase_add_test(tc, t_rfactor_row_sum_text);
-  tcase_add_test(tc, t_rfactor_row_sum_pieces_and_axes);
-  tcase_add_test(tc, t_rfactor_row_sum_predicated);
-  tcase_add_test(tc, t_rfactor_matmul);
-  tcase_add_test(tc, t_rfactor_errors);
-  suite_add_tcase(s, tc);
+  TU_TCASE(s, "decompose_reduction", 0, t_decompose_at_outer_loop, t_decompose_at_reduction_loop,
+           t_decompose_at_middle_loop, t_decompose_split_loops, t_decompose_errors);
+  TU_TCASE(s, "compute_inline", 0, t_inline_softmax, t_inline_conv2d_padding, t_inline_after_compute_at,
+           t_inline_index_expressions, t_inline_errors);
+  TU_TCASE(s, "reverse_compute_inline", 0, t_reverse_inline_epilogue, t_reverse_inline_into_tiled_write_back,
+           t_reverse_inline_general_store, t_reverse_inline_errors);
+  TU_TCASE(s, "rfactor", 0, t_rfactor_row_sum_text, t_rfactor_row_sum_pieces_and_axes,
+           t_rfactor_row_sum_predicated, t_rfactor_matmul, t_rfactor_errors);
   return s;
 }
 

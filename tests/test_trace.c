@@ -8,25 +8,9 @@
 #include <string.h>
 
 #include "schedule/schedule.h"
-#include "testutil.h"
+#include "testir.h"
 
 /* ---- helpers --------------------------------------------------------------- */
-
-static ir_workload_t *load(const char *name, const ir_param_set_t *ovr, int novr) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/workloads/%s.tw", TUNED_SOURCE_ROOT, name);
-  ir_workload_t *w = NULL;
-  tn_err_t err = {0};
-  ck_assert_msg(ir_workload_load(path, ovr, novr, &w, &err) == 0, "%s: %s", path, err.msg);
-  return w;
-}
-
-static char *print_ir(const ir_func_t *f) {
-  tn_buf_t b;
-  tn_buf_init(&b);
-  ir_print_func(f, &b);
-  return tn_buf_take(&b);
-}
 
 static sch_trace_t *parse_ok(const char *json) {
   sch_trace_t *t = NULL;
@@ -45,28 +29,6 @@ static void parse_fails(const char *json, const char *want) {
   ck_assert_msg(strstr(err.msg, want), "message \"%s\" lacks \"%s\"", err.msg, want);
 }
 
-/* Outputs of two functions with the same parameters on the same inputs. */
-static double max_output_error(const ir_func_t *ref, const ir_func_t *got) {
-  ir_data_t *a = NULL, *b = NULL;
-  tn_err_t err = {0};
-  ck_assert_msg(ir_data_new(ref, 11, (size_t)64 << 20, &a, &err) == 0, "%s", err.msg);
-  ck_assert_msg(ir_data_new(got, 11, (size_t)64 << 20, &b, &err) == 0, "%s", err.msg);
-  ck_assert_msg(ir_eval(ref, a, &err) == 0, "reference: %s", err.msg);
-  ck_assert_msg(ir_eval(got, b, &err) == 0, "scheduled: %s", err.msg);
-  double worst = 0;
-  for (int i = 0; i < ref->nparams; i++)
-    if (ref->params[i]->role == IR_BUF_OUTPUT)
-      worst = fmax(worst, ir_rel_l2_error(a->vals[i], b->vals[i], a->sizes[i]));
-  ir_data_free(a);
-  ir_data_free(b);
-  return worst;
-}
-
-static void assert_equivalent(const ir_func_t *ref, const ir_func_t *got) {
-  double e = max_output_error(ref, got);
-  ck_assert_msg(e <= 1e-12, "scheduled function differs from the original: rel. L2 error %g", e);
-}
-
 /* to_json -> from_json -> to_json is a fixed point, and replaying the parsed
  * trace on `func` prints the same IR as the schedule and records the same
  * trace.  Returns the JSON (free it). */
@@ -78,7 +40,7 @@ static char *assert_round_trip(const ir_func_t *func, const sch_t *s) {
   ck_assert_str_eq(j1, j2);
   sch_t *r = NULL;
   ck_assert_msg(sch_replay(func, t, 987654321, &r, &err) == 0, "replay: %s\n--- trace:\n%s", err.msg, j1);
-  char *p1 = print_ir(sch_func(s)), *p2 = print_ir(sch_func(r));
+  char *p1 = tu_ir_text(sch_func(s)), *p2 = tu_ir_text(sch_func(r));
   ck_assert_str_eq(p1, p2);
   char *j3 = sch_trace_to_json(sch_get_trace(r));
   ck_assert_str_eq(j1, j3);
@@ -199,7 +161,7 @@ static const ir_param_set_t mm16[] = {{"M", 16}, {"N", 16}, {"K", 16}};
 /* ---- JSON text ----------------------------------------------------------- */
 
 START_TEST(t_json_exact_text) {
-  ir_workload_t *w = load("matmul", mm16, 3);
+  ir_workload_t *w = tu_load("matmul", mm16, 3);
   sch_t *s = small_schedule(w->func);
   char *j = sch_trace_to_json(sch_get_trace(s));
   ck_assert_str_eq(j, small_json);
@@ -456,13 +418,13 @@ END_TEST
 /* ---- replay ----------------------------------------------------------------- */
 
 START_TEST(t_replay_identical) {
-  ir_workload_t *w = load("matmul", mm16, 3);
+  ir_workload_t *w = tu_load("matmul", mm16, 3);
   sch_t *s = small_schedule(w->func);
   char *j = assert_round_trip(w->func, s);
   ck_assert_str_eq(j, small_json);
-  assert_equivalent(w->func, sch_func(s));
+  tu_assert_same_outputs(w->func, sch_func(s), 11);
   /* the printed IR has the tiles, the binding and the annotations */
-  char *p = print_ir(sch_func(s));
+  char *p = tu_ir_text(sch_func(s));
   ck_assert_ptr_nonnull(strstr(p, "for i_0 in T.thread_binding(4, thread=\"blockIdx.x\""));
   ck_assert_ptr_nonnull(strstr(p, "for j_0 in T.parallel(4):"));
   ck_assert_ptr_nonnull(strstr(p, "\"pragma_auto_unroll_max_step\": 16"));
@@ -475,13 +437,13 @@ END_TEST
 /* Replaying the same trace twice with one seed: same IR and same JSON;
  * the JSON text parsed back also replays to it. */
 START_TEST(t_replay_deterministic) {
-  ir_workload_t *w = load("matmul", mm16, 3);
+  ir_workload_t *w = tu_load("matmul", mm16, 3);
   sch_trace_t *t = parse_ok(small_json);
   sch_t *a = NULL, *b = NULL;
   tn_err_t err = {0};
   ck_assert_msg(sch_replay(w->func, t, 3, &a, &err) == 0, "%s", err.msg);
   ck_assert_msg(sch_replay(w->func, t, 3, &b, &err) == 0, "%s", err.msg);
-  char *pa = print_ir(sch_func(a)), *pb = print_ir(sch_func(b));
+  char *pa = tu_ir_text(sch_func(a)), *pb = tu_ir_text(sch_func(b));
   ck_assert_str_eq(pa, pb);
   char *ja = sch_trace_to_json(sch_get_trace(a)), *jb = sch_trace_to_json(sch_get_trace(b));
   ck_assert_str_eq(ja, jb);
@@ -495,7 +457,7 @@ END_TEST
 
 /* A trace without decisions samples at replay: the seed decides. */
 START_TEST(t_replay_samples_without_decisions) {
-  ir_workload_t *w = load("matmul", mm16, 3);
+  ir_workload_t *w = tu_load("matmul", mm16, 3);
   static const char json[] =
       "[[[\"GetBlock\", [], [\"C\", \"main\"], [\"b0\"]],"
       "  [\"GetLoops\", [\"b0\"], [], [\"l1\", \"l2\", \"l3\"]],"
@@ -512,9 +474,13 @@ START_TEST(t_replay_samples_without_decisions) {
     char *ja = sch_trace_to_json(sch_get_trace(a)), *jb = sch_trace_to_json(sch_get_trace(b));
     ck_assert_str_eq(ja, jb);
     ck_assert_ptr_nonnull(strstr(ja, "[\n      [2, ["));
-    if (!first) first = ja;
-    else differs |= strcmp(first, ja) != 0, free(ja);
-    assert_equivalent(w->func, sch_func(a));
+    if (!first) {
+      first = ja;
+    } else {
+      differs |= strcmp(first, ja) != 0;
+      free(ja);
+    }
+    tu_assert_same_outputs(w->func, sch_func(a), 11);
     free(jb);
     sch_free(a), sch_free(b);
   }
@@ -527,7 +493,7 @@ END_TEST
 
 /* Overriding the tile decision [4, 4] -> [2, 8] and [8, 2]. */
 START_TEST(t_replay_override) {
-  ir_workload_t *w = load("matmul", mm16, 3);
+  ir_workload_t *w = tu_load("matmul", mm16, 3);
   sch_trace_t *t = parse_ok(small_json);
   int64_t d28[2] = {2, 8}, d82[2] = {8, 2};
   int64_t *decs[11] = {0};
@@ -539,7 +505,7 @@ START_TEST(t_replay_override) {
   decs[2] = d82;
   ck_assert_msg(sch_replay_with(w->func, t, 1, decs, ndecs, false, &b, &err) == 0, "%s", err.msg);
   ck_assert_msg(sch_replay(w->func, t, 1, &c, &err) == 0, "%s", err.msg);
-  char *pa = print_ir(sch_func(a)), *pb = print_ir(sch_func(b)), *pc = print_ir(sch_func(c));
+  char *pa = tu_ir_text(sch_func(a)), *pb = tu_ir_text(sch_func(b)), *pc = tu_ir_text(sch_func(c));
   ck_assert_str_ne(pa, pc);
   ck_assert_str_ne(pb, pc);
   ck_assert_ptr_nonnull(strstr(pa, "for i_0 in T.thread_binding(2, thread=\"blockIdx.x\""));
@@ -548,15 +514,15 @@ START_TEST(t_replay_override) {
   ck_assert_ptr_nonnull(strstr(pb, "v_i = T.axis.spatial(16, i_0 * 2 + i_1)"));
   char *ja = sch_trace_to_json(sch_get_trace(a));
   ck_assert_ptr_nonnull(strstr(ja, "[2, [2, 8]],\n      [5, 1]"));
-  assert_equivalent(w->func, sch_func(a));
-  assert_equivalent(w->func, sch_func(b));
+  tu_assert_same_outputs(w->func, sch_func(a), 11);
+  tu_assert_same_outputs(w->func, sch_func(b), 11);
   /* the categorical decision: index 2 -> 64 */
   int64_t d2 = 2;
   decs[2] = NULL, ndecs[2] = 0;
   decs[5] = &d2, ndecs[5] = 1;
   sch_t *d = NULL;
   ck_assert_msg(sch_replay_with(w->func, t, 1, decs, ndecs, false, &d, &err) == 0, "%s", err.msg);
-  char *pd = print_ir(sch_func(d));
+  char *pd = tu_ir_text(sch_func(d));
   ck_assert_ptr_nonnull(strstr(pd, "\"pragma_auto_unroll_max_step\": 64"));
   /* an invalid override names the instruction */
   int64_t d9 = 9;
@@ -573,16 +539,16 @@ START_TEST(t_replay_override) {
 END_TEST
 
 START_TEST(t_replay_remove_postproc) {
-  ir_workload_t *w = load("matmul", mm16, 3);
+  ir_workload_t *w = tu_load("matmul", mm16, 3);
   sch_trace_t *t = parse_ok(small_json);
   sch_t *a = NULL;
   tn_err_t err = {0};
   ck_assert_msg(sch_replay_with(w->func, t, 1, NULL, NULL, true, &a, &err) == 0, "%s", err.msg);
   ck_assert_int_eq(sch_get_trace(a)->n, 9);
-  char *p = print_ir(sch_func(a));
+  char *p = tu_ir_text(sch_func(a));
   ck_assert_ptr_null(strstr(p, "T.parallel"));
   ck_assert_ptr_nonnull(strstr(p, "blockIdx.x"));
-  assert_equivalent(w->func, sch_func(a));
+  tu_assert_same_outputs(w->func, sch_func(a), 11);
   free(p);
   sch_free(a);
   sch_trace_free(t);
@@ -603,7 +569,7 @@ START_TEST(t_replay_stale_decision) {
       {{4, 32, 8}, {1, 125, 8}, 3, "for i_0, i_1, i_2 in T.grid(1, 125, 8):"},
   };
   ir_param_set_t n1024 = {"N", 1024}, n1000 = {"N", 1000};
-  ir_workload_t *big = load("vector_add", &n1024, 1), *small = load("vector_add", &n1000, 1);
+  ir_workload_t *big = tu_load("vector_add", &n1024, 1), *small = tu_load("vector_add", &n1000, 1);
   for (size_t c = 0; c < TN_ARRAY_LEN(cases); c++) {
     int n = cases[c].n;
     sch_t *s = sch_create(big->func, 1);
@@ -627,9 +593,9 @@ START_TEST(t_replay_stale_decision) {
       prod *= tile->decision[i];
     }
     ck_assert_int_eq(prod, 1000);
-    char *p = print_ir(sch_func(r));
+    char *p = tu_ir_text(sch_func(r));
     ck_assert_msg(strstr(p, cases[c].loops), "case %zu lacks \"%s\":\n%s", c, cases[c].loops, p);
-    assert_equivalent(small->func, sch_func(r));
+    tu_assert_same_outputs(small->func, sch_func(r), 11);
     free(j), free(p);
     sch_free(s), sch_free(r);
     sch_trace_free(t);
@@ -639,7 +605,7 @@ START_TEST(t_replay_stale_decision) {
 END_TEST
 
 START_TEST(t_replay_errors) {
-  ir_workload_t *mm = load("matmul", mm16, 3), *va = load("vector_add", NULL, 0);
+  ir_workload_t *mm = tu_load("matmul", mm16, 3), *va = tu_load("vector_add", NULL, 0);
   static const struct {
     const char *json, *want;
     int code;
@@ -709,12 +675,12 @@ static int workload_names(char names[][64], int max) {
 
 /* Every parameter at most 12, so the evaluator is quick. */
 static ir_workload_t *load_small(const char *name) {
-  ir_workload_t *w = load(name, NULL, 0);
+  ir_workload_t *w = tu_load(name, NULL, 0);
   ir_param_set_t ovr[16];
   int n = 0;
   for (int i = 0; i < w->nparams && n < 16; i++)
     if (w->params[i].def > 12) ovr[n++] = (ir_param_set_t){w->params[i].name, 12};
-  ir_workload_t *small = load(name, ovr, n);
+  ir_workload_t *small = tu_load(name, ovr, n);
   ir_workload_free(w);
   return small;
 }
@@ -728,7 +694,7 @@ START_TEST(t_every_workload_round_trip) {
     sch_t *s = generic_schedule(w->func, 42 + (uint64_t)i);
     ck_assert_int_gt(sch_get_trace(s)->n, 3);
     free(assert_round_trip(w->func, s));
-    assert_equivalent(w->func, sch_func(s));
+    tu_assert_same_outputs(w->func, sch_func(s), 11);
     sch_free(s);
     ir_workload_free(w);
   }
@@ -737,14 +703,14 @@ END_TEST
 
 START_TEST(t_seed_determinism) {
   ir_param_set_t ovr[3] = {{"M", 24}, {"N", 36}, {"K", 48}};
-  ir_workload_t *w = load("matmul", ovr, 3);
+  ir_workload_t *w = tu_load("matmul", ovr, 3);
   char *j[6];
   for (int seed = 0; seed < 6; seed++) {
     sch_t *a = generic_schedule(w->func, (uint64_t)seed + 1), *b = generic_schedule(w->func, (uint64_t)seed + 1);
     j[seed] = sch_trace_to_json(sch_get_trace(a));
     char *jb = sch_trace_to_json(sch_get_trace(b));
     ck_assert_str_eq(j[seed], jb);
-    char *pa = print_ir(sch_func(a)), *pb = print_ir(sch_func(b));
+    char *pa = tu_ir_text(sch_func(a)), *pb = tu_ir_text(sch_func(b));
     ck_assert_str_eq(pa, pb);
     free(jb), free(pa), free(pb);
     sch_free(a), sch_free(b);
@@ -845,7 +811,7 @@ static void random_step(sch_t *s, tn_rng_t *r, prim_stats_t *st) {
   ck_assert_msg(sch_get_block(s, nm.v[pick(r, nm.n)], &blk, &err) == 0, "%s", err.msg);
   ck_assert_msg(sch_get_loops(s, blk, loops, &nl, &err) == 0, "%s", err.msg);
   int prim = pick(r, P__COUNT);
-  char *before = print_ir(sch_func(s));
+  char *before = tu_ir_text(sch_func(s));
   int rc = prim >= P_ANNOTATE && prim <= P_REVERSE_INLINE ? random_block_prim(s, r, prim, blk, loops, nl, &err)
            : nl ? random_loop_prim(s, r, prim, blk, loops, nl, &err)
                 : TN_EINVAL;
@@ -854,7 +820,7 @@ static void random_step(sch_t *s, tn_rng_t *r, prim_stats_t *st) {
     st->ok[prim]++;
   } else if (prim != P_CACHE_READ && prim != P_CACHE_WRITE) {
     /* (two-step primitives may have applied their first step) */
-    char *after = print_ir(sch_func(s));
+    char *after = tu_ir_text(sch_func(s));
     ck_assert_msg(strcmp(before, after) == 0, "%s failed (%s) but changed the IR", prim_names[prim], err.msg);
     free(after);
   }
@@ -862,15 +828,15 @@ static void random_step(sch_t *s, tn_rng_t *r, prim_stats_t *st) {
 }
 
 static void random_schedules(const char *name, const ir_param_set_t *ovr, int novr, prim_stats_t *st) {
-  ir_workload_t *w = load(name, ovr, novr);
+  ir_workload_t *w = tu_load(name, ovr, novr);
   tn_rng_t r;
   tn_rng_seed(&r, tn_fnv1a_str(TN_FNV_INIT, name));
   for (int k = 0; k < 100; k++) {
     sch_t *s = sch_create(w->func, (uint64_t)k);
     for (int steps = 3 + pick(&r, 8); steps > 0; steps--) random_step(s, &r, st);
-    double e = max_output_error(w->func, sch_func(s));
+    double e = tu_output_error(w->func, sch_func(s), 11);
     if (e > 1e-12) {
-      char *j = sch_trace_to_json(sch_get_trace(s)), *p = print_ir(sch_func(s));
+      char *j = sch_trace_to_json(sch_get_trace(s)), *p = tu_ir_text(sch_func(s));
       ck_abort_msg("%s schedule %d: rel. L2 error %g\n--- trace:\n%s\n--- IR:\n%s", name, k, e, j, p);
     }
     free(assert_round_trip(w->func, s));
@@ -900,31 +866,12 @@ END_TEST
 
 static Suite *make(void) {
   Suite *s = suite_create("trace");
-  TCase *json = tcase_create("json");
-  tcase_add_test(json, t_json_exact_text);
-  tcase_add_test(json, t_json_empty_trace);
-  tcase_add_test(json, t_json_parse_fields);
-  tcase_add_test(json, t_json_numbers_exact);
-  tcase_add_test(json, t_json_strings);
-  tcase_add_test(json, t_json_dangling_handle);
-  tcase_add_test(json, t_json_malformed);
-  tcase_add_test(json, t_json_limits);
-  suite_add_tcase(s, json);
-  TCase *replay = tcase_create("replay");
-  tcase_add_test(replay, t_replay_identical);
-  tcase_add_test(replay, t_replay_deterministic);
-  tcase_add_test(replay, t_replay_samples_without_decisions);
-  tcase_add_test(replay, t_replay_override);
-  tcase_add_test(replay, t_replay_remove_postproc);
-  tcase_add_test(replay, t_replay_stale_decision);
-  tcase_add_test(replay, t_replay_errors);
-  tcase_add_test(replay, t_every_workload_round_trip);
-  tcase_add_test(replay, t_seed_determinism);
-  suite_add_tcase(s, replay);
-  TCase *random = tcase_create("random");
-  tcase_set_timeout(random, 240);
-  tcase_add_test(random, t_random_schedules);
-  suite_add_tcase(s, random);
+  TU_TCASE(s, "json", 0, t_json_exact_text, t_json_empty_trace, t_json_parse_fields, t_json_numbers_exact,
+           t_json_strings, t_json_dangling_handle, t_json_malformed, t_json_limits);
+  TU_TCASE(s, "replay", 0, t_replay_identical, t_replay_deterministic, t_replay_samples_without_decisions,
+           t_replay_override, t_replay_remove_postproc, t_replay_stale_decision, t_replay_errors,
+           t_every_workload_round_trip, t_seed_determinism);
+  TU_TCASE(s, "random", 240, t_random_schedules);
   return s;
 }
 

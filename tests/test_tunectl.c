@@ -2,92 +2,65 @@
  * $TUNECTL) and checks its output, exit codes and error messages. */
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/common.h"
 #include "testutil.h"
 
-typedef struct run {
-  int status;
-  char out[65536];
-  char err[8192];
-} run_t;
+typedef tu_run_t run_t;
 
 /* Runs `tunectl ARGS` through the shell; captures stdout, stderr, exit code. */
 static run_t *tunectl(const char *args) {
   static run_t r;
-  memset(&r, 0, sizeof r);
   const char *exe = getenv("TUNECTL");
   ck_assert_msg(exe != NULL, "TUNECTL is not set");
-  char errpath[] = "/tmp/tunectl-err-XXXXXX";
-  int fd = mkstemp(errpath);
-  ck_assert_int_ge(fd, 0);
-  close(fd);
   char cmd[4096];
-  snprintf(cmd, sizeof cmd, "'%s' %s 2>'%s'", exe, args, errpath);
-  FILE *p = popen(cmd, "r");
-  ck_assert_ptr_nonnull(p);
-  size_t n = fread(r.out, 1, sizeof r.out - 1, p);
-  r.out[n] = 0;
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  FILE *e = fopen(errpath, "r");
-  n = fread(r.err, 1, sizeof r.err - 1, e);
-  r.err[n] = 0;
-  fclose(e);
-  unlink(errpath);
-  return &r;
+  snprintf(cmd, sizeof cmd, "'%s' %s", exe, args);
+  return tu_run_capture(cmd, &r);
+}
+
+/* Runs `tunectl ARGS` and expects exit code `status` and, where not NULL,
+ * `out` in its stdout and `err` in its stderr. */
+static run_t *expect(const char *args, int status, const char *out, const char *err) {
+  run_t *r = tunectl(args);
+  ck_assert_msg(r->status == status, "tunectl %s: exit %d, expected %d\n%s", args, r->status, status, r->err);
+  if (out) ck_assert_msg(strstr(r->out, out), "tunectl %s: stdout lacks \"%s\":\n%s", args, out, r->out);
+  if (err) ck_assert_msg(strstr(r->err, err), "tunectl %s: stderr lacks \"%s\":\n%s", args, err, r->err);
+  return r;
 }
 
 #define W(name) SRC("workloads/" name ".tw")
 
 START_TEST(t_help) {
-  run_t *r = tunectl("--help");
-  ck_assert_int_eq(r->status, 0);
-  ck_assert_ptr_nonnull(strstr(r->out, "show"));
+  run_t *r = expect("--help", 0, "show", NULL);
   ck_assert_ptr_nonnull(strstr(r->out, "check"));
   ck_assert_ptr_nonnull(strstr(r->out, "eval"));
   const char *cmds[] = {"show --help", "check --help", "eval -h", "help eval"};
   for (size_t i = 0; i < TN_ARRAY_LEN(cmds); i++) {
-    r = tunectl(cmds[i]);
-    ck_assert_int_eq(r->status, 0);
-    ck_assert_ptr_nonnull(strstr(r->out, "usage: tunectl "));
+    r = expect(cmds[i], 0, "usage: tunectl ", NULL);
     ck_assert_ptr_nonnull(strstr(r->out, "--set NAME=VALUE"));
   }
   r = tunectl("eval --help");
   ck_assert_ptr_nonnull(strstr(r->out, "--seed S"));
-  r = tunectl("");
-  ck_assert_int_eq(r->status, 2);
-  ck_assert_ptr_nonnull(strstr(r->err, "usage: tunectl"));
-  r = tunectl("frobnicate");
-  ck_assert_int_eq(r->status, 2);
-  ck_assert_ptr_nonnull(strstr(r->err, "unknown command 'frobnicate'"));
-  r = tunectl("--version");
-  ck_assert_int_eq(r->status, 0);
-  ck_assert_ptr_nonnull(strstr(r->out, "tunectl 0.1.0"));
+  expect("", 2, NULL, "usage: tunectl");
+  expect("frobnicate", 2, NULL, "unknown command 'frobnicate'");
+  expect("--version", 0, "tunectl 0.1.0", NULL);
 }
 END_TEST
 
 START_TEST(t_show) {
-  run_t *r = tunectl("show " W("matmul"));
-  ck_assert_int_eq(r->status, 0);
-  ck_assert_ptr_nonnull(strstr(r->out, "@T.prim_func"));
+  run_t *r = expect("show " W("matmul"), 0, "@T.prim_func", NULL);
   ck_assert_ptr_nonnull(strstr(r->out, "for i, j, k in T.grid(1024, 1024, 1024):"));
   ck_assert_ptr_nonnull(strstr(r->out, "with T.block(\"C\"):"));
   ck_assert_ptr_nonnull(strstr(r->out, "T.axis.remap(\"SSR\", [i, j, k])"));
   ck_assert_ptr_nonnull(strstr(r->out, "with T.init():"));
-  r = tunectl("show " W("matmul") " --set M=64 --set=K=32");
-  ck_assert_int_eq(r->status, 0);
-  ck_assert_ptr_nonnull(strstr(r->out, "for i, j, k in T.grid(64, 1024, 32):"));
+  r = expect("show " W("matmul") " --set M=64 --set=K=32", 0, "for i, j, k in T.grid(64, 1024, 32):", NULL);
   ck_assert_ptr_nonnull(strstr(r->out, "A: T.Buffer((64, 32), \"float32\")"));
 }
 END_TEST
 
 START_TEST(t_check) {
-  run_t *r = tunectl("check " W("matmul"));
-  ck_assert_int_eq(r->status, 0);
-  ck_assert_ptr_nonnull(strstr(r->out, "workload  matmul"));
+  run_t *r = expect("check " W("matmul"), 0, "workload  matmul", NULL);
   ck_assert_ptr_nonnull(strstr(r->out, "flops     2147483648 "));
   ck_assert_ptr_nonnull(strstr(r->out, "bytes     12582912 "));
   const char *h = strstr(r->out, "hash      ");
@@ -98,8 +71,7 @@ START_TEST(t_check) {
   memcpy(hash1, h, 16);
   hash1[16] = 0;
   /* Overriding a parameter with its default value keeps the hash. */
-  r = tunectl("check " W("matmul") " --set M=1024 --json");
-  ck_assert_int_eq(r->status, 0);
+  r = expect("check " W("matmul") " --set M=1024 --json", 0, NULL, NULL);
   ck_assert_ptr_nonnull(strstr(r->out, hash1));
   ck_assert_ptr_nonnull(strstr(r->out, "\"flops\":\t2147483648"));
   r = tunectl("check " W("matmul") " --set M=512");
@@ -109,20 +81,16 @@ START_TEST(t_check) {
 END_TEST
 
 START_TEST(t_eval) {
-  run_t *r = tunectl("eval " W("vector_add"));
-  ck_assert_int_eq(r->status, 0);
-  ck_assert_ptr_nonnull(strstr(r->out, "evaluated vector_add with seed 1"));
+  run_t *r = expect("eval " W("vector_add"), 0, "evaluated vector_add with seed 1", NULL);
   const char *c = strstr(r->out, "checksum ");
   ck_assert_ptr_nonnull(c);
   char first[64];
   snprintf(first, sizeof first, "%.25s", c);
   r = tunectl("eval " W("vector_add") " --seed 1");
   ck_assert_ptr_nonnull(strstr(r->out, first));
-  r = tunectl("eval " W("vector_add") " --seed 2");
-  ck_assert_int_eq(r->status, 0);
+  r = expect("eval " W("vector_add") " --seed 2", 0, NULL, NULL);
   ck_assert_ptr_null(strstr(r->out, first));
-  r = tunectl("eval " W("softmax") " --set M=4 --set N=8 --json");
-  ck_assert_int_eq(r->status, 0);
+  expect("eval " W("softmax") " --set M=4 --set N=8 --json", 0, NULL, NULL);
   /* Softmax rows sum to one: 4 rows -> total 4. */
   const char *s = strstr(r->out, "\"sum\":\t");
   ck_assert_ptr_nonnull(s);
@@ -131,34 +99,18 @@ START_TEST(t_eval) {
 END_TEST
 
 START_TEST(t_errors) {
-  run_t *r = tunectl("show /nonexistent/x.tw");
-  ck_assert_int_eq(r->status, 1);
-  ck_assert_ptr_nonnull(strstr(r->err, "cannot open '/nonexistent/x.tw'"));
-  r = tunectl("show " W("matmul") " --set M");
-  ck_assert_int_eq(r->status, 2);
-  ck_assert_ptr_nonnull(strstr(r->err, "--set M"));
-  r = tunectl("show " W("matmul") " --set Q=4");
-  ck_assert_int_eq(r->status, 1);
-  ck_assert_ptr_nonnull(strstr(r->err, "Q"));
-  r = tunectl("show");
-  ck_assert_int_eq(r->status, 2);
-  ck_assert_ptr_nonnull(strstr(r->err, "missing FILE"));
-  r = tunectl("eval " W("matmul") " --seed -3");
-  ck_assert_int_eq(r->status, 2);
-  r = tunectl("check " W("matmul") " --bogus");
-  ck_assert_int_eq(r->status, 2);
-  ck_assert_ptr_nonnull(strstr(r->err, "unknown option '--bogus'"));
+  expect("show /nonexistent/x.tw", 1, NULL, "cannot open '/nonexistent/x.tw'");
+  expect("show " W("matmul") " --set M", 2, NULL, "--set M");
+  expect("show " W("matmul") " --set Q=4", 1, NULL, "Q");
+  expect("show", 2, NULL, "missing FILE");
+  expect("eval " W("matmul") " --seed -3", 2, NULL, NULL);
+  expect("check " W("matmul") " --bogus", 2, NULL, "unknown option '--bogus'");
 
   char path[] = "/tmp/tunectl-bad-XXXXXX";
-  int fd = mkstemp(path);
-  ck_assert_int_ge(fd, 0);
-  const char *text = "param N = 8\ninput A: float32[N]\noutput B: float32[N]\nB[i] = D[i]\n";
-  ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-  close(fd);
+  tu_write_temp(path, "param N = 8\ninput A: float32[N]\noutput B: float32[N]\nB[i] = D[i]\n");
   char args[256];
   snprintf(args, sizeof args, "check %s", path);
-  r = tunectl(args);
-  ck_assert_int_eq(r->status, 1);
+  run_t *r = expect(args, 1, NULL, NULL);
   char where[128];
   snprintf(where, sizeof where, ":4:8:");
   ck_assert_msg(strstr(r->err, where) && strstr(r->err, "'D'"), "got: %s", r->err);
@@ -166,16 +118,37 @@ START_TEST(t_errors) {
 }
 END_TEST
 
+START_TEST(t_trace) {
+  run_t *r = expect("show " W("vector_add") " --trace " SRC("workloads/schedules/vector_add_gpu.json"), 0,
+                    "for i_0 in T.thread_binding(8, thread=\"blockIdx.x\"):", NULL);
+  ck_assert_ptr_nonnull(strstr(r->out, "for i_1 in T.thread_binding(128, thread=\"threadIdx.x\"):"));
+  expect("trace-check " W("matmul") " " SRC("workloads/schedules/matmul_shared.json"), 0,
+         "ok, 27 instructions replay on matmul", NULL);
+
+  /* A trace that reorders loops of two different nests fails at that instruction. */
+  char path[] = "/tmp/tunectl-trace-XXXXXX";
+  tu_write_temp(path, "[[[\"GetBlock\", [], [\"rmax\", \"main\"], [\"b0\"]],"
+                      "  [\"GetLoops\", [\"b0\"], [], [\"l1\", \"l2\"]],"
+                      "  [\"GetBlock\", [], [\"S\", \"main\"], [\"b3\"]],"
+                      "  [\"GetLoops\", [\"b3\"], [], [\"l4\", \"l5\"]],"
+                      "  [\"Reorder\", [\"l5\", \"l1\"], [], []]], []]");
+  char args[512];
+  snprintf(args, sizeof args, "trace-check %s %s", W("softmax"), path);
+  r = expect(args, 1, NULL, NULL);
+  ck_assert_msg(strstr(r->err, "instruction 4 (Reorder)") && strstr(r->err, "reorder: ") &&
+                    strstr(r->err, "not nested"), "got: %s", r->err);
+  snprintf(args, sizeof args, "show %s --trace %s", W("vector_add"), path);
+  r = expect(args, 1, NULL, NULL); /* block rmax does not exist in vector_add */
+  ck_assert_msg(strstr(r->err, "instruction 0 (GetBlock)") && strstr(r->err, "no block named \"rmax\""), "got: %s",
+                r->err);
+  unlink(path);
+  expect("trace-check " W("matmul"), 2, NULL, "missing T.json");
+}
+END_TEST
+
 static Suite *make(void) {
   Suite *s = suite_create("tunectl");
-  TCase *tc = tcase_create("cli");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, t_help);
-  tcase_add_test(tc, t_show);
-  tcase_add_test(tc, t_check);
-  tcase_add_test(tc, t_eval);
-  tcase_add_test(tc, t_errors);
-  suite_add_tcase(s, tc);
+  TU_TCASE(s, "cli", 120, t_help, t_show, t_check, t_eval, t_errors, t_trace);
   return s;
 }
 

@@ -2,29 +2,14 @@
  * prints and evaluates; small instances are checked against results worked
  * out by hand, and FLOP/byte counts against closed forms. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ir/ir.h"
-#include "testutil.h"
+#include "testir.h"
 
 /* Loads workloads/NAME.tw with "K=V,K=V" overrides. */
-static ir_workload_t *load(const char *name, const char *sets) {
-  char path[512];
-  snprintf(path, sizeof path, SRC("workloads/%s.tw"), name);
-  ir_param_set_t ov[16];
-  int n = 0;
-  tn_arena_t *a = tn_arena_new();
-  tn_err_t err = {0};
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", sets ? sets : "");
-  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
-    ck_assert_int_eq(ir_param_set_parse(tok, a, &ov[n++], &err), TN_OK);
-  ir_workload_t *w = NULL;
-  int rc = ir_workload_load(path, ov, n, &w, &err);
-  ck_assert_msg(rc == TN_OK, "%s: %s", name, err.msg);
-  tn_arena_free(a);
-  return w;
-}
+static ir_workload_t *load(const char *name, const char *sets) { return tu_load_sets(name, sets); }
 
 static int param_index(const ir_func_t *f, const char *name) {
   for (int i = 0; i < f->nparams; i++)
@@ -60,106 +45,47 @@ static void run(const ir_func_t *f, ir_data_t *d) {
   ck_assert_msg(rc == TN_OK, "eval: %s", err.msg);
 }
 
-#define SET(name, ...) do { const double v_[] = {__VA_ARGS__}; set_input(d, f, name, v_, (int)TN_ARRAY_LEN(v_)); } while (0)
-#define EXPECT(name, ...) do { const double v_[] = {__VA_ARGS__}; expect_output(d, f, name, v_, (int)TN_ARRAY_LEN(v_)); } while (0)
-#define CASE(wname, sets) ir_workload_t *w = load(wname, sets); const ir_func_t *f = w->func; ir_data_t *d = data(f)
-#define END() ir_data_free(d); ir_workload_free(w)
+/* Small instances worked out by hand: inputs set, one output checked. */
+typedef struct values {
+  const char *name;
+  int n;
+  double v[9];
+} values_t;
 
-START_TEST(t_vector_add) {
-  CASE("vector_add", "N=4");
-  SET("A", 1, 2, 3, 4);
-  SET("B", 10, 20, 30, 40);
-  run(f, d);
-  EXPECT("C", 11, 22, 33, 44);
-  END();
-}
-END_TEST
+#define V(name, ...) {name, (int)(sizeof((double[]){__VA_ARGS__}) / sizeof(double)), {__VA_ARGS__}}
 
-START_TEST(t_window_sum) {
-  CASE("window_sum", "N=3");
-  SET("A", 1, 2, 3, 4, 5, 100); /* the last element is outside every window */
-  run(f, d);
-  EXPECT("B", 6, 9, 12);
-  END();
-}
-END_TEST
+static const struct {
+  const char *workload, *sets;
+  values_t in[3], out;
+} hand[] = {
+    {"vector_add", "N=4", {V("A", 1, 2, 3, 4), V("B", 10, 20, 30, 40)}, V("C", 11, 22, 33, 44)},
+    /* the last element of A is outside every window */
+    {"window_sum", "N=3", {V("A", 1, 2, 3, 4, 5, 100)}, V("B", 6, 9, 12)},
+    {"square", "M=2,N=3", {V("A", 1, -2, 3, 0.5, -1, 2)}, V("B", 1, 4, 9, 0.25, 1, 4)},
+    {"matmul", "M=2,N=2,K=3", {V("A", 1, 2, 3, 4, 5, 6), V("B", 1, 0, 0, 1, 1, 1)}, V("C", 4, 5, 10, 11)},
+    {"matmul_bt", "M=2,N=2,K=3", {V("A", 1, 2, 3, 4, 5, 6), V("B", 1, 0, 1, 0, 1, 1)}, V("C", 4, 5, 10, 11)},
+    /* D = [6, -1]; relu(6.5) = 6.5, relu(-0.75) = 0 */
+    {"dense_bias_relu", "IN=3,OUT=2", {V("X", 1, 2, 3), V("W", 1, 1, 1, -1, 0, 0), V("bias", 0.5, 0.25)},
+     V("Y", 6.5, 0)},
+    {"batch_matmul", "BATCH=2,M=1,N=1,K=2", {V("A", 1, 2, 3, 4), V("B", 5, 6, 7, 8)}, V("C", 17, 53)},
+    /* Y[y][x] = X[y][x] + 2 * X[y+1][x+1], zero outside: 1+8, 2, 3, 4. */
+    {"conv2d", "C=1,H=2,W=2,F=1", {V("X", 1, 2, 3, 4), V("Wt", 0, 0, 0, 0, 1, 0, 0, 0, 2)}, V("Y", 9, 2, 3, 4)},
+    /* A's first row is 0, log(2), log(3) */
+    {"softmax", "M=2,N=3", {V("A", 0, M_LN2, 1.0986122886681098, 5, 5, 5)},
+     V("S", 1.0 / 6, 2.0 / 6, 3.0 / 6, 1.0 / 3, 1.0 / 3, 1.0 / 3)},
+    {"row_sum", "M=2,N=3", {V("A", 1, 2, 3, 4, 5, 6)}, V("R", 6, 15)},
+};
 
-START_TEST(t_square) {
-  CASE("square", "M=2,N=3");
-  SET("A", 1, -2, 3, 0.5, -1, 2);
+START_TEST(t_hand) {
+  ir_workload_t *w = load(hand[_i].workload, hand[_i].sets);
+  const ir_func_t *f = w->func;
+  ir_data_t *d = data(f);
+  for (int k = 0; k < 3 && hand[_i].in[k].name; k++)
+    set_input(d, f, hand[_i].in[k].name, hand[_i].in[k].v, hand[_i].in[k].n);
   run(f, d);
-  EXPECT("B", 1, 4, 9, 0.25, 1, 4);
-  END();
-}
-END_TEST
-
-START_TEST(t_matmul) {
-  CASE("matmul", "M=2,N=2,K=3");
-  SET("A", 1, 2, 3, 4, 5, 6);
-  SET("B", 1, 0, 0, 1, 1, 1);
-  run(f, d);
-  EXPECT("C", 4, 5, 10, 11);
-  END();
-}
-END_TEST
-
-START_TEST(t_matmul_bt) {
-  CASE("matmul_bt", "M=2,N=2,K=3");
-  SET("A", 1, 2, 3, 4, 5, 6);
-  SET("B", 1, 0, 1, 0, 1, 1);
-  run(f, d);
-  EXPECT("C", 4, 5, 10, 11);
-  END();
-}
-END_TEST
-
-START_TEST(t_dense_bias_relu) {
-  CASE("dense_bias_relu", "IN=3,OUT=2");
-  SET("X", 1, 2, 3);
-  SET("W", 1, 1, 1, -1, 0, 0);
-  SET("bias", 0.5, 0.25);
-  run(f, d);
-  EXPECT("Y", 6.5, 0); /* D = [6, -1]; relu(6.5) = 6.5, relu(-0.75) = 0 */
-  END();
-}
-END_TEST
-
-START_TEST(t_batch_matmul) {
-  CASE("batch_matmul", "BATCH=2,M=1,N=1,K=2");
-  SET("A", 1, 2, 3, 4);
-  SET("B", 5, 6, 7, 8);
-  run(f, d);
-  EXPECT("C", 17, 53);
-  END();
-}
-END_TEST
-
-START_TEST(t_conv2d) {
-  CASE("conv2d", "C=1,H=2,W=2,F=1");
-  SET("X", 1, 2, 3, 4);
-  SET("Wt", 0, 0, 0, 0, 1, 0, 0, 0, 2);
-  run(f, d);
-  /* Y[y][x] = X[y][x] + 2 * X[y+1][x+1], zero outside: 1+8, 2, 3, 4. */
-  EXPECT("Y", 9, 2, 3, 4);
-  END();
-}
-END_TEST
-
-START_TEST(t_softmax) {
-  CASE("softmax", "M=2,N=3");
-  SET("A", 0, log(2.0), log(3.0), 5, 5, 5);
-  run(f, d);
-  EXPECT("S", 1.0 / 6, 2.0 / 6, 3.0 / 6, 1.0 / 3, 1.0 / 3, 1.0 / 3);
-  END();
-}
-END_TEST
-
-START_TEST(t_row_sum) {
-  CASE("row_sum", "M=2,N=3");
-  SET("A", 1, 2, 3, 4, 5, 6);
-  run(f, d);
-  EXPECT("R", 6, 15);
-  END();
+  expect_output(d, f, hand[_i].out.name, hand[_i].out.v, hand[_i].out.n);
+  ir_data_free(d);
+  ir_workload_free(w);
 }
 END_TEST
 
@@ -223,23 +149,10 @@ END_TEST
 
 static Suite *make(void) {
   Suite *s = suite_create("workloads");
-  TCase *tc = tcase_create("hand");
-  tcase_add_test(tc, t_vector_add);
-  tcase_add_test(tc, t_window_sum);
-  tcase_add_test(tc, t_square);
-  tcase_add_test(tc, t_matmul);
-  tcase_add_test(tc, t_matmul_bt);
-  tcase_add_test(tc, t_dense_bias_relu);
-  tcase_add_test(tc, t_batch_matmul);
-  tcase_add_test(tc, t_conv2d);
-  tcase_add_test(tc, t_softmax);
-  tcase_add_test(tc, t_row_sum);
-  tcase_add_test(tc, t_hash_stable);
-  suite_add_tcase(s, tc);
-  TCase *ta = tcase_create("all");
-  tcase_set_timeout(ta, 120);
+  TCase *tc = TU_TCASE(s, "hand", 0, t_hash_stable);
+  tcase_add_loop_test(tc, t_hand, 0, (int)TN_ARRAY_LEN(hand));
+  TCase *ta = tu_tcase_add(s, "all", 120, NULL, 0);
   tcase_add_loop_test(ta, t_all, 0, (int)TN_ARRAY_LEN(all));
-  suite_add_tcase(s, ta);
   return s;
 }
 

@@ -1,10 +1,15 @@
 /* testutil.h — shared scaffolding for the Check suites: a main() that runs one
- * suite and paths to the source tree's fixtures. */
+ * suite, paths to the source tree's fixtures, test-case tables and running a
+ * subprocess with its output captured. */
 #ifndef TUNED_TESTUTIL_H
 #define TUNED_TESTUTIL_H
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tuned_config.h"
 
@@ -19,5 +24,63 @@
     srunner_free(sr);                                             \
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;                  \
   }
+
+/* Adds test case `name` (timeout in seconds; 0 keeps Check's default) with
+ * the tests of `tests[0..n)` to suite `s`. */
+static inline TCase *tu_tcase_add(Suite *s, const char *name, double timeout, const TTest *const *tests, int n) {
+  TCase *tc = tcase_create(name);
+  if (timeout > 0) tcase_set_timeout(tc, timeout);
+  for (int i = 0; i < n; i++) tcase_add_test(tc, tests[i]);
+  suite_add_tcase(s, tc);
+  return tc;
+}
+
+/* TU_TCASE(s, "name", 120, t_a, t_b, ...): a test case with those tests. */
+#define TU_TCASE(s, name, timeout, ...)                                                   \
+  tu_tcase_add((s), (name), (timeout), (const TTest *const[]){__VA_ARGS__},            \
+               (int)(sizeof((const TTest *const[]){__VA_ARGS__}) / sizeof(const TTest *)))
+
+/* What a command run through the shell printed, and how it exited. */
+typedef struct tu_run {
+  int status; /* exit code, -1 when killed by a signal */
+  char out[65536];
+  char err[8192];
+} tu_run_t;
+
+/* Runs `cmd` through the shell into *r: stdout, stderr (through a temporary
+ * file) and the exit code; output beyond the buffers is cut. */
+static inline tu_run_t *tu_run_capture(const char *cmd, tu_run_t *r) {
+  memset(r, 0, sizeof *r);
+  char errpath[] = "/tmp/tuned-test-err-XXXXXX";
+  int fd = mkstemp(errpath);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  size_t len = strlen(cmd) + sizeof errpath + 16;
+  char *full = malloc(len);
+  snprintf(full, len, "%s 2>'%s'", cmd, errpath);
+  FILE *p = popen(full, "r");
+  ck_assert_ptr_nonnull(p);
+  size_t n = fread(r->out, 1, sizeof r->out - 1, p);
+  r->out[n] = 0;
+  int st = pclose(p);
+  r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  FILE *e = fopen(errpath, "r");
+  ck_assert_ptr_nonnull(e);
+  n = fread(r->err, 1, sizeof r->err - 1, e);
+  r->err[n] = 0;
+  fclose(e);
+  unlink(errpath);
+  free(full);
+  return r;
+}
+
+/* Writes `text` to a new temporary file named from `tmpl` (ends in XXXXXX,
+ * rewritten in place); the caller unlinks it. */
+static inline void tu_write_temp(char *tmpl, const char *text) {
+  int fd = mkstemp(tmpl);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+}
 
 #endif

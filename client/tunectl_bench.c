@@ -1,0 +1,369 @@
+/* tunectl_bench.c — `tunectl bench`: tunes a suite of workloads (in this
+ * process through the search module, or through the daemon), writes the
+ * results as JSON and compares them with a baseline for CI. */
+#include <cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/tuned.h"
+#include "client/tunectl_daemon.h"
+#include "common/target.h"
+#include "search/search.h"
+#include "tuned_config.h"
+
+#define DEFAULT_MAX_REGRESSION 0.05
+
+static const char *jstr(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static double jnum(const cJSON *o, const char *key, double dflt) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* "5%", "5" and "2.5%" are percent; the result is a fraction. */
+static int parse_regression(const char *s, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || (*end && strcmp(end, "%") != 0) || !(v >= 0 && v < 100)) return -1;
+  *out = v / 100;
+  return 0;
+}
+
+/* ---- comparison ---------------------------------------------------------- */
+
+static const cJSON *find_result(const cJSON *results, const char *hash) {
+  const cJSON *r;
+  cJSON_ArrayForEach(r, results)
+    if (strcmp(jstr(r, "hash"), hash) == 0) return r;
+  return NULL;
+}
+
+static int results_of(const cJSON *doc, const char *what, const cJSON **out, tn_err_t *err) {
+  *out = cJSON_GetObjectItemCaseSensitive(doc, "results");
+  if (!cJSON_IsObject(doc) || !cJSON_IsArray(*out))
+    return tn_err_set(err, TN_EINVAL, "the %s is not a `tunectl bench` result (a JSON object with a \"results\" array)",
+                      what);
+  const cJSON *r;
+  cJSON_ArrayForEach(r, *out)
+    if (strlen(jstr(r, "hash")) != 16)
+      return tn_err_set(err, TN_EINVAL, "a result in the %s has no 16-digit \"hash\"", what);
+  return 0;
+}
+
+/* Compares one baseline entry; prints its line and returns 1 for a regression. */
+static int compare_one(const cJSON *b, const cJSON *now, double max_reg, FILE *out) {
+  double base = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "found")) ? jnum(b, "gflops", 0) : 0;
+  fprintf(out, "%-16.16s  %s  %16.3f  ", jstr(b, "name"), jstr(b, "hash"), base);
+  if (!now) {
+    fprintf(out, "%12s  %8s  REGRESSION: missing from the results\n", "-", "");
+    return 1;
+  }
+  bool found = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(now, "found"));
+  double cur = found ? jnum(now, "gflops", 0) : 0;
+  fprintf(out, "%12.3f  ", cur);
+  if (base <= 0) {
+    fprintf(out, "%8s  ok (the baseline has no kernel)\n", "");
+    return 0;
+  }
+  double change = cur / base - 1;
+  fprintf(out, "%+7.1f%%  ", change * 100);
+  if (!found) {
+    fprintf(out, "REGRESSION: no verified kernel found\n");
+    return 1;
+  }
+  if (cur < base * (1 - max_reg)) {
+    fprintf(out, "REGRESSION: more than %.1f%% slower\n", max_reg * 100);
+    return 1;
+  }
+  fprintf(out, "ok\n");
+  return 0;
+}
+
+int tcd_bench_compare(const char *results_json, const char *baseline_json, double max_regression, FILE *out,
+                      tn_err_t *err) {
+  cJSON *cur = cJSON_Parse(results_json), *base = cJSON_Parse(baseline_json);
+  const cJSON *cr = NULL, *br = NULL;
+  int n = -1;
+  if (results_of(cur, "results", &cr, err) < 0 || results_of(base, "baseline", &br, err) < 0) goto out;
+  const char *ct = jstr(cur, "target"), *bt = jstr(base, "target");
+  if (*ct && *bt && strcmp(ct, bt) != 0) {
+    tn_err_set(err, TN_EINVAL, "the baseline was measured on target %s and the results on %s; compare results of "
+                               "the same target", bt, ct);
+    goto out;
+  }
+  fprintf(out, "%-16s  %-16s  %16s  %12s  %8s\n", "WORKLOAD", "HASH", "BASELINE GFLOP/s", "NOW GFLOP/s", "CHANGE");
+  n = 0;
+  const cJSON *b, *r;
+  cJSON_ArrayForEach(b, br) n += compare_one(b, find_result(cr, jstr(b, "hash")), max_regression, out);
+  cJSON_ArrayForEach(r, cr)
+    if (!find_result(br, jstr(r, "hash")))
+      fprintf(out, "%-16.16s  %s  %16s  %12.3f  %8s  new (not in the baseline)\n", jstr(r, "name"), jstr(r, "hash"),
+              "-", jnum(r, "gflops", 0), "");
+  if (n) fprintf(out, "%d of %d workloads regressed (allowed: %.1f%% slower)\n", n, cJSON_GetArraySize(br),
+                 max_regression * 100);
+  else fprintf(out, "no regression beyond %.1f%% (%d workloads)\n", max_regression * 100, cJSON_GetArraySize(br));
+out:
+  cJSON_Delete(cur);
+  cJSON_Delete(base);
+  return n;
+}
+
+static char *read_text(const tcd_opts_t *o, const char *path) {
+  char *text = NULL;
+  size_t len = 0;
+  tn_err_t err = {0};
+  if (tn_read_file(path, (size_t)64 << 20, &text, &len, &err) < 0) {
+    fprintf(stderr, "tunectl %s: %s\n", o->name, err.msg);
+    return NULL;
+  }
+  return text;
+}
+
+/* Compares the files at paths; returns the exit code. */
+static int compare_files(const tcd_opts_t *o, const char *results, const char *baseline, double max_reg) {
+  char *a = read_text(o, results), *b = a ? read_text(o, baseline) : NULL;
+  tn_err_t err = {0};
+  int n = b ? tcd_bench_compare(a, b, max_reg, stdout, &err) : -1;
+  if (b && n < 0) fprintf(stderr, "tunectl bench: %s vs %s: %s\n", results, baseline, err.msg);
+  free(a);
+  free(b);
+  return n == 0 ? 0 : 1;
+}
+
+/* ---- running a suite --------------------------------------------------------- */
+
+/* One workload of the suite, loaded. */
+typedef struct bench_item {
+  const cJSON *spec;      /* {"file", "params", "name"?} */
+  ir_workload_t *w;
+  char hash[17];
+  const char *params;     /* the params as JSON text ("{}" when none) */
+} bench_item_t;
+
+/* The outcome of tuning one workload. */
+typedef struct bench_out {
+  bool found;
+  double gflops, median_secs, seconds;
+  int64_t trials;
+  int64_t failures[4]; /* build_error, run_error, timeout, wrong_result */
+} bench_out_t;
+
+static int load_item(const tcd_opts_t *o, const char *suite_dir, const cJSON *spec, bench_item_t *it) {
+  const char *file = jstr(spec, "file");
+  const cJSON *params = cJSON_GetObjectItemCaseSensitive(spec, "params"), *p;
+  ir_param_set_t sets[64];
+  int n = 0;
+  tn_err_t err = {0};
+  it->spec = spec;
+  if (!*file) {
+    fprintf(stderr, "tunectl bench: every suite entry needs a \"file\"\n");
+    return -1;
+  }
+  cJSON_ArrayForEach(p, params) {
+    if (!cJSON_IsNumber(p) || n == (int)TN_ARRAY_LEN(sets)) {
+      fprintf(stderr, "tunectl bench: %s: params must be an object of at most 64 integers\n", file);
+      return -1;
+    }
+    sets[n++] = (ir_param_set_t){.name = p->string, .value = (int64_t)p->valuedouble};
+  }
+  const char *path = file[0] == '/' ? file : tn_arena_printf(o->arena, "%s/%s", suite_dir, file);
+  if (ir_workload_load(path, sets, n, &it->w, &err) < 0) {
+    fprintf(stderr, "tunectl bench: %s\n", err.msg);
+    return -1;
+  }
+  ir_hash_hex(ir_func_hash(it->w->func), it->hash);
+  char *text = params ? cJSON_PrintUnformatted(params) : NULL;
+  it->params = tn_arena_strdup(o->arena, text ? text : "{}");
+  free(text);
+  return 0;
+}
+
+static void on_search_progress(const srch_progress_t *p, void *ctx) {
+  const bench_item_t *it = ctx;
+  if (isatty(2))
+    fprintf(stderr, "\r\033[K  %s: %d/%d trials, best %.3f GFLOP/s", it->w->name, p->trials_done, p->trials_total,
+            p->best_gflops);
+}
+
+static int tune_local(const tcd_opts_t *o, const tn_target_t *t, bench_item_t *it, bench_out_t *out) {
+  srch_opts_t so;
+  srch_opts_default(&so);
+  so.max_trials = (int)o->trials;
+  so.seed = o->seed >= 0 ? (uint64_t)o->seed : 1;
+  srch_task_t task = {.workload = it->w, .weight = 1};
+  srch_callbacks_t cb = {.on_progress = on_search_progress, .ctx = it};
+  srch_result_t r = {0};
+  tn_err_t err = {0};
+  if (srch_tune(&task, 1, t, &so, &cb, &r, &err) < 0) {
+    fprintf(stderr, "%stunectl bench: %s: %s\n", isatty(2) ? "\n" : "", it->w->name, err.msg);
+    return -1;
+  }
+  if (isatty(2)) fputc('\n', stderr);
+  out->found = r.best[0].found;
+  out->gflops = r.best[0].found ? r.best[0].gflops : 0;
+  out->median_secs = r.best[0].found ? r.best[0].median_secs : 0;
+  out->trials = r.trials_done;
+  static const ms_status_t fails[4] = {MS_BUILD_ERROR, MS_RUN_ERROR, MS_TIMEOUT, MS_WRONG_RESULT};
+  for (int i = 0; i < 4; i++) out->failures[i] = r.failures[fails[i]];
+  srch_result_free(&r);
+  return 0;
+}
+
+static int tune_daemon(const tcd_opts_t *o, tuned_client_t *c, const char *target, bench_item_t *it,
+                       bench_out_t *out) {
+  tuned_submit_t s = tuned_submit_defaults();
+  s.workload = it->w->source;
+  s.name = it->w->name;
+  s.params_json = it->params;
+  s.target = target;
+  s.trials = (int)o->trials;
+  s.seed = o->seed >= 0 ? o->seed : 1;
+  int64_t job;
+  tuned_job_t j;
+  tuned_error_t err = {0};
+  if (tuned_submit(c, &s, &job, NULL, &err) < 0 || tuned_wait(c, job, 0, NULL, NULL, &j, &err) < 0) {
+    fprintf(stderr, "tunectl bench: %s: %s\n", it->w->name, err.message);
+    return -1;
+  }
+  if (j.state != TUNED_JOB_DONE) {
+    fprintf(stderr, "tunectl bench: %s: job %lld ended %s%s%s\n", it->w->name, (long long)job, j.state_name,
+            j.error[0] ? ": " : "", j.error);
+    return -1;
+  }
+  out->found = j.best_record > 0;
+  out->gflops = j.best_gflops;
+  out->median_secs = j.best_median_secs;
+  out->trials = j.trials_done;
+  out->failures[0] = j.build_errors, out->failures[1] = j.run_errors;
+  out->failures[2] = j.timeouts, out->failures[3] = j.wrong_results;
+  return 0;
+}
+
+static cJSON *result_json(const bench_item_t *it, const bench_out_t *r) {
+  cJSON *j = cJSON_CreateObject();
+  const char *name = jstr(it->spec, "name");
+  cJSON_AddStringToObject(j, "name", *name ? name : it->w->name);
+  cJSON_AddStringToObject(j, "file", jstr(it->spec, "file"));
+  cJSON_AddItemToObject(j, "params", cJSON_Parse(it->params));
+  cJSON_AddStringToObject(j, "hash", it->hash);
+  cJSON_AddBoolToObject(j, "found", r->found);
+  cJSON_AddNumberToObject(j, "gflops", r->gflops);
+  cJSON_AddNumberToObject(j, "median_secs", r->median_secs);
+  cJSON_AddNumberToObject(j, "trials", (double)r->trials);
+  cJSON *f = cJSON_AddObjectToObject(j, "failures");
+  static const char *const names[4] = {"build_error", "run_error", "timeout", "wrong_result"};
+  for (int i = 0; i < 4; i++) cJSON_AddNumberToObject(f, names[i], (double)r->failures[i]);
+  cJSON_AddNumberToObject(j, "seconds", r->seconds);
+  return j;
+}
+
+static int write_json(const tcd_opts_t *o, const char *path, const cJSON *doc) {
+  char *text = cJSON_Print(doc);
+  FILE *f = fopen(path, "w");
+  int bad = !f || fprintf(f, "%s\n", text) < 0;
+  if (f) bad |= fclose(f) != 0;
+  if (bad) fprintf(stderr, "tunectl %s: cannot write %s: %s\n", o->name, path, strerror(errno));
+  free(text);
+  return bad ? -1 : 0;
+}
+
+/* Loads and tunes every workload of the suite into doc's results. */
+static int run_suite(const tcd_opts_t *o, const cJSON *suite, const char *dir, const char *target, cJSON *results) {
+  tn_target_t t;
+  tn_err_t err = {0};
+  tuned_client_t *c = NULL;
+  tuned_error_t terr = {0};
+  if (o->daemon && tuned_connect(tcd_socket, &c, &terr) < 0) {
+    fprintf(stderr, "tunectl bench: %s — start it with `tuned --target cpu`, or drop --daemon\n", terr.message);
+    return -1;
+  }
+  if (!o->daemon && tn_target_lookup(target, access(TUNED_SOURCE_ROOT "/configs", R_OK) == 0 ?
+                                                 TUNED_SOURCE_ROOT "/configs" : NULL, &t, &err) < 0) {
+    fprintf(stderr, "tunectl bench: %s\n", err.msg);
+    return -1;
+  }
+  const cJSON *spec;
+  int rc = 0;
+  cJSON_ArrayForEach(spec, cJSON_GetObjectItemCaseSensitive(suite, "workloads")) {
+    bench_item_t it = {0};
+    bench_out_t r = {0};
+    double t0 = tn_now();
+    rc = load_item(o, dir, spec, &it);
+    if (rc == 0) fprintf(stderr, "bench: tuning %s (%s) with %lld trials\n", it.w->name, it.hash, (long long)o->trials);
+    if (rc == 0) rc = c ? tune_daemon(o, c, target, &it, &r) : tune_local(o, &t, &it, &r);
+    r.seconds = tn_now() - t0;
+    if (rc == 0) {
+      fprintf(stderr, "bench: %s: %s%.3f GFLOP/s, %lld trials, %.1f s\n", it.w->name, r.found ? "" : "no kernel, ",
+              r.gflops, (long long)r.trials, r.seconds);
+      cJSON_AddItemToArray(results, result_json(&it, &r));
+    }
+    ir_workload_free(it.w);
+    if (rc < 0) break;
+  }
+  tuned_close(c);
+  return rc;
+}
+
+static int check_bench_opts(const tcd_opts_t *o, double *max_reg) {
+  *max_reg = DEFAULT_MAX_REGRESSION;
+  if (o->max_regression && parse_regression(o->max_regression, max_reg) < 0) {
+    fprintf(stderr, "tunectl bench: --max-regression wants a percentage in [0, 100) such as 5%%, got '%s'\n",
+            o->max_regression);
+    return -1;
+  }
+  if (o->compare) {
+    if (!o->baseline || o->npos) {
+      fprintf(stderr, "tunectl bench: --compare OUT.json needs --baseline BASE.json and no SUITE\n");
+      return -1;
+    }
+    return 0;
+  }
+  const char *missing = !o->npos ? "SUITE.json" : o->trials < 0 ? "--trials N" : !o->json_out ? "--json OUT" : NULL;
+  if (missing) {
+    fprintf(stderr, "tunectl bench: missing %s (usage: tunectl bench SUITE.json --trials N --json OUT "
+                    "[--baseline BASE.json] [--max-regression P] [--target T])\n", missing);
+    return -1;
+  }
+  return 0;
+}
+
+int tcd_bench(tcd_opts_t *o) {
+  double max_reg;
+  if (check_bench_opts(o, &max_reg) < 0) return 2;
+  if (o->compare) return compare_files(o, o->compare, o->baseline, max_reg);
+  char *text = read_text(o, o->pos[0]);
+  if (!text) return 1;
+  cJSON *suite = cJSON_Parse(text);
+  free(text);
+  if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(suite, "workloads"))) {
+    fprintf(stderr, "tunectl bench: %s is not a suite: expected {\"name\": ..., \"workloads\": [{\"file\": ..., "
+                    "\"params\": {...}}, ...]}\n", o->pos[0]);
+    cJSON_Delete(suite);
+    return 1;
+  }
+  const char *slash = strrchr(o->pos[0], '/');
+  const char *dir = slash ? tn_arena_strndup(o->arena, o->pos[0], (size_t)(slash - o->pos[0])) : ".";
+  const char *target = o->target ? o->target : "cpu";
+  cJSON *doc = cJSON_CreateObject();
+  cJSON_AddStringToObject(doc, "suite", *jstr(suite, "name") ? jstr(suite, "name") : o->pos[0]);
+  cJSON_AddStringToObject(doc, "target", target);
+  cJSON_AddNumberToObject(doc, "trials", (double)o->trials);
+  cJSON_AddNumberToObject(doc, "seed", (double)(o->seed >= 0 ? o->seed : 1));
+  cJSON_AddStringToObject(doc, "mode", o->daemon ? "daemon" : "in-process");
+  cJSON_AddStringToObject(doc, "tuned_version", TUNED_VERSION);
+  cJSON_AddNumberToObject(doc, "created", (double)time(NULL));
+  cJSON *results = cJSON_AddArrayToObject(doc, "results");
+  int rc = run_suite(o, suite, dir, target, results) < 0 || write_json(o, o->json_out, doc) < 0 ? 1 : 0;
+  if (rc == 0) fprintf(stderr, "bench: wrote %d results to %s\n", cJSON_GetArraySize(results), o->json_out);
+  if (rc == 0 && o->baseline) rc = compare_files(o, o->json_out, o->baseline, max_reg);
+  cJSON_Delete(doc);
+  cJSON_Delete(suite);
+  return rc;
+}

@@ -1,0 +1,1135 @@
+/* tunectl_daemon.c — tunectl's commands that talk to the tuned daemon over
+ * its socket (through libtuned): submit, status, watch, cancel, jobs,
+ * workloads, records, best, kernel, export, import, targets, ping, shutdown. */
+#include <cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/tuned.h"
+#include "client/tunectl_daemon.h"
+
+typedef int (*tcd_fn)(tcd_opts_t *o);
+
+struct tcd_command {
+  const char *name;
+  const char *args; /* usage; also decides which options are accepted */
+  int min_pos, max_pos;
+  const char *summary;
+  const char *help;
+  tcd_fn run;
+};
+
+const char *tcd_socket;
+
+static int cmd_submit(tcd_opts_t *o);
+static int cmd_status(tcd_opts_t *o);
+static int cmd_watch(tcd_opts_t *o);
+static int cmd_cancel(tcd_opts_t *o);
+static int cmd_jobs(tcd_opts_t *o);
+static int cmd_workloads(tcd_opts_t *o);
+static int cmd_records(tcd_opts_t *o);
+static int cmd_best(tcd_opts_t *o);
+static int cmd_kernel(tcd_opts_t *o);
+static int cmd_export(tcd_opts_t *o);
+static int cmd_import(tcd_opts_t *o);
+static int cmd_targets(tcd_opts_t *o);
+static int cmd_ping(tcd_opts_t *o);
+static int cmd_shutdown(tcd_opts_t *o);
+
+#define WORKLOAD_HELP                                                                      \
+  "FILE|HASH is a workload file (parsed here to compute its structural hash,\n"          \
+  "with the --set overrides) or a hash of 16 hex digits as `tunectl check` and\n"        \
+  "`tunectl workloads` print it.\n"
+
+static const tcd_command_t commands[] = {
+    {"submit", "FILE [--set NAME=VALUE ...] [--target T] [--trials N] [--seconds S] [--seed S] [--wait] [--json]", 1,
+     1, "submit a tuning job to the daemon",
+     "Checks the workload here, sends its text and the --set overrides to the\n"
+     "daemon and prints the job id and the workload hash.  --trials is the number\n"
+     "of candidates to measure, --seconds an optional wall-time budget.  With\n"
+     "--wait, follows the job (a progress bar on a terminal, one line per batch\n"
+     "otherwise) and exits 1 unless it ends `done`.\n",
+     cmd_submit},
+    {"status", "[JOB] [--json]", 0, 1, "show the daemon's state, or one job's",
+     "Without JOB: the daemon's version, target, database, socket, uptime and\n"
+     "backends, and the jobs by state.  With JOB: that job's state, progress,\n"
+     "best kernel so far and failures.\n",
+     cmd_status},
+    {"watch", "JOB [--json]", 1, 1, "follow a job until it ends",
+     "Prints the job's progress after every measured batch until it is done,\n"
+     "cancelled or failed (--json: one job object per line).  Exits 1 unless\n"
+     "it ends `done`.\n",
+     cmd_watch},
+    {"cancel", "JOB [--json]", 1, 1, "cancel a queued or running job",
+     "Asks the daemon to stop the job; what it measured so far is kept.\n", cmd_cancel},
+    {"jobs", "[--state S] [--limit N] [--json]", 0, 0, "list tuning jobs",
+     "Lists jobs, newest first; --state keeps one state (queued, running, done,\n"
+     "cancelled, failed).\n",
+     cmd_jobs},
+    {"workloads", "[--limit N] [--json]", 0, 0, "list the workloads in the database",
+     "Lists every workload the database has records for: hash, name, number\n"
+     "of records and GFLOP per run.\n",
+     cmd_workloads},
+    {"records", "[FILE|HASH] [--set NAME=VALUE ...] [--target T] [--status S] [--limit N] [--json]", 0, 1,
+     "list tuning records",
+     "Lists measured candidates (all workloads, or one), optionally of one target\n"
+     "and one status (ok, build_error, run_error, timeout, wrong_result).\n" WORKLOAD_HELP,
+     cmd_records},
+    {"best", "FILE|HASH [--set NAME=VALUE ...] [--target T] [-k K] [--json]", 1, 1,
+     "show the fastest verified records of a workload",
+     "Prints the K (default 1) fastest verified records of the workload on the\n"
+     "target (default: the daemon's target).\n" WORKLOAD_HELP,
+     cmd_best},
+    {"kernel", "FILE|HASH [--set NAME=VALUE ...] [--target T] --emit cuda|ptx|cubin|header|json|source [-o OUT]", 1,
+     1, "print the best kernel of a workload",
+     "Fetches the best kernel of the workload on the target and prints it:\n"
+     "  source  the kernel source in its language (C, CUDA C or OpenCL C)\n"
+     "  cuda    the CUDA C source (CUDA targets only)\n"
+     "  ptx     the PTX (CUDA targets only)\n"
+     "  cubin   the CUBIN bytes (CUDA targets only; needs -o or a redirected stdout)\n"
+     "  header  a self-contained header: the kernel and an inline launch function\n"
+     "          tuned_launch_NAME(A, B, ..., stream) with the tuned grid, block and\n"
+     "          shared memory (CUDA); a C header for CPU kernels; for OpenCL the\n"
+     "          source as a string with the global and local sizes\n"
+     "  json    everything kernel.get returns (source, launch configuration, trace)\n" WORKLOAD_HELP,
+     cmd_kernel},
+    {"export", "[FILE|HASH] [--set NAME=VALUE ...] [--target T] [-o OUT]", 0, 1, "export records as JSON lines",
+     "Writes the records (all, or of one workload and/or target) as JSON lines,\n"
+     "one self-contained record per line, to OUT or stdout.  `tunectl import`\n"
+     "merges them into another database.\n",
+     cmd_export},
+    {"import", "FILE [--json]", 1, 1, "import records from JSON lines",
+     "Merges the records of a `tunectl export` file into the daemon's database,\n"
+     "skipping records it already has; prints how many were new.\n",
+     cmd_import},
+    {"targets", "[--json]", 0, 0, "list the targets the daemon knows",
+     "Lists targets with their kind, architecture and whether this daemon can\n"
+     "measure for them (and if not, why).\n",
+     cmd_targets},
+    {"ping", "[--json]", 0, 0, "check that the daemon answers",
+     "Calls server.info and prints the round-trip time, version and target.\n", cmd_ping},
+    {"shutdown", "[--json]", 0, 0, "stop the daemon",
+     "Asks the daemon to stop: it takes no more work, checkpoints running jobs\n"
+     "(they resume when it starts again) and exits.\n",
+     cmd_shutdown},
+    {"bench", "SUITE.json --trials N --json OUT [--baseline BASE.json] [--max-regression P] [--target T] [--seed S] [--daemon]",
+     0, 1, "tune a benchmark suite; compare with a baseline (CI)",
+     "Tunes every workload of SUITE.json ({\"name\": ..., \"workloads\": [{\"file\":\n"
+     "\"../../workloads/matmul.tw\", \"params\": {\"M\": 128}}, ...]}; files relative to\n"
+     "the suite file) with N trials each, in this process (or through the daemon\n"
+     "with --daemon; target default cpu), and writes per workload the best GFLOP/s,\n"
+     "median seconds, trials and hash to OUT.  With --baseline (a previous OUT),\n"
+     "exits 1 when a workload's GFLOP/s dropped by more than P percent (default\n"
+     "5%), found no kernel, or is missing.\n"
+     "  tunectl bench --compare OUT --baseline BASE.json [--max-regression P]\n"
+     "compares two result files without tuning.\n",
+     NULL /* tcd_bench, set in tcd_main */},
+};
+
+const tcd_command_t *tcd_find(const char *name) {
+  for (size_t i = 0; i < TN_ARRAY_LEN(commands); i++)
+    if (strcmp(commands[i].name, name) == 0) return &commands[i];
+  return NULL;
+}
+
+void tcd_usage(FILE *out) {
+  fprintf(out, "\nDaemon commands (talk to tuned over its socket; global option --socket PATH):\n\n");
+  for (size_t i = 0; i < TN_ARRAY_LEN(commands); i++)
+    fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+}
+
+static bool accepts(const tcd_command_t *c, const char *opt) {
+  size_t n = strlen(opt);
+  for (const char *p = strstr(c->args, opt); p; p = strstr(p + 1, opt)) {
+    bool starts = p == c->args || p[-1] == ' ' || p[-1] == '[';
+    bool ends = p[n] == 0 || p[n] == ' ' || p[n] == ']';
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+void tcd_help(const tcd_command_t *c, FILE *out) {
+  fprintf(out, "usage: tunectl %s %s\n\n%s\noptions:\n", c->name, c->args, c->help);
+  static const struct { const char *opt, *text; } opts[] = {
+      {"--set", "  --set NAME=VALUE  override a workload parameter (repeatable)\n"},
+      {"--target", "  --target T        target name (default: the daemon's; bench: cpu)\n"},
+      {"--trials", "  --trials N        candidates to measure\n"},
+      {"--seconds", "  --seconds S       wall-time budget in seconds (default: none)\n"},
+      {"--seed", "  --seed S          search seed\n"},
+      {"--wait", "  --wait            follow the job until it ends\n"},
+      {"--state", "  --state S         queued, running, done, cancelled or failed\n"},
+      {"--status", "  --status S        ok, build_error, run_error, timeout or wrong_result\n"},
+      {"--limit", "  --limit N         at most N rows\n"},
+      {"-k", "  -k K              how many records (default 1)\n"},
+      {"--emit", "  --emit KIND       cuda, ptx, cubin, header, json or source\n"},
+      {"-o", "  -o OUT            write to OUT instead of stdout\n"},
+      {"--baseline", "  --baseline B.json compare with these results\n"},
+      {"--max-regression", "  --max-regression P  allowed GFLOP/s drop in percent (default 5%)\n"},
+      {"--daemon", "  --daemon          tune through the daemon instead of in this process\n"},
+  };
+  for (size_t i = 0; i < TN_ARRAY_LEN(opts); i++)
+    if (accepts(c, opts[i].opt)) fputs(opts[i].text, out);
+  if (strstr(c->args, "--json OUT")) fprintf(out, "  --json OUT        write the results to OUT\n");
+  else if (accepts(c, "--json")) fprintf(out, "  --json            print the daemon's JSON result\n");
+  fprintf(out, "  --socket PATH     the daemon's socket (default: $TUNED_SOCKET, else\n"
+               "                    $XDG_RUNTIME_DIR/tuned/tuned.sock, else /tmp/tuned-$UID/tuned.sock)\n"
+               "  -h, --help        show this help\n");
+}
+
+int tcd_global_options(int *argc, char ***argv) {
+  char *prog = (*argv)[0];
+  while (*argc >= 2 && strncmp((*argv)[1], "--socket", 8) == 0) {
+    const char *a = (*argv)[1];
+    if (a[8] == '=') {
+      tcd_socket = a + 9;
+      (*argv)++, (*argc)--;
+    } else if (a[8] == 0 && *argc >= 3) {
+      tcd_socket = (*argv)[2];
+      (*argv) += 2, (*argc) -= 2;
+    } else if (a[8] == 0) {
+      fprintf(stderr, "tunectl: --socket needs a path\n");
+      return -1;
+    } else {
+      break;
+    }
+  }
+  (*argv)[0] = prog;
+  return 0;
+}
+
+/* ---- argument parsing ---------------------------------------------------- */
+
+static int parse_i64(const tcd_opts_t *o, const char *opt, const char *val, int64_t min, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(val, &end, 10);
+  if (errno || *end || !*val || v < min) {
+    fprintf(stderr, "tunectl %s: %s wants an integer >= %lld, got '%s'\n", o->name, opt, (long long)min, val);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+/* Stores one option's value; -1 after a message. */
+static int take_option(tcd_opts_t *o, const char *opt, const char *val) {
+  tn_err_t err = {0};
+  if (strcmp(opt, "--socket") == 0) tcd_socket = val;
+  else if (strcmp(opt, "--target") == 0) o->target = val;
+  else if (strcmp(opt, "--emit") == 0) o->emit = val;
+  else if (strcmp(opt, "-o") == 0) o->out = val;
+  else if (strcmp(opt, "--state") == 0) o->state = val;
+  else if (strcmp(opt, "--status") == 0) o->status = val;
+  else if (strcmp(opt, "--baseline") == 0) o->baseline = val;
+  else if (strcmp(opt, "--max-regression") == 0) o->max_regression = val;
+  else if (strcmp(opt, "--compare") == 0) o->compare = val;
+  else if (strcmp(opt, "--json") == 0) o->json_out = val;
+  else if (strcmp(opt, "--trials") == 0) return parse_i64(o, opt, val, 1, &o->trials);
+  else if (strcmp(opt, "--seed") == 0) return parse_i64(o, opt, val, 0, &o->seed);
+  else if (strcmp(opt, "--limit") == 0) return parse_i64(o, opt, val, 1, &o->limit);
+  else if (strcmp(opt, "-k") == 0) return parse_i64(o, opt, val, 1, &o->k);
+  else if (strcmp(opt, "--seconds") == 0) {
+    char *end;
+    o->seconds = strtod(val, &end);
+    if (*end || !*val || !(o->seconds > 0)) {
+      fprintf(stderr, "tunectl %s: --seconds wants a positive number, got '%s'\n", o->name, val);
+      return -1;
+    }
+  } else if (strcmp(opt, "--set") == 0) {
+    if (o->nsets >= (int)TN_ARRAY_LEN(o->sets)) {
+      fprintf(stderr, "tunectl %s: too many --set options (at most %zu)\n", o->name, TN_ARRAY_LEN(o->sets));
+      return -1;
+    }
+    if (ir_param_set_parse(val, o->arena, &o->sets[o->nsets], &err) < 0) {
+      fprintf(stderr, "tunectl %s: --set %s: %s\n", o->name, val, err.msg);
+      return -1;
+    }
+    o->nsets++;
+  }
+  return 0;
+}
+
+static bool takes_value(const tcd_command_t *c, const char *opt) {
+  static const char *const valued[] = {"--socket", "--target", "--emit",  "-o",      "--state",
+                                       "--status", "--trials", "--seed",  "--limit", "-k",
+                                       "--set",    "--seconds", "--baseline", "--max-regression", "--compare"};
+  if (strcmp(opt, "--json") == 0) return strstr(c->args, "--json OUT") != NULL;
+  for (size_t i = 0; i < TN_ARRAY_LEN(valued); i++)
+    if (strcmp(opt, valued[i]) == 0) return true;
+  return false;
+}
+
+/* Fills o from argv; 0, 1 for --help, -1 after a message. */
+static int parse(tcd_opts_t *o, int argc, char **argv) {
+  const tcd_command_t *c = o->cmd;
+  for (int i = 0; i < argc; i++) {
+    char opt[32];
+    const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return 1;
+    if (a[0] != '-' || !a[1]) {
+      if (o->npos >= c->max_pos) {
+        fprintf(stderr, "tunectl %s: unexpected argument '%s' (usage: tunectl %s %s)\n", o->name, a, o->name, c->args);
+        return -1;
+      }
+      o->pos[o->npos++] = a;
+      continue;
+    }
+    snprintf(opt, sizeof opt, "%.*s", (int)(eq && a[1] == '-' ? (size_t)(eq - a) : strlen(a)), a);
+    bool known = strcmp(opt, "--socket") == 0 || accepts(c, opt) || (strcmp(opt, "--compare") == 0 && c->run == NULL);
+    if (!known) {
+      fprintf(stderr, "tunectl %s: unknown option '%s' (see tunectl %s --help)\n", o->name, a, o->name);
+      return -1;
+    }
+    if (takes_value(c, opt)) {
+      if (eq && a[1] == '-') val = eq + 1;
+      else if (i + 1 < argc) val = argv[++i];
+      else {
+        fprintf(stderr, "tunectl %s: %s needs a value\n", o->name, opt);
+        return -1;
+      }
+      if (take_option(o, opt, val) < 0) return -1;
+    } else if (strcmp(opt, "--json") == 0) {
+      o->json = true;
+    } else if (strcmp(opt, "--wait") == 0) {
+      o->wait = true;
+    } else if (strcmp(opt, "--daemon") == 0) {
+      o->daemon = true;
+    }
+  }
+  if (o->npos < c->min_pos) {
+    fprintf(stderr, "tunectl %s: missing %s (usage: tunectl %s %s)\n", o->name, strtok(tn_arena_strdup(o->arena, c->args), " ["),
+            o->name, c->args);
+    return -1;
+  }
+  return 0;
+}
+
+int tcd_main(const tcd_command_t *c, int argc, char **argv) {
+  tcd_opts_t o = {.cmd = c, .name = c->name, .trials = -1, .seed = -1, .limit = -1, .k = -1,
+                  .arena = tn_arena_new()};
+  int rc = parse(&o, argc, argv);
+  if (rc == 1) {
+    tcd_help(c, stdout);
+    rc = 0;
+  } else if (rc < 0) {
+    rc = 2;
+  } else {
+    rc = c->run ? c->run(&o) : tcd_bench(&o);
+  }
+  tn_arena_free(o.arena);
+  return rc;
+}
+
+/* ---- talking to the daemon ------------------------------------------------ */
+
+static tuned_client_t *connect_daemon(const tcd_opts_t *o) {
+  tuned_client_t *c = NULL;
+  tuned_error_t err = {0};
+  if (tuned_connect(tcd_socket, &c, &err) < 0) {
+    fprintf(stderr, "tunectl %s: %s%s\n", o->name, err.message,
+            err.code == TUNED_E_CONNECT ? " — start it with `tuned --target cpu`" : "");
+    return NULL;
+  }
+  return c;
+}
+
+/* Calls method with params (consumed); prints the error and returns NULL on
+ * failure. */
+static cJSON *rpc(const tcd_opts_t *o, tuned_client_t *c, const char *method, cJSON *params) {
+  char *text = params ? cJSON_PrintUnformatted(params) : NULL;
+  cJSON_Delete(params);
+  char *result = NULL;
+  tuned_error_t err = {0};
+  int rc = tuned_call(c, method, text, &result, &err);
+  free(text);
+  if (rc < 0) {
+    if (rc == TUNED_E_RPC) fprintf(stderr, "tunectl %s: %s (error %d)\n", o->name, err.message, err.rpc_code);
+    else fprintf(stderr, "tunectl %s: %s\n", o->name, err.message);
+    return NULL;
+  }
+  cJSON *r = cJSON_Parse(result);
+  free(result);
+  return r;
+}
+
+/* Connects, calls one method and closes: what most query commands do. */
+static cJSON *rpc_once(const tcd_opts_t *o, const char *method, cJSON *params) {
+  tuned_client_t *c = connect_daemon(o);
+  if (!c) {
+    cJSON_Delete(params);
+    return NULL;
+  }
+  cJSON *r = rpc(o, c, method, params);
+  tuned_close(c);
+  return r;
+}
+
+static void print_json(const cJSON *j) {
+  char *s = cJSON_Print(j);
+  puts(s);
+  free(s);
+}
+
+static const char *jstr(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static double jnum(const cJSON *o, const char *key, double dflt) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+static bool jbool(const cJSON *o, const char *key) {
+  return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key));
+}
+
+/* A workload named on the command line: its hash, name and (files only) text
+ * and parameter overrides. */
+typedef struct workload_ref {
+  char hash[17];
+  const char *name;  /* file stem; NULL for a bare hash */
+  const char *text;  /* NULL for a bare hash */
+  cJSON *params;     /* the --set overrides as {"M": 64}; NULL when none */
+} workload_ref_t;
+
+static bool is_hash(const char *s) {
+  if (strlen(s) != 16) return false;
+  for (int i = 0; i < 16; i++)
+    if (!isxdigit((unsigned char)s[i])) return false;
+  return true;
+}
+
+static cJSON *sets_json(const tcd_opts_t *o) {
+  if (!o->nsets) return NULL;
+  cJSON *p = cJSON_CreateObject();
+  for (int i = 0; i < o->nsets; i++) {
+    cJSON_DeleteItemFromObjectCaseSensitive(p, o->sets[i].name);
+    cJSON_AddNumberToObject(p, o->sets[i].name, (double)o->sets[i].value);
+  }
+  return p;
+}
+
+/* Resolves FILE|HASH; prints the error and returns -1 on failure. */
+static int resolve_workload(const tcd_opts_t *o, const char *spec, workload_ref_t *ref) {
+  memset(ref, 0, sizeof *ref);
+  if (is_hash(spec) && access(spec, F_OK) != 0) {
+    for (int i = 0; i < 16; i++) ref->hash[i] = (char)tolower((unsigned char)spec[i]);
+    if (o->nsets) {
+      fprintf(stderr, "tunectl %s: --set needs a workload FILE; %s is a hash (its parameters are fixed)\n",
+              o->name, spec);
+      return -1;
+    }
+    return 0;
+  }
+  ir_workload_t *w = NULL;
+  tn_err_t err = {0};
+  if (access(spec, F_OK) != 0) {
+    fprintf(stderr, "tunectl %s: %s is neither a workload file (%s) nor a workload hash of 16 hex digits "
+                    "(see `tunectl workloads`)\n", o->name, spec, strerror(errno));
+    return -1;
+  }
+  if (ir_workload_load(spec, o->sets, o->nsets, &w, &err) < 0) {
+    fprintf(stderr, "tunectl %s: %s\n", o->name, err.msg);
+    return -1;
+  }
+  ir_hash_hex(ir_func_hash(w->func), ref->hash);
+  ref->name = tn_arena_strdup(o->arena, w->name);
+  ref->text = tn_arena_strdup(o->arena, w->source);
+  ref->params = sets_json(o);
+  ir_workload_free(w);
+  return 0;
+}
+
+/* A job id from the command line; -1 after a message. */
+static int64_t job_arg(const tcd_opts_t *o, const char *s) {
+  int64_t id;
+  return parse_i64(o, "JOB", s, 1, &id) < 0 ? -1 : id;
+}
+
+static cJSON *job_params(int64_t job) {
+  cJSON *p = cJSON_CreateObject();
+  cJSON_AddNumberToObject(p, "job", (double)job);
+  return p;
+}
+
+/* ---- printing ------------------------------------------------------------ */
+
+static void print_secs(FILE *out, double secs) {
+  if (secs >= 1) fprintf(out, "%.3f s", secs);
+  else if (secs >= 1e-3) fprintf(out, "%.3f ms", secs * 1e3);
+  else fprintf(out, "%.2f us", secs * 1e6);
+}
+
+static void print_job_line(FILE *out, const tuned_job_t *j) {
+  fprintf(out, "job %lld: %s, %lld/%lld trials", (long long)j->id, j->state_name, (long long)j->trials_done,
+          (long long)j->trials);
+  if (j->best_record) {
+    fprintf(out, ", best ");
+    print_secs(out, j->best_median_secs);
+    fprintf(out, " (%.2f GFLOP/s, record %lld)", j->best_gflops, (long long)j->best_record);
+  }
+  if (j->error[0]) fprintf(out, ", error: %s", j->error);
+  fputc('\n', out);
+}
+
+/* Progress display of submit --wait and watch. */
+typedef struct progress {
+  bool tty, json, drawn;
+  int64_t last_done;
+  const char *last_state;
+  double t0;
+} progress_t;
+
+static void draw_bar(const tuned_job_t *j, progress_t *p) {
+  const int width = 30;
+  int fill = j->trials > 0 ? (int)(width * j->trials_done / j->trials) : 0;
+  if (fill > width) fill = width;
+  fprintf(stderr, "\r\033[Kjob %lld [%.*s%*s] %lld/%lld", (long long)j->id, fill,
+          "##############################", width - fill, "", (long long)j->trials_done, (long long)j->trials);
+  if (j->best_record) {
+    fprintf(stderr, "  best ");
+    print_secs(stderr, j->best_median_secs);
+    fprintf(stderr, " %.2f GFLOP/s", j->best_gflops);
+  }
+  fprintf(stderr, "  %.0fs %s", tn_now() - p->t0, tuned_job_finished(j) ? "\n" : "");
+  p->drawn = !tuned_job_finished(j);
+  fflush(stderr);
+}
+
+static void on_progress(const tuned_job_t *j, void *ctx) {
+  progress_t *p = ctx;
+  if (p->json) {
+    printf("{\"job\":%lld,\"state\":\"%s\",\"trials\":%lld,\"trials_done\":%lld,\"best_gflops\":%.6g}\n",
+           (long long)j->id, j->state_name, (long long)j->trials, (long long)j->trials_done, j->best_gflops);
+    fflush(stdout);
+    return;
+  }
+  if (p->tty) {
+    draw_bar(j, p);
+    return;
+  }
+  if (j->trials_done == p->last_done && p->last_state && strcmp(p->last_state, tuned_job_state_name(j->state)) == 0)
+    return;
+  p->last_done = j->trials_done;
+  p->last_state = tuned_job_state_name(j->state);
+  print_job_line(stderr, j);
+}
+
+/* Follows job until it ends; returns the exit code (0 when done). */
+static int follow_job(const tcd_opts_t *o, tuned_client_t *c, int64_t job, bool json_lines) {
+  progress_t p = {.tty = !json_lines && isatty(2), .json = json_lines, .last_done = -1, .t0 = tn_now()};
+  tuned_job_t final;
+  tuned_error_t err = {0};
+  if (tuned_wait(c, job, 0, on_progress, &p, &final, &err) < 0) {
+    if (p.drawn) fputc('\n', stderr);
+    fprintf(stderr, "tunectl %s: %s\n", o->name, err.message);
+    return 1;
+  }
+  if (!json_lines) {
+    if (p.tty) print_job_line(stderr, &final);
+    if (final.state == TUNED_JOB_DONE && !final.best_record)
+      fprintf(stderr, "tunectl %s: job %lld ended without a verified kernel (%lld build errors, %lld run errors, "
+                      "%lld timeouts, %lld wrong results)\n",
+              o->name, (long long)job, (long long)final.build_errors, (long long)final.run_errors,
+              (long long)final.timeouts, (long long)final.wrong_results);
+  }
+  return final.state == TUNED_JOB_DONE ? 0 : 1;
+}
+
+static void print_job(const cJSON *r) {
+  tuned_job_t j;
+  char *text = cJSON_PrintUnformatted(r);
+  int rc = tuned_job_parse(text, &j, NULL);
+  free(text);
+  if (rc < 0) {
+    print_json(r);
+    return;
+  }
+  printf("job       %lld\n", (long long)j.id);
+  printf("workload  %s (%s)\n", j.name[0] ? j.name : "?", j.workload);
+  printf("target    %s\n", j.target);
+  printf("state     %s\n", j.state_name);
+  printf("trials    %lld of %lld", (long long)j.trials_done, (long long)j.trials);
+  if (j.seconds > 0) printf(" (budget %.0f s)", j.seconds);
+  printf("\nbest      ");
+  if (j.best_record) {
+    print_secs(stdout, j.best_median_secs);
+    printf(", %.3f GFLOP/s (record %lld)\n", j.best_gflops, (long long)j.best_record);
+  } else {
+    printf("none yet\n");
+  }
+  printf("failures  %lld build_error, %lld run_error, %lld timeout, %lld wrong_result\n", (long long)j.build_errors,
+         (long long)j.run_errors, (long long)j.timeouts, (long long)j.wrong_results);
+  if (j.error[0]) printf("error     %s\n", j.error);
+}
+
+/* ---- commands -------------------------------------------------------------- */
+
+static int cmd_submit(tcd_opts_t *o) {
+  workload_ref_t w;
+  if (resolve_workload(o, o->pos[0], &w) < 0) return 1;
+  if (!w.text) {
+    fprintf(stderr, "tunectl submit: needs a workload FILE, not a hash\n");
+    return 1;
+  }
+  char *params = w.params ? cJSON_PrintUnformatted(w.params) : NULL;
+  cJSON_Delete(w.params);
+  tuned_submit_t s = tuned_submit_defaults();
+  s.workload = w.text;
+  s.name = w.name;
+  s.params_json = params;
+  s.target = o->target;
+  s.trials = o->trials > 0 ? (int)o->trials : 0;
+  s.seconds = o->seconds;
+  s.seed = o->seed;
+  tuned_client_t *c = connect_daemon(o);
+  int rc = 1;
+  int64_t job = 0;
+  char hash[17] = "";
+  tuned_error_t err = {0};
+  if (!c) goto out;
+  if (tuned_submit(c, &s, &job, hash, &err) < 0) {
+    fprintf(stderr, "tunectl submit: %s\n", err.message);
+    goto out;
+  }
+  if (o->json && !o->wait) {
+    printf("{\"job\": %lld, \"workload\": \"%s\"}\n", (long long)job, hash);
+  } else if (!o->json) {
+    printf("job %lld: %s (%s) on %s\n", (long long)job, w.name, hash, o->target ? o->target : "the daemon's target");
+    fflush(stdout);
+  }
+  rc = 0;
+  if (o->wait) {
+    rc = follow_job(o, c, job, false);
+    if (o->json) {
+      cJSON *r = rpc(o, c, "tune.status", job_params(job));
+      if (r) print_json(r);
+      cJSON_Delete(r);
+    }
+  }
+out:
+  free(params);
+  tuned_close(c);
+  return rc;
+}
+
+static void print_job_row(const cJSON *j) {
+  const cJSON *best = cJSON_GetObjectItemCaseSensitive(j, "best");
+  printf("%5lld  %-9s  %-14.14s  %-16s  %-16.16s  %5.0f/%-5.0f", (long long)jnum(j, "job", 0), jstr(j, "state"),
+         jstr(j, "name"), jstr(j, "workload"), jstr(j, "target"), jnum(j, "trials_done", 0), jnum(j, "trials", 0));
+  if (cJSON_IsObject(best)) printf("  %10.3f", jnum(best, "gflops", 0));
+  printf("\n");
+}
+
+static void print_jobs_table(const cJSON *jobs) {
+  printf("%5s  %-9s  %-14s  %-16s  %-16s  %11s  %10s\n", "JOB", "STATE", "NAME", "WORKLOAD", "TARGET", "TRIALS",
+         "GFLOP/s");
+  const cJSON *j;
+  cJSON_ArrayForEach(j, jobs) print_job_row(j);
+}
+
+static int status_server(tcd_opts_t *o) {
+  tuned_client_t *c = connect_daemon(o);
+  if (!c) return 1;
+  cJSON *info = rpc(o, c, "server.info", NULL);
+  cJSON *lp = cJSON_CreateObject();
+  cJSON_AddNumberToObject(lp, "limit", 1000);
+  cJSON *jobs = info ? rpc(o, c, "tune.list", lp) : (cJSON_Delete(lp), NULL);
+  tuned_close(c);
+  if (!info || !jobs) {
+    cJSON_Delete(info);
+    return 1;
+  }
+  if (o->json) {
+    cJSON *all = cJSON_CreateObject();
+    cJSON_AddItemToObject(all, "server", info);
+    cJSON_AddItemToObject(all, "jobs", cJSON_DetachItemFromObjectCaseSensitive(jobs, "jobs"));
+    print_json(all);
+    cJSON_Delete(all);
+    cJSON_Delete(jobs);
+    return 0;
+  }
+  printf("tuned     %s, pid %.0f, up %.0f s\n", jstr(info, "version"), jnum(info, "pid", 0), jnum(info, "uptime_s", 0));
+  printf("target    %s\n", jstr(info, "target"));
+  printf("database  %s\n", jstr(info, "db"));
+  printf("socket    %s\n", jstr(info, "socket"));
+  const cJSON *b;
+  cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(info, "backends"))
+    printf("backend   %-7s %s%s%s\n", jstr(b, "name"), jbool(b, "available") ? "available" : "unavailable",
+           *jstr(b, "detail") ? ": " : "", jstr(b, "detail"));
+  static const char *const states[] = {"queued", "running", "done", "cancelled", "failed"};
+  int counts[5] = {0};
+  const cJSON *all = cJSON_GetObjectItemCaseSensitive(jobs, "jobs"), *j;
+  cJSON_ArrayForEach(j, all)
+    for (int s = 0; s < 5; s++) counts[s] += strcmp(jstr(j, "state"), states[s]) == 0;
+  printf("jobs      %d queued, %d running, %d done, %d cancelled, %d failed\n", counts[0], counts[1], counts[2],
+         counts[3], counts[4]);
+  if (counts[0] + counts[1]) {
+    printf("\n");
+    printf("%5s  %-9s  %-14s  %-16s  %-16s  %11s  %10s\n", "JOB", "STATE", "NAME", "WORKLOAD", "TARGET", "TRIALS",
+           "GFLOP/s");
+    cJSON_ArrayForEach(j, all)
+      if (strcmp(jstr(j, "state"), "queued") == 0 || strcmp(jstr(j, "state"), "running") == 0) print_job_row(j);
+  }
+  cJSON_Delete(info);
+  cJSON_Delete(jobs);
+  return 0;
+}
+
+static int cmd_status(tcd_opts_t *o) {
+  if (!o->npos) return status_server(o);
+  int64_t job = job_arg(o, o->pos[0]);
+  if (job < 0) return 2;
+  cJSON *r = rpc_once(o, "tune.status", job_params(job));
+  if (!r) return 1;
+  if (o->json) print_json(r);
+  else print_job(r);
+  cJSON_Delete(r);
+  return 0;
+}
+
+static int cmd_watch(tcd_opts_t *o) {
+  int64_t job = job_arg(o, o->pos[0]);
+  if (job < 0) return 2;
+  tuned_client_t *c = connect_daemon(o);
+  if (!c) return 1;
+  int rc = follow_job(o, c, job, o->json);
+  tuned_close(c);
+  return rc;
+}
+
+static int cmd_cancel(tcd_opts_t *o) {
+  int64_t job = job_arg(o, o->pos[0]);
+  if (job < 0) return 2;
+  cJSON *r = rpc_once(o, "tune.cancel", job_params(job));
+  if (!r) return 1;
+  if (o->json) print_json(r);
+  else printf("job %lld: %s (%.0f of %.0f trials measured)\n", (long long)job, jstr(r, "state"),
+              jnum(r, "trials_done", 0), jnum(r, "trials", 0));
+  cJSON_Delete(r);
+  return 0;
+}
+
+static int cmd_jobs(tcd_opts_t *o) {
+  cJSON *p = cJSON_CreateObject();
+  if (o->state) cJSON_AddStringToObject(p, "state", o->state);
+  if (o->limit > 0) cJSON_AddNumberToObject(p, "limit", (double)o->limit);
+  cJSON *r = rpc_once(o, "tune.list", p);
+  if (!r) return 1;
+  if (o->json) print_json(r);
+  else print_jobs_table(cJSON_GetObjectItemCaseSensitive(r, "jobs"));
+  cJSON_Delete(r);
+  return 0;
+}
+
+static int cmd_workloads(tcd_opts_t *o) {
+  cJSON *p = cJSON_CreateObject();
+  if (o->limit > 0) cJSON_AddNumberToObject(p, "limit", (double)o->limit);
+  cJSON *r = rpc_once(o, "db.workloads", p);
+  if (!r) return 1;
+  if (o->json) {
+    print_json(r);
+  } else {
+    printf("%-16s  %-20s  %8s  %12s\n", "HASH", "NAME", "RECORDS", "GFLOP/run");
+    const cJSON *w;
+    cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(r, "workloads"))
+      printf("%-16s  %-20.20s  %8.0f  %12.6f\n", jstr(w, "hash"), jstr(w, "name"), jnum(w, "records", 0),
+             jnum(w, "flops", 0) * 1e-9);
+  }
+  cJSON_Delete(r);
+  return 0;
+}
+
+static void print_records(const cJSON *records) {
+  printf("%7s  %-16s  %-16s  %-12s  %12s  %10s  %s\n", "RECORD", "WORKLOAD", "TARGET", "STATUS", "MEDIAN(ms)",
+         "GFLOP/s", "VERIFIED");
+  const cJSON *r;
+  cJSON_ArrayForEach(r, records) {
+    printf("%7.0f  %-16s  %-16.16s  %-12s  ", jnum(r, "id", 0), jstr(r, "workload"), jstr(r, "target"),
+           jstr(r, "status"));
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "median_secs");
+    if (cJSON_IsNumber(m)) printf("%12.6f  %10.3f", m->valuedouble * 1e3, jnum(r, "gflops", 0));
+    else printf("%12s  %10s", "-", "-");
+    printf("  %s\n", jbool(r, "verified") ? "yes" : "no");
+  }
+}
+
+/* The query commands on records: db.records and db.best. */
+static int query_records(tcd_opts_t *o, const char *method) {
+  workload_ref_t w = {0};
+  if (o->npos && resolve_workload(o, o->pos[0], &w) < 0) return 1;
+  cJSON_Delete(w.params);
+  cJSON *p = cJSON_CreateObject();
+  if (o->npos) cJSON_AddStringToObject(p, "workload", w.hash);
+  if (o->target) cJSON_AddStringToObject(p, "target", o->target);
+  if (o->status) cJSON_AddStringToObject(p, "status", o->status);
+  if (o->limit > 0) cJSON_AddNumberToObject(p, "limit", (double)o->limit);
+  if (o->k > 0) cJSON_AddNumberToObject(p, "k", (double)o->k);
+  cJSON *r = rpc_once(o, method, p);
+  if (!r) return 1;
+  const cJSON *records = cJSON_GetObjectItemCaseSensitive(r, "records");
+  int rc = 0;
+  if (o->json) {
+    print_json(r);
+  } else if (strcmp(method, "db.best") == 0 && cJSON_GetArraySize(records) == 0) {
+    fprintf(stderr, "tunectl best: no verified record of %s%s%s on %s yet (submit it with `tunectl submit`)\n",
+            w.name ? w.name : w.hash, w.name ? " " : "", w.name ? w.hash : "",
+            o->target ? o->target : "the daemon's target");
+    rc = 1;
+  } else {
+    print_records(records);
+  }
+  cJSON_Delete(r);
+  return rc;
+}
+
+static int cmd_records(tcd_opts_t *o) {
+  return query_records(o, "db.records");
+}
+
+static int cmd_best(tcd_opts_t *o) {
+  return query_records(o, "db.best");
+}
+
+/* ---- kernel --emit ------------------------------------------------------- */
+
+/* The C type of a parameter's elements in the kernel's language. */
+static const char *c_type(const char *dtype, bool cuda) {
+  static const struct { const char *dtype, *c, *cuda; } t[] = {
+      {"bool", "uint8_t", "unsigned char"}, {"int32", "int32_t", "int"}, {"int64", "int64_t", "long long"},
+      {"float16", "uint16_t", "__half"},   {"float32", "float", "float"}, {"float64", "double", "double"}};
+  for (size_t i = 0; i < TN_ARRAY_LEN(t); i++)
+    if (strcmp(dtype, t[i].dtype) == 0) return cuda ? t[i].cuda : t[i].c;
+  return "void";
+}
+
+/* A C identifier made of s (non-identifier characters become '_'). */
+static char *ident(tn_arena_t *a, const char *s, bool upper) {
+  char *id = tn_arena_printf(a, "%s%s", isdigit((unsigned char)s[0]) || !s[0] ? "_" : "", s);
+  for (char *p = id; *p; p++) {
+    if (!isalnum((unsigned char)*p)) *p = '_';
+    if (upper) *p = (char)toupper((unsigned char)*p);
+  }
+  return id;
+}
+
+static void print_header_comment(FILE *out, const tuned_kernel_t *k, const char *name, const char *hash) {
+  fprintf(out, "/* %s.h — the tuned kernel of workload %s (%s) for target %s: record %lld,\n"
+               " * median ", name, name, hash, k->target, (long long)k->record);
+  print_secs(out, k->median_secs);
+  fprintf(out, ", %.3f GFLOP/s.  Written by `tunectl kernel --emit header`.\n"
+               " * Include it in one translation unit.  Arguments (device pointers for GPUs):\n", k->gflops);
+  for (int i = 0; i < k->nparams; i++) {
+    const tuned_param_t *p = &k->params[i];
+    fprintf(out, " *   %-10s %s[", p->name, p->dtype);
+    for (int d = 0; d < p->ndim; d++) fprintf(out, "%s%lld", d ? ", " : "", (long long)p->shape[d]);
+    fprintf(out, "] %s%s\n", p->role,
+            strcmp(p->role, "workspace") == 0 ? " (scratch the caller allocates; contents do not matter)" : "");
+  }
+  fprintf(out, " */\n");
+}
+
+static void print_launch_params(FILE *out, const tuned_kernel_t *k, bool cuda) {
+  for (int i = 0; i < k->nparams; i++)
+    fprintf(out, "%s%s *%s", i ? ", " : "", c_type(k->params[i].dtype, cuda), k->params[i].name);
+}
+
+static void print_args(FILE *out, const tuned_kernel_t *k) {
+  for (int i = 0; i < k->nparams; i++) fprintf(out, "%s%s", i ? ", " : "", k->params[i].name);
+}
+
+static void header_cuda(FILE *out, const tuned_kernel_t *k, const char *fn) {
+  fprintf(out, "#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n\n%s\n", k->source);
+  fprintf(out, "/* Launches the tuned kernels in order on stream with their tuned grid,\n"
+               " * block and shared memory; returns the first launch error. */\n"
+               "inline cudaError_t tuned_launch_%s(", fn);
+  print_launch_params(out, k, true);
+  fprintf(out, ", cudaStream_t stream = 0) {\n  cudaError_t err;\n");
+  for (int i = 0; i < k->nkernels; i++) {
+    const tuned_launch_t *l = &k->kernels[i];
+    fprintf(out, "  %s<<<dim3(%lld, %lld, %lld), dim3(%lld, %lld, %lld), %lld, stream>>>(", l->name,
+            (long long)l->grid[0], (long long)l->grid[1], (long long)l->grid[2], (long long)l->block[0],
+            (long long)l->block[1], (long long)l->block[2], (long long)l->shared_bytes);
+    print_args(out, k);
+    fprintf(out, ");\n  if ((err = cudaGetLastError()) != cudaSuccess) return err;\n");
+  }
+  fprintf(out, "  return cudaSuccess;\n}\n");
+}
+
+static void header_c(FILE *out, const tuned_kernel_t *k, const char *fn) {
+  fprintf(out, "%s\n/* Runs the tuned kernel; returns 0, or -1 when a temporary buffer could\n"
+               " * not be allocated. */\nstatic inline int tuned_launch_%s(", k->source, fn);
+  print_launch_params(out, k, false);
+  fprintf(out, ") {\n  return %s(", k->kernels[0].name);
+  print_args(out, k);
+  fprintf(out, ");\n}\n");
+}
+
+static void header_opencl(FILE *out, const tuned_kernel_t *k, const char *fn) {
+  fprintf(out, "#include <stddef.h>\n\n/* OpenCL C source: build it with clBuildProgram. */\n"
+               "static const char tuned_%s_source[] =\n  \"", fn);
+  for (const char *p = k->source; *p; p++) {
+    if (*p == '\n') fprintf(out, "\\n\"\n  \"");
+    else if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
+    else fputc(*p, out);
+  }
+  fprintf(out, "\";\n\n/* Enqueue these kernels in order, all with the arguments above, with\n"
+               " * global size = grid * block and local size = block. */\n"
+               "#define TUNED_%s_NKERNELS %d\n", fn, k->nkernels);
+  fprintf(out, "static const char *const tuned_%s_kernels[] = {", fn);
+  for (int i = 0; i < k->nkernels; i++) fprintf(out, "%s\"%s\"", i ? ", " : "", k->kernels[i].name);
+  fprintf(out, "};\nstatic const size_t tuned_%s_global[][3] = {", fn);
+  for (int i = 0; i < k->nkernels; i++) {
+    const tuned_launch_t *l = &k->kernels[i];
+    fprintf(out, "%s{%lld, %lld, %lld}", i ? ", " : "", (long long)(l->grid[0] * l->block[0]),
+            (long long)(l->grid[1] * l->block[1]), (long long)(l->grid[2] * l->block[2]));
+  }
+  fprintf(out, "};\nstatic const size_t tuned_%s_local[][3] = {", fn);
+  for (int i = 0; i < k->nkernels; i++)
+    fprintf(out, "%s{%lld, %lld, %lld}", i ? ", " : "", (long long)k->kernels[i].block[0],
+            (long long)k->kernels[i].block[1], (long long)k->kernels[i].block[2]);
+  fprintf(out, "};\n");
+}
+
+static void write_header(FILE *out, const tuned_kernel_t *k, const char *name, const char *hash, tn_arena_t *a) {
+  const char *fn = ident(a, name, false), *guard = ident(a, name, true);
+  print_header_comment(out, k, name, hash);
+  fprintf(out, "#ifndef TUNED_KERNEL_%s_%s_H\n#define TUNED_KERNEL_%s_%s_H\n\n", guard, hash, guard, hash);
+  if (strcmp(k->language, "cuda") == 0) header_cuda(out, k, fn);
+  else if (strcmp(k->language, "opencl") == 0) header_opencl(out, k, fn);
+  else header_c(out, k, fn);
+  fprintf(out, "\n#endif\n");
+}
+
+static FILE *open_out(const tcd_opts_t *o, bool binary) {
+  if (!o->out || strcmp(o->out, "-") == 0) {
+    if (binary && isatty(1)) {
+      fprintf(stderr, "tunectl %s: will not write binary data to a terminal; use -o FILE or redirect stdout\n",
+              o->name);
+      return NULL;
+    }
+    return stdout;
+  }
+  FILE *f = fopen(o->out, binary ? "wb" : "w");
+  if (!f) fprintf(stderr, "tunectl %s: cannot write %s: %s\n", o->name, o->out, strerror(errno));
+  return f;
+}
+
+static int close_out(const tcd_opts_t *o, FILE *f) {
+  int bad = ferror(f);
+  if (f != stdout) bad |= fclose(f) != 0;
+  else bad |= fflush(f) != 0;
+  if (bad) fprintf(stderr, "tunectl %s: writing %s failed: %s\n", o->name, o->out ? o->out : "stdout", strerror(errno));
+  return bad ? 1 : 0;
+}
+
+static const char *const emit_kinds[] = {"source", "cuda", "ptx", "cubin", "header", "json"};
+
+/* Writes kernel k (result JSON r) as o->emit to out. */
+static int emit_kernel(tcd_opts_t *o, FILE *out, const tuned_kernel_t *k, const cJSON *r, const char *name,
+                       const char *hash) {
+  bool cuda = strcmp(k->language, "cuda") == 0;
+  const char *e = o->emit;
+  if ((strcmp(e, "cuda") == 0 || strcmp(e, "ptx") == 0 || strcmp(e, "cubin") == 0) && !cuda) {
+    fprintf(stderr, "tunectl kernel: the best kernel on %s is %s code; --emit %s needs a CUDA target "
+                    "(--emit source or header work for every target)\n", k->target, k->language, e);
+    return 1;
+  }
+  if (strcmp(e, "ptx") == 0 && !k->ptx) {
+    fprintf(stderr, "tunectl kernel: the daemon sent no PTX for record %lld\n", (long long)k->record);
+    return 1;
+  }
+  if (strcmp(e, "cubin") == 0 && !k->cubin) {
+    fprintf(stderr, "tunectl kernel: the daemon sent no CUBIN for record %lld (no CUDA driver/ptxas where it "
+                    "runs?); --emit ptx gives the PTX\n", (long long)k->record);
+    return 1;
+  }
+  if (strcmp(e, "source") == 0 || strcmp(e, "cuda") == 0) fputs(k->source, out);
+  else if (strcmp(e, "ptx") == 0) fputs(k->ptx, out);
+  else if (strcmp(e, "cubin") == 0) fwrite(k->cubin, 1, k->cubin_size, out);
+  else if (strcmp(e, "header") == 0) write_header(out, k, name, hash, o->arena);
+  else {
+    char *s = cJSON_Print(r);
+    fprintf(out, "%s\n", s);
+    free(s);
+  }
+  return 0;
+}
+
+static int cmd_kernel(tcd_opts_t *o) {
+  size_t kind = 0;
+  while (o->emit && kind < TN_ARRAY_LEN(emit_kinds) && strcmp(o->emit, emit_kinds[kind]) != 0) kind++;
+  if (!o->emit || kind == TN_ARRAY_LEN(emit_kinds)) {
+    fprintf(stderr, "tunectl kernel: %s '%s' (cuda, ptx, cubin, header, json or source)\n",
+            o->emit ? "unknown --emit" : "missing --emit", o->emit ? o->emit : "");
+    return 2;
+  }
+  workload_ref_t w;
+  if (resolve_workload(o, o->pos[0], &w) < 0) return 1;
+  cJSON_Delete(w.params);
+  cJSON *p = cJSON_CreateObject();
+  cJSON_AddStringToObject(p, "workload", w.hash);
+  if (o->target) cJSON_AddStringToObject(p, "target", o->target);
+  cJSON *r = rpc_once(o, "kernel.get", p);
+  if (!r) return 1;
+  tuned_kernel_t *k = NULL;
+  tuned_error_t err = {0};
+  char *text = cJSON_PrintUnformatted(r);
+  int rc = 1;
+  if (tuned_kernel_parse(text, &k, &err) < 0) {
+    fprintf(stderr, "tunectl kernel: %s\n", err.message);
+  } else {
+    FILE *out = open_out(o, strcmp(o->emit, "cubin") == 0);
+    if (out) {
+      const char *name = w.name ? w.name : k->name[0] ? k->name : k->entry[0] ? k->entry : "kernel";
+      rc = emit_kernel(o, out, k, r, name, w.hash);
+      rc |= close_out(o, out);
+    }
+  }
+  free(text);
+  tuned_kernel_free(k);
+  cJSON_Delete(r);
+  return rc;
+}
+
+/* ---- export / import -------------------------------------------------------- */
+
+static int cmd_export(tcd_opts_t *o) {
+  workload_ref_t w = {0};
+  if (o->npos && resolve_workload(o, o->pos[0], &w) < 0) return 1;
+  cJSON_Delete(w.params);
+  cJSON *p = cJSON_CreateObject();
+  if (o->npos) cJSON_AddStringToObject(p, "workload", w.hash);
+  if (o->target) cJSON_AddStringToObject(p, "target", o->target);
+  cJSON *r = rpc_once(o, "db.export", p);
+  if (!r) return 1;
+  const char *jsonl = jstr(r, "jsonl");
+  FILE *out = open_out(o, false);
+  int rc = 1;
+  if (out) {
+    fputs(jsonl, out);
+    rc = close_out(o, out);
+    if (rc == 0 && out != stdout) {
+      size_t n = 0;
+      for (const char *s = jsonl; *s; s++) n += *s == '\n';
+      fprintf(stderr, "exported %zu records to %s\n", n, o->out);
+    }
+  }
+  cJSON_Delete(r);
+  return rc;
+}
+
+/* Bytes s takes once escaped as a JSON string. */
+static size_t escaped_len(const char *s, size_t n) {
+  size_t len = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    len += ch == '"' || ch == '\\' ? 2 : ch < 0x20 ? 6 : 1;
+  }
+  return len;
+}
+
+/* The daemon refuses lines over 1 MiB: imports go in chunks of whole lines
+ * that stay below this once escaped. */
+#define IMPORT_CHUNK ((size_t)900 << 10)
+
+static int import_chunk(tcd_opts_t *o, tuned_client_t *c, const char *text, size_t n, double *inserted,
+                        double *dups) {
+  cJSON *p = cJSON_CreateObject();
+  char *chunk = tn_arena_strndup(o->arena, text, n);
+  cJSON_AddStringToObject(p, "jsonl", chunk);
+  cJSON *r = rpc(o, c, "db.import", p);
+  if (!r) return -1;
+  *inserted += jnum(r, "inserted", 0);
+  *dups += jnum(r, "duplicates", 0);
+  cJSON_Delete(r);
+  return 0;
+}
+
+static int cmd_import(tcd_opts_t *o) {
+  char *text = NULL;
+  size_t len = 0;
+  tn_err_t err = {0};
+  if (tn_read_file(o->pos[0], (size_t)1 << 30, &text, &len, &err) < 0) {
+    fprintf(stderr, "tunectl import: %s\n", err.msg);
+    return 1;
+  }
+  tuned_client_t *c = connect_daemon(o);
+  double inserted = 0, dups = 0;
+  int rc = c ? 0 : 1;
+  size_t start = 0, esc = 0, line = 1;
+  for (size_t i = 0; rc == 0 && i < len; line++) {
+    const char *nl = memchr(text + i, '\n', len - i);
+    size_t end = nl ? (size_t)(nl - text) + 1 : len, l = escaped_len(text + i, end - i);
+    if (l + 64 > IMPORT_CHUNK) {
+      fprintf(stderr, "tunectl import: %s:%zu: the line is %zu bytes; the daemon takes at most 1 MiB per message\n",
+              o->pos[0], line, end - i);
+      rc = 1;
+    } else if (esc + l + 64 > IMPORT_CHUNK) {
+      rc = import_chunk(o, c, text + start, i - start, &inserted, &dups) < 0;
+      start = i, esc = 0;
+      continue;
+    }
+    esc += l;
+    i = end;
+  }
+  if (rc == 0 && len > start) rc = import_chunk(o, c, text + start, len - start, &inserted, &dups) < 0;
+  if (rc == 0) {
+    if (o->json) printf("{\"inserted\": %.0f, \"duplicates\": %.0f}\n", inserted, dups);
+    else printf("imported %.0f records from %s (%.0f already there)\n", inserted, o->pos[0], dups);
+  }
+  tuned_close(c);
+  free(text);
+  return rc;
+}
+
+/* ---- server ------------------------------------------------------------------ */
+
+static int cmd_targets(tcd_opts_t *o) {
+  cJSON *r = rpc_once(o, "target.list", NULL);
+  if (!r) return 1;
+  if (o->json) {
+    print_json(r);
+  } else {
+    printf("%-20s  %-7s  %-8s  %-6s  %s\n", "TARGET", "KIND", "ARCH", "USABLE", "DEVICE / REASON");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(r, "targets")) {
+      bool usable = jbool(t, "usable");
+      printf("%-20s  %-7s  %-8s  %-6s  %s\n", jstr(t, "name"), jstr(t, "kind"), jstr(t, "arch"), usable ? "yes" : "no",
+             usable || !*jstr(t, "reason") ? jstr(t, "device") : jstr(t, "reason"));
+    }
+  }
+  cJSON_Delete(r);
+  return 0;
+}
+
+static int cmd_ping(tcd_opts_t *o) {
+  tuned_client_t *c = connect_daemon(o);
+  if (!c) return 1;
+  double t0 = tn_now();
+  cJSON *r = rpc(o, c, "server.info", NULL);
+  double ms = (tn_now() - t0) * 1e3;
+  if (r && o->json) {
+    print_json(r);
+  } else if (r) {
+    printf("tuned %s answers on %s in %.2f ms: target %s, pid %.0f, up %.0f s, %.0f jobs running\n",
+           jstr(r, "version"), tuned_socket_path(c), ms, jstr(r, "target"), jnum(r, "pid", 0), jnum(r, "uptime_s", 0),
+           jnum(r, "jobs_running", 0));
+  }
+  tuned_close(c);
+  cJSON_Delete(r);
+  return r ? 0 : 1;
+}
+
+static int cmd_shutdown(tcd_opts_t *o) {
+  cJSON *r = rpc_once(o, "server.shutdown", NULL);
+  if (!r) return 1;
+  if (o->json) print_json(r);
+  else printf("tuned is shutting down\n");
+  cJSON_Delete(r);
+  return 0;
+}

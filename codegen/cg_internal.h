@@ -1,0 +1,226 @@
+/* cg_internal.h — what the codegen files share: the dialect table (the only
+ * place C, CUDA and OpenCL differ), the lowering context, the analyses
+ * (names, buffer sizing, kernels, cross-thread reductions) and the printers. */
+#ifndef TUNED_CG_INTERNAL_H
+#define TUNED_CG_INTERNAL_H
+
+#include "codegen.h"
+
+/* ======================================================================
+ * Dialects (dialect.c)
+ * ====================================================================== */
+
+typedef struct cg_dialect {
+  cg_target_t target;
+  bool gpu;
+  const char *kernel_decl;   /* qualifiers of a kernel, before attributes and "void" */
+  const char *ptr_space;     /* address space of parameter pointers ("__global ") */
+  const char *restrict_kw;
+  const char *shared_decl;   /* prefix of a shared-scope array declaration */
+  const char *helper_qual;   /* qualifiers of emitted helper functions */
+  const char *block_idx[3];  /* expressions of type int */
+  const char *thread_idx[3];
+  const char *unroll;        /* "#pragma unroll"; NULL: "#pragma GCC unroll N" */
+  const char *barrier_local; /* orders shared memory */
+  const char *barrier_all;   /* orders shared and global memory */
+  const char *int64_suffix;
+  bool math_overloaded;      /* exp() for float and double (OpenCL) vs expf()/exp() */
+  const char *storage[6];    /* element type of arrays, by ir_dtype_t */
+  const char *compute[6];    /* type values are computed in, by ir_dtype_t */
+  bool half_arrays;          /* shared/local float16 arrays store halves (else float) */
+  const char *half_load;     /* %1$s array, %2$s index */
+  const char *half_store;    /* %1$s array, %2$s index, %3$s float value */
+  const char *vec_load;      /* %1$s pointer, %2$s index, %3$d width */
+  const char *vec_store;     /* %1$s pointer, %2$s index, %3$s value, %4$d width */
+  bool shuffle;              /* warp shuffles for cross-thread reductions */
+} cg_dialect_t;
+
+const cg_dialect_t *cg_dialect_for(cg_target_t t);
+
+/* ======================================================================
+ * Lowering context
+ * ====================================================================== */
+
+/* Thread tags: blockIdx.{x,y,z}, threadIdx.{x,y,z}, vthread(.{x,y,z}). */
+typedef enum cg_tag_kind { CG_TAG_NONE, CG_TAG_BLOCK, CG_TAG_THREAD, CG_TAG_VTHREAD } cg_tag_kind_t;
+cg_tag_kind_t cg_loop_tag(const ir_loop_t *l, int *axis);
+
+/* One access of a shared/local temporary, for sizing. */
+typedef struct cg_site {
+  const ir_buffer_t *buf;
+  const ir_block_t *blk;
+  ir_expr_t *const *idx;
+  const ir_loop_t **loops; /* enclosing loops, outermost first */
+  int nloops;
+  int kernel;              /* root statement index */
+} cg_site_t;
+
+/* What the printers know about a buffer (indexed by buffer id). */
+typedef struct cg_buf {
+  const ir_buffer_t *b;
+  const char *name;             /* C identifier */
+  bool param;                   /* function / kernel argument */
+  bool heap;                    /* C: malloc'ed at the entry (global temps, top-level caches) */
+  bool heap_at_loop;            /* C: malloc'ed at its allocation point (too big for the stack) */
+  bool sized;                   /* shared/local temp: extents/min from the region used */
+  int64_t ext[IR_MAX_DIMS];     /* storage extents */
+  ir_expr_t *min[IR_MAX_DIMS];  /* index base over outer loop variables; NULL = 0 */
+  const ir_loop_t *alloc_at;    /* allocation point; NULL = function / kernel top */
+  int kernel;                   /* kernel using it (-1 none) */
+  bool used;
+} cg_buf_t;
+
+/* A reduction whose reduce iterator is bound to threadIdx.x (GPU). */
+typedef struct cg_xred {
+  const ir_loop_t *top;   /* outermost loop of the perfect reduce-only nest */
+  const ir_block_t *blk;
+  const ir_loop_t *chain[64];
+  int nchain;             /* top .. the loop holding blk */
+  ir_expr_kind_t op;      /* IR_E_ADD, IR_E_MAX, IR_E_MIN */
+  ir_expr_t *value;       /* the contribution of one instance */
+  int64_t threads;        /* extent of the threadIdx.x loop */
+} cg_xred_t;
+
+#define CG_MAX_DEPTH 128
+#define CG_MAX_OVERRIDES 16
+
+typedef struct cg_ctx {
+  const ir_func_t *f;
+  ir_func_t *scratch; /* arena for expressions built while lowering */
+  const cg_dialect_t *d;
+  tn_err_t *err;
+  int rc;             /* first error (0 none); emission goes on but the result is dropped */
+
+  /* names (names.c) */
+  const char **names;
+  int nnames, capnames;
+  const char **var_name; /* by var id */
+  int nvars;
+  const char *entry;
+
+  ir_bounds_t bounds; /* every loop variable and iterator over its range */
+  cg_buf_t *bufs;     /* by buffer id */
+  int nbufs;
+  cg_site_t *sites;
+  int nsites, capsites;
+  cg_xred_t *xreds;
+  int nxreds, capxreds;
+  const ir_stmt_t **roots; /* root statements (one kernel each on GPUs) */
+  int nroots;
+
+  /* emission state */
+  tn_buf_t *o;
+  int ind;
+  const ir_loop_t *stack[CG_MAX_DEPTH];
+  int depth;
+  const ir_block_t *blk; /* block whose statements are printed (for rebasing) */
+  int in_parallel;
+  int64_t auto_unroll;
+  int tmp;               /* counter for tuned_* temporaries */
+  const ir_expr_t *ovr_expr[CG_MAX_OVERRIDES];
+  const char *ovr_text[CG_MAX_OVERRIDES];
+  int novr;
+
+  /* current kernel (GPU) */
+  int kernel;
+  int64_t grid[3], block[3];
+  uint8_t *pend_w, *read_since; /* by buffer id, for barriers */
+  tn_buf_t shared;              /* declarations at the kernel top */
+  int64_t shared_bytes;
+
+  /* helpers the source needs */
+  bool need_fdiv[2], need_minmax[2], need_half, need_fp64;
+} cg_ctx_t;
+
+/* Records the first error; returns its code. */
+int cg_fail(cg_ctx_t *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- names (names.c) --------------------------------------------------- */
+
+void cg_names_init(cg_ctx_t *c);
+/* A C identifier derived from base, unique in the module; registers it. */
+const char *cg_name_unique(cg_ctx_t *c, const char *base);
+/* s with every non-identifier character replaced, for use in comments. */
+const char *cg_comment_name(cg_ctx_t *c, const char *s);
+/* The name of a variable (loop var, iterator). */
+const char *cg_var(const cg_ctx_t *c, const ir_var_t *v);
+
+/* ---- analyses (analysis.c) --------------------------------------------- */
+
+/* Names, bounds, thread-tag checks, access sites, cross-thread reductions
+ * (GPU) and buffer sizing.  Returns c->rc. */
+int cg_analyse(cg_ctx_t *c);
+/* The launch extents of root statement k; errors when it is unbound or two
+ * loops of one tag disagree. */
+int cg_kernel_dims(cg_ctx_t *c, int k, int64_t grid[3], int64_t block[3]);
+const cg_xred_t *cg_xred_at(const cg_ctx_t *c, const ir_loop_t *top);
+/* The non-local buffers a statement reads / writes, as flags by buffer id;
+ * a block's loads of the element it updates do not count as reads. */
+typedef struct cg_access {
+  uint8_t *r, *w;
+} cg_access_t;
+void cg_access_get(const cg_ctx_t *c, const ir_stmt_t *s, cg_access_t *a);
+void cg_access_free(cg_access_t *a);
+/* Tree helpers: a SEQ of one item is that item; the statement that holds a
+ * loop / block; the children of an expression (returns their count, <= 3
+ * except loads, whose indices are returned through *many). */
+const ir_stmt_t *cg_strip_seq(const ir_stmt_t *s);
+const ir_stmt_t *cg_loop_stmt(const ir_loop_t *l);
+const ir_stmt_t *cg_block_stmt(const ir_block_t *b);
+int cg_expr_kids(const ir_expr_t *e, const ir_expr_t *kids[3], ir_expr_t *const **many);
+int64_t cg_buf_numel(const cg_buf_t *cb); /* of the storage (sized extents) */
+/* Bytes of one element of a buffer as stored by this target. */
+int cg_elem_bytes(const cg_ctx_t *c, const ir_buffer_t *b);
+const char *cg_storage_type(const cg_ctx_t *c, const ir_buffer_t *b);
+/* float16 data kept as halves (converted on every load and store). */
+bool cg_half_storage(const cg_ctx_t *c, const ir_buffer_t *b);
+
+/* ---- expressions (expr.c) ---------------------------------------------- */
+
+void cg_print_expr(cg_ctx_t *c, const ir_expr_t *e, tn_buf_t *o);
+char *cg_expr_str(cg_ctx_t *c, const ir_expr_t *e); /* scratch-arena string */
+/* The row-major element offset of an access as an expression (rebased for
+ * sized buffers: over loop variables; else over c->blk's iterators). */
+ir_expr_t *cg_flat_index(cg_ctx_t *c, const ir_buffer_t *b, ir_expr_t *const *idx);
+/* The same with the block's bindings substituted everywhere (over loops). */
+ir_expr_t *cg_flat_index_loops(cg_ctx_t *c, const ir_block_t *blk, const ir_buffer_t *b,
+                               ir_expr_t *const *idx);
+/* Substitutes a block's iterator bindings into e. */
+ir_expr_t *cg_subst_bindings(cg_ctx_t *c, const ir_block_t *blk, ir_expr_t *e);
+/* "a + b", "fmaxf(a, b)", ... for op in ADD/MAX/MIN on values of dtype t. */
+void cg_combine(cg_ctx_t *c, ir_expr_kind_t op, ir_dtype_t t, const char *a, const char *b,
+                tn_buf_t *o);
+/* The identity of a combiner (0, lowest, highest) as a literal. */
+void cg_identity(cg_ctx_t *c, ir_expr_kind_t op, ir_dtype_t t, tn_buf_t *o);
+/* Emits `buf[index] = value;` (with half conversion) as one line. */
+void cg_emit_store_text(cg_ctx_t *c, const ir_buffer_t *b, ir_expr_t *const *idx,
+                        const char *value);
+
+/* ---- statements (stmt.c) ----------------------------------------------- */
+
+void cg_line(cg_ctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cg_emit_stmt(cg_ctx_t *c, const ir_stmt_t *s);
+/* Declarations (and C heap allocations) of buffers allocated at loop l
+ * (NULL: the top); returns the number of heap buffers that need freeing. */
+int cg_emit_allocs(cg_ctx_t *c, const ir_loop_t *l);
+void cg_emit_frees(cg_ctx_t *c, const ir_loop_t *l);
+/* Iterator declarations of a block: all, or only the spatial ones. */
+void cg_emit_iters(cg_ctx_t *c, const ir_block_t *b, bool spatial_only);
+/* Conjunction of `threadIdx.a == 0` for thread axes the kernel launches but
+ * no enclosing loop binds ("" when none), for blocks writing non-local data. */
+void cg_thread_guard(cg_ctx_t *c, tn_buf_t *o);
+/* Barriers: emit one if s conflicts with unsynchronised accesses; note s's
+ * accesses afterwards. */
+void cg_sync_before(cg_ctx_t *c, const ir_stmt_t *s);
+void cg_sync_note(cg_ctx_t *c, const ir_stmt_t *s);
+void cg_barrier(cg_ctx_t *c, bool global);
+
+/* ---- GPU special forms ------------------------------------------------- */
+
+/* vectorize.c: float2/float4 accesses for a vectorized loop; false (nothing
+ * emitted) when the loop does not qualify. */
+bool cg_try_vectorize(cg_ctx_t *c, const ir_loop_t *l);
+/* xreduce.c: the whole reduce nest of a cross-thread reduction. */
+void cg_emit_xreduce(cg_ctx_t *c, const cg_xred_t *x);
+
+#endif

@@ -1,0 +1,89 @@
+/* codegen.h — lowering of a (scheduled) tensor IR function to C (CPU, with
+ * OpenMP pragmas), CUDA C or OpenCL C source plus its launch configuration.
+ * The codegen/ module's only public header.  Prefix: cg_.
+ *
+ * The module only writes text: it never compiles or runs anything.
+ *
+ * C target: one function
+ *     int <entry>(float *restrict A, float *restrict B, ...)   (f->params order)
+ * returning 0, or -1 when a temporary buffer could not be allocated, and a
+ * wrapper `int tuned_entry(void **args)` that calls it with args[i] cast to
+ * the parameter's pointer type (what a CPU runner dlsym()s).  float16 data is
+ * stored as uint16_t (IEEE half bits) and computed in float.
+ *
+ * A runner that dlopen()s the built library should pass RTLD_NODELETE:
+ * unloading it would unmap libgomp under its idle OpenMP workers.
+ *
+ * CUDA / OpenCL targets: one kernel per top-level loop nest of the root block
+ * (`<entry>_kernel<k>`, run in order, one launch each, same argument list).
+ * Every kernel takes the module's parameters: f->params followed by global-
+ * scope temporaries (role IR_BUF_TEMP), which the runner allocates as
+ * scratch ("workspace") buffers because they live across kernels.  Launch with
+ * global size grid*block (OpenCL) or <<<grid, block, dyn_shared_bytes>>>.
+ * float16 is __half in CUDA (the source includes <cuda_fp16.h>: give NVRTC
+ * -I<cuda>/include) and half through vload_half/vstore_half in OpenCL
+ * (shared/local float16 arrays are float there). */
+#ifndef TUNED_CODEGEN_H
+#define TUNED_CODEGEN_H
+
+#include "common/common.h"
+#include "ir/ir.h"
+
+typedef enum cg_target { CG_TARGET_C, CG_TARGET_CUDA, CG_TARGET_OPENCL } cg_target_t;
+
+/* "c", "cuda", "opencl". */
+const char *cg_target_name(cg_target_t t);
+/* Accepts the names above (and "cpu" for c); TN_EINVAL otherwise. */
+int cg_target_parse(const char *s, cg_target_t *out);
+
+/* Entry name used when cg_lower gets NULL. */
+#define CG_ENTRY_DEFAULT "default_function"
+/* Longest entry name: kernel names append "_kernel<k>" and must fit 64 bytes. */
+#define CG_ENTRY_MAX 47
+
+/* One argument of the generated function / every kernel. */
+typedef struct cg_param {
+  char *name;        /* the IR buffer name */
+  ir_dtype_t dtype;
+  int ndim;
+  int64_t shape[IR_MAX_DIMS];
+  ir_buf_role_t role; /* INPUT, OUTPUT, or TEMP: a workspace (GPU targets only) */
+} cg_param_t;
+
+/* One kernel launch (the C target has one entry describing the function). */
+typedef struct cg_kernel {
+  char name[64];
+  int64_t grid[3], block[3];   /* all 1 for the C target */
+  int64_t dyn_shared_bytes;    /* dynamic shared memory to pass at launch: always 0 */
+  int64_t static_shared_bytes; /* __shared__ / __local arrays declared in the source */
+} cg_kernel_t;
+
+typedef struct cg_module {
+  cg_target_t target;
+  char entry[64];
+  char *source;       /* self-contained: only standard / CUDA headers */
+  cg_kernel_t *kernels;
+  int nkernels;
+  cg_param_t *params;
+  int nparams;
+} cg_module_t;
+
+/* Lowers f for target.  entry must be a valid identifier (tn_is_identifier)
+ * of at most CG_ENTRY_MAX characters; NULL means CG_ENTRY_DEFAULT.  Errors
+ * (TN_EINVAL unless said otherwise) name the block or loop: an unbound root
+ * statement on a GPU target, loops bound to one thread tag with different
+ * extents, an unknown thread tag, a cross-thread reduction that cannot be
+ * lowered (TN_EUNSUPPORTED), a shared/local buffer used by two kernels. */
+int cg_lower(const ir_func_t *f, cg_target_t target, const char *entry, cg_module_t **out,
+             tn_err_t *err);
+void cg_module_free(cg_module_t *m);
+
+/* The launch configuration as JSON (malloc'ed, free() it):
+ * {"target": "cuda", "entry": "...",
+ *  "kernels": [{"name": "...", "grid": [x, y, z], "block": [x, y, z],
+ *               "dyn_shared_bytes": 0, "static_shared_bytes": N}, ...],
+ *  "params": [{"name": "A", "dtype": "float32", "shape": [..], "role": "input"}, ...]}
+ * role is "input", "output" or "workspace".  NULL only when out of memory. */
+char *cg_module_launch_json(const cg_module_t *m);
+
+#endif

@@ -1,0 +1,391 @@
+/* module.c — cg_lower: runs the analyses, prints the C function (with its
+ * heap temporaries and the tuned_entry wrapper) or one GPU kernel per root
+ * statement (with shared declarations and launch extents), and assembles
+ * the module; plus target names and the launch configuration as JSON. */
+#include "cg_internal.h"
+
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const target_names[] = {"c", "cuda", "opencl"};
+
+const char *cg_target_name(cg_target_t t) {
+  return (unsigned)t < TN_ARRAY_LEN(target_names) ? target_names[t] : "?";
+}
+
+int cg_target_parse(const char *s, cg_target_t *out) {
+  for (size_t i = 0; i < TN_ARRAY_LEN(target_names); i++)
+    if (s && strcmp(s, target_names[i]) == 0) {
+      *out = (cg_target_t)i;
+      return TN_OK;
+    }
+  if (s && strcmp(s, "cpu") == 0) {
+    *out = CG_TARGET_C;
+    return TN_OK;
+  }
+  return TN_EINVAL;
+}
+
+/* ---- shared pieces -------------------------------------------------------- */
+
+/* Global temporaries that GPU kernels take as workspace arguments. */
+static bool is_workspace(const cg_buf_t *cb) {
+  return cb->b && cb->param && cb->b->role == IR_BUF_TEMP;
+}
+
+static void arg_decl(cg_ctx_t *c, const cg_buf_t *cb, int n, tn_buf_t *o) {
+  if (cb->b->dtype == IR_FLOAT64) c->need_fp64 = true;
+  tn_buf_printf(o, "%s%s%s *%s %s", n ? ", " : "", c->d->ptr_space, cg_storage_type(c, cb->b),
+                c->d->restrict_kw, cb->name);
+}
+
+/* Arguments: the function's parameters, then workspaces. */
+static void arg_list(cg_ctx_t *c, tn_buf_t *o) {
+  int n = 0;
+  for (int p = 0; p < c->f->nparams; p++) arg_decl(c, &c->bufs[c->f->params[p]->id], n++, o);
+  for (int i = 0; i < c->nbufs; i++)
+    if (is_workspace(&c->bufs[i])) arg_decl(c, &c->bufs[i], n++, o);
+}
+
+/* Conversions between float and IEEE half bits for the C target (the same
+ * rounding as tn_float_to_half: to nearest even). */
+static const char c_half_helpers[] =
+    "static inline float tuned_h2f(uint16_t h) {\n"
+    "  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;\n"
+    "  if (e == 0 && m == 0) x = sign;\n"
+    "  else if (e == 0) {\n"
+    "    int k = -1;\n"
+    "    do { m <<= 1; k++; } while (!(m & 0x400u));\n"
+    "    x = sign | ((uint32_t)(127 - 15 - k) << 23) | ((m & 0x3ffu) << 13);\n"
+    "  } else if (e == 0x1f) x = sign | 0x7f800000u | (m << 13);\n"
+    "  else x = sign | ((e + 127 - 15) << 23) | (m << 13);\n"
+    "  union { uint32_t u; float f; } v;\n"
+    "  v.u = x;\n"
+    "  return v.f;\n"
+    "}\n"
+    "static inline uint16_t tuned_f2h(float f) {\n"
+    "  union { float f; uint32_t u; } v;\n"
+    "  v.f = f;\n"
+    "  uint32_t x = v.u, sign = (x >> 16) & 0x8000u, e8 = (x >> 23) & 0xffu, m = x & 0x7fffffu;\n"
+    "  if (e8 == 0xff) return (uint16_t)(sign | 0x7c00u | (m ? 0x200u : 0));\n"
+    "  int e = (int)e8 - 127 + 15;\n"
+    "  if (e >= 0x1f) return (uint16_t)(sign | 0x7c00u);\n"
+    "  if (e <= 0) {\n"
+    "    if (e < -10) return (uint16_t)sign;\n"
+    "    m |= 0x800000u;\n"
+    "    int s = 14 - e;\n"
+    "    uint32_t h = m >> s, rem = m & ((1u << s) - 1), mid = 1u << (s - 1);\n"
+    "    if (rem > mid || (rem == mid && (h & 1u))) h++;\n"
+    "    return (uint16_t)(sign | h);\n"
+    "  }\n"
+    "  uint32_t h = sign | ((uint32_t)e << 10) | (m >> 13), rem = m & 0x1fffu;\n"
+    "  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;\n"
+    "  return (uint16_t)h;\n"
+    "}\n";
+
+static void helper_text(cg_ctx_t *c, tn_buf_t *o);
+
+/* Appends the helper functions the printed code called, and a blank line. */
+static void emit_helpers(cg_ctx_t *c, tn_buf_t *src) {
+  tn_buf_t h;
+  tn_buf_init(&h);
+  helper_text(c, &h);
+  if (h.len) tn_buf_printf(src, "%s\n", tn_buf_str(&h));
+  tn_buf_free(&h);
+}
+
+static void helper_text(cg_ctx_t *c, tn_buf_t *o) {
+  const char *q = c->d->helper_qual;
+  for (int w = 0; w < 2; w++) {
+    const char *t = c->d->compute[w ? IR_INT64 : IR_INT32], *sfx = w ? "i64" : "i32";
+    if (c->need_fdiv[w]) {
+      tn_buf_printf(o,
+                    "%s %s tuned_floordiv_%s(%s a, %s b) {\n  %s q = a / b;\n"
+                    "  return (a %% b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n",
+                    q, t, sfx, t, t, t);
+      tn_buf_printf(o,
+                    "%s %s tuned_floormod_%s(%s a, %s b) {\n  %s r = a %% b;\n"
+                    "  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n",
+                    q, t, sfx, t, t, t);
+    }
+    if (c->need_minmax[w]) {
+      tn_buf_printf(o, "%s %s tuned_min_%s(%s a, %s b) { return a < b ? a : b; }\n", q, t, sfx, t, t);
+      tn_buf_printf(o, "%s %s tuned_max_%s(%s a, %s b) { return a > b ? a : b; }\n", q, t, sfx, t, t);
+    }
+  }
+  if (c->need_half && c->d->target == CG_TARGET_C) tn_buf_put(o, c_half_helpers);
+}
+
+/* ---- C ------------------------------------------------------------------------ */
+
+static bool heap_buf(const cg_buf_t *cb) { return cb->b && cb->heap && cb->used; }
+
+static void emit_c_heap(cg_ctx_t *c) {
+  tn_buf_t cond, frees;
+  tn_buf_init(&cond);
+  tn_buf_init(&frees);
+  for (int i = 0; i < c->nbufs; i++) {
+    const cg_buf_t *cb = &c->bufs[i];
+    if (!heap_buf(cb)) continue;
+    const char *t = cg_storage_type(c, cb->b);
+    cg_line(c, "%s *%s = (%s *)malloc(sizeof(%s) * %lld);", t, cb->name, t, t, (long long)cg_buf_numel(cb));
+    tn_buf_printf(&cond, "%s!%s", cond.len ? " || " : "", cb->name);
+    tn_buf_printf(&frees, "free(%s); ", cb->name);
+  }
+  if (cond.len) {
+    cg_line(c, "if (%s) {", tn_buf_str(&cond));
+    cg_line(c, "  %sreturn -1;", tn_buf_str(&frees));
+    cg_line(c, "}");
+  }
+  tn_buf_free(&cond);
+  tn_buf_free(&frees);
+}
+
+static void emit_c(cg_ctx_t *c, cg_module_t *m, tn_buf_t *src) {
+  tn_buf_t body, args;
+  tn_buf_init(&body);
+  tn_buf_init(&args);
+  c->o = &body;
+  arg_list(c, &args);
+  cg_line(c, "int %s(%s) {", c->entry, tn_buf_str(&args));
+  c->ind = 1;
+  cg_line(c, "int tuned_status = 0;");
+  emit_c_heap(c);
+  for (int k = 0; k < c->nroots; k++) cg_emit_stmt(c, c->roots[k]);
+  for (int i = 0; i < c->nbufs; i++)
+    if (heap_buf(&c->bufs[i])) cg_line(c, "free(%s);", c->bufs[i].name);
+  cg_line(c, "return tuned_status;");
+  c->ind = 0;
+  cg_line(c, "}");
+  cg_line(c, "%s", "");
+  cg_line(c, "int tuned_entry(void **args) {");
+  tn_buf_t call;
+  tn_buf_init(&call);
+  for (int p = 0; p < c->f->nparams; p++) {
+    const ir_buffer_t *b = c->f->params[p];
+    tn_buf_printf(&call, "%s(%s *)args[%d]", p ? ", " : "", cg_storage_type(c, b), p);
+  }
+  cg_line(c, "  return %s(%s);", c->entry, tn_buf_str(&call));
+  cg_line(c, "}");
+  tn_buf_free(&call);
+
+  tn_buf_printf(src, "/* Generated by tuned: target c, entry %s. */\n", c->entry);
+  tn_buf_put(src, "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n\n");
+  emit_helpers(c, src);
+  tn_buf_put(src, tn_buf_str(&body));
+  tn_buf_free(&body);
+  tn_buf_free(&args);
+
+  m->nkernels = 1;
+  m->kernels = tn_xcalloc(1, sizeof(cg_kernel_t));
+  snprintf(m->kernels[0].name, sizeof m->kernels[0].name, "%s", c->entry);
+  for (int a = 0; a < 3; a++) m->kernels[0].grid[a] = m->kernels[0].block[a] = 1;
+}
+
+/* ---- GPU ------------------------------------------------------------------------ */
+
+static void shared_decls(cg_ctx_t *c) {
+  for (int i = 0; i < c->nbufs; i++) {
+    const cg_buf_t *cb = &c->bufs[i];
+    if (!cb->b || !cb->sized || !cb->used || cb->kernel != c->kernel ||
+        cb->b->scope != IR_SCOPE_SHARED)
+      continue;
+    tn_buf_printf(&c->shared, "  %s%s %s[%lld];\n", c->d->shared_decl, cg_storage_type(c, cb->b),
+                  cb->name, (long long)cg_buf_numel(cb));
+    c->shared_bytes += cg_buf_numel(cb) * cg_elem_bytes(c, cb->b);
+  }
+}
+
+static void emit_kernel(cg_ctx_t *c, int k, const char *args, cg_kernel_t *kd, tn_buf_t *out) {
+  snprintf(kd->name, sizeof kd->name, "%s_kernel%d", c->entry, k);
+  if (cg_kernel_dims(c, k, kd->grid, kd->block)) return;
+  c->kernel = k;
+  memcpy(c->grid, kd->grid, sizeof c->grid);
+  memcpy(c->block, kd->block, sizeof c->block);
+  memset(c->pend_w, 0, (size_t)c->nbufs);
+  memset(c->read_since, 0, (size_t)c->nbufs);
+  tn_buf_reset(&c->shared);
+  c->shared_bytes = 0;
+  shared_decls(c);
+  tn_buf_t body;
+  tn_buf_init(&body);
+  c->o = &body;
+  c->ind = 1;
+  cg_emit_allocs(c, NULL);
+  cg_emit_stmt(c, c->roots[k]);
+  kd->static_shared_bytes = c->shared_bytes;
+  int64_t threads = kd->block[0] * kd->block[1] * kd->block[2];
+  /* the block size as a compile-time hint: __launch_bounds__ (CUDA, at most
+   * 1024 threads compile) or reqd_work_group_size (OpenCL) */
+  if (c->d->target == CG_TARGET_CUDA && threads <= 1024)
+    tn_buf_printf(out, "%s void __launch_bounds__(%lld) %s(%s) {\n", c->d->kernel_decl,
+                  (long long)threads, kd->name, args);
+  else if (c->d->target == CG_TARGET_CUDA)
+    tn_buf_printf(out, "%s void %s(%s) {\n", c->d->kernel_decl, kd->name, args);
+  else
+    tn_buf_printf(out, "%s __attribute__((reqd_work_group_size(%lld, %lld, %lld))) void %s(%s) {\n",
+                  c->d->kernel_decl, (long long)kd->block[0], (long long)kd->block[1],
+                  (long long)kd->block[2], kd->name, args);
+  tn_buf_put(out, tn_buf_str(&c->shared));
+  tn_buf_put(out, tn_buf_str(&body));
+  tn_buf_put(out, "}\n\n");
+  tn_buf_free(&body);
+}
+
+static void emit_gpu(cg_ctx_t *c, cg_module_t *m, tn_buf_t *src) {
+  tn_buf_t args, kernels;
+  tn_buf_init(&args);
+  tn_buf_init(&kernels);
+  arg_list(c, &args);
+  c->pend_w = tn_xcalloc((size_t)c->nbufs + 1, 1);
+  c->read_since = tn_xcalloc((size_t)c->nbufs + 1, 1);
+  m->kernels = tn_xcalloc((size_t)(c->nroots ? c->nroots : 1), sizeof(cg_kernel_t));
+  m->nkernels = c->nroots;
+  for (int k = 0; k < c->nroots && !c->rc; k++)
+    emit_kernel(c, k, tn_buf_str(&args), &m->kernels[k], &kernels);
+  if (c->nroots == 0) cg_fail(c, TN_EINVAL, "function %s computes nothing: no kernel to emit", c->f->name);
+  tn_buf_printf(src, "/* Generated by tuned: target %s, entry %s, %d kernel%s. */\n",
+                cg_target_name(c->d->target), c->entry, c->nroots, c->nroots == 1 ? "" : "s");
+  if (c->d->target == CG_TARGET_CUDA && c->need_half) tn_buf_put(src, "#include <cuda_fp16.h>\n");
+  if (c->d->target == CG_TARGET_OPENCL && c->need_fp64)
+    tn_buf_put(src, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n");
+  tn_buf_putc(src, '\n');
+  emit_helpers(c, src);
+  tn_buf_put(src, tn_buf_str(&kernels));
+  tn_buf_free(&args);
+  tn_buf_free(&kernels);
+}
+
+/* ---- module ------------------------------------------------------------------------ */
+
+static void fill_param(cg_param_t *p, const ir_buffer_t *b) {
+  p->name = tn_xstrdup(b->name);
+  p->dtype = b->dtype;
+  p->ndim = b->ndim;
+  for (int d = 0; d < b->ndim; d++) p->shape[d] = b->shape[d];
+  p->role = b->role;
+}
+
+/* The argument list as data, in the order of arg_list. */
+static void fill_params(const cg_ctx_t *c, cg_module_t *m) {
+  int n = c->f->nparams;
+  for (int i = 0; i < c->nbufs; i++) n += is_workspace(&c->bufs[i]);
+  m->params = tn_xcalloc((size_t)(n ? n : 1), sizeof(cg_param_t));
+  for (int p = 0; p < c->f->nparams; p++) fill_param(&m->params[m->nparams++], c->f->params[p]);
+  for (int i = 0; i < c->nbufs; i++)
+    if (is_workspace(&c->bufs[i])) fill_param(&m->params[m->nparams++], c->bufs[i].b);
+}
+
+static void ctx_free(cg_ctx_t *c) {
+  free(c->names);
+  free(c->var_name);
+  free(c->bufs);
+  free(c->sites);
+  free(c->xreds);
+  free(c->roots);
+  free(c->pend_w);
+  free(c->read_since);
+  tn_buf_free(&c->shared);
+  ir_bounds_free(&c->bounds);
+  ir_func_free(c->scratch);
+}
+
+int cg_lower(const ir_func_t *f, cg_target_t target, const char *entry, cg_module_t **out,
+             tn_err_t *err) {
+  *out = NULL;
+  const cg_dialect_t *d = cg_dialect_for(target);
+  if (!f) return tn_err_set(err, TN_EINVAL, "cg_lower: no function given");
+  if (!d) return tn_err_set(err, TN_EINVAL, "unknown target %d (valid: c, cuda, opencl)", (int)target);
+  if (!entry) entry = CG_ENTRY_DEFAULT;
+  if (!tn_is_identifier(entry) || strlen(entry) > CG_ENTRY_MAX)
+    return tn_err_set(err, TN_EINVAL,
+                      "entry name \"%s\" is not usable: it must be an identifier of at most %d "
+                      "characters that is not a reserved word of C, CUDA or OpenCL",
+                      entry, CG_ENTRY_MAX);
+  cg_ctx_t c = {.f = f, .d = d, .err = err, .entry = entry};
+  c.scratch = ir_func_new("codegen_scratch");
+  c.scratch->next_var_id = f->next_var_id;
+  ir_bounds_init(&c.bounds);
+  tn_buf_init(&c.shared);
+  cg_names_init(&c);
+  cg_module_t *m = tn_xcalloc(1, sizeof *m);
+  m->target = target;
+  snprintf(m->entry, sizeof m->entry, "%s", entry);
+  tn_buf_t src;
+  tn_buf_init(&src);
+  if (!cg_analyse(&c)) {
+    if (d->gpu) emit_gpu(&c, m, &src);
+    else emit_c(&c, m, &src);
+  }
+  if (!c.rc) fill_params(&c, m);
+  int rc = c.rc;
+  ctx_free(&c);
+  if (rc) {
+    tn_buf_free(&src);
+    cg_module_free(m);
+    return rc;
+  }
+  m->source = tn_buf_take(&src);
+  *out = m;
+  return TN_OK;
+}
+
+void cg_module_free(cg_module_t *m) {
+  if (!m) return;
+  for (int i = 0; i < m->nparams; i++) free(m->params[i].name);
+  free(m->params);
+  free(m->kernels);
+  free(m->source);
+  free(m);
+}
+
+/* ---- launch configuration ---------------------------------------------------------- */
+
+static cJSON *int_triple(const int64_t v[3]) {
+  cJSON *a = cJSON_CreateArray();
+  for (int i = 0; i < 3; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[i]));
+  return a;
+}
+
+static const char *role_name(ir_buf_role_t r) {
+  return r == IR_BUF_INPUT ? "input" : r == IR_BUF_OUTPUT ? "output" : "workspace";
+}
+
+char *cg_module_launch_json(const cg_module_t *m) {
+  cJSON *root = cJSON_CreateObject(), *ks = cJSON_CreateArray(), *ps = cJSON_CreateArray();
+  if (!root || !ks || !ps) {
+    cJSON_Delete(root);
+    cJSON_Delete(ks);
+    cJSON_Delete(ps);
+    return NULL;
+  }
+  cJSON_AddStringToObject(root, "target", cg_target_name(m->target));
+  cJSON_AddStringToObject(root, "entry", m->entry);
+  for (int i = 0; i < m->nkernels; i++) {
+    const cg_kernel_t *k = &m->kernels[i];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", k->name);
+    cJSON_AddItemToObject(o, "grid", int_triple(k->grid));
+    cJSON_AddItemToObject(o, "block", int_triple(k->block));
+    cJSON_AddNumberToObject(o, "dyn_shared_bytes", (double)k->dyn_shared_bytes);
+    cJSON_AddNumberToObject(o, "static_shared_bytes", (double)k->static_shared_bytes);
+    cJSON_AddItemToArray(ks, o);
+  }
+  for (int i = 0; i < m->nparams; i++) {
+    const cg_param_t *p = &m->params[i];
+    cJSON *o = cJSON_CreateObject(), *shape = cJSON_CreateArray();
+    cJSON_AddStringToObject(o, "name", p->name);
+    cJSON_AddStringToObject(o, "dtype", ir_dtype_name(p->dtype));
+    for (int d = 0; d < p->ndim; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->shape[d]));
+    cJSON_AddItemToObject(o, "shape", shape);
+    cJSON_AddStringToObject(o, "role", role_name(p->role));
+    cJSON_AddItemToArray(ps, o);
+  }
+  cJSON_AddItemToObject(root, "kernels", ks);
+  cJSON_AddItemToObject(root, "params", ps);
+  char *s = cJSON_Print(root);
+  cJSON_Delete(root);
+  return s;
+}

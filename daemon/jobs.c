@@ -1,0 +1,532 @@
+/* jobs.c — the job queue: jobs persisted in the database, at most --jobs of
+ * them running, each on its own thread running srch_tune; progress and ends
+ * travel back to the loop through a uv_async_t and reach watchers as
+ * tune.progress notifications.  Unfinished jobs resume after a restart. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/td.h"
+#include "ir/ir.h"
+#include "search/search.h"
+
+enum { STOP_NONE, STOP_SHUTDOWN, STOP_CANCEL };
+
+typedef struct td_job {
+  int64_t id;
+  char target[64];
+  struct td_jobs *mgr;
+  atomic_int stop;          /* STOP_*: polled by should_stop */
+  bool running, cancelling, ended, skip_logged;
+  int64_t trials_done;      /* as last reported by the thread */
+  int failures[MS_STATUS__COUNT]; /* this daemon's run of the job */
+  uv_thread_t thread;
+  td_conn_t **watch;
+  int nwatch, capwatch;
+  td_req_t **cancels;       /* tune.cancel requests answered when it ends */
+  int ncancel, capcancel;
+  struct td_job *next;
+} td_job_t;
+
+typedef enum { EV_START, EV_PROGRESS, EV_END } td_event_kind_t;
+
+typedef struct td_event {
+  int64_t job;
+  td_event_kind_t kind;
+  int64_t trials_done;
+  int failures[MS_STATUS__COUNT];
+  struct td_event *next;
+} td_event_t;
+
+struct td_jobs {
+  td_server_t *srv;
+  td_job_t *active;         /* queued and running, oldest first */
+  td_job_t *ended;          /* ended in this daemon's life (keeps live counters) */
+  int nrunning;
+  uv_async_t async;
+  uv_mutex_t lock;          /* guards the event list */
+  td_event_t *events, **tail;
+};
+
+/* ---- the worker thread ----------------------------------------------------------- */
+
+static void post(td_job_t *j, td_event_kind_t kind, int64_t trials, const int *failures) {
+  td_event_t *e = tn_xcalloc(1, sizeof *e);
+  e->job = j->id;
+  e->kind = kind;
+  e->trials_done = trials;
+  if (failures) memcpy(e->failures, failures, sizeof e->failures);
+  td_jobs_t *m = j->mgr;
+  uv_mutex_lock(&m->lock);
+  *m->tail = e;
+  m->tail = &e->next;
+  uv_mutex_unlock(&m->lock);
+  uv_async_send(&m->async);
+}
+
+typedef struct run_ctx {
+  td_job_t *job;
+  int64_t base; /* trials done before this run (a resumed job) */
+} run_ctx_t;
+
+static bool should_stop(void *ctx) {
+  return atomic_load(&((run_ctx_t *)ctx)->job->stop) != STOP_NONE;
+}
+
+/* srch_tune has committed the batch and written the job's progress row. */
+static void on_progress(const srch_progress_t *p, void *ctx) {
+  run_ctx_t *r = ctx;
+  int64_t trials = r->base + p->trials_done;
+  td_log(TD_DEBUG, "batch measured", "job=%lld trials_done=%lld best_gflops=%.3f", (long long)r->job->id,
+         (long long)trials, p->best_gflops);
+  post(r->job, EV_PROGRESS, trials, p->failures);
+}
+
+/* Search options stored with the job (tune.submit). */
+static void apply_options(const char *json, srch_opts_t *o) {
+  cJSON *j = cJSON_Parse(json ? json : "{}");
+  const cJSON *v;
+  if ((v = cJSON_GetObjectItemCaseSensitive(j, "strategy")) && cJSON_IsString(v))
+    o->strategy = strcmp(v->valuestring, "replay") == 0 ? SRCH_REPLAY_TRACE : SRCH_EVOLUTIONARY;
+  if ((v = cJSON_GetObjectItemCaseSensitive(j, "model")) && cJSON_IsString(v))
+    o->model = strcmp(v->valuestring, "random") == 0 ? SRCH_MODEL_RANDOM : SRCH_MODEL_XGB;
+  if ((v = cJSON_GetObjectItemCaseSensitive(j, "batch_size")) && cJSON_IsNumber(v)) o->batch_size = v->valueint;
+  if ((v = cJSON_GetObjectItemCaseSensitive(j, "population")) && cJSON_IsNumber(v)) o->population = v->valueint;
+  cJSON_Delete(j);
+}
+
+/* Parses the stored workload text with its stored parameter values. */
+static int load_workload(const db_workload_t *w, tn_arena_t *a, ir_workload_t **out, tn_err_t *err) {
+  ir_param_set_t *ov;
+  int nov;
+  int rc = td_overrides_from_json(w->params, a, &ov, &nov, err);
+  if (rc) return rc;
+  char path[96];
+  snprintf(path, sizeof path, "%s.tw", w->name && w->name[0] ? w->name : "workload");
+  return ir_workload_parse(path, w->source, strlen(w->source), ov, nov, out, err);
+}
+
+/* Tunes what is left of the job's budget; sets the final state. */
+static int run_search(td_job_t *j, const db_job_t *row, const ir_workload_t *w,
+                      const tn_target_t *t, db_job_state_t *final, int64_t *trials, int64_t *best,
+                      tn_err_t *err) {
+  run_ctx_t ctx = {j, row->trials_done};
+  *trials = row->trials_done;
+  *final = DB_JOB_DONE;
+  if (row->budget_trials - row->trials_done <= 0) return 0;
+  srch_opts_t o;
+  srch_opts_default(&o);
+  apply_options(row->options, &o);
+  o.max_trials = (int)(row->budget_trials - row->trials_done);
+  o.max_seconds = row->budget_seconds;
+  o.seed = row->seed;
+  o.db_path = j->mgr->srv->cfg.db_path;
+  o.job_id = j->id;
+  srch_task_t task = {w, 1.0};
+  srch_callbacks_t cb = {on_progress, NULL, should_stop, &ctx};
+  srch_result_t res;
+  memset(&res, 0, sizeof res);
+  int rc = srch_tune(&task, 1, t, &o, &cb, &res, err);
+  if (rc) return rc;
+  *trials = row->trials_done + res.trials_done;
+  if (res.ntasks > 0 && res.best && res.best[0].found) *best = res.best[0].db_id;
+  int stop = atomic_load(&j->stop);
+  if (stop == STOP_CANCEL) *final = DB_JOB_CANCELLED;
+  else if (stop == STOP_SHUTDOWN && res.stopped) *final = DB_JOB_QUEUED; /* resumes at the next start */
+  srch_result_free(&res);
+  return 0;
+}
+
+static void job_main(void *arg) {
+  td_job_t *j = arg;
+  tn_err_t err = {0};
+  tn_arena_t *a = tn_arena_new();
+  db_t *db = NULL;
+  db_job_t row;
+  db_workload_t wrow;
+  ir_workload_t *w = NULL;
+  tn_target_t t;
+  db_job_state_t final = DB_JOB_FAILED;
+  int64_t trials = -1, best = 0;
+  const td_config_t *cfg = &j->mgr->srv->cfg;
+  int rc = db_open(cfg->db_path, &db, &err);
+  if (!rc) rc = db_job_get(db, j->id, &row, a, &err);
+  if (!rc) rc = db_workload_get(db, row.workload_hash, &wrow, a, &err);
+  if (!rc) rc = load_workload(&wrow, a, &w, &err);
+  if (!rc) rc = tn_target_lookup(row.target_name, cfg->config_dir, &t, &err);
+  if (!rc) rc = db_job_update(db, j->id, &(db_job_progress_t){DB_JOB_RUNNING, -1, 0, NULL}, &err);
+  if (!rc) {
+    td_log(TD_INFO, "job started", "job=%lld workload=%s target=%s trials_done=%lld budget=%lld", (long long)j->id,
+           row.workload_hash, row.target_name, (long long)row.trials_done, (long long)row.budget_trials);
+    post(j, EV_START, row.trials_done, NULL);
+    rc = run_search(j, &row, w, &t, &final, &trials, &best, &err);
+  }
+  if (rc) final = DB_JOB_FAILED;
+  tn_err_t uerr = {0};
+  db_job_progress_t pr = {final, trials, best, rc ? err.msg : NULL};
+  if (db && db_job_update(db, j->id, &pr, &uerr) != 0 && uerr.code != TN_ESTATE)
+    td_log(TD_ERROR, "cannot record the job's end", "job=%lld err=%s", (long long)j->id, td_q(uerr.msg));
+  td_log(rc ? TD_ERROR : TD_INFO, "job ended", "job=%lld state=%s trials_done=%lld%s%s", (long long)j->id,
+         db_job_state_name(final), (long long)trials, rc ? " err=" : "", rc ? td_q(err.msg) : "");
+  ir_workload_free(w);
+  db_close(db);
+  tn_arena_free(a);
+  post(j, EV_END, trials, NULL);
+}
+
+/* ---- the loop side ----------------------------------------------------------------- */
+
+static td_job_t *find(td_job_t *list, int64_t id) {
+  for (; list; list = list->next)
+    if (list->id == id) return list;
+  return NULL;
+}
+
+static void unlink_job(td_job_t **list, td_job_t *j) {
+  for (td_job_t **p = list; *p; p = &(*p)->next)
+    if (*p == j) {
+      *p = j->next;
+      j->next = NULL;
+      return;
+    }
+}
+
+static void notify(td_server_t *srv, td_job_t *j) {
+  if (j->nwatch == 0) return;
+  tn_err_t err = {0};
+  cJSON *job = td_job_json(srv, j->id, &err);
+  if (!job) return;
+  cJSON *n = cJSON_CreateObject();
+  cJSON_AddStringToObject(n, "jsonrpc", "2.0");
+  cJSON_AddStringToObject(n, "method", "tune.progress");
+  cJSON_AddItemToObject(n, "params", job);
+  char *s = cJSON_PrintUnformatted(n);
+  cJSON_Delete(n);
+  /* td_conn_send may drop a slow watcher (and so edit the list): copy it. */
+  int nw = j->nwatch;
+  td_conn_t **ws = tn_xmalloc(sizeof *ws * (size_t)nw);
+  memcpy(ws, j->watch, sizeof *ws * (size_t)nw);
+  for (int i = 0; i < nw; i++) td_conn_ref(ws[i]);
+  for (int i = 0; i < nw; i++) td_conn_send(ws[i], s, strlen(s), true);
+  for (int i = 0; i < nw; i++) td_conn_unref(ws[i]);
+  free(ws);
+  free(s);
+}
+
+static void drop_watchers(td_job_t *j) {
+  for (int i = 0; i < j->nwatch; i++) td_conn_unref(j->watch[i]);
+  j->nwatch = 0;
+}
+
+/* The job is over (ended, cancelled while queued): last notification,
+ * cancel answers, and it moves to the ended list. */
+static void finish_job(td_server_t *srv, td_job_t *j) {
+  td_jobs_t *m = srv->jobs;
+  unlink_job(&m->active, j);
+  j->ended = true;
+  j->next = m->ended;
+  m->ended = j;
+  notify(srv, j);
+  drop_watchers(j);
+  for (int i = 0; i < j->ncancel; i++) {
+    td_req_t *req = j->cancels[i];
+    tn_err_t err = {0};
+    req->result = td_job_json(srv, j->id, &err);
+    if (!req->result) td_req_tn_error(req, TD_E_NOT_FOUND, &err);
+    td_req_finish(req);
+  }
+  j->ncancel = 0;
+}
+
+static void handle_event(td_server_t *srv, td_event_t *e) {
+  td_job_t *j = find(srv->jobs->active, e->job);
+  if (!j) return;
+  if (e->kind != EV_START) j->trials_done = e->trials_done;
+  if (e->kind == EV_PROGRESS) memcpy(j->failures, e->failures, sizeof j->failures);
+  if (e->kind != EV_END) {
+    notify(srv, j);
+    return;
+  }
+  uv_thread_join(&j->thread); /* it has posted its last event and is returning */
+  j->running = false;
+  srv->jobs->nrunning--;
+  finish_job(srv, j);
+}
+
+static void on_async(uv_async_t *h) {
+  td_server_t *srv = h->data;
+  td_jobs_t *m = srv->jobs;
+  uv_mutex_lock(&m->lock);
+  td_event_t *e = m->events;
+  m->events = NULL;
+  m->tail = &m->events;
+  uv_mutex_unlock(&m->lock);
+  bool ended = false;
+  while (e) {
+    td_event_t *next = e->next;
+    ended |= e->kind == EV_END;
+    handle_event(srv, e);
+    free(e);
+    e = next;
+  }
+  if (ended) {
+    td_jobs_schedule(srv);
+    td_server_maybe_exit(srv);
+  }
+}
+
+static td_job_t *new_job(td_jobs_t *m, int64_t id, const char *target) {
+  td_job_t *j = tn_xcalloc(1, sizeof *j);
+  j->id = id;
+  j->mgr = m;
+  snprintf(j->target, sizeof j->target, "%s", target);
+  atomic_init(&j->stop, STOP_NONE);
+  td_job_t **p = &m->active;
+  while (*p) p = &(*p)->next;
+  *p = j;
+  return j;
+}
+
+int td_jobs_init(td_server_t *srv, tn_err_t *err) {
+  td_jobs_t *m = tn_xcalloc(1, sizeof *m);
+  m->srv = srv;
+  m->tail = &m->events;
+  uv_mutex_init(&m->lock);
+  uv_async_init(srv->loop, &m->async, on_async);
+  m->async.data = srv;
+  srv->jobs = m;
+  db_jobs_t jobs;
+  int rc = db_jobs_unfinished(srv->wdb, &jobs, err);
+  if (rc) return rc;
+  for (size_t i = 0; i < jobs.n && !rc; i++) {
+    const db_job_t *jb = &jobs.items[i];
+    if (jb->state == DB_JOB_RUNNING) {
+      db_job_progress_t pr = {DB_JOB_QUEUED, -1, 0, NULL};
+      rc = db_job_update(srv->wdb, jb->id, &pr, err);
+    }
+    td_log(TD_INFO, "resuming an unfinished job", "job=%lld was=%s trials_done=%lld budget=%lld target=%s",
+           (long long)jb->id, db_job_state_name(jb->state), (long long)jb->trials_done,
+           (long long)jb->budget_trials, jb->target_name);
+    new_job(m, jb->id, jb->target_name)->trials_done = jb->trials_done;
+  }
+  db_jobs_free(&jobs);
+  return rc;
+}
+
+static void free_list(td_job_t *j) {
+  while (j) {
+    td_job_t *next = j->next;
+    drop_watchers(j);
+    free(j->watch);
+    free(j->cancels);
+    free(j);
+    j = next;
+  }
+}
+
+static void on_async_closed(uv_handle_t *h) { free(h->data); }
+
+void td_jobs_free(td_server_t *srv) {
+  td_jobs_t *m = srv->jobs;
+  if (!m) return;
+  srv->jobs = NULL;
+  free_list(m->active);
+  free_list(m->ended);
+  for (td_event_t *e = m->events, *next; e; e = next) next = e->next, free(e);
+  uv_mutex_destroy(&m->lock);
+  m->async.data = m; /* the handle lives in m: free it once closed */
+  uv_close((uv_handle_t *)&m->async, on_async_closed);
+}
+
+void td_jobs_add(td_server_t *srv, int64_t id) {
+  if (!srv->jobs) return;
+  tn_err_t err = {0};
+  db_job_t row;
+  tn_arena_t *a = tn_arena_new();
+  if (db_job_get(srv->rdb, id, &row, a, &err) == 0) new_job(srv->jobs, id, row.target_name);
+  tn_arena_free(a);
+  td_jobs_schedule(srv);
+}
+
+static bool target_usable(td_server_t *srv, td_job_t *j) {
+  for (int i = 0; i < srv->ntargets; i++)
+    if (strcmp(srv->targets[i].t.name, j->target) == 0) return srv->targets[i].usable;
+  td_target_info_t ti;
+  tn_err_t err;
+  return td_target_check(&srv->machine, j->target, &ti, &err) == 0 && ti.usable;
+}
+
+void td_jobs_schedule(td_server_t *srv) {
+  td_jobs_t *m = srv->jobs;
+  if (!m || srv->stopping) return;
+  for (td_job_t *j = m->active; j && m->nrunning < srv->cfg.max_jobs; j = j->next) {
+    if (j->running || j->cancelling) continue;
+    if (!target_usable(srv, j)) {
+      if (!j->skip_logged)
+        td_log(TD_WARN, "job stays queued: its target cannot be measured here", "job=%lld target=%s",
+               (long long)j->id, j->target);
+      j->skip_logged = true;
+      continue;
+    }
+    if (uv_thread_create(&j->thread, job_main, j) != 0) {
+      td_log(TD_ERROR, "cannot start a job thread", "job=%lld", (long long)j->id);
+      return;
+    }
+    j->running = true;
+    m->nrunning++;
+  }
+}
+
+int td_jobs_running(const td_server_t *srv) { return srv->jobs ? srv->jobs->nrunning : 0; }
+
+int td_jobs_queued(const td_server_t *srv) {
+  int n = 0;
+  for (td_job_t *j = srv->jobs ? srv->jobs->active : NULL; j; j = j->next) n += !j->running;
+  return n;
+}
+
+void td_jobs_stop_all(td_server_t *srv) {
+  for (td_job_t *j = srv->jobs ? srv->jobs->active : NULL; j; j = j->next) {
+    int none = STOP_NONE;
+    if (j->running) atomic_compare_exchange_strong(&j->stop, &none, STOP_SHUTDOWN);
+  }
+}
+
+/* ---- job objects ------------------------------------------------------------------- */
+
+static void add_time(cJSON *o, const char *key, double t) {
+  if (t > 0) cJSON_AddNumberToObject(o, key, t);
+  else cJSON_AddNullToObject(o, key);
+}
+
+static cJSON *best_json(td_server_t *srv, const db_job_t *row, double flops) {
+  db_records_t best;
+  tn_err_t err = {0};
+  if (db_best(srv->rdb, row->workload_hash, row->target_name, 1, &best, &err) != 0 || best.n == 0) {
+    db_records_free(&best);
+    return cJSON_CreateNull();
+  }
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddNumberToObject(b, "record", (double)best.items[0].id);
+  td_json_num(b, "median_secs", best.items[0].median_secs);
+  td_json_num(b, "gflops", flops > 0 ? flops / best.items[0].median_secs * 1e-9 : NAN);
+  db_records_free(&best);
+  return b;
+}
+
+cJSON *td_job_json(td_server_t *srv, int64_t id, tn_err_t *err) {
+  tn_arena_t *a = tn_arena_new();
+  db_job_t row;
+  if (db_job_get(srv->rdb, id, &row, a, err) != 0) {
+    tn_arena_free(a);
+    if (err->code == TN_EINVAL) tn_err_set(err, TN_EINVAL, "no job %lld (tune.list shows the jobs)", (long long)id);
+    return NULL;
+  }
+  db_workload_t w = {0};
+  tn_err_t werr = {0};
+  bool have_w = db_workload_get(srv->rdb, row.workload_hash, &w, a, &werr) == 0;
+  td_job_t *live = srv->jobs ? find(srv->jobs->active, id) : NULL;
+  if (!live && srv->jobs) live = find(srv->jobs->ended, id);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "job", (double)row.id);
+  cJSON_AddStringToObject(o, "state", db_job_state_name(row.state));
+  cJSON_AddStringToObject(o, "workload", row.workload_hash);
+  cJSON_AddStringToObject(o, "name", have_w && w.name ? w.name : "");
+  cJSON_AddStringToObject(o, "target", row.target_name);
+  cJSON_AddNumberToObject(o, "trials", (double)row.budget_trials);
+  int64_t done = row.trials_done;
+  if (live && live->trials_done > done) done = live->trials_done;
+  cJSON_AddNumberToObject(o, "trials_done", (double)done);
+  cJSON_AddNumberToObject(o, "seconds", row.budget_seconds);
+  cJSON_AddNumberToObject(o, "seed", (double)row.seed);
+  cJSON_AddItemToObject(o, "options", td_json_embed(row.options ? row.options : "{}"));
+  cJSON_AddItemToObject(o, "best", best_json(srv, &row, have_w ? w.flops : 0));
+  cJSON *f = cJSON_AddObjectToObject(o, "failures");
+  for (int s = MS_BUILD_ERROR; s < MS_STATUS__COUNT; s++)
+    cJSON_AddNumberToObject(f, ms_status_name((ms_status_t)s), live ? live->failures[s] : 0);
+  if (row.error) cJSON_AddStringToObject(o, "error", row.error);
+  else cJSON_AddNullToObject(o, "error");
+  add_time(o, "created", row.created);
+  add_time(o, "started", row.started);
+  add_time(o, "finished", row.finished);
+  tn_arena_free(a);
+  return o;
+}
+
+/* ---- watch and cancel -------------------------------------------------------------- */
+
+void td_jobs_watch(td_server_t *srv, int64_t id, td_conn_t *c) {
+  td_job_t *j = srv->jobs ? find(srv->jobs->active, id) : NULL;
+  if (!j) return; /* over already: the answer is the last word */
+  for (int i = 0; i < j->nwatch; i++)
+    if (j->watch[i] == c) return;
+  if (j->nwatch == j->capwatch)
+    j->watch = tn_xrealloc(j->watch, sizeof *j->watch * (size_t)(j->capwatch = j->capwatch * 2 + 4));
+  j->watch[j->nwatch++] = c;
+  td_conn_ref(c);
+}
+
+void td_jobs_conn_closed(td_server_t *srv, td_conn_t *c) {
+  for (td_job_t *j = srv->jobs ? srv->jobs->active : NULL; j; j = j->next)
+    for (int i = 0; i < j->nwatch; i++)
+      if (j->watch[i] == c) {
+        j->watch[i] = j->watch[--j->nwatch];
+        td_conn_unref(c);
+        break;
+      }
+}
+
+typedef struct cancel_work {
+  int64_t id;
+  tn_err_t err;
+  int rc;
+} cancel_work_t;
+
+static void cancel_queued_work(td_req_t *req) {
+  cancel_work_t *cw = req->data;
+  td_server_t *srv = req->srv;
+  uv_mutex_lock(&srv->wdb_lock);
+  db_job_progress_t pr = {DB_JOB_CANCELLED, -1, 0, NULL};
+  cw->rc = db_job_update(srv->wdb, cw->id, &pr, &cw->err);
+  uv_mutex_unlock(&srv->wdb_lock);
+}
+
+static void cancel_queued_done(td_req_t *req) {
+  cancel_work_t *cw = req->data;
+  td_server_t *srv = req->srv;
+  td_job_t *j = srv->jobs ? find(srv->jobs->active, cw->id) : NULL;
+  if (j) finish_job(srv, j);
+  if (cw->rc && cw->err.code != TN_ESTATE) {
+    td_req_tn_error(req, TD_E_INTERNAL, &cw->err);
+    return;
+  }
+  tn_err_t err = {0};
+  req->result = td_job_json(srv, cw->id, &err);
+  if (!req->result) td_req_tn_error(req, TD_E_NOT_FOUND, &err);
+  td_log(TD_INFO, "job cancelled while queued", "job=%lld", (long long)cw->id);
+}
+
+td_reply_t td_jobs_cancel(td_server_t *srv, int64_t id, td_req_t *req) {
+  td_job_t *j = srv->jobs ? find(srv->jobs->active, id) : NULL;
+  if (j && j->running) {
+    atomic_store(&j->stop, STOP_CANCEL);
+    if (j->ncancel == j->capcancel)
+      j->cancels = tn_xrealloc(j->cancels, sizeof *j->cancels * (size_t)(j->capcancel = j->capcancel * 2 + 2));
+    j->cancels[j->ncancel++] = req;
+    td_log(TD_INFO, "cancelling a running job after its batch", "job=%lld", (long long)id);
+    return TD_PENDING;
+  }
+  if (j && !j->cancelling) {
+    j->cancelling = true; /* the scheduler leaves it alone from now on */
+    cancel_work_t *cw = tn_xcalloc(1, sizeof *cw);
+    cw->id = id;
+    req->data = cw;
+    req->free_data = free;
+    return td_req_queue_work(req, cancel_queued_work, cancel_queued_done);
+  }
+  tn_err_t err = {0};
+  req->result = td_job_json(srv, id, &err); /* already over: cancelling is a no-op */
+  if (!req->result) return td_req_tn_error(req, TD_E_NOT_FOUND, &err);
+  return TD_REPLY;
+}

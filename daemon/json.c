@@ -1,0 +1,76 @@
+/* json.c — the protocol's JSON objects that several methods share (records,
+ * numbers that may be NaN, embedded trace JSON) and workload parameters. */
+#include <math.h>
+#include <string.h>
+
+#include "daemon/td.h"
+
+void td_json_num(cJSON *obj, const char *key, double v) {
+  if (isfinite(v)) cJSON_AddNumberToObject(obj, key, v);
+  else cJSON_AddNullToObject(obj, key);
+}
+
+cJSON *td_json_embed(const char *text) {
+  if (!text) return cJSON_CreateNull();
+  cJSON *j = cJSON_Parse(text);
+  return j ? j : cJSON_CreateString(text);
+}
+
+static void add_str_or_null(cJSON *o, const char *key, const char *s) {
+  if (s) cJSON_AddStringToObject(o, key, s);
+  else cJSON_AddNullToObject(o, key);
+}
+
+static void add_int_or_null(cJSON *o, const char *key, long long v) {
+  if (v >= 0) cJSON_AddNumberToObject(o, key, (double)v);
+  else cJSON_AddNullToObject(o, key);
+}
+
+cJSON *td_record_json(const db_record_t *r, double flops) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "id", (double)r->id);
+  add_str_or_null(o, "workload", r->workload_hash);
+  add_str_or_null(o, "target", r->target_name);
+  cJSON_AddStringToObject(o, "status", db_status_name(r->status));
+  td_json_num(o, "median_secs", r->median_secs);
+  cJSON *runs = cJSON_AddArrayToObject(o, "run_secs");
+  for (size_t i = 0; i < r->n_runs; i++) cJSON_AddItemToArray(runs, cJSON_CreateNumber(r->run_secs[i]));
+  bool timed = isfinite(r->median_secs) && r->median_secs > 0 && flops > 0;
+  td_json_num(o, "gflops", timed ? flops / r->median_secs * 1e-9 : NAN);
+  cJSON_AddBoolToObject(o, "verified", r->verified);
+  add_str_or_null(o, "error", r->error);
+  add_int_or_null(o, "registers", r->registers);
+  add_int_or_null(o, "shared_bytes", r->shared_bytes);
+  add_int_or_null(o, "spill_bytes", r->spill_bytes);
+  add_str_or_null(o, "compiler", r->compiler);
+  add_str_or_null(o, "arch", r->arch);
+  cJSON_AddStringToObject(o, "trace_hash", r->trace_hash);
+  cJSON_AddItemToObject(o, "trace", td_json_embed(r->trace));
+  cJSON_AddNumberToObject(o, "created", r->created);
+  return o;
+}
+
+int td_overrides_from_json(const char *json, tn_arena_t *a, ir_param_set_t **out, int *n,
+                           tn_err_t *err) {
+  *out = NULL;
+  *n = 0;
+  cJSON *j = cJSON_Parse(json && *json ? json : "{}");
+  if (!cJSON_IsObject(j)) {
+    cJSON_Delete(j);
+    return tn_err_set(err, TN_EINVAL, "workload parameters are not a JSON object: %.80s", json);
+  }
+  int cap = cJSON_GetArraySize(j);
+  *out = TN_NEWN(a, ir_param_set_t, cap ? cap : 1);
+  const cJSON *it;
+  cJSON_ArrayForEach(it, j) {
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || fabs(it->valuedouble) > 9.0e15) {
+      cJSON_Delete(j);
+      return tn_err_set(err, TN_EINVAL, "workload parameter %s must be an integer", it->string);
+    }
+    (*out)[*n].name = tn_arena_strdup(a, it->string);
+    (*out)[*n].value = (int64_t)it->valuedouble;
+    (*n)++;
+  }
+  cJSON_Delete(j);
+  return 0;
+}

@@ -1,0 +1,199 @@
+/* methods_jobs.c — tune.submit (parsing and storing on the thread pool),
+ * tune.status, tune.list, tune.cancel and tune.watch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/td.h"
+#include "ir/ir.h"
+
+static const char *const strategies[] = {"evolutionary", "replay", NULL};
+static const char *const models[] = {"xgb", "random", NULL};
+
+typedef struct submit {
+  char name[64];
+  char *text;
+  cJSON *overrides;     /* {"M": 64} or NULL */
+  td_target_info_t target;
+  int64_t trials, seed, batch_size, population;
+  double seconds;
+  int strategy, model;
+  int64_t job;          /* out */
+  char hash[17];        /* out */
+} submit_t;
+
+static void submit_free(void *p) {
+  submit_t *s = p;
+  free(s->text);
+  cJSON_Delete(s->overrides);
+  free(s);
+}
+
+/* The stored parameters: every declared parameter with the value used. */
+static char *params_json(const ir_workload_t *w) {
+  cJSON *o = cJSON_CreateObject();
+  for (int i = 0; i < w->nparams; i++) cJSON_AddNumberToObject(o, w->params[i].name, (double)w->params[i].value);
+  char *s = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  return s;
+}
+
+static char *options_json(const submit_t *s) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "strategy", strategies[s->strategy]);
+  cJSON_AddStringToObject(o, "model", models[s->model]);
+  if (s->batch_size) cJSON_AddNumberToObject(o, "batch_size", (double)s->batch_size);
+  if (s->population) cJSON_AddNumberToObject(o, "population", (double)s->population);
+  char *t = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  return t;
+}
+
+/* Stores workload, target and job in one transaction. */
+static int store(td_server_t *srv, submit_t *s, const ir_workload_t *w, tn_err_t *err) {
+  char *params = params_json(w), *target_json = tn_target_to_json(&s->target.t), *options = options_json(s);
+  db_workload_t wr = {.hash = s->hash, .name = s->name, .source = s->text, .params = params,
+                      .flops = ir_func_flops(w->func), .bytes = ir_func_bytes(w->func)};
+  db_target_t tr = {.name = s->target.t.name, .kind = tn_target_kind_name(s->target.t.kind),
+                    .arch = s->target.t.arch, .json = target_json};
+  db_job_t job = {.budget_trials = s->trials, .budget_seconds = s->seconds, .seed = (uint64_t)s->seed,
+                  .options = options};
+  uv_mutex_lock(&srv->wdb_lock);
+  int rc = db_tx_begin(srv->wdb, err);
+  if (!rc) rc = db_workload_upsert(srv->wdb, &wr, &job.workload_id, err);
+  if (!rc) rc = db_target_upsert(srv->wdb, &tr, &job.target_id, err);
+  if (!rc) rc = db_job_create(srv->wdb, &job, err);
+  if (!rc) rc = db_tx_commit(srv->wdb, err);
+  else db_tx_rollback(srv->wdb);
+  uv_mutex_unlock(&srv->wdb_lock);
+  s->job = job.id;
+  free(params);
+  free(target_json);
+  free(options);
+  return rc;
+}
+
+static void submit_work(td_req_t *req) {
+  submit_t *s = req->data;
+  tn_err_t err = {0};
+  tn_arena_t *a = tn_arena_new();
+  ir_param_set_t *ov = NULL;
+  int nov = 0;
+  ir_workload_t *w = NULL;
+  char *ovtext = s->overrides ? cJSON_PrintUnformatted(s->overrides) : NULL;
+  int rc = td_overrides_from_json(ovtext, a, &ov, &nov, &err);
+  free(ovtext);
+  char path[80];
+  snprintf(path, sizeof path, "%s.tw", s->name);
+  if (!rc && (rc = ir_workload_parse(path, s->text, strlen(s->text), ov, nov, &w, &err)) != 0) {
+    td_req_error(req, TD_E_WORKLOAD, "%s", err.msg);
+  } else if (!rc) {
+    ir_hash_hex(ir_func_hash(w->func), s->hash);
+    if ((rc = store(req->srv, s, w, &err)) != 0) td_req_tn_error(req, TD_E_INTERNAL, &err);
+  } else {
+    td_req_tn_error(req, TD_E_PARAMS, &err);
+  }
+  ir_workload_free(w);
+  tn_arena_free(a);
+}
+
+static void submit_done(td_req_t *req) {
+  submit_t *s = req->data;
+  if (req->code) return;
+  td_log(TD_INFO, "job submitted", "job=%lld workload=%s name=%s target=%s trials=%lld", (long long)s->job,
+         s->hash, s->name, s->target.t.name, (long long)s->trials);
+  req->result = cJSON_CreateObject();
+  cJSON_AddNumberToObject(req->result, "job", (double)s->job);
+  cJSON_AddStringToObject(req->result, "workload", s->hash);
+  td_jobs_add(req->srv, s->job);
+}
+
+/* A workload name becomes NAME.tw in parser messages: keep it a plain file stem. */
+static bool valid_name(const char *s) {
+  if (!s[0] || strlen(s) > 47) return false;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
+          *s == '-' || *s == '.'))
+      return false;
+  return true;
+}
+
+td_reply_t td_m_tune_submit(td_req_t *req) {
+  submit_t *s = tn_xcalloc(1, sizeof *s);
+  req->data = s;
+  req->free_data = submit_free;
+  const char *text, *name;
+  if (td_param_str(req, "workload", true, TUNED_MAX_MESSAGE, &text) ||
+      td_param_str(req, "name", false, 47, &name) ||
+      td_param_overrides(req, "params", &s->overrides) ||
+      td_param_target(req, "target", &s->target) ||
+      td_param_int(req, "trials", false, 64, 1, 1000000, &s->trials) ||
+      td_param_num(req, "seconds", 0, 0, 1e9, &s->seconds) ||
+      td_param_int(req, "seed", false, 1, 0, (INT64_C(1) << 53), &s->seed) ||
+      td_param_enum(req, "strategy", strategies, 0, &s->strategy) ||
+      td_param_enum(req, "model", models, 0, &s->model) ||
+      td_param_int(req, "batch_size", false, 0, 1, 4096, &s->batch_size) ||
+      td_param_int(req, "population", false, 0, 1, 100000, &s->population))
+    return TD_REPLY;
+  if (name && !valid_name(name))
+    return td_req_error(req, TD_E_PARAMS, "invalid param \"name\": \"%s\" must be a file stem of letters, "
+                        "digits, '_', '-' or '.' (at most 47), e.g. \"matmul\"", name);
+  snprintf(s->name, sizeof s->name, "%s", name ? name : "workload");
+  s->text = tn_xstrdup(text);
+  return td_req_queue_work(req, submit_work, submit_done);
+}
+
+static int job_param(td_req_t *req, int64_t *id) {
+  return td_param_int(req, "job", true, 0, 1, INT64_C(1) << 53, id);
+}
+
+td_reply_t td_m_tune_status(td_req_t *req) {
+  int64_t id;
+  if (job_param(req, &id)) return TD_REPLY;
+  tn_err_t err = {0};
+  req->result = td_job_json(req->srv, id, &err);
+  return req->result ? TD_REPLY : td_req_tn_error(req, TD_E_NOT_FOUND, &err);
+}
+
+td_reply_t td_m_tune_list(td_req_t *req) {
+  static const char *const states[] = {"queued", "running", "done", "cancelled", "failed", NULL};
+  int state;
+  int64_t limit, offset;
+  if (td_param_enum(req, "state", states, -1, &state) || td_param_int(req, "limit", false, 50, 1, 1000, &limit) ||
+      td_param_int(req, "offset", false, 0, 0, INT64_C(1) << 40, &offset))
+    return TD_REPLY;
+  db_jobs_t jobs;
+  tn_err_t err = {0};
+  /* Without a filter the database pages; with one, filter the newest-first list. */
+  int rc = state < 0 ? db_job_list(req->srv->rdb, (size_t)limit, (size_t)offset, &jobs, &err)
+                     : db_job_list(req->srv->rdb, 0, 0, &jobs, &err);
+  if (rc) return td_req_tn_error(req, TD_E_INTERNAL, &err);
+  cJSON *o = cJSON_CreateObject();
+  cJSON *arr = cJSON_AddArrayToObject(o, "jobs");
+  int64_t skipped = 0, added = 0;
+  for (size_t i = 0; i < jobs.n && added < limit; i++) {
+    if (state >= 0 && (int)jobs.items[i].state != state) continue;
+    if (state >= 0 && skipped++ < offset) continue;
+    cJSON *j = td_job_json(req->srv, jobs.items[i].id, &err);
+    if (j) cJSON_AddItemToArray(arr, j), added++;
+  }
+  db_jobs_free(&jobs);
+  req->result = o;
+  return TD_REPLY;
+}
+
+td_reply_t td_m_tune_cancel(td_req_t *req) {
+  int64_t id;
+  if (job_param(req, &id)) return TD_REPLY;
+  return td_jobs_cancel(req->srv, id, req);
+}
+
+td_reply_t td_m_tune_watch(td_req_t *req) {
+  int64_t id;
+  if (job_param(req, &id)) return TD_REPLY;
+  tn_err_t err = {0};
+  req->result = td_job_json(req->srv, id, &err);
+  if (!req->result) return td_req_tn_error(req, TD_E_NOT_FOUND, &err);
+  if (req->conn) td_jobs_watch(req->srv, id, req->conn);
+  return TD_REPLY;
+}

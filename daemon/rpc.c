@@ -1,0 +1,394 @@
+/* rpc.c — JSON-RPC 2.0 on framed lines: envelope checks, the method table,
+ * dispatch, typed params with -32602 errors that name the param, answers,
+ * and thread-pool work for methods that must not run on the loop. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/td.h"
+
+typedef struct td_method {
+  const char *name;
+  td_method_fn fn;
+  const char *params;   /* comma-separated names accepted */
+  bool refused_when_stopping;
+} td_method_t;
+
+static const td_method_t methods[] = {
+    {"server.info", td_m_server_info, "", false},
+    {"target.list", td_m_target_list, "", false},
+    {"tune.submit", td_m_tune_submit,
+     "workload,name,params,target,trials,seconds,seed,strategy,model,batch_size,population", true},
+    {"tune.status", td_m_tune_status, "job", false},
+    {"tune.list", td_m_tune_list, "state,limit,offset", false},
+    {"tune.cancel", td_m_tune_cancel, "job", false},
+    {"tune.watch", td_m_tune_watch, "job", false},
+    {"db.workloads", td_m_db_workloads, "limit,offset", false},
+    {"db.records", td_m_db_records, "workload,target,status,limit,offset", false},
+    {"db.best", td_m_db_best, "workload,target,k", false},
+    {"db.export", td_m_db_export, "workload,target", false},
+    {"db.import", td_m_db_import, "jsonl", true},
+    {"kernel.get", td_m_kernel_get, "workload,workload_text,name,params,target,entry", false},
+    {"server.shutdown", td_m_server_shutdown, "", false},
+};
+
+/* ---- answers ------------------------------------------------------------------ */
+
+td_reply_t td_req_error(td_req_t *req, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char msg[TN_ERR_MSG_MAX + 256];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  free(req->message);
+  req->message = tn_xstrdup(msg);
+  req->code = code;
+  cJSON_Delete(req->result);
+  req->result = NULL;
+  return TD_REPLY;
+}
+
+td_reply_t td_req_tn_error(td_req_t *req, int dflt, const tn_err_t *err) {
+  int code = err->code == TN_EINVAL ? dflt : TD_E_INTERNAL;
+  return td_req_error(req, code, "%s", err->msg[0] ? err->msg : tn_strerror(err->code));
+}
+
+static char *response_text(td_req_t *req) {
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddStringToObject(r, "jsonrpc", "2.0");
+  cJSON_AddItemToObject(r, "id", cJSON_Duplicate(req->id, true));
+  if (req->code) {
+    cJSON *e = cJSON_AddObjectToObject(r, "error");
+    cJSON_AddNumberToObject(e, "code", req->code);
+    cJSON_AddStringToObject(e, "message", req->message ? req->message : "error");
+  } else {
+    cJSON_AddItemToObject(r, "result", req->result ? req->result : cJSON_CreateNull());
+    req->result = NULL;
+  }
+  char *s = cJSON_PrintUnformatted(r);
+  cJSON_Delete(r);
+  return s;
+}
+
+void td_req_finish(td_req_t *req) {
+  td_conn_t *c = req->conn;
+  if (req->id && c && !c->closing) {
+    char *s = response_text(req);
+    if (s) td_conn_send(c, s, strlen(s), false);
+    free(s);
+  }
+  td_log(req->code && req->code != TD_E_NOT_FOUND && req->code != TD_E_NO_KERNEL ? TD_INFO : TD_DEBUG,
+         "request", "conn=%llu method=%s ms=%.3f code=%d%s%s", c ? (unsigned long long)c->id : 0ULL,
+         req->method ? req->method : "-", (tn_now() - req->t0) * 1e3, req->code, req->code ? " err=" : "",
+         req->code ? td_q(req->message) : "");
+  if (req->stop_after) td_server_stop(req->srv, "server.shutdown");
+  if (req->free_data) req->free_data(req->data);
+  cJSON_Delete(req->id);
+  cJSON_Delete(req->params);
+  cJSON_Delete(req->result);
+  free(req->message);
+  bool pending = req->pending;
+  free(req);
+  if (c) {
+    if (pending) {
+      c->busy = false;
+      td_conn_process(c);
+    }
+    td_conn_unref(c);
+  }
+}
+
+/* ---- thread-pool work ------------------------------------------------------------ */
+
+static void work_cb(uv_work_t *w) {
+  td_req_t *req = w->data;
+  req->work_fn(req);
+}
+
+static void after_work_cb(uv_work_t *w, int status) {
+  td_req_t *req = w->data;
+  td_server_t *srv = req->srv;
+  srv->inflight_work--;
+  if (status == UV_ECANCELED) td_req_error(req, TD_E_STOPPING, "cancelled: tuned is shutting down");
+  else if (req->done_fn) req->done_fn(req);
+  td_req_finish(req);
+  td_server_maybe_exit(srv);
+}
+
+td_reply_t td_req_queue_work(td_req_t *req, td_work_fn work, td_work_fn done) {
+  req->work_fn = work;
+  req->done_fn = done;
+  req->work.data = req;
+  int rc = uv_queue_work(req->srv->loop, &req->work, work_cb, after_work_cb);
+  if (rc) return td_req_error(req, TD_E_INTERNAL, "cannot queue work: %s", uv_strerror(rc));
+  req->srv->inflight_work++;
+  return TD_PENDING;
+}
+
+/* ---- params ---------------------------------------------------------------------- */
+
+static const cJSON *param(td_req_t *req, const char *name) {
+  return req->params ? cJSON_GetObjectItemCaseSensitive(req->params, name) : NULL;
+}
+
+static const char *json_type(const cJSON *j) {
+  if (cJSON_IsString(j)) return "a string";
+  if (cJSON_IsNumber(j)) return "a number";
+  if (cJSON_IsBool(j)) return "a boolean";
+  if (cJSON_IsNull(j)) return "null";
+  if (cJSON_IsArray(j)) return "an array";
+  return "an object";
+}
+
+static int bad(td_req_t *req, const char *name, const char *rule, const cJSON *got) {
+  if (!got) td_req_error(req, TD_E_PARAMS, "missing param \"%s\": %s", name, rule);
+  else td_req_error(req, TD_E_PARAMS, "invalid param \"%s\": %s, got %s", name, rule, json_type(got));
+  return -1;
+}
+
+int td_param_str(td_req_t *req, const char *name, bool required, size_t maxlen, const char **out) {
+  const cJSON *j = param(req, name);
+  *out = NULL;
+  if (!j || cJSON_IsNull(j)) return required ? bad(req, name, "a string is required", NULL) : 0;
+  if (!cJSON_IsString(j)) return bad(req, name, "must be a string", j);
+  if (strlen(j->valuestring) > maxlen) {
+    td_req_error(req, TD_E_PARAMS, "invalid param \"%s\": longer than %zu bytes", name, maxlen);
+    return -1;
+  }
+  *out = j->valuestring;
+  return 0;
+}
+
+int td_param_int(td_req_t *req, const char *name, bool required, int64_t dflt, int64_t min,
+                 int64_t max, int64_t *out) {
+  const cJSON *j = param(req, name);
+  *out = dflt;
+  char rule[128];
+  snprintf(rule, sizeof rule, "must be an integer from %lld to %lld", (long long)min, (long long)max);
+  if (!j || cJSON_IsNull(j)) return required ? bad(req, name, rule, NULL) : 0;
+  if (!cJSON_IsNumber(j) || j->valuedouble != floor(j->valuedouble)) return bad(req, name, rule, j);
+  if (j->valuedouble < (double)min || j->valuedouble > (double)max) {
+    td_req_error(req, TD_E_PARAMS, "invalid param \"%s\": %s, got %.17g", name, rule, j->valuedouble);
+    return -1;
+  }
+  *out = (int64_t)j->valuedouble;
+  return 0;
+}
+
+int td_param_num(td_req_t *req, const char *name, double dflt, double min, double max, double *out) {
+  const cJSON *j = param(req, name);
+  *out = dflt;
+  char rule[128];
+  snprintf(rule, sizeof rule, "must be a number from %g to %g", min, max);
+  if (!j || cJSON_IsNull(j)) return 0;
+  if (!cJSON_IsNumber(j)) return bad(req, name, rule, j);
+  if (!(j->valuedouble >= min && j->valuedouble <= max)) {
+    td_req_error(req, TD_E_PARAMS, "invalid param \"%s\": %s, got %g", name, rule, j->valuedouble);
+    return -1;
+  }
+  *out = j->valuedouble;
+  return 0;
+}
+
+int td_param_bool(td_req_t *req, const char *name, bool dflt, bool *out) {
+  const cJSON *j = param(req, name);
+  *out = dflt;
+  if (!j || cJSON_IsNull(j)) return 0;
+  if (!cJSON_IsBool(j)) return bad(req, name, "must be true or false", j);
+  *out = cJSON_IsTrue(j);
+  return 0;
+}
+
+int td_param_enum(td_req_t *req, const char *name, const char *const *values, int dflt, int *out) {
+  const cJSON *j = param(req, name);
+  *out = dflt;
+  char rule[256];
+  int n = snprintf(rule, sizeof rule, "must be one of");
+  for (int i = 0; values[i] && n < (int)sizeof rule - 40; i++)
+    n += snprintf(rule + n, sizeof rule - (size_t)n, "%s \"%s\"", i ? "," : "", values[i]);
+  if (!j || cJSON_IsNull(j)) return 0;
+  if (!cJSON_IsString(j)) return bad(req, name, rule, j);
+  for (int i = 0; values[i]; i++)
+    if (strcmp(values[i], j->valuestring) == 0) return *out = i, 0;
+  td_req_error(req, TD_E_PARAMS, "invalid param \"%s\": %s, got \"%.40s\"", name, rule, j->valuestring);
+  return -1;
+}
+
+int td_param_hash(td_req_t *req, const char *name, bool required, char out[17]) {
+  const cJSON *j = param(req, name);
+  out[0] = 0;
+  static const char rule[] = "must be a workload hash: 16 lower-case hex digits (see `tunectl check`)";
+  if (!j || cJSON_IsNull(j)) return required ? bad(req, name, rule, NULL) : 0;
+  if (!cJSON_IsString(j)) return bad(req, name, rule, j);
+  const char *s = j->valuestring;
+  bool ok = strlen(s) == 16;
+  for (int i = 0; ok && i < 16; i++) ok = (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f');
+  if (!ok) {
+    td_req_error(req, TD_E_PARAMS, "invalid param \"%s\": %s, got \"%.40s\"", name, rule, s);
+    return -1;
+  }
+  memcpy(out, s, 17);
+  return 0;
+}
+
+int td_param_target(td_req_t *req, const char *name, td_target_info_t *out) {
+  const char *s;
+  if (td_param_str(req, name, false, 63, &s)) return -1;
+  if (!s) s = req->srv->cfg.target;
+  for (int i = 0; i < req->srv->ntargets; i++)
+    if (strcmp(req->srv->targets[i].t.name, s) == 0) {
+      *out = req->srv->targets[i];
+      goto found;
+    }
+  tn_err_t err = {0};
+  if (td_target_check(&req->srv->machine, s, out, &err)) {
+    td_req_error(req, TD_E_PARAMS, "invalid param \"%s\": %s", name, err.msg);
+    return -1;
+  }
+found:
+  if (!out->usable) {
+    td_req_error(req, TD_E_TARGET, "target %s refused: %s", out->t.name, out->reason);
+    return -1;
+  }
+  return 0;
+}
+
+int td_param_overrides(td_req_t *req, const char *name, cJSON **out) {
+  const cJSON *j = param(req, name);
+  *out = NULL;
+  static const char rule[] = "must be an object of workload parameters with integer values, e.g. {\"M\": 64}";
+  if (!j || cJSON_IsNull(j)) return 0;
+  if (!cJSON_IsObject(j)) return bad(req, name, rule, j);
+  const cJSON *it;
+  cJSON_ArrayForEach(it, j) {
+    if (!it->string[0] || strlen(it->string) > 63) {
+      td_req_error(req, TD_E_PARAMS, "invalid param \"%s\": \"%.40s\" is not a parameter name", name, it->string);
+      return -1;
+    }
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || fabs(it->valuedouble) > 1e15) {
+      td_req_error(req, TD_E_PARAMS, "invalid param \"%s\": %s; \"%.40s\" is %s", name, rule, it->string,
+                   cJSON_IsNumber(it) ? "not an integer" : json_type(it));
+      return -1;
+    }
+  }
+  *out = cJSON_Duplicate(j, true);
+  return 0;
+}
+
+/* Rejects params the method does not know (a typo would otherwise be
+ * silently ignored). */
+static bool unknown_params(td_req_t *req, const td_method_t *m) {
+  const cJSON *it;
+  cJSON_ArrayForEach(it, req->params) {
+    size_t n = strlen(it->string);
+    const char *p = m->params;
+    bool known = false;
+    while (*p && !known) {
+      const char *comma = strchr(p, ',');
+      size_t len = comma ? (size_t)(comma - p) : strlen(p);
+      known = len == n && strncmp(p, it->string, n) == 0;
+      p += len + (comma != NULL);
+    }
+    if (!known) {
+      td_req_error(req, TD_E_PARAMS, "unknown param \"%.40s\" for %s (valid: %s)", it->string, m->name,
+                   m->params[0] ? m->params : "none");
+      return true;
+    }
+  }
+  return false;
+}
+
+/* ---- dispatch ------------------------------------------------------------------- */
+
+static const td_method_t *find_method(const char *name) {
+  for (size_t i = 0; i < TN_ARRAY_LEN(methods); i++)
+    if (strcmp(methods[i].name, name) == 0) return &methods[i];
+  return NULL;
+}
+
+static td_reply_t unknown_method(td_req_t *req, const char *name) {
+  char known[512];
+  int n = 0;
+  for (size_t i = 0; i < TN_ARRAY_LEN(methods); i++)
+    n += snprintf(known + n, sizeof known - (size_t)n, "%s%s", i ? ", " : "", methods[i].name);
+  return td_req_error(req, TD_E_METHOD, "unknown method \"%.60s\" (known: %s)", name, known);
+}
+
+/* Checks the envelope; sets req->id (null when it cannot be known). */
+static td_reply_t dispatch(td_req_t *req, cJSON *msg) {
+  if (cJSON_IsArray(msg)) {
+    req->id = cJSON_CreateNull();
+    return td_req_error(req, TD_E_REQUEST, "batch requests are not supported: send one request object per line");
+  }
+  if (!cJSON_IsObject(msg)) {
+    req->id = cJSON_CreateNull();
+    return td_req_error(req, TD_E_REQUEST, "a request must be a JSON object "
+                        "{\"jsonrpc\": \"2.0\", \"id\": N, \"method\": \"...\", \"params\": {...}}");
+  }
+  cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+  if (id && !cJSON_IsString(id) && !cJSON_IsNumber(id) && !cJSON_IsNull(id)) {
+    req->id = cJSON_CreateNull();
+    return td_req_error(req, TD_E_REQUEST, "\"id\" must be a string, a number or null");
+  }
+  req->id = id ? cJSON_Duplicate(id, false) : NULL;
+  const cJSON *ver = cJSON_GetObjectItemCaseSensitive(msg, "jsonrpc");
+  if (!cJSON_IsString(ver) || strcmp(ver->valuestring, "2.0") != 0)
+    return td_req_error(req, TD_E_REQUEST, "\"jsonrpc\" must be \"2.0\"");
+  const cJSON *method = cJSON_GetObjectItemCaseSensitive(msg, "method");
+  if (!cJSON_IsString(method)) return td_req_error(req, TD_E_REQUEST, "\"method\" must be a string");
+  const td_method_t *m = find_method(method->valuestring);
+  if (!m) return unknown_method(req, method->valuestring);
+  req->method = m->name;
+  cJSON *params = cJSON_DetachItemFromObjectCaseSensitive(msg, "params");
+  if (params && !cJSON_IsNull(params) && !cJSON_IsObject(params)) {
+    cJSON_Delete(params);
+    return td_req_error(req, TD_E_PARAMS, "\"params\" must be an object of named params (%s takes: %s)", m->name,
+                        m->params[0] ? m->params : "none");
+  }
+  req->params = cJSON_IsObject(params) ? params : (cJSON_Delete(params), NULL);
+  if (unknown_params(req, m)) return TD_REPLY;
+  if (m->refused_when_stopping && req->srv->stopping)
+    return td_req_error(req, TD_E_STOPPING, "tuned is shutting down and takes no new work; start it again");
+  return m->fn(req);
+}
+
+void td_rpc_line(td_conn_t *c, const char *line, size_t len) {
+  while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t')) len--;
+  size_t skip = 0;
+  while (skip < len && (line[skip] == ' ' || line[skip] == '\t')) skip++;
+  if (skip == len) return; /* blank lines are keep-alives */
+  td_req_t *req = tn_xcalloc(1, sizeof *req);
+  req->srv = c->srv;
+  req->conn = c;
+  req->t0 = tn_now();
+  td_conn_ref(c);
+  const char *end = NULL;
+  cJSON *msg = cJSON_ParseWithLengthOpts(line, len, &end, false);
+  td_reply_t r;
+  if (!msg) {
+    req->id = cJSON_CreateNull();
+    long at = end ? (long)(end - line) : 0;
+    r = td_req_error(req, TD_E_PARSE, "parse error: not valid JSON (at byte %ld of the line)", at);
+  } else if (end && (size_t)(end - line) < len && line[end - line] != 0) {
+    /* trailing bytes after the value: two messages on one line, or garbage */
+    size_t i = (size_t)(end - line);
+    while (i < len && (line[i] == ' ' || line[i] == '\t')) i++;
+    if (i < len) {
+      req->id = cJSON_CreateNull();
+      r = td_req_error(req, TD_E_PARSE, "parse error: extra bytes after the JSON value at byte %zu "
+                       "(one message per line)", i);
+    } else {
+      r = dispatch(req, msg);
+    }
+  } else {
+    r = dispatch(req, msg);
+  }
+  cJSON_Delete(msg);
+  if (r == TD_PENDING) {
+    req->pending = true;
+    c->busy = true;
+  } else {
+    td_req_finish(req);
+  }
+}

@@ -1,0 +1,410 @@
+/* server.c — the libuv loop on one thread: the unix socket (0600 in a private
+ * directory), connections with line framing and bounded buffers, signals, and
+ * the orderly shutdown that waits for running jobs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "daemon/td.h"
+
+#define TD_READ_CHUNK (64u << 10)
+/* Above this many queued response bytes a connection is not read from (the
+ * client is not reading its answers: backpressure). */
+#define TD_WRITE_SOFT (1u << 20)
+/* A watcher that lets notifications pile up past this is disconnected. */
+#define TD_WRITE_HARD (16u << 20)
+#define TD_MAX_CONNS 1024
+
+typedef struct td_wreq {
+  uv_write_t req;
+  td_conn_t *c;
+  size_t len;
+  char data[];
+} td_wreq_t;
+
+/* ---- connections ----------------------------------------------------------- */
+
+void td_conn_ref(td_conn_t *c) { c->refs++; }
+
+void td_conn_unref(td_conn_t *c) {
+  if (--c->refs > 0) return;
+  free(c->rbuf);
+  tn_buf_free(&c->in);
+  free(c);
+}
+
+static void on_conn_closed(uv_handle_t *h) {
+  td_conn_t *c = h->data;
+  c->closed = true;
+  td_conn_unref(c);
+}
+
+/* Closes the handle now (pending writes are cancelled). */
+static void conn_release(td_conn_t *c) {
+  if (uv_is_closing((uv_handle_t *)&c->pipe)) return;
+  c->closing = true;
+  td_server_t *srv = c->srv;
+  td_jobs_conn_closed(srv, c);
+  if (c->prev) c->prev->next = c->next;
+  else srv->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  c->prev = c->next = NULL;
+  srv->nconns--;
+  td_log(TD_DEBUG, "connection closed", "conn=%llu", (unsigned long long)c->id);
+  uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status) {
+  (void)status;
+  conn_release(req->data);
+  free(req);
+}
+
+void td_conn_close_graceful(td_conn_t *c) {
+  if (c->closing) return;
+  c->closing = true;
+  uv_read_stop((uv_stream_t *)&c->pipe);
+  td_jobs_conn_closed(c->srv, c);
+  uv_shutdown_t *req = tn_xmalloc(sizeof *req);
+  req->data = c;
+  if (uv_shutdown(req, (uv_stream_t *)&c->pipe, on_shutdown) != 0) {
+    free(req);
+    conn_release(c);
+  }
+}
+
+static void on_write(uv_write_t *req, int status) {
+  td_wreq_t *w = (td_wreq_t *)req;
+  td_conn_t *c = w->c;
+  c->wpending -= w->len;
+  free(w);
+  if (status < 0 && !c->closing) {
+    td_log(TD_DEBUG, "write failed", "conn=%llu err=%s", (unsigned long long)c->id, td_q(uv_strerror(status)));
+    conn_release(c);
+  } else if (!c->closing) {
+    td_conn_process(c); /* the client reads again: resume framing and reading */
+  }
+  td_conn_unref(c);
+}
+
+void td_conn_send(td_conn_t *c, const char *line, size_t len, bool notification) {
+  if (c->closing) return;
+  if (notification && c->wpending > TD_WRITE_HARD) {
+    td_log(TD_WARN, "client does not read its notifications; disconnecting", "conn=%llu queued_bytes=%zu",
+           (unsigned long long)c->id, c->wpending);
+    conn_release(c);
+    return;
+  }
+  td_wreq_t *w = tn_xmalloc(sizeof *w + len + 1);
+  memcpy(w->data, line, len);
+  w->data[len] = '\n';
+  w->len = len + 1;
+  w->c = c;
+  uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
+  td_conn_ref(c);
+  c->wpending += w->len;
+  int rc = uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_write);
+  if (rc != 0) {
+    c->wpending -= w->len;
+    free(w);
+    td_conn_unref(c);
+    conn_release(c);
+  }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  (void)suggested;
+  td_conn_t *c = h->data;
+  *buf = uv_buf_init(c->rbuf, TD_READ_CHUNK);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  td_conn_t *c = s->data;
+  if (n == UV_EOF) {
+    c->eof = true;
+    uv_read_stop(s);
+    c->reading = false;
+  } else if (n < 0) {
+    td_log(TD_DEBUG, "read failed", "conn=%llu err=%s", (unsigned long long)c->id, td_q(uv_strerror((int)n)));
+    conn_release(c);
+    return;
+  } else if (n > 0) {
+    tn_buf_putn(&c->in, buf->base, (size_t)n);
+  }
+  td_conn_process(c);
+}
+
+/* Reads only while the connection can take more: not busy with an
+ * asynchronous answer, its answers being read, no oversized line pending. */
+static void update_reading(td_conn_t *c) {
+  bool want = !c->eof && !c->closing && !c->busy && c->wpending < TD_WRITE_SOFT &&
+              c->in.len - c->in_off <= TUNED_MAX_MESSAGE;
+  if (want && !c->reading) {
+    if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) == 0) c->reading = true;
+  } else if (!want && c->reading) {
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    c->reading = false;
+  }
+}
+
+static void oversized(td_conn_t *c) {
+  char msg[256];
+  int n = snprintf(msg, sizeof msg,
+                   "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":\"message longer "
+                   "than %u bytes (the line limit); send one JSON-RPC message per line; closing the "
+                   "connection\"}}", TD_E_REQUEST, TUNED_MAX_MESSAGE);
+  td_log(TD_WARN, "oversized message; closing the connection", "conn=%llu limit=%u", (unsigned long long)c->id,
+         TUNED_MAX_MESSAGE);
+  td_conn_send(c, msg, (size_t)n, false);
+  td_conn_close_graceful(c);
+}
+
+/* Drops the processed prefix of the input buffer when it is large. */
+static void compact(td_conn_t *c) {
+  if (c->in_off == 0 || (c->in_off < c->in.len && c->in_off < TD_READ_CHUNK)) return;
+  size_t rest = c->in.len - c->in_off;
+  memmove(c->in.data, c->in.data + c->in_off, rest);
+  c->in.len = rest;
+  if (c->in.data) c->in.data[rest] = 0;
+  c->scan_off -= c->in_off;
+  c->in_off = 0;
+}
+
+/* Frames the next complete line: true with *line/*len set, or false. */
+static bool next_line(td_conn_t *c, const char **line, size_t *len) {
+  if (c->in_off >= c->in.len) return false;
+  char *base = c->in.data;
+  if (c->scan_off < c->in_off) c->scan_off = c->in_off;
+  char *nl = memchr(base + c->scan_off, '\n', c->in.len - c->scan_off);
+  if (!nl) {
+    c->scan_off = c->in.len;
+    return false;
+  }
+  *line = base + c->in_off;
+  *len = (size_t)(nl - *line);
+  c->in_off = c->scan_off = (size_t)(nl - base) + 1;
+  return true;
+}
+
+void td_conn_process(td_conn_t *c) {
+  if (c->processing || c->closing) return;
+  c->processing = true;
+  const char *line;
+  size_t len;
+  while (!c->busy && !c->closing && c->wpending < TD_WRITE_SOFT && next_line(c, &line, &len)) {
+    if (len > TUNED_MAX_MESSAGE) {
+      oversized(c);
+      break;
+    }
+    td_rpc_line(c, line, len);
+  }
+  size_t rest = c->in.len - c->in_off;
+  if (!c->closing && rest > TUNED_MAX_MESSAGE && c->scan_off == c->in.len) oversized(c);
+  if (!c->closing && c->eof && !c->busy && c->wpending < TD_WRITE_SOFT && c->scan_off == c->in.len) {
+    /* The client closed its side: a last line without '\n' still counts. */
+    if (rest > 0) {
+      line = c->in.data + c->in_off;
+      c->in_off = c->scan_off = c->in.len;
+      td_rpc_line(c, line, rest);
+    }
+    if (!c->busy) td_conn_close_graceful(c);
+  }
+  if (!c->closing) compact(c);
+  c->processing = false;
+  if (!c->closing) update_reading(c);
+}
+
+static void on_connection(uv_stream_t *server, int status) {
+  td_server_t *srv = server->data;
+  if (status < 0) {
+    td_log(TD_WARN, "accept failed", "err=%s", td_q(uv_strerror(status)));
+    return;
+  }
+  td_conn_t *c = tn_xcalloc(1, sizeof *c);
+  c->srv = srv;
+  c->id = ++srv->next_conn_id;
+  c->refs = 1;
+  c->rbuf = tn_xmalloc(TD_READ_CHUNK);
+  tn_buf_init(&c->in);
+  uv_pipe_init(srv->loop, &c->pipe, 0);
+  c->pipe.data = c;
+  if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
+    uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+    return;
+  }
+  c->next = srv->conns;
+  if (srv->conns) srv->conns->prev = c;
+  srv->conns = c;
+  srv->nconns++;
+  if (srv->nconns > TD_MAX_CONNS) {
+    td_log(TD_WARN, "too many connections; refusing one", "limit=%d", TD_MAX_CONNS);
+    conn_release(c);
+    return;
+  }
+  td_log(TD_DEBUG, "connection accepted", "conn=%llu conns=%d", (unsigned long long)c->id, srv->nconns);
+  update_reading(c);
+}
+
+/* ---- the socket ------------------------------------------------------------- */
+
+/* Refuses a socket a live daemon answers on; removes a stale one. */
+static int check_socket_free(const char *path, tn_err_t *err) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return 0;
+  if (!S_ISSOCK(st.st_mode))
+    return tn_err_set(err, TN_EIO, "%s exists and is not a socket; remove it or pass another --socket", path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+  int rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&sa, sizeof sa);
+  int e = errno;
+  if (fd >= 0) close(fd);
+  if (rc == 0)
+    return tn_err_set(err, TN_ESTATE, "another tuned is already listening on %s; stop it first "
+                      "(tunectl shutdown, or kill its pid from `tunectl ping`) or pass another --socket", path);
+  if (e != ECONNREFUSED && e != ENOENT)
+    return tn_err_set(err, TN_EIO, "cannot tell whether %s is in use: %s", path, strerror(e));
+  if (unlink(path) != 0 && errno != ENOENT)
+    return tn_err_set(err, TN_EIO, "cannot remove the stale socket %s: %s", path, strerror(errno));
+  td_log(TD_INFO, "removed a stale socket", "socket=%s", td_q(path));
+  return 0;
+}
+
+static int open_socket(td_server_t *srv, tn_err_t *err) {
+  const char *path = srv->cfg.socket_path;
+  char dir[PATH_MAX];
+  td_dirname(path, dir, sizeof dir);
+  int rc = td_mkdirs(dir, 0700, err);
+  if (rc) return rc;
+  struct stat st;
+  if (stat(dir, &st) == 0 && (st.st_mode & 077))
+    td_log(TD_WARN, "the socket's directory is open to other users; the socket itself is 0600", "dir=%s mode=%o",
+           td_q(dir), (unsigned)(st.st_mode & 0777));
+  if ((rc = check_socket_free(path, err))) return rc;
+  uv_pipe_init(srv->loop, &srv->listener, 0);
+  srv->listener.data = srv;
+  srv->listening = true;
+  mode_t old = umask(0177); /* the socket is born 0600: no window with wider access */
+  int uerr = uv_pipe_bind(&srv->listener, path);
+  umask(old);
+  if (!uerr && chmod(path, 0600) != 0) uerr = uv_translate_sys_error(errno);
+  if (!uerr) uerr = uv_listen((uv_stream_t *)&srv->listener, 128, on_connection);
+  if (uerr) return tn_err_set(err, TN_EIO, "cannot listen on %s: %s", path, uv_strerror(uerr));
+  return 0;
+}
+
+/* One daemon per database: an flock on DB.lock (released when we exit, even
+ * by SIGKILL). */
+static int lock_db(td_server_t *srv, tn_err_t *err) {
+  char path[PATH_MAX + 8];
+  snprintf(path, sizeof path, "%s.lock", srv->cfg.db_path);
+  srv->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (srv->lock_fd < 0) return tn_err_set(err, TN_EIO, "cannot open %s: %s", path, strerror(errno));
+  if (flock(srv->lock_fd, LOCK_EX | LOCK_NB) != 0)
+    return tn_err_set(err, TN_ESTATE, "another tuned is using the database %s (%s is locked); stop it "
+                      "or pass another --db", srv->cfg.db_path, path);
+  return 0;
+}
+
+/* ---- shutdown --------------------------------------------------------------- */
+
+static void on_handle_closed(uv_handle_t *h) { (void)h; }
+
+void td_server_maybe_exit(td_server_t *srv) {
+  if (!srv->stopping || srv->closed || td_jobs_running(srv) > 0 || srv->inflight_work > 0) return;
+  srv->closed = true;
+  td_log(TD_INFO, "jobs stopped; closing", "connections=%d", srv->nconns);
+  uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
+  uv_close((uv_handle_t *)&srv->sig_term, on_handle_closed);
+  uv_close((uv_handle_t *)&srv->sig_int, on_handle_closed);
+  td_jobs_free(srv);
+  for (td_conn_t *c = srv->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->closing) continue;
+    td_conn_close_graceful(c);
+  }
+}
+
+void td_server_stop(td_server_t *srv, const char *why) {
+  if (srv->stopping) return;
+  srv->stopping = true;
+  td_log(TD_INFO, "stopping: no new jobs; running jobs finish their batch", "why=%s running=%d queued=%d",
+         td_q(why), td_jobs_running(srv), td_jobs_queued(srv));
+  td_jobs_stop_all(srv);
+  td_server_maybe_exit(srv);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  td_server_t *srv = h->data;
+  const char *name = signum == SIGTERM ? "SIGTERM" : "SIGINT";
+  if (srv->stopping) {
+    td_log(TD_WARN, "second signal while stopping: exiting now (running jobs resume at the next start)",
+           "signal=%s", name);
+    _exit(1);
+  }
+  td_server_stop(srv, name);
+}
+
+/* ---- run --------------------------------------------------------------------- */
+
+static int start(td_server_t *srv, tn_err_t *err) {
+  int rc = lock_db(srv, err);
+  if (!rc) rc = db_open(srv->cfg.db_path, &srv->rdb, err);
+  if (!rc) rc = db_open(srv->cfg.db_path, &srv->wdb, err);
+  if (!rc) rc = td_jobs_init(srv, err);
+  if (!rc) rc = open_socket(srv, err);
+  if (rc) return rc;
+  uv_signal_init(srv->loop, &srv->sig_term);
+  uv_signal_init(srv->loop, &srv->sig_int);
+  srv->sig_term.data = srv->sig_int.data = srv;
+  uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
+  uv_signal_start(&srv->sig_int, on_signal, SIGINT);
+  return 0;
+}
+
+int td_server_run(const td_config_t *cfg, const td_machine_t *machine) {
+  signal(SIGPIPE, SIG_IGN); /* a client that went away is an error code, not a signal */
+  td_server_t *srv = tn_xcalloc(1, sizeof *srv);
+  srv->cfg = *cfg;
+  srv->machine = *machine;
+  srv->lock_fd = -1;
+  srv->loop = uv_default_loop();
+  srv->started = tn_now();
+  srv->started_unix = (double)time(NULL);
+  uv_mutex_init(&srv->wdb_lock);
+  td_target_list(&srv->machine, &srv->targets, &srv->ntargets);
+  tn_err_t err = {0};
+  int rc = start(srv, &err);
+  int status = 0;
+  if (rc) {
+    td_log(TD_ERROR, "cannot start", "err=%s", td_q(err.msg));
+    fprintf(stderr, "tuned: %s\n", err.msg);
+    status = 1;
+    if (srv->jobs) td_jobs_free(srv);
+    if (srv->listening) uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
+  } else {
+    td_log(TD_INFO, "listening", "socket=%s db=%s target=%s jobs=%d pid=%d", td_q(cfg->socket_path),
+           td_q(cfg->db_path), cfg->target, cfg->max_jobs, (int)getpid());
+    td_jobs_schedule(srv);
+    uv_run(srv->loop, UV_RUN_DEFAULT);
+    unlink(cfg->socket_path);
+    td_log(TD_INFO, "stopped", "uptime_s=%.1f", tn_now() - srv->started);
+  }
+  uv_run(srv->loop, UV_RUN_NOWAIT); /* close callbacks of a failed start */
+  uv_loop_close(srv->loop);
+  db_close(srv->rdb);
+  db_close(srv->wdb);
+  if (srv->lock_fd >= 0) close(srv->lock_fd);
+  uv_mutex_destroy(&srv->wdb_lock);
+  free(srv->targets);
+  free(srv);
+  return status;
+}

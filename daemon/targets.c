@@ -1,0 +1,175 @@
+/* targets.c — which targets this machine can stand in for: a CUDA target
+ * needs an architecture NVRTC compiles, a driver, and that very GPU; OpenCL
+ * needs a platform; the CPU always works.  Also what `--target auto` means. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "daemon/td.h"
+#include "tuned_config.h"
+
+/* GPU names as the driver reports them -> our target names. */
+static const struct {
+  const char *needle;
+  const char *target;
+} gpu_map[] = {
+    {"H200", "nvidia/h200"},      {"H100", "nvidia/h100"},      {"A100", "nvidia/a100"},
+    {"Tesla T4", "nvidia/tesla-t4"}, {" T4", "nvidia/tesla-t4"}, {"P100", "nvidia/tesla-p100"},
+};
+
+void td_machine_probe(td_machine_t *m, const char *config_dir) {
+  memset(m, 0, sizeof *m);
+  m->config_dir = config_dir;
+  for (int b = 0; b < MS_BACKEND__COUNT; b++) ms_backend_probe((ms_backend_t)b, &m->backends[b]);
+  const ms_backend_status_t *cu = &m->backends[MS_BACKEND_CUDA];
+  if (!cu->available) return;
+  /* detail: "NVIDIA H100 80GB HBM3 (1 device), NVRTC 13.0" */
+  const char *paren = strstr(cu->detail, " (");
+  size_t n = paren ? (size_t)(paren - cu->detail) : strlen(cu->detail);
+  snprintf(m->gpu_name, sizeof m->gpu_name, "%.*s", (int)n, cu->detail);
+  for (size_t i = 0; i < TN_ARRAY_LEN(gpu_map); i++)
+    if (strstr(m->gpu_name, gpu_map[i].needle)) {
+      snprintf(m->gpu_target, sizeof m->gpu_target, "%s", gpu_map[i].target);
+      break;
+    }
+}
+
+/* Whether NVRTC compiles for arch; the reason when not.  Results are cached
+ * (one tiny compile per architecture). */
+static bool nvrtc_arch_ok(const char *arch, char *why, size_t size) {
+  static struct {
+    char arch[16];
+    bool ok;
+    char why[512];
+  } cache[16];
+  static int ncache;
+  for (int i = 0; i < ncache; i++)
+    if (strcmp(cache[i].arch, arch) == 0) {
+      snprintf(why, size, "%s", cache[i].why);
+      return cache[i].ok;
+    }
+  ms_cuda_output_t out;
+  tn_err_t err = {0};
+  int rc = ms_cuda_compile("extern \"C\" __global__ void tuned_probe() {}\n", arch, &out, &err);
+  ms_cuda_output_free(&out);
+  bool ok = rc == 0;
+  snprintf(why, size, "%s", ok ? "" : err.msg);
+  if (ncache < (int)TN_ARRAY_LEN(cache)) {
+    snprintf(cache[ncache].arch, sizeof cache[ncache].arch, "%s", arch);
+    cache[ncache].ok = ok;
+    snprintf(cache[ncache].why, sizeof cache[ncache].why, "%s", why);
+    ncache++;
+  }
+  return ok;
+}
+
+static const char ALTERNATIVES[] = "use --target cpu or opencl/pocl-cpu, or --target auto";
+
+static void check_cuda(const td_machine_t *m, td_target_info_t *ti) {
+  const ms_backend_status_t *cu = &m->backends[MS_BACKEND_CUDA];
+  const tn_target_t *t = &ti->t;
+  char why[512];
+  if (!cu->compiled) {
+    snprintf(ti->reason, sizeof ti->reason, "%s needs CUDA, and this tuned was %s; %s", t->name,
+             cu->detail[0] ? cu->detail : "built without CUDA", ALTERNATIVES);
+  } else if (!nvrtc_arch_ok(t->arch, why, sizeof why)) {
+    snprintf(ti->reason, sizeof ti->reason,
+             "%s is %s: %s; tune for a GPU of compute capability 7.5 or newer "
+             "(nvidia/tesla-t4, nvidia/a100, nvidia/h100, nvidia/h200), or %s",
+             t->name, t->arch, why, ALTERNATIVES + 4);
+  } else if (!cu->available) {
+    snprintf(ti->reason, sizeof ti->reason, "no CUDA device here: %s; %s", cu->detail, ALTERNATIVES);
+  } else if (strcmp(m->gpu_target, t->name) != 0 && strcasecmp(m->gpu_name, t->device) != 0) {
+    if (m->gpu_target[0])
+      snprintf(ti->reason, sizeof ti->reason,
+               "the GPU here is %s (target %s), not %s: timings would be for the wrong device; "
+               "use --target %s or --target auto", m->gpu_name, m->gpu_target, t->device, m->gpu_target);
+    else
+      snprintf(ti->reason, sizeof ti->reason,
+               "the GPU here is %s, not %s; write a target file configs/nvidia/NAME.json whose "
+               "\"device\" is \"%s\" (see configs/README.md), or %s",
+               m->gpu_name, t->device, m->gpu_name, ALTERNATIVES + 4);
+  } else {
+    ti->usable = true;
+  }
+}
+
+int td_target_check(const td_machine_t *m, const char *name, td_target_info_t *out, tn_err_t *err) {
+  memset(out, 0, sizeof *out);
+  int rc = tn_target_lookup(name, m->config_dir, &out->t, err);
+  if (rc) return rc;
+  switch (out->t.kind) {
+  case TN_TARGET_CPU:
+    out->usable = true;
+    break;
+  case TN_TARGET_OPENCL:
+    out->usable = m->backends[MS_BACKEND_OPENCL].available;
+    if (!out->usable)
+      snprintf(out->reason, sizeof out->reason,
+               "no OpenCL platform here: %s; install an OpenCL driver (pocl-opencl-icd on a CPU-only "
+               "machine), or use --target cpu", m->backends[MS_BACKEND_OPENCL].detail);
+    break;
+  case TN_TARGET_CUDA:
+    check_cuda(m, out);
+    break;
+  }
+  return 0;
+}
+
+void td_target_auto(const td_machine_t *m, char *name, size_t size, char *why, size_t whysize) {
+  const ms_backend_status_t *cu = &m->backends[MS_BACKEND_CUDA];
+  td_target_info_t ti;
+  tn_err_t err;
+  if (cu->available && m->gpu_target[0] && td_target_check(m, m->gpu_target, &ti, &err) == 0 &&
+      ti.usable) {
+    snprintf(name, size, "%s", m->gpu_target);
+    snprintf(why, whysize, "CUDA device %s", m->gpu_name);
+    return;
+  }
+  snprintf(name, size, "cpu");
+  if (!cu->available) snprintf(why, whysize, "no usable CUDA device (%s)", cu->detail);
+  else if (!m->gpu_target[0]) snprintf(why, whysize, "no target file for the GPU %s", m->gpu_name);
+  else snprintf(why, whysize, "%s", ti.reason);
+}
+
+/* Adds configs/<sub>/<file>.json names not already in the list. */
+static void add_config_dir(const td_machine_t *m, const char *sub, td_target_info_t **v, int *n, int *cap) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", m->config_dir, sub);
+  DIR *d = opendir(path);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    if (len < 6 || strcmp(e->d_name + len - 5, ".json") != 0) continue;
+    char name[64];
+    if (snprintf(name, sizeof name, "%s/%.*s", sub, (int)(len - 5), e->d_name) >= (int)sizeof name) continue;
+    bool seen = false;
+    for (int i = 0; i < *n && !seen; i++) seen = strcmp((*v)[i].t.name, name) == 0;
+    td_target_info_t ti;
+    tn_err_t err;
+    if (seen || td_target_check(m, name, &ti, &err) != 0) continue;
+    if (*n == *cap) *v = tn_xrealloc(*v, sizeof **v * (size_t)(*cap = *cap * 2 + 8));
+    (*v)[(*n)++] = ti;
+  }
+  closedir(d);
+}
+
+int td_target_list(const td_machine_t *m, td_target_info_t **out, int *n) {
+  int cap = 16;
+  *n = 0;
+  *out = tn_xmalloc(sizeof **out * (size_t)cap);
+  const char *const *names = tn_target_builtin_names();
+  for (int i = 0; names[i]; i++) {
+    tn_err_t err;
+    if (*n == cap) *out = tn_xrealloc(*out, sizeof **out * (size_t)(cap *= 2));
+    if (td_target_check(m, names[i], &(*out)[*n], &err) == 0) (*n)++;
+  }
+  if (m->config_dir) {
+    static const char *const subs[] = {"cpu", "opencl", "nvidia"};
+    for (size_t i = 0; i < TN_ARRAY_LEN(subs); i++) add_config_dir(m, subs[i], out, n, &cap);
+  }
+  return 0;
+}

@@ -1,0 +1,287 @@
+/* db.h — the tuning database: workloads, targets, measured records and jobs
+ * in one SQLite file (WAL mode), with JSON-lines export/import.  Prefix: db_.
+ *
+ * Threads: a db_t is one SQLite connection and is NOT shared between threads.
+ * Every thread that needs the database calls db_open on the same path and
+ * gets its own connection; WAL lets readers run while one writer commits.
+ *
+ * Durability: every public call that writes commits before it returns
+ * (unless the caller opened a transaction with db_tx_begin).  A process
+ * killed at any moment (SIGKILL) loses nothing that was committed and leaves
+ * no partial batch; synchronous=NORMAL means only an OS crash or power loss
+ * can drop the last commits (never corrupt the file).
+ *
+ * Strings and arrays in results live in an arena owned by the result (free
+ * it with the matching *_free) or by the caller (the *_get functions). */
+#ifndef TUNED_DB_H
+#define TUNED_DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+/* The schema version this build creates and understands. */
+#define DB_SCHEMA_VERSION 2
+
+typedef struct db db_t;
+
+/* ---- connection ------------------------------------------------------- */
+
+/* Opens (creating if needed) the database at `path`, sets WAL mode,
+ * synchronous=NORMAL, foreign keys and a busy timeout, and applies pending
+ * migrations.  A database made by a newer tuned (user_version above
+ * DB_SCHEMA_VERSION) is refused with TN_EUNSUPPORTED. */
+int db_open(const char *path, db_t **out, tn_err_t *err);
+void db_close(db_t *db); /* NULL is fine; rolls back an open transaction */
+
+/* The schema version of the open database (PRAGMA user_version). */
+int db_schema_version(db_t *db, int *version, tn_err_t *err);
+/* PRAGMA integrity_check: 0 when it says "ok", else TN_EIO with its first line. */
+int db_check(db_t *db, tn_err_t *err);
+
+/* Groups several calls into one atomic commit (nests: inner levels are
+ * savepoints).  Every begin needs exactly one commit or rollback. */
+int db_tx_begin(db_t *db, tn_err_t *err);
+int db_tx_commit(db_t *db, tn_err_t *err);
+void db_tx_rollback(db_t *db);
+
+/* ---- workloads and targets ---------------------------------------------- */
+
+typedef struct db_workload {
+  int64_t id;          /* out */
+  const char *hash;    /* structural hash: 16 lower-case hex digits */
+  const char *name;
+  const char *source;  /* workload-language text */
+  const char *params;  /* JSON object text; NULL means "{}" */
+  double flops, bytes;
+  double created;      /* out: unix seconds */
+  int64_t n_records;   /* out (db_workloads_list only) */
+} db_workload_t;
+
+/* Inserts the workload unless one with the same hash exists; either way sets
+ * *id (may be NULL) to the row for that hash.  An existing row is kept as is:
+ * the hash identifies the computation, the first name and text stay. */
+int db_workload_upsert(db_t *db, const db_workload_t *w, int64_t *id, tn_err_t *err);
+/* Looks a workload up by hash; unknown hash -> TN_EINVAL naming it. */
+int db_workload_get(db_t *db, const char *hash, db_workload_t *out, tn_arena_t *arena,
+                    tn_err_t *err);
+
+typedef struct db_workloads {
+  db_workload_t *items;
+  size_t n;
+  tn_arena_t *arena;
+} db_workloads_t;
+
+/* All workloads ordered by hash, with their record counts; limit 0 = all. */
+int db_workloads_list(db_t *db, size_t limit, size_t offset, db_workloads_t *out, tn_err_t *err);
+void db_workloads_free(db_workloads_t *w);
+
+typedef struct db_target {
+  int64_t id;        /* out */
+  const char *name;  /* "nvidia/tesla-t4" */
+  const char *kind;  /* "cuda", "opencl", "cpu" */
+  const char *arch;  /* NULL means "" */
+  const char *json;  /* the target description, JSON object; NULL means "{}" */
+} db_target_t;
+
+/* Inserts the target or, when the name exists, replaces kind/arch/json with
+ * the given ones (the running daemon's description wins).  Sets *id. */
+int db_target_upsert(db_t *db, const db_target_t *t, int64_t *id, tn_err_t *err);
+
+typedef struct db_targets {
+  db_target_t *items;
+  size_t n;
+  tn_arena_t *arena;
+} db_targets_t;
+
+int db_targets_list(db_t *db, db_targets_t *out, tn_err_t *err); /* ordered by name */
+void db_targets_free(db_targets_t *t);
+
+/* ---- records ------------------------------------------------------------ */
+
+typedef enum db_status {
+  DB_STATUS_OK,
+  DB_STATUS_BUILD_ERROR,
+  DB_STATUS_RUN_ERROR,
+  DB_STATUS_TIMEOUT,
+  DB_STATUS_WRONG_RESULT,
+} db_status_t;
+
+#define DB_STATUS_ANY (-1)
+
+const char *db_status_name(db_status_t s); /* "ok", "build_error", ... */
+/* Parses a status name; unknown -> TN_EINVAL listing the valid names. */
+int db_status_parse(const char *name, db_status_t *out, tn_err_t *err);
+
+/* One measured candidate.  For db_record_add_batch the caller fills the
+ * inputs; results from queries fill every field. */
+typedef struct db_record {
+  int64_t id;                 /* out: 0 for a skipped duplicate */
+  int64_t workload_id, target_id;
+  const char *workload_hash;  /* out (queries) */
+  const char *target_name;    /* out (queries) */
+  const char *trace;          /* trace JSON text, stored verbatim */
+  char trace_hash[17];        /* out: db_trace_hash(trace) */
+  const double *run_secs;     /* every repeat, in run order */
+  size_t n_runs;
+  double median_secs;         /* NAN when there is no time (failed builds) */
+  db_status_t status;
+  const char *error;          /* NULL when none */
+  int registers, shared_bytes, spill_bytes; /* -1 when unknown */
+  const char *compiler, *toolkit_version, *arch; /* NULL when unknown */
+  bool verified;              /* result checked against the reference */
+  bool duplicate;             /* out (add_batch): trace already recorded */
+  double created, updated;    /* out: unix seconds */
+} db_record_t;
+
+/* Fills the optional fields of r with "unknown" (-1, NULL, NAN); call before
+ * setting the fields you know. */
+void db_record_init(db_record_t *r);
+
+/* FNV-1a 64 over the trace text, as 16 lower-case hex digits + NUL. */
+void db_trace_hash(const char *trace, char out[17]);
+/* Median of v[0..n) (mean of the middle two for even n); NAN when n == 0. */
+double db_median(const double *v, size_t n);
+
+typedef struct db_batch_stats {
+  size_t inserted, duplicates;
+} db_batch_stats_t;
+
+/* Inserts n records in ONE transaction: all of them or (on error) none.
+ * Records whose (workload, target, trace hash) already exist are skipped
+ * and marked duplicate.  Sets each record's id, trace_hash and created.
+ * Invalid records (bad trace JSON, ok without a time, verified but not ok,
+ * unknown workload or target id) fail the batch with a message naming the
+ * record's index.  stats may be NULL. */
+int db_record_add_batch(db_t *db, db_record_t *recs, size_t n, db_batch_stats_t *stats,
+                        tn_err_t *err);
+
+/* Whether a trace with this hash was recorded for (workload, target). */
+int db_record_exists(db_t *db, int64_t workload_id, int64_t target_id, const char *trace_hash,
+                     bool *exists, tn_err_t *err);
+
+/* Marks a record verified or not (updates its `updated` time).  Only ok
+ * records can be verified. */
+int db_record_set_verified(db_t *db, int64_t record_id, bool verified, tn_err_t *err);
+
+typedef struct db_records {
+  db_record_t *items;
+  size_t n;
+  tn_arena_t *arena;
+} db_records_t;
+
+void db_records_free(db_records_t *r);
+
+typedef struct db_query {
+  const char *workload_hash;  /* NULL: any workload */
+  const char *target_name;    /* NULL: any target */
+  int status;                 /* a db_status_t or DB_STATUS_ANY */
+  bool verified_only;
+  size_t limit, offset;       /* limit 0: no limit */
+} db_query_t;
+
+/* A query matching everything (status DB_STATUS_ANY, no limit). */
+db_query_t db_query_all(void);
+
+/* Records matching q, ordered by workload hash, target name, record id. */
+int db_records_query(db_t *db, const db_query_t *q, db_records_t *out, tn_err_t *err);
+
+/* The k (0: all) fastest verified ok records of a workload on a target, by median
+ * time (ties by record id).  target_name is required: records are never
+ * compared across targets.  Unknown workload or target -> no records. */
+int db_best(db_t *db, const char *workload_hash, const char *target_name, size_t k,
+            db_records_t *out, tn_err_t *err);
+
+/* ---- jobs --------------------------------------------------------------- */
+
+typedef enum db_job_state {
+  DB_JOB_QUEUED,
+  DB_JOB_RUNNING,
+  DB_JOB_DONE,
+  DB_JOB_CANCELLED,
+  DB_JOB_FAILED,
+} db_job_state_t;
+
+const char *db_job_state_name(db_job_state_t s); /* "queued", "running", ... */
+int db_job_state_parse(const char *name, db_job_state_t *out, tn_err_t *err);
+/* done, cancelled and failed are final: no further update is accepted. */
+bool db_job_state_final(db_job_state_t s);
+
+typedef struct db_job {
+  int64_t id;                 /* out */
+  db_job_state_t state;       /* out (create makes it queued) */
+  int64_t workload_id, target_id;
+  const char *workload_hash;  /* out */
+  const char *target_name;    /* out */
+  int64_t budget_trials;      /* >= 0 */
+  double budget_seconds;      /* 0: no time limit */
+  int64_t trials_done;        /* out */
+  int64_t best_record_id;     /* out: 0 when none yet */
+  uint64_t seed;
+  const char *options;        /* JSON object text; NULL means "{}" */
+  const char *error;          /* out: NULL when none */
+  double created, updated;    /* out: unix seconds */
+  double started, finished;   /* out: 0 when not yet */
+} db_job_t;
+
+/* Creates a queued job from job's inputs; sets job->id, state and times. */
+int db_job_create(db_t *db, db_job_t *job, tn_err_t *err);
+
+typedef struct db_job_progress {
+  db_job_state_t state;
+  int64_t trials_done;        /* -1: keep; otherwise never below the stored value */
+  int64_t best_record_id;     /* 0: keep */
+  const char *error;          /* NULL: keep */
+} db_job_progress_t;
+
+/* Moves a job to p->state and records progress.  Allowed moves: queued ->
+ * running/cancelled/failed; running -> running/queued (requeue after a
+ * restart)/done/cancelled/failed.  Final jobs refuse with TN_ESTATE.
+ * `started` is set on the first move to running, `finished` on a final state. */
+int db_job_update(db_t *db, int64_t id, const db_job_progress_t *p, tn_err_t *err);
+/* Unknown id -> TN_EINVAL naming it. */
+int db_job_get(db_t *db, int64_t id, db_job_t *out, tn_arena_t *arena, tn_err_t *err);
+
+typedef struct db_jobs {
+  db_job_t *items;
+  size_t n;
+  tn_arena_t *arena;
+} db_jobs_t;
+
+/* All jobs, newest first; limit 0 = all. */
+int db_job_list(db_t *db, size_t limit, size_t offset, db_jobs_t *out, tn_err_t *err);
+/* Queued and running jobs, oldest first: what to resume after a restart. */
+int db_jobs_unfinished(db_t *db, db_jobs_t *out, tn_err_t *err);
+void db_jobs_free(db_jobs_t *j);
+
+/* ---- JSON lines export / import --------------------------------------- */
+
+/* Appends one JSON object per record matching q (NULL: all) to out, ordered
+ * by workload hash, target name, trace hash (the same text for the same
+ * content, whatever the insertion order).  Each line is self-contained:
+ *   {"workload":{"hash","name","source","params","flops","bytes"},
+ *    "target":{"name","kind","arch","json"}, "trace":"<trace text>",
+ *    "trace_hash", "run_secs":[...], "median_secs", "status", "error",
+ *    "registers", "shared_bytes", "spill_bytes", "compiler",
+ *    "toolkit_version", "arch", "verified", "created", "updated"}
+ * The trace is a JSON string holding the exact stored text, so its hash
+ * survives the round trip. */
+int db_export_jsonl(db_t *db, const db_query_t *q, tn_buf_t *out, tn_err_t *err);
+
+typedef struct db_import_stats {
+  size_t lines;               /* non-blank lines read */
+  size_t workloads_added, targets_added;
+  size_t inserted, duplicates;
+} db_import_stats_t;
+
+/* Merges JSON lines (as written by db_export_jsonl) into the database in one
+ * transaction: workloads and targets are added when missing (existing ones
+ * are kept), records are inserted unless (workload hash, target name, trace
+ * hash) is already there.  Any bad line rolls everything back and fails with
+ * a message starting "line N:" (err->line = N).  Blank lines are skipped. */
+int db_import_jsonl(db_t *db, const char *text, size_t len, db_import_stats_t *stats,
+                    tn_err_t *err);
+
+#endif

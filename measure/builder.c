@@ -1,0 +1,346 @@
+/* builder.c — the build thread pool: a FIFO of build jobs served by one
+ * thread per core, tickets to wait on, and a watchdog that abandons builds
+ * stuck in a compiler call past their timeout (NVRTC and clBuildProgram
+ * cannot be interrupted) and replaces the stuck thread.
+ *
+ * Lifetimes: a job is shared by the table of submitted jobs (until waited)
+ * and by the thread running it; the pool's core is shared by the owner and
+ * every thread, so a thread still stuck in a compiler after ms_builder_free
+ * finds valid memory when it comes back, and frees the core if it is last. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ms_internal.h"
+
+/* cc builds kill their compiler at the timeout; the watchdog only steps in
+ * this much later, should that fail. */
+#define CC_WATCHDOG_GRACE_S 10.0
+
+typedef struct pool_thread {
+  bool retired; /* abandoned by the watchdog: exit after the current job */
+} pool_thread_t;
+
+typedef enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE } job_state_t;
+
+typedef struct job {
+  int64_t ticket;
+  int refs;
+  job_state_t state;
+  bool abandoned;
+  ms_candidate_t *cand; /* the job's own copy: the caller may free theirs after an abandon */
+  ms_result_t *dest;
+  ms_result_t local;    /* the thread builds into this, then moves it to dest */
+  double started, deadline;
+  pool_thread_t *thread;
+  struct job *next_queued, *next_all;
+} job_t;
+
+typedef struct core {
+  pthread_mutex_t mu;
+  pthread_cond_t work, done, wd;
+  int refs;        /* owner + every live thread */
+  int nactive;     /* pool threads not retired */
+  bool shutdown, wd_stop;
+  job_t *queue_head, *queue_tail, *all;
+  int64_t next_ticket;
+  double timeout_s;
+  char run_dir[MS_DIR_MAX];
+  bool own_dir;
+} core_t;
+
+struct ms_builder {
+  core_t *core;
+  pthread_t watchdog;
+};
+
+static void core_unref_locked(core_t *c) {
+  if (--c->refs > 0) {
+    pthread_mutex_unlock(&c->mu);
+    return;
+  }
+  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->work);
+  pthread_cond_destroy(&c->done);
+  pthread_cond_destroy(&c->wd);
+  free(c);
+}
+
+static void job_unref(job_t *j) {
+  if (--j->refs > 0) return;
+  ms_candidate_free(j->cand);
+  ms_result_clear(&j->local);
+  free(j);
+}
+
+/* Runs one build into j->local (no lock held). */
+static void run_job(core_t *c, job_t *j) {
+  char dir[MS_PATH_MAX];
+  ms_result_t *r = &j->local;
+  ms_result_init(r);
+  snprintf(dir, sizeof dir, "%s/b%06lld", c->run_dir, (long long)j->ticket);
+  tn_err_t err = {0};
+  double t0 = tn_now();
+  if (ms_mkdirs(dir, &err) < 0) {
+    ms_result_fail(r, MS_BUILD_ERROR, "%s", err.msg);
+  } else if (j->cand->target.kind == TN_TARGET_CUDA) {
+    ms_build_cuda(j->cand, dir, r);
+  } else if (j->cand->target.kind == TN_TARGET_OPENCL) {
+    ms_build_opencl(j->cand, dir, r);
+  } else {
+    ms_build_c(j->cand, dir, c->timeout_s, r);
+  }
+  r->build.build_secs = tn_now() - t0;
+}
+
+static void *thread_main(void *arg);
+
+/* Starts one more pool thread (lock held). */
+static void spawn_thread_locked(core_t *c) {
+  pool_thread_t *t = tn_xcalloc(1, sizeof *t);
+  void **args = tn_xmalloc(2 * sizeof *args);
+  args[0] = c, args[1] = t;
+  pthread_t th;
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&th, &at, thread_main, args) == 0) {
+    c->refs++;
+    c->nactive++;
+  } else {
+    free(args);
+    free(t);
+  }
+  pthread_attr_destroy(&at);
+}
+
+static void *thread_main(void *arg) {
+  void **args = arg;
+  core_t *c = args[0];
+  pool_thread_t *me = args[1];
+  free(args);
+  pthread_mutex_lock(&c->mu);
+  for (;;) {
+    while (!c->shutdown && !c->queue_head) pthread_cond_wait(&c->work, &c->mu);
+    job_t *j = c->queue_head;
+    if (!j) break; /* shut down and drained */
+    c->queue_head = j->next_queued;
+    if (!c->queue_head) c->queue_tail = NULL;
+    j->state = JOB_RUNNING;
+    j->thread = me;
+    j->refs++;
+    j->started = tn_now();
+    j->deadline = j->started + c->timeout_s +
+                  (j->cand->target.kind == TN_TARGET_CPU ? CC_WATCHDOG_GRACE_S : 0);
+    pthread_cond_signal(&c->wd);
+    pthread_mutex_unlock(&c->mu);
+    run_job(c, j);
+    pthread_mutex_lock(&c->mu);
+    if (!j->abandoned) {
+      *j->dest = j->local;
+      ms_result_init(&j->local); /* ownership of run_secs moved */
+      j->state = JOB_DONE;
+      pthread_cond_broadcast(&c->done);
+    }
+    job_unref(j);
+    if (me->retired) break;
+  }
+  if (!me->retired) c->nactive--;
+  free(me);
+  pthread_cond_broadcast(&c->done);
+  core_unref_locked(c);
+  return NULL;
+}
+
+/* Abandons a running job at its deadline (lock held). */
+static void abandon_locked(core_t *c, job_t *j, double now) {
+  j->abandoned = true;
+  ms_result_init(j->dest);
+  snprintf(j->dest->build.arch, sizeof j->dest->build.arch, "%s", j->cand->target.arch);
+  j->dest->build.build_secs = now - j->started;
+  ms_result_fail(j->dest, MS_TIMEOUT,
+                 "build timed out after %.1f s (the %s compiler cannot be interrupted: the build "
+                 "was abandoned and its thread replaced)",
+                 now - j->started, tn_target_kind_name(j->cand->target.kind));
+  j->state = JOB_DONE;
+  j->thread->retired = true;
+  c->nactive--;
+  spawn_thread_locked(c);
+  pthread_cond_broadcast(&c->done);
+}
+
+static void *watchdog_main(void *arg) {
+  core_t *c = arg;
+  pthread_mutex_lock(&c->mu);
+  while (!c->wd_stop) {
+    double now = tn_now(), next = now + 1.0;
+    for (job_t *j = c->all; j; j = j->next_all) {
+      if (j->state != JOB_RUNNING || j->abandoned) continue;
+      if (j->deadline <= now) abandon_locked(c, j, now);
+      else if (j->deadline < next) next = j->deadline;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double wait = next - now + 0.001;
+    ts.tv_sec += (time_t)wait;
+    ts.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&c->wd, &c->mu, &ts);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
+}
+
+int ms_builder_new(const ms_build_opts_t *o, ms_builder_t **out, tn_err_t *err) {
+  ms_build_opts_t def = {0};
+  if (!o) o = &def;
+  *out = NULL;
+  if (o->timeout_s < 0 || o->nthreads < 0)
+    return tn_err_set(err, TN_EINVAL, "builder: timeout and thread count must not be negative");
+  core_t *c = tn_xcalloc(1, sizeof *c);
+  if (o->run_dir) {
+    if (strlen(o->run_dir) >= sizeof c->run_dir) {
+      free(c);
+      return tn_err_set(err, TN_EINVAL, "builder: run directory path longer than %d bytes", MS_DIR_MAX - 1);
+    }
+    snprintf(c->run_dir, sizeof c->run_dir, "%s", o->run_dir);
+    if (ms_mkdirs(c->run_dir, err) < 0) {
+      free(c);
+      return err ? err->code : TN_EIO;
+    }
+  } else if (ms_make_temp_dir("tuned-build", c->run_dir, sizeof c->run_dir, err) < 0) {
+    free(c);
+    return err ? err->code : TN_EIO;
+  } else {
+    c->own_dir = true;
+  }
+  /* Before any thread of ours exists: setenv races with posix_spawn. */
+  char cache[MS_PATH_MAX];
+  snprintf(cache, sizeof cache, "%s/pocl-cache", c->run_dir);
+  ms_pocl_cache_init(cache);
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->work, NULL);
+  pthread_cond_init(&c->done, NULL);
+  pthread_cond_init(&c->wd, NULL);
+  c->refs = 1;
+  c->timeout_s = o->timeout_s > 0 ? o->timeout_s : 30.0;
+  int n = o->nthreads > 0 ? o->nthreads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  ms_builder_t *b = tn_xcalloc(1, sizeof *b);
+  b->core = c;
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < TN_MAX(n, 1); i++) spawn_thread_locked(c);
+  bool ok = c->nactive > 0;
+  pthread_mutex_unlock(&c->mu);
+  if (!ok || pthread_create(&b->watchdog, NULL, watchdog_main, c) != 0) {
+    /* Unlikely: threads cannot be created.  Let the started ones exit. */
+    pthread_mutex_lock(&c->mu);
+    c->shutdown = true;
+    pthread_cond_broadcast(&c->work);
+    core_unref_locked(c);
+    free(b);
+    return tn_err_set(err, TN_EIO, "builder: cannot start threads");
+  }
+  *out = b;
+  return TN_OK;
+}
+
+const char *ms_builder_run_dir(const ms_builder_t *b) { return b->core->run_dir; }
+
+void ms_builder_free(ms_builder_t *b) {
+  if (!b) return;
+  core_t *c = b->core;
+  pthread_mutex_lock(&c->mu);
+  c->shutdown = true;
+  pthread_cond_broadcast(&c->work);
+  while (c->nactive > 0) pthread_cond_wait(&c->done, &c->mu);
+  c->wd_stop = true;
+  pthread_cond_signal(&c->wd);
+  pthread_mutex_unlock(&c->mu);
+  pthread_join(b->watchdog, NULL);
+  pthread_mutex_lock(&c->mu);
+  for (job_t *j = c->all, *next; j; j = next) {
+    next = j->next_all;
+    job_unref(j);
+  }
+  c->all = NULL;
+  /* A thread still stuck in a compiler may write into its job's directory
+   * later; those writes fail harmlessly and their result is discarded. */
+  if (c->own_dir) ms_remove_tree(c->run_dir);
+  core_unref_locked(c);
+  free(b);
+}
+
+int64_t ms_build_submit(ms_builder_t *b, const ms_candidate_t *cand, ms_result_t *res) {
+  if (!b || !cand || !res) return TN_EINVAL;
+  core_t *c = b->core;
+  job_t *j = tn_xcalloc(1, sizeof *j);
+  tn_err_t err = {0};
+  if (ms_candidate_new(&cand->target, cand->source, cand->kernels, cand->nkernels, cand->params,
+                       cand->nparams, &j->cand, &err) < 0) {
+    free(j);
+    return err.code;
+  }
+  j->dest = res;
+  j->refs = 1; /* the table's */
+  ms_result_init(&j->local);
+  pthread_mutex_lock(&c->mu);
+  j->ticket = c->next_ticket++;
+  j->next_all = c->all;
+  c->all = j;
+  if (c->queue_tail) c->queue_tail->next_queued = j;
+  else c->queue_head = j;
+  c->queue_tail = j;
+  pthread_cond_signal(&c->work);
+  pthread_mutex_unlock(&c->mu);
+  return j->ticket;
+}
+
+/* Finds a job by ticket (lock held); *link points at its list link. */
+static job_t *find_locked(core_t *c, int64_t ticket, job_t ***link) {
+  for (job_t **p = &c->all; *p; p = &(*p)->next_all)
+    if ((*p)->ticket == ticket) {
+      if (link) *link = p;
+      return *p;
+    }
+  return NULL;
+}
+
+void ms_build_wait(ms_builder_t *b, int64_t ticket) {
+  core_t *c = b->core;
+  pthread_mutex_lock(&c->mu);
+  job_t **link = NULL, *j;
+  while ((j = find_locked(c, ticket, &link)) && j->state != JOB_DONE) pthread_cond_wait(&c->done, &c->mu);
+  if (j) {
+    *link = j->next_all;
+    job_unref(j);
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
+bool ms_build_done(ms_builder_t *b, int64_t ticket) {
+  core_t *c = b->core;
+  pthread_mutex_lock(&c->mu);
+  job_t *j = find_locked(c, ticket, NULL);
+  bool done = !j || j->state == JOB_DONE;
+  pthread_mutex_unlock(&c->mu);
+  return done;
+}
+
+int ms_build_batch(ms_builder_t *b, ms_candidate_t *const *cands, int n, ms_result_t *results,
+                   tn_err_t *err) {
+  if (!b || n < 0 || (n > 0 && (!cands || !results)))
+    return tn_err_set(err, TN_EINVAL, "ms_build_batch: needs a builder, candidates and results");
+  int64_t *tickets = tn_xmalloc(sizeof *tickets * (size_t)TN_MAX(n, 1));
+  for (int i = 0; i < n; i++) {
+    ms_result_init(&results[i]);
+    tickets[i] = ms_build_submit(b, cands[i], &results[i]);
+    if (tickets[i] < 0) ms_result_fail(&results[i], MS_BUILD_ERROR, "invalid candidate");
+  }
+  for (int i = 0; i < n; i++)
+    if (tickets[i] >= 0) ms_build_wait(b, tickets[i]);
+  free(tickets);
+  return TN_OK;
+}

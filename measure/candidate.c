@@ -1,0 +1,81 @@
+/* candidate.c — what the builder and the runner work on: a target plus
+ * source, kernels and parameters, deep-copied from a lowered module or
+ * given raw (hand-written and planted test candidates). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ms_internal.h"
+
+ms_backend_t ms_backend_of(tn_target_kind_t k) {
+  return k == TN_TARGET_CUDA ? MS_BACKEND_CUDA : k == TN_TARGET_OPENCL ? MS_BACKEND_OPENCL : MS_BACKEND_CPU;
+}
+
+cg_target_t ms_language_of(tn_target_kind_t k) {
+  return k == TN_TARGET_CUDA ? CG_TARGET_CUDA : k == TN_TARGET_OPENCL ? CG_TARGET_OPENCL : CG_TARGET_C;
+}
+
+void ms_candidate_free(ms_candidate_t *c) {
+  if (!c) return;
+  for (int i = 0; i < c->nparams; i++) free(c->params[i].name);
+  free(c->params);
+  free(c->kernels);
+  free(c->source);
+  free(c);
+}
+
+int ms_candidate_new(const tn_target_t *t, const char *source, const cg_kernel_t *kernels,
+                     int nkernels, const cg_param_t *params, int nparams, ms_candidate_t **out,
+                     tn_err_t *err) {
+  *out = NULL;
+  if (!t || !source || nkernels < 1 || !kernels || nparams < 0 || (nparams > 0 && !params))
+    return tn_err_set(err, TN_EINVAL, "candidate: needs a target, a source and at least one kernel");
+  for (int i = 0; i < nkernels; i++)
+    for (int d = 0; d < 3; d++)
+      if (kernels[i].grid[d] < 1 || kernels[i].block[d] < 1 || kernels[i].grid[d] > INT32_MAX ||
+          kernels[i].block[d] > INT32_MAX)
+        return tn_err_set(err, TN_EINVAL, "candidate: kernel %s has grid/block dimension %d out of [1, 2^31)",
+                          kernels[i].name, d);
+  for (int i = 0; i < nparams; i++)
+    if (!params[i].name || params[i].ndim < 0 || params[i].ndim > IR_MAX_DIMS)
+      return tn_err_set(err, TN_EINVAL, "candidate: parameter %d has no name or a bad rank", i);
+  ms_candidate_t *c = tn_xcalloc(1, sizeof *c);
+  c->target = *t;
+  c->source = tn_xstrdup(source);
+  c->kernels = tn_xmalloc(sizeof *kernels * (size_t)nkernels);
+  memcpy(c->kernels, kernels, sizeof *kernels * (size_t)nkernels);
+  c->nkernels = nkernels;
+  c->params = tn_xcalloc((size_t)TN_MAX(nparams, 1), sizeof *params);
+  for (int i = 0; i < nparams; i++) {
+    c->params[i] = params[i];
+    c->params[i].name = tn_xstrdup(params[i].name);
+  }
+  c->nparams = nparams;
+  *out = c;
+  return TN_OK;
+}
+
+int ms_candidate_from_module(const tn_target_t *t, const cg_module_t *m, ms_candidate_t **out,
+                             tn_err_t *err) {
+  cg_target_t want = ms_language_of(t->kind);
+  if (m->target != want) {
+    *out = NULL;
+    return tn_err_set(err, TN_EINVAL, "candidate: target %s (%s) runs %s code, but the module is %s",
+                      t->name, tn_target_kind_name(t->kind), cg_target_name(want), cg_target_name(m->target));
+  }
+  return ms_candidate_new(t, m->source, m->kernels, m->nkernels, m->params, m->nparams, out, err);
+}
+
+int ms_check_block_limits(const ms_candidate_t *c, ms_result_t *res) {
+  const tn_target_t *t = &c->target;
+  for (int i = 0; i < c->nkernels; i++) {
+    const cg_kernel_t *k = &c->kernels[i];
+    int64_t threads = k->block[0] * k->block[1] * k->block[2];
+    if (t->max_threads_per_block > 0 && threads > t->max_threads_per_block) {
+      ms_result_fail(res, MS_BUILD_ERROR, "kernel %s has %lld threads per block (%lld x %lld x %lld); %s allows %d",
+                     k->name, (long long)threads, (long long)k->block[0], (long long)k->block[1],
+                     (long long)k->block[2], t->name, t->max_threads_per_block);
+      return -1;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,68 @@
+/* ms_internal.h — measure/ internals shared by the builder, the runner and
+ * the worker: files and directories, the framed pipe protocol, dtype
+ * conversion, child processes.  Not a public header. */
+#ifndef TUNED_MS_INTERNAL_H
+#define TUNED_MS_INTERNAL_H
+
+#include <cJSON.h>
+#include <sys/types.h>
+
+#include "measure.h"
+
+/* ---- files and directories (util.c) --------------------------------------- */
+
+/* Longest run directory: files under it (".../b000001/cand.cubin") fit MS_PATH_MAX. */
+#define MS_DIR_MAX 384
+
+/* mkdtemp under $TMPDIR (or /tmp) with the given stem: "<tmp>/<stem>-XXXXXX". */
+int ms_make_temp_dir(const char *stem, char *out, size_t size, tn_err_t *err);
+/* mkdir -p. */
+int ms_mkdirs(const char *path, tn_err_t *err);
+/* rm -rf (best effort; never follows symlinks out of the tree). */
+void ms_remove_tree(const char *path);
+int ms_write_file(const char *path, const void *data, size_t n, tn_err_t *err);
+
+/* Sets POCL_CACHE_DIR once per process (when the environment has none) to
+ * dir; returns the value in effect afterwards. */
+const char *ms_pocl_cache_init(const char *dir);
+
+/* ---- child processes (util.c) --------------------------------------------- */
+
+/* Runs argv (PATH search) in its own process group with stdout+stderr
+ * captured into log (cut to max_log bytes), killing the group after
+ * timeout_s.  Returns 0 when the child ran to completion (then *status is
+ * its wait status), TN_ERANGE on timeout, TN_EIO when it could not start. */
+int ms_run_command(char *const argv[], double timeout_s, tn_buf_t *log, size_t max_log, int *status,
+                   tn_err_t *err);
+/* "SIGSEGV (Segmentation fault)". */
+void ms_signal_text(int sig, char *buf, size_t size);
+
+/* ---- dtypes (util.c) ------------------------------------------------------- */
+
+/* Converts doubles to a parameter's storage (float16 as IEEE half bits,
+ * bool as one byte) and back. */
+void ms_to_dtype(ir_dtype_t t, const double *src, int64_t n, void *dst);
+void ms_from_dtype(ir_dtype_t t, const void *src, int64_t n, double *dst);
+
+/* ---- framed protocol (proto.c; format documented in worker.c) -------------- */
+
+#define MS_FRAME_MAX ((size_t)64 << 20)
+
+/* Writes one frame: 4-byte little-endian length, then the JSON text. */
+int ms_frame_send(int fd, const cJSON *msg, tn_err_t *err);
+/* Reads one frame; deadline is tn_now() seconds (<= 0: wait forever).
+ * TN_ERANGE on timeout, TN_EIO on EOF or a broken frame (err says which). */
+int ms_frame_recv(int fd, double deadline, cJSON **out, tn_err_t *err);
+
+/* ---- builder backends (build_*.c) ----------------------------------------- */
+
+/* One build: cand into dir (which exists), facts and artifact into res.
+ * `abandoned` is polled where possible (after the compiler returns). */
+void ms_build_c(const ms_candidate_t *cand, const char *dir, double timeout_s, ms_result_t *res);
+void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_result_t *res);
+void ms_build_opencl(const ms_candidate_t *cand, const char *dir, ms_result_t *res);
+
+/* Checks threads per block against the target (GPU kernels); 0 or sets res. */
+int ms_check_block_limits(const ms_candidate_t *cand, ms_result_t *res);
+
+#endif

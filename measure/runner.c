@@ -1,0 +1,472 @@
+/* runner.c — the parent side of measurement: prepares a workload's inputs
+ * and reference outputs in a file, starts tuned-worker with posix_spawn,
+ * sends it one candidate at a time, and turns timeouts, crashes and sticky
+ * device errors into error records, restarting the worker as needed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ms_internal.h"
+
+extern char **environ;
+
+#define HELLO_TIMEOUT_S 30.0
+#define LOAD_TIMEOUT_S 120.0
+#define LOG_TAIL 1024
+#define PAGE 4096
+#define EVAL_MAX_BYTES ((size_t)8 << 30)
+
+typedef struct wl_param {
+  char name[64];
+  ir_dtype_t dtype;
+  int64_t numel;
+  bool output;
+} wl_param_t;
+
+struct ms_runner {
+  ms_run_opts_t o;
+  char worker[MS_PATH_MAX], run_dir[MS_DIR_MAX], log_path[MS_PATH_MAX];
+  bool own_dir;
+  pid_t pid;
+  int fd;
+  int starts;
+  /* the workload */
+  int gen, loaded_gen;
+  cJSON *load_msg;
+  char data_path[MS_PATH_MAX];
+  wl_param_t *params;
+  int nparams;
+  double flops, bytes;
+};
+
+/* ---- finding the worker ---------------------------------------------------- */
+
+int ms_worker_path(char *buf, size_t size, tn_err_t *err) {
+  const char *env = getenv("TUNED_WORKER");
+  if (env && *env) {
+    if (access(env, X_OK) == 0 && (size_t)snprintf(buf, size, "%s", env) < size) return TN_OK;
+    return tn_err_set(err, TN_EIO, "TUNED_WORKER=%s is not an executable file", env);
+  }
+  char self[MS_PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0)
+    return tn_err_set(err, TN_EIO, "cannot find tuned-worker: /proc/self/exe: %s (set TUNED_WORKER)", strerror(errno));
+  self[n] = 0;
+  const char *dir = dirname(self);
+  const char *places[] = {"%s/tuned-worker", "%s/../measure/tuned-worker", "%s/../libexec/tuned/tuned-worker"};
+  for (size_t i = 0; i < TN_ARRAY_LEN(places); i++) {
+    snprintf(buf, size, places[i], dir);
+    if (access(buf, X_OK) == 0) return TN_OK;
+  }
+  return tn_err_set(err, TN_EIO,
+                    "cannot find tuned-worker in %s, %s/../measure or %s/../libexec/tuned (set TUNED_WORKER to its "
+                    "path)", dir, dir, dir);
+}
+
+/* ---- the worker process ---------------------------------------------------- */
+
+static int log_size(const ms_runner_t *r) {
+  struct stat st;
+  return stat(r->log_path, &st) == 0 ? (int)st.st_size : 0;
+}
+
+/* What the worker wrote to its log since `from` (the last LOG_TAIL bytes). */
+static void log_tail(const ms_runner_t *r, int from, char *out, size_t size) {
+  out[0] = 0;
+  int fd = open(r->log_path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  int end = log_size(r);
+  if (end - from > LOG_TAIL) from = end - LOG_TAIL;
+  ssize_t n = end > from ? pread(fd, out, TN_MIN(size - 1, (size_t)(end - from)), from) : 0;
+  out[n > 0 ? n : 0] = 0;
+  close(fd);
+}
+
+/* Reaps the worker (killing it first if asked); returns the wait status. */
+static int reap(ms_runner_t *r, bool kill_it) {
+  int st = 0;
+  if (r->pid <= 0) return 0;
+  if (kill_it) kill(r->pid, SIGKILL);
+  while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  close(r->fd);
+  r->pid = 0;
+  r->fd = -1;
+  r->loaded_gen = 0;
+  return st;
+}
+
+/* Reaps a worker that should be exiting on its own; kills it after 2 s. */
+static int reap_exiting(ms_runner_t *r) {
+  for (int i = 0; i < 200 && r->pid > 0; i++) {
+    int st;
+    pid_t p = waitpid(r->pid, &st, WNOHANG);
+    if (p == r->pid) {
+      close(r->fd);
+      r->pid = 0, r->fd = -1, r->loaded_gen = 0;
+      return st;
+    }
+    usleep(10000);
+  }
+  return reap(r, true);
+}
+
+/* environ with POCL_CACHE_DIR set to the process's value (the builder's,
+ * or ours: ms_runner_new sets it when the environment had none). */
+static char **worker_env(char *pocl, size_t size) {
+  const char *cache = getenv("POCL_CACHE_DIR");
+  snprintf(pocl, size, "POCL_CACHE_DIR=%s", cache ? cache : "");
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **env = tn_xcalloc(n + 2, sizeof *env);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "POCL_CACHE_DIR=", 15) != 0) env[k++] = environ[i];
+  env[k++] = pocl;
+  return env;
+}
+
+int ms_runner_start(ms_runner_t *r, tn_err_t *err) {
+  if (r->pid > 0) return TN_OK;
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+    return tn_err_set(err, TN_EIO, "socketpair: %s", strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
+  posix_spawn_file_actions_addopen(&fa, 1, r->log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3); /* not the caller's sockets, databases, ... */
+  posix_spawnattr_init(&at);
+  sigset_t none, dfl;
+  sigemptyset(&none);
+  sigemptyset(&dfl);
+  sigaddset(&dfl, SIGPIPE);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &dfl);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  char pocl[MS_PATH_MAX + 32];
+  char **env = worker_env(pocl, sizeof pocl);
+  char *argv[] = {r->worker, NULL};
+  int rc = posix_spawn(&r->pid, r->worker, &fa, &at, argv, env);
+  free(env);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  close(sv[1]);
+  if (rc != 0) {
+    close(sv[0]);
+    r->pid = 0;
+    return tn_err_set(err, TN_EIO, "cannot start the worker %s: %s", r->worker, strerror(rc));
+  }
+  r->fd = sv[0];
+  r->starts++;
+  int from = log_size(r);
+  cJSON *hello = cJSON_CreateObject(), *reply = NULL;
+  cJSON_AddStringToObject(hello, "op", "hello");
+  rc = ms_frame_send(r->fd, hello, err);
+  if (rc == TN_OK) rc = ms_frame_recv(r->fd, tn_now() + HELLO_TIMEOUT_S, &reply, err);
+  cJSON_Delete(hello);
+  cJSON_Delete(reply);
+  if (rc < 0) {
+    char tail[LOG_TAIL + 1];
+    reap(r, true);
+    log_tail(r, from, tail, sizeof tail);
+    return tn_err_set(err, TN_EIO, "the worker %s did not start: %s%s%s", r->worker, err ? err->msg : "",
+                      tail[0] ? "; it said: " : "", tail);
+  }
+  return TN_OK;
+}
+
+void ms_runner_stop(ms_runner_t *r) {
+  if (r->pid <= 0) return;
+  cJSON *bye = cJSON_CreateObject();
+  cJSON_AddStringToObject(bye, "op", "exit");
+  ms_frame_send(r->fd, bye, NULL);
+  cJSON_Delete(bye);
+  reap_exiting(r);
+}
+
+int ms_runner_worker_pid(const ms_runner_t *r) { return r->pid > 0 ? (int)r->pid : 0; }
+int ms_runner_worker_starts(const ms_runner_t *r) { return r->starts; }
+
+/* ---- set-up ---------------------------------------------------------------- */
+
+int ms_runner_new(const ms_run_opts_t *o, ms_runner_t **out, tn_err_t *err) {
+  ms_run_opts_t def = {0};
+  if (!o) o = &def;
+  *out = NULL;
+  if (o->timeout_s < 0 || o->min_secs < 0 || o->min_repeats < 0 || o->max_repeats < 0)
+    return tn_err_set(err, TN_EINVAL, "runner: timeout, minimum time and repeat counts must not be negative");
+  ms_runner_t *r = tn_xcalloc(1, sizeof *r);
+  r->o = *o;
+  r->o.timeout_s = o->timeout_s > 0 ? o->timeout_s : 30.0;
+  r->o.min_secs = o->min_secs > 0 ? o->min_secs : 0.1;
+  r->o.min_repeats = o->min_repeats > 0 ? o->min_repeats : 3;
+  r->o.max_repeats = TN_MAX(o->max_repeats > 0 ? o->max_repeats : 1000, r->o.min_repeats);
+  r->o.worker = r->o.run_dir = NULL;
+  r->fd = -1;
+  int rc = o->worker ? (snprintf(r->worker, sizeof r->worker, "%s", o->worker), TN_OK)
+                     : ms_worker_path(r->worker, sizeof r->worker, err);
+  if (rc == TN_OK && access(r->worker, X_OK) < 0)
+    rc = tn_err_set(err, TN_EIO, "the worker %s is not an executable file", r->worker);
+  if (rc == TN_OK && o->run_dir && strlen(o->run_dir) >= sizeof r->run_dir) {
+    rc = tn_err_set(err, TN_EINVAL, "runner: run directory path longer than %d bytes", MS_DIR_MAX - 1);
+  } else if (rc == TN_OK && o->run_dir) {
+    snprintf(r->run_dir, sizeof r->run_dir, "%s", o->run_dir);
+    rc = ms_mkdirs(r->run_dir, err);
+  } else if (rc == TN_OK) {
+    rc = ms_make_temp_dir("tuned-run", r->run_dir, sizeof r->run_dir, err);
+    r->own_dir = rc == TN_OK;
+  }
+  if (rc < 0) {
+    free(r);
+    return rc;
+  }
+  snprintf(r->log_path, sizeof r->log_path, "%s/worker.log", r->run_dir);
+  char cache[MS_PATH_MAX];
+  snprintf(cache, sizeof cache, "%s/pocl-cache", r->run_dir);
+  ms_pocl_cache_init(cache);
+  *out = r;
+  return TN_OK;
+}
+
+void ms_runner_free(ms_runner_t *r) {
+  if (!r) return;
+  ms_runner_stop(r);
+  cJSON_Delete(r->load_msg);
+  free(r->params);
+  if (r->data_path[0]) unlink(r->data_path);
+  if (r->own_dir) ms_remove_tree(r->run_dir);
+  free(r);
+}
+
+/* Writes inputs and reference outputs of d, converted to the dtypes, at
+ * page-aligned offsets; fills the load message. */
+static int write_data(ms_runner_t *r, const ir_func_t *f, const ir_data_t *d, tn_err_t *err) {
+  int fd = open(r->data_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return tn_err_set(err, TN_EIO, "cannot create %s: %s", r->data_path, strerror(errno));
+  cJSON *params = cJSON_AddArrayToObject(r->load_msg, "params");
+  off_t off = 0;
+  int rc = TN_OK;
+  for (int i = 0; i < f->nparams && rc == TN_OK; i++) {
+    const ir_buffer_t *b = f->params[i];
+    size_t bytes = (size_t)d->sizes[i] * (size_t)ir_dtype_bytes(b->dtype);
+    void *buf = malloc(bytes);
+    if (!buf) {
+      rc = tn_err_set(err, TN_ENOMEM, "out of memory converting %s (%zu bytes)", b->name, bytes);
+      break;
+    }
+    ms_to_dtype(b->dtype, d->vals[i], d->sizes[i], buf);
+    if (pwrite(fd, buf, bytes, off) != (ssize_t)bytes)
+      rc = tn_err_set(err, TN_EIO, "cannot write %s: %s", r->data_path, strerror(errno));
+    free(buf);
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "name", b->name);
+    cJSON_AddStringToObject(p, "dtype", ir_dtype_name(b->dtype));
+    cJSON_AddNumberToObject(p, "numel", (double)d->sizes[i]);
+    cJSON_AddStringToObject(p, "role", b->role == IR_BUF_OUTPUT ? "output" : "input");
+    cJSON_AddNumberToObject(p, "offset", (double)off);
+    cJSON_AddItemToArray(params, p);
+    wl_param_t *w = &r->params[i];
+    snprintf(w->name, sizeof w->name, "%s", b->name);
+    w->dtype = b->dtype, w->numel = d->sizes[i], w->output = b->role == IR_BUF_OUTPUT;
+    off = (off + (off_t)bytes + PAGE - 1) / PAGE * PAGE;
+  }
+  if (close(fd) < 0 && rc == TN_OK) rc = tn_err_set(err, TN_EIO, "cannot write %s: %s", r->data_path, strerror(errno));
+  return rc;
+}
+
+int ms_runner_set_workload(ms_runner_t *r, const ir_func_t *f, uint64_t seed, tn_err_t *err) {
+  ir_data_t *d = NULL;
+  int rc = ir_data_new(f, seed, EVAL_MAX_BYTES, &d, err);
+  if (rc == TN_OK) rc = ir_eval(f, d, err);
+  if (rc < 0) {
+    ir_data_free(d);
+    return tn_err_prefix(err, "reference evaluation");
+  }
+  if (r->data_path[0]) unlink(r->data_path);
+  cJSON_Delete(r->load_msg);
+  free(r->params);
+  r->gen++;
+  snprintf(r->data_path, sizeof r->data_path, "%s/workload-%d.bin", r->run_dir, r->gen);
+  r->load_msg = cJSON_CreateObject();
+  cJSON_AddStringToObject(r->load_msg, "op", "load");
+  cJSON_AddStringToObject(r->load_msg, "data", r->data_path);
+  r->params = tn_xcalloc((size_t)TN_MAX(f->nparams, 1), sizeof *r->params);
+  r->nparams = f->nparams;
+  rc = write_data(r, f, d, err);
+  ir_data_free(d);
+  r->flops = ir_func_flops(f);
+  r->bytes = ir_func_bytes(f);
+  if (rc < 0) r->nparams = 0;
+  return rc;
+}
+
+/* ---- running --------------------------------------------------------------- */
+
+/* Starts the worker and loads the workload into it when needed. */
+static int ensure_worker(ms_runner_t *r, tn_err_t *err) {
+  int rc = ms_runner_start(r, err);
+  if (rc < 0 || r->loaded_gen == r->gen) return rc;
+  cJSON *reply = NULL;
+  rc = ms_frame_send(r->fd, r->load_msg, err);
+  if (rc == TN_OK) rc = ms_frame_recv(r->fd, tn_now() + LOAD_TIMEOUT_S, &reply, err);
+  if (rc == TN_OK && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "ok"))) {
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(reply, "error");
+    rc = tn_err_set(err, TN_EIO, "the worker could not load the workload: %s",
+                    cJSON_IsString(e) ? e->valuestring : "?");
+  }
+  cJSON_Delete(reply);
+  if (rc < 0) reap(r, true);
+  else r->loaded_gen = r->gen;
+  return rc;
+}
+
+/* The run request for cand; fails the result when its parameters do not
+ * match the workload's. */
+static cJSON *run_request(const ms_runner_t *r, const ms_candidate_t *c, const ms_result_t *res, ms_result_t *out) {
+  cJSON *m = cJSON_CreateObject();
+  cJSON_AddStringToObject(m, "op", "run");
+  cJSON_AddStringToObject(m, "backend", ms_backend_name(ms_backend_of(c->target.kind)));
+  cJSON_AddStringToObject(m, "artifact", res->artifact);
+  cJSON *ks = cJSON_AddArrayToObject(m, "kernels"), *args = cJSON_AddArrayToObject(m, "args");
+  for (int k = 0; k < c->nkernels; k++) {
+    cJSON *kj = cJSON_CreateObject();
+    cJSON_AddStringToObject(kj, "name", c->kernels[k].name);
+    cJSON_AddItemToObject(kj, "grid", cJSON_CreateArray());
+    cJSON_AddItemToObject(kj, "block", cJSON_CreateArray());
+    for (int d = 0; d < 3; d++) {
+      cJSON_AddItemToArray(cJSON_GetObjectItem(kj, "grid"), cJSON_CreateNumber((double)c->kernels[k].grid[d]));
+      cJSON_AddItemToArray(cJSON_GetObjectItem(kj, "block"), cJSON_CreateNumber((double)c->kernels[k].block[d]));
+    }
+    cJSON_AddNumberToObject(kj, "dyn_shared_bytes", (double)c->kernels[k].dyn_shared_bytes);
+    cJSON_AddItemToArray(ks, kj);
+  }
+  int next = 0;
+  for (int i = 0; i < c->nparams; i++) {
+    const cg_param_t *p = &c->params[i];
+    int64_t numel = 1;
+    for (int d = 0; d < p->ndim; d++) numel *= p->shape[d];
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddItemToArray(args, a);
+    if (p->role == IR_BUF_TEMP) {
+      cJSON_AddNumberToObject(a, "workspace", (double)(numel * ir_dtype_bytes(p->dtype)));
+      continue;
+    }
+    const wl_param_t *w = next < r->nparams ? &r->params[next] : NULL;
+    if (!w || w->dtype != p->dtype || w->numel != numel || w->output != (p->role == IR_BUF_OUTPUT)) {
+      ms_result_fail(out, MS_RUN_ERROR,
+                     "candidate parameter %d (%s, %s, %lld elements) does not match the workload's %s", i, p->name,
+                     ir_dtype_name(p->dtype), (long long)numel,
+                     w ? w->name : "parameter list (it has fewer parameters)");
+      cJSON_Delete(m);
+      return NULL;
+    }
+    cJSON_AddNumberToObject(a, "param", next++);
+  }
+  if (next != r->nparams) {
+    ms_result_fail(out, MS_RUN_ERROR, "candidate has %d workload parameters; the workload has %d", next, r->nparams);
+    cJSON_Delete(m);
+    return NULL;
+  }
+  cJSON_AddNumberToObject(m, "min_secs", r->o.min_secs);
+  cJSON_AddNumberToObject(m, "min_repeats", r->o.min_repeats);
+  cJSON_AddNumberToObject(m, "max_repeats", r->o.max_repeats);
+  cJSON_AddBoolToObject(m, "flush_l2", r->o.flush_l2);
+  return m;
+}
+
+/* Fills res from the worker's reply. */
+static void take_reply(const ms_runner_t *r, const cJSON *reply, ms_result_t *res) {
+  const cJSON *st = cJSON_GetObjectItemCaseSensitive(reply, "status");
+  const cJSON *e = cJSON_GetObjectItemCaseSensitive(reply, "error");
+  const cJSON *secs = cJSON_GetObjectItemCaseSensitive(reply, "run_secs"), *x;
+  const cJSON *ve = cJSON_GetObjectItemCaseSensitive(reply, "verify_error");
+  ms_status_t s = MS_RUN_ERROR;
+  if (!cJSON_IsString(st) || ms_status_parse(st->valuestring, &s) < 0) s = MS_RUN_ERROR;
+  res->ran = true;
+  res->verify_error = cJSON_IsNumber(ve) ? (ve->valuedouble >= 1e308 ? INFINITY : ve->valuedouble) : -1;
+  if (s != MS_OK) {
+    ms_result_fail(res, s, "%s", cJSON_IsString(e) ? e->valuestring : "the worker sent a reply without a status");
+    return;
+  }
+  int n = cJSON_GetArraySize(secs);
+  res->run_secs = tn_xmalloc(sizeof(double) * (size_t)TN_MAX(n, 1));
+  res->nrepeats = 0;
+  cJSON_ArrayForEach(x, secs) res->run_secs[res->nrepeats++] = cJSON_IsNumber(x) ? x->valuedouble : 0;
+  res->median_secs = ms_median(res->run_secs, res->nrepeats);
+  if (res->median_secs > 0) {
+    res->gflops = r->flops / res->median_secs * 1e-9;
+    res->gbps = r->bytes / res->median_secs * 1e-9;
+  }
+}
+
+/* The worker died during a request (EOF): says how, with its last words. */
+static void record_crash(ms_runner_t *r, int from, ms_result_t *res) {
+  int st = reap(r, false);
+  char how[128], tail[LOG_TAIL + 1];
+  if (WIFSIGNALED(st)) {
+    char sig[96];
+    ms_signal_text(WTERMSIG(st), sig, sizeof sig);
+    snprintf(how, sizeof how, "the worker was killed by %s", sig);
+  } else {
+    snprintf(how, sizeof how, "the worker exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  }
+  log_tail(r, from, tail, sizeof tail);
+  ms_result_fail(res, MS_RUN_ERROR, "%s while running the candidate (restarted for the next one)%s%s", how,
+                 tail[0] ? "; its output: " : "", tail);
+}
+
+/* Runs one built candidate. Returns < 0 only when the worker cannot start. */
+static int run_one(ms_runner_t *r, const ms_candidate_t *c, ms_result_t *res, tn_err_t *err) {
+  cJSON *req = run_request(r, c, res, res), *reply = NULL;
+  if (!req) return TN_OK;
+  int rc = TN_EIO, from = log_size(r);
+  tn_err_t e = {0};
+  for (int attempt = 0; attempt < 2 && rc == TN_EIO; attempt++) {
+    if ((rc = ensure_worker(r, err)) < 0) {
+      ms_result_fail(res, MS_RUN_ERROR, "%s", err ? err->msg : "the worker cannot start");
+      cJSON_Delete(req);
+      return rc;
+    }
+    rc = ms_frame_send(r->fd, req, &e);
+    if (rc < 0) reap(r, true); /* died between requests: start a fresh one */
+  }
+  if (rc == TN_OK) rc = ms_frame_recv(r->fd, tn_now() + r->o.timeout_s, &reply, &e);
+  if (rc == TN_ERANGE) {
+    reap(r, true);
+    ms_result_fail(res, MS_TIMEOUT, "run timed out after %.1f s: the worker was killed (restarted for the next "
+                   "candidate)", r->o.timeout_s);
+    res->ran = true;
+  } else if (rc < 0) {
+    record_crash(r, from, res);
+    res->ran = true;
+  } else {
+    take_reply(r, reply, res);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "fatal"))) reap_exiting(r);
+  }
+  cJSON_Delete(req);
+  cJSON_Delete(reply);
+  return TN_OK;
+}
+
+int ms_runner_run_batch(ms_runner_t *r, ms_candidate_t *const *cands, ms_result_t *results, int n,
+                        tn_err_t *err) {
+  if (!r->load_msg) return tn_err_set(err, TN_ESTATE, "runner: no workload set (ms_runner_set_workload)");
+  for (int i = 0; i < n; i++) {
+    if (results[i].status != MS_OK || !results[i].artifact[0]) continue;
+    if (run_one(r, cands[i], &results[i], err) < 0) return err ? err->code : TN_EIO;
+  }
+  return TN_OK;
+}

@@ -1,0 +1,193 @@
+/* util.c — small system helpers of the measure module: temp directories,
+ * files, the POCL cache setting, running a compiler with a timeout, signal
+ * names and dtype conversion. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ms_internal.h"
+
+extern char **environ;
+
+int ms_make_temp_dir(const char *stem, char *out, size_t size, tn_err_t *err) {
+  const char *tmp = getenv("TMPDIR");
+  if (!tmp || !*tmp) tmp = "/tmp";
+  if ((size_t)snprintf(out, size, "%s/%s-XXXXXX", tmp, stem) >= size)
+    return tn_err_set(err, TN_EINVAL, "temp dir path under %s is too long", tmp);
+  if (!mkdtemp(out)) return tn_err_set(err, TN_EIO, "cannot create a temp dir %s: %s", out, strerror(errno));
+  return TN_OK;
+}
+
+int ms_mkdirs(const char *path, tn_err_t *err) {
+  char buf[MS_PATH_MAX];
+  if (strlen(path) >= sizeof buf) return tn_err_set(err, TN_EINVAL, "path too long: %s", path);
+  strcpy(buf, path);
+  for (char *p = buf + 1;; p++) {
+    if (*p != '/' && *p) continue;
+    char c = *p;
+    *p = 0;
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+      return tn_err_set(err, TN_EIO, "cannot create directory %s: %s", buf, strerror(errno));
+    if (!c) break;
+    *p = c;
+  }
+  return TN_OK;
+}
+
+void ms_remove_tree(const char *path) {
+  struct stat st;
+  if (lstat(path, &st) < 0) return;
+  if (S_ISDIR(st.st_mode)) {
+    DIR *d = opendir(path);
+    if (d) {
+      struct dirent *e;
+      while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char sub[4096];
+        if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) < sizeof sub) ms_remove_tree(sub);
+      }
+      closedir(d);
+    }
+    rmdir(path);
+  } else {
+    unlink(path);
+  }
+}
+
+int ms_write_file(const char *path, const void *data, size_t n, tn_err_t *err) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return tn_err_set(err, TN_EIO, "cannot create %s: %s", path, strerror(errno));
+  const char *p = data;
+  while (n > 0) {
+    ssize_t k = write(fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      int e = errno;
+      close(fd);
+      return tn_err_set(err, TN_EIO, "cannot write %s: %s", path, strerror(e));
+    }
+    p += k, n -= (size_t)k;
+  }
+  if (close(fd) < 0) return tn_err_set(err, TN_EIO, "cannot write %s: %s", path, strerror(errno));
+  return TN_OK;
+}
+
+static pthread_mutex_t pocl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const char *ms_pocl_cache_init(const char *dir) {
+  pthread_mutex_lock(&pocl_lock);
+  const char *cur = getenv("POCL_CACHE_DIR");
+  if (!cur || !*cur) {
+    ms_mkdirs(dir, NULL);
+    setenv("POCL_CACHE_DIR", dir, 1);
+    cur = getenv("POCL_CACHE_DIR");
+  }
+  pthread_mutex_unlock(&pocl_lock);
+  return cur;
+}
+
+void ms_signal_text(int sig, char *buf, size_t size) {
+  const char *abbrev = sigabbrev_np(sig);
+  const char *desc = strsignal(sig);
+  if (abbrev) snprintf(buf, size, "SIG%s (%s)", abbrev, desc ? desc : "?");
+  else snprintf(buf, size, "signal %d", sig);
+}
+
+/* Appends what is readable on fd to log (up to max bytes kept); returns
+ * false at EOF. */
+static bool drain(int fd, tn_buf_t *log, size_t max) {
+  char buf[4096];
+  ssize_t k = read(fd, buf, sizeof buf);
+  if (k < 0) return errno == EINTR || errno == EAGAIN;
+  if (k == 0) return false;
+  if (log->len < max) tn_buf_putn(log, buf, TN_MIN((size_t)k, max - log->len));
+  return true;
+}
+
+static int spawn_grouped(char *const argv[], int out_fd, pid_t *pid, tn_err_t *err) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3); /* none of the caller's other files */
+  posix_spawnattr_init(&at);
+  posix_spawnattr_setpgroup(&at, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+  int rc = posix_spawnp(pid, argv[0], &fa, &at, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  if (rc != 0) return tn_err_set(err, TN_EIO, "cannot run %s: %s", argv[0], strerror(rc));
+  return TN_OK;
+}
+
+int ms_run_command(char *const argv[], double timeout_s, tn_buf_t *log, size_t max_log, int *status,
+                   tn_err_t *err) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0) return tn_err_set(err, TN_EIO, "pipe: %s", strerror(errno));
+  pid_t pid;
+  int rc = spawn_grouped(argv, p[1], &pid, err);
+  close(p[1]);
+  if (rc < 0) {
+    close(p[0]);
+    return rc;
+  }
+  double deadline = tn_now() + timeout_s;
+  bool open_ = true, timed_out = false;
+  while (open_) {
+    double left = deadline - tn_now();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    struct pollfd pf = {.fd = p[0], .events = POLLIN};
+    int n = poll(&pf, 1, (int)(left * 1000) + 1);
+    if (n > 0) open_ = drain(p[0], log, max_log);
+  }
+  close(p[0]);
+  if (timed_out) kill(-pid, SIGKILL);
+  while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) return tn_err_set(err, TN_ERANGE, "%s timed out after %.1f s (killed)", argv[0], timeout_s);
+  return TN_OK;
+}
+
+void ms_to_dtype(ir_dtype_t t, const double *src, int64_t n, void *dst) {
+  for (int64_t i = 0; i < n; i++) {
+    switch (t) {
+    case IR_BOOL: ((uint8_t *)dst)[i] = src[i] != 0; break;
+    case IR_INT32: ((int32_t *)dst)[i] = (int32_t)src[i]; break;
+    case IR_INT64: ((int64_t *)dst)[i] = (int64_t)src[i]; break;
+    case IR_FLOAT16: ((uint16_t *)dst)[i] = tn_float_to_half((float)src[i]); break;
+    case IR_FLOAT32: ((float *)dst)[i] = (float)src[i]; break;
+    case IR_FLOAT64: ((double *)dst)[i] = src[i]; break;
+    }
+  }
+}
+
+void ms_from_dtype(ir_dtype_t t, const void *src, int64_t n, double *dst) {
+  for (int64_t i = 0; i < n; i++) {
+    switch (t) {
+    case IR_BOOL: dst[i] = ((const uint8_t *)src)[i]; break;
+    case IR_INT32: dst[i] = ((const int32_t *)src)[i]; break;
+    case IR_INT64: dst[i] = (double)((const int64_t *)src)[i]; break;
+    case IR_FLOAT16: dst[i] = tn_half_to_float(((const uint16_t *)src)[i]); break;
+    case IR_FLOAT32: dst[i] = ((const float *)src)[i]; break;
+    case IR_FLOAT64: dst[i] = ((const double *)src)[i]; break;
+    }
+  }
+}

@@ -1,0 +1,389 @@
+/* worker.c — tuned-worker, the process that runs candidate kernels, so that
+ * a crash, a hang or a sticky device error never takes down the caller.
+ *
+ * Started by the runner (runner.c) with posix_spawn: fd 0 is a Unix stream
+ * socket to the runner, fds 1 and 2 go to a log file (candidates that print
+ * cannot disturb the protocol).  The worker serves requests one at a time
+ * and exits at EOF, on {"op": "exit"}, or after replying to a request that
+ * left the device unusable.
+ *
+ * Framing, both directions: a 4-byte little-endian length N (1 .. 64 MiB),
+ * then N bytes of one JSON object.
+ *
+ * Requests and replies:
+ *   {"op": "hello"}
+ *     -> {"ok": true, "pid": 1234, "version": "0.1.0"}
+ *   {"op": "load", "data": "/run/dir/workload-1.bin",
+ *    "params": [{"name": "A", "dtype": "float32", "numel": 16384,
+ *                "role": "input" | "output", "offset": 0}, ...]}
+ *     The data file (written by the runner, mapped read-only here) holds at
+ *     `offset` each input's values, or each output's reference values, in
+ *     the parameter's dtype (float16 as IEEE half bits, bool as bytes);
+ *     offsets are page-aligned, so a candidate writing into an input faults.
+ *     -> {"ok": true} | {"ok": false, "error": "..."}
+ *   {"op": "run", "backend": "cpu" | "opencl" | "cuda",
+ *    "artifact": "/run/dir/b000001/cand.so" (| cand.cl | cand.cubin),
+ *    "kernels": [{"name": "...", "grid": [x, y, z], "block": [x, y, z],
+ *                 "dyn_shared_bytes": 0}, ...],
+ *    "args": [{"param": 0}, ..., {"workspace": 65536}],
+ *    "min_secs": 0.1, "min_repeats": 3, "max_repeats": 1000, "flush_l2": false}
+ *     Poisons the outputs (0xFF bytes: NaN for floats, -1 for ints), runs
+ *     every kernel once, compares each output with its reference (relative
+ *     L2 error within ir_dtype_tolerance), then runs once more untimed
+ *     (warm-up) and times repeats until min_secs in total and at least
+ *     min_repeats, at most max_repeats.
+ *     -> {"status": "ok", "verify_error": 1e-7, "run_secs": [...]}
+ *      | {"status": "wrong_result", "verify_error": 0.5, "error": "..."}
+ *      | {"status": "run_error", "error": "...", "fatal": true|false}
+ *   {"op": "exit"} -> (no reply) the worker exits 0. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tuned_config.h"
+#include "worker.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define FLUSH_BYTES ((size_t)64 << 20)
+
+int wk_fail(wk_err_t *e, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+void wk_flush_host_cache(void) {
+  static unsigned char *buf;
+  static unsigned char round;
+  if (!buf && !(buf = malloc(FLUSH_BYTES))) return;
+  memset(buf, ++round, FLUSH_BYTES);
+  __asm__ volatile("" : : "r"(buf) : "memory"); /* keep the stores */
+}
+
+static wk_workload_t W;
+static int backend_bound_gen[MS_BACKEND__COUNT];
+static bool backend_ready[MS_BACKEND__COUNT];
+
+static const wk_backend_t *backend_named(const char *name, ms_backend_t *which) {
+  static const wk_backend_t *const all[] = {&wk_cpu_backend, &wk_opencl_backend, &wk_cuda_backend};
+  for (int i = 0; i < MS_BACKEND__COUNT; i++)
+    if (strcmp(all[i]->name, name) == 0) {
+      *which = (ms_backend_t)i;
+      return all[i];
+    }
+  return NULL;
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+static const char *jstr(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static double jnum(const cJSON *o, const char *key, double def) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : def;
+}
+
+static void reply(cJSON *msg) {
+  tn_err_t err = {0};
+  if (ms_frame_send(0, msg, &err) < 0) exit(2); /* the runner is gone */
+  cJSON_Delete(msg);
+}
+
+static void reply_error(const char *status, const wk_err_t *e) {
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddStringToObject(r, "status", status);
+  cJSON_AddStringToObject(r, "error", e->msg);
+  cJSON_AddBoolToObject(r, "fatal", e->fatal);
+  reply(r);
+  if (e->fatal) exit(3);
+}
+
+/* ---- load ------------------------------------------------------------------ */
+
+static void unload_workload(void) {
+  for (int i = 0; i < W.nparams; i++) free(W.params[i].host);
+  free(W.params);
+  if (W.map) munmap(W.map, W.map_size);
+  int gen = W.gen;
+  memset(&W, 0, sizeof W);
+  W.gen = gen;
+}
+
+static int parse_param(const cJSON *p, wk_param_t *out, wk_err_t *e) {
+  const char *name = jstr(p, "name"), *dtype = jstr(p, "dtype"), *role = jstr(p, "role");
+  double numel = jnum(p, "numel", -1), off = jnum(p, "offset", -1);
+  if (!name || !dtype || !role || ir_dtype_parse(dtype, &out->dtype) < 0 || numel < 1 || off < 0)
+    return wk_fail(e, "load: parameter needs name, dtype, role, numel >= 1 and offset >= 0");
+  snprintf(out->name, sizeof out->name, "%s", name);
+  out->numel = (int64_t)numel;
+  out->bytes = (size_t)out->numel * (size_t)ir_dtype_bytes(out->dtype);
+  out->output = strcmp(role, "output") == 0;
+  if (off + (double)out->bytes > (double)W.map_size)
+    return wk_fail(e, "load: parameter %s (%zu bytes at %.0f) lies outside the %zu-byte data file", name,
+                   out->bytes, off, W.map_size);
+  out->data = (const char *)W.map + (size_t)off;
+  if (out->output && !(out->host = aligned_alloc(64, (out->bytes + 63) / 64 * 64)))
+    return wk_fail(e, "load: out of memory for output %s (%zu bytes)", name, out->bytes);
+  return 0;
+}
+
+static int load_workload(const cJSON *req, wk_err_t *e) {
+  unload_workload();
+  W.gen++;
+  const char *path = jstr(req, "data");
+  const cJSON *params = cJSON_GetObjectItemCaseSensitive(req, "params"), *p;
+  if (!path || !cJSON_IsArray(params)) return wk_fail(e, "load: needs \"data\" and \"params\"");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
+    if (fd >= 0) close(fd);
+    return wk_fail(e, "load: cannot open %s: %s", path, fd < 0 ? strerror(errno) : "empty file");
+  }
+  W.map_size = (size_t)st.st_size;
+  W.map = mmap(NULL, W.map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (W.map == MAP_FAILED) {
+    W.map = NULL;
+    return wk_fail(e, "load: cannot map %s: %s", path, strerror(errno));
+  }
+  W.params = tn_xcalloc((size_t)TN_MAX(cJSON_GetArraySize(params), 1), sizeof *W.params);
+  cJSON_ArrayForEach(p, params) {
+    if (parse_param(p, &W.params[W.nparams], e) < 0) return -1;
+    W.nparams++;
+  }
+  return 0;
+}
+
+/* ---- run ------------------------------------------------------------------- */
+
+static int parse_dims(const cJSON *k, const char *key, int64_t out[3]) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(k, key);
+  if (cJSON_GetArraySize(a) != 3) return -1;
+  for (int d = 0; d < 3; d++) {
+    const cJSON *v = cJSON_GetArrayItem(a, d);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > INT32_MAX) return -1;
+    out[d] = (int64_t)v->valuedouble;
+  }
+  return 0;
+}
+
+static int parse_run(const cJSON *req, wk_run_t *r, wk_err_t *e) {
+  const char *art = jstr(req, "artifact");
+  const cJSON *ks = cJSON_GetObjectItemCaseSensitive(req, "kernels");
+  const cJSON *as = cJSON_GetObjectItemCaseSensitive(req, "args"), *x;
+  if (!art || !cJSON_IsArray(ks) || !cJSON_IsArray(as)) return wk_fail(e, "run: needs artifact, kernels and args");
+  snprintf(r->artifact, sizeof r->artifact, "%s", art);
+  cJSON_ArrayForEach(x, ks) {
+    if (r->nkernels >= WK_MAX_KERNELS) return wk_fail(e, "run: more than %d kernels", WK_MAX_KERNELS);
+    wk_kernel_t *k = &r->kernels[r->nkernels++];
+    const char *name = jstr(x, "name");
+    if (!name || parse_dims(x, "grid", k->grid) < 0 || parse_dims(x, "block", k->block) < 0)
+      return wk_fail(e, "run: kernel %d needs a name, grid and block", r->nkernels - 1);
+    snprintf(k->name, sizeof k->name, "%s", name);
+    k->dyn_shared_bytes = (int64_t)jnum(x, "dyn_shared_bytes", 0);
+  }
+  cJSON_ArrayForEach(x, as) {
+    if (r->nargs >= WK_MAX_ARGS) return wk_fail(e, "run: more than %d arguments", WK_MAX_ARGS);
+    wk_arg_t *a = &r->args[r->nargs++];
+    a->param = (int)jnum(x, "param", -1);
+    a->workspace_bytes = (int64_t)jnum(x, "workspace", 0);
+    if (a->param >= W.nparams || (a->param < 0 && a->workspace_bytes < 1))
+      return wk_fail(e, "run: argument %d is neither a workload parameter (0..%d) nor a workspace", r->nargs - 1,
+                     W.nparams - 1);
+  }
+  return 0;
+}
+
+/* Elements of an output that still hold the poison (every byte 0xFF). */
+static int64_t poisoned(const wk_param_t *p) {
+  int sz = ir_dtype_bytes(p->dtype);
+  int64_t n = 0;
+  for (int64_t i = 0; i < p->numel; i++) {
+    const unsigned char *b = (const unsigned char *)p->host + i * sz;
+    int k = 0;
+    while (k < sz && b[k] == 0xFF) k++;
+    n += k == sz;
+  }
+  return n;
+}
+
+/* Compares every output with its reference; returns the largest error and
+ * fills e when one is over its dtype's tolerance. */
+static double verify(wk_err_t *e, bool *ok) {
+  double worst = 0;
+  *ok = true;
+  for (int i = 0; i < W.nparams; i++) {
+    const wk_param_t *p = &W.params[i];
+    if (!p->output) continue;
+    double *ref = malloc(sizeof(double) * (size_t)p->numel), *got = malloc(sizeof(double) * (size_t)p->numel);
+    if (!ref || !got) {
+      free(ref), free(got);
+      *ok = false;
+      wk_fail(e, "out of memory verifying %s", p->name);
+      return INFINITY;
+    }
+    ms_from_dtype(p->dtype, p->data, p->numel, ref);
+    ms_from_dtype(p->dtype, p->host, p->numel, got);
+    double err = ir_rel_l2_error(ref, got, p->numel), tol = ir_dtype_tolerance(p->dtype);
+    free(ref), free(got);
+    if (!(err <= worst)) worst = err;
+    if (*ok && !(err <= tol)) {
+      *ok = false;
+      int64_t np = poisoned(p);
+      wk_fail(e, "output %s differs from the reference: relative L2 error %.3g (tolerance %g)", p->name, err, tol);
+      if (np > 0)
+        snprintf(e->msg + strlen(e->msg), sizeof e->msg - strlen(e->msg),
+                 "; %lld of %lld elements were never written (still the poison pattern)", (long long)np,
+                 (long long)p->numel);
+    }
+  }
+  return worst;
+}
+
+typedef struct timing {
+  double min_secs;
+  int min_repeats, max_repeats;
+  bool flush;
+} timing_t;
+
+/* Warm-up, then timed repeats into secs (grown as needed). */
+static int time_runs(const wk_backend_t *b, const timing_t *t, double **secs, int *n, wk_err_t *e) {
+  double s = 0, total = 0;
+  if (b->launch(&s, e) < 0) return -1;
+  int cap = 64;
+  *secs = tn_xmalloc(sizeof(double) * (size_t)cap);
+  *n = 0;
+  while (*n < t->max_repeats && (*n < t->min_repeats || total < t->min_secs)) {
+    if (t->flush) b->flush();
+    if (b->launch(&s, e) < 0) return -1;
+    if (*n == cap) *secs = tn_xrealloc(*secs, sizeof(double) * (size_t)(cap *= 2));
+    (*secs)[(*n)++] = s;
+    total += s;
+  }
+  return 0;
+}
+
+/* Runs, verifies and times one candidate on backend b. */
+static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_run_t *r, const timing_t *t) {
+  wk_err_t e = {0};
+  double s = 0, *secs = NULL, verr = -1;
+  int n = 0, rc = 0;
+  bool ok = false;
+  if (!backend_ready[which] && (rc = b->init(&e)) == 0) backend_ready[which] = true;
+  if (rc == 0 && backend_bound_gen[which] != W.gen && (rc = b->bind(&W, &e)) == 0)
+    backend_bound_gen[which] = W.gen;
+  if (rc == 0) {
+    rc = b->load(r, &e);
+    if (rc == 0) rc = b->prepare(&e);
+    if (rc == 0) rc = b->launch(&s, &e);
+    if (rc == 0) rc = b->fetch(&e);
+    if (rc == 0) verr = verify(&e, &ok);
+    if (rc == 0 && ok) rc = time_runs(b, t, &secs, &n, &e);
+    b->unload();
+  }
+  if (rc < 0) {
+    free(secs);
+    reply_error("run_error", &e);
+    return;
+  }
+  cJSON *m = cJSON_CreateObject();
+  cJSON_AddStringToObject(m, "status", ok ? "ok" : "wrong_result");
+  cJSON_AddNumberToObject(m, "verify_error", isfinite(verr) ? verr : 1e308);
+  if (!ok) cJSON_AddStringToObject(m, "error", e.msg);
+  cJSON *a = cJSON_AddArrayToObject(m, "run_secs");
+  for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(secs[i]));
+  free(secs);
+  reply(m);
+}
+
+static void handle_run(const cJSON *req) {
+  static wk_run_t r;
+  wk_err_t e = {0};
+  memset(&r, 0, sizeof r);
+  ms_backend_t which = MS_BACKEND_CPU;
+  const char *name = jstr(req, "backend");
+  const wk_backend_t *b = backend_named(name ? name : "", &which);
+  if (!b) wk_fail(&e, "run: unknown backend \"%s\" (cpu, opencl, cuda)", name ? name : "");
+  else if (!W.map) wk_fail(&e, "run: no workload loaded");
+  else parse_run(req, &r, &e);
+  if (e.msg[0]) {
+    reply_error("run_error", &e);
+    return;
+  }
+  timing_t t = {jnum(req, "min_secs", 0.1), (int)jnum(req, "min_repeats", 3), (int)jnum(req, "max_repeats", 1000),
+                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "flush_l2"))};
+  t.min_repeats = TN_MAX(t.min_repeats, 1);
+  t.max_repeats = TN_MAX(t.max_repeats, t.min_repeats);
+  run_candidate(b, which, &r, &t);
+}
+
+static void handle(const cJSON *req) {
+  const char *op = jstr(req, "op");
+  cJSON *r;
+  wk_err_t e = {0};
+  if (op && strcmp(op, "run") == 0) {
+    handle_run(req);
+    return;
+  }
+  r = cJSON_CreateObject();
+  if (op && strcmp(op, "hello") == 0) {
+    cJSON_AddBoolToObject(r, "ok", true);
+    cJSON_AddNumberToObject(r, "pid", (double)getpid());
+    cJSON_AddStringToObject(r, "version", TUNED_VERSION);
+#ifdef _OPENMP
+    cJSON_AddNumberToObject(r, "omp_threads", omp_get_max_threads());
+#endif
+  } else if (op && strcmp(op, "load") == 0) {
+    bool ok = load_workload(req, &e) == 0;
+    cJSON_AddBoolToObject(r, "ok", ok);
+    if (!ok) cJSON_AddStringToObject(r, "error", e.msg);
+  } else {
+    cJSON_AddBoolToObject(r, "ok", false);
+    cJSON_AddStringToObject(r, "error", "unknown op (hello, load, run, exit)");
+  }
+  reply(r);
+}
+
+int wk_main(int argc, char **argv) {
+  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    printf("usage: tuned-worker\n\nRuns candidate kernels for tuned's measurement runner; it talks a\n"
+           "framed JSON protocol on fd 0 (a socket) and is not meant to be run by hand.\n");
+    return 0;
+  }
+  struct stat st;
+  if (fstat(0, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+    fprintf(stderr, "tuned-worker: fd 0 must be the runner's socket (this program is started by tuned)\n");
+    return 2;
+  }
+#ifdef _OPENMP
+  /* Referencing the OpenMP runtime keeps it loaded for good: candidates'
+   * .so files use it, and closing one must not unload it under its threads. */
+  (void)omp_get_max_threads();
+#endif
+  for (;;) {
+    cJSON *req = NULL;
+    tn_err_t err = {0};
+    if (ms_frame_recv(0, 0, &req, &err) < 0) break;
+    const char *op = jstr(req, "op");
+    bool quit = op && strcmp(op, "exit") == 0;
+    if (!quit) handle(req);
+    cJSON_Delete(req);
+    if (quit) break;
+  }
+  unload_workload();
+  return 0;
+}

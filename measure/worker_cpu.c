@@ -1,0 +1,99 @@
+/* worker_cpu.c — the worker's CPU backend: dlopen of the candidate's .so,
+ * `int tuned_entry(void **args)` called on the mapped inputs (read-only, so
+ * a write into an input faults) and the worker's output buffers, timed with
+ * CLOCK_MONOTONIC. */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "worker.h"
+
+typedef int (*entry_fn)(void **args);
+
+static const wk_workload_t *cpu_w;
+static void *cpu_lib;
+static entry_fn cpu_entry;
+static void *cpu_args[WK_MAX_ARGS];
+static void *cpu_ws[WK_MAX_ARGS];
+static int64_t cpu_ws_size[WK_MAX_ARGS];
+
+static int cpu_init(wk_err_t *e) {
+  (void)e;
+  return 0;
+}
+
+static int cpu_bind(const wk_workload_t *w, wk_err_t *e) {
+  (void)e;
+  cpu_w = w;
+  return 0;
+}
+
+/* Workspace i of at least n bytes, kept across candidates. */
+static void *workspace(void **ws, int64_t *sizes, int i, int64_t n) {
+  if (sizes[i] >= n) return ws[i];
+  free(ws[i]);
+  ws[i] = aligned_alloc(64, (size_t)(n + 63) / 64 * 64);
+  sizes[i] = ws[i] ? n : 0;
+  return ws[i];
+}
+
+static int cpu_load(const wk_run_t *r, wk_err_t *e) {
+#ifdef _OPENMP
+  cpu_lib = dlopen(r->artifact, RTLD_NOW | RTLD_LOCAL);
+#else
+  /* Without OpenMP of its own the worker must never unload the candidate's
+   * OpenMP runtime under its threads: keep every candidate mapped. */
+  cpu_lib = dlopen(r->artifact, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+#endif
+  if (!cpu_lib) return wk_fail(e, "cannot load %s: %s", r->artifact, dlerror());
+  void *p = dlsym(cpu_lib, "tuned_entry");
+  if (!p) {
+    wk_fail(e, "%s has no tuned_entry function", r->artifact);
+    dlclose(cpu_lib);
+    cpu_lib = NULL;
+    return -1;
+  }
+  memcpy(&cpu_entry, &p, sizeof p);
+  for (int i = 0; i < r->nargs; i++) {
+    const wk_arg_t *a = &r->args[i];
+    if (a->param >= 0) {
+      const wk_param_t *wp = &cpu_w->params[a->param];
+      cpu_args[i] = wp->output ? wp->host : (void *)wp->data;
+    } else if (!(cpu_args[i] = workspace(cpu_ws, cpu_ws_size, i, a->workspace_bytes))) {
+      return wk_fail(e, "out of memory for a %lld-byte workspace", (long long)a->workspace_bytes);
+    }
+  }
+  return 0;
+}
+
+static int cpu_prepare(wk_err_t *e) {
+  (void)e;
+  for (int i = 0; i < cpu_w->nparams; i++)
+    if (cpu_w->params[i].output) memset(cpu_w->params[i].host, 0xFF, cpu_w->params[i].bytes);
+  return 0;
+}
+
+static int cpu_launch(double *secs, wk_err_t *e) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int rc = cpu_entry(cpu_args);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  *secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  if (rc != 0) return wk_fail(e, "tuned_entry returned %d (a temporary buffer could not be allocated)", rc);
+  return 0;
+}
+
+static int cpu_fetch(wk_err_t *e) {
+  (void)e;
+  return 0;
+}
+
+static void cpu_unload(void) {
+  if (cpu_lib) dlclose(cpu_lib);
+  cpu_lib = NULL;
+  cpu_entry = NULL;
+}
+
+const wk_backend_t wk_cpu_backend = {"cpu", cpu_init, cpu_bind, cpu_load, cpu_prepare,
+                                     cpu_launch, cpu_fetch, wk_flush_host_cache, cpu_unload};

@@ -1,0 +1,377 @@
+/* analysis.c — read-only questions the rules and postprocessors ask about a
+ * (scheduled) function: loops around a block, loop and iterator kinds,
+ * producers and consumers, read/write access patterns, and the predicates
+ * that decide where multi-level tiling, rfactor and cross-thread reduction
+ * apply (TVM's NeedsMultiLevelTiling, NeedsRFactorOrCrossThreadReduction). */
+#include <string.h>
+
+#include "smp_internal.h"
+
+/* ---- blocks and loops ---------------------------------------------------- */
+
+typedef struct block_list {
+  ir_block_t **out;
+  int max, n;
+  const ir_stmt_t *root;
+} block_list_t;
+
+static bool list_visit(ir_stmt_t *s, void *p) {
+  block_list_t *c = p;
+  if (s->kind == IR_S_BLOCK && s != c->root) {
+    if (c->n < c->max) c->out[c->n] = &s->u.block;
+    c->n++;
+  }
+  return s->kind != IR_S_STORE;
+}
+
+int smp_blocks(const ir_func_t *f, ir_block_t **out, int max) {
+  block_list_t c = {out, max, 0, f->root};
+  ir_stmt_walk(f->root, list_visit, &c);
+  return c.n;
+}
+
+ir_block_t *smp_block(const ir_func_t *f, const char *name) {
+  ir_stmt_t *s = ir_func_find_block(f, name);
+  return s ? &s->u.block : NULL;
+}
+
+typedef struct loop_path {
+  const ir_block_t *target;
+  ir_loop_t *stack[SMP_MAX_LOOPS];
+  int depth;
+  bool found;
+} loop_path_t;
+
+static bool path_rec(ir_stmt_t *s, loop_path_t *p) {
+  switch (s->kind) {
+  case IR_S_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++)
+      if (path_rec(s->u.seq.items[i], p)) return true;
+    return false;
+  case IR_S_LOOP: {
+    if (p->depth < SMP_MAX_LOOPS) p->stack[p->depth] = &s->u.loop;
+    p->depth++;
+    if (path_rec(s->u.loop.body, p)) return true;
+    p->depth--;
+    return false;
+  }
+  case IR_S_BLOCK: {
+    if (&s->u.block == p->target) return p->found = true;
+    int saved = p->depth; /* loops stop at a block: a nested scope starts afresh */
+    p->depth = 0;
+    bool hit = s->u.block.body && path_rec(s->u.block.body, p);
+    if (!hit) p->depth = saved;
+    return hit;
+  }
+  case IR_S_STORE: return false;
+  }
+  return false;
+}
+
+int smp_block_loops(const ir_func_t *f, const ir_block_t *b, ir_loop_t **loops, int max) {
+  loop_path_t p = {.target = b};
+  if (&f->root->u.block == b || !path_rec(f->root, &p)) return 0;
+  int n = TN_MIN(p.depth, TN_MIN(max, SMP_MAX_LOOPS));
+  memcpy(loops, p.stack, sizeof(ir_loop_t *) * (size_t)n);
+  return n;
+}
+
+static bool holds_visit(ir_stmt_t *s, void *p) {
+  const ir_block_t **b = p;
+  if (s->kind == IR_S_BLOCK && &s->u.block == *b) *b = NULL;
+  return *b && s->kind != IR_S_STORE;
+}
+
+static bool holds(ir_stmt_t *s, const ir_block_t *b) {
+  ir_stmt_walk(s, holds_visit, &b);
+  return b == NULL;
+}
+
+ir_stmt_t *smp_root_item(const ir_func_t *f, const ir_block_t *b) {
+  ir_stmt_t *body = f->root->u.block.body;
+  if (!body) return NULL;
+  if (body->kind != IR_S_SEQ) return holds(body, b) ? body : NULL;
+  for (int i = 0; i < body->u.seq.n; i++)
+    if (holds(body->u.seq.items[i], b)) return body->u.seq.items[i];
+  return NULL;
+}
+
+/* ---- loop and block kinds ------------------------------------------------ */
+
+typedef struct use_count {
+  const ir_var_t *v;
+  int spatial, reduce;
+} use_count_t;
+
+static bool use_visit(ir_stmt_t *s, void *p) {
+  use_count_t *u = p;
+  if (s->kind != IR_S_BLOCK) return s->kind != IR_S_STORE;
+  const ir_block_t *b = &s->u.block;
+  for (int i = 0; i < b->niters; i++)
+    if (ir_expr_uses_var(b->iters[i].binding, u->v)) {
+      if (b->iters[i].kind == IR_ITER_REDUCE) u->reduce++;
+      else u->spatial++;
+    }
+  return false; /* nested blocks are another scope */
+}
+
+smp_iter_type_t smp_loop_iter_type(const ir_loop_t *l) {
+  use_count_t u = {l->var, 0, 0};
+  ir_stmt_walk(l->body, use_visit, &u);
+  if (u.spatial && u.reduce) return SMP_OPAQUE;
+  return u.reduce ? SMP_REDUCE : SMP_DATA_PAR;
+}
+
+bool smp_single_child(const ir_loop_t *l) {
+  return l->body->kind != IR_S_SEQ || l->body->u.seq.n == 1;
+}
+
+bool smp_trivial_binding(const ir_func_t *f, const ir_block_t *b) {
+  ir_loop_t *loops[SMP_MAX_LOOPS];
+  int n = smp_block_loops(f, b, loops, SMP_MAX_LOOPS);
+  if (n != b->niters) return false;
+  for (int i = 0; i < n; i++) {
+    const ir_expr_t *e = b->iters[i].binding;
+    if (!e || e->kind != IR_E_VAR || e->u.var != loops[i]->var) return false;
+  }
+  return true;
+}
+
+bool smp_block_is_spatial(const ir_block_t *b) {
+  for (int i = 0; i < b->niters; i++)
+    if (b->iters[i].kind != IR_ITER_SPATIAL) return false;
+  return true;
+}
+
+bool smp_func_is_spatial(const ir_func_t *f) {
+  ir_block_t *all[SMP_MAX_BLOCKS];
+  int n = TN_MIN(smp_blocks(f, all, SMP_MAX_BLOCKS), SMP_MAX_BLOCKS);
+  for (int i = 0; i < n; i++)
+    if (!smp_block_is_spatial(all[i]) || all[i]->init) return false;
+  return true;
+}
+
+bool smp_is_tiled(const ir_block_t *b) { return ir_annot_get(b->annots, b->nannots, SMP_ANN_TILING) != NULL; }
+
+/* ---- data flow ----------------------------------------------------------- */
+
+static bool regions_have(const ir_region_t *r, int n, const ir_buffer_t *buf) {
+  for (int i = 0; i < n; i++)
+    if (r[i].buf == buf) return true;
+  return false;
+}
+
+static int related(const ir_func_t *f, const ir_block_t *b, bool producers, ir_block_t **out, int max) {
+  ir_block_t *all[SMP_MAX_BLOCKS];
+  int na = TN_MIN(smp_blocks(f, all, SMP_MAX_BLOCKS), SMP_MAX_BLOCKS), n = 0;
+  for (int i = 0; i < na; i++) {
+    const ir_block_t *o = all[i];
+    bool rel = false;
+    if (o == b) continue;
+    if (producers)
+      for (int r = 0; r < b->nreads && !rel; r++) rel = regions_have(o->writes, o->nwrites, b->reads[r].buf);
+    else
+      for (int w = 0; w < b->nwrites && !rel; w++) rel = regions_have(o->reads, o->nreads, b->writes[w].buf);
+    if (rel && n < max) out[n++] = all[i];
+  }
+  return n;
+}
+
+int smp_producers(const ir_func_t *f, const ir_block_t *b, ir_block_t **out, int max) {
+  return related(f, b, true, out, max);
+}
+
+int smp_consumers(const ir_func_t *f, const ir_block_t *b, ir_block_t **out, int max) {
+  return related(f, b, false, out, max);
+}
+
+/* ---- where the tiling rules apply ------------------------------------------ */
+
+bool smp_needs_multi_level_tiling(const ir_func_t *f, const ir_block_t *b) {
+  if (smp_is_tiled(b) || b->nwrites != 1 || b->nreads == 0 || smp_block_is_spatial(b) ||
+      !smp_trivial_binding(f, b))
+    return false;
+  /* Spatial iterators of extent 1 say nothing about reuse (TVM skips them). */
+  ir_var_t *spatial[SMP_MAX_LOOPS];
+  int ns = 0, unused = 0;
+  for (int i = 0; i < b->niters && ns < SMP_MAX_LOOPS; i++)
+    if (b->iters[i].kind == IR_ITER_SPATIAL && b->iters[i].extent != 1) spatial[ns++] = b->iters[i].var;
+  for (int r = 0; r < b->nreads; r++) {
+    const ir_region_t *rd = &b->reads[r];
+    for (int q = 0; q < r; q++)
+      if (b->reads[q].buf == rd->buf) return false; /* a buffer read twice */
+    if (rd->buf == b->writes[0].buf) continue;
+    for (int k = 0; k < ns; k++) {
+      bool used = false;
+      for (int d = 0; d < rd->buf->ndim && !used; d++) {
+        if (!ir_expr_is_const_int(rd->dims[d].extent, NULL)) return false;
+        used = ir_expr_uses_var(rd->dims[d].min, spatial[k]);
+      }
+      unused += !used;
+    }
+  }
+  return unused >= 1;
+}
+
+/* Whether the loops around b form a perfect nest holding only b. */
+static bool perfect_nest(ir_loop_t *const *loops, int n, const ir_block_t *b) {
+  for (int i = 0; i < n; i++) {
+    const ir_stmt_t *body = loops[i]->body;
+    while (body->kind == IR_S_SEQ && body->u.seq.n == 1) body = body->u.seq.items[0];
+    if (i + 1 < n ? (body->kind != IR_S_LOOP || &body->u.loop != loops[i + 1])
+                  : (body->kind != IR_S_BLOCK || &body->u.block != b))
+      return false;
+  }
+  return true;
+}
+
+bool smp_needs_rfactor_or_xthread(const ir_func_t *f, const ir_block_t *b, int64_t max_parallel_extent,
+                                  int64_t max_parallel_basic) {
+  if (b->nwrites == 0 || !b->init || !smp_trivial_binding(f, b) || smp_is_tiled(b)) return false;
+  ir_loop_t *loops[SMP_MAX_LOOPS];
+  int n = smp_block_loops(f, b, loops, SMP_MAX_LOOPS);
+  int64_t space = 1, reduce = 1;
+  bool has_reduce = false;
+  for (int i = 0; i < n; i++) {
+    smp_iter_type_t t = smp_loop_iter_type(loops[i]);
+    if (t == SMP_OPAQUE) return false;
+    has_reduce |= t == SMP_REDUCE;
+    if (t == SMP_REDUCE) reduce *= loops[i]->extent;
+    else space *= loops[i]->extent;
+  }
+  if (!has_reduce || !perfect_nest(loops, n, b)) return false;
+  if (smp_needs_multi_level_tiling(f, b)) return !(space >= reduce || space > max_parallel_extent);
+  return reduce > 1 && reduce > max_parallel_basic;
+}
+
+/* ---- access patterns ----------------------------------------------------- */
+
+/* e as `var + c` (c may be 0); NULL if it is not of that form. */
+static const ir_var_t *var_plus_const(const ir_expr_t *e) {
+  if (e->kind == IR_E_VAR) return e->u.var;
+  if ((e->kind == IR_E_ADD || e->kind == IR_E_SUB) && e->u.bin.a->kind == IR_E_VAR &&
+      ir_expr_is_const_int(e->u.bin.b, NULL))
+    return e->u.bin.a->u.var;
+  if (e->kind == IR_E_ADD && e->u.bin.b->kind == IR_E_VAR && ir_expr_is_const_int(e->u.bin.a, NULL))
+    return e->u.bin.b->u.var;
+  return NULL;
+}
+
+void smp_rw_pattern(const ir_region_t *read, const ir_region_t *write, bool *exists, bool *injective,
+                    bool *ordered) {
+  *exists = *injective = *ordered = false;
+  const ir_var_t *wvars[IR_MAX_DIMS];
+  int wn = write->buf->ndim, count[IR_MAX_DIMS] = {0};
+  for (int d = 0; d < wn; d++) {
+    if (write->dims[d].min->kind != IR_E_VAR) return;
+    wvars[d] = write->dims[d].min->u.var;
+  }
+  int last = -1;
+  *ordered = true;
+  for (int d = 0; d < read->buf->ndim; d++) {
+    const ir_expr_t *m = read->dims[d].min;
+    if (ir_expr_is_const_int(m, NULL)) continue;
+    const ir_var_t *v = var_plus_const(m);
+    int at = -1;
+    for (int k = 0; k < wn && v; k++)
+      if (wvars[k] == v) at = k;
+    if (at < 0) {
+      *ordered = false;
+      return;
+    }
+    count[at]++;
+    if (last > at) *ordered = false;
+    last = at;
+  }
+  *exists = *injective = true;
+  for (int k = 0; k < wn; k++)
+    if (count[k] > 1) *injective = false;
+}
+
+bool smp_is_write_cache_like(const ir_block_t *b) {
+  if (b->nwrites != 1) return false;
+  for (int r = 0; r < b->nreads; r++) {
+    bool exists, injective, ordered;
+    smp_rw_pattern(&b->reads[r], &b->writes[0], &exists, &injective, &ordered);
+    if (!injective || !ordered) return false;
+  }
+  return true;
+}
+
+typedef bool (*expr_pred)(const ir_expr_t *e, const void *ctx);
+
+static bool expr_any(const ir_expr_t *e, expr_pred pred, const void *ctx) {
+  if (!e) return false;
+  if (pred(e, ctx)) return true;
+  switch (e->kind) {
+  case IR_E_INT: case IR_E_FLOAT: case IR_E_VAR: return false;
+  case IR_E_LOAD:
+    for (int i = 0; i < e->u.load.n; i++)
+      if (expr_any(e->u.load.idx[i], pred, ctx)) return true;
+    return false;
+  case IR_E_NOT: case IR_E_NEG: case IR_E_CAST: return expr_any(e->u.un, pred, ctx);
+  case IR_E_SELECT:
+    return expr_any(e->u.sel.cond, pred, ctx) || expr_any(e->u.sel.t, pred, ctx) || expr_any(e->u.sel.f, pred, ctx);
+  case IR_E_CALL:
+    for (int i = 0; i < e->u.call.n; i++)
+      if (expr_any(e->u.call.args[i], pred, ctx)) return true;
+    return false;
+  default: return expr_any(e->u.bin.a, pred, ctx) || expr_any(e->u.bin.b, pred, ctx);
+  }
+}
+
+static bool block_any(const ir_block_t *b, expr_pred pred, const void *ctx) {
+  const ir_stmt_t *sts[2] = {b->body, b->init};
+  for (int i = 0; i < 2; i++)
+    if (sts[i] && sts[i]->kind == IR_S_STORE && expr_any(sts[i]->u.store.value, pred, ctx)) return true;
+  return false;
+}
+
+static bool is_call_to(const ir_expr_t *e, const void *fn) {
+  return e->kind == IR_E_CALL && e->u.call.fn == *(const ir_math_fn_t *)fn;
+}
+
+static bool is_select(const ir_expr_t *e, const void *ctx) {
+  (void)ctx;
+  return e->kind == IR_E_SELECT;
+}
+
+bool smp_block_calls(const ir_block_t *b, ir_math_fn_t fn) { return block_any(b, is_call_to, &fn); }
+bool smp_block_has_select(const ir_block_t *b) { return block_any(b, is_select, NULL); }
+
+/* ---- linear index analysis ----------------------------------------------- */
+
+bool smp_linear_coef(const ir_expr_t *e, const ir_var_t *v, int64_t *coef) {
+  int64_t a, b, c;
+  *coef = 0;
+  if (!ir_expr_uses_var(e, v)) return true;
+  switch (e->kind) {
+  case IR_E_VAR: *coef = 1; return true;
+  case IR_E_ADD: case IR_E_SUB:
+    if (!smp_linear_coef(e->u.bin.a, v, &a) || !smp_linear_coef(e->u.bin.b, v, &b)) return false;
+    *coef = e->kind == IR_E_ADD ? a + b : a - b;
+    return true;
+  case IR_E_MUL:
+    if (ir_expr_is_const_int(e->u.bin.a, &c) && smp_linear_coef(e->u.bin.b, v, &b)) return *coef = c * b, true;
+    if (ir_expr_is_const_int(e->u.bin.b, &c) && smp_linear_coef(e->u.bin.a, v, &a)) return *coef = c * a, true;
+    return false;
+  case IR_E_NEG:
+    if (!smp_linear_coef(e->u.un, v, &a)) return false;
+    *coef = -a;
+    return true;
+  case IR_E_CAST: return smp_linear_coef(e->u.un, v, coef);
+  default: return false;
+  }
+}
+
+bool smp_access_coef(const ir_block_t *b, const ir_expr_t *e, const ir_var_t *v, int64_t *coef) {
+  *coef = 0;
+  for (int k = 0; k < b->niters; k++) {
+    int64_t c_iter, c_loop;
+    if (!ir_expr_uses_var(b->iters[k].binding, v)) continue;
+    if (!smp_linear_coef(b->iters[k].binding, v, &c_loop) || !smp_linear_coef(e, b->iters[k].var, &c_iter))
+      return false;
+    *coef += c_iter * c_loop;
+  }
+  return true;
+}

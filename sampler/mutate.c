@@ -1,0 +1,398 @@
+/* mutate.c — the mutators (§5): each returns a copy of a candidate's trace,
+ * cut at its EnterPostproc, with one decision changed (tile factors moved
+ * between levels, a categorical resampled, another compute location) or,
+ * for mutate-parallel, the parallel extent annotated on the root changed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "smp_internal.h"
+
+static const char *const mutator_names[SMP_MUT__COUNT] = {
+    [SMP_MUT_TILE_SIZE] = "mutate-tile-size",
+    [SMP_MUT_UNROLL] = "mutate-unroll",
+    [SMP_MUT_THREAD_BINDING] = "mutate-thread-binding",
+    [SMP_MUT_COMPUTE_LOCATION] = "mutate-compute-location",
+    [SMP_MUT_PARALLEL] = "mutate-parallel",
+};
+
+const char *smp_mutator_name(smp_mutator_t m) { return (unsigned)m < SMP_MUT__COUNT ? mutator_names[m] : "?"; }
+
+int smp_mutators(const tn_target_t *t, smp_mutator_t *kinds, double *probs) {
+  static const smp_mutator_t gk[] = {SMP_MUT_TILE_SIZE, SMP_MUT_UNROLL, SMP_MUT_THREAD_BINDING};
+  static const double gp[] = {0.90, 0.08, 0.02};
+  static const smp_mutator_t ck[] = {SMP_MUT_TILE_SIZE, SMP_MUT_COMPUTE_LOCATION, SMP_MUT_UNROLL, SMP_MUT_PARALLEL};
+  static const double cp[] = {0.90, 0.05, 0.03, 0.02};
+  bool gpu = t->kind != TN_TARGET_CPU;
+  int n = gpu ? 3 : 4;
+  memcpy(kinds, gpu ? gk : ck, sizeof *kinds * (size_t)n);
+  memcpy(probs, gpu ? gp : cp, sizeof *probs * (size_t)n);
+  return n;
+}
+
+/* ---- trace helpers ------------------------------------------------------- */
+
+/* Index of the EnterPostproc marker, or the trace length. */
+static int postproc_start(const sch_trace_t *t) {
+  for (int i = 0; i < t->n; i++)
+    if (t->insts[i].kind == SCH_ENTER_POSTPROC) return i;
+  return t->n;
+}
+
+/* A copy of the first n instructions (decisions included). */
+static sch_trace_t *prefix_copy(const sch_trace_t *t, int n) {
+  sch_trace_t *c = sch_trace_new();
+  for (int i = 0; i < n; i++) sch_trace_append(c, &t->insts[i]);
+  return c;
+}
+
+/* The instruction before `end` that defines handle rv, or -1. */
+static int producer_of(const sch_trace_t *t, int end, sch_rv_t rv) {
+  for (int i = end - 1; i >= 0; i--)
+    for (int j = 0; j < t->insts[i].noutputs; j++)
+      if (t->insts[i].outputs[j] == rv) return i;
+  return -1;
+}
+
+static bool is_annotate(const sch_inst_t *in, const char *key) {
+  return in->kind == SCH_ANNOTATE && in->nattrs == 1 && in->attrs[0].kind == SCH_ARG_STR &&
+         strcmp(in->attrs[0].s, key) == 0 && in->ninputs == 2;
+}
+
+/* A categorical with a decision and more than one choice. */
+static bool mutable_categorical(const sch_inst_t *in) {
+  return in->kind == SCH_SAMPLE_CATEGORICAL && in->ndecision == 1 && in->nattrs == 2 && in->attrs[0].n > 1;
+}
+
+/* The categorical that produced the value of an Annotate, or -1. */
+static int annotate_source(const sch_trace_t *t, int i) {
+  const sch_arg_t *v = &t->insts[i].inputs[1];
+  if (v->kind != SCH_ARG_RV) return -1;
+  int p = producer_of(t, i, v->rv);
+  return p >= 0 && mutable_categorical(&t->insts[p]) ? p : -1;
+}
+
+static void add_unique(int *list, int *n, int v) {
+  for (int i = 0; i < *n; i++)
+    if (list[i] == v) return;
+  list[(*n)++] = v;
+}
+
+/* Resamples the categorical instruction `i` of copy c, excluding its current
+ * choice, proportionally to the remaining probabilities. */
+static int resample_categorical(sch_trace_t *c, int i, tn_rng_t *rng) {
+  sch_inst_t *in = &c->insts[i];
+  int n = in->attrs[1].n, cur = (int)in->decision[0];
+  double probs[SCH_MAX_RVS_OUT], total = 0;
+  for (int k = 0; k < n; k++) {
+    const sch_arg_t *p = &in->attrs[1].items[k];
+    probs[k] = k == cur ? 0 : p->kind == SCH_ARG_FLOAT ? p->f : p->kind == SCH_ARG_INT ? (double)p->i : 0;
+    total += probs[k];
+  }
+  if (!(total > 0)) return TN_ESTATE;
+  double x = tn_rng_double(rng) * total, acc = 0;
+  int pick = cur;
+  for (int k = 0; k < n && pick == cur; k++)
+    if (probs[k] > 0 && x < (acc += probs[k])) pick = k;
+  if (pick == cur) /* rounding at the end of the range */
+    for (int k = n - 1; k >= 0 && pick == cur; k--)
+      if (probs[k] > 0) pick = k;
+  in->decision[0] = pick;
+  return TN_OK;
+}
+
+/* ---- mutate-tile-size ---------------------------------------------------- */
+
+static bool mutable_tile(const sch_inst_t *in) {
+  if (in->kind != SCH_SAMPLE_PERFECT_TILE || in->ndecision < 2) return false;
+  int64_t prod = 1;
+  for (int k = 0; k < in->ndecision; k++) prod *= in->decision[k];
+  return prod >= 2;
+}
+
+static int divisors(int64_t v, int64_t *out, int max) {
+  int n = 0;
+  for (int64_t d = 1; d <= v && n < max; d++)
+    if (v % d == 0) out[n++] = d;
+  return n;
+}
+
+/* Moves a divisor of one factor to another (TVM's MutateSampleTileSize);
+ * the innermost factor stays within max_innermost_factor. */
+static int move_factor(sch_inst_t *in, tn_rng_t *rng) {
+  int n = in->ndecision;
+  int64_t *tiles = in->decision, limit = in->nattrs > 1 && in->attrs[1].kind == SCH_ARG_INT ? in->attrs[1].i : -1;
+  for (int tries = 0; tries < 256; tries++) {
+    int x = (int)tn_rng_below(rng, (uint64_t)n);
+    if (tiles[x] <= 1) continue;
+    int y = (int)tn_rng_below(rng, (uint64_t)(n - 1));
+    if (y >= x) y++;
+    int64_t fac[1024];
+    int nf = divisors(tiles[x], fac, 1024), top = nf - 1;
+    if (y == n - 1 && limit > 0) {
+      while (top >= 1 && fac[top] * tiles[y] > limit) top--;
+      if (top == 0) {
+        if (n <= 2) return TN_ESTATE;
+        continue;
+      }
+    }
+    if (top < 1) continue;
+    int64_t d = fac[1 + tn_rng_below(rng, (uint64_t)top)];
+    tiles[x] /= d;
+    tiles[y] *= d;
+    return TN_OK;
+  }
+  return TN_ESTATE;
+}
+
+static int mutate_tile_size(const sch_trace_t *t, const ir_func_t *f, const tn_target_t *tg, tn_rng_t *rng,
+                            sch_trace_t **out, tn_err_t *err) {
+  (void)f, (void)tg, (void)err;
+  int end = postproc_start(t), cands[4096], nc = 0;
+  for (int i = 0; i < end && nc < 4096; i++) {
+    if (mutable_tile(&t->insts[i])) cands[nc++] = i;
+    int src;
+    if (is_annotate(&t->insts[i], SMP_ANN_COOP_FETCH) && (src = annotate_source(t, i)) >= 0)
+      add_unique(cands, &nc, src);
+  }
+  if (nc == 0) return TN_ESTATE;
+  int pick = cands[tn_rng_below(rng, (uint64_t)nc)];
+  sch_trace_t *c = prefix_copy(t, end);
+  int rc = c->insts[pick].kind == SCH_SAMPLE_PERFECT_TILE ? move_factor(&c->insts[pick], rng)
+                                                           : resample_categorical(c, pick, rng);
+  if (rc < 0) {
+    sch_trace_free(c);
+    return rc;
+  }
+  *out = c;
+  return TN_OK;
+}
+
+/* ---- mutate-unroll / mutate-thread-binding ---------------------------------- */
+
+/* Picks one of the candidate categoricals and resamples it. */
+static int resample_one(const sch_trace_t *t, int end, const int *cands, int nc, tn_rng_t *rng, sch_trace_t **out) {
+  if (nc == 0) return TN_ESTATE;
+  int pick = cands[tn_rng_below(rng, (uint64_t)nc)];
+  sch_trace_t *c = prefix_copy(t, end);
+  int rc = resample_categorical(c, pick, rng);
+  if (rc < 0) {
+    sch_trace_free(c);
+    return rc;
+  }
+  *out = c;
+  return TN_OK;
+}
+
+static int mutate_unroll(const sch_trace_t *t, const ir_func_t *f, const tn_target_t *tg, tn_rng_t *rng,
+                         sch_trace_t **out, tn_err_t *err) {
+  (void)f, (void)tg, (void)err;
+  int end = postproc_start(t), cands[256], nc = 0, src;
+  for (int i = 0; i < end && nc < 256; i++)
+    if ((is_annotate(&t->insts[i], SMP_ANN_UNROLL_EXPLICIT) || is_annotate(&t->insts[i], SMP_ANN_UNROLL_IMPLICIT)) &&
+        (src = annotate_source(t, i)) >= 0)
+      add_unique(cands, &nc, src);
+  return resample_one(t, end, cands, nc, rng, out);
+}
+
+/* SampleCategorical -> Split [loop, None, v] -> Bind(inner, threadIdx.x):
+ * the thread extents of auto-bind and cross-thread reduction. */
+static int mutate_thread_binding(const sch_trace_t *t, const ir_func_t *f, const tn_target_t *tg, tn_rng_t *rng,
+                                 sch_trace_t **out, tn_err_t *err) {
+  (void)f, (void)tg, (void)err;
+  int end = postproc_start(t), cands[256], nc = 0;
+  for (int i = 0; i < end && nc < 256; i++) {
+    const sch_inst_t *b = &t->insts[i];
+    if (b->kind != SCH_BIND || b->nattrs != 1 || strcmp(b->attrs[0].s, "threadIdx.x") != 0) continue;
+    int s = producer_of(t, i, b->inputs[0].rv);
+    if (s < 0) continue;
+    const sch_inst_t *sp = &t->insts[s];
+    if (sp->kind != SCH_SPLIT || sp->ninputs != 3 || sp->inputs[1].kind != SCH_ARG_NONE ||
+        sp->inputs[2].kind != SCH_ARG_RV || sp->noutputs != 2 || sp->outputs[1] != b->inputs[0].rv)
+      continue;
+    int c = producer_of(t, s, sp->inputs[2].rv);
+    if (c >= 0 && mutable_categorical(&t->insts[c])) add_unique(cands, &nc, c);
+  }
+  return resample_one(t, end, cands, nc, rng, out);
+}
+
+/* ---- mutate-compute-location --------------------------------------------- */
+
+/* The decision instruction i records when replayed (with the trace's own
+ * earlier decisions) with decision `want`: replay repairs an invalid one. */
+static int replayed_decision(const sch_trace_t *t, const ir_func_t *f, int i, int64_t want, int64_t *got,
+                             tn_err_t *err) {
+  sch_trace_t *p = prefix_copy(t, i + 1);
+  int64_t **decs = tn_xcalloc((size_t)i + 1, sizeof *decs);
+  int *ndecs = tn_xcalloc((size_t)i + 1, sizeof *ndecs);
+  decs[i] = &want;
+  ndecs[i] = 1;
+  sch_t *s = NULL;
+  int rc = sch_replay_with(f, p, 1, decs, ndecs, true, &s, err);
+  if (rc == TN_OK) {
+    const sch_trace_t *r = sch_get_trace(s);
+    *got = r->insts[r->n - 1].decision[0];
+    sch_free(s);
+  }
+  free(decs), free(ndecs);
+  sch_trace_free(p);
+  return rc;
+}
+
+/* Valid decisions of SampleComputeLocation i other than its current one. */
+static int location_alternatives(const sch_trace_t *t, const ir_func_t *f, int i, int64_t *alts, int max,
+                                 tn_err_t *err) {
+  int64_t inl = 0, last = 0, cur = t->insts[i].decision[0];
+  SMP_TRY(replayed_decision(t, f, i, -2, &inl, err));
+  SMP_TRY(replayed_decision(t, f, i, INT32_MAX, &last, err));
+  int n = 0;
+  for (int64_t d = inl == -2 ? -2 : -1; d <= last && n < max; d++)
+    if (d != cur) alts[n++] = d;
+  return n;
+}
+
+static int mutate_compute_location(const sch_trace_t *t, const ir_func_t *f, const tn_target_t *tg, tn_rng_t *rng,
+                                   sch_trace_t **out, tn_err_t *err) {
+  (void)tg;
+  int end = postproc_start(t), insts[64], nalts[64], n = 0;
+  int64_t alts[64][SCH_MAX_RVS_OUT];
+  for (int i = 0; i < end && n < 64; i++) {
+    if (t->insts[i].kind != SCH_SAMPLE_COMPUTE_LOCATION || t->insts[i].ndecision != 1) continue;
+    int k = location_alternatives(t, f, i, alts[n], SCH_MAX_RVS_OUT, err);
+    if (k < 0) return k;
+    if (k > 0) insts[n] = i, nalts[n++] = k;
+  }
+  if (n == 0) return TN_ESTATE;
+  int pick = (int)tn_rng_below(rng, (uint64_t)n);
+  sch_trace_t *c = prefix_copy(t, end);
+  c->insts[insts[pick]].decision[0] = alts[pick][tn_rng_below(rng, (uint64_t)nalts[pick])];
+  *out = c;
+  return TN_OK;
+}
+
+/* ---- mutate-parallel ------------------------------------------------------- */
+
+/* Per child block of the root: the products of its leading spatial loop
+ * extents, outermost first, up to the first one >= limit (TVM's
+ * AnalyzeParallel). */
+typedef struct prods {
+  int64_t v[SMP_MAX_BLOCKS][SMP_MAX_LOOPS];
+  int n[SMP_MAX_BLOCKS];
+  int nblocks;
+} prods_t;
+
+static void analyze_parallel(const ir_func_t *f, int64_t limit, prods_t *p) {
+  ir_block_t *all[SMP_MAX_BLOCKS];
+  int nb = TN_MIN(smp_blocks(f, all, SMP_MAX_BLOCKS), SMP_MAX_BLOCKS);
+  p->nblocks = 0;
+  for (int i = 0; i < nb; i++) {
+    ir_loop_t *loops[SMP_MAX_LOOPS];
+    int nl = smp_block_loops(f, all[i], loops, SMP_MAX_LOOPS), lead = 0;
+    while (lead < nl && smp_loop_iter_type(loops[lead]) == SMP_DATA_PAR) lead++;
+    if (lead == 0) continue;
+    int64_t prod = 1, *row = p->v[p->nblocks];
+    int n = 0;
+    for (int k = 0; k < lead; k++) {
+      row[n++] = prod *= loops[k]->extent;
+      if (prod >= limit) break;
+    }
+    p->n[p->nblocks++] = n;
+  }
+}
+
+/* How many loops each block fuses under a parallel extent (TVM's
+ * GetNumFusedLoops): the prefix up to the first product above it. */
+static void fused_loops(const prods_t *p, int64_t limit, int *plan) {
+  for (int b = 0; b < p->nblocks; b++) {
+    int n = p->n[b], i = 0;
+    while (i < n && p->v[b][i] <= limit) i++;
+    if (i > 0 && p->v[b][i - 1] == limit) i--;
+    if (i != n) i++;
+    plan[b] = i;
+  }
+}
+
+static bool same_plan(const int *a, const int *b, int n) { return memcmp(a, b, sizeof *a * (size_t)n) == 0; }
+
+static int mutate_parallel(const sch_trace_t *t, const ir_func_t *f, const tn_target_t *tg, tn_rng_t *rng,
+                           sch_trace_t **out, tn_err_t *err) {
+  int end = postproc_start(t), at = -1;
+  for (int i = 0; i < end && at < 0; i++)
+    if (is_annotate(&t->insts[i], SMP_ANN_PARALLEL) && t->insts[i].inputs[1].kind == SCH_ARG_INT) at = i;
+  if (at < 0) return TN_ESTATE;
+  int64_t cores = tg->num_cores > 0 ? tg->num_cores : 1, max_extent = cores * 16, cur = t->insts[at].inputs[1].i;
+  sch_t *s = NULL;
+  SMP_TRY(sch_replay_with(f, t, 1, NULL, NULL, true, &s, err));
+  prods_t *p = tn_xmalloc(sizeof *p);
+  analyze_parallel(sch_func(s), max_extent, p);
+  sch_free(s);
+  int (*plans)[SMP_MAX_BLOCKS] = tn_xmalloc(sizeof *plans * 64), orig[SMP_MAX_BLOCKS];
+  int64_t limits[64];
+  int np = 0;
+  fused_loops(p, cur, orig);
+  for (int b = 0; b < p->nblocks; b++)
+    for (int k = 0; k < p->n[b] && np < 64; k++) {
+      int64_t lim = p->v[b][k];
+      bool dup = lim > max_extent;
+      fused_loops(p, lim, plans[np]);
+      for (int q = 0; q < np && !dup; q++) dup = same_plan(plans[q], plans[np], p->nblocks);
+      if (!dup && !same_plan(plans[np], orig, p->nblocks)) limits[np++] = lim;
+    }
+  free(p), free(plans);
+  if (np == 0) return TN_ESTATE;
+  sch_trace_t *c = prefix_copy(t, end);
+  c->insts[at].inputs[1].i = limits[tn_rng_below(rng, (uint64_t)np)];
+  *out = c;
+  return TN_OK;
+}
+
+/* ---- dispatch ------------------------------------------------------------------ */
+
+typedef int (*mutate_fn)(const sch_trace_t *t, const ir_func_t *f, const tn_target_t *tg, tn_rng_t *rng,
+                         sch_trace_t **out, tn_err_t *err);
+
+static const mutate_fn mutate_fns[SMP_MUT__COUNT] = {
+    [SMP_MUT_TILE_SIZE] = mutate_tile_size,
+    [SMP_MUT_UNROLL] = mutate_unroll,
+    [SMP_MUT_THREAD_BINDING] = mutate_thread_binding,
+    [SMP_MUT_COMPUTE_LOCATION] = mutate_compute_location,
+    [SMP_MUT_PARALLEL] = mutate_parallel,
+};
+
+int smp_mutate_with(smp_mutator_t m, const sch_trace_t *trace, const ir_func_t *f, const tn_target_t *t,
+                    tn_rng_t *rng, sch_trace_t **out, tn_err_t *err) {
+  *out = NULL;
+  if ((unsigned)m >= SMP_MUT__COUNT) return tn_err_set(err, TN_EINVAL, "unknown mutator %d", (int)m);
+  int rc = mutate_fns[m](trace, f, t, rng, out, err);
+  if (rc == TN_ESTATE) tn_err_set(err, TN_ESTATE, "%s does not apply to this trace", smp_mutator_name(m));
+  return rc;
+}
+
+/* TVM draws one mutator and counts a failure when it does not apply; we
+ * draw again among the others, so a trace without (say) an unroll sampler
+ * still mutates whenever any mutator can. */
+int smp_mutate(const sch_trace_t *trace, const ir_func_t *f, const tn_target_t *t, tn_rng_t *rng,
+               sch_trace_t **out, smp_mutator_t *used, tn_err_t *err) {
+  smp_mutator_t kinds[SMP_MUT__COUNT];
+  double probs[SMP_MUT__COUNT];
+  int n = smp_mutators(t, kinds, probs);
+  *out = NULL;
+  while (n > 0) {
+    double total = 0, x, acc = 0;
+    for (int i = 0; i < n; i++) total += probs[i];
+    x = tn_rng_double(rng) * total;
+    int k = n - 1;
+    for (int i = 0; i < n; i++)
+      if (x < (acc += probs[i])) {
+        k = i;
+        break;
+      }
+    int rc = smp_mutate_with(kinds[k], trace, f, t, rng, out, err);
+    if (rc != TN_ESTATE) {
+      if (rc == TN_OK && used) *used = kinds[k];
+      return rc;
+    }
+    kinds[k] = kinds[n - 1], probs[k] = probs[n - 1];
+    n--;
+  }
+  return tn_err_set(err, TN_ESTATE, "no mutator applies to this trace");
+}

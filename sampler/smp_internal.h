@@ -1,0 +1,119 @@
+/* smp_internal.h — what the sampler's files share: the generation context and
+ * its forking states, the rules' entry points, and IR analyses (loop and
+ * iterator kinds, data-flow, access patterns) the rules and postprocs use. */
+#ifndef TUNED_SMP_INTERNAL_H
+#define TUNED_SMP_INTERNAL_H
+
+#include "sampler.h"
+
+#define SMP_MAX_LOOPS 64    /* loops around one block */
+#define SMP_MAX_BLOCKS 256  /* blocks of one function */
+
+/* ---- generation context and states (space.c) ---------------------------- */
+
+typedef struct smp_ctx {
+  const ir_func_t *f; /* the unscheduled function */
+  const tn_target_t *t;
+  bool gpu;           /* CUDA or OpenCL: the "cuda" rule set */
+  tn_rng_t rng;       /* seeds of forked schedules */
+} smp_ctx_t;
+
+/* One schedule being built, with a log of the rules that changed it. */
+typedef struct smp_state {
+  sch_t *s;
+  tn_buf_t desc;
+} smp_state_t;
+
+typedef struct smp_states {
+  smp_state_t *v;
+  int n, cap;
+} smp_states_t;
+
+void smp_states_push(smp_states_t *v, smp_state_t st);
+void smp_state_free(smp_state_t *st);
+/* A copy of st: its trace replayed (same decisions) on a fresh schedule.
+ * Replay creates handles in the same order, so every handle of st names the
+ * same block or loop in the copy. */
+int smp_fork(smp_ctx_t *c, const smp_state_t *st, smp_state_t *out, tn_err_t *err);
+void smp_note(smp_state_t *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A schedule rule applied to one block (by name) of one state.  The rule
+ * takes st over: it pushes the resulting states (one or more) to out or, on
+ * error, frees st (the caller then rebuilds st from its saved trace). */
+typedef int (*smp_rule_fn)(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err);
+
+int smp_rule_multi_level_tiling(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err);
+int smp_rule_inline_const_scalars(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err);
+int smp_rule_auto_inline(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err);
+int smp_rule_cross_thread_reduction(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err);
+int smp_rule_add_rfactor(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err);
+int smp_rule_parallel_vectorize_unroll(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,
+                                       tn_err_t *err);
+int smp_rule_auto_bind(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err);
+int smp_rule_random_compute_location(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,
+                                     tn_err_t *err);
+
+/* Binds a block's leading spatial loops to blockIdx.x/threadIdx.x (AutoBind,
+ * §3.5): the thread extent is sampled from [32..1024] when `sample`, else
+ * min(max threads, extent) (RewriteUnboundBlock).  *done says whether
+ * anything was bound (false: already bound, tiled, or nothing to bind). */
+int smp_bind_block(sch_t *s, const tn_target_t *t, const char *block, bool sample, bool *done, tn_err_t *err);
+
+/* Fuses the reduction loops of a block (after moving spatial loops
+ * outside) into one; *nspatial gets the number of spatial loops. */
+int smp_fuse_reduction_loops(sch_t *s, sch_rv_t block, sch_rv_t *fused, int *nspatial, tn_err_t *err);
+
+/* Appends instructions to a schedule, failing with the rule's context. */
+#define SMP_TRY(expr)            \
+  do {                           \
+    int smp_rc_ = (expr);        \
+    if (smp_rc_ < 0) return smp_rc_; \
+  } while (0)
+
+/* ---- analyses (analysis.c) ----------------------------------------------- */
+
+typedef enum smp_iter_type { SMP_DATA_PAR, SMP_REDUCE, SMP_OPAQUE } smp_iter_type_t;
+
+/* Non-root blocks of f in tree order; returns the count (<= max stored). */
+int smp_blocks(const ir_func_t *f, ir_block_t **out, int max);
+ir_block_t *smp_block(const ir_func_t *f, const char *name); /* NULL if absent */
+/* Loops enclosing the block (outermost first) and their statements. */
+int smp_block_loops(const ir_func_t *f, const ir_block_t *b, ir_loop_t **loops, int max);
+/* The top-level statement of the root scope holding the block (its kernel
+ * on GPU targets). */
+ir_stmt_t *smp_root_item(const ir_func_t *f, const ir_block_t *b);
+/* TVM's GetLoopIterType over every block under the loop. */
+smp_iter_type_t smp_loop_iter_type(const ir_loop_t *l);
+/* Whether the loop's body is one statement (not a sequence of several). */
+bool smp_single_child(const ir_loop_t *l);
+bool smp_trivial_binding(const ir_func_t *f, const ir_block_t *b);
+bool smp_block_is_spatial(const ir_block_t *b);
+bool smp_func_is_spatial(const ir_func_t *f);
+bool smp_is_tiled(const ir_block_t *b);
+/* Producers (write a buffer b reads) and consumers (read what b writes). */
+int smp_producers(const ir_func_t *f, const ir_block_t *b, ir_block_t **out, int max);
+int smp_consumers(const ir_func_t *f, const ir_block_t *b, ir_block_t **out, int max);
+
+/* NeedsMultiLevelTiling (§3.4): a reduction block with a trivial binding,
+ * one write, constant read regions, no buffer read twice, and data reuse. */
+bool smp_needs_multi_level_tiling(const ir_func_t *f, const ir_block_t *b);
+/* NeedsRFactorOrCrossThreadReduction (§3.5). */
+bool smp_needs_rfactor_or_xthread(const ir_func_t *f, const ir_block_t *b, int64_t max_parallel_extent,
+                                  int64_t max_parallel_basic);
+/* TVM's AnalyzeReadWritePattern: every read index is a write index (plus a
+ * constant) or a constant; injective = no write index used twice, ordered =
+ * used in the write's order.  exists = false when some index is neither. */
+void smp_rw_pattern(const ir_region_t *read, const ir_region_t *write, bool *exists, bool *injective,
+                    bool *ordered);
+/* IsWriteCache: one write, every read injective and ordered into it. */
+bool smp_is_write_cache_like(const ir_block_t *b);
+bool smp_block_calls(const ir_block_t *b, ir_math_fn_t fn);
+bool smp_block_has_select(const ir_block_t *b);
+/* Coefficient of v in the linear expression e (0 if unused); false when e
+ * uses v non-linearly (floordiv, floormod, a product of variables, ...). */
+bool smp_linear_coef(const ir_expr_t *e, const ir_var_t *v, int64_t *coef);
+/* Coefficient of loop variable v in an index expression e of block b (over
+ * b's iterators, whose bindings are over loop variables); false if non-linear. */
+bool smp_access_coef(const ir_block_t *b, const ir_expr_t *e, const ir_var_t *v, int64_t *coef);
+
+#endif

@@ -1,0 +1,86 @@
+/* batch.c — one batch through measurement: lowering and asynchronous builds
+ * (so the next batch compiles while this one runs), then the runs in the
+ * task's worker, one candidate at a time so a stop request is honoured
+ * between candidates. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codegen/codegen.h"
+#include "search/srch_batch.h"
+
+void srch_batch_init(srch_batch_t *b, int task, srch_cand_t **cands, int n) {
+  *b = (srch_batch_t){.task = task, .cands = cands, .n = n};
+  b->mc = tn_xcalloc((size_t)TN_MAX(n, 1), sizeof *b->mc);
+  b->res = tn_xcalloc((size_t)TN_MAX(n, 1), sizeof *b->res);
+  b->tickets = tn_xcalloc((size_t)TN_MAX(n, 1), sizeof *b->tickets);
+  b->measured = tn_xcalloc((size_t)TN_MAX(n, 1), sizeof *b->measured);
+  for (int i = 0; i < n; i++) {
+    ms_result_init(&b->res[i]);
+    b->tickets[i] = -1;
+  }
+}
+
+void srch_batch_free(srch_batch_t *b) {
+  for (int i = 0; i < b->n; i++) {
+    srch_cand_unref(b->cands[i]);
+    ms_candidate_free(b->mc[i]);
+    ms_result_clear(&b->res[i]);
+  }
+  free(b->cands);
+  free(b->mc);
+  free(b->res);
+  free(b->tickets);
+  free(b->measured);
+  memset(b, 0, sizeof *b);
+}
+
+/* Lowers candidate i; a lowering error is the candidate's build error. */
+static void lower_one(const tn_target_t *t, srch_batch_t *b, int i) {
+  cg_module_t *m = NULL;
+  tn_err_t err = {0};
+  if (cg_lower(sch_func(b->cands[i]->sch), ms_language_of(t->kind), NULL, &m, &err) < 0 ||
+      ms_candidate_from_module(t, m, &b->mc[i], &err) < 0)
+    ms_result_fail(&b->res[i], MS_BUILD_ERROR, "lowering: %s", err.msg);
+  cg_module_free(m);
+}
+
+void srch_batch_submit(const tn_target_t *t, ms_builder_t *builder, srch_batch_t *b) {
+  for (int i = 0; i < b->n; i++) {
+    lower_one(t, b, i);
+    if (!b->mc[i]) continue;
+    b->tickets[i] = ms_build_submit(builder, b->mc[i], &b->res[i]);
+    if (b->tickets[i] < 0) ms_result_fail(&b->res[i], MS_BUILD_ERROR, "the builder refused the candidate");
+  }
+}
+
+void srch_batch_wait(ms_builder_t *builder, srch_batch_t *b) {
+  for (int i = 0; i < b->n; i++)
+    if (b->tickets[i] >= 0) ms_build_wait(builder, b->tickets[i]);
+}
+
+/* The build directory of a measured candidate (under the builder's run dir)
+ * is not needed any more (RemoveBuildArtifact, §7). */
+static void remove_artifact(const char *run_dir, ms_result_t *r) {
+  size_t n = strlen(run_dir);
+  char *slash = strrchr(r->artifact, '/');
+  if (!slash || strncmp(r->artifact, run_dir, n) != 0 || r->artifact[n] != '/') return;
+  *slash = '\0';
+  if (strchr(r->artifact + n + 1, '/') == NULL) srch_rm_tree(r->artifact);
+  *slash = '/';
+}
+
+int srch_batch_run(ms_runner_t *runner, const char *run_dir, srch_batch_t *b, bool (*stop)(void *ctx), void *ctx, tn_err_t *err) {
+  for (int i = 0; i < b->n; i++) {
+    if (stop(ctx)) return 0;
+    if (b->res[i].status == MS_OK && ms_runner_run_batch(runner, &b->mc[i], &b->res[i], 1, err) < 0) return err->code;
+    remove_artifact(run_dir, &b->res[i]);
+    /* A run that failed while a stop was requested most likely died of the
+     * same Ctrl-C (the worker shares the terminal): not a fact worth keeping. */
+    if (b->res[i].status == MS_RUN_ERROR && stop(ctx)) return 0;
+    b->measured[i] = true;
+    b->nmeasured++;
+  }
+  return 0;
+}

@@ -1,0 +1,272 @@
+/* evolutionary.c — the evolutionary search of metaschedule.md §6: a
+ * population of the best measured records and fresh samples, evolved for a
+ * few generations by mutation under the cost model's predictions, then an
+ * eps-greedy mix of the predicted-best and random fresh samples.
+ *
+ * Determinism: every random draw of a population slot comes from a seed made
+ * of the generation's seed and the slot index, and the one coupling between
+ * slots (a parent is copied unmutated at most once per generation) is
+ * resolved afterwards in slot order, so results do not depend on threads. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "search/srch_internal.h"
+
+#define MAX_TRIES 11 /* genetic_max_fail_count 10, plus the first try */
+#define MAX_EMPTY_ROUNDS 5
+
+typedef struct pool {
+  srch_cand_t **v;
+  int n, cap;
+} pool_t;
+
+static void pool_push(pool_t *p, srch_cand_t *c) {
+  if (p->n == p->cap) {
+    p->cap = p->cap ? p->cap * 2 : 64;
+    p->v = tn_xrealloc(p->v, (size_t)p->cap * sizeof *p->v);
+  }
+  p->v[p->n++] = c;
+}
+
+static void pool_clear(pool_t *p) {
+  for (int i = 0; i < p->n; i++) srch_cand_unref(p->v[i]);
+  p->n = 0;
+}
+
+static void pool_free(pool_t *p) {
+  pool_clear(p);
+  free(p->v);
+  *p = (pool_t){0};
+}
+
+/* ---- initial population ------------------------------------------------- */
+
+typedef struct seeds {
+  srch_ctx_t *c;
+  srch_task_state_t *ts;
+  uint64_t base;
+  srch_cand_t **got;
+} seeds_t;
+
+static void seed_one(void *ctx, int i) {
+  seeds_t *s = ctx;
+  s->got[i] = srch_cand_make(s->ts->func, s->c->target, s->ts->measured[i].trace, srch_seed_for(s->base, (uint64_t)i),
+                             NULL, NULL);
+}
+
+/* The best measured records, replayed (postprocessors re-run). */
+static void add_measured(srch_ctx_t *c, srch_task_state_t *ts, pool_t *pop) {
+  int n = TN_MIN(ts->nmeasured, (int)(c->opts.population * c->opts.init_measured_ratio));
+  if (n <= 0) return;
+  seeds_t s = {.c = c, .ts = ts, .base = tn_rng_next(&ts->rng), .got = tn_xcalloc((size_t)n, sizeof(srch_cand_t *))};
+  c->phase_s[SRCH_PHASE_SAMPLING] += srch_parallel_for(c->nthreads, n, seed_one, &s);
+  for (int i = 0; i < n; i++)
+    if (s.got[i]) pool_push(pop, s.got[i]);
+  free(s.got);
+}
+
+/* Fresh samples until at least init_min_unmeasured are valid (rounds of
+ * population - measured attempts; 5 rounds without any valid one give up). */
+static void add_fresh(srch_ctx_t *c, srch_task_state_t *ts, pool_t *pop, pool_t *fresh) {
+  int attempts = TN_MAX(c->opts.population - pop->n, 1);
+  int want = TN_MIN(c->opts.init_min_unmeasured, c->opts.population);
+  for (int fails = 0; fresh->n < want && fails < MAX_EMPTY_ROUNDS;) {
+    srch_cand_t **got = NULL;
+    int n = srch_sample_fresh(c, ts, attempts, tn_rng_next(&ts->rng), &got);
+    fails += n == 0;
+    for (int i = 0; i < n; i++) {
+      if (pop->n < c->opts.population) {
+        pool_push(pop, srch_cand_ref(got[i]));
+        pool_push(fresh, got[i]);
+      } else {
+        srch_cand_unref(got[i]);
+      }
+    }
+    free(got);
+  }
+}
+
+/* ---- prediction and the best-list --------------------------------------- */
+
+static int predict(srch_ctx_t *c, pool_t *pop, tn_err_t *err) {
+  srch_features(c, pop->v, pop->n);
+  double t0 = srch_process_cpu();
+  cm_feature_rows_t *rows = tn_xmalloc((size_t)TN_MAX(pop->n, 1) * sizeof *rows);
+  double *scores = tn_xmalloc((size_t)TN_MAX(pop->n, 1) * sizeof *scores);
+  for (int i = 0; i < pop->n; i++) rows[i] = pop->v[i]->feat;
+  int rc = cm_model_predict(c->model, rows, pop->n, scores, err);
+  for (int i = 0; rc == 0 && i < pop->n; i++) pop->v[i]->score = isfinite(scores[i]) ? TN_MAX(scores[i], 0.0) : 0;
+  free(rows);
+  free(scores);
+  c->phase_s[SRCH_PHASE_PREDICTION] += srch_process_cpu() - t0;
+  return rc;
+}
+
+typedef struct best {
+  srch_cand_t *cand;
+  double score;
+  int order; /* insertion order: ties keep it */
+} best_t;
+
+static int cmp_best(const void *a, const void *b) {
+  const best_t *x = a, *y = b;
+  if (x->score != y->score) return x->score > y->score ? -1 : 1;
+  return (x->order > y->order) - (x->order < y->order);
+}
+
+typedef struct bests {
+  best_t *v;
+  int n, cap, orders;
+  srch_hashset_t in;
+} bests_t;
+
+/* Adds every candidate of pop that is neither measured nor listed, then keeps
+ * the `keep` highest scores (the bounded heap of §6). */
+static void bests_push(bests_t *b, const srch_task_state_t *ts, const pool_t *pop, int keep) {
+  for (int i = 0; i < pop->n; i++) {
+    srch_cand_t *cd = pop->v[i];
+    if (srch_hashset_has(&ts->seen, cd->hash) || !srch_hashset_add(&b->in, cd->hash)) continue;
+    if (b->n == b->cap) {
+      b->cap = b->cap ? b->cap * 2 : 128;
+      b->v = tn_xrealloc(b->v, (size_t)b->cap * sizeof *b->v);
+    }
+    b->v[b->n++] = (best_t){srch_cand_ref(cd), cd->score, b->orders++};
+  }
+  qsort(b->v, (size_t)b->n, sizeof *b->v, cmp_best);
+  /* dropped entries stay in `in`: a candidate once pushed out is not better later */
+  while (b->n > keep) srch_cand_unref(b->v[--b->n].cand);
+}
+
+/* ---- one generation ----------------------------------------------------- */
+
+typedef struct gen {
+  srch_ctx_t *c;
+  srch_task_state_t *ts;
+  const pool_t *pop;
+  double *cum; /* cumulative parent weights */
+  double total;
+  uint64_t base;
+  srch_cand_t **child;           /* per slot: first successful mutation */
+  int (*copies)[MAX_TRIES];      /* per slot: parents of the copy tries before it */
+  int *ncopies, *last_parent;
+} gen_t;
+
+static int pick_parent(const gen_t *g, tn_rng_t *rng) {
+  if (!(g->total > 0)) return (int)tn_rng_below(rng, (uint64_t)g->pop->n);
+  double x = tn_rng_double(rng) * g->total;
+  int lo = 0, hi = g->pop->n - 1;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (g->cum[mid] > x) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+static void gen_slot(void *ctx, int slot) {
+  gen_t *g = ctx;
+  tn_rng_t rng;
+  tn_rng_seed(&rng, srch_seed_for(g->base, (uint64_t)slot));
+  for (int k = 0; k < MAX_TRIES; k++) {
+    int p = pick_parent(g, &rng);
+    g->last_parent[slot] = p;
+    if (tn_rng_double(&rng) >= g->c->opts.mutate_prob) {
+      g->copies[slot][g->ncopies[slot]++] = p;
+      continue;
+    }
+    sch_trace_t *tr = NULL;
+    if (smp_mutate(sch_get_trace(g->pop->v[p]->sch), g->ts->func, g->c->target, &rng, &tr, NULL, NULL) < 0) continue;
+    g->child[slot] = srch_cand_make(g->ts->func, g->c->target, tr, tn_rng_next(&rng), NULL, NULL);
+    sch_trace_free(tr);
+    if (g->child[slot]) return;
+  }
+}
+
+/* The next population: per slot a mutated child of a parent drawn by score,
+ * or (probability 1 - mutate_prob) an unmutated copy of a parent not yet
+ * copied in this generation, or, when every try failed, the last parent. */
+static void next_generation(srch_ctx_t *c, srch_task_state_t *ts, pool_t *pop) {
+  int n = c->opts.population;
+  gen_t g = {.c = c, .ts = ts, .pop = pop, .base = tn_rng_next(&ts->rng)};
+  g.cum = tn_xmalloc((size_t)pop->n * sizeof *g.cum);
+  for (int i = 0; i < pop->n; i++) g.cum[i] = g.total += pop->v[i]->score;
+  g.child = tn_xcalloc((size_t)n, sizeof *g.child);
+  g.copies = tn_xcalloc((size_t)n, sizeof *g.copies);
+  g.ncopies = tn_xcalloc((size_t)n, sizeof *g.ncopies);
+  g.last_parent = tn_xcalloc((size_t)n, sizeof *g.last_parent);
+  c->phase_s[SRCH_PHASE_MUTATION] += srch_parallel_for(c->nthreads, n, gen_slot, &g);
+  bool *copied = tn_xcalloc((size_t)pop->n, sizeof *copied);
+  pool_t next = {0};
+  for (int s = 0; s < n; s++) {
+    srch_cand_t *pick = NULL;
+    for (int k = 0; k < g.ncopies[s] && !pick; k++)
+      if (!copied[g.copies[s][k]]) copied[g.copies[s][k]] = true, pick = srch_cand_ref(pop->v[g.copies[s][k]]);
+    if (pick) srch_cand_unref(g.child[s]);
+    else pick = g.child[s] ? g.child[s] : srch_cand_ref(pop->v[g.last_parent[s]]);
+    pool_push(&next, pick);
+  }
+  pool_free(pop);
+  *pop = next;
+  free(copied);
+  free(g.cum);
+  free(g.child);
+  free(g.copies);
+  free(g.ncopies);
+  free(g.last_parent);
+}
+
+/* ---- the batch ---------------------------------------------------------- */
+
+/* eps-greedy: the first want - int(want*eps) slots take the predicted best,
+ * the rest random fresh samples; each falls back to the other list. */
+static int pick_batch(srch_task_state_t *ts, bests_t *b, pool_t *fresh, int want, double eps, srch_cand_t **out) {
+  for (int i = fresh->n - 1; i > 0; i--) { /* random order of the fresh samples */
+    int j = (int)tn_rng_below(&ts->rng, (uint64_t)i + 1);
+    srch_cand_t *t = fresh->v[i];
+    fresh->v[i] = fresh->v[j], fresh->v[j] = t;
+  }
+  int num_rand = (int)(want * eps), n = 0, ib = 0, ir = 0;
+  srch_hashset_t taken;
+  srch_hashset_init(&taken);
+  for (int i = 0; i < want; i++) {
+    bool from_best = i < want - num_rand;
+    srch_cand_t *pick = NULL;
+    for (int pass = 0; pass < 2 && !pick; pass++, from_best = !from_best) {
+      while (!pick && (from_best ? ib < b->n : ir < fresh->n)) {
+        srch_cand_t *cd = from_best ? b->v[ib++].cand : fresh->v[ir++];
+        if (!srch_hashset_has(&ts->seen, cd->hash) && srch_hashset_add(&taken, cd->hash)) pick = cd;
+      }
+    }
+    if (!pick) break;
+    out[n++] = srch_cand_ref(pick);
+  }
+  srch_hashset_free(&taken);
+  return n;
+}
+
+int srch_evolve_batch(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_t ***out, int *nout, tn_err_t *err) {
+  pool_t pop = {0}, fresh = {0};
+  bests_t b = {0};
+  srch_hashset_init(&b.in);
+  *out = tn_xcalloc((size_t)TN_MAX(want, 1), sizeof(srch_cand_t *));
+  *nout = 0;
+  add_measured(c, ts, &pop);
+  add_fresh(c, ts, &pop, &fresh);
+  int rc = 0;
+  if (fresh.n > 0) {
+    for (int it = 0;; it++) {
+      if ((rc = predict(c, &pop, err)) < 0) break;
+      bests_push(&b, ts, &pop, want);
+      if (it == c->opts.genetic_iters) break;
+      next_generation(c, ts, &pop);
+    }
+    if (rc == 0) *nout = pick_batch(ts, &b, &fresh, want, c->opts.eps_greedy, *out);
+  }
+  for (int i = 0; i < b.n; i++) srch_cand_unref(b.v[i].cand);
+  free(b.v);
+  srch_hashset_free(&b.in);
+  pool_free(&pop);
+  pool_free(&fresh);
+  return rc;
+}

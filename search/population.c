@@ -1,0 +1,45 @@
+/* population.c — what both strategies do to a population: fresh samples of
+ * the design spaces, cost-model features and predictions, each spread over
+ * the search threads and charged to its phase's CPU seconds. */
+#include <stdlib.h>
+
+#include "search/srch_internal.h"
+
+typedef struct fresh {
+  srch_ctx_t *c;
+  srch_task_state_t *ts;
+  uint64_t base;
+  srch_cand_t **got;
+} fresh_t;
+
+static void fresh_one(void *ctx, int i) {
+  fresh_t *fr = ctx;
+  tn_rng_t rng;
+  tn_rng_seed(&rng, srch_seed_for(fr->base, (uint64_t)i));
+  const smp_space_t *sp = &fr->ts->space;
+  int k = (int)tn_rng_below(&rng, (uint64_t)sp->n);
+  fr->got[i] = srch_cand_make(fr->ts->func, fr->c->target, sp->traces[k], tn_rng_next(&rng), NULL, NULL);
+}
+
+int srch_sample_fresh(srch_ctx_t *c, srch_task_state_t *ts, int attempts, uint64_t base, srch_cand_t ***out) {
+  fresh_t fr = {.c = c, .ts = ts, .base = base, .got = tn_xcalloc((size_t)TN_MAX(attempts, 1), sizeof(srch_cand_t *))};
+  c->phase_s[SRCH_PHASE_SAMPLING] += srch_parallel_for(c->nthreads, attempts, fresh_one, &fr);
+  int n = 0;
+  for (int i = 0; i < attempts; i++)
+    if (fr.got[i]) fr.got[n++] = fr.got[i];
+  *out = fr.got;
+  return n;
+}
+
+static void features_one(void *ctx, int i) {
+  srch_ctx_t *c = ((void **)ctx)[0];
+  srch_cand_t *cand = ((srch_cand_t **)((void **)ctx)[1])[i];
+  if (cand->have_feat) return;
+  cm_features(sch_func(cand->sch), c->target, &cand->feat);
+  cand->have_feat = true;
+}
+
+void srch_features(srch_ctx_t *c, srch_cand_t **cands, int n) {
+  void *ctx[2] = {c, cands};
+  c->phase_s[SRCH_PHASE_FEATURES] += srch_parallel_for(c->nthreads, n, features_one, ctx);
+}

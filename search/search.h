@@ -1,0 +1,110 @@
+/* search.h — the tuning loop: evolutionary search (and the replay-trace
+ * baseline) over the sampler's design spaces, ranked by the cost model,
+ * measured by measure/ (builds overlapped with runs), every measured batch
+ * committed to the tuning database at once; plus the gradient-based task
+ * scheduler for several workloads.  The search/ module's only public header.
+ * Prefix: srch_. */
+#ifndef TUNED_SEARCH_H
+#define TUNED_SEARCH_H
+
+#include "common/common.h"
+#include "common/target.h"
+#include "ir/ir.h"
+#include "measure/measure.h"
+
+typedef enum srch_strategy {
+  SRCH_EVOLUTIONARY, /* metaschedule.md §6 */
+  SRCH_REPLAY_TRACE, /* random samples of the design spaces: the baseline */
+} srch_strategy_t;
+
+typedef enum srch_model {
+  SRCH_MODEL_XGB,    /* XGBoost (the random model when built without it) */
+  SRCH_MODEL_RANDOM,
+} srch_model_t;
+
+typedef struct srch_opts {
+  srch_strategy_t strategy;
+  srch_model_t model;
+  int max_trials;            /* total measured candidates over all tasks (required, >= 1) */
+  double max_seconds;        /* wall-time budget; 0 = none */
+  int batch_size;            /* 64 */
+  int population;            /* 512 */
+  double init_measured_ratio;/* 0.2 */
+  int init_min_unmeasured;   /* 50 */
+  int genetic_iters;         /* 4 */
+  double mutate_prob;        /* 0.85 */
+  double eps_greedy;         /* 0.05 */
+  uint64_t seed;             /* everything random flows from it */
+  int nthreads;              /* search + build threads; 0 = online cores */
+  ms_run_opts_t run;         /* runner options (timeouts, repeats) */
+  double build_timeout_s;    /* 0: 30 s */
+  const char *db_path;       /* tuning database (SQLite); NULL = none (no resume, no dedup across runs) */
+  int64_t job_id;            /* > 0: progress is written to this job's row in the database */
+  const char *work_dir;      /* build/run scratch; NULL = a fresh temp dir, removed at the end */
+  const char *model_path;    /* cost model file to load at start and save at the end; NULL = none */
+} srch_opts_t;
+
+void srch_opts_default(srch_opts_t *o);
+
+/* One workload to tune.  `source`/`name` are stored in the database with
+ * the workload (name, text, parameter values). */
+typedef struct srch_task {
+  const ir_workload_t *workload;
+  double weight; /* task scheduler weight; 1 */
+} srch_task_t;
+
+/* Progress, reported after every measured batch (and at the end). */
+typedef struct srch_progress {
+  int task;                 /* index of the task the batch belonged to */
+  int trials_done, trials_total;
+  int failures[MS_STATUS__COUNT]; /* by status over all trials so far (failures[MS_OK] = ok count) */
+  double best_secs;         /* best verified median so far for this task (0 = none yet) */
+  double best_gflops;
+  double elapsed_s;
+  double phase_s[4];        /* CPU seconds so far: sampling, mutation, features, prediction */
+} srch_progress_t;
+
+/* One measured candidate of a batch (valid during the callback). */
+typedef struct srch_record {
+  int task;
+  const char *trace_json;   /* full trace including postprocessing */
+  const ms_result_t *result;
+  int64_t db_id;            /* record id in the database (0: none / duplicate) */
+} srch_record_t;
+
+typedef struct srch_callbacks {
+  void (*on_progress)(const srch_progress_t *p, void *ctx);
+  void (*on_batch)(const srch_record_t *recs, int n, void *ctx);
+  /* Polled between candidates and batches; true stops the search cleanly
+   * (what was measured is kept and committed). */
+  bool (*should_stop)(void *ctx);
+  void *ctx;
+} srch_callbacks_t;
+
+typedef struct srch_best {
+  bool found;               /* a verified candidate exists */
+  char *trace_json;         /* malloc'ed */
+  double median_secs, gflops;
+  int64_t db_id;
+} srch_best_t;
+
+typedef struct srch_result {
+  int ntasks;
+  srch_best_t *best;        /* per task (malloc'ed) */
+  int trials_done;
+  int failures[MS_STATUS__COUNT];
+  bool stopped;             /* should_stop ended it before the budget */
+  double elapsed_s;
+  double phase_s[4];
+} srch_result_t;
+
+/* Tunes the tasks on target t.  Deterministic under opts->seed (given the same
+ * measured times).  Never re-measures a trace already measured for the same
+ * (workload, target), in this run or recorded in the database.  Errors are for
+ * setup failures (unknown target kind, database, no design space); candidate
+ * failures are recorded, never fatal. */
+int srch_tune(const srch_task_t *tasks, int ntasks, const tn_target_t *t, const srch_opts_t *opts,
+              const srch_callbacks_t *cb, srch_result_t *out, tn_err_t *err);
+void srch_result_free(srch_result_t *r);
+
+#endif

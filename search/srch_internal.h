@@ -1,0 +1,174 @@
+/* srch_internal.h — what the search/ files share: candidates, the trace-hash
+ * set, the parallel-for helper, per-task state, the strategies' batch
+ * generators and the task scheduler.  Not installed; only search/ and its
+ * tests include it. */
+#ifndef TUNED_SRCH_INTERNAL_H
+#define TUNED_SRCH_INTERNAL_H
+
+#include "common/common.h"
+#include "common/target.h"
+#include "cost_model/cost_model.h"
+#include "db/db.h"
+#include "ir/ir.h"
+#include "measure/measure.h"
+#include "sampler/sampler.h"
+#include "schedule/schedule.h"
+#include "search/search.h"
+
+/* Indices of srch_progress_t.phase_s / srch_result_t.phase_s. */
+enum { SRCH_PHASE_SAMPLING, SRCH_PHASE_MUTATION, SRCH_PHASE_FEATURES, SRCH_PHASE_PREDICTION, SRCH_PHASE__COUNT };
+
+/* Empty batches in a row after which a task ends (§6: hard-coded 5). */
+#define SRCH_MAX_EMPTY_BATCHES 5
+
+/* ---- candidates (cand.c) ------------------------------------------------- */
+
+/* A post-processed candidate.  Reference-counted: a generation's population,
+ * the next generation (copies) and the best-list share them. */
+typedef struct srch_cand {
+  int refs;
+  sch_t *sch;             /* the scheduled function and its full trace */
+  char *json;             /* sch_trace_to_json of the full trace (incl. postproc) */
+  uint64_t hash;          /* FNV-1a of json: the value db_trace_hash prints */
+  cm_feature_rows_t feat; /* valid when have_feat */
+  bool have_feat;
+  double score;           /* last prediction */
+} srch_cand_t;
+
+/* Replays `trace` on f with smp_sample and wraps the result; NULL when the
+ * sampler rejects it (*stage, err say why; both may be NULL). */
+srch_cand_t *srch_cand_make(const ir_func_t *f, const tn_target_t *t, const sch_trace_t *trace,
+                            uint64_t seed, smp_stage_t *stage, tn_err_t *err);
+srch_cand_t *srch_cand_ref(srch_cand_t *c);
+void srch_cand_unref(srch_cand_t *c); /* NULL is fine */
+/* The 64-bit value of db_trace_hash(json). */
+uint64_t srch_trace_hash(const char *json);
+
+/* ---- trace-hash set (dedup.c) ------------------------------------------- */
+
+typedef struct srch_hashset {
+  uint64_t *keys; /* 0 = empty slot (key 0 is stored as 1) */
+  size_t cap, n;
+} srch_hashset_t;
+
+void srch_hashset_init(srch_hashset_t *s);
+void srch_hashset_free(srch_hashset_t *s);
+bool srch_hashset_has(const srch_hashset_t *s, uint64_t key);
+/* Returns true when the key was new. */
+bool srch_hashset_add(srch_hashset_t *s, uint64_t key);
+
+/* ---- parallel for (parallel.c) ------------------------------------------ */
+
+/* Calls fn(ctx, i) for i in [0, n) on up to nthreads threads (the caller's
+ * included) and returns the CPU seconds all of them spent in fn.  Which
+ * thread runs which i is not fixed: fn must make each i's result depend on
+ * i only (seed per index), never on the thread. */
+double srch_parallel_for(int nthreads, int n, void (*fn)(void *ctx, int i), void *ctx);
+/* CPU seconds of the calling thread / of the whole process. */
+double srch_thread_cpu(void);
+double srch_process_cpu(void);
+/* A seed for item i of a draw: independent streams without shared state. */
+uint64_t srch_seed_for(uint64_t base, uint64_t i);
+
+/* ---- per-task state (task.c) -------------------------------------------- */
+
+/* A measured record the evolutionary search seeds its population with. */
+typedef struct srch_measured {
+  sch_trace_t *trace; /* parsed trace */
+  uint64_t hash;
+  double median_secs;
+} srch_measured_t;
+
+typedef struct srch_task_state {
+  const ir_workload_t *workload;
+  const ir_func_t *func;
+  double weight, flops;
+  uint64_t key;                /* ir_func_hash: the cost model's workload key */
+  char hash_hex[17];
+  smp_space_t space;
+  tn_rng_t rng;                /* everything this task draws */
+  srch_hashset_t seen;         /* traces measured (this run or the database) or in flight */
+  srch_measured_t *measured;   /* verified records, fastest first (at most measured_cap) */
+  int nmeasured, measured_cap;
+  int64_t workload_id;         /* database row (0 without a database) */
+  ms_runner_t *runner;         /* created at the task's first batch */
+  int trials_sent, trials_done;
+  int empty_batches;
+  bool done;
+  srch_best_t best;            /* best verified over the database and this run */
+  double *history;             /* best seconds after each joined batch (task scheduler) */
+  int nhistory;
+} srch_task_state_t;
+
+/* Everything one srch_tune call shares. */
+typedef struct srch_ctx {
+  const tn_target_t *target;
+  srch_opts_t opts;            /* with defaults filled in */
+  int nthreads;
+  db_t *db;                    /* NULL without a database */
+  int64_t target_id;
+  cm_model_t *model;
+  srch_task_state_t *tasks;
+  int ntasks;
+  const srch_callbacks_t *cb;
+  double phase_s[SRCH_PHASE__COUNT];
+} srch_ctx_t;
+
+/* Sets up the task: design spaces, database rows, known trace hashes and
+ * the best measured records. */
+int srch_task_init(srch_ctx_t *c, srch_task_state_t *ts, const srch_task_t *task, uint64_t seed,
+                   tn_err_t *err);
+void srch_task_free(srch_task_state_t *ts);
+/* Records a verified measurement (keeps the list sorted, capped). */
+void srch_task_add_measured(srch_task_state_t *ts, const char *json, uint64_t hash, double median_secs);
+/* Updates the task's best with a verified measurement. */
+void srch_task_note_best(srch_task_state_t *ts, const char *json, double median_secs, int64_t db_id);
+
+/* ---- strategies (evolutionary.c, replay_trace.c) ------------------------- */
+
+/* Generates up to `want` candidates not in ts->seen and distinct from each
+ * other (fewer, even none, when the space is exhausted).  *out is
+ * malloc'ed, each entry holding one reference. */
+int srch_evolve_batch(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_t ***out, int *n,
+                      tn_err_t *err);
+int srch_replay_batch(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_t ***out, int *n,
+                      tn_err_t *err);
+
+/* Fresh samples of the task's design spaces: `attempts` replays of a
+ * uniformly chosen space with all decisions drawn anew (seeded by base and
+ * the index); keeps the valid ones in index order.  Adds the CPU seconds to
+ * c->phase_s[SAMPLING]. */
+int srch_sample_fresh(srch_ctx_t *c, srch_task_state_t *ts, int attempts, uint64_t base,
+                      srch_cand_t ***out);
+/* Computes missing features of cands (parallel; adds to FEATURES). */
+void srch_features(srch_ctx_t *c, srch_cand_t **cands, int n);
+
+/* ---- setup without measuring (tune.c): tests and the overhead benchmark -- */
+
+/* Validates the options, opens the database, creates the model and sets up
+ * every task, as srch_tune does; *sched_seed (may be NULL) gets the task
+ * scheduler's seed.  Free with srch_ctx_free even on failure. */
+int srch_ctx_init(srch_ctx_t *c, const srch_task_t *tasks, int ntasks, const tn_target_t *t, const srch_opts_t *opts,
+                  uint64_t *sched_seed, tn_err_t *err);
+void srch_ctx_free(srch_ctx_t *c);
+/* The task's strategy makes a batch of up to `want` candidates, which are
+ * then marked as in flight (never proposed again). */
+int srch_generate(srch_ctx_t *c, int task, int want, srch_cand_t ***out, int *n, tn_err_t *err);
+
+/* ---- task scheduler (task_scheduler.c) ---------------------------------- */
+
+typedef struct srch_sched {
+  int ntasks;
+  int picks;      /* picks so far: the first ntasks are round-robin */
+  double alpha;   /* 0.2 */
+  int window;     /* 3 */
+  tn_rng_t rng;   /* breaks ties */
+} srch_sched_t;
+
+void srch_sched_init(srch_sched_t *s, int ntasks, uint64_t seed);
+/* Next task to give a batch to, -1 when every task is done. */
+int srch_sched_next(srch_sched_t *s, const srch_task_state_t *tasks);
+/* Appends the task's best-so-far (seconds; 0 = none) to its history. */
+void srch_sched_joined(srch_task_state_t *ts);
+
+#endif

@@ -1,0 +1,389 @@
+/* tune.c — the tuning loop (metaschedule.md §7): the task scheduler picks a
+ * task, its strategy generates a batch, the batch is built while the
+ * previous one runs, and every measured batch is committed to the database,
+ * reported, and fed to the cost model before the next one is generated. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "search/srch_batch.h"
+
+void srch_opts_default(srch_opts_t *o) {
+  *o = (srch_opts_t){.strategy = SRCH_EVOLUTIONARY,
+                     .model = SRCH_MODEL_XGB,
+                     .max_trials = 64,
+                     .batch_size = 64,
+                     .population = 512,
+                     .init_measured_ratio = 0.2,
+                     .init_min_unmeasured = 50,
+                     .genetic_iters = 4,
+                     .mutate_prob = 0.85,
+                     .eps_greedy = 0.05,
+                     .seed = 1};
+}
+
+/* ---- setup ------------------------------------------------------------- */
+
+static int check_opts(const srch_opts_t *o, tn_err_t *err) {
+  if (o->max_trials < 1) return tn_err_set(err, TN_EINVAL, "search: max_trials must be at least 1, got %d", o->max_trials);
+  if (o->batch_size < 1 || o->population < 1)
+    return tn_err_set(err, TN_EINVAL, "search: batch_size and population must be at least 1, got %d and %d",
+                      o->batch_size, o->population);
+  if (!(o->init_measured_ratio >= 0 && o->init_measured_ratio <= 1) || !(o->mutate_prob >= 0 && o->mutate_prob <= 1) ||
+      !(o->eps_greedy >= 0 && o->eps_greedy <= 1))
+    return tn_err_set(err, TN_EINVAL, "search: init_measured_ratio, mutate_prob and eps_greedy must be in [0, 1]");
+  if (o->genetic_iters < 0 || o->init_min_unmeasured < 0 || o->max_seconds < 0)
+    return tn_err_set(err, TN_EINVAL, "search: genetic_iters, init_min_unmeasured and max_seconds must not be negative");
+  if (o->strategy != SRCH_EVOLUTIONARY && o->strategy != SRCH_REPLAY_TRACE)
+    return tn_err_set(err, TN_EINVAL, "search: unknown strategy %d (evolutionary or replay)", (int)o->strategy);
+  return 0;
+}
+
+static int open_db(srch_ctx_t *c, tn_err_t *err) {
+  if (!c->opts.db_path) return 0;
+  if (db_open(c->opts.db_path, &c->db, err) < 0) return tn_err_prefix(err, "search: %s", c->opts.db_path);
+  char *json = tn_target_to_json(c->target);
+  db_target_t t = {.name = c->target->name, .kind = tn_target_kind_name(c->target->kind), .arch = c->target->arch,
+                   .json = json};
+  int rc = db_target_upsert(c->db, &t, &c->target_id, err);
+  free(json);
+  return rc < 0 ? tn_err_prefix(err, "search: %s", c->opts.db_path) : 0;
+}
+
+static int new_model(srch_ctx_t *c, uint64_t seed, tn_err_t *err) {
+  c->model = c->opts.model == SRCH_MODEL_RANDOM ? cm_model_new_random(seed) : cm_model_new_xgb(c->nthreads, seed);
+  if (!c->model) return tn_err_set(err, TN_ENOMEM, "search: cannot create the cost model");
+  if (c->opts.model_path && access(c->opts.model_path, F_OK) == 0 && cm_model_load(c->model, c->opts.model_path, err) < 0)
+    return tn_err_prefix(err, "search: cost model %s", c->opts.model_path);
+  return 0;
+}
+
+/* ---- the loop's state -------------------------------------------------- */
+
+typedef struct loop {
+  srch_ctx_t *c;
+  srch_sched_t sched;
+  ms_builder_t *builder;
+  char work_dir[MS_PATH_MAX];
+  bool own_work_dir;
+  double t0;
+  int sent;                       /* candidates handed to the builder */
+  int trials_done;
+  int failures[MS_STATUS__COUNT];
+  bool stopped;                   /* should_stop said so */
+  int64_t job_base;               /* the job's trials_done before this run */
+} loop_t;
+
+static bool out_of_time(const loop_t *l) {
+  return l->c->opts.max_seconds > 0 && tn_now() - l->t0 >= l->c->opts.max_seconds;
+}
+
+static bool should_stop(void *ctx) {
+  loop_t *l = ctx;
+  const srch_callbacks_t *cb = l->c->cb;
+  if (!l->stopped && cb && cb->should_stop && cb->should_stop(cb->ctx)) l->stopped = true;
+  return l->stopped || out_of_time(l);
+}
+
+static int make_work_dir(loop_t *l, tn_err_t *err) {
+  if (l->c->opts.work_dir) {
+    snprintf(l->work_dir, sizeof l->work_dir, "%s", l->c->opts.work_dir);
+    if (mkdir(l->work_dir, 0755) < 0 && errno != EEXIST)
+      return tn_err_set(err, TN_EIO, "search: cannot create %s: %s", l->work_dir, strerror(errno));
+    return 0;
+  }
+  const char *tmp = getenv("TMPDIR");
+  snprintf(l->work_dir, sizeof l->work_dir, "%s/tuned-search-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(l->work_dir)) return tn_err_set(err, TN_EIO, "search: cannot create a temp dir in %s: %s",
+                                               tmp && *tmp ? tmp : "/tmp", strerror(errno));
+  l->own_work_dir = true;
+  return 0;
+}
+
+static int start_builder(loop_t *l, tn_err_t *err) {
+  char dir[MS_PATH_MAX + 16];
+  snprintf(dir, sizeof dir, "%s/build", l->work_dir);
+  ms_build_opts_t bo = {.nthreads = l->c->nthreads, .timeout_s = l->c->opts.build_timeout_s, .run_dir = dir};
+  return ms_builder_new(&bo, &l->builder, err);
+}
+
+static int ensure_runner(loop_t *l, int task, tn_err_t *err) {
+  srch_task_state_t *ts = &l->c->tasks[task];
+  if (ts->runner) return 0;
+  char dir[MS_PATH_MAX + 32];
+  snprintf(dir, sizeof dir, "%s/run-%d", l->work_dir, task);
+  ms_run_opts_t ro = l->c->opts.run;
+  ro.run_dir = dir;
+  if (ms_runner_new(&ro, &ts->runner, err) < 0 || ms_runner_set_workload(ts->runner, ts->func, 1, err) < 0)
+    return tn_err_prefix(err, "search: workload %s", ts->workload->name);
+  return 0;
+}
+
+/* ---- generating a batch ------------------------------------------------ */
+
+/* Asks the scheduler for a task and its strategy for a batch; tasks that
+ * give empty batches SRCH_MAX_EMPTY_BATCHES times in a row end.  Returns 1
+ * with a batch, 0 when nothing is left to do. */
+static int next_batch(loop_t *l, srch_batch_t *b, tn_err_t *err) {
+  srch_ctx_t *c = l->c;
+  while (!should_stop(l) && l->sent < c->opts.max_trials) {
+    int task = srch_sched_next(&l->sched, c->tasks);
+    if (task < 0) return 0;
+    srch_task_state_t *ts = &c->tasks[task];
+    int want = TN_MIN(c->opts.batch_size, c->opts.max_trials - l->sent);
+    srch_cand_t **cands = NULL;
+    int n = 0;
+    if (srch_generate(c, task, want, &cands, &n, err) < 0) {
+      free(cands);
+      return err->code;
+    }
+    if (n == 0) {
+      free(cands);
+      ts->done = ++ts->empty_batches >= SRCH_MAX_EMPTY_BATCHES;
+      srch_sched_joined(ts); /* an empty round still counts for the gradient */
+      continue;
+    }
+    ts->empty_batches = 0;
+    ts->trials_sent += n;
+    ts->done = ts->trials_sent >= c->opts.max_trials;
+    l->sent += n;
+    srch_batch_init(b, task, cands, n);
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- after a batch ran --------------------------------------------------- */
+
+static void fill_progress(const loop_t *l, int task, srch_progress_t *p) {
+  const srch_ctx_t *c = l->c;
+  const srch_task_state_t *ts = &c->tasks[task];
+  *p = (srch_progress_t){.task = task, .trials_done = l->trials_done, .trials_total = c->opts.max_trials,
+                         .best_secs = ts->best.found ? ts->best.median_secs : 0,
+                         .best_gflops = ts->best.found ? ts->best.gflops : 0, .elapsed_s = tn_now() - l->t0};
+  memcpy(p->failures, l->failures, sizeof p->failures);
+  memcpy(p->phase_s, c->phase_s, sizeof p->phase_s);
+}
+
+static int update_job(loop_t *l, int task, tn_err_t *err) {
+  srch_ctx_t *c = l->c;
+  if (!c->db || c->opts.job_id <= 0) return 0;
+  const srch_task_state_t *ts = &c->tasks[task];
+  db_job_progress_t p = {.state = DB_JOB_RUNNING, .trials_done = l->job_base + l->trials_done,
+                         .best_record_id = task == 0 && ts->best.db_id > 0 ? ts->best.db_id : 0};
+  return db_job_update(c->db, c->opts.job_id, &p, err);
+}
+
+static void report(loop_t *l, const srch_batch_t *b) {
+  const srch_callbacks_t *cb = l->c->cb;
+  if (!cb) return;
+  if (cb->on_batch) {
+    srch_record_t *recs = tn_xcalloc((size_t)TN_MAX(b->nmeasured, 1), sizeof *recs);
+    int n = 0;
+    for (int i = 0; i < b->n; i++)
+      if (b->measured[i])
+        recs[n++] = (srch_record_t){.task = b->task, .trace_json = b->cands[i]->json, .result = &b->res[i],
+                                    .db_id = b->db_ids[i]};
+    cb->on_batch(recs, n, cb->ctx);
+    free(recs);
+  }
+  if (cb->on_progress) {
+    srch_progress_t p;
+    fill_progress(l, b->task, &p);
+    cb->on_progress(&p, cb->ctx);
+  }
+}
+
+/* The measured candidates teach the model (failures as failures). */
+static int update_model(srch_ctx_t *c, srch_batch_t *b, tn_err_t *err) {
+  if (c->opts.strategy == SRCH_REPLAY_TRACE || b->nmeasured == 0) return 0;
+  srch_cand_t **cands = tn_xcalloc((size_t)b->nmeasured, sizeof *cands);
+  cm_sample_t *s = tn_xcalloc((size_t)b->nmeasured, sizeof *s);
+  int n = 0;
+  for (int i = 0; i < b->n; i++) {
+    if (!b->measured[i]) continue;
+    const ms_result_t *r = &b->res[i];
+    cands[n] = b->cands[i];
+    s[n++] = (cm_sample_t){.workload = c->tasks[b->task].key,
+                           .run_secs = r->status == MS_OK && r->median_secs > 0 ? r->median_secs : CM_FAILED};
+  }
+  srch_features(c, cands, n);
+  for (int i = 0; i < n; i++) s[i].features = &cands[i]->feat;
+  int rc = cm_model_update(c->model, s, n, err);
+  free(cands);
+  free(s);
+  return rc;
+}
+
+/* Commit, account, report, learn: everything after a batch's runs. */
+static int finish_batch(loop_t *l, srch_batch_t *b, tn_err_t *err) {
+  srch_ctx_t *c = l->c;
+  srch_task_state_t *ts = &c->tasks[b->task];
+  if (b->nmeasured == 0) return 0; /* stopped before its first run */
+  if (srch_batch_commit(c, b, err) < 0) return tn_err_prefix(err, "search: committing a batch");
+  for (int i = 0; i < b->n; i++) {
+    if (!b->measured[i]) continue;
+    const ms_result_t *r = &b->res[i];
+    l->failures[r->status]++;
+    l->trials_done++;
+    ts->trials_done++;
+    if (r->status == MS_OK && r->median_secs > 0) {
+      srch_task_add_measured(ts, b->cands[i]->json, b->cands[i]->hash, r->median_secs);
+      srch_task_note_best(ts, b->cands[i]->json, r->median_secs, b->db_ids[i]);
+    }
+  }
+  if (update_job(l, b->task, err) < 0) return tn_err_prefix(err, "search: job %lld", (long long)c->opts.job_id);
+  report(l, b);
+  if (update_model(c, b, err) < 0) return tn_err_prefix(err, "search: cost model");
+  srch_sched_joined(ts);
+  return 0;
+}
+
+/* ---- the pipeline ------------------------------------------------------ */
+
+/* While batch `cur` builds, the next one is generated and queued behind it;
+ * `cur` then runs while `next` builds. */
+static int run_loop(loop_t *l, tn_err_t *err) {
+  srch_batch_t cur = {0}, next = {0};
+  bool have_cur = false;
+  int rc = 0;
+  for (;;) {
+    int got = next_batch(l, &next, err);
+    if (got < 0) {
+      rc = got;
+      break;
+    }
+    if (got) srch_batch_submit(l->c->target, l->builder, &next);
+    if (have_cur) {
+      srch_batch_wait(l->builder, &cur);
+      if ((rc = ensure_runner(l, cur.task, err)) < 0 ||
+          (rc = srch_batch_run(l->c->tasks[cur.task].runner, ms_builder_run_dir(l->builder), &cur, should_stop, l,
+                               err)) < 0 ||
+          (rc = finish_batch(l, &cur, err)) < 0) {
+        if (got) srch_batch_wait(l->builder, &next), srch_batch_free(&next);
+        break;
+      }
+      srch_batch_free(&cur);
+    }
+    if (!got) break;
+    cur = next, have_cur = true;
+    memset(&next, 0, sizeof next);
+  }
+  if (have_cur && cur.cands) srch_batch_wait(l->builder, &cur), srch_batch_free(&cur);
+  return rc;
+}
+
+/* ---- results ----------------------------------------------------------- */
+
+static void fill_result(const loop_t *l, srch_result_t *out) {
+  const srch_ctx_t *c = l->c;
+  *out = (srch_result_t){.ntasks = c->tasks ? c->ntasks : 0, .trials_done = l->trials_done, .stopped = l->stopped,
+                         .elapsed_s = tn_now() - l->t0};
+  out->best = tn_xcalloc((size_t)TN_MAX(out->ntasks, 1), sizeof *out->best);
+  for (int i = 0; i < out->ntasks; i++) {
+    out->best[i] = c->tasks[i].best;
+    if (out->best[i].trace_json) out->best[i].trace_json = tn_xstrdup(out->best[i].trace_json);
+  }
+  memcpy(out->failures, l->failures, sizeof out->failures);
+  memcpy(out->phase_s, c->phase_s, sizeof out->phase_s);
+}
+
+void srch_result_free(srch_result_t *r) {
+  if (!r) return;
+  for (int i = 0; r->best && i < r->ntasks; i++) free(r->best[i].trace_json);
+  free(r->best);
+  memset(r, 0, sizeof *r);
+}
+
+static int start_job(loop_t *l, tn_err_t *err) {
+  srch_ctx_t *c = l->c;
+  if (c->opts.job_id <= 0) return 0;
+  if (!c->db) return tn_err_set(err, TN_EINVAL, "search: job %lld needs a database (db_path)", (long long)c->opts.job_id);
+  db_job_t job;
+  tn_arena_t *a = tn_arena_new();
+  int rc = db_job_get(c->db, c->opts.job_id, &job, a, err);
+  if (rc == 0) {
+    l->job_base = job.trials_done;
+    db_job_progress_t p = {.state = DB_JOB_RUNNING, .trials_done = -1};
+    rc = db_job_update(c->db, c->opts.job_id, &p, err);
+  }
+  tn_arena_free(a);
+  return rc < 0 ? tn_err_prefix(err, "search: job %lld", (long long)c->opts.job_id) : 0;
+}
+
+static int check_args(const srch_task_t *tasks, int ntasks, const tn_target_t *t, const srch_opts_t *opts,
+                      tn_err_t *err) {
+  if (!tasks || ntasks < 1 || !t || !opts)
+    return tn_err_set(err, TN_EINVAL, "search: srch_tune needs tasks (at least one), a target, options and a result");
+  for (int i = 0; i < ntasks; i++)
+    if (!tasks[i].workload || !tasks[i].workload->func)
+      return tn_err_set(err, TN_EINVAL, "search: task %d has no workload", i);
+  return check_opts(opts, err);
+}
+
+int srch_ctx_init(srch_ctx_t *c, const srch_task_t *tasks, int ntasks, const tn_target_t *t, const srch_opts_t *opts,
+                  uint64_t *sched_seed, tn_err_t *err) {
+  *c = (srch_ctx_t){.target = t};
+  if (check_args(tasks, ntasks, t, opts, err) < 0) return err->code;
+  c->opts = *opts;
+  c->ntasks = ntasks;
+  c->nthreads = opts->nthreads > 0 ? opts->nthreads : (int)TN_MAX(sysconf(_SC_NPROCESSORS_ONLN), 1);
+  tn_rng_t rng;
+  tn_rng_seed(&rng, c->opts.seed);
+  if (open_db(c, err) < 0 || new_model(c, tn_rng_fork(&rng), err) < 0) return err->code;
+  c->tasks = tn_xcalloc((size_t)c->ntasks, sizeof *c->tasks);
+  for (int i = 0; i < c->ntasks; i++)
+    if (srch_task_init(c, &c->tasks[i], &tasks[i], tn_rng_fork(&rng), err) < 0) return err->code;
+  if (sched_seed) *sched_seed = tn_rng_fork(&rng);
+  return 0;
+}
+
+void srch_ctx_free(srch_ctx_t *c) {
+  for (int i = 0; c->tasks && i < c->ntasks; i++) srch_task_free(&c->tasks[i]);
+  free(c->tasks);
+  cm_model_free(c->model);
+  db_close(c->db);
+  memset(c, 0, sizeof *c);
+}
+
+int srch_generate(srch_ctx_t *c, int task, int want, srch_cand_t ***out, int *n, tn_err_t *err) {
+  srch_task_state_t *ts = &c->tasks[task];
+  int rc = c->opts.strategy == SRCH_REPLAY_TRACE ? srch_replay_batch(c, ts, want, out, n, err)
+                                                 : srch_evolve_batch(c, ts, want, out, n, err);
+  if (rc < 0) return tn_err_prefix(err, "search: workload %s", ts->workload->name);
+  for (int i = 0; i < *n; i++) srch_hashset_add(&ts->seen, (*out)[i]->hash);
+  return 0;
+}
+
+static void teardown(loop_t *l) {
+  ms_builder_free(l->builder);
+  srch_ctx_free(l->c);
+  if (l->own_work_dir) srch_rm_tree(l->work_dir);
+}
+
+int srch_tune(const srch_task_t *tasks, int ntasks, const tn_target_t *t, const srch_opts_t *opts,
+              const srch_callbacks_t *cb, srch_result_t *out, tn_err_t *err) {
+  tn_err_t local = {0};
+  if (!err) err = &local;
+  if (!out) return tn_err_set(err, TN_EINVAL, "search: srch_tune needs a result");
+  memset(out, 0, sizeof *out);
+  srch_ctx_t c;
+  loop_t l = {.c = &c, .t0 = tn_now()};
+  uint64_t sched_seed = 0;
+  int rc = srch_ctx_init(&c, tasks, ntasks, t, opts, &sched_seed, err);
+  c.cb = cb;
+  if (rc == 0) {
+    srch_sched_init(&l.sched, c.ntasks, sched_seed);
+    if (start_job(&l, err) < 0 || make_work_dir(&l, err) < 0 || start_builder(&l, err) < 0) rc = err->code;
+  }
+  if (rc == 0) rc = run_loop(&l, err);
+  if (rc == 0 && c.opts.model_path && cm_model_save(c.model, c.opts.model_path, err) < 0)
+    rc = tn_err_prefix(err, "search: saving the cost model");
+  fill_result(&l, out);
+  teardown(&l);
+  return rc;
+}

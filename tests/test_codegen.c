@@ -1,0 +1,1325 @@
+/* test_codegen.c — the codegen suite: lowers every workload and hand-
+ * scheduled IR to C, CUDA and OpenCL; builds and runs the C output (cc +
+ * dlopen) and the OpenCL output (PoCL) against the reference evaluator,
+ * compiles the CUDA output with NVRTC, and checks key lines of the source
+ * and the launch configuration. */
+#include "codegen/codegen.h"
+#include "schedule/schedule.h"
+#include "testutil.h"
+
+#include <cJSON.h>
+#include <dlfcn.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if TUNED_HAVE_OPENCL
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#endif
+#if TUNED_HAVE_CUDA && defined(HAVE_CUDA)
+#include <nvrtc.h>
+#define CG_TEST_NVRTC 1
+#ifndef TUNED_CUDA_INCLUDE
+#define TUNED_CUDA_INCLUDE "/usr/local/cuda/include"
+#endif
+#else
+#define CG_TEST_NVRTC 0
+#endif
+
+#define SEED 7
+#define MAX_DATA ((size_t)1 << 30)
+
+/* ======================================================================
+ * Workloads and IR building
+ * ====================================================================== */
+
+/* Loads workloads/<name> with "K=V,K=V" overrides. */
+static ir_workload_t *load_wl(const char *name, const char *sets) {
+  char path[512], buf[256];
+  snprintf(path, sizeof path, "%s/workloads/%s", TUNED_SOURCE_ROOT, name);
+  tn_arena_t *a = tn_arena_new();
+  ir_param_set_t ov[16];
+  int n = 0;
+  tn_err_t err = {0};
+  snprintf(buf, sizeof buf, "%s", sets ? sets : "");
+  for (char *tok = strtok(buf, ","); tok && n < 16; tok = strtok(NULL, ","))
+    ck_assert_int_eq(ir_param_set_parse(tok, a, &ov[n++], &err), 0);
+  ir_workload_t *w = NULL;
+  int rc = ir_workload_load(path, ov, n, &w, &err);
+  tn_arena_free(a);
+  ck_assert_msg(rc == 0, "%s: %s", name, err.msg);
+  return w;
+}
+
+static ir_workload_t *text_wl(const char *text) {
+  ir_workload_t *w = NULL;
+  tn_err_t err = {0};
+  ck_assert_msg(ir_workload_parse("t.tw", text, strlen(text), NULL, 0, &w, &err) == 0, "%s", err.msg);
+  return w;
+}
+
+static ir_expr_t *V(ir_func_t *f, ir_var_t *v) { return ir_varref(f, v); }
+static ir_expr_t *K(ir_func_t *f, int64_t c) { return ir_int(f, c); }
+static ir_expr_t *add(ir_func_t *f, ir_expr_t *a, ir_expr_t *b) { return ir_bin(f, IR_E_ADD, a, b); }
+static ir_expr_t *mul(ir_func_t *f, ir_expr_t *a, int64_t c) { return ir_bin(f, IR_E_MUL, a, K(f, c)); }
+/* a * c + b */
+static ir_expr_t *mad(ir_func_t *f, ir_var_t *a, int64_t c, ir_var_t *b) {
+  return add(f, mul(f, V(f, a), c), V(f, b));
+}
+
+static ir_stmt_t *loop(ir_func_t *f, ir_var_t *v, int64_t ext, ir_loop_kind_t kind,
+                       const char *thread, ir_stmt_t *body) {
+  ir_stmt_t *s = ir_loop_new(f, v, ext, body);
+  s->u.loop.kind = thread ? IR_LOOP_THREAD : kind;
+  s->u.loop.thread = thread ? tn_arena_strdup(f->arena, thread) : NULL;
+  return s;
+}
+
+static ir_stmt_t *seq2(ir_func_t *f, ir_stmt_t *a, ir_stmt_t *b) {
+  ir_stmt_t *items[2] = {a, b};
+  return ir_seq(f, items, 2);
+}
+
+/* A compute block: iterators (kinds "SSR"), bindings, init, body. */
+static ir_stmt_t *block(ir_func_t *f, const char *name, int n, ir_var_t *const *vars,
+                        const int64_t *ext, const char *kinds, ir_expr_t *const *bind,
+                        ir_stmt_t *init, ir_stmt_t *body) {
+  ir_stmt_t *s = ir_block_new(f, name);
+  ir_block_t *b = &s->u.block;
+  b->iters = TN_NEWN(f->arena, ir_iter_t, n);
+  b->niters = n;
+  for (int i = 0; i < n; i++)
+    b->iters[i] = (ir_iter_t){vars[i], ext[i], kinds[i] == 'R' ? IR_ITER_REDUCE : IR_ITER_SPATIAL, bind[i]};
+  b->init = init;
+  b->body = body;
+  ir_block_infer_regions(f, b);
+  return s;
+}
+
+static ir_stmt_t *store2(ir_func_t *f, ir_buffer_t *b, ir_var_t *x, ir_var_t *y, ir_expr_t *v) {
+  ir_expr_t *idx[2] = {V(f, x), V(f, y)};
+  return ir_store(f, b, idx, 2, v);
+}
+
+static ir_expr_t *load2(ir_func_t *f, ir_buffer_t *b, ir_var_t *x, ir_var_t *y) {
+  ir_expr_t *idx[2] = {V(f, x), V(f, y)};
+  return ir_load(f, b, idx, 2);
+}
+
+static void set_root(ir_func_t *f, ir_stmt_t *body) { f->root->u.block.body = body; }
+
+static void add_allocs(ir_func_t *f, ir_buffer_t *const *bufs, int n) {
+  ir_block_t *r = &f->root->u.block;
+  ir_buffer_t **all = TN_NEWN(f->arena, ir_buffer_t *, r->nallocs + n);
+  memcpy(all, r->allocs, sizeof(*all) * (size_t)r->nallocs);
+  memcpy(all + r->nallocs, bufs, sizeof(*all) * (size_t)n);
+  r->allocs = all;
+  r->nallocs += n;
+}
+
+static ir_stmt_t *root_item(ir_func_t *f, int i) {
+  ir_stmt_t *b = f->root->u.block.body;
+  return b->kind == IR_S_SEQ ? b->u.seq.items[i] : b;
+}
+
+static int root_count(ir_func_t *f) {
+  ir_stmt_t *b = f->root->u.block.body;
+  return b->kind == IR_S_SEQ ? b->u.seq.n : 1;
+}
+
+typedef struct subst_ctx {
+  ir_func_t *f;
+  ir_var_t *from;
+  ir_expr_t *to, *pred;
+} subst_ctx_t;
+
+static bool subst_visit(ir_stmt_t *s, void *p) {
+  subst_ctx_t *c = p;
+  if (s->kind != IR_S_BLOCK) return true;
+  ir_block_t *b = &s->u.block;
+  for (int i = 0; i < b->niters; i++)
+    b->iters[i].binding = ir_expr_subst(c->f, b->iters[i].binding, &c->from, &c->to, 1);
+  if (b->predicate) b->predicate = ir_expr_subst(c->f, b->predicate, &c->from, &c->to, 1);
+  if (c->pred) b->predicate = b->predicate ? ir_bin(c->f, IR_E_AND, b->predicate, c->pred) : c->pred;
+  return false;
+}
+
+/* The outermost loop of every root statement split into blockIdx.x x
+ * threadIdx.x (T threads, predicated when T does not divide it): the
+ * simplest GPU binding, enough to run any workload on a GPU target. */
+static ir_func_t *bind_outer(const ir_func_t *orig, int64_t T) {
+  ir_func_t *f = ir_func_copy(orig);
+  int n = root_count(f);
+  ir_stmt_t **items = TN_NEWN(f->arena, ir_stmt_t *, n);
+  for (int i = 0; i < n; i++) {
+    ir_stmt_t *s = root_item(f, i);
+    ck_assert_int_eq(s->kind, IR_S_LOOP);
+    int64_t ext = s->u.loop.extent, t = ext < T ? ext : T, nb = (ext + t - 1) / t;
+    ir_var_t *bx = ir_var_new(f, "bx", IR_INT32), *tx = ir_var_new(f, "tx", IR_INT32);
+    ir_expr_t *fused = mad(f, bx, t, tx);
+    subst_ctx_t c = {f, s->u.loop.var, fused,
+                     nb * t == ext ? NULL : ir_bin(f, IR_E_LT, fused, K(f, ext))};
+    ir_stmt_walk(s->u.loop.body, subst_visit, &c);
+    items[i] = loop(f, bx, nb, 0, "blockIdx.x", loop(f, tx, t, 0, "threadIdx.x", s->u.loop.body));
+  }
+  set_root(f, n == 1 ? items[0] : ir_seq(f, items, n));
+  return f;
+}
+
+/* ======================================================================
+ * Running generated code
+ * ====================================================================== */
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  return remove(p);
+}
+
+static void rm_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+static void write_file(const char *path, const char *text) {
+  FILE *fp = fopen(path, "w");
+  ck_assert_ptr_nonnull(fp);
+  fputs(text, fp);
+  fclose(fp);
+}
+
+static char *read_small(const char *path) {
+  char *s = NULL;
+  size_t n;
+  if (tn_read_file(path, 1 << 20, &s, &n, NULL)) return tn_xstrdup("");
+  return s;
+}
+
+static size_t host_bytes(ir_dtype_t t) { return (size_t)ir_dtype_bytes(t); }
+
+/* Parameter arrays in their storage types. */
+static void *to_host(ir_dtype_t t, const double *v, int64_t n) {
+  void *p = tn_xcalloc((size_t)(n ? n : 1), host_bytes(t));
+  for (int64_t i = 0; i < n; i++) switch (t) {
+    case IR_FLOAT32: ((float *)p)[i] = (float)v[i]; break;
+    case IR_FLOAT64: ((double *)p)[i] = v[i]; break;
+    case IR_FLOAT16: ((uint16_t *)p)[i] = tn_float_to_half((float)v[i]); break;
+    case IR_INT32: ((int32_t *)p)[i] = v[i] != v[i] ? -7777 : (int32_t)v[i]; break;
+    case IR_INT64: ((int64_t *)p)[i] = v[i] != v[i] ? -7777 : (int64_t)v[i]; break;
+    case IR_BOOL: ((uint8_t *)p)[i] = v[i] != 0; break;
+    }
+  return p;
+}
+
+static void from_host(ir_dtype_t t, const void *p, double *v, int64_t n) {
+  for (int64_t i = 0; i < n; i++) switch (t) {
+    case IR_FLOAT32: v[i] = ((const float *)p)[i]; break;
+    case IR_FLOAT64: v[i] = ((const double *)p)[i]; break;
+    case IR_FLOAT16: v[i] = tn_half_to_float(((const uint16_t *)p)[i]); break;
+    case IR_INT32: v[i] = ((const int32_t *)p)[i]; break;
+    case IR_INT64: v[i] = (double)((const int64_t *)p)[i]; break;
+    case IR_BOOL: v[i] = ((const uint8_t *)p)[i]; break;
+    }
+}
+
+/* Reference outputs of `ref` and inputs for `f` (the same parameters). */
+static void make_data(const ir_func_t *f, const ir_func_t *ref, ir_data_t **d, ir_data_t **r) {
+  tn_err_t err = {0};
+  ck_assert_int_eq(ir_data_new(f, SEED, MAX_DATA, d, &err), 0);
+  ck_assert_int_eq(ir_data_new(ref, SEED, MAX_DATA, r, &err), 0);
+  ck_assert_msg(ir_eval(ref, *r, &err) == 0, "reference: %s", err.msg);
+}
+
+/* Every output within its dtype's tolerance of the reference. */
+static void compare(const ir_func_t *f, const ir_data_t *got, const ir_data_t *ref, const char *what,
+                    const char *src) {
+  for (int i = 0; i < f->nparams; i++) {
+    if (f->params[i]->role != IR_BUF_OUTPUT) continue;
+    double e = ir_rel_l2_error(ref->vals[i], got->vals[i], got->sizes[i]);
+    double tol = ir_dtype_tolerance(f->params[i]->dtype);
+    ck_assert_msg(e <= tol, "%s: output %s error %g > %g (got[0]=%g ref[0]=%g)\n%s", what,
+                  f->params[i]->name, e, tol, got->vals[i][0], ref->vals[i][0], src);
+  }
+}
+
+static cg_module_t *lower_ok(const ir_func_t *f, cg_target_t t) {
+  cg_module_t *m = NULL;
+  tn_err_t err = {0};
+  int rc = cg_lower(f, t, "kern", &m, &err);
+  ck_assert_msg(rc == 0, "%s lowering failed: %s", cg_target_name(t), err.msg);
+  ck_assert_ptr_nonnull(m->source);
+  return m;
+}
+
+typedef int (*entry_fn)(void **);
+
+/* Builds the C lowering of f, runs it and compares with ref's evaluation.
+ * Returns the source (free it). */
+static char *check_c(const ir_func_t *f, const ir_func_t *ref) {
+  cg_module_t *m = lower_ok(f, CG_TARGET_C);
+  char dir[] = "/tmp/tuned-cg-XXXXXX", path[128], so[128], cmd[512], log[128];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/k.c", dir);
+  snprintf(so, sizeof so, "%s/k.so", dir);
+  snprintf(log, sizeof log, "%s/log", dir);
+  write_file(path, m->source);
+  snprintf(cmd, sizeof cmd, "cc -O2 -fopenmp -shared -fPIC -o %s %s -lm > %s 2>&1", so, path, log);
+  if (system(cmd) != 0) {
+    char *l = read_small(log);
+    ck_abort_msg("cc failed:\n%s\n%s", l, m->source);
+  }
+  /* RTLD_NODELETE: dlclose must not unmap libgomp under its idle workers */
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  ck_assert_msg(h != NULL, "dlopen: %s", dlerror());
+  entry_fn fn = (entry_fn)dlsym(h, "tuned_entry");
+  ck_assert_ptr_nonnull(fn);
+  ir_data_t *d, *r;
+  make_data(f, ref, &d, &r);
+  void **args = tn_xcalloc((size_t)f->nparams + 1, sizeof(void *));
+  for (int i = 0; i < f->nparams; i++) args[i] = to_host(f->params[i]->dtype, d->vals[i], d->sizes[i]);
+  ck_assert_int_eq(fn(args), 0);
+  for (int i = 0; i < f->nparams; i++) {
+    from_host(f->params[i]->dtype, args[i], d->vals[i], d->sizes[i]);
+    free(args[i]);
+  }
+  compare(f, d, r, "c", m->source);
+  free(args);
+  ir_data_free(d);
+  ir_data_free(r);
+  dlclose(h);
+  rm_tree(dir);
+  char *src = tn_xstrdup(m->source);
+  cg_module_free(m);
+  return src;
+}
+
+#if TUNED_HAVE_OPENCL
+#define CL_OK(call) ck_assert_int_eq((call), CL_SUCCESS)
+
+static char pocl_cache[64];
+
+static void pocl_cache_remove(void) { rm_tree(pocl_cache); }
+
+/* PoCL's kernel cache in a private directory, removed when the (forked)
+ * test process exits. */
+static void opencl_setup(void) {
+  if (pocl_cache[0]) return;
+  snprintf(pocl_cache, sizeof pocl_cache, "/tmp/tuned-pocl-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(pocl_cache));
+  setenv("POCL_CACHE_DIR", pocl_cache, 1);
+  atexit(pocl_cache_remove);
+}
+
+/* Runs every kernel of the OpenCL lowering in order (global size grid *
+ * block, local size block) and compares with ref's evaluation. */
+static void run_opencl(const ir_func_t *f, const ir_func_t *ref, const cg_module_t *m) {
+  opencl_setup();
+  cl_platform_id plat;
+  cl_device_id dev;
+  cl_int e;
+  cl_uint nplat = 0;
+  if (clGetPlatformIDs(1, &plat, &nplat) != CL_SUCCESS || nplat == 0) {
+    fprintf(stderr, "test_codegen: no OpenCL platform; OpenCL kernels not run\n");
+    return;
+  }
+  CL_OK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL));
+  cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &e);
+  CL_OK(e);
+  cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &e);
+  CL_OK(e);
+  const char *src = m->source;
+  cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &e);
+  CL_OK(e);
+  if (clBuildProgram(prog, 1, &dev, "-cl-std=CL1.2", NULL, NULL) != CL_SUCCESS) {
+    static char blog[65536];
+    clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, sizeof blog, blog, NULL);
+    ck_abort_msg("OpenCL build failed:\n%s\n%s", blog, src);
+  }
+  ir_data_t *d, *r;
+  make_data(f, ref, &d, &r);
+  cl_mem *mem = tn_xcalloc((size_t)m->nparams, sizeof(cl_mem));
+  void **host = tn_xcalloc((size_t)m->nparams, sizeof(void *));
+  for (int i = 0; i < m->nparams; i++) {
+    int64_t n = 1;
+    for (int k = 0; k < m->params[i].ndim; k++) n *= m->params[i].shape[k];
+    size_t bytes = (size_t)n * host_bytes(m->params[i].dtype);
+    if (i < f->nparams) host[i] = to_host(m->params[i].dtype, d->vals[i], d->sizes[i]);
+    mem[i] = clCreateBuffer(ctx, CL_MEM_READ_WRITE | (host[i] ? CL_MEM_COPY_HOST_PTR : 0), bytes,
+                            host[i], &e);
+    CL_OK(e);
+  }
+  for (int k = 0; k < m->nkernels; k++) {
+    cl_kernel kern = clCreateKernel(prog, m->kernels[k].name, &e);
+    CL_OK(e);
+    for (int i = 0; i < m->nparams; i++) CL_OK(clSetKernelArg(kern, (cl_uint)i, sizeof(cl_mem), &mem[i]));
+    size_t global[3], local[3];
+    for (int a = 0; a < 3; a++) {
+      local[a] = (size_t)m->kernels[k].block[a];
+      global[a] = (size_t)(m->kernels[k].grid[a] * m->kernels[k].block[a]);
+    }
+    CL_OK(clEnqueueNDRangeKernel(q, kern, 3, NULL, global, local, 0, NULL, NULL));
+    CL_OK(clFinish(q));
+    clReleaseKernel(kern);
+  }
+  for (int i = 0; i < f->nparams; i++) {
+    CL_OK(clEnqueueReadBuffer(q, mem[i], CL_TRUE, 0, (size_t)d->sizes[i] * host_bytes(f->params[i]->dtype),
+                              host[i], 0, NULL, NULL));
+    from_host(f->params[i]->dtype, host[i], d->vals[i], d->sizes[i]);
+  }
+  compare(f, d, r, "opencl", src);
+  for (int i = 0; i < m->nparams; i++) {
+    clReleaseMemObject(mem[i]);
+    free(host[i]);
+  }
+  free(mem);
+  free(host);
+  ir_data_free(d);
+  ir_data_free(r);
+  clReleaseProgram(prog);
+  clReleaseCommandQueue(q);
+  clReleaseContext(ctx);
+}
+#endif
+
+#if CG_TEST_NVRTC
+static void nvrtc_compile(const char *src, const char *arch) {
+  nvrtcProgram p;
+  ck_assert_int_eq(nvrtcCreateProgram(&p, src, "kern.cu", 0, NULL, NULL), NVRTC_SUCCESS);
+  char opt[64];
+  snprintf(opt, sizeof opt, "--gpu-architecture=%s", arch);
+  const char *opts[] = {opt, "-I" TUNED_CUDA_INCLUDE};
+  nvrtcResult rc = nvrtcCompileProgram(p, 2, opts);
+  if (rc != NVRTC_SUCCESS) {
+    size_t n = 0;
+    nvrtcGetProgramLogSize(p, &n);
+    char *log = tn_xcalloc(n + 1, 1);
+    nvrtcGetProgramLog(p, log);
+    ck_abort_msg("NVRTC (%s) failed: %s\n%s\n%s", arch, nvrtcGetErrorString(rc), log, src);
+  }
+  nvrtcDestroyProgram(&p);
+}
+#endif
+
+typedef struct gpu_out {
+  char *cuda, *opencl; /* sources */
+  char *cuda_json;     /* launch configuration */
+} gpu_out_t;
+
+/* CUDA: lowers and compiles for sm_75 and sm_90.  OpenCL: lowers, runs on
+ * PoCL and compares with ref's evaluation. */
+static gpu_out_t check_gpu(const ir_func_t *f, const ir_func_t *ref) {
+  gpu_out_t o;
+  cg_module_t *mc = lower_ok(f, CG_TARGET_CUDA);
+#if CG_TEST_NVRTC
+  nvrtc_compile(mc->source, "sm_75");
+  nvrtc_compile(mc->source, "sm_90");
+#endif
+  o.cuda = tn_xstrdup(mc->source);
+  o.cuda_json = cg_module_launch_json(mc);
+  cg_module_free(mc);
+  cg_module_t *mo = lower_ok(f, CG_TARGET_OPENCL);
+#if TUNED_HAVE_OPENCL
+  run_opencl(f, ref, mo);
+#else
+  (void)ref;
+#endif
+  o.opencl = tn_xstrdup(mo->source);
+  cg_module_free(mo);
+  return o;
+}
+
+static void gpu_out_free(gpu_out_t *o) {
+  free(o->cuda);
+  free(o->opencl);
+  free(o->cuda_json);
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+#define HAS(src, text) ck_assert_msg(strstr((src), (text)) != NULL, "missing \"%s\" in:\n%s", (text), (src))
+#define LACKS(src, text) ck_assert_msg(strstr((src), (text)) == NULL, "unexpected \"%s\" in:\n%s", (text), (src))
+
+/* ======================================================================
+ * Hand-made schedules
+ * ====================================================================== */
+
+/* matmul 64x64x64: 16x16 tiles per thread block (blockIdx.y/x), 4x4 threads
+ * (threadIdx.y/x) each accumulating a 4x4 tile in C_local, k in steps of 8
+ * with A/B tiles fetched into shared memory cooperatively with float4. */
+static ir_func_t *sched_matmul_gpu(const ir_func_t *orig) {
+  ir_func_t *f = ir_func_copy(orig);
+  ir_buffer_t *A = f->params[0], *B = f->params[1], *C = f->params[2];
+  int64_t shape[2] = {64, 64};
+  ir_buffer_t *As = ir_buffer_new(f, "A_shared", IR_FLOAT32, 2, shape, IR_SCOPE_SHARED, IR_BUF_TEMP);
+  ir_buffer_t *Bs = ir_buffer_new(f, "B_shared", IR_FLOAT32, 2, shape, IR_SCOPE_SHARED, IR_BUF_TEMP);
+  ir_buffer_t *Cl = ir_buffer_new(f, "C_local", IR_FLOAT32, 2, shape, IR_SCOPE_LOCAL, IR_BUF_TEMP);
+  ir_buffer_t *bufs[3] = {As, Bs, Cl};
+  add_allocs(f, bufs, 3);
+  const char *names[] = {"i_0", "j_0", "i_1", "j_1", "k_0", "k_1", "i_2", "j_2", "ax0", "ax1",
+                         "ax2", "ax3", "ax0", "ax1", "ax2", "ax3", "ax0", "ax1"};
+  ir_var_t *l[18];
+  for (int i = 0; i < 18; i++) l[i] = ir_var_new(f, names[i], IR_INT32);
+  ir_var_t *i0 = l[0], *j0 = l[1], *i1 = l[2], *j1 = l[3], *k0 = l[4], *k1 = l[5], *i2 = l[6], *j2 = l[7];
+  int64_t ext3[3] = {64, 64, 64};
+
+  /* C_local[vi, vj] += A_shared[vi, vk] * B_shared[vk, vj] */
+  ir_var_t *cv[3] = {ir_var_new(f, "v_i", IR_INT32), ir_var_new(f, "v_j", IR_INT32), ir_var_new(f, "v_k", IR_INT32)};
+  ir_expr_t *cb[3] = {add(f, mul(f, V(f, i0), 16), mad(f, i1, 4, i2)),
+                      add(f, mul(f, V(f, j0), 16), mad(f, j1, 4, j2)), mad(f, k0, 8, k1)};
+  ir_stmt_t *cinit = store2(f, Cl, cv[0], cv[1], ir_float(f, IR_FLOAT32, 0));
+  ir_expr_t *prod = ir_bin(f, IR_E_MUL, load2(f, As, cv[0], cv[2]), load2(f, Bs, cv[2], cv[1]));
+  ir_stmt_t *cbody = store2(f, Cl, cv[0], cv[1], add(f, load2(f, Cl, cv[0], cv[1]), prod));
+  ir_stmt_t *cblk = block(f, "C_local", 3, cv, ext3, "SSR", cb, cinit, cbody);
+
+  /* cooperative fetches: 128 elements by 16 threads x float4, two rounds */
+  ir_stmt_t *fetch[2];
+  for (int t = 0; t < 2; t++) {
+    ir_var_t **a = &l[8 + 4 * t];
+    ir_var_t *fv[2] = {ir_var_new(f, "v0", IR_INT32), ir_var_new(f, "v1", IR_INT32)};
+    ir_expr_t *fused = add(f, add(f, mul(f, V(f, a[0]), 64), mul(f, V(f, a[1]), 16)), mad(f, a[2], 4, a[3]));
+    int64_t cols = t == 0 ? 8 : 16;
+    ir_expr_t *row = ir_bin(f, IR_E_FLOORDIV, fused, K(f, cols));
+    ir_expr_t *col = ir_bin(f, IR_E_FLOORMOD, fused, K(f, cols));
+    ir_expr_t *fb[2];
+    if (t == 0) {
+      fb[0] = add(f, mul(f, V(f, i0), 16), row);
+      fb[1] = add(f, mul(f, V(f, k0), 8), col);
+    } else {
+      fb[0] = add(f, mul(f, V(f, k0), 8), row);
+      fb[1] = add(f, mul(f, V(f, j0), 16), col);
+    }
+    ir_buffer_t *dst = t == 0 ? As : Bs, *srcb = t == 0 ? A : B;
+    ir_stmt_t *fblk = block(f, t == 0 ? "A_shared" : "B_shared", 2, fv, ext3, "SS", fb, NULL,
+                            store2(f, dst, fv[0], fv[1], load2(f, srcb, fv[0], fv[1])));
+    fetch[t] = loop(f, a[0], 2, IR_LOOP_SERIAL, NULL,
+                    loop(f, a[1], 4, 0, "threadIdx.y",
+                         loop(f, a[2], 4, 0, "threadIdx.x", loop(f, a[3], 4, IR_LOOP_VECTORIZED, NULL, fblk))));
+  }
+  ir_stmt_t *compute = loop(f, k1, 8, IR_LOOP_SERIAL, NULL,
+                            loop(f, i2, 4, IR_LOOP_UNROLLED, NULL, loop(f, j2, 4, IR_LOOP_UNROLLED, NULL, cblk)));
+  ir_stmt_t *items[3] = {fetch[0], fetch[1], compute};
+  ir_stmt_t *kloop = loop(f, k0, 8, IR_LOOP_SERIAL, NULL, ir_seq(f, items, 3));
+
+  /* write back C_local -> C */
+  ir_var_t *wv[2] = {ir_var_new(f, "v0", IR_INT32), ir_var_new(f, "v1", IR_INT32)};
+  ir_expr_t *wb[2] = {add(f, mul(f, V(f, i0), 16), mad(f, i1, 4, l[16])),
+                      add(f, mul(f, V(f, j0), 16), mad(f, j1, 4, l[17]))};
+  ir_stmt_t *wblk = block(f, "C", 2, wv, ext3, "SS", wb, NULL, store2(f, C, wv[0], wv[1], load2(f, Cl, wv[0], wv[1])));
+  ir_stmt_t *wloop = loop(f, l[16], 4, IR_LOOP_SERIAL, NULL, loop(f, l[17], 4, IR_LOOP_SERIAL, NULL, wblk));
+
+  set_root(f, loop(f, i0, 4, 0, "blockIdx.y",
+                   loop(f, j0, 4, 0, "blockIdx.x",
+                        loop(f, i1, 4, 0, "threadIdx.y", loop(f, j1, 4, 0, "threadIdx.x", seq2(f, kloop, wloop))))));
+  return f;
+}
+
+/* matmul on a CPU: i_0 parallel (M/8 rows each), C_local 8x16 accumulator
+ * per (i_0, j_0) tile with j vectorized and i unrolled, written back. */
+static ir_func_t *sched_matmul_cpu(const ir_func_t *orig, int64_t M, int64_t N, int64_t Kd) {
+  ir_func_t *f = ir_func_copy(orig);
+  ir_buffer_t *A = f->params[0], *B = f->params[1], *C = f->params[2];
+  int64_t shape[2] = {M, N};
+  ir_buffer_t *Cl = ir_buffer_new(f, "C_local", IR_FLOAT32, 2, shape, IR_SCOPE_LOCAL, IR_BUF_TEMP);
+  add_allocs(f, &Cl, 1);
+  ir_var_t *i0 = ir_var_new(f, "i_0", IR_INT32), *j0 = ir_var_new(f, "j_0", IR_INT32),
+           *k = ir_var_new(f, "k", IR_INT32), *i1 = ir_var_new(f, "i_1", IR_INT32),
+           *j1 = ir_var_new(f, "j_1", IR_INT32), *a0 = ir_var_new(f, "ax0", IR_INT32),
+           *a1 = ir_var_new(f, "ax1", IR_INT32);
+  ir_var_t *cv[3] = {ir_var_new(f, "v_i", IR_INT32), ir_var_new(f, "v_j", IR_INT32), ir_var_new(f, "v_k", IR_INT32)};
+  int64_t ext[3] = {M, N, Kd};
+  ir_expr_t *cb[3] = {mad(f, i0, 8, i1), mad(f, j0, 16, j1), V(f, k)};
+  ir_stmt_t *cinit = store2(f, Cl, cv[0], cv[1], ir_float(f, IR_FLOAT32, 0));
+  ir_expr_t *prod = ir_bin(f, IR_E_MUL, load2(f, A, cv[0], cv[2]), load2(f, B, cv[2], cv[1]));
+  ir_stmt_t *cblk = block(f, "C_local", 3, cv, ext, "SSR", cb, cinit,
+                          store2(f, Cl, cv[0], cv[1], add(f, load2(f, Cl, cv[0], cv[1]), prod)));
+  ir_var_t *wv[2] = {ir_var_new(f, "v0", IR_INT32), ir_var_new(f, "v1", IR_INT32)};
+  ir_expr_t *wb[2] = {mad(f, i0, 8, a0), mad(f, j0, 16, a1)};
+  ir_stmt_t *wblk = block(f, "C", 2, wv, ext, "SS", wb, NULL, store2(f, C, wv[0], wv[1], load2(f, Cl, wv[0], wv[1])));
+  ir_stmt_t *upd = loop(f, k, Kd, IR_LOOP_SERIAL, NULL,
+                        loop(f, i1, 8, IR_LOOP_UNROLLED, NULL, loop(f, j1, 16, IR_LOOP_VECTORIZED, NULL, cblk)));
+  ir_stmt_t *wr = loop(f, a0, 8, IR_LOOP_SERIAL, NULL, loop(f, a1, 16, IR_LOOP_VECTORIZED, NULL, wblk));
+  ir_stmt_t *outer = loop(f, i0, M / 8, IR_LOOP_PARALLEL, NULL, loop(f, j0, N / 16, IR_LOOP_SERIAL, NULL, seq2(f, upd, wr)));
+  ir_annot_set_int(f, &outer->u.loop.annots, &outer->u.loop.nannots, "pragma_auto_unroll_max_step", 16);
+  set_root(f, outer);
+  return f;
+}
+
+/* square 256x160 through a local copy of A: per i_0 (2, parallel) 128x160
+ * floats (80 KiB: on the heap at the loop), or the whole 256x160 at the top. */
+static ir_func_t *sched_square_cache(const ir_func_t *orig, bool outer) {
+  ir_func_t *f = ir_func_copy(orig);
+  ir_buffer_t *A = f->params[0], *B = f->params[1];
+  int64_t shape[2] = {256, 160}, rows = outer ? 128 : 256;
+  ir_buffer_t *Al = ir_buffer_new(f, "A_local", IR_FLOAT32, 2, shape, IR_SCOPE_LOCAL, IR_BUF_TEMP);
+  add_allocs(f, &Al, 1);
+  ir_var_t *i0 = ir_var_new(f, "i_0", IR_INT32), *a0 = ir_var_new(f, "ax0", IR_INT32),
+           *a1 = ir_var_new(f, "ax1", IR_INT32), *i1 = ir_var_new(f, "i_1", IR_INT32),
+           *j = ir_var_new(f, "j", IR_INT32);
+  ir_var_t *cv[2] = {ir_var_new(f, "v0", IR_INT32), ir_var_new(f, "v1", IR_INT32)};
+  ir_var_t *bv[2] = {ir_var_new(f, "v_i", IR_INT32), ir_var_new(f, "v_j", IR_INT32)};
+  ir_expr_t *cb[2] = {outer ? mad(f, i0, 128, a0) : V(f, a0), V(f, a1)};
+  ir_expr_t *bb[2] = {outer ? mad(f, i0, 128, i1) : V(f, i1), V(f, j)};
+  ir_stmt_t *copy = block(f, "A_local", 2, cv, shape, "SS", cb, NULL,
+                          store2(f, Al, cv[0], cv[1], load2(f, A, cv[0], cv[1])));
+  ir_expr_t *sq = ir_bin(f, IR_E_MUL, load2(f, Al, bv[0], bv[1]), load2(f, Al, bv[0], bv[1]));
+  ir_stmt_t *comp = block(f, "B", 2, bv, shape, "SS", bb, NULL, store2(f, B, bv[0], bv[1], sq));
+  ir_stmt_t *body = seq2(f, loop(f, a0, rows, 0, NULL, loop(f, a1, 160, 0, NULL, copy)),
+                         loop(f, i1, rows, 0, NULL, loop(f, j, 160, 0, NULL, comp)));
+  set_root(f, outer ? loop(f, i0, 2, IR_LOOP_PARALLEL, NULL, body) : body);
+  return f;
+}
+
+/* Rows on blockIdx (optionally `ty` rows per block on threadIdx.y), the
+ * reduction over j split j_0 (serial) x j_1 (threadIdx.x, T) with a
+ * predicate when T does not divide N.  Works for any 2-D block (v_i, v_j)
+ * whose loops are the first two of its root statement. */
+static ir_stmt_t *row_nest(ir_func_t *f, ir_stmt_t *blk, ir_var_t *row, int64_t N, int64_t T) {
+  ir_block_t *b = &blk->u.block;
+  ir_var_t *j0 = ir_var_new(f, "j_0", IR_INT32), *j1 = ir_var_new(f, "j_1", IR_INT32);
+  int64_t nj = (N + T - 1) / T;
+  b->iters[0].binding = V(f, row);
+  b->iters[1].binding = mad(f, j0, T, j1);
+  b->predicate = nj * T == N ? NULL : ir_bin(f, IR_E_LT, mad(f, j0, T, j1), K(f, N));
+  return loop(f, j0, nj, IR_LOOP_SERIAL, NULL, loop(f, j1, T, 0, "threadIdx.x", blk));
+}
+
+static ir_func_t *sched_rows(const ir_func_t *orig, int64_t M, int64_t N, int64_t T, int64_t ty) {
+  ir_func_t *f = ir_func_copy(orig);
+  ir_var_t *i0 = ir_var_new(f, "i_0", IR_INT32), *i1 = ir_var_new(f, "i_1", IR_INT32);
+  ir_var_t *row = ir_var_new(f, "r", IR_INT32);
+  int n = root_count(f);
+  ir_stmt_t **items = TN_NEWN(f->arena, ir_stmt_t *, n);
+  for (int k = 0; k < n; k++) {
+    ir_stmt_t *s = root_item(f, k);
+    ir_stmt_t *blk = s->u.loop.body->u.loop.body; /* i -> j -> block */
+    ck_assert_int_eq(blk->kind, IR_S_BLOCK);
+    items[k] = row_nest(f, blk, row, N, T);
+  }
+  ir_stmt_t *body = n == 1 ? items[0] : ir_seq(f, items, n);
+  /* r = i_0 * ty + i_1 through a unit block would be clumsy: bind row loops directly */
+  if (ty == 1) {
+    row->name = "i";
+    set_root(f, loop(f, row, M, 0, "blockIdx.x", body));
+  } else {
+    subst_ctx_t c = {f, row, mad(f, i0, ty, i1), NULL};
+    ir_stmt_walk(body, subst_visit, &c);
+    set_root(f, loop(f, i0, M / ty, 0, "blockIdx.x", loop(f, i1, ty, 0, "threadIdx.y", body)));
+  }
+  return f;
+}
+
+/* ======================================================================
+ * Tests: C target
+ * ====================================================================== */
+
+static const struct {
+  const char *file, *sets;
+} small[] = {
+    {"vector_add.tw", "N=100"},
+    {"square.tw", "M=9,N=13"},
+    {"window_sum.tw", "N=50"},
+    {"matmul.tw", "M=12,N=10,K=7"},
+    {"matmul_bt.tw", "M=8,N=6,K=5"},
+    {"batch_matmul.tw", "BATCH=2,M=5,N=6,K=7"},
+    {"row_sum.tw", "M=5,N=33"},
+    {"softmax.tw", "M=4,N=19"},
+    {"dense_bias_relu.tw", "B=2,IN=17,OUT=9"},
+    {"conv2d.tw", "N=1,C=3,H=6,W=5,F=2"},
+};
+
+START_TEST(test_c_workloads) {
+  ir_workload_t *w = load_wl(small[_i].file, small[_i].sets);
+  char *src = check_c(w->func, w->func);
+  HAS(src, "int kern(");
+  HAS(src, "int tuned_entry(void **args) {");
+  free(src);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_c_source_shape) {
+  ir_workload_t *w = load_wl("matmul.tw", "M=8,N=8,K=8");
+  cg_module_t *m = lower_ok(w->func, CG_TARGET_C);
+  HAS(m->source, "int kern(float *restrict A, float *restrict B, float *restrict C) {");
+  HAS(m->source, "for (int k = 0; k < 8; ++k) {");
+  HAS(m->source, "if (v_k == 0) {");
+  HAS(m->source, "C[v_i * 8 + v_j] = C[v_i * 8 + v_j] + A[v_i * 8 + v_k] * B[v_k * 8 + v_j];");
+  HAS(m->source, "return kern((float *)args[0], (float *)args[1], (float *)args[2]);");
+  ck_assert_int_eq(m->nkernels, 1);
+  ck_assert_int_eq(m->nparams, 3);
+  ck_assert_str_eq(m->params[2].name, "C");
+  ck_assert_int_eq(m->params[2].role, IR_BUF_OUTPUT);
+  cg_module_free(m);
+  /* softmax: temps on the heap, freed; distinct loop names per nest */
+  ir_workload_t *s = load_wl("softmax.tw", "M=4,N=8");
+  m = lower_ok(s->func, CG_TARGET_C);
+  HAS(m->source, "float *rmax = (float *)malloc(sizeof(float) * 4);");
+  HAS(m->source, "free(E);");
+  HAS(m->source, "for (int i_3 = 0; i_3 < 4; ++i_3) {");
+  HAS(m->source, "rmax[v_i] = fmaxf(rmax[v_i], A[v_i * 8 + v_j]);");
+  HAS(m->source, "expf(");
+  ck_assert_int_eq(m->nparams, 2); /* temps are not arguments on the C target */
+  cg_module_free(m);
+  /* more than 2^31 elements: 64-bit offsets */
+  ir_workload_t *big = text_wl("param M = 70000, N = 40000\ninput A: float32[M, N]\noutput B: float32[M, N]\n"
+                               "B[i, j] = A[i, j] * 2.0\n");
+  m = lower_ok(big->func, CG_TARGET_C);
+  HAS(m->source, "B[(int64_t)v_i * 40000LL + (int64_t)v_j] = A[(int64_t)v_i * 40000LL + (int64_t)v_j] * 2.0f;");
+  cg_module_free(m);
+  ir_workload_free(big);
+  ir_workload_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_c_dtypes) {
+  const char *progs[] = {
+      "param N = 37\ninput A: float16[N]\ninput B: float16[N]\noutput C: float16[N]\n"
+      "C[i] = A[i] * B[i] + 1.0\n",
+      "param N = 41\ninput A: int32[N]\ninput B: int32[N]\noutput C: int32[N]\n"
+      "C[i] = A[i] / 3 + B[i] % 5 + max(A[i], 2) * min(B[i], 4) - (A[i] - 5) // 4\n",
+      "param N = 23\ninput A: float64[N]\noutput C: float64[N]\n"
+      "C[i] = sqrt(abs(A[i])) + pow(A[i], 2.0) + tanh(A[i]) + exp(A[i]) + log(abs(A[i]) + 1.0)\n",
+      "param N = 19\ninput A: int64[N]\noutput C: int64[N]\noutput D: float32[N]\n"
+      "C[i] = A[i] * A[i] - A[i] // 3\nD[i] = select(A[i] > 0, float32(A[i]) * 0.5, -1.0)\n",
+      "param M = 6, N = 7\ninput A: float16[M, N]\noutput R: float16[M]\n"
+      "R[i] = max(j < N: A[i, j] * 2.0)\n",
+  };
+  for (size_t k = 0; k < TN_ARRAY_LEN(progs); k++) {
+    ir_workload_t *w = text_wl(progs[k]);
+    char *src = check_c(w->func, w->func);
+    if (k == 0) {
+      HAS(src, "int kern(uint16_t *restrict A, uint16_t *restrict B, uint16_t *restrict C)");
+      HAS(src, "tuned_f2h(tuned_h2f(A[v_i]) * tuned_h2f(B[v_i]) + 1.0f)");
+    }
+    if (k == 1) HAS(src, "tuned_floordiv_i32(");
+    if (k == 2) HAS(src, "sqrt(fabs(A[v_i]))");
+    free(src);
+    ir_workload_free(w);
+  }
+}
+END_TEST
+
+START_TEST(test_c_matmul_local) {
+  ir_workload_t *w = load_wl("matmul.tw", "M=32,N=48,K=20");
+  ir_func_t *f = sched_matmul_cpu(w->func, 32, 48, 20);
+  char *src = check_c(f, w->func);
+  HAS(src, "#pragma omp parallel for\n");
+  HAS(src, "#pragma omp simd\n");
+  HAS(src, "#pragma GCC unroll 8\n");
+  HAS(src, "float C_local[128];"); /* 8 x 16 tile, not 32 x 48 */
+  HAS(src, "C_local[i_1 * 16 + j_1] = C_local[i_1 * 16 + j_1] + A[v_i * 20 + v_k] * B[v_k * 48 + v_j];");
+  free(src);
+  ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_c_big_caches_on_heap) {
+  ir_workload_t *w = load_wl("square.tw", "M=256,N=160");
+  ir_func_t *f = sched_square_cache(w->func, true);
+  char *src = check_c(f, w->func);
+  HAS(src, "float *A_local = (float *)malloc(sizeof(float) * 20480);");
+  HAS(src, "tuned_status = -1;");
+  HAS(src, "free(A_local);");
+  free(src);
+  ir_func_free(f);
+  f = sched_square_cache(w->func, false);
+  src = check_c(f, w->func);
+  HAS(src, "float *A_local = (float *)malloc(sizeof(float) * 40960);");
+  HAS(src, "if (!A_local) {");
+  free(src);
+  ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_c_gpu_schedules_run_serially) {
+  /* thread-bound loops are serial loops on the C target */
+  ir_workload_t *w = load_wl("matmul.tw", "M=64,N=64,K=64");
+  ir_func_t *f = sched_matmul_gpu(w->func);
+  char *src = check_c(f, w->func);
+  HAS(src, "float C_local[16];");
+  HAS(src, "float A_shared[128];");
+  LACKS(src, "threadIdx");
+  free(src);
+  ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* ======================================================================
+ * Tests: GPU targets
+ * ====================================================================== */
+
+static void json_dims(const char *json, int k, const char *key, int64_t out[3]) {
+  cJSON *root = cJSON_Parse(json);
+  ck_assert_ptr_nonnull(root);
+  cJSON *kern = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "kernels"), k);
+  ck_assert_ptr_nonnull(kern);
+  cJSON *arr = cJSON_GetObjectItem(kern, key);
+  if (cJSON_IsArray(arr))
+    for (int a = 0; a < 3; a++) out[a] = (int64_t)cJSON_GetArrayItem(arr, a)->valuedouble;
+  else
+    out[0] = (int64_t)arr->valuedouble;
+  cJSON_Delete(root);
+}
+
+START_TEST(test_gpu_vector_add) {
+  ir_workload_t *w = load_wl("vector_add.tw", "N=1024");
+  ir_func_t *f = bind_outer(w->func, 128);
+  gpu_out_t o = check_gpu(f, w->func);
+  HAS(o.cuda, "extern \"C\" __global__ void __launch_bounds__(128) kern_kernel0(float *__restrict__ A, "
+              "float *__restrict__ B, float *__restrict__ C) {");
+  HAS(o.cuda, "int bx = (int)blockIdx.x;");
+  HAS(o.cuda, "int tx = (int)threadIdx.x;");
+  HAS(o.cuda, "int v_i = bx * 128 + tx;");
+  HAS(o.cuda, "C[v_i] = A[v_i] + B[v_i];");
+  HAS(o.opencl, "__kernel __attribute__((reqd_work_group_size(128, 1, 1))) void kern_kernel0(__global "
+                "float *restrict A, __global float *restrict B, __global float *restrict C) {");
+  HAS(o.opencl, "int bx = (int)get_group_id(0);");
+  int64_t grid[3], blk[3], dyn[3];
+  json_dims(o.cuda_json, 0, "grid", grid);
+  json_dims(o.cuda_json, 0, "block", blk);
+  json_dims(o.cuda_json, 0, "dyn_shared_bytes", dyn);
+  ck_assert(grid[0] == 8 && grid[1] == 1 && grid[2] == 1);
+  ck_assert(blk[0] == 128 && blk[1] == 1 && blk[2] == 1);
+  ck_assert_int_eq(dyn[0], 0);
+  HAS(o.cuda_json, "\"role\":\t\"output\"");
+  gpu_out_free(&o);
+  ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_gpu_all_workloads) {
+  /* every workload, its outermost loops bound (predicated where 64 threads
+   * do not divide), one kernel per statement */
+  ir_workload_t *w = load_wl(small[_i].file, small[_i].sets);
+  ir_func_t *f = bind_outer(w->func, 64);
+  gpu_out_t o = check_gpu(f, w->func);
+  int n = root_count(f);
+  char name[64];
+  snprintf(name, sizeof name, "kern_kernel%d(", n - 1);
+  HAS(o.cuda, name);
+  HAS(o.opencl, name);
+  gpu_out_free(&o);
+  ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_gpu_dtypes) {
+  const char *progs[] = {
+      "param N = 300\ninput A: float16[N]\ninput B: float16[N]\noutput C: float16[N]\n"
+      "C[i] = A[i] * B[i] + 1.0\n",
+      "param N = 200\ninput A: int32[N]\ninput B: int32[N]\noutput C: int32[N]\n"
+      "C[i] = A[i] / 3 + B[i] % 5 + max(A[i], 2) * min(B[i], 4)\n",
+      "param N = 70\ninput A: float64[N]\noutput C: float64[N]\n"
+      "C[i] = sqrt(abs(A[i])) + pow(A[i], 2.0) + tanh(A[i])\n",
+      "param N = 90\ninput A: int64[N]\noutput C: int64[N]\nC[i] = A[i] * A[i] - A[i] // 3\n",
+  };
+  for (size_t k = 0; k < TN_ARRAY_LEN(progs); k++) {
+    ir_workload_t *w = text_wl(progs[k]);
+    ir_func_t *f = bind_outer(w->func, 64);
+    gpu_out_t o = check_gpu(f, w->func);
+    if (k == 0) {
+      HAS(o.cuda, "#include <cuda_fp16.h>");
+      HAS(o.cuda, "__half *__restrict__ A");
+      HAS(o.cuda, "C[v_i] = __float2half(__half2float(A[v_i]) * __half2float(B[v_i]) + 1.0f);");
+      HAS(o.opencl, "vstore_half(vload_half(v_i, A) * vload_half(v_i, B) + 1.0f, v_i, C);");
+    }
+    if (k == 2) HAS(o.opencl, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable");
+    gpu_out_free(&o);
+    ir_func_free(f);
+    ir_workload_free(w);
+  }
+}
+END_TEST
+
+START_TEST(test_gpu_vthread) {
+  ir_workload_t *w = load_wl("vector_add.tw", "N=1024");
+  ir_func_t *f = ir_func_copy(w->func);
+  ir_stmt_t *s = root_item(f, 0), *blk = s->u.loop.body;
+  ir_var_t *b = ir_var_new(f, "i_0", IR_INT32), *v = ir_var_new(f, "i_1", IR_INT32),
+           *t = ir_var_new(f, "i_2", IR_INT32);
+  blk->u.block.iters[0].binding = add(f, mul(f, V(f, b), 256), mad(f, v, 128, t));
+  set_root(f, loop(f, b, 4, 0, "blockIdx.x", loop(f, v, 2, 0, "vthread.x", loop(f, t, 128, 0, "threadIdx.x", blk))));
+  gpu_out_t o = check_gpu(f, w->func);
+  HAS(o.cuda, "#pragma unroll\n");
+  HAS(o.cuda, "for (int i_1 = 0; i_1 < 2; ++i_1) {");
+  gpu_out_free(&o);
+  ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_gpu_vector_partial) {
+  /* B[i] = A[i] + A[i + 1] + A[i + 2] over float2 lanes: A[i] and A[i + 2]
+   * are aligned vector loads, A[i + 1] stays scalar, B gets one float2 */
+  ir_workload_t *w = load_wl("window_sum.tw", "N=64");
+  ir_func_t *f = ir_func_copy(w->func);
+  ir_stmt_t *blk = root_item(f, 0)->u.loop.body;
+  ir_var_t *b = ir_var_new(f, "i_0", IR_INT32), *t = ir_var_new(f, "i_1", IR_INT32),
+           *v = ir_var_new(f, "i_2", IR_INT32);
+  blk->u.block.iters[0].binding = add(f, mul(f, V(f, b), 16), mad(f, t, 2, v));
+  set_root(f, loop(f, b, 4, 0, "blockIdx.x",
+                   loop(f, t, 8, 0, "threadIdx.x", loop(f, v, 2, IR_LOOP_VECTORIZED, NULL, blk))));
+  gpu_out_t o = check_gpu(f, w->func);
+  ck_assert_int_eq(count(o.cuda, "*(const float2 *)(A + "), 2);
+  HAS(o.cuda, "*(float2 *)(B + i_0 * 16 + i_1 * 2) = tuned_vout0;");
+  HAS(o.cuda, "A[v_i + 1]");
+  ck_assert_int_eq(count(o.opencl, "vload2(0, A + "), 2);
+  HAS(o.opencl, "vstore2(tuned_vout0, 0, B + i_0 * 16 + i_1 * 2);");
+  gpu_out_free(&o);
+  /* a misaligned store (odd offset, wrapping) keeps the plain unrolled loop */
+  ir_expr_t *shifted = add(f, add(f, mul(f, V(f, b), 16), mad(f, t, 2, v)), K(f, 1));
+  blk->u.block.iters[0].binding = ir_bin(f, IR_E_FLOORMOD, shifted, K(f, 64));
+  o = check_gpu(f, w->func);
+  LACKS(o.cuda, "float2");
+  HAS(o.cuda, "#pragma unroll\n");
+  gpu_out_free(&o);
+  ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_gpu_matmul_tiled) {
+  ir_workload_t *w = load_wl("matmul.tw", "M=64,N=64,K=64");
+  ir_func_t *f = sched_matmul_gpu(w->func);
+  /* the hand schedule itself computes the same as the workload */
+  ir_data_t *d, *r;
+  make_data(f, w->func, &d, &r);
+  tn_err_t err = {0};
+  ck_assert_msg(ir_eval(f, d, &err) == 0, "%s", err.msg);
+  ck_assert(ir_rel_l2_error(r->vals[2], d->vals[2], d->sizes[2]) < 1e-12);
+  ir_data_free(d);
+  ir_data_free(r);
+
+  gpu_out_t o = check_gpu(f, w->func);
+  /* sizes from the region used, not the 64x64 buffer shapes */
+  HAS(o.cuda, "__shared__ __align__(16) float A_shared[128];");
+  HAS(o.cuda, "__shared__ __align__(16) float B_shared[128];");
+  HAS(o.cuda, "float C_local[16];");
+  HAS(o.opencl, "__local float A_shared[128];");
+  /* float4 cooperative fetch */
+  HAS(o.cuda, "*(const float4 *)(A + ");
+  HAS(o.cuda, "*(float4 *)(A_shared + ");
+  HAS(o.opencl, "vload4(0, B + ");
+  HAS(o.opencl, "vstore4(tuned_vout");
+  /* one barrier after the fetches, one before they are overwritten */
+  ck_assert_int_eq(count(o.cuda, "__syncthreads();"), 2);
+  ck_assert_int_eq(count(o.opencl, "barrier(CLK_LOCAL_MEM_FENCE);"), 2);
+  HAS(o.cuda, "int i_0 = (int)blockIdx.y;");
+  HAS(o.cuda, "int j_1 = (int)threadIdx.x;");
+  int64_t grid[3], blk[3], sh[3];
+  json_dims(o.cuda_json, 0, "grid", grid);
+  json_dims(o.cuda_json, 0, "block", blk);
+  json_dims(o.cuda_json, 0, "static_shared_bytes", sh);
+  ck_assert(grid[0] == 4 && grid[1] == 4 && grid[2] == 1);
+  ck_assert(blk[0] == 4 && blk[1] == 4 && blk[2] == 1);
+  ck_assert_int_eq(sh[0], 1024);
+  gpu_out_free(&o);
+  ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_gpu_cross_thread_reduction) {
+  /* thread counts: warp segment (16), one warp (32), several warps (128),
+   * odd counts with the shared-memory tree (48, 100); predicated splits */
+  static const int64_t T[] = {16, 32, 128, 48, 100};
+  ir_workload_t *w = load_wl("row_sum.tw", "M=6,N=300");
+  for (size_t k = 0; k < TN_ARRAY_LEN(T); k++) {
+    ir_func_t *f = sched_rows(w->func, 6, 300, T[k], 1);
+    gpu_out_t o = check_gpu(f, w->func);
+    HAS(o.cuda, "reduction across threadIdx.x");
+    HAS(o.opencl, "tuned_red_buf");
+    if (T[k] == 16 || T[k] == 32 || T[k] == 128) HAS(o.cuda, "__shfl_down_sync(tuned_mask, tuned_red");
+    else HAS(o.cuda, "tuned_red_buf");
+    HAS(o.cuda, "if ((int)threadIdx.x == 0) {");
+    gpu_out_free(&o);
+    ir_func_free(f);
+  }
+  /* two rows per block on threadIdx.y: groups reduce separately */
+  ir_workload_t *w2 = load_wl("row_sum.tw", "M=8,N=77");
+  for (int k = 0; k < 2; k++) {
+    ir_func_t *f = sched_rows(w2->func, 8, 77, k ? 24 : 32, 2);
+    gpu_out_t o = check_gpu(f, w2->func);
+    gpu_out_free(&o);
+    ir_func_free(f);
+  }
+  ir_workload_free(w2);
+  /* other dtypes and combiners */
+  const char *progs[] = {
+      "param M = 6, N = 70\ninput A: float16[M, N]\noutput R: float16[M]\nR[i] = max(j < N: A[i, j] * 2.0)\n",
+      "param M = 4, N = 50\ninput A: int32[M, N]\noutput R: int32[M]\nR[i] = sum(j < N: A[i, j])\n",
+      "param M = 3, N = 90\ninput A: float64[M, N]\noutput R: float64[M]\nR[i] = min(j < N: A[i, j])\n",
+  };
+  for (size_t k = 0; k < TN_ARRAY_LEN(progs); k++)
+    for (int t = 0; t < 2; t++) {
+      ir_workload_t *pw = text_wl(progs[k]);
+      int64_t M = pw->func->params[1]->shape[0], N = pw->func->params[0]->shape[1];
+      ir_func_t *f = sched_rows(pw->func, M, N, t ? 12 : 64, 1);
+      gpu_out_t o = check_gpu(f, pw->func);
+      gpu_out_free(&o);
+      ir_func_free(f);
+      ir_workload_free(pw);
+    }
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_gpu_cross_thread_decomposed) {
+  /* the init as its own block, run by one thread of each block (guarded),
+   * the update across threads adding to the stored value */
+  ir_workload_t *w = load_wl("row_sum.tw", "M=6,N=100");
+  ir_func_t *f = sched_rows(w->func, 6, 100, 32, 1);
+  ir_stmt_t *rows = root_item(f, 0), *nest = rows->u.loop.body;
+  ir_block_t *upd = &nest->u.loop.body->u.loop.body->u.block;
+  ir_var_t *vi = ir_var_new(f, "v_i", IR_INT32);
+  int64_t ext[1] = {6};
+  ir_expr_t *bind[1] = {V(f, rows->u.loop.var)};
+  ir_expr_t *idx[1] = {V(f, vi)};
+  ir_stmt_t *init = block(f, "R_init", 1, &vi, ext, "S", bind, NULL,
+                          ir_store(f, f->params[1], idx, 1, ir_float(f, IR_FLOAT32, 0)));
+  upd->init = NULL;
+  upd->name = "R_update";
+  rows->u.loop.body = seq2(f, init, nest);
+  gpu_out_t o = check_gpu(f, w->func);
+  HAS(o.cuda, "if ((int)threadIdx.x == 0) {\n        R[v_i] = 0.0f;");
+  HAS(o.cuda, "R[v_i_1] = R[v_i_1] + tuned_red0;");
+  ck_assert_int_eq(count(o.cuda, "__syncthreads();"), 1);
+  gpu_out_free(&o);
+  ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_gpu_fused_softmax) {
+  /* all four statements under one blockIdx loop: two cross-thread
+   * reductions (max, sum) and global temporaries as workspaces, with
+   * barriers between the stages */
+  ir_workload_t *w = load_wl("softmax.tw", "M=5,N=70");
+  ir_func_t *f = sched_rows(w->func, 5, 70, 32, 1);
+  gpu_out_t o = check_gpu(f, w->func);
+  HAS(o.cuda, "float *__restrict__ rmax");
+  HAS(o.cuda, "fmaxf(tuned_red");
+  ck_assert_int_ge(count(o.opencl, "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);"), 3);
+  HAS(o.cuda_json, "\"role\":\t\"workspace\"");
+  cg_module_t *m = lower_ok(f, CG_TARGET_CUDA);
+  ck_assert_int_eq(m->nkernels, 1);
+  ck_assert_int_eq(m->nparams, 5);
+  ck_assert_str_eq(m->params[2].name, "rmax");
+  ck_assert_int_eq(m->params[2].role, IR_BUF_TEMP);
+  cg_module_free(m);
+  gpu_out_free(&o);
+  ir_func_free(f);
+  /* the same with 16 threads (shuffles within half warps) */
+  f = sched_rows(w->func, 5, 70, 16, 1);
+  o = check_gpu(f, w->func);
+  gpu_out_free(&o);
+  ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* ======================================================================
+ * Tests: schedules made with the schedule module
+ * ====================================================================== */
+
+#define SCH_OK(call)                                        \
+  do {                                                      \
+    tn_err_t e_ = {0};                                      \
+    tn_err_t *err = &e_;                                    \
+    ck_assert_msg((call) == 0, "%s: %s", #call, e_.msg);    \
+  } while (0)
+
+/* Splits l by factors (0 = inferred); out gets the new loops. */
+static void sch_split_n(sch_t *s, sch_rv_t l, const int64_t *f, int n, sch_rv_t *out) {
+  sch_arg_t a[8];
+  for (int i = 0; i < n; i++) a[i] = f[i] ? sch_arg_int(f[i]) : sch_arg_none();
+  SCH_OK(sch_split(s, l, a, n, out, err));
+}
+
+static sch_rv_t fuse2(sch_t *s, sch_rv_t a, sch_rv_t b) {
+  sch_rv_t pair[2] = {a, b}, out;
+  SCH_OK(sch_fuse(s, pair, 2, &out, err));
+  return out;
+}
+
+/* TVM's CUDA multi-level tiling for matmul 64^3: blockIdx / vthread /
+ * threadIdx tiles, a local write cache, shared read caches at k_0 with
+ * cooperative float4 fetches, the reduction decomposed. */
+static sch_t *mlt_cuda(const ir_func_t *f) {
+  sch_t *s = sch_create(f, 1);
+  sch_rv_t b, l[3], is[4], js[4], ks[2], cl, init;
+  int n;
+  SCH_OK(sch_get_block(s, "C", &b, err));
+  SCH_OK(sch_get_loops(s, b, l, &n, err));
+  int64_t fi[4] = {2, 2, 4, 4}, fk[2] = {8, 8};
+  sch_split_n(s, l[0], fi, 4, is);
+  sch_split_n(s, l[1], fi, 4, js);
+  sch_split_n(s, l[2], fk, 2, ks);
+  sch_rv_t order[10] = {is[0], js[0], is[1], js[1], is[2], js[2], ks[0], ks[1], is[3], js[3]};
+  SCH_OK(sch_reorder(s, order, 10, err));
+  sch_rv_t bx = fuse2(s, is[0], js[0]), vx = fuse2(s, is[1], js[1]), tx = fuse2(s, is[2], js[2]);
+  SCH_OK(sch_bind(s, bx, "blockIdx.x", err));
+  SCH_OK(sch_bind(s, vx, "vthread.x", err));
+  SCH_OK(sch_bind(s, tx, "threadIdx.x", err));
+  SCH_OK(sch_cache_write(s, b, 0, "local", &cl, err));
+  SCH_OK(sch_reverse_compute_at(s, cl, tx, true, err));
+  for (int r = 0; r < 2; r++) {
+    sch_rv_t sh, sl[8], parts[3];
+    SCH_OK(sch_cache_read(s, b, r, "shared", &sh, err));
+    SCH_OK(sch_compute_at(s, sh, ks[0], true, err));
+    SCH_OK(sch_get_loops(s, sh, sl, &n, err));
+    int64_t ff[3] = {0, 16, 4};
+    sch_split_n(s, fuse2(s, sl[n - 2], sl[n - 1]), ff, 3, parts);
+    SCH_OK(sch_bind(s, parts[1], "threadIdx.x", err));
+    SCH_OK(sch_vectorize(s, parts[2], err));
+  }
+  SCH_OK(sch_decompose_reduction(s, b, ks[0], &init, err));
+  SCH_OK(sch_annotate(s, bx, "pragma_auto_unroll_max_step", sch_arg_int(64), err));
+  return s;
+}
+
+/* A CPU schedule: i_0 parallel, j_1 vectorized, k_1 unrolled, a write
+ * cache of the given scope at j_0, the reduction decomposed. */
+static sch_t *tile_cpu(const ir_func_t *f, const char *scope) {
+  sch_t *s = sch_create(f, 1);
+  sch_rv_t b, l[3], is[2], js[2], ks[2], cw, init;
+  int n;
+  SCH_OK(sch_get_block(s, "C", &b, err));
+  SCH_OK(sch_get_loops(s, b, l, &n, err));
+  int64_t fi[2] = {0, 8}, fj[2] = {0, 16}, fk[2] = {0, 4};
+  sch_split_n(s, l[0], fi, 2, is);
+  sch_split_n(s, l[1], fj, 2, js);
+  sch_split_n(s, l[2], fk, 2, ks);
+  sch_rv_t order[6] = {is[0], js[0], ks[0], is[1], ks[1], js[1]};
+  SCH_OK(sch_reorder(s, order, 6, err));
+  SCH_OK(sch_parallel(s, is[0], err));
+  SCH_OK(sch_vectorize(s, js[1], err));
+  SCH_OK(sch_unroll(s, ks[1], err));
+  SCH_OK(sch_cache_write(s, b, 0, scope, &cw, err));
+  SCH_OK(sch_reverse_compute_at(s, cw, js[0], true, err));
+  SCH_OK(sch_decompose_reduction(s, b, ks[0], &init, err));
+  SCH_OK(sch_annotate(s, is[0], "pragma_auto_unroll_max_step", sch_arg_int(16), err));
+  return s;
+}
+
+/* softmax with every stage computed at the rows' blockIdx loop, each
+ * reduction across 32 threads. */
+static sch_t *softmax_rows(const ir_func_t *f) {
+  sch_t *s = sch_create(f, 1);
+  sch_rv_t bs, l[2], jj[2];
+  int n;
+  int64_t f32[2] = {0, 32};
+  SCH_OK(sch_get_block(s, "S", &bs, err));
+  SCH_OK(sch_get_loops(s, bs, l, &n, err));
+  sch_split_n(s, l[1], f32, 2, jj);
+  SCH_OK(sch_bind(s, l[0], "blockIdx.x", err));
+  SCH_OK(sch_bind(s, jj[1], "threadIdx.x", err));
+  const char *names[3] = {"rsum", "E", "rmax"};
+  for (int k = 0; k < 3; k++) {
+    sch_rv_t b, bl[4], p[2];
+    SCH_OK(sch_get_block(s, names[k], &b, err));
+    SCH_OK(sch_compute_at(s, b, l[0], true, err));
+    SCH_OK(sch_get_loops(s, b, bl, &n, err));
+    sch_split_n(s, bl[n - 1], f32, 2, p);
+    SCH_OK(sch_bind(s, p[1], "threadIdx.x", err));
+  }
+  return s;
+}
+
+START_TEST(test_schedule_module_gpu) {
+  ir_workload_t *w = load_wl("matmul.tw", "M=64,N=64,K=64");
+  sch_t *s = mlt_cuda(w->func);
+  gpu_out_t o = check_gpu(sch_func(s), w->func);
+  HAS(o.cuda, "__shared__ __align__(16) float A_shared[256];");
+  HAS(o.cuda, "float C_local[16];");
+  HAS(o.cuda, "for (int i_1_j_1_fused = 0; i_1_j_1_fused < 4; ++i_1_j_1_fused) {");
+  ck_assert_int_eq(count(o.cuda, "__syncthreads();"), 2);
+  ck_assert_int_eq(count(o.cuda, "*(const float4 *)"), 2);
+  char *src = check_c(sch_func(s), w->func);
+  free(src);
+  gpu_out_free(&o);
+  sch_free(s);
+  ir_workload_free(w);
+
+  /* float16: half storage in CUDA shared/local arrays, float in OpenCL's;
+   * no float4 for halves */
+  w = text_wl("param M = 64, N = 64, K = 64\ninput A: float16[M, K]\ninput B: float16[K, N]\n"
+              "output C: float16[M, N]\nC[i, j] = sum(k < K: A[i, k] * B[k, j])\n");
+  s = mlt_cuda(w->func);
+  o = check_gpu(sch_func(s), w->func);
+  HAS(o.cuda, "__shared__ __align__(16) __half A_shared[256];");
+  HAS(o.cuda, "__half C_local[16];");
+  HAS(o.opencl, "__local float A_shared[256];");
+  HAS(o.opencl, "float C_local[16];");
+  LACKS(o.cuda, "float4");
+  gpu_out_free(&o);
+  sch_free(s);
+  ir_workload_free(w);
+
+  w = load_wl("softmax.tw", "M=5,N=70");
+  s = softmax_rows(w->func);
+  o = check_gpu(sch_func(s), w->func);
+  ck_assert_int_eq(count(o.cuda, "reduction across threadIdx.x (32 threads)"), 2);
+  ck_assert_int_eq(count(o.cuda, "__syncthreads();"), 3);
+  gpu_out_free(&o);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_schedule_module_cpu) {
+  ir_workload_t *w = load_wl("matmul.tw", "M=64,N=48,K=20");
+  sch_t *s = tile_cpu(w->func, "local");
+  char *src = check_c(sch_func(s), w->func);
+  HAS(src, "float C_local[128];");
+  HAS(src, "#pragma omp parallel for\n");
+  HAS(src, "#pragma omp simd\n");
+  HAS(src, "#pragma GCC unroll 4\n");
+  free(src);
+  sch_free(s);
+  s = tile_cpu(w->func, "global");
+  src = check_c(sch_func(s), w->func);
+  HAS(src, "float *C_global = (float *)malloc(sizeof(float) * 3072);");
+  free(src);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* ======================================================================
+ * Tests: errors
+ * ====================================================================== */
+
+static void lower_fails(const ir_func_t *f, cg_target_t t, const char *entry, int code,
+                        const char *text) {
+  cg_module_t *m = (cg_module_t *)1;
+  tn_err_t err = {0};
+  ck_assert_int_eq(cg_lower(f, t, entry, &m, &err), code);
+  ck_assert_ptr_null(m);
+  ck_assert_msg(strstr(err.msg, text) != NULL, "message \"%s\" lacks \"%s\"", err.msg, text);
+}
+
+START_TEST(test_errors) {
+  ir_workload_t *w = load_wl("vector_add.tw", "N=256");
+  lower_fails(w->func, CG_TARGET_CUDA, NULL, TN_EINVAL,
+              "block \"C\" is not bound to blockIdx/threadIdx; bind it or use the c (CPU) target");
+  lower_fails(w->func, CG_TARGET_OPENCL, NULL, TN_EINVAL, "block \"C\" is not bound");
+  lower_fails(w->func, CG_TARGET_C, "main", TN_EINVAL, "entry name \"main\" is not usable");
+  lower_fails(w->func, CG_TARGET_C, "1x", TN_EINVAL, "entry name");
+  lower_fails(w->func, CG_TARGET_C, "free", TN_EINVAL, "used by the generated code");
+  lower_fails(w->func, (cg_target_t)9, NULL, TN_EINVAL, "unknown target");
+
+  /* two loops on threadIdx.x with different extents in one kernel */
+  ir_workload_t *s = load_wl("softmax.tw", "M=4,N=64");
+  ir_func_t *f = sched_rows(s->func, 4, 64, 32, 1);
+  ir_stmt_t *nest = root_item(f, 0)->u.loop.body->u.seq.items[1]; /* E: j_0 -> j_1 */
+  nest->u.loop.body->u.loop.extent = 16;
+  nest->u.loop.extent = 4;
+  lower_fails(f, CG_TARGET_CUDA, NULL, TN_EINVAL, "are both bound to threadIdx.x but have extents 32 and 16");
+  ir_func_free(f);
+
+  /* unknown thread tag */
+  f = bind_outer(w->func, 64);
+  root_item(f, 0)->u.loop.thread = "warp.x";
+  lower_fails(f, CG_TARGET_OPENCL, NULL, TN_EINVAL, "unknown thread tag \"warp.x\"");
+  lower_fails(f, CG_TARGET_C, NULL, TN_EINVAL, "unknown thread tag");
+  ir_func_free(f);
+
+  /* a reduction across thread blocks */
+  ir_workload_t *r = load_wl("row_sum.tw", "M=4,N=64");
+  f = sched_rows(r->func, 4, 64, 32, 1);
+  ir_stmt_t *j0 = root_item(f, 0)->u.loop.body;
+  j0->u.loop.kind = IR_LOOP_THREAD;
+  j0->u.loop.thread = "blockIdx.y";
+  lower_fails(f, CG_TARGET_CUDA, NULL, TN_EUNSUPPORTED, "only reductions across threadIdx.x");
+  ir_func_free(f);
+
+  /* a shared buffer used by two kernels */
+  f = bind_outer(w->func, 64);
+  int64_t shape[1] = {256};
+  ir_buffer_t *sh = ir_buffer_new(f, "S_shared", IR_FLOAT32, 1, shape, IR_SCOPE_SHARED, IR_BUF_TEMP);
+  add_allocs(f, &sh, 1);
+  ir_stmt_t *k0 = root_item(f, 0);
+  ir_stmt_t *blk = k0->u.loop.body->u.loop.body;
+  ir_expr_t *vi = V(f, blk->u.block.iters[0].var);
+  ir_expr_t *ld = ir_load(f, sh, &vi, 1);
+  blk->u.block.body->u.store.value = add(f, blk->u.block.body->u.store.value, ld);
+  ir_stmt_t *blk2 = ir_block_new(f, "W");
+  blk2->u.block = blk->u.block;
+  blk2->u.block.name = "W";
+  blk2->u.block.body = ir_store(f, sh, &vi, 1, ir_float(f, IR_FLOAT32, 1));
+  ir_stmt_t *k1 = loop(f, ir_var_new(f, "b", IR_INT32), 4, 0, "blockIdx.x",
+                       loop(f, ir_var_new(f, "t", IR_INT32), 64, 0, "threadIdx.x", blk2));
+  set_root(f, seq2(f, k1, k0));
+  lower_fails(f, CG_TARGET_CUDA, NULL, TN_EINVAL, "which are in different kernels");
+  ir_func_free(f);
+  ir_workload_free(r);
+  ir_workload_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_names_and_targets) {
+  cg_target_t t;
+  ck_assert_int_eq(cg_target_parse("cuda", &t), 0);
+  ck_assert_int_eq(t, CG_TARGET_CUDA);
+  ck_assert_int_eq(cg_target_parse("cpu", &t), 0);
+  ck_assert_int_eq(t, CG_TARGET_C);
+  ck_assert_int_eq(cg_target_parse("vulkan", &t), TN_EINVAL);
+  ck_assert_str_eq(cg_target_name(CG_TARGET_OPENCL), "opencl");
+  /* names that clash with what the generated code uses get suffixes */
+  ir_workload_t *w = text_wl("param N = 8\ninput exp_: float32[N]\ninput malloc: float32[N]\n"
+                             "output free: float32[N]\nfree[i] = exp(malloc[i]) + exp_[i]\n");
+  char *src = check_c(w->func, w->func);
+  HAS(src, "float *restrict malloc_1");
+  HAS(src, "free_1[v_i] = expf(malloc_1[v_i]) + exp_[v_i];");
+  free(src);
+  ir_workload_free(w);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+  Suite *s = suite_create("codegen");
+  TCase *c = tcase_create("c");
+  tcase_set_timeout(c, 120);
+  tcase_add_loop_test(c, test_c_workloads, 0, (int)TN_ARRAY_LEN(small));
+  tcase_add_test(c, test_c_source_shape);
+  tcase_add_test(c, test_c_dtypes);
+  tcase_add_test(c, test_c_matmul_local);
+  tcase_add_test(c, test_c_big_caches_on_heap);
+  tcase_add_test(c, test_c_gpu_schedules_run_serially);
+  tcase_add_test(c, test_names_and_targets);
+  suite_add_tcase(s, c);
+  TCase *g = tcase_create("gpu");
+  tcase_set_timeout(g, 300);
+  tcase_add_test(g, test_gpu_vector_add);
+  tcase_add_loop_test(g, test_gpu_all_workloads, 0, (int)TN_ARRAY_LEN(small));
+  tcase_add_test(g, test_gpu_dtypes);
+  tcase_add_test(g, test_gpu_vthread);
+  tcase_add_test(g, test_gpu_vector_partial);
+  tcase_add_test(g, test_gpu_matmul_tiled);
+  tcase_add_test(g, test_gpu_cross_thread_reduction);
+  tcase_add_test(g, test_gpu_cross_thread_decomposed);
+  tcase_add_test(g, test_gpu_fused_softmax);
+  suite_add_tcase(s, g);
+  TCase *sc = tcase_create("schedules");
+  tcase_set_timeout(sc, 300);
+  tcase_add_test(sc, test_schedule_module_gpu);
+  tcase_add_test(sc, test_schedule_module_cpu);
+  suite_add_tcase(s, sc);
+  TCase *e = tcase_create("errors");
+  tcase_add_test(e, test_errors);
+  suite_add_tcase(s, e);
+  return s;
+}
+
+TN_TEST_MAIN(make_suite)

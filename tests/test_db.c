@@ -1,0 +1,1068 @@
+/* test_db.c — suite "db": schema and migrations, upserts, batch insert with
+ * dedup, target-aware top-k, jobs, JSON-lines round trips, two connections
+ * in two threads, and a real SIGKILL-while-committing crash test (the child
+ * is the db_crash_child binary named by $DB_CRASH_CHILD). */
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "db/db.h"
+#include "db/db_internal.h"
+#include "testutil.h"
+
+/* ---- fixtures ------------------------------------------------------------ */
+
+static char tmp_dir[64];
+static char tmp_path[128];
+
+/* A fresh directory per test; returns the path of "NAME" inside it. */
+static const char *tmp_db(const char *name) {
+  snprintf(tmp_dir, sizeof tmp_dir, "/tmp/tuned-dbtest-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
+  snprintf(tmp_path, sizeof tmp_path, "%s/%s", tmp_dir, name);
+  return tmp_path;
+}
+
+static void rm_db(const char *path) {
+  char p[160];
+  const char *suffix[] = {"", "-wal", "-shm", "-journal"};
+  for (size_t i = 0; i < TN_ARRAY_LEN(suffix); i++) {
+    snprintf(p, sizeof p, "%s%s", path, suffix[i]);
+    unlink(p);
+  }
+}
+
+static void tmp_cleanup(void) {
+  rm_db(tmp_path);
+  rmdir(tmp_dir);
+}
+
+static db_t *open_ok(const char *path) {
+  tn_err_t err = {0};
+  db_t *db = NULL;
+  ck_assert_msg(db_open(path, &db, &err) == 0, "db_open: %s", err.msg);
+  return db;
+}
+
+#define OK(call)                                           \
+  do {                                                     \
+    tn_err_t e_ = {0};                                     \
+    (void)e_;                                              \
+    int rc_ = (call);                                      \
+    ck_assert_msg(rc_ == 0, "%s failed: %s", #call, e_.msg); \
+  } while (0)
+/* Inside OK(...), pass &e_ as the error argument. */
+#define E (&e_)
+
+static int64_t add_workload(db_t *db, const char *hash, const char *name) {
+  int64_t id = 0;
+  db_workload_t w = {.hash = hash, .name = name, .source = "C[i] = A[i] + 1",
+                     .params = "{\"N\":64}", .flops = 64, .bytes = 512};
+  OK(db_workload_upsert(db, &w, &id, E));
+  return id;
+}
+
+static int64_t add_target(db_t *db, const char *name, const char *kind) {
+  int64_t id = 0;
+  db_target_t t = {.name = name, .kind = kind, .arch = "sm_75", .json = "{\"warp_size\": 32}"};
+  OK(db_target_upsert(db, &t, &id, E));
+  return id;
+}
+
+static const double runs3[3] = {3e-3, 1e-3, 2e-3};
+
+/* A record on (w, t) with a trace made from `tag`. */
+static db_record_t rec(int64_t w, int64_t t, char *trace_buf, int tag, double median,
+                       db_status_t status, bool verified) {
+  db_record_t r;
+  db_record_init(&r);
+  sprintf(trace_buf, "{\"version\": 1, \"trace\": [{\"tag\": %d}]}", tag);
+  r.workload_id = w;
+  r.target_id = t;
+  r.trace = trace_buf;
+  r.median_secs = median;
+  r.status = status;
+  r.verified = verified;
+  if (!isnan(median)) {
+    r.run_secs = runs3;
+    r.n_runs = 3;
+  }
+  return r;
+}
+
+static int64_t count_rows(const char *path, const char *sql) {
+  sqlite3 *h = NULL;
+  ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+  sqlite3_stmt *st = NULL;
+  ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
+  ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+  int64_t n = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return n;
+}
+
+static void raw_exec(const char *path, const char *sql) {
+  sqlite3 *h = NULL;
+  ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+  char *msg = NULL;
+  int rc = sqlite3_exec(h, sql, NULL, NULL, &msg);
+  ck_assert_msg(rc == SQLITE_OK, "%s: %s", sql, msg ? msg : "?");
+  sqlite3_close(h);
+}
+
+/* ---- schema ------------------------------------------------------------------ */
+
+START_TEST(t_migrate_empty) {
+  const char *path = tmp_db("a.db");
+  db_t *db = open_ok(path);
+  int v = -1;
+  OK(db_schema_version(db, &v, E));
+  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
+  OK(db_check(db, E));
+  db_close(db);
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                                    "name IN ('workloads','targets','records','jobs')"), 4);
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM sqlite_master WHERE name = "
+                                    "'records_best'"), 1);
+  /* WAL is a property of the file: a plain connection sees it. */
+  sqlite3 *h = NULL;
+  sqlite3_open(path, &h);
+  sqlite3_stmt *st = NULL;
+  sqlite3_prepare_v2(h, "PRAGMA journal_mode", -1, &st, NULL);
+  ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+  ck_assert_str_eq((const char *)sqlite3_column_text(st, 0), "wal");
+  sqlite3_finalize(st);
+  /* STRICT: a text in a REAL column is refused. */
+  int rc = sqlite3_exec(h, "INSERT INTO workloads (hash, name, source, flops, created) VALUES "
+                           "('0000000000000001', 'x', 'y', 'lots', 0)", NULL, NULL, NULL);
+  ck_assert_int_eq(rc & 0xff, SQLITE_CONSTRAINT);
+  ck_assert_ptr_nonnull(strstr(sqlite3_errmsg(h), "cannot store TEXT value in REAL column"));
+  sqlite3_close(h);
+  tmp_cleanup();
+}
+END_TEST
+
+START_TEST(t_reopen) {
+  const char *path = tmp_db("a.db");
+  db_t *db = open_ok(path);
+  int64_t w = add_workload(db, "00000000000000a1", "first");
+  db_close(db);
+  for (int i = 0; i < 3; i++) {
+    db = open_ok(path);
+    int v = 0;
+    OK(db_schema_version(db, &v, E));
+    ck_assert_int_eq(v, DB_SCHEMA_VERSION);
+    ck_assert_int_eq(add_workload(db, "00000000000000a1", "again"), w);
+    db_close(db);
+  }
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM workloads"), 1);
+  tmp_cleanup();
+}
+END_TEST
+
+START_TEST(t_migrate_from_v1) {
+  const char *path = tmp_db("a.db");
+  raw_exec(path, db_migrations[0]);
+  raw_exec(path, "PRAGMA user_version = 1; INSERT INTO workloads (hash, name, source, created) "
+                 "VALUES ('00000000000000b1', 'old', 'src', 1.0)");
+  db_t *db = open_ok(path);
+  int v = 0;
+  OK(db_schema_version(db, &v, E));
+  ck_assert_int_eq(v, 2);
+  tn_arena_t *a = tn_arena_new();
+  db_workload_t w;
+  OK(db_workload_get(db, "00000000000000b1", &w, a, E));
+  ck_assert_str_eq(w.name, "old");
+  int64_t t = add_target(db, "cpu", "cpu");
+  db_job_t job = {.workload_id = w.id, .target_id = t, .budget_trials = 8, .seed = 1};
+  OK(db_job_create(db, &job, E));
+  ck_assert_int_eq(job.id, 1);
+  tn_arena_free(a);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
+
+START_TEST(t_version_too_new) {
+  const char *path = tmp_db("a.db");
+  db_close(open_ok(path));
+  raw_exec(path, "PRAGMA user_version = 99");
+  tn_err_t err = {0};
+  db_t *db = (db_t *)1;
+  ck_assert_int_eq(db_open(path, &db, &err), TN_EUNSUPPORTED);
+  ck_assert_ptr_null(db);
+  ck_assert_ptr_nonnull(strstr(err.msg, path));
+  ck_assert_ptr_nonnull(strstr(err.msg, "schema version 99 is newer than this build"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "(up to 2)"));
+  tmp_cleanup();
+
+  /* A file that is not a database, and a directory that does not exist. */
+  path = tmp_db("junk.db");
+  FILE *f = fopen(path, "w");
+  fputs("this is not an SQLite database, just some text long enough to fill a header....\n", f);
+  fclose(f);
+  ck_assert_int_eq(db_open(path, &db, &err), TN_EIO);
+  ck_assert_ptr_nonnull(strstr(err.msg, "file is not a database"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "junk.db"));
+  tmp_cleanup();
+  ck_assert_int_eq(db_open("/nonexistent-dir/x/y.db", &db, &err), TN_EIO);
+  ck_assert_ptr_nonnull(strstr(err.msg, "database '/nonexistent-dir/x/y.db'"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "unable to open"));
+}
+END_TEST
+
+/* ---- workloads and targets ------------------------------------------------------ */
+
+START_TEST(t_upsert) {
+  const char *path = tmp_db("a.db");
+  db_t *db = open_ok(path);
+  int64_t a = add_workload(db, "00000000000000a1", "first");
+  int64_t b = add_workload(db, "00000000000000b2", "second");
+  ck_assert_int_ne(a, b);
+  ck_assert_int_eq(add_workload(db, "00000000000000a1", "renamed"), a);
+  tn_arena_t *ar = tn_arena_new();
+  db_workload_t w;
+  OK(db_workload_get(db, "00000000000000a1", &w, ar, E));
+  ck_assert_str_eq(w.name, "first"); /* the first name stays */
+  ck_assert_str_eq(w.params, "{\"N\":64}");
+  ck_assert_double_eq(w.flops, 64);
+  tn_err_t err = {0};
+  ck_assert_int_eq(db_workload_get(db, "ffffffffffffffff", &w, ar, &err), TN_EINVAL);
+  ck_assert_str_eq(err.msg, "no workload with hash 'ffffffffffffffff' in the database");
+  tn_arena_free(ar);
+
+  db_workload_t bad = {.hash = "00000000000000A1", .name = "x", .source = "y"};
+  ck_assert_int_eq(db_workload_upsert(db, &bad, NULL, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "16 lower-case hex digits"));
+  bad.hash = "00000000000000c3";
+  bad.params = "[1,2]";
+  ck_assert_int_eq(db_workload_upsert(db, &bad, NULL, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "workload params must be a JSON object"));
+
+  int64_t t1 = add_target(db, "nvidia/tesla-t4", "cuda");
+  int64_t t2 = add_target(db, "cpu", "cpu");
+  ck_assert_int_ne(t1, t2);
+  int64_t again = 0;
+  db_target_t t = {.name = "nvidia/tesla-t4", .kind = "cuda", .arch = "sm_75",
+                   .json = "{\"warp_size\": 32, \"sm_count\": 40}"};
+  OK(db_target_upsert(db, &t, &again, E));
+  ck_assert_int_eq(again, t1);
+  db_targets_t ts;
+  OK(db_targets_list(db, &ts, E));
+  ck_assert_uint_eq(ts.n, 2);
+  ck_assert_str_eq(ts.items[0].name, "cpu");
+  ck_assert_str_eq(ts.items[1].name, "nvidia/tesla-t4");
+  ck_assert_str_eq(ts.items[1].json, "{\"warp_size\":32,\"sm_count\":40}");
+  db_targets_free(&ts);
+  db_target_t nokind = {.name = "x"};
+  ck_assert_int_eq(db_target_upsert(db, &nokind, NULL, &err), TN_EINVAL);
+
+  db_workloads_t ws;
+  OK(db_workloads_list(db, 0, 0, &ws, E));
+  ck_assert_uint_eq(ws.n, 2);
+  ck_assert_str_eq(ws.items[0].hash, "00000000000000a1");
+  ck_assert_str_eq(ws.items[1].name, "second");
+  db_workloads_free(&ws);
+  OK(db_workloads_list(db, 1, 1, &ws, E));
+  ck_assert_uint_eq(ws.n, 1);
+  ck_assert_str_eq(ws.items[0].hash, "00000000000000b2");
+  db_workloads_free(&ws);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
+
+/* ---- records ------------------------------------------------------------------- */
+
+START_TEST(t_batch_dedup) {
+  const char *path = tmp_db("a.db");
+  db_t *db = open_ok(path);
+  int64_t w = add_workload(db, "00000000000000a1", "w");
+  int64_t t = add_target(db, "cpu", "cpu");
+  char tr[8][96];
+  db_record_t b1[5] = {
+      rec(w, t, tr[0], 0, 1e-3, DB_STATUS_OK, true),
+      rec(w, t, tr[1], 1, 2e-3, DB_STATUS_OK, false),
+      rec(w, t, tr[2], 2, NAN, DB_STATUS_BUILD_ERROR, false),
+      rec(w, t, tr[3], 0, 5e-3, DB_STATUS_OK, true), /* same trace as [0] */
+      rec(w, t, tr[4], 3, 4e-3, DB_STATUS_TIMEOUT, false),
+  };
+  b1[2].error = "nvrtc: too many resources requested";
+  b1[0].registers = 40;
+  b1[0].shared_bytes = 4096;
+  b1[0].spill_bytes = 0;
+  b1[0].compiler = "nvrtc";
+  b1[0].toolkit_version = "13.0";
+  b1[0].arch = "sm_75";
+  db_batch_stats_t st;
+  OK(db_record_add_batch(db, b1, 5, &st, E));
+  ck_assert_uint_eq(st.inserted, 4);
+  ck_assert_uint_eq(st.duplicates, 1);
+  ck_assert(b1[3].duplicate);
+  ck_assert_int_eq(b1[3].id, 0);
+  ck_assert_int_gt(b1[4].id, b1[0].id);
+
+  /* The trace hash is FNV-1a 64 of the text. */
+  char want[17];
+  snprintf(want, sizeof want, "%016" PRIx64, tn_fnv1a_str(TN_FNV_INIT, tr[1]));
+  ck_assert_str_eq(b1[1].trace_hash, want);
+  bool exists = false;
+  OK(db_record_exists(db, w, t, want, &exists, E));
+  ck_assert(exists);
+  OK(db_record_exists(db, w, t, "0123456789abcdef", &exists, E));
+  ck_assert(!exists);
+
+  db_record_t b2[3] = {rec(w, t, tr[5], 1, 1, DB_STATUS_OK, false),
+                       rec(w, t, tr[6], 2, NAN, DB_STATUS_BUILD_ERROR, false),
+                       rec(w, t, tr[7], 9, 7e-3, DB_STATUS_OK, true)};
+  OK(db_record_add_batch(db, b2, 3, &st, E));
+  ck_assert_uint_eq(st.inserted, 1);
+  ck_assert_uint_eq(st.duplicates, 2);
+
+  /* Every field comes back as stored. */
+  db_records_t rs;
+  db_query_t q = db_query_all();
+  OK(db_records_query(db, &q, &rs, E));
+  ck_assert_uint_eq(rs.n, 5);
+  db_record_t *r0 = &rs.items[0];
+  ck_assert_str_eq(r0->trace, tr[0]);
+  ck_assert_str_eq(r0->workload_hash, "00000000000000a1");
+  ck_assert_str_eq(r0->target_name, "cpu");
+  ck_assert_uint_eq(r0->n_runs, 3);
+  ck_assert_double_eq(r0->run_secs[0], 3e-3);
+  ck_assert_double_eq(r0->run_secs[2], 2e-3);
+  ck_assert_double_eq(r0->median_secs, 1e-3);
+  ck_assert_int_eq(r0->registers, 40);
+  ck_assert_int_eq(r0->spill_bytes, 0);
+  ck_assert_str_eq(r0->toolkit_version, "13.0");
+  ck_assert(r0->verified);
+  ck_assert(r0->created > 1.6e9);
+  db_record_t *r2 = &rs.items[2];
+  ck_assert_int_eq(r2->status, DB_STATUS_BUILD_ERROR);
+  ck_assert_str_eq(r2->error, "nvrtc: too many resources requested");
+  ck_assert(isnan(r2->median_secs));
+  ck_assert_uint_eq(r2->n_runs, 0);
+  ck_assert_int_eq(r2->registers, -1);
+  ck_assert_ptr_null(r2->compiler);
+  db_records_free(&rs);
+
+  /* A bad record anywhere fails the whole batch: nothing is written. */
+  char tb[3][96];
+  db_record_t b3[3] = {rec(w, t, tb[0], 20, 1, DB_STATUS_OK, true),
+                       rec(w, t, tb[1], 21, 1, DB_STATUS_OK, true),
+                       rec(w, t, tb[2], 22, NAN, DB_STATUS_RUN_ERROR, true)};
+  tn_err_t err = {0};
+  ck_assert_int_eq(db_record_add_batch(db, b3, 3, &st, &err), TN_EINVAL);
+  ck_assert_str_eq(err.msg, "record 2 of the batch: only ok records can be verified (status is "
+                            "run_error)");
+  b3[2] = rec(999, t, tb[2], 22, 1, DB_STATUS_OK, false);
+  ck_assert_int_eq(db_record_add_batch(db, b3, 3, &st, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "record 2 of the batch: unknown workload id 999"));
+  b3[2] = rec(w, 77, tb[2], 22, 1, DB_STATUS_OK, false);
+  ck_assert_int_eq(db_record_add_batch(db, b3, 3, &st, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "unknown target id 77"));
+  b3[2] = rec(w, t, tb[2], 22, 1, DB_STATUS_OK, false);
+  b3[2].trace = "{not json";
+  ck_assert_int_eq(db_record_add_batch(db, b3, 3, &st, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "the trace is not valid JSON"));
+  b3[2] = rec(w, t, tb[2], 22, NAN, DB_STATUS_OK, false);
+  ck_assert_int_eq(db_record_add_batch(db, b3, 3, &st, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "an ok record needs a median time"));
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM records"), 5);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
+
+/* Adds ok records with the given medians (verified as flagged) and returns
+ * their ids in ids[]. */
+static void add_medians(db_t *db, int64_t w, int64_t t, int tag0, const double *med,
+                        const bool *ver, int n, int64_t *ids) {
+  char (*tr)[96] = calloc((size_t)n, sizeof *tr);
+  db_record_t *rs = calloc((size_t)n, sizeof *rs);
+  for (int i = 0; i < n; i++) rs[i] = rec(w, t, tr[i], tag0 + i, med[i], DB_STATUS_OK, ver[i]);
+  OK(db_record_add_batch(db, rs, (size_t)n, NULL, E));
+  for (int i = 0; i < n && ids; i++) ids[i] = rs[i].id;
+  free(rs);
+  free(tr);
+}
+
+START_TEST(t_best) {
+  const char *path = tmp_db("a.db");
+  db_t *db = open_ok(path);
+  int64_t w = add_workload(db, "00000000000000a1", "w");
+  int64_t t = add_target(db, "cpu", "cpu");
+  double med[6] = {3e-3, 1e-3, 2e-3, 0.5e-3, 2e-3, 9e-3};
+  bool ver[6] = {true, true, true, false, true, true};
+  int64_t ids[6];
+  add_medians(db, w, t, 0, med, ver, 6, ids);
+  /* Faster but not ok or not verified: never best. */
+  char tr[2][96];
+  db_record_t bad[2] = {rec(w, t, tr[0], 100, 1e-6, DB_STATUS_WRONG_RESULT, false),
+                        rec(w, t, tr[1], 101, 1e-6, DB_STATUS_TIMEOUT, false)};
+  OK(db_record_add_batch(db, bad, 2, NULL, E));
+
+  db_records_t best;
+  OK(db_best(db, "00000000000000a1", "cpu", 3, &best, E));
+  ck_assert_uint_eq(best.n, 3);
+  ck_assert_int_eq(best.items[0].id, ids[1]);
+  ck_assert_int_eq(best.items[1].id, ids[2]); /* tie 2e-3: lower id first */
+  ck_assert_int_eq(best.items[2].id, ids[4]);
+  ck_assert_double_eq(best.items[0].median_secs, 1e-3);
+  db_records_free(&best);
+  OK(db_best(db, "00000000000000a1", "cpu", 0, &best, E));
+  ck_assert_uint_eq(best.n, 5);
+  for (size_t i = 0; i < best.n; i++) {
+    ck_assert(best.items[i].verified && best.items[i].status == DB_STATUS_OK);
+    if (i) ck_assert(best.items[i - 1].median_secs <= best.items[i].median_secs);
+  }
+  ck_assert_double_eq(best.items[4].median_secs, 9e-3);
+  db_records_free(&best);
+
+  /* Verifying the 0.5 ms record makes it the best. */
+  OK(db_record_set_verified(db, ids[3], true, E));
+  OK(db_best(db, "00000000000000a1", "cpu", 1, &best, E));
+  ck_assert_uint_eq(best.n, 1);
+  ck_assert_int_eq(best.items[0].id, ids[3]);
+  ck_assert(best.items[0].updated >= best.items[0].created);
+  db_records_free(&best);
+  tn_err_t err = {0};
+  ck_assert_int_eq(db_record_set_verified(db, bad[0].id, true, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "has status wrong_result; only ok records can be "
+                                        "verified"));
+  ck_assert_int_eq(db_record_set_verified(db, 12345, true, &err), TN_EINVAL);
+  ck_assert_str_eq(err.msg, "no record with id 12345");
+
+  /* Unknown workload or target: no records, no error. */
+  OK(db_best(db, "ffffffffffffffff", "cpu", 3, &best, E));
+  ck_assert_uint_eq(best.n, 0);
+  db_records_free(&best);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
+
+START_TEST(t_target_aware) {
+  const char *path = tmp_db("a.db");
+  db_t *db = open_ok(path);
+  int64_t w = add_workload(db, "00000000000000a1", "w");
+  int64_t gpu = add_target(db, "nvidia/tesla-t4", "cuda");
+  int64_t cpu = add_target(db, "cpu", "cpu");
+  /* The same traces on both targets: stored twice, not deduplicated. */
+  double on_gpu[3] = {1e-5, 2e-5, 3e-5}, on_cpu[3] = {3e-3, 1e-3, 2e-3};
+  bool ver[3] = {true, true, true};
+  int64_t gid[3], cid[3];
+  add_medians(db, w, gpu, 0, on_gpu, ver, 3, gid);
+  add_medians(db, w, cpu, 0, on_cpu, ver, 3, cid);
+  for (int i = 0; i < 3; i++) ck_assert(gid[i] > 0 && cid[i] > 0);
+
+  db_records_t best;
+  OK(db_best(db, "00000000000000a1", "cpu", 10, &best, E));
+  ck_assert_uint_eq(best.n, 3);
+  for (size_t i = 0; i < best.n; i++) {
+    ck_assert_str_eq(best.items[i].target_name, "cpu");
+    ck_assert_int_eq(best.items[i].target_id, cpu);
+  }
+  ck_assert_int_eq(best.items[0].id, cid[1]);
+  db_records_free(&best);
+  OK(db_best(db, "00000000000000a1", "nvidia/tesla-t4", 10, &best, E));
+  ck_assert_uint_eq(best.n, 3);
+  ck_assert_int_eq(best.items[0].id, gid[0]);
+  for (size_t i = 0; i < best.n; i++)
+    ck_assert_str_eq(best.items[i].target_name, "nvidia/tesla-t4");
+  db_records_free(&best);
+
+  tn_err_t err = {0};
+  ck_assert_int_eq(db_best(db, "00000000000000a1", NULL, 1, &best, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "a target is required"));
+  ck_assert_int_eq(db_best(db, "00000000000000a1", "", 1, &best, &err), TN_EINVAL);
+
+  /* Dedup is per (workload, target). */
+  bool exists = true;
+  char h[17];
+  char tr[96];
+  db_record_t probe = rec(w, cpu, tr, 0, 1, DB_STATUS_OK, false);
+  db_trace_hash(probe.trace, h);
+  int64_t cpu2 = add_target(db, "cpu-other", "cpu");
+  OK(db_record_exists(db, w, cpu, h, &exists, E));
+  ck_assert(exists);
+  OK(db_record_exists(db, w, cpu2, h, &exists, E));
+  ck_assert(!exists);
+
+  /* Queries: target, status, limit/offset. */
+  db_query_t q = db_query_all();
+  q.target_name = "nvidia/tesla-t4";
+  db_records_t rs;
+  OK(db_records_query(db, &q, &rs, E));
+  ck_assert_uint_eq(rs.n, 3);
+  ck_assert_int_eq(rs.items[0].id, gid[0]);
+  db_records_free(&rs);
+  q = db_query_all();
+  q.workload_hash = "00000000000000a1";
+  q.limit = 2;
+  q.offset = 3;
+  OK(db_records_query(db, &q, &rs, E));
+  ck_assert_uint_eq(rs.n, 2); /* ordered by target name: cpu (3) then nvidia (3) */
+  ck_assert_int_eq(rs.items[0].id, gid[0]);
+  db_records_free(&rs);
+  q = db_query_all();
+  q.status = DB_STATUS_BUILD_ERROR;
+  OK(db_records_query(db, &q, &rs, E));
+  ck_assert_uint_eq(rs.n, 0);
+  db_records_free(&rs);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
+
+/* ---- jobs ------------------------------------------------------------------------ */
+
+START_TEST(t_jobs) {
+  const char *path = tmp_db("a.db");
+  db_t *db = open_ok(path);
+  int64_t w = add_workload(db, "00000000000000a1", "w");
+  int64_t t = add_target(db, "cpu", "cpu");
+  db_job_t a = {.workload_id = w, .target_id = t, .budget_trials = 64, .budget_seconds = 30,
+                .seed = 0xfedcba9876543210ULL, .options = "{\"strategy\": \"evolutionary\"}"};
+  db_job_t b = a, c = a;
+  OK(db_job_create(db, &a, E));
+  OK(db_job_create(db, &b, E));
+  OK(db_job_create(db, &c, E));
+  ck_assert_int_eq(a.state, DB_JOB_QUEUED);
+  ck_assert_int_lt(a.id, b.id);
+
+  tn_arena_t *ar = tn_arena_new();
+  db_job_t got;
+  OK(db_job_get(db, a.id, &got, ar, E));
+  ck_assert_int_eq(got.state, DB_JOB_QUEUED);
+  ck_assert_str_eq(got.workload_hash, "00000000000000a1");
+  ck_assert_str_eq(got.target_name, "cpu");
+  ck_assert(got.seed == 0xfedcba9876543210ULL);
+  ck_assert_str_eq(got.options, "{\"strategy\":\"evolutionary\"}");
+  ck_assert_double_eq(got.started, 0);
+  ck_assert_ptr_null(got.error);
+
+  /* a: queued -> running with progress -> done */
+  db_job_progress_t p = {.state = DB_JOB_RUNNING, .trials_done = 16};
+  OK(db_job_update(db, a.id, &p, E));
+  double med[1] = {1e-3};
+  bool ver[1] = {true};
+  int64_t rid;
+  add_medians(db, w, t, 0, med, ver, 1, &rid);
+  p = (db_job_progress_t){.state = DB_JOB_RUNNING, .trials_done = 32, .best_record_id = rid};
+  OK(db_job_update(db, a.id, &p, E));
+  OK(db_job_get(db, a.id, &got, ar, E));
+  ck_assert_int_eq(got.trials_done, 32);
+  ck_assert_int_eq(got.best_record_id, rid);
+  ck_assert(got.started > 0 && got.finished == 0);
+  double started = got.started;
+  tn_err_t err = {0};
+  p = (db_job_progress_t){.state = DB_JOB_RUNNING, .trials_done = 8};
+  ck_assert_int_eq(db_job_update(db, a.id, &p, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "trials_done cannot go back from 32 to 8"));
+  p = (db_job_progress_t){.state = DB_JOB_RUNNING, .trials_done = -1, .best_record_id = 999};
+  ck_assert_int_eq(db_job_update(db, a.id, &p, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "best record id 999 is not in the database"));
+  p = (db_job_progress_t){.state = DB_JOB_DONE, .trials_done = 64};
+  OK(db_job_update(db, a.id, &p, E));
+  OK(db_job_get(db, a.id, &got, ar, E));
+  ck_assert_int_eq(got.state, DB_JOB_DONE);
+  ck_assert_int_eq(got.best_record_id, rid); /* kept */
+  ck_assert_double_eq(got.started, started);
+  ck_assert(got.finished >= got.started);
+  p = (db_job_progress_t){.state = DB_JOB_RUNNING, .trials_done = -1};
+  ck_assert_int_eq(db_job_update(db, a.id, &p, &err), TN_ESTATE);
+  ck_assert_str_eq(err.msg, "job 1 is done and cannot become running (a finished job does not "
+                            "change)");
+
+  /* b: queued cannot be done directly; running -> queued (requeue) is fine. */
+  p = (db_job_progress_t){.state = DB_JOB_DONE, .trials_done = -1};
+  ck_assert_int_eq(db_job_update(db, b.id, &p, &err), TN_ESTATE);
+  p = (db_job_progress_t){.state = DB_JOB_RUNNING, .trials_done = 5};
+  OK(db_job_update(db, b.id, &p, E));
+  p = (db_job_progress_t){.state = DB_JOB_QUEUED, .trials_done = -1};
+  OK(db_job_update(db, b.id, &p, E));
+
+  /* What a restarted daemon resumes: b (queued, 5 trials done) and c. */
+  db_jobs_t js;
+  OK(db_jobs_unfinished(db, &js, E));
+  ck_assert_uint_eq(js.n, 2);
+  ck_assert_int_eq(js.items[0].id, b.id);
+  ck_assert_int_eq(js.items[0].trials_done, 5);
+  ck_assert_int_eq(js.items[1].id, c.id);
+  db_jobs_free(&js);
+
+  /* c: cancelled with a reason; b: failed. */
+  p = (db_job_progress_t){.state = DB_JOB_CANCELLED, .trials_done = -1,
+                          .error = "cancelled by user"};
+  OK(db_job_update(db, c.id, &p, E));
+  p = (db_job_progress_t){.state = DB_JOB_FAILED, .trials_done = -1, .error = "no valid candidate"};
+  OK(db_job_update(db, b.id, &p, E));
+  OK(db_jobs_unfinished(db, &js, E));
+  ck_assert_uint_eq(js.n, 0);
+  db_jobs_free(&js);
+  OK(db_job_list(db, 0, 0, &js, E));
+  ck_assert_uint_eq(js.n, 3);
+  ck_assert_int_eq(js.items[0].id, c.id); /* newest first */
+  ck_assert_int_eq(js.items[0].state, DB_JOB_CANCELLED);
+  ck_assert_str_eq(js.items[0].error, "cancelled by user");
+  ck_assert_int_eq(js.items[1].state, DB_JOB_FAILED);
+  ck_assert_int_eq(js.items[2].state, DB_JOB_DONE);
+  db_jobs_free(&js);
+  OK(db_job_list(db, 1, 2, &js, E));
+  ck_assert_uint_eq(js.n, 1);
+  ck_assert_int_eq(js.items[0].id, a.id);
+  db_jobs_free(&js);
+
+  ck_assert_int_eq(db_job_get(db, 42, &got, ar, &err), TN_EINVAL);
+  ck_assert_str_eq(err.msg, "no job with id 42");
+  db_job_t bad = {.workload_id = 77, .target_id = t, .budget_trials = 1};
+  ck_assert_int_eq(db_job_create(db, &bad, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "workload id 77 or target id"));
+  bad = (db_job_t){.workload_id = w, .target_id = t, .budget_trials = -3};
+  ck_assert_int_eq(db_job_create(db, &bad, &err), TN_EINVAL);
+  db_job_state_t s;
+  ck_assert_int_eq(db_job_state_parse("paused", &s, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "valid: queued, running, done, cancelled, failed"));
+  tn_arena_free(ar);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
+
+/* ---- export / import -------------------------------------------------------------- */
+
+/* A varied database: two workloads, two targets, every status, optional
+ * fields set and unset, a pretty multi-line trace with escapes. */
+static void populate(db_t *db) {
+  int64_t w1 = add_workload(db, "00000000000000a1", "matmul");
+  int64_t w2 = add_workload(db, "00000000000000b2", "softmax \"v2\"");
+  int64_t t1 = add_target(db, "nvidia/tesla-t4", "cuda");
+  int64_t t2 = add_target(db, "cpu", "cpu");
+  char tr[6][96];
+  db_record_t rs[6] = {
+      rec(w1, t1, tr[0], 1, 1.25e-4, DB_STATUS_OK, true),
+      rec(w1, t2, tr[1], 1, 0.1 + 0.2, DB_STATUS_OK, false),
+      rec(w1, t1, tr[2], 2, NAN, DB_STATUS_BUILD_ERROR, false),
+      rec(w2, t1, tr[3], 3, 7e-3, DB_STATUS_WRONG_RESULT, false),
+      rec(w2, t2, tr[4], 4, 2.5, DB_STATUS_TIMEOUT, false),
+      rec(w2, t2, tr[5], 5, 1.0 / 3.0, DB_STATUS_OK, true),
+  };
+  rs[0].trace = "{\n  \"version\": 1,\n  \"trace\": [\n"
+                "    {\"kind\": \"split\", \"name\": \"t\\u00e9\\n\"}\n  ]\n}\n";
+  rs[0].registers = 64;
+  rs[0].shared_bytes = 8192;
+  rs[0].spill_bytes = 0;
+  rs[0].compiler = "nvrtc";
+  rs[0].toolkit_version = "13.0";
+  rs[0].arch = "sm_75";
+  rs[2].error = "line 3: error: identifier \"x\" is undefined\n\ttab";
+  OK(db_record_add_batch(db, rs, 6, NULL, E));
+}
+
+static char *export_all(db_t *db) {
+  tn_buf_t b;
+  tn_buf_init(&b);
+  OK(db_export_jsonl(db, NULL, &b, E));
+  return tn_buf_take(&b);
+}
+
+/* Splits text into lines (pointers into a copy; caller frees both). */
+static size_t split_lines(char *text, char **lines, size_t max) {
+  size_t n = 0;
+  for (char *s = strtok(text, "\n"); s && n < max; s = strtok(NULL, "\n")) lines[n++] = s;
+  return n;
+}
+
+START_TEST(t_export_import) {
+  const char *path = tmp_db("a.db");
+  db_t *a = open_ok(path);
+  populate(a);
+  char *text1 = export_all(a);
+  char *copy = tn_xstrdup(text1);
+  char *lines[16];
+  ck_assert_uint_eq(split_lines(copy, lines, 16), 6);
+  /* Ordered by workload hash, target name, trace hash; every field there. */
+  const char *head = "{\"workload\":{\"hash\":\"00000000000000a1\",\"name\":\"matmul\","
+                     "\"source\":\"C[i] = A[i] + 1\",\"params\":{\"N\":64},\"flops\":64,"
+                     "\"bytes\":512},\"target\":{\"name\":\"cpu\",\"kind\":\"cpu\",";
+  ck_assert_msg(strncmp(lines[0], head, strlen(head)) == 0, "line 1: %s", lines[0]);
+  ck_assert_ptr_nonnull(strstr(text1, "\"trace\":\"{\\n  \\\"version\\\": 1,"));
+  ck_assert_ptr_nonnull(strstr(text1, "\"registers\":64,\"shared_bytes\":8192,\"spill_bytes\":0,"
+                                      "\"compiler\":\"nvrtc\",\"toolkit_version\":\"13.0\","
+                                      "\"arch\":\"sm_75\",\"verified\":true"));
+  ck_assert_ptr_nonnull(strstr(text1, "\"median_secs\":null,\"status\":\"build_error\""));
+  ck_assert_ptr_nonnull(strstr(text1, "\"median_secs\":0.30000000000000004"));
+
+  /* Into a fresh database: the same text comes back. */
+  char pathb[160];
+  snprintf(pathb, sizeof pathb, "%s/b.db", tmp_dir);
+  db_t *b = open_ok(pathb);
+  db_import_stats_t st;
+  OK(db_import_jsonl(b, text1, strlen(text1), &st, E));
+  ck_assert_uint_eq(st.lines, 6);
+  ck_assert_uint_eq(st.workloads_added, 2);
+  ck_assert_uint_eq(st.targets_added, 2);
+  ck_assert_uint_eq(st.inserted, 6);
+  ck_assert_uint_eq(st.duplicates, 0);
+  char *text2 = export_all(b);
+  ck_assert_str_eq(text2, text1);
+
+  /* Importing again merges nothing new. */
+  OK(db_import_jsonl(b, text1, strlen(text1), &st, E));
+  ck_assert_uint_eq(st.inserted, 0);
+  ck_assert_uint_eq(st.duplicates, 6);
+  ck_assert_uint_eq(st.workloads_added, 0);
+  free(text2);
+  text2 = export_all(b);
+  ck_assert_str_eq(text2, text1);
+  db_close(b);
+  rm_db(pathb);
+
+  /* Lines in reverse order, with blank lines and CRLF: same export. */
+  tn_buf_t rev;
+  tn_buf_init(&rev);
+  for (int i = 5; i >= 0; i--) tn_buf_printf(&rev, "%s\r\n\n", lines[i]);
+  b = open_ok(pathb);
+  OK(db_import_jsonl(b, rev.data, rev.len, &st, E));
+  ck_assert_uint_eq(st.inserted, 6);
+  free(text2);
+  text2 = export_all(b);
+  ck_assert_str_eq(text2, text1);
+
+  /* The trace hash survived: the search's dedup still recognizes it. */
+  db_records_t best;
+  OK(db_best(b, "00000000000000a1", "nvidia/tesla-t4", 1, &best, E));
+  ck_assert_uint_eq(best.n, 1);
+  char h[17];
+  db_trace_hash(best.items[0].trace, h);
+  ck_assert_str_eq(h, best.items[0].trace_hash);
+  ck_assert_ptr_nonnull(strstr(best.items[0].trace, "\"t\\u00e9\\n\""));
+  db_records_free(&best);
+
+  /* A filtered export. */
+  db_query_t q = db_query_all();
+  q.target_name = "cpu";
+  tn_buf_t part;
+  tn_buf_init(&part);
+  OK(db_export_jsonl(b, &q, &part, E));
+  size_t n = 0;
+  for (size_t i = 0; i < part.len; i++) n += part.data[i] == '\n';
+  ck_assert_uint_eq(n, 3);
+  ck_assert_ptr_null(strstr(part.data, "tesla-t4"));
+  tn_buf_free(&part);
+  tn_buf_free(&rev);
+  free(text1);
+  free(text2);
+  free(copy);
+  db_close(b);
+  rm_db(pathb);
+  db_close(a);
+  tmp_cleanup();
+}
+END_TEST
+
+/* Imports good lines plus `bad` as line 4 and expects the import to fail
+ * naming line 4 with `want` in the message, leaving the database empty. */
+static void expect_bad_line(db_t *db, const char *path, char **good, const char *bad,
+                            const char *want) {
+  tn_buf_t b;
+  tn_buf_init(&b);
+  tn_buf_printf(&b, "%s\n\n%s\n%s\n%s\n", good[0], good[1], bad, good[2]);
+  tn_err_t err = {0};
+  db_import_stats_t st;
+  ck_assert_int_eq(db_import_jsonl(db, b.data, b.len, &st, &err), TN_EINVAL);
+  ck_assert_int_eq(err.line, 4);
+  ck_assert_msg(strncmp(err.msg, "line 4: ", 8) == 0, "message: %s", err.msg);
+  ck_assert_msg(strstr(err.msg, want) != NULL, "message '%s' lacks '%s'", err.msg, want);
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM records"), 0);
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM workloads"), 0);
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM targets"), 0);
+  tn_buf_free(&b);
+}
+
+/* Replaces the first occurrence of `from` in line by `to` (static result). */
+static const char *edit(const char *line, const char *from, const char *to) {
+  static char out[8192];
+  const char *at = strstr(line, from);
+  ck_assert_ptr_nonnull(at);
+  snprintf(out, sizeof out, "%.*s%s%s", (int)(at - line), line, to, at + strlen(from));
+  return out;
+}
+
+START_TEST(t_import_bad_line) {
+  const char *path = tmp_db("a.db");
+  db_t *a = open_ok(path);
+  populate(a);
+  char *text = export_all(a);
+  db_close(a);
+  rm_db(path);
+  char *lines[16];
+  ck_assert_uint_eq(split_lines(text, lines, 16), 6);
+  db_t *db = open_ok(path);
+  expect_bad_line(db, path, lines, "{\"workload\": {", "invalid JSON near column");
+  expect_bad_line(db, path, lines, "[1, 2]", "expected a JSON object");
+  expect_bad_line(db, path, lines, edit(lines[3], "\"status\":\"", "\"status\":\"x"),
+                  "unknown record status");
+  expect_bad_line(db, path, lines, edit(lines[3], "\"hash\":\"0", "\"hash\":\"Z"),
+                  "16 lower-case hex digits");
+  expect_bad_line(db, path, lines, edit(lines[3], "\"trace_hash\":\"", "\"trace_hash\":\"1"),
+                  "does not match the trace");
+  expect_bad_line(db, path, lines, edit(lines[3], "\"run_secs\":[", "\"run_secs\":[\"a\","),
+                  "field 'run_secs' must hold numbers only");
+  expect_bad_line(db, path, lines, edit(lines[3], "\"workload\":", "\"wl\":"),
+                  "field 'workload' must be an object");
+  expect_bad_line(db, path, lines, edit(lines[3], "\"name\":\"cpu\"", "\"name\":7"),
+                  "field 'target.name' must be a string");
+  /* After all that, a clean import works. */
+  tn_buf_t b;
+  tn_buf_init(&b);
+  for (int i = 0; i < 6; i++) tn_buf_printf(&b, "%s\n", lines[i]);
+  OK(db_import_jsonl(db, b.data, b.len, NULL, E));
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM records"), 6);
+  tn_buf_free(&b);
+  free(text);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
+
+/* ---- two connections in two threads -------------------------------------------------- */
+
+typedef struct shared {
+  const char *path;
+  atomic_int writer_done;
+  int batches, per_batch;
+  char writer_err[TN_ERR_MSG_MAX], reader_err[TN_ERR_MSG_MAX];
+  long reads, last_best;
+} shared_t;
+
+static void *writer(void *arg) {
+  shared_t *s = arg;
+  tn_err_t err = {0};
+  db_t *db = NULL;
+  int64_t w = 0, t = 0;
+  db_workload_t wl = {.hash = "00000000000000c1", .name = "conc", .source = "x"};
+  db_target_t tg = {.name = "cpu", .kind = "cpu"};
+  if (db_open(s->path, &db, &err) || db_workload_upsert(db, &wl, &w, &err) ||
+      db_target_upsert(db, &tg, &t, &err)) {
+    snprintf(s->writer_err, sizeof s->writer_err, "setup: %.900s", err.msg);
+    goto out;
+  }
+  tn_rng_t rng;
+  tn_rng_seed(&rng, 7);
+  char (*tr)[64] = calloc((size_t)s->per_batch, sizeof *tr);
+  db_record_t *rs = calloc((size_t)s->per_batch, sizeof *rs);
+  for (int b = 0; b < s->batches && !s->writer_err[0]; b++) {
+    for (int i = 0; i < s->per_batch; i++) {
+      db_record_init(&rs[i]);
+      snprintf(tr[i], sizeof tr[i], "{\"b\":%d,\"i\":%d}", b, i);
+      rs[i].workload_id = w;
+      rs[i].target_id = t;
+      rs[i].trace = tr[i];
+      rs[i].median_secs = 1e-3 + tn_rng_double(&rng);
+      rs[i].verified = i % 2 == 0;
+    }
+    if (db_record_add_batch(db, rs, (size_t)s->per_batch, NULL, &err))
+      snprintf(s->writer_err, sizeof s->writer_err, "batch %d: %.900s", b, err.msg);
+  }
+  free(rs);
+  free(tr);
+out:
+  db_close(db);
+  atomic_store(&s->writer_done, 1);
+  return NULL;
+}
+
+/* Checks one db_best answer: at most k, sorted, verified ok only. */
+static const char *bad_best(const db_records_t *r, size_t k) {
+  if (r->n > k) return "more than k records";
+  for (size_t i = 0; i < r->n; i++) {
+    if (!r->items[i].verified || r->items[i].status != DB_STATUS_OK) return "unverified record";
+    if (i && r->items[i - 1].median_secs > r->items[i].median_secs) return "not sorted";
+  }
+  return NULL;
+}
+
+static void *reader(void *arg) {
+  shared_t *s = arg;
+  tn_err_t err = {0};
+  db_t *db = NULL;
+  if (db_open(s->path, &db, &err)) {
+    snprintf(s->reader_err, sizeof s->reader_err, "open: %.900s", err.msg);
+    return NULL;
+  }
+  for (int last = 0; !last && !s->reader_err[0];) {
+    last = atomic_load(&s->writer_done); /* one more read after the writer finished */
+    db_records_t r;
+    if (db_best(db, "00000000000000c1", "cpu", 10, &r, &err)) {
+      snprintf(s->reader_err, sizeof s->reader_err, "best: %.900s", err.msg);
+      break;
+    }
+    const char *why = bad_best(&r, 10);
+    if (why) snprintf(s->reader_err, sizeof s->reader_err, "best: %.900s", why);
+    s->last_best = (long)r.n;
+    s->reads++;
+    db_records_free(&r);
+  }
+  db_close(db);
+  return NULL;
+}
+
+START_TEST(t_concurrent) {
+  const char *path = tmp_db("a.db");
+  db_close(open_ok(path)); /* schema made once, so the threads race on data only */
+  shared_t s = {.path = path, .batches = 60, .per_batch = 25};
+  pthread_t tw, tr;
+  pthread_create(&tr, NULL, reader, &s);
+  pthread_create(&tw, NULL, writer, &s);
+  pthread_join(tw, NULL);
+  pthread_join(tr, NULL);
+  ck_assert_msg(!s.writer_err[0], "writer: %s", s.writer_err);
+  ck_assert_msg(!s.reader_err[0], "reader: %s", s.reader_err);
+  ck_assert_int_gt(s.reads, 1);
+  ck_assert_int_eq(s.last_best, 10);
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM records"), 60 * 25);
+  tmp_cleanup();
+}
+END_TEST
+
+/* ---- SIGKILL while committing ------------------------------------------------------ */
+
+enum { CRASH_BATCH = 200 };
+
+/* Starts the child on `path`; returns its pid and a stream of its stdout. */
+static pid_t spawn_child(const char *path, int run, FILE **out) {
+  const char *exe = getenv("DB_CRASH_CHILD");
+  ck_assert_msg(exe != NULL, "DB_CRASH_CHILD is not set (run through meson test)");
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    char runs[16], size[16];
+    snprintf(runs, sizeof runs, "%d", run);
+    snprintf(size, sizeof size, "%d", CRASH_BATCH);
+    execl(exe, exe, path, runs, size, (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  *out = fdopen(fds[0], "r");
+  return pid;
+}
+
+/* Runs the child until it reported `kill_after` commits, waits `delay_us`,
+ * SIGKILLs it and returns the last batch it reported committed. */
+static int run_and_kill(const char *path, int run, int kill_after, int delay_us) {
+  FILE *out = NULL;
+  pid_t pid = spawn_child(path, run, &out);
+  char line[128];
+  int last = -1;
+  bool killed = false;
+  while (fgets(line, sizeof line, out)) {
+    int n = -1;
+    ck_assert_msg(sscanf(line, "committed %d", &n) == 1, "child said: %s", line);
+    last = n;
+    if (!killed && n + 1 >= kill_after) {
+      if (delay_us) usleep((useconds_t)delay_us);
+      kill(pid, SIGKILL);
+      killed = true; /* keep reading: lines written before the kill still count */
+    }
+  }
+  fclose(out);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+                "child ended without the kill (status %d)", status);
+  return last;
+}
+
+/* Every batch of `run` is present in full or not at all; all batches up to
+ * `last` are present. */
+static void check_run(const char *path, int run, int last) {
+  sqlite3 *h = NULL;
+  ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+  sqlite3_stmt *st = NULL;
+  ck_assert_int_eq(sqlite3_prepare_v2(h,
+                   "SELECT json_extract(trace, '$.batch') AS b, count(*) FROM records"
+                   " WHERE json_extract(trace, '$.run') = ?1 GROUP BY b ORDER BY b",
+                   -1, &st, NULL), SQLITE_OK);
+  sqlite3_bind_int(st, 1, run);
+  int expect = 0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int b = sqlite3_column_int(st, 0), n = sqlite3_column_int(st, 1);
+    ck_assert_msg(b == expect, "run %d: batch %d missing (found %d)", run, expect, b);
+    ck_assert_msg(n == CRASH_BATCH, "run %d: batch %d has %d of %d records", run, b, n,
+                  CRASH_BATCH);
+    expect++;
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  /* Reported batches are all there; at most one more committed unreported. */
+  ck_assert_msg(expect - 1 >= last, "run %d: child reported batch %d, db has %d", run, last,
+                expect - 1);
+  ck_assert_int_le(expect - 1, last + 1);
+}
+
+START_TEST(t_crash) {
+  const char *path = tmp_db("crash.db");
+  tn_rng_t rng;
+  uint64_t seed = (uint64_t)time(NULL) ^ (uint64_t)getpid();
+  tn_rng_seed(&rng, seed);
+  int lasts[12];
+  for (int run = 0; run < 12; run++) {
+    int kill_after = 1 + (int)tn_rng_below(&rng, 12);
+    int delay_us = (int)tn_rng_below(&rng, 8000);
+    int last = lasts[run] = run_and_kill(path, run, kill_after, delay_us);
+    ck_assert_msg(last + 1 >= kill_after, "seed %" PRIu64 ": child stopped early", seed);
+    db_t *db = open_ok(path);
+    tn_err_t err = {0};
+    ck_assert_msg(db_check(db, &err) == 0, "seed %" PRIu64 " run %d: %s", seed, run, err.msg);
+    db_close(db);
+    for (int r = 0; r <= run; r++) check_run(path, r, lasts[r]);
+  }
+  tmp_cleanup();
+}
+END_TEST
+
+/* ---- suite ---------------------------------------------------------------------------- */
+
+static Suite *make_suite(void) {
+  Suite *s = suite_create("db");
+  TCase *schema = tcase_create("schema");
+  tcase_add_test(schema, t_migrate_empty);
+  tcase_add_test(schema, t_reopen);
+  tcase_add_test(schema, t_migrate_from_v1);
+  tcase_add_test(schema, t_version_too_new);
+  suite_add_tcase(s, schema);
+  TCase *data = tcase_create("data");
+  tcase_add_test(data, t_upsert);
+  tcase_add_test(data, t_batch_dedup);
+  tcase_add_test(data, t_best);
+  tcase_add_test(data, t_target_aware);
+  tcase_add_test(data, t_jobs);
+  tcase_add_test(data, t_export_import);
+  tcase_add_test(data, t_import_bad_line);
+  suite_add_tcase(s, data);
+  TCase *stress = tcase_create("stress");
+  tcase_set_timeout(stress, 120);
+  tcase_add_test(stress, t_concurrent);
+  tcase_add_test(stress, t_crash);
+  suite_add_tcase(s, stress);
+  return s;
+}
+
+TN_TEST_MAIN(make_suite)

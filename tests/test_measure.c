@@ -1,0 +1,869 @@
+/* test_measure.c — suite "measure": real builds (cc, NVRTC, PoCL) and real
+ * runs in the tuned-worker process: the course schedules verify on the C
+ * and OpenCL backends and compile with NVRTC; planted bad candidates (crash,
+ * hang, wrong or partial output, compile errors, over-limit shared memory,
+ * missing CUDA driver) get the right status while the next candidate still
+ * measures; tunectl run and emit. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "measure/measure.h"
+#include "schedule/schedule.h"
+#include "testutil.h"
+#include "tuned_config.h"
+
+/* Backends this build lacks are tested for their "no support" error only. */
+#define WITH_CUDA TUNED_HAVE_CUDA
+#define WITH_OPENCL TUNED_HAVE_OPENCL
+
+/* ---- fixtures ---------------------------------------------------------------- */
+
+static ir_workload_t *load_wl(const char *name, const char *sets) {
+  char path[512], buf[128];
+  snprintf(path, sizeof path, SRC("workloads/%s.tw"), name);
+  snprintf(buf, sizeof buf, "%s", sets ? sets : "");
+  tn_arena_t *a = tn_arena_new();
+  ir_param_set_t ov[8];
+  int n = 0;
+  tn_err_t err = {0};
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
+    ck_assert_int_eq(ir_param_set_parse(tok, a, &ov[n++], &err), TN_OK);
+  ir_workload_t *w = NULL;
+  ck_assert_msg(ir_workload_load(path, ov, n, &w, &err) == TN_OK, "%s", err.msg);
+  tn_arena_free(a);
+  return w;
+}
+
+/* Lowers workload w (scheduled by the named course trace, or not) for lang. */
+static cg_module_t *lower(const ir_workload_t *w, const char *trace, cg_target_t lang) {
+  tn_err_t err = {0};
+  sch_t *s = NULL;
+  if (trace) {
+    char path[512], *text = NULL;
+    size_t len;
+    snprintf(path, sizeof path, SRC("workloads/schedules/%s.json"), trace);
+    ck_assert_msg(tn_read_file(path, 1 << 20, &text, &len, &err) == TN_OK, "%s", err.msg);
+    sch_trace_t *t = NULL;
+    ck_assert_msg(sch_trace_from_json(text, len, &t, &err) == TN_OK, "%s", err.msg);
+    ck_assert_msg(sch_replay(w->func, t, 1, &s, &err) == TN_OK, "%s: %s", trace, err.msg);
+    free(text);
+    sch_trace_free(t);
+  }
+  cg_module_t *m = NULL;
+  ck_assert_msg(cg_lower(s ? sch_func(s) : w->func, lang, NULL, &m, &err) == TN_OK, "%s", err.msg);
+  sch_free(s);
+  return m;
+}
+
+static tn_target_t target(const char *name) {
+  tn_target_t t;
+  tn_err_t err = {0};
+  ck_assert_msg(tn_target_lookup(name, NULL, &t, &err) == TN_OK, "%s", err.msg);
+  return t;
+}
+
+static ms_candidate_t *from_module(const tn_target_t *t, const cg_module_t *m) {
+  ms_candidate_t *c = NULL;
+  tn_err_t err = {0};
+  ck_assert_msg(ms_candidate_from_module(t, m, &c, &err) == TN_OK, "%s", err.msg);
+  return c;
+}
+
+/* A hand-written candidate with m's kernels and parameters. */
+static ms_candidate_t *planted(const tn_target_t *t, const cg_module_t *m, const char *src) {
+  ms_candidate_t *c = NULL;
+  tn_err_t err = {0};
+  ck_assert_msg(ms_candidate_new(t, src, m->kernels, m->nkernels, m->params, m->nparams, &c, &err) == TN_OK, "%s",
+                err.msg);
+  return c;
+}
+
+static ms_builder_t *builder(double timeout_s, int nthreads) {
+  ms_build_opts_t o = {.timeout_s = timeout_s, .nthreads = nthreads};
+  ms_builder_t *b = NULL;
+  tn_err_t err = {0};
+  ck_assert_msg(ms_builder_new(&o, &b, &err) == TN_OK, "%s", err.msg);
+  return b;
+}
+
+static ms_runner_t *runner(const ir_workload_t *w, double timeout_s) {
+  ms_run_opts_t o = {.timeout_s = timeout_s, .min_secs = 0.01};
+  ms_runner_t *r = NULL;
+  tn_err_t err = {0};
+  ck_assert_msg(ms_runner_new(&o, &r, &err) == TN_OK, "%s", err.msg);
+  ck_assert_msg(ms_runner_set_workload(r, w->func, 1, &err) == TN_OK, "%s", err.msg);
+  return r;
+}
+
+/* Builds and runs n candidates; results must be cleared by the caller. */
+static void build_and_run(ms_runner_t *r, ms_builder_t *b, ms_candidate_t **cs, ms_result_t *res, int n) {
+  tn_err_t err = {0};
+  ck_assert_int_eq(ms_build_batch(b, cs, n, res, &err), TN_OK);
+  if (r) ck_assert_msg(ms_runner_run_batch(r, cs, res, n, &err) == TN_OK, "%s", err.msg);
+}
+
+static void assert_measured_ok(const ms_result_t *r, const char *what) {
+  ck_assert_msg(r->status == MS_OK, "%s: %s: %s", what, ms_status_name(r->status), r->error);
+  ck_assert_msg(r->ran, "%s did not run", what);
+  ck_assert_int_ge(r->nrepeats, 3);
+  ck_assert(r->median_secs > 0);
+  ck_assert(r->gflops > 0 && r->gbps > 0);
+  ck_assert(r->verify_error >= 0 && r->verify_error <= 1e-4);
+  ck_assert_str_eq(r->error, "");
+}
+
+/* ---- records ------------------------------------------------------------------ */
+
+START_TEST(t_status_json) {
+  ck_assert_str_eq(ms_status_name(MS_OK), "ok");
+  ck_assert_str_eq(ms_status_name(MS_BUILD_ERROR), "build_error");
+  ck_assert_str_eq(ms_status_name(MS_RUN_ERROR), "run_error");
+  ck_assert_str_eq(ms_status_name(MS_TIMEOUT), "timeout");
+  ck_assert_str_eq(ms_status_name(MS_WRONG_RESULT), "wrong_result");
+  ms_status_t s;
+  ck_assert_int_eq(ms_status_parse("timeout", &s), TN_OK);
+  ck_assert_int_eq(s, MS_TIMEOUT);
+  ck_assert_int_eq(ms_status_parse("fine", &s), TN_EINVAL);
+  double xs[] = {3, 1, 2, 10};
+  ck_assert_double_eq(ms_median(xs, 3), 2);
+  ck_assert_double_eq(ms_median(xs, 4), 2.5);
+  ck_assert_double_eq(ms_median(xs, 0), 0);
+
+  ms_result_t r, back;
+  ms_result_init(&r);
+  ck_assert_int_eq(r.build.registers, -1);
+  r.run_secs = malloc(3 * sizeof(double));
+  r.run_secs[0] = 0.5, r.run_secs[1] = 0.25, r.run_secs[2] = 0.125;
+  r.nrepeats = 3;
+  r.median_secs = 0.25, r.gflops = 12.5, r.gbps = 3.0, r.verify_error = 1e-7;
+  r.build.registers = 40, r.build.shared_bytes = 4096, r.build.spill_bytes = 0, r.build.build_secs = 0.125;
+  snprintf(r.build.compiler, sizeof r.build.compiler, "NVRTC 13.0");
+  snprintf(r.build.arch, sizeof r.build.arch, "sm_90");
+  char *j = ms_result_to_json(&r);
+  ck_assert_ptr_nonnull(strstr(j, "\"status\":\t\"ok\""));
+  ck_assert_ptr_nonnull(strstr(j, "\"registers\":\t40"));
+  ck_assert_ptr_null(strstr(j, "stack_bytes")); /* unknown: left out */
+  tn_err_t err = {0};
+  ck_assert_int_eq(ms_result_from_json(j, strlen(j), &back, &err), TN_OK);
+  ck_assert_int_eq(back.nrepeats, 3);
+  ck_assert_double_eq(back.run_secs[2], 0.125);
+  ck_assert_double_eq(back.median_secs, 0.25);
+  ck_assert_double_eq(back.verify_error, 1e-7);
+  ck_assert_int_eq(back.build.registers, 40);
+  ck_assert_int_eq(back.build.shared_bytes, 4096);
+  ck_assert_int_eq(back.build.stack_bytes, -1);
+  ck_assert_str_eq(back.build.compiler, "NVRTC 13.0");
+  free(j);
+  ms_result_clear(&back);
+
+  /* Errors are cut at MS_ERROR_MAX with "..." and survive the round trip. */
+  char big[MS_ERROR_MAX * 2];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  ms_result_fail(&r, MS_WRONG_RESULT, "%s", big);
+  ck_assert_int_eq((int)strlen(r.error), MS_ERROR_MAX - 1);
+  ck_assert_str_eq(r.error + MS_ERROR_MAX - 4, "...");
+  r.verify_error = INFINITY;
+  j = ms_result_to_json(&r);
+  ck_assert_int_eq(ms_result_from_json(j, strlen(j), &back, &err), TN_OK);
+  ck_assert_int_eq(back.status, MS_WRONG_RESULT);
+  ck_assert(isinf(back.verify_error));
+  ck_assert_str_eq(back.error, r.error);
+  free(j);
+  ms_result_clear(&back);
+  ms_result_clear(&r);
+  ck_assert_int_eq(ms_result_from_json("{\"status\": \"meh\"}", 17, &back, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "unknown status \"meh\""));
+}
+END_TEST
+
+START_TEST(t_ptxas_parse) {
+  const char *log =
+      "ptxas info    : 0 bytes gmem\n"
+      "ptxas info    : Compiling entry function 'k1' for 'sm_75'\n"
+      "ptxas info    : Function properties for k1\n"
+      "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+      "ptxas info    : Used 72 registers, used 1 barriers, 8192 bytes smem, 388 bytes cmem[0]\n"
+      "ptxas info    : Compiling entry function 'k0' for 'sm_75'\n"
+      "ptxas info    : Function properties for k0\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 8 registers, 356 bytes cmem[0]\n";
+  ms_ptxas_kernel_t ks[4];
+  ck_assert_int_eq(ms_ptxas_parse(log, ks, 4), 2);
+  ck_assert_str_eq(ks[0].name, "k1");
+  ck_assert_int_eq(ks[0].registers, 72);
+  ck_assert_int_eq(ks[0].shared_bytes, 8192);
+  ck_assert_int_eq(ks[0].stack_bytes, 16);
+  ck_assert_int_eq(ks[0].spill_store_bytes, 8);
+  ck_assert_int_eq(ks[0].spill_load_bytes, 12);
+  ck_assert_str_eq(ks[1].name, "k0");
+  ck_assert_int_eq(ks[1].registers, 8);
+  ck_assert_int_eq(ks[1].shared_bytes, 0); /* omitted when 0 */
+  ck_assert_int_eq(ms_ptxas_parse(log, ks, 1), 1);
+  ck_assert_int_eq(ms_ptxas_parse("", ks, 4), 0);
+}
+END_TEST
+
+/* ---- course schedules --------------------------------------------------------- */
+
+static const struct {
+  const char *trace, *workload, *sets;
+} gpu_course[] = {
+    {"vector_add_gpu", "vector_add", "N=2048"},
+    {"window_sum_shared", "window_sum", "N=512"},
+    {"matmul_local", "matmul", "M=128,N=128,K=128"},
+    {"matmul_shared", "matmul", "M=128,N=128,K=128"},
+};
+
+/* The GPU-style schedules run on PoCL and verify. */
+START_TEST(t_course_opencl) {
+  ir_workload_t *w = load_wl(gpu_course[_i].workload, gpu_course[_i].sets);
+  cg_module_t *m = lower(w, gpu_course[_i].trace, CG_TARGET_OPENCL);
+  tn_target_t t = target("opencl/pocl-cpu");
+  ms_candidate_t *c = from_module(&t, m);
+  ms_builder_t *b = builder(0, 0);
+  ms_runner_t *r = runner(w, 0);
+  ms_result_t res;
+  build_and_run(r, b, &c, &res, 1);
+  assert_measured_ok(&res, gpu_course[_i].trace);
+  ck_assert_ptr_nonnull(strstr(res.build.compiler, "OpenCL"));
+  ck_assert(res.build.build_secs > 0);
+  if (strstr(gpu_course[_i].trace, "shared")) ck_assert_int_gt(res.build.shared_bytes, 0);
+  ms_result_clear(&res);
+  ms_runner_free(r);
+  ms_builder_free(b);
+  ms_candidate_free(c);
+  cg_module_free(m);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* Their CUDA source compiles with NVRTC for sm_75 and sm_90 (build only). */
+START_TEST(t_course_nvrtc) {
+  ir_workload_t *w = load_wl(gpu_course[_i].workload, gpu_course[_i].sets);
+  cg_module_t *m = lower(w, gpu_course[_i].trace, CG_TARGET_CUDA);
+  const char *targets[] = {"nvidia/tesla-t4", "nvidia/h100"}, *arch[] = {"sm_75", "sm_90"};
+  ms_candidate_t *cs[2];
+  ms_result_t res[2];
+  for (int i = 0; i < 2; i++) {
+    tn_target_t t = target(targets[i]);
+    cs[i] = from_module(&t, m);
+  }
+  ms_builder_t *b = builder(0, 0);
+  build_and_run(NULL, b, cs, res, 2);
+  for (int i = 0; i < 2; i++) {
+    ck_assert_msg(res[i].status == MS_OK, "%s %s: %s", gpu_course[_i].trace, arch[i], res[i].error);
+    ck_assert_str_eq(res[i].build.arch, arch[i]);
+    ck_assert_ptr_nonnull(strstr(res[i].build.compiler, "NVRTC"));
+    ck_assert_int_gt(res[i].build.registers, 0);
+    ck_assert_int_ge(res[i].build.spill_bytes, 0);
+    ck_assert(!res[i].ran);
+    struct stat st;
+    ck_assert_int_eq(stat(res[i].artifact, &st), 0);
+    ck_assert_int_gt(st.st_size, 0);
+    ck_assert_ptr_nonnull(strstr(res[i].artifact, ".cubin"));
+    if (strstr(gpu_course[_i].trace, "shared")) ck_assert_int_gt(res[i].build.shared_bytes, 0);
+    ms_candidate_free(cs[i]);
+    ms_result_clear(&res[i]);
+  }
+  ms_builder_free(b);
+  cg_module_free(m);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* The CPU schedule on the C backend, and a second workload on the same
+ * runner (its worker reloads the new data). */
+START_TEST(t_course_cpu) {
+  ir_workload_t *w = load_wl("matmul", "M=128,N=256,K=64");
+  cg_module_t *m = lower(w, "matmul_cpu", CG_TARGET_C), *plain = lower(w, NULL, CG_TARGET_C);
+  tn_target_t t = target("cpu");
+  ms_candidate_t *cs[2] = {from_module(&t, m), from_module(&t, plain)};
+  ms_builder_t *b = builder(0, 0);
+  ms_runner_t *r = runner(w, 0);
+  ms_result_t res[2];
+  build_and_run(r, b, cs, res, 2);
+  assert_measured_ok(&res[0], "matmul_cpu");
+  assert_measured_ok(&res[1], "unscheduled matmul");
+  ck_assert_str_eq(res[0].build.arch, "native");
+  ck_assert_int_eq(res[0].build.registers, -1);
+  /* 2*M*N*K flops per run. */
+  ck_assert_double_eq_tol(res[0].gflops, 2.0 * 128 * 256 * 64 / res[0].median_secs * 1e-9, 1e-6);
+  ck_assert_int_eq(ms_runner_worker_starts(r), 1);
+  for (int i = 0; i < 2; i++) ms_result_clear(&res[i]), ms_candidate_free(cs[i]);
+  cg_module_free(m);
+  cg_module_free(plain);
+
+  ir_workload_t *w2 = load_wl("vector_add", "N=4096");
+  tn_err_t err = {0};
+  ck_assert_int_eq(ms_runner_set_workload(r, w2->func, 7, &err), TN_OK);
+  m = lower(w2, NULL, CG_TARGET_C);
+  cs[0] = from_module(&t, m);
+  build_and_run(r, b, cs, res, 1);
+  assert_measured_ok(&res[0], "vector_add");
+  ck_assert_double_eq(res[0].verify_error, 0); /* one float add: exact */
+  ck_assert_int_eq(ms_runner_worker_starts(r), 1);
+  ms_result_clear(&res[0]);
+  ms_candidate_free(cs[0]);
+  cg_module_free(m);
+  ms_runner_free(r);
+  ms_builder_free(b);
+  ir_workload_free(w);
+  ir_workload_free(w2);
+}
+END_TEST
+
+/* ---- planted bad candidates ----------------------------------------------------- */
+
+#define ENTRY "int tuned_entry(void **args) {\n  const float *A = args[0], *B = args[1];\n  float *C = args[2];\n"
+
+static const char *const bad_c[] = {
+    /* out-of-bounds write: 16 GiB past the output */
+    ENTRY "  (void)A, (void)B;\n  volatile float *p = C + (1L << 32);\n  *p = 1;\n  return 0;\n}\n",
+    /* infinite loop */
+    ENTRY "  (void)A, (void)B, (void)C;\n  volatile int spin = 1;\n  while (spin) {}\n  return 0;\n}\n",
+    /* wrong result: zeros */
+    ENTRY "  (void)A, (void)B;\n  for (int i = 0; i < 1024; i++) C[i] = 0;\n  return 0;\n}\n",
+    /* partial write: only the first half */
+    ENTRY "  for (int i = 0; i < 512; i++) C[i] = A[i] + B[i];\n  return 0;\n}\n",
+    /* compile error */
+    ENTRY "  return undefined_thing + A[0] + B[0] + C[0];\n}\n",
+    /* writes into an input (mapped read-only) */
+    ENTRY "  ((float *)A)[0] = 1;\n  for (int i = 0; i < 1024; i++) C[i] = A[i] + B[i];\n  return 0;\n}\n",
+    /* abort() with a message */
+    "#include <stdio.h>\n#include <stdlib.h>\n" ENTRY
+    "  (void)A, (void)B, (void)C;\n  fprintf(stderr, \"planted: giving up\\n\");\n  abort();\n}\n",
+};
+
+/* Each bad candidate is followed by a good one in the same batch: the bad
+ * one gets its status, the good one measures normally. */
+START_TEST(t_planted_cpu) {
+  ir_workload_t *w = load_wl("vector_add", "N=1024");
+  cg_module_t *m = lower(w, NULL, CG_TARGET_C);
+  tn_target_t t = target("cpu");
+  enum { NBAD = (int)TN_ARRAY_LEN(bad_c), N = 2 * NBAD };
+  ms_candidate_t *cs[N];
+  ms_result_t res[N];
+  for (int i = 0; i < NBAD; i++) {
+    cs[2 * i] = planted(&t, m, bad_c[i]);
+    cs[2 * i + 1] = from_module(&t, m);
+  }
+  ms_builder_t *b = builder(0, 0);
+  ms_runner_t *r = runner(w, 2.0);
+  double t0 = tn_now();
+  build_and_run(r, b, cs, res, N);
+  double secs = tn_now() - t0;
+  for (int i = 0; i < NBAD; i++) assert_measured_ok(&res[2 * i + 1], "good candidate after a bad one");
+
+  ck_assert_int_eq(res[0].status, MS_RUN_ERROR);
+  ck_assert_msg(strstr(res[0].error, "SIGSEGV"), "%s", res[0].error);
+  ck_assert_ptr_nonnull(strstr(res[0].error, "restarted"));
+  ck_assert_int_eq(res[0].nrepeats, 0);
+
+  ck_assert_int_eq(res[2].status, MS_TIMEOUT);
+  ck_assert_msg(strstr(res[2].error, "timed out after 2.0 s"), "%s", res[2].error);
+
+  ck_assert_int_eq(res[4].status, MS_WRONG_RESULT);
+  ck_assert_msg(strstr(res[4].error, "output C differs"), "%s", res[4].error);
+  ck_assert_ptr_null(strstr(res[4].error, "never written"));
+  ck_assert_double_eq_tol(res[4].verify_error, 1.0, 1e-12); /* all zeros: relative error 1 */
+  ck_assert_int_eq(res[4].nrepeats, 0);
+  ck_assert_double_eq(res[4].median_secs, 0);
+
+  ck_assert_int_eq(res[6].status, MS_WRONG_RESULT);
+  ck_assert_msg(strstr(res[6].error, "512 of 1024 elements were never written"), "%s", res[6].error);
+  ck_assert(isinf(res[6].verify_error));
+
+  ck_assert_int_eq(res[8].status, MS_BUILD_ERROR);
+  ck_assert_msg(strstr(res[8].error, "undefined_thing") && strstr(res[8].error, "cand.c"), "%s", res[8].error);
+  ck_assert(!res[8].ran);
+
+  ck_assert_int_eq(res[10].status, MS_RUN_ERROR);
+  ck_assert_msg(strstr(res[10].error, "SIGSEGV"), "%s", res[10].error);
+
+  ck_assert_int_eq(res[12].status, MS_RUN_ERROR);
+  ck_assert_msg(strstr(res[12].error, "SIGABRT") && strstr(res[12].error, "planted: giving up"), "%s",
+                res[12].error);
+
+  /* Started once, restarted after the segfault, the timeout, the write into
+   * an input and the abort. */
+  ck_assert_int_eq(ms_runner_worker_starts(r), 5);
+  ck_assert_msg(secs < 30, "batch took %.1f s", secs);
+  for (int i = 0; i < N; i++) ms_result_clear(&res[i]), ms_candidate_free(cs[i]);
+  ms_runner_free(r);
+  ms_builder_free(b);
+  cg_module_free(m);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* The same on OpenCL: a kernel that writes zeros, then a good one. */
+START_TEST(t_planted_opencl) {
+  ir_workload_t *w = load_wl("vector_add", "N=1024");
+  cg_module_t *m = lower(w, "vector_add_gpu", CG_TARGET_OPENCL);
+  tn_target_t t = target("opencl/pocl-cpu");
+  char src[1024];
+  snprintf(src, sizeof src,
+           "__kernel void %s(__global float *A, __global float *B, __global float *C) {\n"
+           "  C[get_global_id(0)] = 0.0f;\n}\n", m->kernels[0].name);
+  ms_candidate_t *cs[3] = {planted(&t, m, src), planted(&t, m, "__kernel void broken( {"), from_module(&t, m)};
+  ms_builder_t *b = builder(0, 0);
+  ms_runner_t *r = runner(w, 0);
+  ms_result_t res[3];
+  build_and_run(r, b, cs, res, 3);
+  ck_assert_int_eq(res[0].status, MS_WRONG_RESULT);
+  ck_assert_int_eq(res[1].status, MS_BUILD_ERROR);
+  ck_assert_msg(strstr(res[1].error, "OpenCL build failed"), "%s", res[1].error);
+  assert_measured_ok(&res[2], "good OpenCL candidate");
+  for (int i = 0; i < 3; i++) ms_result_clear(&res[i]), ms_candidate_free(cs[i]);
+  ms_runner_free(r);
+  ms_builder_free(b);
+  cg_module_free(m);
+  ir_workload_free(w);
+}
+END_TEST
+
+static const char *const big_smem_cuda =
+    "extern \"C\" __global__ void default_function_kernel0(float *A, float *B, float *C) {\n"
+    "  __shared__ float tile[16384];\n" /* 64 KiB */
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  tile[threadIdx.x] = A[i];\n"
+    "  __syncthreads();\n"
+    "  C[i] = tile[(threadIdx.x * 7) % 16384] + B[i];\n"
+    "}\n";
+
+/* ptxas rejects 64 KiB of static shared memory for sm_75; our own limit
+ * check rejects what the target forbids; the good candidate still builds. */
+START_TEST(t_planted_cuda_build) {
+  ir_workload_t *w = load_wl("vector_add", "N=1024");
+  cg_module_t *m = lower(w, "vector_add_gpu", CG_TARGET_CUDA);
+  tn_target_t t4 = target("nvidia/tesla-t4"), small = t4, p100 = target("nvidia/tesla-p100");
+  small.max_shared_memory_per_block = 4096;
+  snprintf(small.name, sizeof small.name, "test/small-smem");
+  tn_target_t fewregs = t4;
+  fewregs.max_registers_per_block = 1024; /* 128 threads x >= 8 registers does not fit */
+  snprintf(fewregs.name, sizeof fewregs.name, "test/few-registers");
+  tn_target_t narrow = t4;
+  narrow.max_threads_per_block = 64;
+  snprintf(narrow.name, sizeof narrow.name, "test/narrow");
+  char mid_smem[1024];
+  snprintf(mid_smem, sizeof mid_smem,
+           "extern \"C\" __global__ void default_function_kernel0(float *A, float *B, float *C) {\n"
+           "  __shared__ float tile[2048];\n" /* 8 KiB */
+           "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "  tile[threadIdx.x] = A[i];\n  __syncthreads();\n  C[i] = tile[threadIdx.x ^ 1] + B[i];\n}\n");
+  ms_candidate_t *cs[] = {planted(&t4, m, big_smem_cuda), from_module(&t4, m), planted(&small, m, mid_smem),
+                          from_module(&fewregs, m), from_module(&narrow, m), from_module(&p100, m),
+                          planted(&t4, m, "extern \"C\" __global__ void default_function_kernel0(float *A) {y = 1;}")};
+  enum { N = (int)TN_ARRAY_LEN(cs) };
+  ms_result_t res[N];
+  ms_builder_t *b = builder(0, 0);
+  build_and_run(NULL, b, cs, res, N);
+  ck_assert_int_eq(res[0].status, MS_BUILD_ERROR);
+  ck_assert_msg(strstr(res[0].error, "uses too much shared data"), "%s", res[0].error);
+  ck_assert_int_eq(res[0].build.shared_bytes, 65536); /* the -v facts are kept */
+  ck_assert_msg(res[1].status == MS_OK, "%s", res[1].error);
+  ck_assert_int_eq(res[2].status, MS_BUILD_ERROR);
+  ck_assert_msg(strstr(res[2].error, "uses 8192 bytes of shared memory; test/small-smem allows 4096"), "%s",
+                res[2].error);
+  ck_assert_int_eq(res[2].build.shared_bytes, 8192);
+  ck_assert_int_eq(res[3].status, MS_BUILD_ERROR);
+  ck_assert_msg(strstr(res[3].error, "x 128 threads") && strstr(res[3].error, "test/few-registers allows 1024"), "%s",
+                res[3].error);
+  ck_assert_int_eq(res[4].status, MS_BUILD_ERROR);
+  ck_assert_msg(strstr(res[4].error, "has 128 threads per block (128 x 1 x 1); test/narrow allows 64"), "%s",
+                res[4].error);
+  ck_assert_int_eq(res[5].status, MS_BUILD_ERROR);
+  ck_assert_msg(strstr(res[5].error, "sm_60 is not supported by NVRTC") && strstr(res[5].error, "supported: sm_75"),
+                "%s", res[5].error);
+  ck_assert_int_eq(res[6].status, MS_BUILD_ERROR);
+  ck_assert_msg(strstr(res[6].error, "identifier \"y\" is undefined"), "%s", res[6].error);
+  for (int i = 0; i < N; i++) ms_result_clear(&res[i]), ms_candidate_free(cs[i]);
+  ms_builder_free(b);
+  cg_module_free(m);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* Without a usable CUDA driver the CUDA runner says so clearly; the worker
+ * keeps serving CPU candidates. */
+START_TEST(t_cuda_no_driver) {
+  static const struct {
+    const char *driver, *want1, *want2;
+  } cases[] = {
+      {"/nonexistent/libcuda.so.1", "no CUDA driver", "/nonexistent/libcuda.so.1"},
+      {"/usr/local/cuda/lib64/stubs/libcuda.so", "error 34", "STUB"},
+  };
+  ir_workload_t *w = load_wl("vector_add", "N=1024");
+  cg_module_t *mc = lower(w, "vector_add_gpu", CG_TARGET_CUDA), *mcpu = lower(w, NULL, CG_TARGET_C);
+  tn_target_t h100 = target("nvidia/h100"), cpu = target("cpu");
+  for (size_t k = 0; k < TN_ARRAY_LEN(cases); k++) {
+    if (k == 1 && access(cases[k].driver, R_OK) != 0) continue; /* no stub on this machine */
+    setenv("TUNED_CUDA_DRIVER", cases[k].driver, 1);
+    ms_candidate_t *cs[2] = {from_module(&h100, mc), from_module(&cpu, mcpu)};
+    ms_builder_t *b = builder(0, 0);
+    ms_runner_t *r = runner(w, 0);
+    ms_result_t res[2];
+    build_and_run(r, b, cs, res, 2);
+    ck_assert_int_eq(res[0].status, MS_RUN_ERROR);
+    ck_assert_msg(strstr(res[0].error, cases[k].want1) && strstr(res[0].error, cases[k].want2), "%s", res[0].error);
+    ck_assert_int_gt(res[0].build.registers, 0); /* it did build */
+    assert_measured_ok(&res[1], "CPU candidate after the CUDA one");
+    ck_assert_int_eq(ms_runner_worker_starts(r), 1);
+    for (int i = 0; i < 2; i++) ms_result_clear(&res[i]), ms_candidate_free(cs[i]);
+    ms_runner_free(r);
+    ms_builder_free(b);
+  }
+  cg_module_free(mc);
+  cg_module_free(mcpu);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* A backend this build lacks gives a clear build error, and the C backend
+ * still works in the same batch. */
+START_TEST(t_missing_backend) {
+  ir_workload_t *w = load_wl("vector_add", "N=1024");
+  cg_module_t *mc = lower(w, "vector_add_gpu", CG_TARGET_CUDA), *mo = lower(w, "vector_add_gpu", CG_TARGET_OPENCL);
+  cg_module_t *m = lower(w, NULL, CG_TARGET_C);
+  tn_target_t t4 = target("nvidia/tesla-t4"), ocl = target("opencl/pocl-cpu"), cpu = target("cpu");
+  ms_candidate_t *cs[3] = {from_module(&t4, mc), from_module(&ocl, mo), from_module(&cpu, m)};
+  ms_builder_t *b = builder(0, 0);
+  ms_runner_t *r = runner(w, 0);
+  ms_result_t res[3];
+  build_and_run(r, b, cs, res, 3);
+  if (!WITH_CUDA) {
+    ck_assert_int_eq(res[0].status, MS_BUILD_ERROR);
+    ck_assert_ptr_nonnull(strstr(res[0].error, "this build has no CUDA support"));
+  }
+  if (!WITH_OPENCL) {
+    ck_assert_int_eq(res[1].status, MS_BUILD_ERROR);
+    ck_assert_ptr_nonnull(strstr(res[1].error, "this build has no OpenCL support"));
+  }
+  assert_measured_ok(&res[2], "C candidate");
+  for (int i = 0; i < 3; i++) ms_result_clear(&res[i]), ms_candidate_free(cs[i]);
+  ms_runner_free(r);
+  ms_builder_free(b);
+  cg_module_free(mc);
+  cg_module_free(mo);
+  cg_module_free(m);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* ---- builder behaviour ------------------------------------------------------------ */
+
+/* A compiler that hangs is killed at the build timeout; with $CC back to
+ * normal the same builder builds again. */
+START_TEST(t_build_timeout_cc) {
+  ir_workload_t *w = load_wl("vector_add", "N=64");
+  cg_module_t *m = lower(w, NULL, CG_TARGET_C);
+  tn_target_t t = target("cpu");
+  ms_candidate_t *c = from_module(&t, m);
+  ms_builder_t *b = builder(0.5, 1);
+  ms_result_t res;
+  char script[] = "/tmp/tuned-slow-cc-XXXXXX";
+  int fd = mkstemp(script);
+  ck_assert_int_ge(fd, 0);
+  const char *text = "#!/bin/sh\nexec sleep 30\n";
+  ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  fchmod(fd, 0755);
+  close(fd);
+  setenv("CC", script, 1);
+  double t0 = tn_now();
+  build_and_run(NULL, b, &c, &res, 1);
+  ck_assert(tn_now() - t0 < 5);
+  ck_assert_int_eq(res.status, MS_TIMEOUT);
+  ck_assert_msg(strstr(res.error, "timed out after 0.5 s"), "%s", res.error);
+  unlink(script);
+  setenv("CC", "no-such-compiler-xyz", 1);
+  build_and_run(NULL, b, &c, &res, 1);
+  ck_assert_int_eq(res.status, MS_BUILD_ERROR);
+  ck_assert_msg(strstr(res.error, "no-such-compiler-xyz"), "%s", res.error);
+  unsetenv("CC");
+  build_and_run(NULL, b, &c, &res, 1);
+  ck_assert_msg(res.status == MS_OK, "%s", res.error);
+  ms_result_clear(&res);
+  ms_builder_free(b);
+  ms_candidate_free(c);
+  cg_module_free(m);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* NVRTC cannot be interrupted: past the timeout the watchdog abandons the
+ * build, the pool gets a new thread, and later builds are not held up. */
+START_TEST(t_build_timeout_nvrtc) {
+  ir_workload_t *w = load_wl("matmul", "M=128,N=128,K=128");
+  cg_module_t *m = lower(w, "matmul_shared", CG_TARGET_CUDA);
+  tn_target_t t = target("nvidia/h100");
+  ms_candidate_t *c = from_module(&t, m);
+  ms_builder_t *b = builder(0.005, 1);
+  ms_result_t res[3];
+  int64_t tk[3];
+  for (int i = 0; i < 3; i++) tk[i] = ms_build_submit(b, c, &res[i]);
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_ge(tk[i], 0);
+    ms_build_wait(b, tk[i]);
+    ck_assert_int_eq(res[i].status, MS_TIMEOUT);
+    ck_assert_msg(strstr(res[i].error, "abandoned"), "%s", res[i].error);
+  }
+  ms_builder_free(b); /* does not wait for the abandoned NVRTC calls */
+  ms_candidate_free(c);
+  cg_module_free(m);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* Submit / done / wait; the builder sets POCL_CACHE_DIR under its run dir. */
+START_TEST(t_build_async) {
+  unsetenv("POCL_CACHE_DIR");
+  ir_workload_t *w = load_wl("vector_add", "N=2048");
+  tn_target_t cpu = target("cpu"), ocl = target("opencl/pocl-cpu");
+  cg_module_t *mc = lower(w, NULL, CG_TARGET_C), *mo = lower(w, "vector_add_gpu", CG_TARGET_OPENCL);
+  ms_candidate_t *cs[4];
+  for (int i = 0; i < 4; i++) /* C and OpenCL alternately; all C without OpenCL */
+    cs[i] = i % 2 && WITH_OPENCL ? from_module(&ocl, mo) : from_module(&cpu, mc);
+  ms_builder_t *b = builder(0, 2);
+  ms_result_t res[4];
+  int64_t tk[4];
+  for (int i = 0; i < 4; i++) tk[i] = ms_build_submit(b, cs[i], &res[i]);
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(tk[i], i);
+  while (!ms_build_done(b, tk[3])) usleep(1000);
+  for (int i = 0; i < 4; i++) {
+    ms_build_wait(b, tk[i]);
+    ck_assert_msg(res[i].status == MS_OK, "%d: %s", i, res[i].error);
+    ck_assert_ptr_nonnull(strstr(res[i].artifact, i % 2 && WITH_OPENCL ? "cand.cl" : "cand.so"));
+    ck_assert_ptr_nonnull(strstr(res[i].artifact, ms_builder_run_dir(b)));
+  }
+  ck_assert(ms_build_done(b, tk[0])); /* waited tickets count as done */
+  const char *cache = getenv("POCL_CACHE_DIR");
+  ck_assert_ptr_nonnull(cache);
+  ck_assert_ptr_nonnull(strstr(cache, ms_builder_run_dir(b)));
+  for (int i = 0; i < 4; i++) ms_result_clear(&res[i]), ms_candidate_free(cs[i]);
+  ms_builder_free(b);
+  cg_module_free(mc);
+  cg_module_free(mo);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* Mismatched parameters, the worker lookup, ms_measure. */
+START_TEST(t_runner_misc) {
+  ir_workload_t *w = load_wl("vector_add", "N=1024"), *w2 = load_wl("vector_add", "N=512");
+  cg_module_t *m = lower(w, NULL, CG_TARGET_C), *m2 = lower(w2, NULL, CG_TARGET_C);
+  tn_target_t t = target("cpu");
+  ms_candidate_t *cs[2] = {from_module(&t, m2), from_module(&t, m)};
+  ms_builder_t *b = builder(0, 0);
+  ms_runner_t *r = runner(w, 0);
+  ms_result_t res[2];
+  build_and_run(r, b, cs, res, 2);
+  ck_assert_int_eq(res[0].status, MS_RUN_ERROR);
+  ck_assert_msg(strstr(res[0].error, "candidate parameter 0 (A, float32, 512 elements) does not match the "
+                                     "workload's A"), "%s", res[0].error);
+  assert_measured_ok(&res[1], "matching candidate");
+  for (int i = 0; i < 2; i++) ms_result_clear(&res[i]), ms_candidate_free(cs[i]);
+  ck_assert_int_gt(ms_runner_worker_pid(r), 0);
+  ms_runner_stop(r);
+  ck_assert_int_eq(ms_runner_worker_pid(r), 0);
+  ms_runner_free(r);
+  ms_builder_free(b);
+
+  char path[512];
+  tn_err_t err = {0};
+  ck_assert_int_eq(ms_worker_path(path, sizeof path, &err), TN_OK);
+  ck_assert_ptr_nonnull(strstr(path, "tuned-worker"));
+  setenv("TUNED_WORKER", "/nonexistent/tuned-worker", 1);
+  ck_assert_int_eq(ms_worker_path(path, sizeof path, &err), TN_EIO);
+  ck_assert_ptr_nonnull(strstr(err.msg, "TUNED_WORKER=/nonexistent/tuned-worker"));
+  ms_runner_t *bad = NULL;
+  ck_assert_int_eq(ms_runner_new(NULL, &bad, &err), TN_EIO);
+  unsetenv("TUNED_WORKER");
+
+  /* A module for the wrong language is refused; ms_measure does it all. */
+  ms_candidate_t *c = NULL;
+  tn_target_t ocl = target("opencl/pocl-cpu");
+  ck_assert_int_eq(ms_candidate_from_module(&ocl, m, &c, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "runs opencl code, but the module is c"));
+  cg_module_t *mods[2] = {m, m2};
+  ms_options_t o = {.seed = 3};
+  o.run.min_secs = 100; /* capped by max_repeats */
+  o.run.max_repeats = 5;
+  o.run.flush_l2 = true;
+  ck_assert_msg(ms_measure(w->func, &t, mods, 2, &o, res, &err) == TN_OK, "%s", err.msg);
+  assert_measured_ok(&res[0], "ms_measure");
+  ck_assert_int_eq(res[0].nrepeats, 5);
+  ck_assert_int_eq(res[1].status, MS_RUN_ERROR);
+  for (int i = 0; i < 2; i++) ms_result_clear(&res[i]);
+  cg_module_free(m);
+  cg_module_free(m2);
+  ir_workload_free(w);
+  ir_workload_free(w2);
+}
+END_TEST
+
+/* ---- tunectl run / emit ---------------------------------------------------------- */
+
+typedef struct run {
+  int status;
+  char out[1 << 17];
+  char err[8192];
+} run_t;
+
+static run_t *tunectl(const char *args) {
+  static run_t r;
+  memset(&r, 0, sizeof r);
+  const char *exe = getenv("TUNECTL");
+  ck_assert_msg(exe != NULL, "TUNECTL is not set");
+  char errpath[] = "/tmp/tunectl-err-XXXXXX";
+  int fd = mkstemp(errpath);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "'%s' %s 2>'%s'", exe, args, errpath);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  size_t n = fread(r.out, 1, sizeof r.out - 1, p);
+  r.out[n] = 0;
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  FILE *e = fopen(errpath, "r");
+  n = fread(r.err, 1, sizeof r.err - 1, e);
+  r.err[n] = 0;
+  fclose(e);
+  unlink(errpath);
+  return &r;
+}
+
+#define MM SRC("workloads/matmul.tw") " --set M=128 --set N=128 --set K=128 "
+#define TRACE(name) "--trace " SRC("workloads/schedules/" name ".json") " "
+
+START_TEST(t_tunectl_run) {
+  run_t *r = tunectl("run " MM TRACE("matmul_cpu") "--target cpu --repeat-ms 20");
+  ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
+  ck_assert_ptr_nonnull(strstr(r->out, "status    ok\n"));
+  ck_assert_ptr_nonnull(strstr(r->out, "median    "));
+  ck_assert_ptr_nonnull(strstr(r->out, " GFLOP/s, "));
+  ck_assert_ptr_nonnull(strstr(r->out, "verified  ok: relative L2 error "));
+  ck_assert_ptr_nonnull(strstr(r->out, "build     "));
+  r = tunectl("run " MM TRACE("matmul_shared") "--target opencl --repeat-ms 5 --json");
+  if (WITH_OPENCL) {
+    ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
+    ck_assert_ptr_nonnull(strstr(r->out, "\"status\":\t\"ok\""));
+    ck_assert_ptr_nonnull(strstr(r->out, "\"target\":\t\"opencl/pocl-cpu\""));
+    ck_assert_ptr_nonnull(strstr(r->out, "\"shared_bytes\":\t4096"));
+  } else {
+    ck_assert_int_eq(r->status, 1);
+    ck_assert_ptr_nonnull(strstr(r->out, "this build has no OpenCL support"));
+  }
+  /* No GPU driver here (or a real one): either way the CUDA build facts print. */
+  r = tunectl("run " SRC("workloads/vector_add.tw") " " TRACE("vector_add_gpu") "--target nvidia/tesla-t4");
+  if (WITH_CUDA) {
+    if (r->status != 0) ck_assert_ptr_nonnull(strstr(r->out, "status    run_error"));
+    if (r->status != 0) ck_assert_ptr_nonnull(strstr(r->out, "CUDA"));
+    ck_assert_ptr_nonnull(strstr(r->out, "NVRTC"));
+    ck_assert_ptr_nonnull(strstr(r->out, "arch sm_75"));
+  } else {
+    ck_assert_ptr_nonnull(strstr(r->out, "status    build_error"));
+    ck_assert_ptr_nonnull(strstr(r->out, "this build has no CUDA support"));
+  }
+  /* Errors: a GPU target without a binding trace, an unknown target. */
+  r = tunectl("run " MM "--target opencl");
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->err, "cannot generate opencl code"));
+  r = tunectl("run " MM "--target nvidia/gtx-9000");
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->err, "unknown target \"nvidia/gtx-9000\""));
+  r = tunectl("run " MM);
+  ck_assert_int_eq(r->status, 2);
+  ck_assert_ptr_nonnull(strstr(r->err, "missing --target"));
+  r = tunectl("run " MM "--target cpu --repeat-ms -4");
+  ck_assert_int_eq(r->status, 2);
+  r = tunectl("run --help");
+  ck_assert_int_eq(r->status, 0);
+  ck_assert_ptr_nonnull(strstr(r->out, "--repeat-ms N"));
+}
+END_TEST
+
+START_TEST(t_tunectl_emit) {
+  run_t *r = tunectl("emit " MM TRACE("matmul_shared") "--target nvidia/h100 --emit cuda");
+  ck_assert_msg(r->status == 0, "%s", r->err);
+  ck_assert_ptr_nonnull(strstr(r->out, "extern \"C\" __global__"));
+  ck_assert_ptr_nonnull(strstr(r->out, "__shared__"));
+  r = tunectl("emit " MM TRACE("matmul_shared") "--target nvidia/h100 --emit ptx");
+  if (WITH_CUDA) {
+    ck_assert_msg(r->status == 0, "%s", r->err);
+    ck_assert_ptr_nonnull(strstr(r->out, ".target sm_90"));
+    ck_assert_ptr_nonnull(strstr(r->out, ".entry default_function_kernel0"));
+  } else {
+    ck_assert_int_eq(r->status, 1);
+    ck_assert_ptr_nonnull(strstr(r->err, "this build has no CUDA support"));
+  }
+  r = tunectl("emit " MM TRACE("matmul_shared") "--target opencl --emit opencl");
+  ck_assert_msg(r->status == 0, "%s", r->err);
+  ck_assert_ptr_nonnull(strstr(r->out, "__kernel "));
+  ck_assert_ptr_nonnull(strstr(r->out, " default_function_kernel0(__global float"));
+  ck_assert_ptr_nonnull(strstr(r->out, "barrier(CLK_LOCAL_MEM_FENCE)"));
+  r = tunectl("emit " MM TRACE("matmul_cpu") "--target cpu --emit c");
+  ck_assert_msg(r->status == 0, "%s", r->err);
+  ck_assert_ptr_nonnull(strstr(r->out, "#pragma omp parallel for"));
+  ck_assert_ptr_nonnull(strstr(r->out, "int tuned_entry(void **args)"));
+  r = tunectl("emit " MM TRACE("matmul_shared") "--target nvidia/tesla-t4 --emit launch");
+  ck_assert_msg(r->status == 0, "%s", r->err);
+  ck_assert_ptr_nonnull(strstr(r->out, "\"grid\":\t[2, 2, 1]"));
+  ck_assert_ptr_nonnull(strstr(r->out, "\"block\":\t[64, 1, 1]"));
+  r = tunectl("emit " MM TRACE("matmul_shared") "--target cpu --emit cuda");
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->err, "target cpu runs c code; --emit cuda needs a CUDA"));
+  r = tunectl("emit " MM TRACE("matmul_shared") "--target nvidia/tesla-p100 --emit ptx");
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->err, WITH_CUDA ? "sm_60 is not supported" : "no CUDA support"));
+  r = tunectl("emit " MM "--target cpu --emit asm");
+  ck_assert_int_eq(r->status, 2);
+  ck_assert_ptr_nonnull(strstr(r->err, "unknown --emit 'asm'"));
+  r = tunectl("emit " MM "--target cpu");
+  ck_assert_int_eq(r->status, 2);
+  ck_assert_ptr_nonnull(strstr(r->err, "missing --emit"));
+}
+END_TEST
+
+static Suite *make_suite(void) {
+  Suite *s = suite_create("measure");
+  TCase *tc = tcase_create("records");
+  tcase_add_test(tc, t_status_json);
+  tcase_add_test(tc, t_ptxas_parse);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("course");
+  tcase_set_timeout(tc, 300);
+  if (WITH_OPENCL) tcase_add_loop_test(tc, t_course_opencl, 0, (int)TN_ARRAY_LEN(gpu_course));
+  if (WITH_CUDA) tcase_add_loop_test(tc, t_course_nvrtc, 0, (int)TN_ARRAY_LEN(gpu_course));
+  tcase_add_test(tc, t_course_cpu);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("planted");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, t_planted_cpu);
+  if (WITH_OPENCL) tcase_add_test(tc, t_planted_opencl);
+  if (WITH_CUDA) tcase_add_test(tc, t_planted_cuda_build);
+  if (WITH_CUDA) tcase_add_test(tc, t_cuda_no_driver);
+  if (!WITH_CUDA || !WITH_OPENCL) tcase_add_test(tc, t_missing_backend);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("builder");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, t_build_timeout_cc);
+  if (WITH_CUDA) tcase_add_test(tc, t_build_timeout_nvrtc);
+  tcase_add_test(tc, t_build_async);
+  tcase_add_test(tc, t_runner_misc);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("tunectl");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, t_tunectl_run);
+  tcase_add_test(tc, t_tunectl_emit);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+TN_TEST_MAIN(make_suite)

@@ -1,0 +1,686 @@
+/* test_sampler.c — suite "sampler": design spaces per workload and target
+ * (counts and the instructions each rule leaves), sampled candidates that
+ * compute what the unscheduled program computes, replay from their JSON to
+ * the same IR, lower with codegen and respect the GPU limits; the
+ * postprocessors' rewrites and rejections; mutators; determinism. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "sampler/sampler.h"
+#include "testutil.h"
+
+#define SAMPLES 30
+
+static const char *const targets[] = {"cpu", "opencl/pocl-cpu", "nvidia/h100"};
+
+typedef struct wl_case {
+  const char *name, *sets;
+  int spaces[3]; /* expected spaces for cpu, opencl, cuda */
+} wl_case_t;
+
+/* Small sizes so that the evaluator is quick and tiles are interesting. */
+static const wl_case_t workloads[] = {
+    {"matmul", "M=64,N=64,K=64", {3, 1, 1}},
+    {"matmul_bt", "M=64,N=64,K=64", {3, 1, 1}},
+    {"batch_matmul", "BATCH=2,M=32,N=32,K=16", {3, 1, 1}},
+    {"conv2d", "C=8,F=16,H=8,W=8", {3, 1, 1}},
+    {"dense_bias_relu", "IN=64,OUT=32", {5, 1, 1}},
+    {"row_sum", "M=8,N=256", {3, 2, 2}},
+    {"softmax", "M=8,N=64", {9, 4, 4}},
+    {"square", "M=64,N=48", {1, 1, 1}},
+    {"vector_add", "N=1000", {1, 1, 1}},
+    {"window_sum", "N=300", {1, 1, 1}},
+};
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static ir_workload_t *load(const char *name, const char *sets) {
+  char path[512], buf[128];
+  snprintf(path, sizeof path, SRC("workloads/%s.tw"), name);
+  snprintf(buf, sizeof buf, "%s", sets ? sets : "");
+  tn_arena_t *a = tn_arena_new();
+  ir_param_set_t ov[8];
+  int n = 0;
+  tn_err_t err = {0};
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
+    ck_assert_int_eq(ir_param_set_parse(tok, a, &ov[n++], &err), TN_OK);
+  ir_workload_t *w = NULL;
+  ck_assert_msg(ir_workload_load(path, ov, n, &w, &err) == TN_OK, "%s", err.msg);
+  tn_arena_free(a);
+  return w;
+}
+
+/* The target, with a fixed core count on CPUs so that the spaces (rfactor's
+ * condition, the parallel extent) do not depend on the test machine. */
+static tn_target_t target(const char *name) {
+  tn_target_t t;
+  tn_err_t err = {0};
+  ck_assert_msg(tn_target_lookup(name, NULL, &t, &err) == TN_OK, "%s", err.msg);
+  if (t.kind == TN_TARGET_CPU) t.num_cores = 8;
+  return t;
+}
+
+static smp_space_t generate(const ir_func_t *f, const tn_target_t *t, uint64_t seed) {
+  smp_space_t sp;
+  tn_err_t err = {0};
+  ck_assert_msg(smp_generate(f, t, seed, &sp, &err) == TN_OK, "%s", err.msg);
+  return sp;
+}
+
+static char *print_ir(const ir_func_t *f) {
+  tn_buf_t b;
+  tn_buf_init(&b);
+  ir_print_func(f, &b);
+  return tn_buf_take(&b);
+}
+
+/* Instructions of a kind in a trace; with attr0 (a string) only those whose
+ * first attribute is it, with n >= 0 only SamplePerfectTile with n tiles. */
+static int count_insts(const sch_trace_t *t, sch_inst_kind_t k, const char *attr, int ntiles) {
+  int c = 0;
+  for (int i = 0; i < t->n; i++) {
+    const sch_inst_t *in = &t->insts[i];
+    if (in->kind != k) continue;
+    if (attr) {
+      const sch_arg_t *a = in->kind == SCH_CACHE_READ || in->kind == SCH_CACHE_WRITE ? &in->attrs[1] : &in->attrs[0];
+      if (a->kind != SCH_ARG_STR || strcmp(a->s, attr) != 0) continue;
+    }
+    if (ntiles >= 0 && (in->attrs[0].kind != SCH_ARG_INT || in->attrs[0].i != ntiles)) continue;
+    c++;
+  }
+  return c;
+}
+
+/* Reference outputs of the unscheduled function. */
+typedef struct ref {
+  ir_data_t *d;
+} ref_t;
+
+static ref_t reference(const ir_func_t *f) {
+  ref_t r;
+  tn_err_t err = {0};
+  ck_assert_int_eq(ir_data_new(f, 11, (size_t)1 << 28, &r.d, &err), TN_OK);
+  ck_assert_msg(ir_eval(f, r.d, &err) == TN_OK, "%s", err.msg);
+  return r;
+}
+
+static void check_outputs(const ir_func_t *orig, const ref_t *r, const ir_func_t *f, const char *what) {
+  ir_data_t *d;
+  tn_err_t err = {0};
+  ck_assert_int_eq(ir_data_new(f, 11, (size_t)1 << 28, &d, &err), TN_OK);
+  ck_assert_msg(ir_eval(f, d, &err) == TN_OK, "%s: eval: %s", what, err.msg);
+  for (int p = 0; p < orig->nparams; p++) {
+    if (orig->params[p]->role != IR_BUF_OUTPUT) continue;
+    double e = ir_rel_l2_error(r->d->vals[p], d->vals[p], r->d->sizes[p]);
+    ck_assert_msg(e <= 1e-9, "%s: output %s differs (rel. L2 error %g)", what, orig->params[p]->name, e);
+  }
+  ir_data_free(d);
+}
+
+/* The trace through JSON and a replay gives the same IR (postprocessors included). */
+static void check_roundtrip(const ir_func_t *f, const sch_t *s, const char *what) {
+  char *json = sch_trace_to_json(sch_get_trace(s));
+  sch_trace_t *t = NULL;
+  sch_t *r = NULL;
+  tn_err_t err = {0};
+  ck_assert_msg(sch_trace_from_json(json, strlen(json), &t, &err) == TN_OK, "%s: %s", what, err.msg);
+  ck_assert_msg(sch_replay(f, t, 999, &r, &err) == TN_OK, "%s: replay of the JSON trace: %s", what, err.msg);
+  char *a = print_ir(sch_func(s)), *b = print_ir(sch_func(r));
+  ck_assert_msg(strcmp(a, b) == 0, "%s: replayed IR differs", what);
+  free(a), free(b), free(json);
+  sch_free(r);
+  sch_trace_free(t);
+}
+
+static void check_gpu(const tn_target_t *t, const sch_t *s, const char *what) {
+  smp_gpu_usage_t u;
+  smp_gpu_usage(sch_func(s), &u);
+  ck_assert_msg(u.unbound_blocks == 0, "%s: %d unbound blocks", what, u.unbound_blocks);
+  ck_assert_msg(u.threads_per_block >= 1 && u.threads_per_block <= t->max_threads_per_block, "%s: %lld threads", what,
+                (long long)u.threads_per_block);
+  ck_assert_msg(u.shared_bytes <= t->max_shared_memory_per_block, "%s: %lld shared bytes", what,
+                (long long)u.shared_bytes);
+  ck_assert_msg(u.vector_bytes <= t->max_vector_bytes, "%s: %lld-byte vectors", what, (long long)u.vector_bytes);
+}
+
+static void check_lowers(const tn_target_t *t, const sch_t *s, const char *what) {
+  cg_module_t *m = NULL;
+  tn_err_t err = {0};
+  cg_target_t ct = t->kind == TN_TARGET_CPU ? CG_TARGET_C : t->kind == TN_TARGET_CUDA ? CG_TARGET_CUDA : CG_TARGET_OPENCL;
+  ck_assert_msg(cg_lower(sch_func(s), ct, NULL, &m, &err) == TN_OK, "%s: codegen: %s", what, err.msg);
+  cg_module_free(m);
+}
+
+/* ---- design spaces ----------------------------------------------------------- */
+
+/* Every workload on every target gives the expected number of spaces, and
+ * no rule failed along the way (a failure would show as "!rule(...)"). */
+START_TEST(test_space_counts) {
+  for (size_t w = 0; w < TN_ARRAY_LEN(workloads); w++) {
+    ir_workload_t *wl = load(workloads[w].name, workloads[w].sets);
+    for (int k = 0; k < 3; k++) {
+      tn_target_t t = target(targets[k]);
+      smp_space_t sp = generate(wl->func, &t, 1);
+      ck_assert_msg(sp.n == workloads[w].spaces[k], "%s on %s: %d spaces, expected %d", workloads[w].name, targets[k],
+                    sp.n, workloads[w].spaces[k]);
+      for (int i = 0; i < sp.n; i++) {
+        ck_assert_msg(!strchr(sp.descs[i], '!'), "%s on %s: %s", workloads[w].name, targets[k], sp.descs[i]);
+        for (int j = 0; j < sp.traces[i]->n; j++)
+          ck_assert_msg(sp.traces[i]->insts[j].ndecision == 0, "space traces carry no decisions");
+      }
+      smp_space_free(&sp);
+    }
+    ir_workload_free(wl);
+  }
+}
+END_TEST
+
+/* GPU matmul: the SSSRRSRS tiling with its binds, caches and annotations. */
+START_TEST(test_gpu_matmul_space) {
+  ir_workload_t *w = load("matmul", "M=64,N=64,K=64");
+  tn_target_t t = target("nvidia/h100");
+  smp_space_t sp = generate(w->func, &t, 1);
+  const sch_trace_t *tr = sp.traces[0];
+  ck_assert_int_eq(count_insts(tr, SCH_SAMPLE_PERFECT_TILE, NULL, 5), 2); /* i and j */
+  ck_assert_int_eq(count_insts(tr, SCH_SAMPLE_PERFECT_TILE, NULL, 3), 1); /* k */
+  ck_assert_int_eq(count_insts(tr, SCH_CACHE_READ, "shared", -1), 2);
+  ck_assert_int_eq(count_insts(tr, SCH_CACHE_WRITE, "local", -1), 1);
+  ck_assert_int_eq(count_insts(tr, SCH_BIND, "blockIdx.x", -1), 1);
+  ck_assert_int_eq(count_insts(tr, SCH_BIND, "vthread.x", -1), 1);
+  ck_assert_int_eq(count_insts(tr, SCH_BIND, "threadIdx.x", -1), 1);
+  ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, SMP_ANN_COOP_FETCH, -1), 2);
+  ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, SMP_ANN_TILING, -1), 1);
+  ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, SMP_ANN_UNROLL_EXPLICIT, -1), 1);
+  ck_assert_int_eq(count_insts(tr, SCH_REVERSE_COMPUTE_AT, NULL, -1), 1);
+  ck_assert_int_eq(count_insts(tr, SCH_COMPUTE_AT, NULL, -1), 2);
+  ck_assert_int_eq(count_insts(tr, SCH_ENTER_POSTPROC, NULL, -1), 0);
+  /* the categoricals: two vector widths (float32: 1..4 lanes) and the unroll depth */
+  int widths = 0, unroll = 0;
+  for (int i = 0; i < tr->n; i++) {
+    const sch_inst_t *in = &tr->insts[i];
+    if (in->kind != SCH_SAMPLE_CATEGORICAL) continue;
+    const sch_arg_t *c = &in->attrs[0];
+    if (c->n == 4 && c->items[0].i == 1 && c->items[3].i == 4) widths++;
+    if (c->n == 5 && c->items[0].i == 0 && c->items[4].i == 1024) unroll++;
+  }
+  ck_assert_int_eq(widths, 2);
+  ck_assert_int_eq(unroll, 1);
+  ck_assert_ptr_nonnull(strstr(sp.descs[0], "multi-level-tiling(C: SSSRRSRS"));
+  smp_space_free(&sp);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* CPU matmul: SSRSRS without binds; the write cache "may" gives three spaces
+ * (none, level 1, level 2); the root carries parallel/vectorize/unroll. */
+START_TEST(test_cpu_matmul_space) {
+  ir_workload_t *w = load("matmul", "M=64,N=64,K=64");
+  tn_target_t t = target("cpu");
+  smp_space_t sp = generate(w->func, &t, 1);
+  ck_assert_int_eq(sp.n, 3);
+  const char *expect[] = {"no write cache", "global write cache at level 1", "global write cache at level 2"};
+  for (int i = 0; i < 3; i++) {
+    const sch_trace_t *tr = sp.traces[i];
+    ck_assert_msg(strstr(sp.descs[i], expect[i]), "space %d: %s", i, sp.descs[i]);
+    ck_assert_int_eq(count_insts(tr, SCH_SAMPLE_PERFECT_TILE, NULL, 4), 2);
+    ck_assert_int_eq(count_insts(tr, SCH_SAMPLE_PERFECT_TILE, NULL, 2), 1);
+    ck_assert_int_eq(count_insts(tr, SCH_BIND, NULL, -1), 0);
+    ck_assert_int_eq(count_insts(tr, SCH_CACHE_READ, NULL, -1), 0);
+    ck_assert_int_eq(count_insts(tr, SCH_CACHE_WRITE, "global", -1), i == 0 ? 0 : 1);
+    ck_assert_int_eq(count_insts(tr, SCH_REVERSE_COMPUTE_AT, NULL, -1), i == 0 ? 0 : 1);
+    ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, SMP_ANN_UNROLL_EXPLICIT, -1), 1);
+    int par = 0, vec = 0;
+    for (int j = 0; j < tr->n; j++) {
+      const sch_inst_t *in = &tr->insts[j];
+      if (in->kind == SCH_ANNOTATE && strcmp(in->attrs[0].s, SMP_ANN_PARALLEL) == 0) par = (int)in->inputs[1].i;
+      if (in->kind == SCH_ANNOTATE && strcmp(in->attrs[0].s, SMP_ANN_VECTORIZE) == 0) vec = (int)in->inputs[1].i;
+    }
+    ck_assert_int_eq(par, 8 * 16);
+    ck_assert_int_eq(vec, 64);
+  }
+  smp_space_free(&sp);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* The other rules leave their marks: inlining, epilogue fusion, rfactor,
+ * cross-thread reduction, auto-bind, random compute location. */
+START_TEST(test_rule_fingerprints) {
+  static const struct {
+    const char *wl, *sets, *target, *needle;
+    int space;
+  } cases[] = {
+      {"conv2d", "C=8,F=16,H=8,W=8", "nvidia/h100", "auto-inline(Xp into its consumers)", 0},
+      {"conv2d", "C=8,F=16,H=8,W=8", "cpu", "random-compute-location(Xp)", 0},
+      {"dense_bias_relu", "IN=64,OUT=32", "nvidia/h100", "auto-inline(Y into its producer)", 0},
+      {"dense_bias_relu", "IN=64,OUT=32", "cpu", "add-rfactor(D at its outer reduction loop)", 0},
+      {"dense_bias_relu", "IN=64,OUT=32", "cpu", "consumer Y at level 1", 2},
+      {"row_sum", "M=8,N=256", "cpu", "add-rfactor(R at its inner reduction loop)", 1},
+      {"row_sum", "M=8,N=256", "opencl/pocl-cpu", "auto-bind(R)", 0},
+      {"row_sum", "M=8,N=256", "opencl/pocl-cpu", "cross-thread-reduction(R)", 1},
+      {"softmax", "M=8,N=64", "nvidia/h100", "cross-thread-reduction(rsum), cross-thread-reduction(rmax)", 3},
+      {"softmax", "M=8,N=64", "nvidia/h100", "auto-inline(E into its consumers)", 0},
+      {"vector_add", "N=1000", "nvidia/h100", "auto-bind(C)", 0},
+  };
+  for (size_t i = 0; i < TN_ARRAY_LEN(cases); i++) {
+    ir_workload_t *w = load(cases[i].wl, cases[i].sets);
+    tn_target_t t = target(cases[i].target);
+    smp_space_t sp = generate(w->func, &t, 3);
+    ck_assert_int_gt(sp.n, cases[i].space);
+    ck_assert_msg(strstr(sp.descs[cases[i].space], cases[i].needle), "%s on %s, space %d: %s", cases[i].wl,
+                  cases[i].target, cases[i].space, sp.descs[cases[i].space]);
+    smp_space_free(&sp);
+    ir_workload_free(w);
+  }
+  /* the cross-thread reduction: a sampled thread count from [4..512] bound to threadIdx.x */
+  ir_workload_t *w = load("row_sum", "M=8,N=256");
+  tn_target_t t = target("nvidia/h100");
+  smp_space_t sp = generate(w->func, &t, 1);
+  const sch_trace_t *tr = sp.traces[1];
+  int found = 0;
+  for (int i = 0; i < tr->n; i++)
+    if (tr->insts[i].kind == SCH_SAMPLE_CATEGORICAL && tr->insts[i].attrs[0].n == 8 &&
+        tr->insts[i].attrs[0].items[0].i == 4 && tr->insts[i].attrs[0].items[7].i == 512)
+      found++;
+  ck_assert_int_eq(found, 1);
+  ck_assert_int_eq(count_insts(tr, SCH_BIND, "threadIdx.x", -1), 1);
+  ck_assert_int_eq(count_insts(tr, SCH_BIND, "blockIdx.x", -1), 1);
+  smp_space_free(&sp);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* ---- sampled candidates ----------------------------------------------------- */
+
+/* SAMPLES candidates per space for one workload on all targets: every
+ * accepted one computes the reference outputs, replays from its JSON to the
+ * same IR, lowers, and (GPU) is fully bound within the limits.  Rejections
+ * may only come from verify, or from replay where rfactor meets a sampled
+ * unit loop (the schedule drops unit loop variables from bindings). */
+START_TEST(test_samples) {
+  const wl_case_t *wc = &workloads[_i];
+  ir_workload_t *w = load(wc->name, wc->sets);
+  ref_t ref = reference(w->func);
+  for (int k = 0; k < 3; k++) {
+    tn_target_t t = target(targets[k]);
+    smp_space_t sp = generate(w->func, &t, 7);
+    for (int i = 0; i < sp.n; i++) {
+      int ok = 0;
+      for (int n = 0; n < SAMPLES; n++) {
+        char what[256];
+        snprintf(what, sizeof what, "%s on %s, space %d, sample %d", wc->name, targets[k], i, n);
+        sch_t *s = NULL;
+        smp_stage_t st;
+        tn_err_t err = {0};
+        if (smp_sample(w->func, &t, sp.traces[i], 1000 + (uint64_t)n, &s, &st, &err) != TN_OK) {
+          bool rfactor_unit = st == SMP_STAGE_REPLAY && strstr(err.msg, "rfactor") && strstr(err.msg, "feeds no");
+          ck_assert_msg(st == SMP_STAGE_VERIFY || rfactor_unit, "%s: %s", what, err.msg);
+          ck_assert_msg(strncmp(err.msg, smp_stage_name(st), strlen(smp_stage_name(st))) == 0, "%s", err.msg);
+          continue;
+        }
+        ok++;
+        check_outputs(w->func, &ref, sch_func(s), what);
+        check_roundtrip(w->func, s, what);
+        check_lowers(&t, s, what);
+        if (t.kind != TN_TARGET_CPU) check_gpu(&t, s, what);
+        sch_free(s);
+      }
+      /* matmul on GPUs must pass postprocessing at least 80% of the time */
+      int need = strncmp(wc->name, "matmul", 6) == 0 && k > 0 ? SAMPLES * 8 / 10 : SAMPLES / 2;
+      ck_assert_msg(ok >= need, "%s on %s, space %d (%s): only %d of %d samples passed", wc->name, targets[k], i,
+                    sp.descs[i], ok, SAMPLES);
+    }
+    smp_space_free(&sp);
+  }
+  ir_data_free(ref.d);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* Same seed, same spaces and candidates; another seed, other candidates. */
+START_TEST(test_determinism) {
+  ir_workload_t *w = load("conv2d", "C=8,F=16,H=8,W=8");
+  for (int k = 0; k < 3; k++) {
+    tn_target_t t = target(targets[k]);
+    smp_space_t a = generate(w->func, &t, 5), b = generate(w->func, &t, 5);
+    ck_assert_int_eq(a.n, b.n);
+    for (int i = 0; i < a.n; i++) {
+      char *ja = sch_trace_to_json(a.traces[i]), *jb = sch_trace_to_json(b.traces[i]);
+      ck_assert_str_eq(ja, jb);
+      ck_assert_str_eq(a.descs[i], b.descs[i]);
+      free(ja), free(jb);
+    }
+    sch_t *s1, *s2, *s3;
+    tn_err_t err = {0};
+    ck_assert_msg(smp_sample(w->func, &t, a.traces[0], 42, &s1, NULL, &err) == TN_OK, "%s", err.msg);
+    ck_assert_msg(smp_sample(w->func, &t, b.traces[0], 42, &s2, NULL, &err) == TN_OK, "%s", err.msg);
+    char *j1 = sch_trace_to_json(sch_get_trace(s1)), *j2 = sch_trace_to_json(sch_get_trace(s2));
+    ck_assert_str_eq(j1, j2);
+    int differs = 0;
+    for (uint64_t seed = 43; seed < 48; seed++) {
+      if (smp_sample(w->func, &t, a.traces[0], seed, &s3, NULL, &err) != TN_OK) continue;
+      char *j3 = sch_trace_to_json(sch_get_trace(s3));
+      differs += strcmp(j1, j3) != 0;
+      free(j3);
+      sch_free(s3);
+    }
+    ck_assert_int_gt(differs, 0);
+    free(j1), free(j2);
+    sch_free(s1), sch_free(s2);
+    smp_space_free(&a), smp_space_free(&b);
+  }
+  ir_workload_free(w);
+}
+END_TEST
+
+/* ---- postprocessors ------------------------------------------------------------ */
+
+/* A copy of trace with the k-th SamplePerfectTile given decision tiles[k]. */
+static sch_trace_t *with_tiles(const sch_trace_t *tr, const int64_t (*tiles)[5], const int *ntiles) {
+  sch_trace_t *c = sch_trace_new();
+  int k = 0;
+  for (int i = 0; i < tr->n; i++) {
+    sch_inst_t in = tr->insts[i];
+    if (in.kind == SCH_SAMPLE_PERFECT_TILE) {
+      in.decision = (int64_t *)tiles[k];
+      in.ndecision = ntiles[k++];
+    }
+    sch_trace_append(c, &in);
+  }
+  return c;
+}
+
+/* Verify rejects too many threads and too much shared memory, and says so. */
+START_TEST(test_verify_rejects) {
+  tn_target_t t = target("nvidia/h100");
+  ir_workload_t *w = load("matmul", "M=64,N=64,K=64");
+  smp_space_t sp = generate(w->func, &t, 1);
+  static const int64_t threads[3][5] = {{1, 1, 64, 1, 1}, {1, 1, 64, 1, 1}, {2, 4, 8}};
+  static const int n[3] = {5, 5, 3};
+  sch_trace_t *tr = with_tiles(sp.traces[0], threads, n);
+  sch_t *s = NULL;
+  smp_stage_t st;
+  tn_err_t err = {0};
+  ck_assert_int_lt(smp_sample(w->func, &t, tr, 1, &s, &st, &err), 0);
+  ck_assert_int_eq(st, SMP_STAGE_VERIFY);
+  ck_assert_msg(strstr(err.msg, "verify: 4096 threads per block exceed the target's 1024"), "%s", err.msg);
+  sch_trace_free(tr);
+  /* a known candidate: 16 threads, 32x32 tiles of A and B in shared memory */
+  static const int64_t fits[3][5] = {{2, 2, 4, 2, 2}, {2, 2, 4, 2, 2}, {2, 4, 8}};
+  tr = with_tiles(sp.traces[0], fits, n);
+  ck_assert_msg(smp_sample(w->func, &t, tr, 1, &s, &st, &err) == TN_OK, "%s", err.msg);
+  smp_gpu_usage_t u;
+  smp_gpu_usage(sch_func(s), &u);
+  ck_assert_int_eq(u.threads_per_block, 16);
+  ck_assert_int_eq(u.shared_bytes, 2 * 32 * 32 * 4);
+  ck_assert_int_eq(u.unbound_blocks, 0);
+  ck_assert_int_le(u.vector_bytes, 16);
+  sch_free(s);
+  sch_trace_free(tr);
+  smp_space_free(&sp);
+  ir_workload_free(w);
+  /* 128x64 tiles of A and B: 64 KiB of shared memory */
+  w = load("matmul", "M=128,N=128,K=64");
+  sp = generate(w->func, &t, 1);
+  static const int64_t big[3][5] = {{1, 2, 1, 1, 64}, {1, 2, 1, 1, 64}, {1, 1, 64}};
+  tr = with_tiles(sp.traces[0], big, n);
+  ck_assert_int_lt(smp_sample(w->func, &t, tr, 1, &s, &st, &err), 0);
+  ck_assert_int_eq(st, SMP_STAGE_VERIFY);
+  ck_assert_msg(strstr(err.msg, "65536 bytes of shared memory per block exceed the target's 49152"), "%s", err.msg);
+  sch_trace_free(tr);
+  smp_space_free(&sp);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* With no design-space instructions at all, rewrite-unbound-block binds a
+ * GPU kernel with min(max threads, extent) threads; on CPUs nothing runs. */
+START_TEST(test_unbound_and_empty) {
+  ir_workload_t *w = load("vector_add", "N=1000");
+  sch_trace_t *empty = sch_trace_new();
+  tn_target_t g = target("opencl/pocl-cpu"), c = target("cpu");
+  sch_t *s = NULL;
+  tn_err_t err = {0};
+  ck_assert_msg(smp_sample(w->func, &g, empty, 1, &s, NULL, &err) == TN_OK, "%s", err.msg);
+  smp_gpu_usage_t u;
+  smp_gpu_usage(sch_func(s), &u);
+  ck_assert_int_eq(u.threads_per_block, 1000);
+  ck_assert_int_eq(u.unbound_blocks, 0);
+  ck_assert_int_eq(count_insts(sch_get_trace(s), SCH_ENTER_POSTPROC, NULL, -1), 1);
+  sch_free(s);
+  ck_assert_msg(smp_sample(w->func, &c, empty, 1, &s, NULL, &err) == TN_OK, "%s", err.msg);
+  ck_assert_int_eq(sch_get_trace(s)->n, 1); /* EnterPostproc only */
+  sch_free(s);
+  sch_trace_free(empty);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* rewrite-parallel-vectorize-unroll on the CPU: parallel outer loops, a
+ * vectorized contiguous inner loop, the unroll pragma, and the root's
+ * annotations gone. */
+START_TEST(test_cpu_rewrites) {
+  ir_workload_t *w = load("matmul", "M=64,N=64,K=64");
+  tn_target_t t = target("cpu");
+  smp_space_t sp = generate(w->func, &t, 1);
+  int parallel = 0, vectorized = 0, unrolled = 0;
+  for (int n = 0; n < 20; n++) {
+    sch_t *s = NULL;
+    tn_err_t err = {0};
+    ck_assert_msg(smp_sample(w->func, &t, sp.traces[0], (uint64_t)n, &s, NULL, &err) == TN_OK, "%s", err.msg);
+    char *ir = print_ir(sch_func(s));
+    parallel += strstr(ir, "T.parallel(") != NULL;
+    vectorized += strstr(ir, "T.vectorized(") != NULL;
+    unrolled += strstr(ir, "pragma_auto_unroll_max_step") != NULL;
+    ck_assert_ptr_null(strstr(ir, SMP_ANN_PARALLEL));
+    ck_assert_ptr_null(strstr(ir, SMP_ANN_UNROLL_EXPLICIT));
+    ck_assert_ptr_nonnull(strstr(ir, "C_init")); /* decomposed */
+    free(ir);
+    sch_free(s);
+  }
+  ck_assert_int_gt(parallel, 10);
+  ck_assert_int_gt(vectorized, 5);
+  ck_assert_int_gt(unrolled, 5);
+  smp_space_free(&sp);
+  ir_workload_free(w);
+  /* an elementwise loop longer than the parallel extent: parallel, not vectorized */
+  w = load("vector_add", "N=1024");
+  sp = generate(w->func, &t, 1);
+  sch_t *s = NULL;
+  tn_err_t err = {0};
+  ck_assert_msg(smp_sample(w->func, &t, sp.traces[0], 1, &s, NULL, &err) == TN_OK, "%s", err.msg);
+  char *ir = print_ir(sch_func(s));
+  ck_assert_msg(strstr(ir, "for i in T.parallel(1024):"), "%s", ir);
+  free(ir);
+  sch_free(s);
+  smp_space_free(&sp);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* ---- mutators ----------------------------------------------------------------- */
+
+/* A sampled candidate's trace. */
+static sch_trace_t *candidate(const ir_func_t *f, const tn_target_t *t, const sch_trace_t *space, uint64_t seed) {
+  sch_t *s = NULL;
+  tn_err_t err = {0};
+  for (uint64_t k = 0; k < 20; k++)
+    if (smp_sample(f, t, space, seed + k, &s, NULL, &err) == TN_OK) break;
+  ck_assert_msg(s, "%s", err.msg);
+  sch_trace_t *tr = sch_trace_copy(sch_get_trace(s));
+  sch_free(s);
+  return tr;
+}
+
+/* Decisions and the parallel annotation that differ between a candidate and
+ * its mutation (the mutation has no postproc part). */
+static int changes(const sch_trace_t *a, const sch_trace_t *m, int *at) {
+  int n = 0;
+  ck_assert_int_eq(count_insts(m, SCH_ENTER_POSTPROC, NULL, -1), 0);
+  ck_assert_int_le(m->n, a->n);
+  for (int i = 0; i < m->n; i++) {
+    const sch_inst_t *x = &a->insts[i], *y = &m->insts[i];
+    ck_assert_int_eq(x->kind, y->kind);
+    bool diff = x->ndecision != y->ndecision;
+    for (int k = 0; k < x->ndecision && !diff; k++) diff = x->decision[k] != y->decision[k];
+    if (x->kind == SCH_ANNOTATE && x->inputs[1].kind == SCH_ARG_INT) diff |= x->inputs[1].i != y->inputs[1].i;
+    if (diff) n++, *at = i;
+  }
+  return n;
+}
+
+/* One mutator on one candidate: exactly one change, of the right kind, and
+ * the mutated trace samples into a valid candidate again. */
+static void check_mutator(const char *wl, const char *sets, const char *tname, int space, smp_mutator_t m,
+                          sch_inst_kind_t changed) {
+  ir_workload_t *w = load(wl, sets);
+  tn_target_t t = target(tname);
+  smp_space_t sp = generate(w->func, &t, 1);
+  tn_rng_t rng;
+  tn_rng_seed(&rng, 17);
+  int applied = 0;
+  for (int n = 0; n < 10; n++) {
+    sch_trace_t *c = candidate(w->func, &t, sp.traces[space], 100 + 10 * (uint64_t)n), *mt = NULL;
+    tn_err_t err = {0};
+    int rc = smp_mutate_with(m, c, w->func, &t, &rng, &mt, &err);
+    ck_assert_msg(rc == TN_OK, "%s on %s %s: %s", smp_mutator_name(m), wl, tname, err.msg);
+    int at = -1;
+    ck_assert_int_eq(changes(c, mt, &at), 1);
+    ck_assert_int_eq(mt->insts[at].kind, changed);
+    if (changed == SCH_SAMPLE_PERFECT_TILE) {
+      int64_t pa = 1, pb = 1;
+      for (int k = 0; k < mt->insts[at].ndecision; k++) pa *= c->insts[at].decision[k], pb *= mt->insts[at].decision[k];
+      ck_assert_int_eq(pa, pb);
+      ck_assert_int_le(mt->insts[at].decision[mt->insts[at].ndecision - 1], 64);
+    }
+    sch_t *s = NULL;
+    smp_stage_t st;
+    rc = smp_sample(w->func, &t, mt, 1, &s, &st, &err);
+    ck_assert_msg(rc == TN_OK || st == SMP_STAGE_VERIFY, "%s: %s", smp_mutator_name(m), err.msg);
+    applied += rc == TN_OK;
+    sch_free(s);
+    sch_trace_free(c), sch_trace_free(mt);
+  }
+  ck_assert_int_gt(applied, 5);
+  smp_space_free(&sp);
+  ir_workload_free(w);
+}
+
+START_TEST(test_mutators) {
+  check_mutator("matmul", "M=64,N=64,K=64", "cpu", 1, SMP_MUT_TILE_SIZE, SCH_SAMPLE_PERFECT_TILE);
+  check_mutator("matmul", "M=64,N=64,K=64", "cpu", 0, SMP_MUT_UNROLL, SCH_SAMPLE_CATEGORICAL);
+  check_mutator("matmul", "M=64,N=64,K=64", "cpu", 0, SMP_MUT_PARALLEL, SCH_ANNOTATE);
+  check_mutator("conv2d", "C=8,F=16,H=8,W=8", "cpu", 0, SMP_MUT_COMPUTE_LOCATION, SCH_SAMPLE_COMPUTE_LOCATION);
+  check_mutator("matmul", "M=64,N=64,K=64", "nvidia/h100", 0, SMP_MUT_UNROLL, SCH_SAMPLE_CATEGORICAL);
+  check_mutator("row_sum", "M=128,N=64", "opencl/pocl-cpu", 0, SMP_MUT_THREAD_BINDING, SCH_SAMPLE_CATEGORICAL);
+  check_mutator("softmax", "M=8,N=64", "nvidia/h100", 3, SMP_MUT_THREAD_BINDING, SCH_SAMPLE_CATEGORICAL);
+}
+END_TEST
+
+/* smp_mutate picks among the target's mutators; GPU matmul also mutates the
+ * cooperative-fetch widths; mutators that do not apply say so. */
+START_TEST(test_mutate_dispatch) {
+  smp_mutator_t kinds[SMP_MUT__COUNT];
+  double probs[SMP_MUT__COUNT];
+  tn_target_t g = target("nvidia/h100"), c = target("cpu");
+  ck_assert_int_eq(smp_mutators(&g, kinds, probs), 3);
+  ck_assert(kinds[0] == SMP_MUT_TILE_SIZE && probs[0] == 0.90 && probs[1] == 0.08 && probs[2] == 0.02);
+  ck_assert_int_eq(smp_mutators(&c, kinds, probs), 4);
+  ck_assert(kinds[1] == SMP_MUT_COMPUTE_LOCATION && probs[1] == 0.05 && kinds[3] == SMP_MUT_PARALLEL);
+
+  ir_workload_t *w = load("matmul", "M=64,N=64,K=64");
+  smp_space_t sp = generate(w->func, &g, 1);
+  sch_trace_t *cand = candidate(w->func, &g, sp.traces[0], 1);
+  tn_rng_t rng;
+  tn_rng_seed(&rng, 3);
+  int used[SMP_MUT__COUNT] = {0}, width_changes = 0, replayed = 0;
+  for (int n = 0; n < 200; n++) {
+    sch_trace_t *mt = NULL;
+    smp_mutator_t m;
+    tn_err_t err = {0};
+    ck_assert_msg(smp_mutate(cand, w->func, &g, &rng, &mt, &m, &err) == TN_OK, "%s", err.msg);
+    used[m]++;
+    int at = -1;
+    ck_assert_int_eq(changes(cand, mt, &at), 1);
+    width_changes += mt->insts[at].kind == SCH_SAMPLE_CATEGORICAL && mt->insts[at].attrs[0].n == 4;
+    sch_t *s = NULL;
+    replayed += sch_replay_with(w->func, mt, 1, NULL, NULL, true, &s, &err) == TN_OK;
+    sch_free(s);
+    sch_trace_free(mt);
+  }
+  ck_assert_int_eq(replayed, 200);
+  ck_assert_int_gt(used[SMP_MUT_TILE_SIZE], 150);
+  ck_assert_int_gt(used[SMP_MUT_UNROLL], 3);
+  ck_assert_int_eq(used[SMP_MUT_COMPUTE_LOCATION] + used[SMP_MUT_PARALLEL], 0);
+  ck_assert_int_gt(width_changes, 0);
+  /* nothing to mutate for a GPU trace's parallel extent or compute location */
+  sch_trace_t *mt = NULL;
+  tn_err_t err = {0};
+  ck_assert_int_eq(smp_mutate_with(SMP_MUT_PARALLEL, cand, w->func, &g, &rng, &mt, &err), TN_ESTATE);
+  ck_assert_int_eq(smp_mutate_with(SMP_MUT_COMPUTE_LOCATION, cand, w->func, &g, &rng, &mt, &err), TN_ESTATE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "mutate-compute-location does not apply"));
+  sch_trace_free(cand);
+  smp_space_free(&sp);
+  /* a trace without sampling instructions cannot mutate at all */
+  sch_trace_t *empty = sch_trace_new();
+  ck_assert_int_eq(smp_mutate(empty, w->func, &c, &rng, &mt, NULL, &err), TN_ESTATE);
+  sch_trace_free(empty);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* Same RNG state, same mutation. */
+START_TEST(test_mutate_determinism) {
+  ir_workload_t *w = load("conv2d", "C=8,F=16,H=8,W=8");
+  tn_target_t t = target("cpu");
+  smp_space_t sp = generate(w->func, &t, 1);
+  sch_trace_t *cand = candidate(w->func, &t, sp.traces[1], 5);
+  for (int n = 0; n < 10; n++) {
+    tn_rng_t r1, r2;
+    tn_rng_seed(&r1, (uint64_t)n);
+    tn_rng_seed(&r2, (uint64_t)n);
+    sch_trace_t *a = NULL, *b = NULL;
+    tn_err_t err = {0};
+    ck_assert_int_eq(smp_mutate(cand, w->func, &t, &r1, &a, NULL, &err), TN_OK);
+    ck_assert_int_eq(smp_mutate(cand, w->func, &t, &r2, &b, NULL, &err), TN_OK);
+    char *ja = sch_trace_to_json(a), *jb = sch_trace_to_json(b);
+    ck_assert_str_eq(ja, jb);
+    free(ja), free(jb);
+    sch_trace_free(a), sch_trace_free(b);
+  }
+  sch_trace_free(cand);
+  smp_space_free(&sp);
+  ir_workload_free(w);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+  Suite *s = suite_create("sampler");
+  TCase *spaces = tcase_create("spaces");
+  tcase_add_test(spaces, test_space_counts);
+  tcase_add_test(spaces, test_gpu_matmul_space);
+  tcase_add_test(spaces, test_cpu_matmul_space);
+  tcase_add_test(spaces, test_rule_fingerprints);
+  suite_add_tcase(s, spaces);
+  TCase *samples = tcase_create("samples");
+  tcase_set_timeout(samples, 120);
+  tcase_add_loop_test(samples, test_samples, 0, (int)TN_ARRAY_LEN(workloads));
+  tcase_add_test(samples, test_determinism);
+  suite_add_tcase(s, samples);
+  TCase *pp = tcase_create("postprocessors");
+  tcase_add_test(pp, test_verify_rejects);
+  tcase_add_test(pp, test_unbound_and_empty);
+  tcase_add_test(pp, test_cpu_rewrites);
+  suite_add_tcase(s, pp);
+  TCase *mut = tcase_create("mutators");
+  tcase_set_timeout(mut, 120);
+  tcase_add_test(mut, test_mutators);
+  tcase_add_test(mut, test_mutate_dispatch);
+  tcase_add_test(mut, test_mutate_determinism);
+  suite_add_tcase(s, mut);
+  return s;
+}
+
+TN_TEST_MAIN(make_suite)

@@ -1,0 +1,591 @@
+/* test_search.c — the search with real components (sampler, cost model,
+ * builders, the worker, SQLite): tuning small matmuls on the CPU and
+ * OpenCL targets, determinism of the generated batches, dedup against the
+ * database, job resumption, stopping, the replay-trace baseline and the
+ * task scheduler. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/target.h"
+#include "db/db.h"
+#include "ir/ir.h"
+#include "measure/measure.h"
+#include "schedule/schedule.h"
+#include "search/search.h"
+#include "search/srch_internal.h"
+
+static tn_err_t err_;
+#define OK(call) ck_assert_msg((call) == 0, "%s: %s", #call, err_.msg)
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static ir_workload_t *load(const char *file, int64_t size) {
+  ir_param_set_t p[3] = {{"M", size}, {"N", size}, {"K", size}};
+  ir_workload_t *w = NULL;
+  char path[512];
+  snprintf(path, sizeof path, "%s/workloads/%s", TUNED_SOURCE_ROOT, file);
+  bool mm = strncmp(file, "matmul", 6) == 0;
+  OK(ir_workload_load(path, mm ? p : NULL, mm ? 3 : 0, &w, &err_));
+  return w;
+}
+
+static tn_target_t target(const char *name) {
+  tn_target_t t;
+  OK(tn_target_lookup(name, NULL, &t, &err_));
+  return t;
+}
+
+/* Small search settings: batches of 16, population 48, 2 generations, quick timing. */
+static srch_opts_t small_opts(int trials, uint64_t seed, const char *db) {
+  srch_opts_t o;
+  srch_opts_default(&o);
+  o.max_trials = trials;
+  o.batch_size = 16;
+  o.population = 48;
+  o.init_min_unmeasured = 16;
+  o.genetic_iters = 2;
+  o.seed = seed;
+  o.nthreads = 2;
+  o.db_path = db;
+  o.run.min_secs = 0.002;
+  o.run.min_repeats = 2;
+  return o;
+}
+
+static char *temp_db(void) {
+  char *p = strdup("/tmp/test_search_XXXXXX.db");
+  int fd = mkstemps(p, 3);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  unlink(p);
+  return p;
+}
+
+static void remove_db(char *p) {
+  char buf[600];
+  unlink(p);
+  snprintf(buf, sizeof buf, "%s-wal", p);
+  unlink(buf);
+  snprintf(buf, sizeof buf, "%s-shm", p);
+  unlink(buf);
+  free(p);
+}
+
+/* What the callbacks saw. */
+typedef struct seen {
+  int batches, records, progress_calls, last_trials;
+  int stop_after_batches; /* > 0: should_stop turns true after this many batches */
+  int polls;
+  char **traces; /* every measured trace, in order */
+  int64_t *ids;
+  int ntraces;
+  bool bad_record;
+  char why[256];
+} seen_t;
+
+static void on_batch(const srch_record_t *recs, int n, void *ctx) {
+  seen_t *s = ctx;
+  s->batches++;
+  for (int i = 0; i < n; i++) {
+    const ms_result_t *r = recs[i].result;
+    if (r->status == MS_OK && !(r->median_secs > 0 && r->verify_error >= 0)) {
+      s->bad_record = true;
+      snprintf(s->why, sizeof s->why, "ok record without time or verification");
+    }
+    s->traces = realloc(s->traces, (size_t)(s->ntraces + 1) * sizeof *s->traces);
+    s->ids = realloc(s->ids, (size_t)(s->ntraces + 1) * sizeof *s->ids);
+    s->traces[s->ntraces] = strdup(recs[i].trace_json);
+    s->ids[s->ntraces++] = recs[i].db_id;
+  }
+  s->records += n;
+}
+
+static void on_progress(const srch_progress_t *p, void *ctx) {
+  seen_t *s = ctx;
+  s->progress_calls++;
+  ck_assert_int_gt(p->trials_done, s->last_trials);
+  s->last_trials = p->trials_done;
+}
+
+static bool should_stop(void *ctx) {
+  seen_t *s = ctx;
+  s->polls++;
+  return s->stop_after_batches > 0 && s->batches >= s->stop_after_batches;
+}
+
+static void seen_free(seen_t *s) {
+  for (int i = 0; i < s->ntraces; i++) free(s->traces[i]);
+  free(s->traces);
+  free(s->ids);
+}
+
+static srch_callbacks_t callbacks(seen_t *s) {
+  return (srch_callbacks_t){.on_progress = on_progress, .on_batch = on_batch, .should_stop = should_stop, .ctx = s};
+}
+
+static int tune(const ir_workload_t *w, const char *tname, const srch_opts_t *o, seen_t *s, srch_result_t *r) {
+  tn_target_t t = target(tname);
+  srch_task_t task = {.workload = w, .weight = 1};
+  srch_callbacks_t cb = callbacks(s);
+  return srch_tune(&task, 1, &t, o, &cb, r, &err_);
+}
+
+static db_records_t query(const char *db_path, const ir_workload_t *w, const char *tname) {
+  db_t *db = NULL;
+  OK(db_open(db_path, &db, &err_));
+  char hash[17];
+  ir_hash_hex(ir_func_hash(w->func), hash);
+  db_query_t q = db_query_all();
+  q.workload_hash = hash;
+  q.target_name = tname;
+  db_records_t recs = {0};
+  OK(db_records_query(db, &q, &recs, &err_));
+  db_close(db);
+  return recs;
+}
+
+static int count_distinct_hashes(const db_records_t *recs) {
+  int n = 0;
+  for (size_t i = 0; i < recs->n; i++) {
+    bool dup = false;
+    for (size_t j = 0; j < i && !dup; j++) dup = strcmp(recs->items[i].trace_hash, recs->items[j].trace_hash) == 0;
+    n += !dup;
+  }
+  return n;
+}
+
+/* Replays a trace on the workload and measures it: the best must verify. */
+static ms_status_t remeasure(const ir_workload_t *w, const char *tname, const char *json) {
+  tn_target_t t = target(tname);
+  sch_trace_t *tr = NULL;
+  OK(sch_trace_from_json(json, strlen(json), &tr, &err_));
+  sch_t *s = NULL;
+  OK(sch_replay(w->func, tr, 1, &s, &err_));
+  cg_module_t *m = NULL;
+  OK(cg_lower(sch_func(s), ms_language_of(t.kind), NULL, &m, &err_));
+  ms_options_t mo = {.seed = 3};
+  mo.run.min_secs = 0.002;
+  ms_result_t r;
+  OK(ms_measure(w->func, &t, &m, 1, &mo, &r, &err_));
+  ms_status_t st = r.status;
+  ck_assert_msg(st != MS_OK || r.verify_error >= 0, "not verified");
+  ms_result_clear(&r);
+  cg_module_free(m);
+  sch_free(s);
+  sch_trace_free(tr);
+  return st;
+}
+
+/* ---- tuning on the CPU ------------------------------------------------- */
+
+START_TEST(test_tune_cpu_matmul) {
+  ir_workload_t *w = load("matmul.tw", 64);
+  char *db = temp_db();
+  srch_opts_t o = small_opts(32, 11, db);
+  seen_t s = {0};
+  srch_result_t r;
+  OK(tune(w, "cpu", &o, &s, &r));
+  ck_assert_int_eq(r.trials_done, 32);
+  ck_assert_int_eq(s.batches, 2);
+  ck_assert_int_eq(s.records, 32);
+  ck_assert_int_eq(s.progress_calls, 2);
+  ck_assert_int_eq(s.last_trials, 32);
+  ck_assert_msg(!s.bad_record, "%s", s.why);
+  ck_assert(!r.stopped);
+  int sum = 0;
+  for (int k = 0; k < MS_STATUS__COUNT; k++) sum += r.failures[k];
+  ck_assert_int_eq(sum, 32);
+  ck_assert_int_gt(r.failures[MS_OK], 16);
+  ck_assert_int_eq(r.ntasks, 1);
+  ck_assert(r.best[0].found);
+  ck_assert(r.best[0].median_secs > 0 && r.best[0].gflops > 0);
+  ck_assert_int_gt(r.best[0].db_id, 0);
+  for (int k = 0; k < 4; k++) ck_assert(r.phase_s[k] > 0); /* sampling, mutation, features, prediction */
+
+  db_records_t recs = query(db, w, "cpu");
+  ck_assert_int_eq((int)recs.n, 32);
+  ck_assert_int_eq(count_distinct_hashes(&recs), 32);
+  double best = INFINITY;
+  for (size_t i = 0; i < recs.n; i++) {
+    const db_record_t *rec = &recs.items[i];
+    ck_assert_int_eq(rec->verified, rec->status == DB_STATUS_OK);
+    if (rec->status == DB_STATUS_OK) {
+      ck_assert(rec->median_secs > 0 && rec->n_runs >= 2);
+      best = fmin(best, rec->median_secs);
+    }
+    ck_assert_msg(strstr(rec->trace, "EnterPostproc"), "record %zu: trace without postprocessing", i);
+  }
+  ck_assert_double_eq_tol(best, r.best[0].median_secs, 1e-12);
+  db_records_free(&recs);
+  ck_assert_int_eq(remeasure(w, "cpu", r.best[0].trace_json), MS_OK);
+
+  srch_result_free(&r);
+  seen_free(&s);
+  remove_db(db);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* ---- determinism ------------------------------------------------------- */
+
+/* The first two batches of a run are generated before anything is measured,
+ * so they depend on the seed only.  Generated here without measuring. */
+static char **first_batch(const ir_workload_t *w, const char *tname, srch_strategy_t strategy, uint64_t seed, int nthreads,
+                          int *n) {
+  tn_target_t t = target(tname);
+  srch_opts_t o = small_opts(64, seed, NULL);
+  o.strategy = strategy;
+  o.nthreads = nthreads;
+  srch_task_t task = {.workload = w, .weight = 1};
+  srch_ctx_t c;
+  OK(srch_ctx_init(&c, &task, 1, &t, &o, NULL, &err_));
+  srch_cand_t **cands = NULL;
+  OK(srch_generate(&c, 0, 16, &cands, n, &err_));
+  char **out = calloc((size_t)*n + 1, sizeof *out);
+  for (int i = 0; i < *n; i++) out[i] = strdup(cands[i]->json), srch_cand_unref(cands[i]);
+  free(cands);
+  ck_assert(c.phase_s[SRCH_PHASE_SAMPLING] > 0);
+  srch_ctx_free(&c);
+  return out;
+}
+
+static void free_traces(char **v, int n) {
+  for (int i = 0; i < n; i++) free(v[i]);
+  free(v);
+}
+
+static void check_determinism(const char *tname, srch_strategy_t strategy) {
+  ir_workload_t *w = load("matmul.tw", 64);
+  int na, nb, nc;
+  char **a = first_batch(w, tname, strategy, 5, 1, &na);
+  char **b = first_batch(w, tname, strategy, 5, 2, &nb); /* other thread count: same batch */
+  char **c = first_batch(w, tname, strategy, 6, 2, &nc);
+  ck_assert_int_eq(na, 16);
+  ck_assert_int_eq(na, nb);
+  for (int i = 0; i < na; i++) ck_assert_msg(strcmp(a[i], b[i]) == 0, "candidate %d differs under the same seed", i);
+  int same = 0;
+  for (int i = 0; i < TN_MIN(na, nc); i++) same += strcmp(a[i], c[i]) == 0;
+  ck_assert_msg(same < na / 2, "seeds 5 and 6 gave %d identical candidates of %d", same, na);
+  for (int i = 0; i < na; i++)
+    for (int j = 0; j < i; j++) ck_assert_msg(strcmp(a[i], a[j]) != 0, "candidates %d and %d are the same", j, i);
+  free_traces(a, na);
+  free_traces(b, nb);
+  free_traces(c, nc);
+  ir_workload_free(w);
+}
+
+START_TEST(test_determinism_evolutionary) { check_determinism("cpu", SRCH_EVOLUTIONARY); }
+END_TEST
+
+START_TEST(test_determinism_replay_gpu) { check_determinism("nvidia/h100", SRCH_REPLAY_TRACE); }
+END_TEST
+
+START_TEST(test_determinism_evolutionary_gpu) { check_determinism("nvidia/h100", SRCH_EVOLUTIONARY); }
+END_TEST
+
+/* The same seed through srch_tune: the first batch measured is the same. */
+START_TEST(test_determinism_tune) {
+  ir_workload_t *w = load("matmul.tw", 64);
+  seen_t s1 = {0}, s2 = {0};
+  srch_result_t r1, r2;
+  srch_opts_t o = small_opts(8, 21, NULL);
+  o.batch_size = 8;
+  OK(tune(w, "cpu", &o, &s1, &r1));
+  OK(tune(w, "cpu", &o, &s2, &r2));
+  ck_assert_int_eq(s1.ntraces, 8);
+  ck_assert_int_eq(s2.ntraces, 8);
+  for (int i = 0; i < 8; i++) ck_assert_str_eq(s1.traces[i], s2.traces[i]);
+  srch_result_free(&r1);
+  srch_result_free(&r2);
+  seen_free(&s1);
+  seen_free(&s2);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* ---- dedup and resumption ---------------------------------------------- */
+
+START_TEST(test_dedup_across_runs) {
+  ir_workload_t *w = load("matmul.tw", 64);
+  char *db = temp_db();
+  seen_t s1 = {0}, s2 = {0};
+  srch_result_t r1, r2;
+  srch_opts_t o = small_opts(32, 31, db);
+  OK(tune(w, "cpu", &o, &s1, &r1));
+  OK(tune(w, "cpu", &o, &s2, &r2)); /* the same seed: it would propose the same traces first */
+  ck_assert_int_eq(r2.trials_done, 32);
+  for (int i = 0; i < s2.ntraces; i++) {
+    ck_assert_msg(s2.ids[i] > 0, "second run: record %d was a duplicate", i);
+    for (int j = 0; j < s1.ntraces; j++)
+      ck_assert_msg(strcmp(s2.traces[i], s1.traces[j]) != 0, "second run re-measured trace %d of the first", j);
+  }
+  db_records_t recs = query(db, w, "cpu");
+  ck_assert_int_eq((int)recs.n, 64);
+  ck_assert_int_eq(count_distinct_hashes(&recs), 64);
+  db_records_free(&recs);
+  /* the second run starts from the first one's best */
+  ck_assert(r2.best[0].found && r2.best[0].median_secs <= r1.best[0].median_secs);
+  srch_result_free(&r1);
+  srch_result_free(&r2);
+  seen_free(&s1);
+  seen_free(&s2);
+  remove_db(db);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_job_resume) {
+  ir_workload_t *w = load("matmul.tw", 64);
+  char *db_path = temp_db();
+  /* the workload and target rows first, as the daemon would */
+  seen_t s0 = {0};
+  srch_result_t r;
+  srch_opts_t o = small_opts(16, 41, db_path);
+  OK(tune(w, "cpu", &o, &s0, &r));
+  srch_result_free(&r);
+  db_t *db = NULL;
+  OK(db_open(db_path, &db, &err_));
+  char hash[17];
+  ir_hash_hex(ir_func_hash(w->func), hash);
+  db_workload_t dw;
+  tn_arena_t *a = tn_arena_new();
+  OK(db_workload_get(db, hash, &dw, a, &err_));
+  db_targets_t ts = {0};
+  OK(db_targets_list(db, &ts, &err_));
+  ck_assert_int_eq((int)ts.n, 1);
+  db_job_t job = {.workload_id = dw.id, .target_id = ts.items[0].id, .budget_trials = 32, .seed = 41};
+  OK(db_job_create(db, &job, &err_));
+  db_targets_free(&ts);
+
+  for (int round = 1; round <= 2; round++) {
+    seen_t s = {0};
+    o.job_id = job.id;
+    o.seed = 41 + round;
+    OK(tune(w, "cpu", &o, &s, &r));
+    ck_assert_int_eq(r.trials_done, 16);
+    db_job_t got;
+    OK(db_job_get(db, job.id, &got, a, &err_));
+    ck_assert_int_eq((int)got.trials_done, 16 * round);
+    ck_assert_int_eq(got.state, DB_JOB_RUNNING);
+    ck_assert_int_eq(got.best_record_id, r.best[0].db_id);
+    srch_result_free(&r);
+    seen_free(&s);
+  }
+  db_records_t recs = query(db_path, w, "cpu");
+  ck_assert_int_eq((int)recs.n, 48);
+  ck_assert_int_eq(count_distinct_hashes(&recs), 48);
+  db_records_free(&recs);
+  tn_arena_free(a);
+  db_close(db);
+  seen_free(&s0);
+  remove_db(db_path);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* ---- stopping and budgets ---------------------------------------------- */
+
+START_TEST(test_should_stop) {
+  ir_workload_t *w = load("matmul.tw", 64);
+  char *db = temp_db();
+  seen_t s = {.stop_after_batches = 1};
+  srch_result_t r;
+  srch_opts_t o = small_opts(64, 51, db);
+  OK(tune(w, "cpu", &o, &s, &r));
+  ck_assert(r.stopped);
+  ck_assert_int_eq(r.trials_done, 16);
+  ck_assert_int_eq(s.batches, 1);
+  ck_assert_int_gt(s.polls, 16);
+  db_records_t recs = query(db, w, "cpu");
+  ck_assert_int_eq((int)recs.n, 16);
+  db_records_free(&recs);
+  srch_result_free(&r);
+  seen_free(&s);
+  remove_db(db);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_time_budget) {
+  ir_workload_t *w = load("matmul.tw", 64);
+  seen_t s = {0};
+  srch_result_t r;
+  srch_opts_t o = small_opts(1000, 61, NULL);
+  o.max_seconds = 3.0;
+  double t0 = tn_now();
+  OK(tune(w, "cpu", &o, &s, &r));
+  ck_assert(!r.stopped);
+  ck_assert_int_lt(r.trials_done, 1000);
+  ck_assert_msg(tn_now() - t0 < 30, "a 3 s budget took %.1f s", tn_now() - t0);
+  srch_result_free(&r);
+  seen_free(&s);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_bad_options) {
+  ir_workload_t *w = load("matmul.tw", 64);
+  srch_opts_t o = small_opts(0, 1, NULL);
+  seen_t s = {0};
+  srch_result_t r;
+  ck_assert_int_eq(tune(w, "cpu", &o, &s, &r), TN_EINVAL);
+  ck_assert_msg(strstr(err_.msg, "max_trials"), "%s", err_.msg);
+  srch_result_free(&r);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* ---- the replay-trace baseline and the task scheduler -------------------- */
+
+START_TEST(test_replay_trace) {
+  ir_workload_t *w = load("matmul.tw", 64);
+  char *db = temp_db();
+  seen_t s = {0};
+  srch_result_t r;
+  srch_opts_t o = small_opts(24, 71, db);
+  o.strategy = SRCH_REPLAY_TRACE;
+  OK(tune(w, "cpu", &o, &s, &r));
+  ck_assert_int_eq(r.trials_done, 24);
+  ck_assert_int_eq(s.batches, 2); /* 16 + 8: the last batch is cut to the budget */
+  ck_assert(r.best[0].found);
+  ck_assert(r.phase_s[SRCH_PHASE_MUTATION] == 0 && r.phase_s[SRCH_PHASE_PREDICTION] == 0);
+  db_records_t recs = query(db, w, "cpu");
+  ck_assert_int_eq((int)recs.n, 24);
+  ck_assert_int_eq(count_distinct_hashes(&recs), 24);
+  db_records_free(&recs);
+  srch_result_free(&r);
+  seen_free(&s);
+  remove_db(db);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_two_tasks) {
+  ir_workload_t *a = load("matmul.tw", 64), *b = load("row_sum.tw", 0);
+  char *db = temp_db();
+  tn_target_t t = target("cpu");
+  srch_task_t tasks[2] = {{.workload = a, .weight = 1}, {.workload = b, .weight = 1}};
+  seen_t s = {0};
+  srch_callbacks_t cb = callbacks(&s);
+  srch_result_t r;
+  srch_opts_t o = small_opts(32, 81, db);
+  o.batch_size = 8;
+  OK(srch_tune(tasks, 2, &t, &o, &cb, &r, &err_));
+  ck_assert_int_eq(r.ntasks, 2);
+  ck_assert_int_eq(r.trials_done, 32);
+  ck_assert(r.best[0].found && r.best[1].found);
+  db_records_t ra = query(db, a, "cpu"), rb = query(db, b, "cpu");
+  ck_assert_int_ge((int)ra.n, 8);
+  ck_assert_int_ge((int)rb.n, 8);
+  ck_assert_int_eq((int)(ra.n + rb.n), 32);
+  db_records_free(&ra);
+  db_records_free(&rb);
+  srch_result_free(&r);
+  seen_free(&s);
+  remove_db(db);
+  ir_workload_free(a);
+  ir_workload_free(b);
+}
+END_TEST
+
+/* The gradient rule alone: round-robin first, then the task whose best
+ * improves most (with ties broken by the seeded RNG), never a done task. */
+START_TEST(test_scheduler_gradient) {
+  srch_task_state_t ts[3];
+  memset(ts, 0, sizeof ts);
+  for (int i = 0; i < 3; i++) ts[i].weight = 1;
+  srch_sched_t s;
+  srch_sched_init(&s, 3, 1);
+  ck_assert_int_eq(srch_sched_next(&s, ts), 0);
+  ck_assert_int_eq(srch_sched_next(&s, ts), 1);
+  ck_assert_int_eq(srch_sched_next(&s, ts), 2);
+  /* task 0: 4 ms -> 1 ms over four rounds; task 1: flat 2 ms; task 2: nothing valid */
+  double h0[] = {4e-3, 3e-3, 2e-3, 1e-3}, h1[] = {2e-3, 2e-3, 2e-3, 2e-3};
+  for (int k = 0; k < 4; k++) {
+    ts[0].best = (srch_best_t){.found = true, .median_secs = h0[k]};
+    ts[1].best = (srch_best_t){.found = true, .median_secs = h1[k]};
+    for (int i = 0; i < 3; i++) srch_sched_joined(&ts[i]);
+  }
+  /* g0 = 0.2 * (4-1)/3 + 0.8 * 1/4 = 0.4 ms; g1 = 0 + 0.8 * 2/4 = 0.4 ms: a tie, broken by the RNG */
+  ts[0].best.median_secs = 0.9e-3;
+  srch_sched_joined(&ts[0]); /* g0 = 0.2 * (3-0.9)/3 + 0.8 * 0.9/5 = 0.284 ms < g1 */
+  ck_assert_int_eq(srch_sched_next(&s, ts), 1);
+  ts[1].best.median_secs = 1e-3;
+  srch_sched_joined(&ts[1]); /* g1 = 0.2 * (2-1)/3 + 0.8 * 1/5 = 0.227 ms < g0 */
+  ck_assert_int_eq(srch_sched_next(&s, ts), 0);
+  ts[0].done = true;
+  ck_assert_int_eq(srch_sched_next(&s, ts), 1);
+  ts[1].done = true;
+  ck_assert_int_eq(srch_sched_next(&s, ts), 2);
+  ts[2].done = true;
+  ck_assert_int_eq(srch_sched_next(&s, ts), -1);
+  for (int i = 0; i < 3; i++) free(ts[i].history);
+}
+END_TEST
+
+/* ---- OpenCL (PoCL) ----------------------------------------------------- */
+
+START_TEST(test_tune_opencl) {
+  ms_backend_status_t st;
+  ms_backend_probe(MS_BACKEND_OPENCL, &st);
+  if (!st.available) {
+    fprintf(stderr, "test_tune_opencl: skipped (%s)\n", st.detail);
+    return;
+  }
+  ir_workload_t *w = load("matmul.tw", 32);
+  char *db = temp_db();
+  seen_t s = {0};
+  srch_result_t r;
+  srch_opts_t o = small_opts(16, 91, db);
+  o.batch_size = 8;
+  OK(tune(w, "opencl/pocl-cpu", &o, &s, &r));
+  ck_assert_int_eq(r.trials_done, 16);
+  ck_assert_msg(!s.bad_record, "%s", s.why);
+  ck_assert(r.best[0].found);
+  db_records_t recs = query(db, w, "opencl/pocl-cpu");
+  ck_assert_int_eq((int)recs.n, 16);
+  for (size_t i = 0; i < recs.n; i++) {
+    const db_record_t *rec = &recs.items[i];
+    ck_assert_int_eq(rec->verified, rec->status == DB_STATUS_OK);
+    ck_assert_msg(rec->status == DB_STATUS_OK || rec->error, "record %zu failed without a message", i);
+  }
+  db_records_free(&recs);
+  ck_assert_int_eq(remeasure(w, "opencl/pocl-cpu", r.best[0].trace_json), MS_OK);
+  srch_result_free(&r);
+  seen_free(&s);
+  remove_db(db);
+  ir_workload_free(w);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+  Suite *s = suite_create("search");
+  TCase *gen = tcase_create("generate");
+  tcase_set_timeout(gen, 120);
+  tcase_add_test(gen, test_determinism_evolutionary);
+  tcase_add_test(gen, test_determinism_evolutionary_gpu);
+  tcase_add_test(gen, test_determinism_replay_gpu);
+  tcase_add_test(gen, test_scheduler_gradient);
+  suite_add_tcase(s, gen);
+  TCase *tune_tc = tcase_create("tune");
+  tcase_set_timeout(tune_tc, 300);
+  tcase_add_test(tune_tc, test_bad_options);
+  tcase_add_test(tune_tc, test_tune_cpu_matmul);
+  tcase_add_test(tune_tc, test_determinism_tune);
+  tcase_add_test(tune_tc, test_dedup_across_runs);
+  tcase_add_test(tune_tc, test_job_resume);
+  tcase_add_test(tune_tc, test_should_stop);
+  tcase_add_test(tune_tc, test_time_budget);
+  tcase_add_test(tune_tc, test_replay_trace);
+  tcase_add_test(tune_tc, test_two_tasks);
+  tcase_add_test(tune_tc, test_tune_opencl);
+  suite_add_tcase(s, tune_tc);
+  return s;
+}
+
+TN_TEST_MAIN(make_suite)
