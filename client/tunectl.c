@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "client/tunectl_daemon.h"
+#include "client/tunectl_tune.h"
 #include "codegen/codegen.h"
 #include "common/target.h"
 #include "ir/ir.h"
@@ -31,6 +32,7 @@ typedef struct opts {
   const char *target; /* --target NAME (run, emit) */
   const char *emit;   /* --emit KIND (emit) */
   double repeat_ms;   /* --repeat-ms N (run): minimum total timed milliseconds */
+  const char *trials, *db, *strategy, *model; /* tune: --trials, --db, --strategy, --model */
   tn_arena_t *arena;
 } opts_t;
 
@@ -49,6 +51,7 @@ static int cmd_trace_check(opts_t *o);
 static int cmd_emit(opts_t *o);
 static int cmd_run(opts_t *o);
 static int cmd_space(opts_t *o);
+static int cmd_tune(opts_t *o);
 
 static const command_t commands[] = {
     {"show", "FILE [--set NAME=VALUE ...] [--trace T.json]", "print the tensor IR of a workload",
@@ -101,6 +104,24 @@ static const command_t commands[] = {
      "`# space K of N (rules: ...)` naming the rules that shaped it, then its\n"
      "trace as JSON, without decisions (every replay samples them afresh).\n",
      cmd_space},
+    {"tune",
+     "FILE --target T --trials N [--seed S] [--db PATH] [--strategy evolutionary|replay] [--model xgb|random] "
+     "[--set NAME=VALUE ...] [--json]",
+     "tune a workload in this process (no daemon)",
+     "Searches the target's design spaces for the fastest verified kernel: an\n"
+     "evolutionary search ranked by the cost model (XGBoost, or random), or random\n"
+     "replays of the design spaces (--strategy replay).  Every candidate is built,\n"
+     "run in a worker process, verified and timed.  --seed seeds the search (the\n"
+     "same seed proposes the same first candidates).  With --db, records go to that\n"
+     "SQLite database as each batch completes, and traces recorded there for the\n"
+     "workload and target are never measured again; without it nothing is kept\n"
+     "after the run (dedup within the run only).  Progress goes to stderr (a live\n"
+     "line on a terminal, one line per batch otherwise).  Ctrl-C stops after the\n"
+     "current candidate and still prints the summary (a second Ctrl-C quits at\n"
+     "once).  The summary counts trials by status and compares the best kernel\n"
+     "with the unscheduled program measured in the same run, then prints the best\n"
+     "trace.  Exits 0 when a verified kernel was found, 130 after Ctrl-C.\n",
+     cmd_tune},
 };
 
 static const command_t *find_command(const char *name) {
@@ -137,6 +158,11 @@ static void command_help(const command_t *c, FILE *out) {
   if (strstr(c->args, "--emit")) fprintf(out, "  --emit KIND       cuda, ptx, opencl, c or launch\n");
   if (strstr(c->args, "--repeat-ms"))
     fprintf(out, "  --repeat-ms N     time repeats until N ms in total (default 100)\n");
+  if (strstr(c->args, "--trials"))
+    fprintf(out, "  --trials N        candidates to measure\n"
+                 "  --db PATH         tuning database (SQLite) to record into and dedup against\n"
+                 "  --strategy S      evolutionary (default) or replay (random replays)\n"
+                 "  --model M         cost model: xgb (default) or random\n");
   fprintf(out, "  -h, --help        show this help\n");
 }
 
@@ -146,7 +172,8 @@ static int parse_args(const command_t *c, int argc, char **argv, opts_t *o) {
     const char *a = argv[i];
     const char *val = NULL;
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return 1;
-    static const char *const valued[] = {"--set", "--seed", "--trace", "--target", "--emit", "--repeat-ms"};
+    static const char *const valued[] = {"--set", "--seed", "--trace", "--target", "--emit", "--repeat-ms",
+                                         "--trials", "--db", "--strategy", "--model"};
     for (size_t k = 0; k < TN_ARRAY_LEN(valued) && !val; k++) {
       size_t n = strlen(valued[k]);
       if (strcmp(a, valued[k]) == 0) {
@@ -193,6 +220,9 @@ static int parse_args(const command_t *c, int argc, char **argv, opts_t *o) {
         fprintf(stderr, "tunectl %s: --repeat-ms wants a positive number of milliseconds, got '%s'\n", c->name, val);
         return -1;
       }
+    } else if (val && strstr(c->args, "--trials") &&
+               (!strcmp(a, "--trials") || !strcmp(a, "--db") || !strcmp(a, "--strategy") || !strcmp(a, "--model"))) {
+      *(a[2] == 't' ? &o->trials : a[2] == 'd' ? &o->db : a[2] == 's' ? &o->strategy : &o->model) = val;
     } else if (strcmp(a, "--json") == 0 && strstr(c->args, "--json")) {
       o->json = true;
     } else if (a[0] == '-' && a[1]) {
@@ -585,6 +615,18 @@ static int cmd_space(opts_t *o) {
   smp_space_free(&sp);
   ir_workload_free(w);
   return 0;
+}
+
+static int cmd_tune(opts_t *o) {
+  tn_target_t t;
+  if (lookup_target("tune", o->target, &t) < 0) return 1;
+  ir_workload_t *w = load_workload("tune", o);
+  if (!w) return 1;
+  tct_args_t a = {.workload = w, .target = &t, .trials = o->trials, .db = o->db, .strategy = o->strategy,
+                  .model = o->model, .seed = o->seed, .json = o->json};
+  int rc = tct_tune(&a);
+  ir_workload_free(w);
+  return rc;
 }
 
 int main(int argc, char **argv) {

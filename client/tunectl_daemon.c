@@ -126,7 +126,7 @@ static const tcd_command_t commands[] = {
      "5%), found no kernel, or is missing.\n"
      "  tunectl bench --compare OUT --baseline BASE.json [--max-regression P]\n"
      "compares two result files without tuning.\n",
-     NULL /* tcd_bench, set in tcd_main */},
+     tcd_bench},
 };
 
 const tcd_command_t *tcd_find(const char *name) {
@@ -278,7 +278,7 @@ static int parse(tcd_opts_t *o, int argc, char **argv) {
       continue;
     }
     snprintf(opt, sizeof opt, "%.*s", (int)(eq && a[1] == '-' ? (size_t)(eq - a) : strlen(a)), a);
-    bool known = strcmp(opt, "--socket") == 0 || accepts(c, opt) || (strcmp(opt, "--compare") == 0 && c->run == NULL);
+    bool known = strcmp(opt, "--socket") == 0 || accepts(c, opt) || (strcmp(opt, "--compare") == 0 && c->run == tcd_bench);
     if (!known) {
       fprintf(stderr, "tunectl %s: unknown option '%s' (see tunectl %s --help)\n", o->name, a, o->name);
       return -1;
@@ -317,7 +317,7 @@ int tcd_main(const tcd_command_t *c, int argc, char **argv) {
   } else if (rc < 0) {
     rc = 2;
   } else {
-    rc = c->run ? c->run(&o) : tcd_bench(&o);
+    rc = c->run(&o);
   }
   tn_arena_free(o.arena);
   return rc;
@@ -336,6 +336,12 @@ static tuned_client_t *connect_daemon(const tcd_opts_t *o) {
   return c;
 }
 
+/* Prints a libtuned error: the daemon's message and its JSON-RPC code. */
+static void print_error(const tcd_opts_t *o, const tuned_error_t *err) {
+  if (err->code == TUNED_E_RPC) fprintf(stderr, "tunectl %s: %s (error %d)\n", o->name, err->message, err->rpc_code);
+  else fprintf(stderr, "tunectl %s: %s\n", o->name, err->message);
+}
+
 /* Calls method with params (consumed); prints the error and returns NULL on
  * failure. */
 static cJSON *rpc(const tcd_opts_t *o, tuned_client_t *c, const char *method, cJSON *params) {
@@ -346,8 +352,7 @@ static cJSON *rpc(const tcd_opts_t *o, tuned_client_t *c, const char *method, cJ
   int rc = tuned_call(c, method, text, &result, &err);
   free(text);
   if (rc < 0) {
-    if (rc == TUNED_E_RPC) fprintf(stderr, "tunectl %s: %s (error %d)\n", o->name, err.message, err.rpc_code);
-    else fprintf(stderr, "tunectl %s: %s\n", o->name, err.message);
+    print_error(o, &err);
     return NULL;
   }
   cJSON *r = cJSON_Parse(result);
@@ -526,7 +531,7 @@ static int follow_job(const tcd_opts_t *o, tuned_client_t *c, int64_t job, bool 
   tuned_error_t err = {0};
   if (tuned_wait(c, job, 0, on_progress, &p, &final, &err) < 0) {
     if (p.drawn) fputc('\n', stderr);
-    fprintf(stderr, "tunectl %s: %s\n", o->name, err.message);
+    print_error(o, &err);
     return 1;
   }
   if (!json_lines) {
@@ -593,7 +598,7 @@ static int cmd_submit(tcd_opts_t *o) {
   tuned_error_t err = {0};
   if (!c) goto out;
   if (tuned_submit(c, &s, &job, hash, &err) < 0) {
-    fprintf(stderr, "tunectl submit: %s\n", err.message);
+    print_error(o, &err);
     goto out;
   }
   if (o->json && !o->wait) {
@@ -869,7 +874,7 @@ static void header_c(FILE *out, const tuned_kernel_t *k, const char *fn) {
   fprintf(out, ");\n}\n");
 }
 
-static void header_opencl(FILE *out, const tuned_kernel_t *k, const char *fn) {
+static void header_opencl(FILE *out, const tuned_kernel_t *k, const char *fn, const char *guard) {
   fprintf(out, "#include <stddef.h>\n\n/* OpenCL C source: build it with clBuildProgram. */\n"
                "static const char tuned_%s_source[] =\n  \"", fn);
   for (const char *p = k->source; *p; p++) {
@@ -877,9 +882,9 @@ static void header_opencl(FILE *out, const tuned_kernel_t *k, const char *fn) {
     else if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
     else fputc(*p, out);
   }
-  fprintf(out, "\";\n\n/* Enqueue these kernels in order, all with the arguments above, with\n"
+  fprintf(out, "\";\n\n/* Enqueue these kernels in order, each with the arguments listed at the top,\n"
                " * global size = grid * block and local size = block. */\n"
-               "#define TUNED_%s_NKERNELS %d\n", fn, k->nkernels);
+               "#define TUNED_%s_NKERNELS %d\n", guard, k->nkernels);
   fprintf(out, "static const char *const tuned_%s_kernels[] = {", fn);
   for (int i = 0; i < k->nkernels; i++) fprintf(out, "%s\"%s\"", i ? ", " : "", k->kernels[i].name);
   fprintf(out, "};\nstatic const size_t tuned_%s_global[][3] = {", fn);
@@ -900,7 +905,7 @@ static void write_header(FILE *out, const tuned_kernel_t *k, const char *name, c
   print_header_comment(out, k, name, hash);
   fprintf(out, "#ifndef TUNED_KERNEL_%s_%s_H\n#define TUNED_KERNEL_%s_%s_H\n\n", guard, hash, guard, hash);
   if (strcmp(k->language, "cuda") == 0) header_cuda(out, k, fn);
-  else if (strcmp(k->language, "opencl") == 0) header_opencl(out, k, fn);
+  else if (strcmp(k->language, "opencl") == 0) header_opencl(out, k, fn, guard);
   else header_c(out, k, fn);
   fprintf(out, "\n#endif\n");
 }

@@ -96,17 +96,6 @@ static void apply_options(const char *json, srch_opts_t *o) {
   cJSON_Delete(j);
 }
 
-/* Parses the stored workload text with its stored parameter values. */
-static int load_workload(const db_workload_t *w, tn_arena_t *a, ir_workload_t **out, tn_err_t *err) {
-  ir_param_set_t *ov;
-  int nov;
-  int rc = td_overrides_from_json(w->params, a, &ov, &nov, err);
-  if (rc) return rc;
-  char path[96];
-  snprintf(path, sizeof path, "%s.tw", w->name && w->name[0] ? w->name : "workload");
-  return ir_workload_parse(path, w->source, strlen(w->source), ov, nov, out, err);
-}
-
 /* Tunes what is left of the job's budget; sets the final state. */
 static int run_search(td_job_t *j, const db_job_t *row, const ir_workload_t *w,
                       const tn_target_t *t, db_job_state_t *final, int64_t *trials, int64_t *best,
@@ -128,7 +117,10 @@ static int run_search(td_job_t *j, const db_job_t *row, const ir_workload_t *w,
   srch_result_t res;
   memset(&res, 0, sizeof res);
   int rc = srch_tune(&task, 1, t, &o, &cb, &res, err);
-  if (rc) return rc;
+  if (rc) {
+    srch_result_free(&res);
+    return rc;
+  }
   *trials = row->trials_done + res.trials_done;
   if (res.ntasks > 0 && res.best && res.best[0].found) *best = res.best[0].db_id;
   int stop = atomic_load(&j->stop);
@@ -153,7 +145,7 @@ static void job_main(void *arg) {
   int rc = db_open(cfg->db_path, &db, &err);
   if (!rc) rc = db_job_get(db, j->id, &row, a, &err);
   if (!rc) rc = db_workload_get(db, row.workload_hash, &wrow, a, &err);
-  if (!rc) rc = load_workload(&wrow, a, &w, &err);
+  if (!rc) rc = td_workload_parse(wrow.name, wrow.source, wrow.params, &w, &err);
   if (!rc) rc = tn_target_lookup(row.target_name, cfg->config_dir, &t, &err);
   if (!rc) rc = db_job_update(db, j->id, &(db_job_progress_t){DB_JOB_RUNNING, -1, 0, NULL}, &err);
   if (!rc) {

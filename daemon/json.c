@@ -1,6 +1,8 @@
 /* json.c — the protocol's JSON objects that several methods share (records,
- * numbers that may be NaN, embedded trace JSON) and workload parameters. */
+ * numbers that may be NaN, embedded trace JSON) and workloads given as text
+ * plus parameter values in JSON. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "daemon/td.h"
@@ -50,8 +52,7 @@ cJSON *td_record_json(const db_record_t *r, double flops) {
   return o;
 }
 
-int td_overrides_from_json(const char *json, tn_arena_t *a, ir_param_set_t **out, int *n,
-                           tn_err_t *err) {
+static int overrides_from_json(const char *json, tn_arena_t *a, ir_param_set_t **out, int *n, tn_err_t *err) {
   *out = NULL;
   *n = 0;
   cJSON *j = cJSON_Parse(json && *json ? json : "{}");
@@ -73,4 +74,18 @@ int td_overrides_from_json(const char *json, tn_arena_t *a, ir_param_set_t **out
   }
   cJSON_Delete(j);
   return 0;
+}
+
+int td_workload_parse(const char *name, const char *text, const char *params_json, ir_workload_t **out,
+                      tn_err_t *err) {
+  *out = NULL;
+  tn_arena_t *a = tn_arena_new();
+  ir_param_set_t *ov;
+  int nov;
+  char path[96];
+  snprintf(path, sizeof path, "%s.tw", name && name[0] ? name : "workload");
+  int rc = overrides_from_json(params_json, a, &ov, &nov, err);
+  if (!rc) rc = ir_workload_parse(path, text, strlen(text), ov, nov, out, err);
+  tn_arena_free(a);
+  return rc;
 }

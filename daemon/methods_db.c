@@ -1,6 +1,6 @@
 /* methods_db.c — database queries: db.workloads, db.records and db.best on
- * the loop's read connection (indexed, bounded by limits), db.export and
- * db.import on the thread pool. */
+ * the loop's read connection (indexed; limits keep each answer to a few
+ * milliseconds of work), db.export and db.import on the thread pool. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,13 +56,12 @@ static double workload_flops(td_server_t *srv, flops_cache_t *fc, const char *ha
   return f;
 }
 
-static cJSON *records_json(td_server_t *srv, const db_records_t *rs) {
+static cJSON *records_json(td_server_t *srv, const db_records_t *rs, flops_cache_t *fc) {
   cJSON *o = cJSON_CreateObject();
   cJSON *arr = cJSON_AddArrayToObject(o, "records");
-  flops_cache_t fc = {.n = 0};
   for (size_t i = 0; i < rs->n; i++) {
     const db_record_t *r = &rs->items[i];
-    double flops = r->workload_hash ? workload_flops(srv, &fc, r->workload_hash) : 0;
+    double flops = r->workload_hash ? workload_flops(srv, fc, r->workload_hash) : 0;
     cJSON_AddItemToArray(arr, td_record_json(r, flops));
   }
   return o;
@@ -75,7 +74,7 @@ td_reply_t td_m_db_records(td_req_t *req) {
   int64_t limit, offset;
   if (td_param_hash(req, "workload", false, hash) || td_param_str(req, "target", false, 63, &target) ||
       td_param_enum(req, "status", statuses, -1, &status) ||
-      td_param_int(req, "limit", false, 100, 1, 10000, &limit) ||
+      td_param_int(req, "limit", false, 100, 1, 1000, &limit) ||
       td_param_int(req, "offset", false, 0, 0, INT64_C(1) << 40, &offset))
     return TD_REPLY;
   db_query_t q = db_query_all();
@@ -87,7 +86,7 @@ td_reply_t td_m_db_records(td_req_t *req) {
   db_records_t rs;
   tn_err_t err = {0};
   if (db_records_query(req->srv->rdb, &q, &rs, &err)) return td_req_tn_error(req, TD_E_INTERNAL, &err);
-  req->result = records_json(req->srv, &rs);
+  req->result = records_json(req->srv, &rs, &(flops_cache_t){.n = 0});
   db_records_free(&rs);
   return TD_REPLY;
 }
@@ -97,20 +96,21 @@ td_reply_t td_m_db_best(td_req_t *req) {
   const char *target;
   int64_t k;
   if (td_param_hash(req, "workload", true, hash) || td_param_str(req, "target", false, 63, &target) ||
-      td_param_int(req, "k", false, 1, 1, 1000, &k))
+      td_param_int(req, "k", false, 1, 1, 100, &k))
     return TD_REPLY;
   if (!target) target = req->srv->cfg.target;
   tn_err_t err = {0};
   tn_arena_t *a = tn_arena_new();
   db_workload_t w;
   int rc = db_workload_get(req->srv->rdb, hash, &w, a, &err);
+  flops_cache_t fc = {.hash = {hash}, .flops = {rc ? 0 : w.flops}, .n = 1};
   tn_arena_free(a);
   if (rc == TN_EINVAL)
     return td_req_error(req, TD_E_NOT_FOUND, "no workload %s in the database (db.workloads lists them)", hash);
   if (rc) return td_req_tn_error(req, TD_E_INTERNAL, &err);
   db_records_t rs;
   if (db_best(req->srv->rdb, hash, target, (size_t)k, &rs, &err)) return td_req_tn_error(req, TD_E_INTERNAL, &err);
-  req->result = records_json(req->srv, &rs);
+  req->result = records_json(req->srv, &rs, &fc);
   db_records_free(&rs);
   return TD_REPLY;
 }

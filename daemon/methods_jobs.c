@@ -76,25 +76,16 @@ static int store(td_server_t *srv, submit_t *s, const ir_workload_t *w, tn_err_t
 static void submit_work(td_req_t *req) {
   submit_t *s = req->data;
   tn_err_t err = {0};
-  tn_arena_t *a = tn_arena_new();
-  ir_param_set_t *ov = NULL;
-  int nov = 0;
   ir_workload_t *w = NULL;
-  char *ovtext = s->overrides ? cJSON_PrintUnformatted(s->overrides) : NULL;
-  int rc = td_overrides_from_json(ovtext, a, &ov, &nov, &err);
-  free(ovtext);
-  char path[80];
-  snprintf(path, sizeof path, "%s.tw", s->name);
-  if (!rc && (rc = ir_workload_parse(path, s->text, strlen(s->text), ov, nov, &w, &err)) != 0) {
+  char *params = s->overrides ? cJSON_PrintUnformatted(s->overrides) : NULL;
+  if (td_workload_parse(s->name, s->text, params, &w, &err) != 0) {
     td_req_error(req, TD_E_WORKLOAD, "%s", err.msg);
-  } else if (!rc) {
-    ir_hash_hex(ir_func_hash(w->func), s->hash);
-    if ((rc = store(req->srv, s, w, &err)) != 0) td_req_tn_error(req, TD_E_INTERNAL, &err);
   } else {
-    td_req_tn_error(req, TD_E_PARAMS, &err);
+    ir_hash_hex(ir_func_hash(w->func), s->hash);
+    if (store(req->srv, s, w, &err) != 0) td_req_tn_error(req, TD_E_INTERNAL, &err);
   }
+  free(params);
   ir_workload_free(w);
-  tn_arena_free(a);
 }
 
 static void submit_done(td_req_t *req) {
@@ -126,14 +117,16 @@ td_reply_t td_m_tune_submit(td_req_t *req) {
   if (td_param_str(req, "workload", true, TUNED_MAX_MESSAGE, &text) ||
       td_param_str(req, "name", false, 47, &name) ||
       td_param_overrides(req, "params", &s->overrides) ||
-      td_param_target(req, "target", &s->target) ||
+      td_param_target(req, "target", true, &s->target) ||
       td_param_int(req, "trials", false, 64, 1, 1000000, &s->trials) ||
       td_param_num(req, "seconds", 0, 0, 1e9, &s->seconds) ||
       td_param_int(req, "seed", false, 1, 0, (INT64_C(1) << 53), &s->seed) ||
       td_param_enum(req, "strategy", strategies, 0, &s->strategy) ||
       td_param_enum(req, "model", models, 0, &s->model) ||
       td_param_int(req, "batch_size", false, 0, 1, 4096, &s->batch_size) ||
-      td_param_int(req, "population", false, 0, 1, 100000, &s->population))
+      /* below 64 the search's fresh-sample round can spin once records exist
+       * (init_min_unmeasured 50 + 20 % seeds); see the search module */
+      td_param_int(req, "population", false, 0, 64, 100000, &s->population))
     return TD_REPLY;
   if (name && !valid_name(name))
     return td_req_error(req, TD_E_PARAMS, "invalid param \"name\": \"%s\" must be a file stem of letters, "

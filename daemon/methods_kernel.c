@@ -47,17 +47,11 @@ static char *base64(const unsigned char *p, size_t n) {
 /* Hash of the workload_text form (parsed with its overrides). */
 static int hash_of_text(td_req_t *req, kget_t *k) {
   tn_err_t err = {0};
-  ir_param_set_t *ov;
-  int nov;
-  char *ovtext = k->overrides ? cJSON_PrintUnformatted(k->overrides) : NULL;
-  int rc = td_overrides_from_json(ovtext, k->arena, &ov, &nov, &err);
-  free(ovtext);
-  if (rc) return td_req_tn_error(req, TD_E_PARAMS, &err), -1;
-  char path[80];
-  snprintf(path, sizeof path, "%s.tw", k->name);
   ir_workload_t *w = NULL;
-  if (ir_workload_parse(path, k->text, strlen(k->text), ov, nov, &w, &err) != 0)
-    return td_req_error(req, TD_E_WORKLOAD, "%s", err.msg), -1;
+  char *params = k->overrides ? cJSON_PrintUnformatted(k->overrides) : NULL;
+  int rc = td_workload_parse(k->name, k->text, params, &w, &err);
+  free(params);
+  if (rc) return td_req_error(req, TD_E_WORKLOAD, "%s", err.msg), -1;
   ir_hash_hex(ir_func_hash(w->func), k->hash);
   ir_workload_free(w);
   return 0;
@@ -94,15 +88,10 @@ static int lookup(td_req_t *req, kget_t *k, db_workload_t *w, db_record_t *best)
 /* Replays the trace on the stored workload and lowers it. */
 static int lower(td_req_t *req, kget_t *k, const db_workload_t *w, const char *trace, cg_module_t **mod) {
   tn_err_t err = {0};
-  ir_param_set_t *ov;
-  int nov;
   ir_workload_t *wl = NULL;
   sch_trace_t *tr = NULL;
   sch_t *s = NULL;
-  char path[96];
-  snprintf(path, sizeof path, "%s.tw", w->name && w->name[0] ? w->name : "workload");
-  int rc = td_overrides_from_json(w->params, k->arena, &ov, &nov, &err);
-  if (!rc) rc = ir_workload_parse(path, w->source, strlen(w->source), ov, nov, &wl, &err);
+  int rc = td_workload_parse(w->name, w->source, w->params, &wl, &err);
   if (!rc) rc = sch_trace_from_json(trace, strlen(trace), &tr, &err);
   if (!rc) rc = sch_replay(wl->func, tr, 1, &s, &err);
   if (!rc) rc = cg_lower(sch_func(s), ms_language_of(k->target.t.kind), k->entry, mod, &err);
@@ -181,7 +170,7 @@ td_reply_t td_m_kernel_get(td_req_t *req) {
   if (td_param_hash(req, "workload", false, k->hash) ||
       td_param_str(req, "workload_text", false, TUNED_MAX_MESSAGE, &text) ||
       td_param_str(req, "name", false, 47, &name) || td_param_overrides(req, "params", &k->overrides) ||
-      td_param_target(req, "target", &k->target) || td_param_str(req, "entry", false, CG_ENTRY_MAX, &entry))
+      td_param_target(req, "target", false, &k->target) || td_param_str(req, "entry", false, CG_ENTRY_MAX, &entry))
     return TD_REPLY;
   if (!k->hash[0] == !text)
     return td_req_error(req, TD_E_PARAMS, "give exactly one of the params \"workload\" (a hash) and "

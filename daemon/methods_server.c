@@ -1,4 +1,5 @@
 /* methods_server.c — server.info, target.list and server.shutdown. */
+#include <string.h>
 #include <unistd.h>
 
 #include "daemon/td.h"

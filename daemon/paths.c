@@ -56,7 +56,7 @@ static int private_dir(const char *dir, tn_err_t *err) {
   return 0;
 }
 
-static int fit(char *buf, size_t size, int n, const char *what, tn_err_t *err) {
+static int fit(size_t size, int n, const char *what, tn_err_t *err) {
   if (n < 0 || (size_t)n >= size)
     return tn_err_set(err, TN_EINVAL, "default %s path is too long (%d bytes, at most %zu); pass it explicitly",
                       what, n, size - 1);
@@ -70,7 +70,7 @@ int td_default_socket(char *buf, size_t size, tn_err_t *err) {
   else snprintf(dir, sizeof dir, "/tmp/tuned-%u", (unsigned)getuid());
   int rc = private_dir(dir, err);
   if (rc) return rc;
-  return fit(buf, size, snprintf(buf, size, "%s/tuned.sock", dir), "socket", err);
+  return fit(size, snprintf(buf, size, "%s/tuned.sock", dir), "socket", err);
 }
 
 int td_default_db(char *buf, size_t size, tn_err_t *err) {
@@ -81,5 +81,5 @@ int td_default_db(char *buf, size_t size, tn_err_t *err) {
   else return tn_err_set(err, TN_EINVAL, "neither XDG_DATA_HOME nor HOME is set: pass --db PATH");
   int rc = td_mkdirs(dir, 0700, err);
   if (rc) return rc;
-  return fit(buf, size, snprintf(buf, size, "%s/tuned.db", dir), "database", err);
+  return fit(size, snprintf(buf, size, "%s/tuned.db", dir), "database", err);
 }

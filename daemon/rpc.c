@@ -78,8 +78,8 @@ void td_req_finish(td_req_t *req) {
     if (s) td_conn_send(c, s, strlen(s), false);
     free(s);
   }
-  td_log(req->code && req->code != TD_E_NOT_FOUND && req->code != TD_E_NO_KERNEL ? TD_INFO : TD_DEBUG,
-         "request", "conn=%llu method=%s ms=%.3f code=%d%s%s", c ? (unsigned long long)c->id : 0ULL,
+  /* A client's mistakes are its own business (and must not flood the log). */
+  td_log(req->code == TD_E_INTERNAL ? TD_WARN : TD_DEBUG, "request", "conn=%llu method=%s ms=%.3f code=%d%s%s", c ? (unsigned long long)c->id : 0ULL,
          req->method ? req->method : "-", (tn_now() - req->t0) * 1e3, req->code, req->code ? " err=" : "",
          req->code ? td_q(req->message) : "");
   if (req->stop_after) td_server_stop(req->srv, "server.shutdown");
@@ -232,7 +232,7 @@ int td_param_hash(td_req_t *req, const char *name, bool required, char out[17]) 
   return 0;
 }
 
-int td_param_target(td_req_t *req, const char *name, td_target_info_t *out) {
+int td_param_target(td_req_t *req, const char *name, bool need_usable, td_target_info_t *out) {
   const char *s;
   if (td_param_str(req, name, false, 63, &s)) return -1;
   if (!s) s = req->srv->cfg.target;
@@ -247,7 +247,7 @@ int td_param_target(td_req_t *req, const char *name, td_target_info_t *out) {
     return -1;
   }
 found:
-  if (!out->usable) {
+  if (need_usable && !out->usable) {
     td_req_error(req, TD_E_TARGET, "target %s refused: %s", out->t.name, out->reason);
     return -1;
   }
@@ -277,7 +277,7 @@ int td_param_overrides(td_req_t *req, const char *name, cJSON **out) {
 }
 
 /* Rejects params the method does not know (a typo would otherwise be
- * silently ignored). */
+ * silently ignored) and params given twice. */
 static bool unknown_params(td_req_t *req, const td_method_t *m) {
   const cJSON *it;
   cJSON_ArrayForEach(it, req->params) {
@@ -295,6 +295,11 @@ static bool unknown_params(td_req_t *req, const td_method_t *m) {
                    m->params[0] ? m->params : "none");
       return true;
     }
+    for (const cJSON *o = it->next; o; o = o->next)
+      if (strcmp(o->string, it->string) == 0) {
+        td_req_error(req, TD_E_PARAMS, "duplicate param \"%s\"", it->string);
+        return true;
+      }
   }
   return false;
 }
@@ -365,22 +370,14 @@ void td_rpc_line(td_conn_t *c, const char *line, size_t len) {
   td_conn_ref(c);
   const char *end = NULL;
   cJSON *msg = cJSON_ParseWithLengthOpts(line, len, &end, false);
+  size_t at = end ? (size_t)(end - line) : 0;
+  while (msg && at < len && (line[at] == ' ' || line[at] == '\t')) at++;
   td_reply_t r;
-  if (!msg) {
+  if (!msg || at < len) { /* not JSON, or bytes after the value (two messages on one line?) */
     req->id = cJSON_CreateNull();
-    long at = end ? (long)(end - line) : 0;
-    r = td_req_error(req, TD_E_PARSE, "parse error: not valid JSON (at byte %ld of the line)", at);
-  } else if (end && (size_t)(end - line) < len && line[end - line] != 0) {
-    /* trailing bytes after the value: two messages on one line, or garbage */
-    size_t i = (size_t)(end - line);
-    while (i < len && (line[i] == ' ' || line[i] == '\t')) i++;
-    if (i < len) {
-      req->id = cJSON_CreateNull();
-      r = td_req_error(req, TD_E_PARSE, "parse error: extra bytes after the JSON value at byte %zu "
-                       "(one message per line)", i);
-    } else {
-      r = dispatch(req, msg);
-    }
+    r = td_req_error(req, TD_E_PARSE, msg ? "parse error: extra bytes after the JSON value at byte %zu (one "
+                                            "message per line)"
+                                          : "parse error: not valid JSON (at byte %zu of the line)", at);
   } else {
     r = dispatch(req, msg);
   }

@@ -178,7 +178,7 @@ static void compact(td_conn_t *c) {
   c->in_off = 0;
 }
 
-/* Frames the next complete line: true with *line/*len set, or false. */
+/* Frames the next complete line: true with line and len set, or false. */
 static bool next_line(td_conn_t *c, const char **line, size_t *len) {
   if (c->in_off >= c->in.len) return false;
   char *base = c->in.data;
@@ -322,6 +322,7 @@ void td_server_maybe_exit(td_server_t *srv) {
   if (!srv->stopping || srv->closed || td_jobs_running(srv) > 0 || srv->inflight_work > 0) return;
   srv->closed = true;
   td_log(TD_INFO, "jobs stopped; closing", "connections=%d", srv->nconns);
+  uv_close((uv_handle_t *)&srv->stop_timer, on_handle_closed);
   uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
   uv_close((uv_handle_t *)&srv->sig_term, on_handle_closed);
   uv_close((uv_handle_t *)&srv->sig_int, on_handle_closed);
@@ -333,12 +334,23 @@ void td_server_maybe_exit(td_server_t *srv) {
   }
 }
 
+/* A job that does not come to a stop must not keep the daemon forever: what
+ * it committed is safe, and it resumes at the next start. */
+static void on_stop_timeout(uv_timer_t *t) {
+  td_server_t *srv = t->data;
+  td_log(TD_ERROR, "running jobs did not stop in time; exiting without them (they resume at the next start)",
+         "stop_timeout_s=%g running=%d", srv->cfg.stop_timeout, td_jobs_running(srv));
+  unlink(srv->cfg.socket_path);
+  _exit(1);
+}
+
 void td_server_stop(td_server_t *srv, const char *why) {
   if (srv->stopping) return;
   srv->stopping = true;
   td_log(TD_INFO, "stopping: no new jobs; running jobs finish their batch", "why=%s running=%d queued=%d",
          td_q(why), td_jobs_running(srv), td_jobs_queued(srv));
   td_jobs_stop_all(srv);
+  uv_timer_start(&srv->stop_timer, on_stop_timeout, (uint64_t)(srv->cfg.stop_timeout * 1e3), 0);
   td_server_maybe_exit(srv);
 }
 
@@ -362,6 +374,8 @@ static int start(td_server_t *srv, tn_err_t *err) {
   if (!rc) rc = td_jobs_init(srv, err);
   if (!rc) rc = open_socket(srv, err);
   if (rc) return rc;
+  uv_timer_init(srv->loop, &srv->stop_timer);
+  srv->stop_timer.data = srv;
   uv_signal_init(srv->loop, &srv->sig_term);
   uv_signal_init(srv->loop, &srv->sig_int);
   srv->sig_term.data = srv->sig_int.data = srv;

@@ -42,7 +42,7 @@ static bool nvrtc_arch_ok(const char *arch, char *why, size_t size) {
   static struct {
     char arch[16];
     bool ok;
-    char why[512];
+    char why[TN_ERR_MSG_MAX];
   } cache[16];
   static int ncache;
   for (int i = 0; i < ncache; i++)
@@ -70,7 +70,7 @@ static const char ALTERNATIVES[] = "use --target cpu or opencl/pocl-cpu, or --ta
 static void check_cuda(const td_machine_t *m, td_target_info_t *ti) {
   const ms_backend_status_t *cu = &m->backends[MS_BACKEND_CUDA];
   const tn_target_t *t = &ti->t;
-  char why[512];
+  char why[TN_ERR_MSG_MAX];
   if (!cu->compiled) {
     snprintf(ti->reason, sizeof ti->reason, "%s needs CUDA, and this tuned was %s; %s", t->name,
              cu->detail[0] ? cu->detail : "built without CUDA", ALTERNATIVES);
@@ -107,9 +107,8 @@ int td_target_check(const td_machine_t *m, const char *name, td_target_info_t *o
   case TN_TARGET_OPENCL:
     out->usable = m->backends[MS_BACKEND_OPENCL].available;
     if (!out->usable)
-      snprintf(out->reason, sizeof out->reason,
-               "no OpenCL platform here: %s; install an OpenCL driver (pocl-opencl-icd on a CPU-only "
-               "machine), or use --target cpu", m->backends[MS_BACKEND_OPENCL].detail);
+      snprintf(out->reason, sizeof out->reason, "no OpenCL platform here (%s); use --target cpu instead",
+               m->backends[MS_BACKEND_OPENCL].detail);
     break;
   case TN_TARGET_CUDA:
     check_cuda(m, out);

@@ -12,6 +12,7 @@
 #include "common/common.h"
 #include "common/target.h"
 #include "db/db.h"
+#include "ir/ir.h"
 #include "measure/measure.h"
 
 /* Longest request line (bytes, without the '\n'); longer ones are answered
@@ -67,7 +68,7 @@ void td_dirname(const char *path, char *buf, size_t size);
 typedef struct td_target_info {
   tn_target_t t;
   bool usable;
-  char reason[768]; /* why not, and what would work ("" when usable) */
+  char reason[2048]; /* why not, and what would work ("" when usable) */
 } td_target_info_t;
 
 typedef struct td_machine {
@@ -95,6 +96,7 @@ typedef struct td_config {
   char db_path[PATH_MAX];
   char socket_path[108];
   int max_jobs;
+  double stop_timeout;     /* seconds a stop waits for running jobs before exiting anyway */
   const char *config_dir;
 } td_config_t;
 
@@ -110,6 +112,7 @@ typedef struct td_server {
   int ntargets;
   uv_pipe_t listener;
   uv_signal_t sig_term, sig_int;
+  uv_timer_t stop_timer;  /* armed by td_server_stop */
   db_t *rdb;              /* the loop thread's connection: quick queries only */
   db_t *wdb;              /* thread-pool work (writes, exports, kernels), under wdb_lock */
   uv_mutex_t wdb_lock;
@@ -207,9 +210,11 @@ int td_param_num(td_req_t *req, const char *name, double dflt, double min, doubl
 int td_param_bool(td_req_t *req, const char *name, bool dflt, bool *out);
 int td_param_enum(td_req_t *req, const char *name, const char *const *values, int dflt, int *out);
 int td_param_hash(td_req_t *req, const char *name, bool required, char out[17]);
-/* A target name: absent -> the daemon's; must be known and usable here
- * (else -32602 / -32003 with the reason). */
-int td_param_target(td_req_t *req, const char *name, td_target_info_t *out);
+/* A target name: absent -> the daemon's; must be known (else -32602) and,
+ * with need_usable, one this machine can measure for (else -32003 with the
+ * reason).  Queries accept any known target: records may come from another
+ * machine (db.import). */
+int td_param_target(td_req_t *req, const char *name, bool need_usable, td_target_info_t *out);
 /* Workload parameter overrides {"M": 64}: names and integer values. */
 int td_param_overrides(td_req_t *req, const char *name, cJSON **out);
 
@@ -240,9 +245,10 @@ cJSON *td_record_json(const db_record_t *r, double flops);
 void td_json_num(cJSON *obj, const char *key, double v);
 /* Parses text as JSON; a string holding the text when it is not JSON. */
 cJSON *td_json_embed(const char *text);
-/* Workload parameters as "NAME=VALUE" overrides from a JSON object text. */
-int td_overrides_from_json(const char *json, tn_arena_t *a, ir_param_set_t **out, int *n,
-                           tn_err_t *err);
+/* Parses workload text as NAME.tw with the parameter values of a JSON object
+ * ({"M": 64}; NULL = none); errors are the parser's FILE:LINE:COL messages. */
+int td_workload_parse(const char *name, const char *text, const char *params_json, ir_workload_t **out,
+                      tn_err_t *err);
 
 /* ---- jobs.c: the queue and the worker threads ----------------------------- */
 

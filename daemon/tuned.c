@@ -16,7 +16,8 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: tuned [--target NAME|auto] [--db PATH] [--socket PATH] [--jobs N]\n"
-          "             [--log-level debug|info|warn|error] [--configs DIR] [--foreground]\n"
+          "             [--log-level debug|info|warn|error] [--configs DIR] [--stop-timeout S]\n"
+          "             [--foreground]\n"
           "       tuned --backends | --version | --help\n"
           "\n"
           "tuned is the auto-tuning daemon: it serves JSON-RPC 2.0 (one message per line) on a\n"
@@ -29,12 +30,14 @@ static void usage(FILE *out) {
           "                  A target this machine cannot measure for is refused, with the reason.\n"
           "  --db PATH       database (default $XDG_DATA_HOME/tuned/tuned.db, else\n"
           "                  ~/.local/share/tuned/tuned.db)\n"
-          "  --socket PATH   socket (default $XDG_RUNTIME_DIR/tuned/tuned.sock, else\n"
-          "                  /tmp/tuned-$UID/tuned.sock; directory 0700, socket 0600)\n"
+          "  --socket PATH   socket (default $TUNED_SOCKET, else $XDG_RUNTIME_DIR/tuned/tuned.sock,\n"
+          "                  else /tmp/tuned-$UID/tuned.sock; directory 0700, socket 0600)\n"
           "  --jobs N        tuning jobs running at once (default 1; the others wait queued)\n"
           "  --log-level L   least severe log lines written to stderr (default info)\n"
           "  --configs DIR   target files (default: the source tree's configs/ when present,\n"
           "                  else the built-in table)\n"
+          "  --stop-timeout S  on SIGTERM, wait at most S seconds (default 300) for running\n"
+          "                  jobs to commit their batch, then exit anyway (status 1; they resume)\n"
           "  --foreground    accepted for compatibility: tuned always runs in the foreground\n"
           "  --backends      probe cpu, opencl and cuda (and the XGBoost cost model) and exit\n"
           "  --version       print the version\n"
@@ -43,6 +46,7 @@ static void usage(FILE *out) {
           "commit their batch and are resumed at the next start.\n"
           "\n"
           "environment:\n"
+          "  TUNED_SOCKET       the socket when --socket is not given (tunectl reads it too)\n"
           "  TUNED_CUDA_DRIVER  path of the CUDA driver library to dlopen (default libcuda.so.1)\n");
 }
 
@@ -69,6 +73,7 @@ static int print_backends(void) {
 typedef struct args {
   const char *target, *db, *socket, *log_level, *configs;
   int jobs;
+  double stop_timeout;
 } args_t;
 
 /* "--name value" or "--name=value"; advances *i past what it used. */
@@ -85,7 +90,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name) {
 }
 
 static int parse_args(int argc, char **argv, args_t *a) {
-  *a = (args_t){.target = "auto", .log_level = "info", .jobs = 1};
+  *a = (args_t){.target = "auto", .log_level = "info", .jobs = 1, .stop_timeout = 300};
   for (int i = 1; i < argc; i++) {
     const char *v;
     if ((v = opt_value(argc, argv, &i, "--target"))) a->target = v;
@@ -101,6 +106,13 @@ static int parse_args(int argc, char **argv, args_t *a) {
         return 2;
       }
       a->jobs = (int)n;
+    } else if ((v = opt_value(argc, argv, &i, "--stop-timeout"))) {
+      char *end;
+      a->stop_timeout = strtod(v, &end);
+      if (*end || !(a->stop_timeout > 0 && a->stop_timeout <= 86400)) {
+        fprintf(stderr, "tuned: --stop-timeout must be a number of seconds above 0 and at most 86400, got '%s'\n", v);
+        return 2;
+      }
     } else if (strcmp(argv[i], "--foreground") != 0) {
       fprintf(stderr, "tuned: unknown option '%s' (see tuned --help)\n", argv[i]);
       return 2;
@@ -143,20 +155,32 @@ static int choose_target(const args_t *a, const td_machine_t *m, td_config_t *cf
   return 0;
 }
 
+/* Job threads and clients see the same file whatever the working directory. */
+static int absolute(const char *path, char *buf, size_t size, tn_err_t *err) {
+  char cwd[PATH_MAX];
+  int n = path[0] == '/' || !getcwd(cwd, sizeof cwd) ? snprintf(buf, size, "%s", path)
+                                                     : snprintf(buf, size, "%s/%s", cwd, path);
+  if (n < 0 || (size_t)n >= size)
+    return tn_err_set(err, TN_EINVAL, "path %s is too long (at most %zu bytes; unix sockets allow 107)", path,
+                      size - 1);
+  return 0;
+}
+
 static int fill_paths(const args_t *a, td_config_t *cfg) {
   tn_err_t err = {0};
   int rc = 0;
-  if (a->socket) {
-    if (strlen(a->socket) >= sizeof cfg->socket_path) {
-      fprintf(stderr, "tuned: --socket path is %zu bytes; unix sockets allow at most %zu\n", strlen(a->socket),
+  const char *sock = a->socket ? a->socket : getenv("TUNED_SOCKET"); /* tunectl reads it too */
+  if (sock && *sock) {
+    if (strlen(sock) >= sizeof cfg->socket_path) {
+      fprintf(stderr, "tuned: socket path %s is %zu bytes; unix sockets allow at most %zu\n", sock, strlen(sock),
               sizeof cfg->socket_path - 1);
       return 2;
     }
-    snprintf(cfg->socket_path, sizeof cfg->socket_path, "%s", a->socket);
+    rc = absolute(sock, cfg->socket_path, sizeof cfg->socket_path, &err);
   } else {
     rc = td_default_socket(cfg->socket_path, sizeof cfg->socket_path, &err);
   }
-  if (!rc && a->db) snprintf(cfg->db_path, sizeof cfg->db_path, "%s", a->db);
+  if (!rc && a->db) rc = absolute(a->db, cfg->db_path, sizeof cfg->db_path, &err);
   else if (!rc) rc = td_default_db(cfg->db_path, sizeof cfg->db_path, &err);
   if (rc) fprintf(stderr, "tuned: %s\n", err.msg);
   return rc ? 1 : 0;
@@ -187,7 +211,7 @@ int main(int argc, char **argv) {
   int rc = parse_args(argc, argv, &a);
   if (rc) return rc;
   td_log_set_level((td_log_level_t)td_log_level_parse(a.log_level));
-  td_config_t cfg = {.max_jobs = a.jobs, .config_dir = a.configs ? a.configs : default_configs()};
+  td_config_t cfg = {.max_jobs = a.jobs, .stop_timeout = a.stop_timeout, .config_dir = a.configs ? a.configs : default_configs()};
   td_machine_t m;
   td_machine_probe(&m, cfg.config_dir);
   if ((rc = choose_target(&a, &m, &cfg)) || (rc = fill_paths(&a, &cfg))) return rc;

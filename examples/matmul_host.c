@@ -110,7 +110,8 @@ static int run_c(const tuned_kernel_t *k, problem_t *p) {
   const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
   snprintf(cmd, sizeof cmd, "%s -O3 -march=native -fopenmp -fPIC -shared -o %s %s -lm", cc, lib, src);
   int rc = system(cmd);
-  void *h = rc == 0 ? dlopen(lib, RTLD_NOW | RTLD_LOCAL) : NULL;
+  /* RTLD_NODELETE: OpenMP worker threads of the kernel outlive dlclose. */
+  void *h = rc == 0 ? dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) : NULL;
   int (*entry)(void **) = NULL;
   void *sym = h ? dlsym(h, "tuned_entry") : NULL;
   memcpy(&entry, &sym, sizeof sym);

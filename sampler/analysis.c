@@ -76,26 +76,6 @@ int smp_block_loops(const ir_func_t *f, const ir_block_t *b, ir_loop_t **loops, 
   return n;
 }
 
-static bool holds_visit(ir_stmt_t *s, void *p) {
-  const ir_block_t **b = p;
-  if (s->kind == IR_S_BLOCK && &s->u.block == *b) *b = NULL;
-  return *b && s->kind != IR_S_STORE;
-}
-
-static bool holds(ir_stmt_t *s, const ir_block_t *b) {
-  ir_stmt_walk(s, holds_visit, &b);
-  return b == NULL;
-}
-
-ir_stmt_t *smp_root_item(const ir_func_t *f, const ir_block_t *b) {
-  ir_stmt_t *body = f->root->u.block.body;
-  if (!body) return NULL;
-  if (body->kind != IR_S_SEQ) return holds(body, b) ? body : NULL;
-  for (int i = 0; i < body->u.seq.n; i++)
-    if (holds(body->u.seq.items[i], b)) return body->u.seq.items[i];
-  return NULL;
-}
-
 /* ---- loop and block kinds ------------------------------------------------ */
 
 typedef struct use_count {
@@ -341,25 +321,27 @@ bool smp_block_has_select(const ir_block_t *b) { return block_any(b, is_select, 
 
 /* ---- linear index analysis ----------------------------------------------- */
 
-bool smp_linear_coef(const ir_expr_t *e, const ir_var_t *v, int64_t *coef) {
+/* Coefficient of v in the linear expression e (0 if unused); false when e
+ * uses v non-linearly (floordiv, floormod, a product of variables, ...). */
+static bool linear_coef(const ir_expr_t *e, const ir_var_t *v, int64_t *coef) {
   int64_t a, b, c;
   *coef = 0;
   if (!ir_expr_uses_var(e, v)) return true;
   switch (e->kind) {
   case IR_E_VAR: *coef = 1; return true;
   case IR_E_ADD: case IR_E_SUB:
-    if (!smp_linear_coef(e->u.bin.a, v, &a) || !smp_linear_coef(e->u.bin.b, v, &b)) return false;
+    if (!linear_coef(e->u.bin.a, v, &a) || !linear_coef(e->u.bin.b, v, &b)) return false;
     *coef = e->kind == IR_E_ADD ? a + b : a - b;
     return true;
   case IR_E_MUL:
-    if (ir_expr_is_const_int(e->u.bin.a, &c) && smp_linear_coef(e->u.bin.b, v, &b)) return *coef = c * b, true;
-    if (ir_expr_is_const_int(e->u.bin.b, &c) && smp_linear_coef(e->u.bin.a, v, &a)) return *coef = c * a, true;
+    if (ir_expr_is_const_int(e->u.bin.a, &c) && linear_coef(e->u.bin.b, v, &b)) return *coef = c * b, true;
+    if (ir_expr_is_const_int(e->u.bin.b, &c) && linear_coef(e->u.bin.a, v, &a)) return *coef = c * a, true;
     return false;
   case IR_E_NEG:
-    if (!smp_linear_coef(e->u.un, v, &a)) return false;
+    if (!linear_coef(e->u.un, v, &a)) return false;
     *coef = -a;
     return true;
-  case IR_E_CAST: return smp_linear_coef(e->u.un, v, coef);
+  case IR_E_CAST: return linear_coef(e->u.un, v, coef);
   default: return false;
   }
 }
@@ -369,7 +351,7 @@ bool smp_access_coef(const ir_block_t *b, const ir_expr_t *e, const ir_var_t *v,
   for (int k = 0; k < b->niters; k++) {
     int64_t c_iter, c_loop;
     if (!ir_expr_uses_var(b->iters[k].binding, v)) continue;
-    if (!smp_linear_coef(b->iters[k].binding, v, &c_loop) || !smp_linear_coef(e, b->iters[k].var, &c_iter))
+    if (!linear_coef(b->iters[k].binding, v, &c_loop) || !linear_coef(e, b->iters[k].var, &c_iter))
       return false;
     *coef += c_iter * c_loop;
   }

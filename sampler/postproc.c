@@ -9,8 +9,6 @@
 
 #include "smp_internal.h"
 
-int smp_verify_gpu(sch_t *s, const tn_target_t *t, tn_err_t *err); /* verify.c */
-
 /* ---- rewrite-cooperative-fetch ------------------------------------------- */
 
 typedef struct fetch_task {
@@ -313,6 +311,9 @@ int smp_postprocess(sch_t *s, const tn_target_t *t, smp_stage_t *stage, tn_err_t
   if (!stage) stage = &dummy;
   *stage = SMP_STAGE_OK;
   bool gpu = t->kind != TN_TARGET_CPU;
+  if (gpu && t->max_threads_per_block <= 0)
+    return tn_err_set(err, TN_EINVAL, "target %s has no max_threads_per_block; GPU candidates cannot be checked",
+                      t->name);
   const postproc_t *list = gpu ? gpu_postprocs : cpu_postprocs;
   int n = gpu ? (int)TN_ARRAY_LEN(gpu_postprocs) : (int)TN_ARRAY_LEN(cpu_postprocs);
   int rc = sch_enter_postproc(s, err);

@@ -9,7 +9,10 @@
 /* CrossThreadReduction's thread extents (§3.3 rule 5). */
 static const int64_t xthread_extents[] = {4, 8, 16, 32, 64, 128, 256, 512};
 
-int smp_fuse_reduction_loops(sch_t *s, sch_rv_t block, sch_rv_t *fused, int *nspatial, tn_err_t *err) {
+/* Fuses the reduction loops of a block (after moving spatial loops outside,
+ * TVM's ReorderAndFuseReductionLoops) into one; *nspatial gets the number
+ * of spatial loops. */
+static int fuse_reduction_loops(sch_t *s, sch_rv_t block, sch_rv_t *fused, int *nspatial, tn_err_t *err) {
   sch_rv_t loops[SMP_MAX_LOOPS], order[SMP_MAX_LOOPS], red[SMP_MAX_LOOPS];
   int nl = 0, no = 0, nr = 0;
   SMP_TRY(sch_get_loops(s, block, loops, &nl, err));
@@ -52,7 +55,7 @@ static int bind_reduction(sch_t *s, const char *block, tn_err_t *err) {
   for (int i = 0; i < n; i++) probs[i] = 1.0 / n;
   SMP_TRY(sch_get_block(s, block, &b, err));
   SMP_TRY(sch_sample_categorical(s, xthread_extents, probs, n, &t, err));
-  SMP_TRY(smp_fuse_reduction_loops(s, b, &fused, &nspatial, err));
+  SMP_TRY(fuse_reduction_loops(s, b, &fused, &nspatial, err));
   sch_arg_t f[2] = {sch_arg_none(), sch_arg_rv(t)};
   SMP_TRY(sch_split(s, fused, f, 2, parts, err));
   SMP_TRY(sch_bind(s, parts[1], "threadIdx.x", err));
@@ -117,7 +120,7 @@ static int split_reduction(sch_t *s, const char *block, sch_rv_t *b, sch_rv_t pi
                            tn_err_t *err) {
   sch_rv_t fused, fac[2];
   SMP_TRY(sch_get_block(s, block, b, err));
-  SMP_TRY(smp_fuse_reduction_loops(s, *b, &fused, nspatial, err));
+  SMP_TRY(fuse_reduction_loops(s, *b, &fused, nspatial, err));
   SMP_TRY(sample_two_tiles(s, fused, fac, err));
   sch_arg_t f[2] = {sch_arg_rv(fac[0]), sch_arg_rv(fac[1])};
   return sch_split(s, fused, f, 2, pieces, err);

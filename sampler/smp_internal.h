@@ -56,18 +56,18 @@ int smp_rule_random_compute_location(smp_ctx_t *c, smp_state_t *st, const char *
 /* Binds a block's leading spatial loops to blockIdx.x/threadIdx.x (AutoBind,
  * §3.5): the thread extent is sampled from [32..1024] when `sample`, else
  * min(max threads, extent) (RewriteUnboundBlock).  *done says whether
- * anything was bound (false: already bound, tiled, or nothing to bind). */
+ * anything was bound (false: already bound or tiled).  TN_ESTATE when the
+ * block has no leading data-parallel loop to bind. */
 int smp_bind_block(sch_t *s, const tn_target_t *t, const char *block, bool sample, bool *done, tn_err_t *err);
 
-/* Fuses the reduction loops of a block (after moving spatial loops
- * outside) into one; *nspatial gets the number of spatial loops. */
-int smp_fuse_reduction_loops(sch_t *s, sch_rv_t block, sch_rv_t *fused, int *nspatial, tn_err_t *err);
+/* The verify postprocessor (verify.c). */
+int smp_verify_gpu(sch_t *s, const tn_target_t *t, tn_err_t *err);
 
-/* Appends instructions to a schedule, failing with the rule's context. */
-#define SMP_TRY(expr)            \
-  do {                           \
-    int smp_rc_ = (expr);        \
-    if (smp_rc_ < 0) return smp_rc_; \
+/* Returns the error of a failing call from the calling function. */
+#define SMP_TRY(expr)                  \
+  do {                                 \
+    int smp_rc_ = (expr);              \
+    if (smp_rc_ < 0) return smp_rc_;   \
   } while (0)
 
 /* ---- analyses (analysis.c) ----------------------------------------------- */
@@ -77,11 +77,8 @@ typedef enum smp_iter_type { SMP_DATA_PAR, SMP_REDUCE, SMP_OPAQUE } smp_iter_typ
 /* Non-root blocks of f in tree order; returns the count (<= max stored). */
 int smp_blocks(const ir_func_t *f, ir_block_t **out, int max);
 ir_block_t *smp_block(const ir_func_t *f, const char *name); /* NULL if absent */
-/* Loops enclosing the block (outermost first) and their statements. */
+/* Loops enclosing the block (outermost first), within its scope. */
 int smp_block_loops(const ir_func_t *f, const ir_block_t *b, ir_loop_t **loops, int max);
-/* The top-level statement of the root scope holding the block (its kernel
- * on GPU targets). */
-ir_stmt_t *smp_root_item(const ir_func_t *f, const ir_block_t *b);
 /* TVM's GetLoopIterType over every block under the loop. */
 smp_iter_type_t smp_loop_iter_type(const ir_loop_t *l);
 /* Whether the loop's body is one statement (not a sequence of several). */
@@ -109,9 +106,6 @@ void smp_rw_pattern(const ir_region_t *read, const ir_region_t *write, bool *exi
 bool smp_is_write_cache_like(const ir_block_t *b);
 bool smp_block_calls(const ir_block_t *b, ir_math_fn_t fn);
 bool smp_block_has_select(const ir_block_t *b);
-/* Coefficient of v in the linear expression e (0 if unused); false when e
- * uses v non-linearly (floordiv, floormod, a product of variables, ...). */
-bool smp_linear_coef(const ir_expr_t *e, const ir_var_t *v, int64_t *coef);
 /* Coefficient of loop variable v in an index expression e of block b (over
  * b's iterators, whose bindings are over loop variables); false if non-linear. */
 bool smp_access_coef(const ir_block_t *b, const ir_expr_t *e, const ir_var_t *v, int64_t *coef);

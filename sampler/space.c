@@ -228,6 +228,9 @@ static sch_trace_t *simplify(const sch_trace_t *t) {
 int smp_generate(const ir_func_t *f, const tn_target_t *t, uint64_t seed, smp_space_t *out, tn_err_t *err) {
   memset(out, 0, sizeof *out);
   smp_ctx_t c = {.f = f, .t = t, .gpu = t->kind != TN_TARGET_CPU};
+  if (c.gpu && (t->max_threads_per_block <= 0 || t->warp_size <= 0))
+    return tn_err_set(err, TN_EINVAL, "target %s (%s) needs max_threads_per_block and warp_size for the GPU rules",
+                      t->name, tn_target_kind_name(t->kind));
   tn_rng_seed(&c.rng, seed);
   smp_states_t states = {0};
   smp_state_t first = {.s = sch_create(f, tn_rng_next(&c.rng))};

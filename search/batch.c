@@ -1,7 +1,8 @@
 /* batch.c — one batch through measurement: lowering and asynchronous builds
  * (so the next batch compiles while this one runs), then the runs in the
  * task's worker, one candidate at a time so a stop request is honoured
- * between candidates. */
+ * between candidates.  Builds are queued a few at a time, so that a stop
+ * never waits for a whole batch of compilations. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ void srch_batch_init(srch_batch_t *b, int task, srch_cand_t **cands, int n) {
   b->res = tn_xcalloc((size_t)TN_MAX(n, 1), sizeof *b->res);
   b->tickets = tn_xcalloc((size_t)TN_MAX(n, 1), sizeof *b->tickets);
   b->measured = tn_xcalloc((size_t)TN_MAX(n, 1), sizeof *b->measured);
+  b->built = tn_xcalloc((size_t)TN_MAX(n, 1), sizeof *b->built);
   for (int i = 0; i < n; i++) {
     ms_result_init(&b->res[i]);
     b->tickets[i] = -1;
@@ -33,6 +35,8 @@ void srch_batch_free(srch_batch_t *b) {
   free(b->res);
   free(b->tickets);
   free(b->measured);
+  free(b->built);
+  free(b->db_ids);
   memset(b, 0, sizeof *b);
 }
 
@@ -46,17 +50,38 @@ static void lower_one(const tn_target_t *t, srch_batch_t *b, int i) {
   cg_module_free(m);
 }
 
-void srch_batch_submit(const tn_target_t *t, ms_builder_t *builder, srch_batch_t *b) {
-  for (int i = 0; i < b->n; i++) {
-    lower_one(t, b, i);
+void srch_batch_lower(const tn_target_t *t, srch_batch_t *b) {
+  for (int i = 0; i < b->n; i++) lower_one(t, b, i);
+}
+
+/* Queues builds in candidate order until `cap` of them are unfinished. */
+void srch_batch_pump(ms_builder_t *builder, srch_batch_t *b, int cap) {
+  int inflight = 0;
+  for (int i = b->first_unfinished; i < b->nsubmitted; i++) {
+    if (b->tickets[i] >= 0 && !ms_build_done(builder, b->tickets[i])) inflight++;
+    else if (i == b->first_unfinished) b->first_unfinished++;
+  }
+  for (; b->nsubmitted < b->n && inflight < cap; b->nsubmitted++) {
+    int i = b->nsubmitted;
     if (!b->mc[i]) continue;
     b->tickets[i] = ms_build_submit(builder, b->mc[i], &b->res[i]);
     if (b->tickets[i] < 0) ms_result_fail(&b->res[i], MS_BUILD_ERROR, "the builder refused the candidate");
+    else inflight++;
   }
 }
 
-void srch_batch_wait(ms_builder_t *builder, srch_batch_t *b) {
-  for (int i = 0; i < b->n; i++)
+bool srch_batch_wait(ms_builder_t *builder, srch_batch_t *b, int cap, bool (*stop)(void *ctx), void *ctx) {
+  for (int i = 0; i < b->n; i++) {
+    srch_batch_pump(builder, b, cap);
+    if (stop(ctx)) return false;
+    if (b->tickets[i] >= 0) ms_build_wait(builder, b->tickets[i]);
+    b->built[i] = true;
+  }
+  return true;
+}
+
+void srch_batch_drain(ms_builder_t *builder, srch_batch_t *b) {
+  for (int i = 0; i < b->nsubmitted; i++)
     if (b->tickets[i] >= 0) ms_build_wait(builder, b->tickets[i]);
 }
 
@@ -73,7 +98,7 @@ static void remove_artifact(const char *run_dir, ms_result_t *r) {
 
 int srch_batch_run(ms_runner_t *runner, const char *run_dir, srch_batch_t *b, bool (*stop)(void *ctx), void *ctx, tn_err_t *err) {
   for (int i = 0; i < b->n; i++) {
-    if (stop(ctx)) return 0;
+    if (stop(ctx) || !b->built[i]) return 0;
     if (b->res[i].status == MS_OK && ms_runner_run_batch(runner, &b->mc[i], &b->res[i], 1, err) < 0) return err->code;
     remove_artifact(run_dir, &b->res[i]);
     /* A run that failed while a stop was requested most likely died of the

@@ -71,7 +71,9 @@ static void add_measured(srch_ctx_t *c, srch_task_state_t *ts, pool_t *pop) {
 static void add_fresh(srch_ctx_t *c, srch_task_state_t *ts, pool_t *pop, pool_t *fresh) {
   int attempts = TN_MAX(c->opts.population - pop->n, 1);
   int want = TN_MIN(c->opts.init_min_unmeasured, c->opts.population);
-  for (int fails = 0; fresh->n < want && fails < MAX_EMPTY_ROUNDS;) {
+  /* Stop when the population is full too: with a small population the
+   * measured seeds can leave fewer than `want` slots for fresh samples. */
+  for (int fails = 0; fresh->n < want && pop->n < c->opts.population && fails < MAX_EMPTY_ROUNDS;) {
     srch_cand_t **got = NULL;
     int n = srch_sample_fresh(c, ts, attempts, tn_rng_next(&ts->rng), &got);
     fails += n == 0;

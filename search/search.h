@@ -82,7 +82,8 @@ typedef struct srch_callbacks {
 } srch_callbacks_t;
 
 typedef struct srch_best {
-  bool found;               /* a verified candidate exists */
+  bool found;               /* a verified candidate exists (measured in this run or,
+                               with a database, recorded there for this workload and target) */
   char *trace_json;         /* malloc'ed */
   double median_secs, gflops;
   int64_t db_id;

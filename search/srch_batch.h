@@ -12,6 +12,9 @@ typedef struct srch_batch {
   ms_candidate_t **mc;  /* NULL where lowering failed */
   ms_result_t *res;
   int64_t *tickets;     /* build tickets, -1 when not submitted */
+  int nsubmitted;       /* candidates [0, nsubmitted) were handed to the builder (or failed lowering) */
+  int first_unfinished; /* builds before it are known to be finished */
+  bool *built;          /* the build finished (or never started: lowering failed) */
   bool *measured;       /* processed by the runner (or failed before it): a trial */
   int nmeasured;
   int64_t *db_ids;      /* after the commit (0: none / duplicate) */
@@ -20,9 +23,17 @@ typedef struct srch_batch {
 /* Takes ownership of cands (malloc'ed array). */
 void srch_batch_init(srch_batch_t *b, int task, srch_cand_t **cands, int n);
 void srch_batch_free(srch_batch_t *b);
-/* Lowers every candidate and queues its build (returns at once). */
-void srch_batch_submit(const tn_target_t *t, ms_builder_t *builder, srch_batch_t *b);
-void srch_batch_wait(ms_builder_t *builder, srch_batch_t *b);
+/* Lowers every candidate (a lowering error is its build error). */
+void srch_batch_lower(const tn_target_t *t, srch_batch_t *b);
+/* Queues the next builds while fewer than `cap` of this batch's are
+ * unfinished; returns at once. */
+void srch_batch_pump(ms_builder_t *builder, srch_batch_t *b, int cap);
+/* Waits for the builds in order (queueing more as they finish); false when
+ * stop(ctx) said so first. */
+bool srch_batch_wait(ms_builder_t *builder, srch_batch_t *b, int cap, bool (*stop)(void *ctx), void *ctx);
+/* Waits for every queued build: call before srch_batch_free (the builder
+ * writes into the batch's results). */
+void srch_batch_drain(ms_builder_t *builder, srch_batch_t *b);
 /* Runs the built candidates in order until stop(ctx) says so; marks what was
  * processed and removes its build directory (under run_dir, the builder's).
  * Fails only when the worker cannot run at all. */

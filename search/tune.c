@@ -75,6 +75,8 @@ typedef struct loop {
   int trials_done;
   int failures[MS_STATUS__COUNT];
   bool stopped;                   /* should_stop said so */
+  srch_batch_t *pending;          /* the batch compiling while another runs */
+  int build_cap;                  /* unfinished builds kept queued per batch */
   int64_t job_base;               /* the job's trials_done before this run */
 } loop_t;
 
@@ -82,9 +84,12 @@ static bool out_of_time(const loop_t *l) {
   return l->c->opts.max_seconds > 0 && tn_now() - l->t0 >= l->c->opts.max_seconds;
 }
 
+/* Polled between candidates: keeps the pending batch's builds flowing and
+ * says whether to stop (the caller's request or the time budget). */
 static bool should_stop(void *ctx) {
   loop_t *l = ctx;
   const srch_callbacks_t *cb = l->c->cb;
+  if (l->pending) srch_batch_pump(l->builder, l->pending, l->build_cap);
   if (!l->stopped && cb && cb->should_stop && cb->should_stop(cb->ctx)) l->stopped = true;
   return l->stopped || out_of_time(l);
 }
@@ -224,7 +229,15 @@ static int finish_batch(loop_t *l, srch_batch_t *b, tn_err_t *err) {
   srch_ctx_t *c = l->c;
   srch_task_state_t *ts = &c->tasks[b->task];
   if (b->nmeasured == 0) return 0; /* stopped before its first run */
-  if (srch_batch_commit(c, b, err) < 0) return tn_err_prefix(err, "search: committing a batch");
+  /* The records and the job's progress go in one transaction, so a kill
+   * between them cannot leave a resumed job counting fewer trials than the
+   * database holds. */
+  bool tx = c->db && c->opts.job_id > 0;
+  if (tx && db_tx_begin(c->db, err) < 0) return tn_err_prefix(err, "search: committing a batch");
+  if (srch_batch_commit(c, b, err) < 0) {
+    if (tx) db_tx_rollback(c->db);
+    return tn_err_prefix(err, "search: committing a batch");
+  }
   for (int i = 0; i < b->n; i++) {
     if (!b->measured[i]) continue;
     const ms_result_t *r = &b->res[i];
@@ -236,7 +249,10 @@ static int finish_batch(loop_t *l, srch_batch_t *b, tn_err_t *err) {
       srch_task_note_best(ts, b->cands[i]->json, r->median_secs, b->db_ids[i]);
     }
   }
-  if (update_job(l, b->task, err) < 0) return tn_err_prefix(err, "search: job %lld", (long long)c->opts.job_id);
+  if (update_job(l, b->task, err) < 0 || (tx && db_tx_commit(c->db, err) < 0)) {
+    if (tx) db_tx_rollback(c->db);
+    return tn_err_prefix(err, "search: job %lld", (long long)c->opts.job_id);
+  }
   report(l, b);
   if (update_model(c, b, err) < 0) return tn_err_prefix(err, "search: cost model");
   srch_sched_joined(ts);
@@ -245,35 +261,42 @@ static int finish_batch(loop_t *l, srch_batch_t *b, tn_err_t *err) {
 
 /* ---- the pipeline ------------------------------------------------------ */
 
-/* While batch `cur` builds, the next one is generated and queued behind it;
- * `cur` then runs while `next` builds. */
+/* Waits for a batch's builds, runs it in its task's worker and processes
+ * the results. */
+static int measure_batch(loop_t *l, srch_batch_t *b, srch_batch_t *next, tn_err_t *err) {
+  if (!srch_batch_wait(l->builder, b, l->build_cap, should_stop, l)) return 0;
+  l->pending = next; /* its builds are queued between b's runs */
+  if (ensure_runner(l, b->task, err) < 0) return err->code;
+  if (srch_batch_run(l->c->tasks[b->task].runner, ms_builder_run_dir(l->builder), b, should_stop, l, err) < 0)
+    return err->code;
+  return finish_batch(l, b, err);
+}
+
+/* While batch `cur` builds, the next one is generated and its builds are
+ * queued behind cur's; cur then runs while next builds. */
 static int run_loop(loop_t *l, tn_err_t *err) {
   srch_batch_t cur = {0}, next = {0};
   bool have_cur = false;
   int rc = 0;
   for (;;) {
+    if (have_cur) srch_batch_pump(l->builder, &cur, l->build_cap); /* compiles while next is generated */
     int got = next_batch(l, &next, err);
-    if (got < 0) {
-      rc = got;
+    if (got < 0) rc = got;
+    if (got > 0) srch_batch_lower(l->c->target, &next);
+    if (have_cur) {
+      if (rc == 0) rc = measure_batch(l, &cur, got > 0 ? &next : NULL, err);
+      srch_batch_drain(l->builder, &cur);
+      srch_batch_free(&cur);
+      have_cur = false;
+    }
+    l->pending = NULL;
+    if (got <= 0 || rc < 0) {
+      if (got > 0) srch_batch_drain(l->builder, &next), srch_batch_free(&next);
       break;
     }
-    if (got) srch_batch_submit(l->c->target, l->builder, &next);
-    if (have_cur) {
-      srch_batch_wait(l->builder, &cur);
-      if ((rc = ensure_runner(l, cur.task, err)) < 0 ||
-          (rc = srch_batch_run(l->c->tasks[cur.task].runner, ms_builder_run_dir(l->builder), &cur, should_stop, l,
-                               err)) < 0 ||
-          (rc = finish_batch(l, &cur, err)) < 0) {
-        if (got) srch_batch_wait(l->builder, &next), srch_batch_free(&next);
-        break;
-      }
-      srch_batch_free(&cur);
-    }
-    if (!got) break;
     cur = next, have_cur = true;
     memset(&next, 0, sizeof next);
   }
-  if (have_cur && cur.cands) srch_batch_wait(l->builder, &cur), srch_batch_free(&cur);
   return rc;
 }
 
@@ -378,6 +401,7 @@ int srch_tune(const srch_task_t *tasks, int ntasks, const tn_target_t *t, const 
   c.cb = cb;
   if (rc == 0) {
     srch_sched_init(&l.sched, c.ntasks, sched_seed);
+    l.build_cap = 2 * c.nthreads;
     if (start_job(&l, err) < 0 || make_work_dir(&l, err) < 0 || start_builder(&l, err) < 0) rc = err->code;
   }
   if (rc == 0) rc = run_loop(&l, err);

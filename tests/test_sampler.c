@@ -392,6 +392,42 @@ static sch_trace_t *with_tiles(const sch_trace_t *tr, const int64_t (*tiles)[5],
   return c;
 }
 
+/* Cooperative fetch: the fused cache loop is split over the threads and the
+ * sampled vector width, or width 1 when that does not divide it. */
+START_TEST(test_cooperative_fetch) {
+  tn_target_t t = target("opencl/pocl-cpu");
+  ir_workload_t *w = load("matmul", "M=64,N=64,K=64");
+  smp_space_t sp = generate(w->func, &t, 1);
+  static const int64_t tiles[3][5] = {{2, 2, 4, 2, 2}, {2, 2, 4, 2, 2}, {2, 4, 8}};
+  static const int n[3] = {5, 5, 3};
+  sch_trace_t *tr = with_tiles(sp.traces[0], tiles, n);
+  int cat = 0;
+  for (int i = 0; i < tr->n; i++) /* widths 3 (A: 32x32 does not divide) and 4 (B), unroll 64 */
+    if (tr->insts[i].kind == SCH_SAMPLE_CATEGORICAL) {
+      static int64_t pick[3] = {2, 3, 2};
+      tr->insts[i].decision = &pick[cat++];
+      tr->insts[i].ndecision = 1;
+    }
+  ck_assert_int_eq(cat, 3);
+  sch_trace_t *c = sch_trace_copy(tr); /* own the decisions */
+  sch_t *s = NULL;
+  tn_err_t err = {0};
+  ck_assert_msg(smp_sample(w->func, &t, c, 1, &s, NULL, &err) == TN_OK, "%s", err.msg);
+  char *ir = print_ir(sch_func(s));
+  ck_assert_msg(strstr(ir, "T.vectorized(4)") && !strstr(ir, "T.vectorized(3)"), "%s", ir);
+  ck_assert_msg(strstr(ir, "for ax0_ax1_fused_0 in range(64):"), "%s", ir); /* 1024 = 64 x 16 threads */
+  ck_assert_msg(strstr(ir, "for ax0_ax1_fused_0_1 in range(16):"), "%s", ir); /* 1024 = 16 x 16 x 4 */
+  ck_assert_ptr_null(strstr(ir, SMP_ANN_COOP_FETCH));
+  ck_assert_msg(strstr(ir, "\"pragma_auto_unroll_max_step\": 64"), "%s", ir);
+  free(ir);
+  sch_free(s);
+  sch_trace_free(c);
+  sch_trace_free(tr);
+  smp_space_free(&sp);
+  ir_workload_free(w);
+}
+END_TEST
+
 /* Verify rejects too many threads and too much shared memory, and says so. */
 START_TEST(test_verify_rejects) {
   tn_target_t t = target("nvidia/h100");
@@ -670,6 +706,7 @@ static Suite *make_suite(void) {
   tcase_add_test(samples, test_determinism);
   suite_add_tcase(s, samples);
   TCase *pp = tcase_create("postprocessors");
+  tcase_add_test(pp, test_cooperative_fetch);
   tcase_add_test(pp, test_verify_rejects);
   tcase_add_test(pp, test_unbound_and_empty);
   tcase_add_test(pp, test_cpu_rewrites);

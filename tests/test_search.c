@@ -293,13 +293,13 @@ START_TEST(test_determinism_tune) {
   ir_workload_t *w = load("matmul.tw", 64);
   seen_t s1 = {0}, s2 = {0};
   srch_result_t r1, r2;
-  srch_opts_t o = small_opts(8, 21, NULL);
-  o.batch_size = 8;
+  srch_opts_t o = small_opts(4, 21, NULL);
+  o.batch_size = 4;
   OK(tune(w, "cpu", &o, &s1, &r1));
   OK(tune(w, "cpu", &o, &s2, &r2));
-  ck_assert_int_eq(s1.ntraces, 8);
-  ck_assert_int_eq(s2.ntraces, 8);
-  for (int i = 0; i < 8; i++) ck_assert_str_eq(s1.traces[i], s2.traces[i]);
+  ck_assert_int_eq(s1.ntraces, 4);
+  ck_assert_int_eq(s2.ntraces, 4);
+  for (int i = 0; i < 4; i++) ck_assert_str_eq(s1.traces[i], s2.traces[i]);
   srch_result_free(&r1);
   srch_result_free(&r2);
   seen_free(&s1);
@@ -315,18 +315,19 @@ START_TEST(test_dedup_across_runs) {
   char *db = temp_db();
   seen_t s1 = {0}, s2 = {0};
   srch_result_t r1, r2;
-  srch_opts_t o = small_opts(32, 31, db);
+  srch_opts_t o = small_opts(16, 31, db);
+  o.batch_size = 8;
   OK(tune(w, "cpu", &o, &s1, &r1));
   OK(tune(w, "cpu", &o, &s2, &r2)); /* the same seed: it would propose the same traces first */
-  ck_assert_int_eq(r2.trials_done, 32);
+  ck_assert_int_eq(r2.trials_done, 16);
   for (int i = 0; i < s2.ntraces; i++) {
     ck_assert_msg(s2.ids[i] > 0, "second run: record %d was a duplicate", i);
     for (int j = 0; j < s1.ntraces; j++)
       ck_assert_msg(strcmp(s2.traces[i], s1.traces[j]) != 0, "second run re-measured trace %d of the first", j);
   }
   db_records_t recs = query(db, w, "cpu");
-  ck_assert_int_eq((int)recs.n, 64);
-  ck_assert_int_eq(count_distinct_hashes(&recs), 64);
+  ck_assert_int_eq((int)recs.n, 32);
+  ck_assert_int_eq(count_distinct_hashes(&recs), 32);
   db_records_free(&recs);
   /* the second run starts from the first one's best */
   ck_assert(r2.best[0].found && r2.best[0].median_secs <= r1.best[0].median_secs);
@@ -339,13 +340,33 @@ START_TEST(test_dedup_across_runs) {
 }
 END_TEST
 
+/* A population smaller than the fresh-sample minimum (50) once measured seeds
+ * exist: generation used to loop forever filling fresh slots that were full. */
+START_TEST(test_small_population_with_seeds) {
+  ir_workload_t *w = load("matmul.tw", 64);
+  char *db = temp_db();
+  seen_t s = {0};
+  srch_result_t r;
+  srch_opts_t o = small_opts(24, 53, db);
+  o.batch_size = 8;
+  o.population = 16;
+  OK(tune(w, "cpu", &o, &s, &r));
+  ck_assert_int_eq(r.trials_done, 24);
+  srch_result_free(&r);
+  seen_free(&s);
+  remove_db(db);
+  ir_workload_free(w);
+}
+END_TEST
+
 START_TEST(test_job_resume) {
   ir_workload_t *w = load("matmul.tw", 64);
   char *db_path = temp_db();
   /* the workload and target rows first, as the daemon would */
   seen_t s0 = {0};
   srch_result_t r;
-  srch_opts_t o = small_opts(16, 41, db_path);
+  srch_opts_t o = small_opts(8, 41, db_path);
+  o.batch_size = 8;
   OK(tune(w, "cpu", &o, &s0, &r));
   srch_result_free(&r);
   db_t *db = NULL;
@@ -367,18 +388,18 @@ START_TEST(test_job_resume) {
     o.job_id = job.id;
     o.seed = 41 + round;
     OK(tune(w, "cpu", &o, &s, &r));
-    ck_assert_int_eq(r.trials_done, 16);
+    ck_assert_int_eq(r.trials_done, 8);
     db_job_t got;
     OK(db_job_get(db, job.id, &got, a, &err_));
-    ck_assert_int_eq((int)got.trials_done, 16 * round);
+    ck_assert_int_eq((int)got.trials_done, 8 * round);
     ck_assert_int_eq(got.state, DB_JOB_RUNNING);
     ck_assert_int_eq(got.best_record_id, r.best[0].db_id);
     srch_result_free(&r);
     seen_free(&s);
   }
   db_records_t recs = query(db_path, w, "cpu");
-  ck_assert_int_eq((int)recs.n, 48);
-  ck_assert_int_eq(count_distinct_hashes(&recs), 48);
+  ck_assert_int_eq((int)recs.n, 3 * 8);
+  ck_assert_int_eq(count_distinct_hashes(&recs), 3 * 8);
   db_records_free(&recs);
   tn_arena_free(a);
   db_close(db);
@@ -396,13 +417,14 @@ START_TEST(test_should_stop) {
   seen_t s = {.stop_after_batches = 1};
   srch_result_t r;
   srch_opts_t o = small_opts(64, 51, db);
+  o.batch_size = 8;
   OK(tune(w, "cpu", &o, &s, &r));
   ck_assert(r.stopped);
-  ck_assert_int_eq(r.trials_done, 16);
+  ck_assert_int_eq(r.trials_done, 8);
   ck_assert_int_eq(s.batches, 1);
-  ck_assert_int_gt(s.polls, 16);
+  ck_assert_int_gt(s.polls, 8);
   db_records_t recs = query(db, w, "cpu");
-  ck_assert_int_eq((int)recs.n, 16);
+  ck_assert_int_eq((int)recs.n, 8);
   db_records_free(&recs);
   srch_result_free(&r);
   seen_free(&s);
@@ -447,16 +469,17 @@ START_TEST(test_replay_trace) {
   char *db = temp_db();
   seen_t s = {0};
   srch_result_t r;
-  srch_opts_t o = small_opts(24, 71, db);
+  srch_opts_t o = small_opts(12, 71, db);
+  o.batch_size = 8;
   o.strategy = SRCH_REPLAY_TRACE;
   OK(tune(w, "cpu", &o, &s, &r));
-  ck_assert_int_eq(r.trials_done, 24);
-  ck_assert_int_eq(s.batches, 2); /* 16 + 8: the last batch is cut to the budget */
+  ck_assert_int_eq(r.trials_done, 12);
+  ck_assert_int_eq(s.batches, 2); /* 8 + 4: the last batch is cut to the budget */
   ck_assert(r.best[0].found);
   ck_assert(r.phase_s[SRCH_PHASE_MUTATION] == 0 && r.phase_s[SRCH_PHASE_PREDICTION] == 0);
   db_records_t recs = query(db, w, "cpu");
-  ck_assert_int_eq((int)recs.n, 24);
-  ck_assert_int_eq(count_distinct_hashes(&recs), 24);
+  ck_assert_int_eq((int)recs.n, 12);
+  ck_assert_int_eq(count_distinct_hashes(&recs), 12);
   db_records_free(&recs);
   srch_result_free(&r);
   seen_free(&s);
@@ -473,16 +496,16 @@ START_TEST(test_two_tasks) {
   seen_t s = {0};
   srch_callbacks_t cb = callbacks(&s);
   srch_result_t r;
-  srch_opts_t o = small_opts(32, 81, db);
-  o.batch_size = 8;
+  srch_opts_t o = small_opts(16, 81, db);
+  o.batch_size = 4;
   OK(srch_tune(tasks, 2, &t, &o, &cb, &r, &err_));
   ck_assert_int_eq(r.ntasks, 2);
-  ck_assert_int_eq(r.trials_done, 32);
+  ck_assert_int_eq(r.trials_done, 16);
   ck_assert(r.best[0].found && r.best[1].found);
   db_records_t ra = query(db, a, "cpu"), rb = query(db, b, "cpu");
-  ck_assert_int_ge((int)ra.n, 8);
-  ck_assert_int_ge((int)rb.n, 8);
-  ck_assert_int_eq((int)(ra.n + rb.n), 32);
+  ck_assert_int_ge((int)ra.n, 4);
+  ck_assert_int_ge((int)rb.n, 4);
+  ck_assert_int_eq((int)(ra.n + rb.n), 16);
   db_records_free(&ra);
   db_records_free(&rb);
   srch_result_free(&r);
@@ -541,14 +564,14 @@ START_TEST(test_tune_opencl) {
   char *db = temp_db();
   seen_t s = {0};
   srch_result_t r;
-  srch_opts_t o = small_opts(16, 91, db);
-  o.batch_size = 8;
+  srch_opts_t o = small_opts(8, 91, db);
+  o.batch_size = 4;
   OK(tune(w, "opencl/pocl-cpu", &o, &s, &r));
-  ck_assert_int_eq(r.trials_done, 16);
+  ck_assert_int_eq(r.trials_done, 8);
   ck_assert_msg(!s.bad_record, "%s", s.why);
   ck_assert(r.best[0].found);
   db_records_t recs = query(db, w, "opencl/pocl-cpu");
-  ck_assert_int_eq((int)recs.n, 16);
+  ck_assert_int_eq((int)recs.n, 8);
   for (size_t i = 0; i < recs.n; i++) {
     const db_record_t *rec = &recs.items[i];
     ck_assert_int_eq(rec->verified, rec->status == DB_STATUS_OK);
@@ -579,6 +602,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tune_tc, test_determinism_tune);
   tcase_add_test(tune_tc, test_dedup_across_runs);
   tcase_add_test(tune_tc, test_job_resume);
+  tcase_add_test(tune_tc, test_small_population_with_seeds);
   tcase_add_test(tune_tc, test_should_stop);
   tcase_add_test(tune_tc, test_time_budget);
   tcase_add_test(tune_tc, test_replay_trace);

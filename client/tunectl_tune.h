@@ -1,0 +1,29 @@
+/* tunectl_tune.h — `tunectl tune` (tunectl_tune.c): in-process tuning with a
+ * live progress line, Ctrl-C handling and a summary.  Internal to client/;
+ * prefix tct_. */
+#ifndef TUNED_TUNECTL_TUNE_H
+#define TUNED_TUNECTL_TUNE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/target.h"
+#include "ir/ir.h"
+
+/* The command line as tunectl.c parsed it (option values not yet checked). */
+typedef struct tct_args {
+  const ir_workload_t *workload;
+  const tn_target_t *target;
+  const char *trials;   /* --trials N (required) */
+  const char *db;       /* --db PATH or NULL */
+  const char *strategy; /* evolutionary (default) | replay */
+  const char *model;    /* xgb (default) | random */
+  uint64_t seed;
+  bool json;
+} tct_args_t;
+
+/* Runs the command; returns the exit status (0: a verified kernel was
+ * found, 1: none or an error, 2: a bad option, 130: stopped by Ctrl-C). */
+int tct_tune(const tct_args_t *a);
+
+#endif

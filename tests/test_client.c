@@ -1,0 +1,869 @@
+/* test_client.c — suite "client": tunectl's daemon commands, libtuned and
+ * the example host program against a real tuned daemon on a temporary socket
+ * and database ($TUNED, $TUNECTL, $MATMUL_HOST); libtuned's protocol handling
+ * against a scripted fake server; the pkg-config file; bench comparisons. */
+#include <cJSON.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/tuned.h"
+#include "testutil.h"
+
+typedef tu_run_t run_t;
+
+/* The shared daemon: started once for the "daemon" test case. */
+static char g_dir[64];
+static char g_sock[128];
+static pid_t g_pid;
+static char g_hash[17];  /* matmul 32^3, tuned by the fixture */
+static long g_job;
+static run_t g_submit;   /* what `submit --wait` printed */
+
+#define MM32 SRC("workloads/matmul.tw") " --set M=32 --set N=32 --set K=32"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *env(const char *name) {
+  const char *v = getenv(name);
+  ck_assert_msg(v && *v, "%s is not set (run the suite through meson test)", name);
+  return v;
+}
+
+/* Runs a shell command built from fmt; captures its output. */
+static run_t *sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static run_t *sh(const char *fmt, ...) {
+  static run_t r;
+  char cmd[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  return tu_run_capture(cmd, &r);
+}
+
+/* `tunectl --socket SOCK ARGS`, expecting exit code status. */
+static run_t *ctl(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static run_t *ctl(int status, const char *fmt, ...) {
+  char args[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  run_t *r = sh("'%s' --socket '%s' %s", env("TUNECTL"), g_sock, args);
+  ck_assert_msg(r->status == status, "tunectl %s: exit %d, expected %d\nstdout: %.2000s\nstderr: %s", args, r->status,
+                status, r->out, r->err);
+  return r;
+}
+
+static cJSON *parse_json(const char *text) {
+  cJSON *j = cJSON_Parse(text);
+  ck_assert_msg(j != NULL, "not JSON: %.500s", text);
+  return j;
+}
+
+static double jnum(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  ck_assert_msg(cJSON_IsNumber(v), "no number \"%s\"", key);
+  return v->valuedouble;
+}
+
+static const char *jstr(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  ck_assert_msg(cJSON_IsString(v), "no string \"%s\"", key);
+  return v->valuestring;
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
+  static char buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ck_assert_msg(f != NULL, "cannot write %s", path);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* ---- a real daemon ---------------------------------------------------------- */
+
+/* Starts `tuned --target cpu` on dir/NAME.sock and dir/NAME.db; waits until
+ * it answers.  Returns its pid. */
+static pid_t start_daemon(const char *dir, const char *name, char *sock, size_t socksize) {
+  snprintf(sock, socksize, "%s/%s.sock", dir, name);
+  char db[256], log[256];
+  snprintf(db, sizeof db, "%s/%s.db", dir, name);
+  snprintf(log, sizeof log, "%s/%s.log", dir, name);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    FILE *l = freopen(log, "w", stderr);
+    (void)l;
+    execl(env("TUNED"), "tuned", "--target", "cpu", "--socket", sock, "--db", db, "--log-level", "info", (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 400; i++) {
+    tuned_client_t *c = NULL;
+    if (tuned_connect(sock, &c, NULL) == 0) {
+      tuned_close(c);
+      return pid;
+    }
+    ck_assert_msg(waitpid(pid, NULL, WNOHANG) == 0, "tuned exited at start-up:\n%s", slurp(log));
+    usleep(50 * 1000);
+  }
+  ck_abort_msg("tuned did not answer on %s within 20 s:\n%s", sock, slurp(log));
+  return -1;
+}
+
+static void stop_daemon(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 200; i++) {
+    if (waitpid(pid, NULL, WNOHANG) == pid) return;
+    usleep(50 * 1000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+}
+
+static void daemon_setup(void) {
+  snprintf(g_dir, sizeof g_dir, "/tmp/tuned-client-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(g_dir));
+  g_pid = start_daemon(g_dir, "main", g_sock, sizeof g_sock);
+  run_t *r = sh("'%s' check " MM32 " --json", env("TUNECTL"));
+  ck_assert_int_eq(r->status, 0);
+  cJSON *j = parse_json(r->out);
+  snprintf(g_hash, sizeof g_hash, "%s", jstr(j, "hash"));
+  cJSON_Delete(j);
+  g_submit = *ctl(0, "submit " MM32 " --trials 8 --wait");
+  ck_assert_int_eq(sscanf(g_submit.out, "job %ld:", &g_job), 1);
+}
+
+static void daemon_teardown(void) {
+  stop_daemon(g_pid);
+  sh("rm -rf '%s'", g_dir);
+}
+
+/* ---- tunectl against the daemon ------------------------------------------------ */
+
+START_TEST(t_ping_targets) {
+  run_t *r = ctl(0, "ping");
+  ck_assert_msg(strstr(r->out, "answers on ") && strstr(r->out, g_sock) && strstr(r->out, "target cpu"), "%s", r->out);
+  cJSON *j = parse_json(ctl(0, "ping --json")->out);
+  ck_assert_str_eq(jstr(j, "target"), "cpu");
+  ck_assert_str_eq(jstr(j, "socket"), g_sock);
+  ck_assert_int_eq((int)jnum(j, "pid"), g_pid);
+  cJSON_Delete(j);
+  r = ctl(0, "targets");
+  ck_assert_ptr_nonnull(strstr(r->out, "TARGET"));
+  ck_assert_ptr_nonnull(strstr(r->out, "nvidia/tesla-t4"));
+  j = parse_json(ctl(0, "targets --json")->out);
+  const cJSON *t;
+  bool cpu_usable = false;
+  cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(j, "targets"))
+    if (strcmp(jstr(t, "name"), "cpu") == 0) cpu_usable = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "usable"));
+  ck_assert(cpu_usable);
+  cJSON_Delete(j);
+}
+END_TEST
+
+START_TEST(t_submit_wait_jobs_status) {
+  char want[128];
+  snprintf(want, sizeof want, "job %ld: matmul (%s)", g_job, g_hash);
+  ck_assert_msg(strstr(g_submit.out, want), "%s", g_submit.out);
+  /* not a terminal: one plain progress line per batch on stderr */
+  snprintf(want, sizeof want, "job %ld: done, 8/8 trials, best ", g_job);
+  ck_assert_msg(strstr(g_submit.err, want), "%s", g_submit.err);
+  cJSON *j = parse_json(ctl(0, "jobs --json")->out);
+  const cJSON *job = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "jobs"), 0);
+  ck_assert_int_eq((long)jnum(job, "job"), g_job);
+  ck_assert_str_eq(jstr(job, "state"), "done");
+  ck_assert_str_eq(jstr(job, "workload"), g_hash);
+  ck_assert_int_eq((int)jnum(job, "trials_done"), 8);
+  cJSON_Delete(j);
+  run_t *r = ctl(0, "jobs --state done");
+  ck_assert_msg(strstr(r->out, "JOB") && strstr(r->out, g_hash) && strstr(r->out, "8/8"), "%s", r->out);
+  r = ctl(0, "status %ld", g_job);
+  ck_assert_msg(strstr(r->out, "state     done") && strstr(r->out, "trials    8 of 8"), "%s", r->out);
+  j = parse_json(ctl(0, "status %ld --json", g_job)->out);
+  ck_assert_str_eq(jstr(j, "state"), "done");
+  double gflops = jnum(cJSON_GetObjectItemCaseSensitive(j, "best"), "gflops");
+  ck_assert(gflops > 0);
+  cJSON_Delete(j);
+  r = ctl(0, "status");
+  ck_assert_msg(strstr(r->out, "target    cpu") && strstr(r->out, " done,"), "%s", r->out);
+  j = parse_json(ctl(0, "status --json")->out);
+  ck_assert_str_eq(jstr(cJSON_GetObjectItemCaseSensitive(j, "server"), "target"), "cpu");
+  ck_assert(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "jobs")) >= 1);
+  cJSON_Delete(j);
+  /* watching a finished job prints its final line and exits 0 */
+  r = ctl(0, "watch %ld", g_job);
+  ck_assert_msg(strstr(r->err, "done, 8/8 trials"), "%s", r->err);
+  r = ctl(0, "workloads");
+  ck_assert_msg(strstr(r->out, g_hash) && strstr(r->out, "matmul"), "%s", r->out);
+}
+END_TEST
+
+START_TEST(t_best_records) {
+  cJSON *j = parse_json(ctl(0, "best " MM32 " --json")->out);
+  const cJSON *recs = cJSON_GetObjectItemCaseSensitive(j, "records");
+  ck_assert_int_eq(cJSON_GetArraySize(recs), 1);
+  const cJSON *best = cJSON_GetArrayItem(recs, 0);
+  ck_assert_str_eq(jstr(best, "workload"), g_hash);
+  ck_assert_str_eq(jstr(best, "target"), "cpu");
+  ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(best, "verified")));
+  long id = (long)jnum(best, "id");
+  double median = jnum(best, "median_secs");
+  cJSON_Delete(j);
+  /* the hash names the same workload; -k 3 lists up to 3, fastest first */
+  j = parse_json(ctl(0, "best %s -k 3 --target cpu --json", g_hash)->out);
+  recs = cJSON_GetObjectItemCaseSensitive(j, "records");
+  ck_assert_int_ge(cJSON_GetArraySize(recs), 2);
+  ck_assert_int_eq((long)jnum(cJSON_GetArrayItem(recs, 0), "id"), id);
+  for (int i = 1; i < cJSON_GetArraySize(recs); i++)
+    ck_assert(jnum(cJSON_GetArrayItem(recs, i), "median_secs") >= median);
+  cJSON_Delete(j);
+  char want[64];
+  snprintf(want, sizeof want, "%7ld  %s  cpu", id, g_hash);
+  run_t *r = ctl(0, "best %s", g_hash);
+  ck_assert_msg(strstr(r->out, want) && strstr(r->out, "yes"), "%s", r->out);
+  char path[128];
+  snprintf(path, sizeof path, "%s/records.json", g_dir);
+  ctl(0, "records " MM32 " --json > %s", path);
+  j = parse_json(slurp(path));
+  recs = cJSON_GetObjectItemCaseSensitive(j, "records");
+  ck_assert_int_eq(cJSON_GetArraySize(recs), 8);
+  const cJSON *rec;
+  cJSON_ArrayForEach(rec, recs) ck_assert_str_eq(jstr(rec, "workload"), g_hash);
+  cJSON_Delete(j);
+  j = parse_json(ctl(0, "records --status ok --limit 2 --json")->out);
+  ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "records")), 2);
+  cJSON_Delete(j);
+}
+END_TEST
+
+START_TEST(t_kernel) {
+  run_t *r = ctl(0, "kernel %s --emit source", g_hash);
+  ck_assert_msg(strstr(r->out, "int matmul(float *restrict A, float *restrict B, float *restrict C)") &&
+                    strstr(r->out, "int tuned_entry(void **args)"),
+                "%s", r->out);
+  cJSON *j = parse_json(ctl(0, "kernel " MM32 " --emit json")->out);
+  ck_assert_str_eq(jstr(j, "language"), "c");
+  ck_assert_str_eq(jstr(j, "workload"), g_hash);
+  const cJSON *launch = cJSON_GetObjectItemCaseSensitive(j, "launch");
+  ck_assert_str_eq(jstr(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(launch, "kernels"), 0), "name"), "matmul");
+  ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(launch, "params")), 3);
+  cJSON_Delete(j);
+  /* CUDA-only kinds are refused for a C kernel, with the reason */
+  r = ctl(1, "kernel %s --emit ptx", g_hash);
+  ck_assert_ptr_nonnull(strstr(r->err, "needs a CUDA target"));
+  ctl(2, "kernel %s --emit bogus", g_hash);
+  ctl(2, "kernel %s", g_hash);
+  /* the header compiles into a host program and computes C = A B */
+  char hdr[128], prog[128], exe[128];
+  snprintf(hdr, sizeof hdr, "%s/matmul_tuned.h", g_dir);
+  snprintf(prog, sizeof prog, "%s/use_header.c", g_dir);
+  snprintf(exe, sizeof exe, "%s/use_header", g_dir);
+  ctl(0, "kernel " MM32 " --emit header -o %s", hdr);
+  const char *text = slurp(hdr);
+  ck_assert_ptr_nonnull(strstr(text, "static inline int tuned_launch_matmul(float *A, float *B, float *C)"));
+  ck_assert_ptr_nonnull(strstr(text, "#ifndef TUNED_KERNEL_MATMUL_"));
+  write_file(prog, "#include <math.h>\n#include <stdio.h>\n#include \"matmul_tuned.h\"\n"
+                   "int main(void) {\n"
+                   "  static float A[32 * 32], B[32 * 32], C[32 * 32];\n"
+                   "  for (int i = 0; i < 32 * 32; i++) A[i] = (float)(i % 7) - 3, B[i] = (float)(i % 5) * 0.5f;\n"
+                   "  if (tuned_launch_matmul(A, B, C) != 0) return 2;\n"
+                   "  for (int i = 0; i < 32; i++) for (int j = 0; j < 32; j++) {\n"
+                   "    double s = 0; for (int k = 0; k < 32; k++) s += A[i * 32 + k] * B[k * 32 + j];\n"
+                   "    if (fabs(s - C[i * 32 + j]) > 1e-3) { printf(\"C[%d][%d] = %g, want %g\\n\", i, j, C[i * 32 + j], s); return 1; }\n"
+                   "  }\n  printf(\"header ok\\n\");\n  return 0;\n}\n");
+  r = sh("cc -std=gnu11 -O1 -fopenmp -o '%s' '%s' -lm && '%s'", exe, prog, exe);
+  ck_assert_msg(r->status == 0 && strstr(r->out, "header ok"), "%s\n%s", r->out, r->err);
+}
+END_TEST
+
+START_TEST(t_export_import) {
+  char out[128], sock2[128];
+  snprintf(out, sizeof out, "%s/export.jsonl", g_dir);
+  run_t *r = ctl(0, "export %s -o %s", g_hash, out);
+  ck_assert_msg(strstr(r->err, "exported 8 records to "), "%s", r->err);
+  const char *text = slurp(out);
+  int lines = 0;
+  for (const char *p = text; *p; p++) lines += *p == '\n';
+  ck_assert_int_eq(lines, 8);
+  cJSON *line = parse_json(strtok(strdup(text), "\n"));
+  ck_assert_str_eq(jstr(cJSON_GetObjectItemCaseSensitive(line, "workload"), "hash"), g_hash);
+  cJSON_Delete(line);
+  /* into the same database: everything is already there */
+  r = ctl(0, "import %s", out);
+  ck_assert_msg(strstr(r->out, "imported 0 records") && strstr(r->out, "(8 already there)"), "%s", r->out);
+  /* a file over the daemon's 1 MiB message limit goes in several calls */
+  char big[128];
+  snprintf(big, sizeof big, "%s/big.jsonl", g_dir);
+  r = sh("for i in $(seq 60); do cat %s; done > %s && test $(stat -c %%s %s) -gt 1100000", out, big, big);
+  ck_assert_int_eq(r->status, 0);
+  r = ctl(0, "import %s", big);
+  ck_assert_msg(strstr(r->out, "imported 0 records") && strstr(r->out, "(480 already there)"), "%s", r->out);
+  /* into a fresh daemon: all new, and its best equals ours */
+  pid_t pid2 = start_daemon(g_dir, "second", sock2, sizeof sock2);
+  r = sh("'%s' --socket '%s' import %s --json", env("TUNECTL"), sock2, out);
+  ck_assert_int_eq(r->status, 0);
+  cJSON *j = parse_json(r->out);
+  ck_assert_int_eq((int)jnum(j, "inserted"), 8);
+  ck_assert_int_eq((int)jnum(j, "duplicates"), 0);
+  cJSON_Delete(j);
+  cJSON *a = parse_json(ctl(0, "best %s --json", g_hash)->out);
+  r = sh("'%s' --socket '%s' best %s --json", env("TUNECTL"), sock2, g_hash);
+  ck_assert_int_eq(r->status, 0);
+  cJSON *b = parse_json(r->out);
+  ck_assert_double_eq(jnum(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(a, "records"), 0), "median_secs"),
+                      jnum(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(b, "records"), 0), "median_secs"));
+  cJSON_Delete(a);
+  cJSON_Delete(b);
+  r = sh("'%s' --socket '%s' shutdown", env("TUNECTL"), sock2);
+  ck_assert_msg(r->status == 0 && strstr(r->out, "shutting down"), "%s", r->err);
+  stop_daemon(pid2);
+}
+END_TEST
+
+START_TEST(t_cancel) {
+  run_t *r = ctl(0, "submit %s --set M=128 --set N=128 --set K=128 --trials 2000 --json", SRC("workloads/matmul.tw"));
+  cJSON *j = parse_json(r->out);
+  long job = (long)jnum(j, "job");
+  cJSON_Delete(j);
+  r = ctl(0, "cancel %ld", job);
+  char want[64];
+  snprintf(want, sizeof want, "job %ld: ", job);
+  ck_assert_msg(strstr(r->out, want), "%s", r->out);
+  /* watch follows it until the running batch is committed; cancelled exits 1 */
+  r = ctl(1, "watch %ld", job);
+  ck_assert_msg(strstr(r->err, "cancelled"), "%s", r->err);
+  j = parse_json(ctl(0, "status %ld --json", job)->out);
+  ck_assert_str_eq(jstr(j, "state"), "cancelled");
+  ck_assert(jnum(j, "trials_done") < 2000);
+  cJSON_Delete(j);
+}
+END_TEST
+
+START_TEST(t_errors) {
+  run_t *r = ctl(1, "status 99999");
+  ck_assert_msg(strstr(r->err, "tunectl status: ") && strstr(r->err, "99999") && strstr(r->err, "(error -32001)"),
+                "%s", r->err);
+  r = ctl(1, "cancel 99999");
+  ck_assert_ptr_nonnull(strstr(r->err, "(error -32001)"));
+  r = ctl(1, "watch 99999");
+  ck_assert_ptr_nonnull(strstr(r->err, "99999"));
+  r = ctl(1, "kernel ffffffffffffffff --emit source");
+  ck_assert_msg(strstr(r->err, "ffffffffffffffff"), "%s", r->err);
+  r = ctl(1, "best ffffffffffffffff");
+  ck_assert_msg(strstr(r->err, "ffffffffffffffff"), "%s", r->err);
+  r = ctl(1, "best not-a-file");
+  ck_assert_msg(strstr(r->err, "not-a-file is neither a workload file") && strstr(r->err, "16 hex digits"), "%s",
+                r->err);
+  r = ctl(1, "best %s --set M=4", g_hash);
+  ck_assert_ptr_nonnull(strstr(r->err, "--set needs a workload FILE"));
+  r = ctl(1, "submit %s --set Q=3", SRC("workloads/matmul.tw"));
+  ck_assert_msg(strstr(r->err, "Q"), "%s", r->err);
+  r = ctl(1, "submit %s --target nvidia/tesla-p100", SRC("workloads/vector_add.tw"));
+  ck_assert_msg(strstr(r->err, "sm_60") && strstr(r->err, "(error -32003)"), "%s", r->err);
+  /* usage errors exit 2 */
+  r = ctl(2, "submit");
+  ck_assert_ptr_nonnull(strstr(r->err, "missing FILE"));
+  ctl(2, "jobs --bogus");
+  ctl(2, "status abc");
+  ctl(2, "submit %s --trials 0", SRC("workloads/matmul.tw"));
+  ctl(2, "ping extra");
+  r = ctl(0, "submit --help");
+  ck_assert_ptr_nonnull(strstr(r->out, "--trials N"));
+  r = sh("'%s' help kernel", env("TUNECTL"));
+  ck_assert_ptr_nonnull(strstr(r->out, "--emit KIND"));
+}
+END_TEST
+
+START_TEST(t_example_host) {
+  run_t *r = sh("'%s' --socket '%s' --size 48 --trials 4", env("MATMUL_HOST"), g_sock);
+  ck_assert_msg(r->status == 0, "matmul_host: %d\n%s\n%s", r->status, r->out, r->err);
+  ck_assert_msg(strstr(r->out, "tuned matmul 48x48x48 in job") && strstr(r->out, "best kernel: record ") &&
+                    strstr(r->out, "check: ") && strstr(r->out, ": ok"),
+                "%s", r->out);
+  /* the second run reuses the kernel without tuning */
+  r = sh("'%s' --socket '%s' --size 48", env("MATMUL_HOST"), g_sock);
+  ck_assert_msg(r->status == 0 && strstr(r->out, "reusing the tuned kernel of record"), "%s\n%s", r->out, r->err);
+}
+END_TEST
+
+/* ---- libtuned against the daemon ----------------------------------------------- */
+
+static void count_progress(const tuned_job_t *j, void *ctx) {
+  int *n = ctx;
+  ck_assert(j->trials_done <= j->trials);
+  (*n)++;
+}
+
+START_TEST(t_libtuned) {
+  tuned_client_t *c = NULL;
+  tuned_error_t err = {0};
+  ck_assert_int_eq(tuned_connect(g_sock, &c, &err), 0);
+  ck_assert_str_eq(tuned_socket_path(c), g_sock);
+  tuned_set_timeout(c, 120);
+  char *res = NULL;
+  ck_assert_int_eq(tuned_call(c, "server.info", NULL, &res, &err), 0);
+  cJSON *j = parse_json(res);
+  ck_assert_str_eq(jstr(j, "version"), TUNED_VERSION_STRING);
+  cJSON_Delete(j);
+  free(res);
+  ck_assert_int_eq(tuned_call(c, "no.such.method", "{}", &res, &err), TUNED_E_RPC);
+  ck_assert_int_eq(err.rpc_code, TUNED_RPC_METHOD_NOT_FOUND);
+  ck_assert_ptr_null(res);
+  ck_assert_int_eq(tuned_call(c, "tune.status", "[1,", &res, &err), TUNED_E_INVALID);
+  /* submit + wait with progress */
+  char *text = strdup(slurp(SRC("workloads/vector_add.tw")));
+  tuned_submit_t s = tuned_submit_defaults();
+  s.workload = text;
+  s.name = "vector_add";
+  s.params_json = "{\"N\": 2048}";
+  s.trials = 4;
+  int64_t job = 0;
+  char hash[17];
+  ck_assert_int_eq(tuned_submit(c, &s, &job, hash, &err), 0);
+  ck_assert(job > g_job);
+  ck_assert_int_eq((int)strlen(hash), 16);
+  int calls = 0;
+  tuned_job_t final;
+  ck_assert_msg(tuned_wait(c, job, 120, count_progress, &calls, &final, &err) == 0, "%s", err.message);
+  ck_assert_int_ge(calls, 1);
+  ck_assert_int_eq(final.state, TUNED_JOB_DONE);
+  ck_assert(tuned_job_finished(&final));
+  ck_assert_str_eq(final.workload, hash);
+  ck_assert(final.best_record > 0 && final.best_gflops > 0);
+  tuned_job_t st;
+  ck_assert_int_eq(tuned_job_status(c, job, &st, &err), 0);
+  ck_assert_int_eq(st.best_record, final.best_record);
+  ck_assert_str_eq(st.state_name, "done");
+  /* the best kernel, by hash and by text */
+  tuned_kernel_t *k = NULL;
+  ck_assert_msg(tuned_kernel_get(c, hash, "cpu", &k, &err) == 0, "%s", err.message);
+  ck_assert_int_eq(k->record, final.best_record);
+  ck_assert_str_eq(k->language, "c");
+  ck_assert_str_eq(k->target, "cpu");
+  ck_assert_str_eq(k->workload, hash);
+  ck_assert_str_eq(k->name, "vector_add");
+  ck_assert_ptr_nonnull(strstr(k->source, "tuned_entry"));
+  ck_assert_int_eq(k->nkernels, 1);
+  ck_assert_str_eq(k->kernels[0].name, "vector_add");
+  ck_assert_int_eq(k->nparams, 3);
+  ck_assert_str_eq(k->params[2].name, "C");
+  ck_assert_str_eq(k->params[2].role, "output");
+  ck_assert_str_eq(k->params[2].dtype, "float32");
+  ck_assert_int_eq(k->params[2].elements, 2048);
+  ck_assert_int_eq(k->params[2].elem_bytes, 4);
+  ck_assert_ptr_null(k->cubin);
+  ck_assert_ptr_null(k->ptx);
+  ck_assert(k->median_secs > 0 && k->gflops > 0);
+  tuned_kernel_free(k);
+  ck_assert_int_eq(tuned_kernel_get_text(c, text, "{\"N\": 2048}", NULL, &k, &err), 0);
+  ck_assert_int_eq(k->record, final.best_record);
+  tuned_kernel_free(k);
+  /* errors: no kernel for an untuned size, unknown job */
+  ck_assert_int_eq(tuned_kernel_get_text(c, text, "{\"N\": 999}", NULL, &k, &err), TUNED_E_RPC);
+  ck_assert_int_eq(err.rpc_code, TUNED_RPC_NO_KERNEL);
+  ck_assert_ptr_null(k);
+  ck_assert_int_eq(tuned_job_status(c, 424242, &st, &err), TUNED_E_RPC);
+  ck_assert_int_eq(err.rpc_code, TUNED_RPC_NOT_FOUND);
+  ck_assert_int_eq(tuned_kernel_get_text(c, text, "[1]", NULL, &k, &err), TUNED_E_INVALID);
+  free(text);
+  tuned_close(c);
+}
+END_TEST
+
+/* ---- no daemon -------------------------------------------------------------------- */
+
+START_TEST(t_no_daemon) {
+  tuned_client_t *c = NULL;
+  tuned_error_t err = {0};
+  ck_assert_int_eq(tuned_connect("/tmp/tuned-client-no-such/x.sock", &c, &err), TUNED_E_CONNECT);
+  ck_assert_ptr_null(c);
+  ck_assert_str_eq(err.message, "cannot connect to /tmp/tuned-client-no-such/x.sock: No such file or directory");
+  run_t *r = sh("'%s' --socket /tmp/tuned-client-no-such/x.sock ping", env("TUNECTL"));
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_str_eq(r->err, "tunectl ping: cannot connect to /tmp/tuned-client-no-such/x.sock: No such file or "
+                           "directory — start it with `tuned --target cpu`\n");
+  r = sh("TUNED_SOCKET=/tmp/tuned-client-no-such/y.sock '%s' jobs", env("TUNECTL"));
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->err, "cannot connect to /tmp/tuned-client-no-such/y.sock"));
+  r = sh("'%s' --socket /tmp/tuned-client-no-such/x.sock --size 32", env("MATMUL_HOST"));
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->err, "start the daemon first"));
+  r = sh("'%s' --socket", env("TUNECTL"));
+  ck_assert_int_eq(r->status, 2);
+}
+END_TEST
+
+START_TEST(t_default_socket) {
+  char buf[256];
+  setenv("TUNED_SOCKET", "/x/y.sock", 1);
+  ck_assert_int_eq(tuned_default_socket(buf, sizeof buf), 0);
+  ck_assert_str_eq(buf, "/x/y.sock");
+  unsetenv("TUNED_SOCKET");
+  setenv("XDG_RUNTIME_DIR", "/run/user/77", 1);
+  ck_assert_int_eq(tuned_default_socket(buf, sizeof buf), 0);
+  ck_assert_str_eq(buf, "/run/user/77/tuned/tuned.sock");
+  setenv("XDG_RUNTIME_DIR", "relative", 1);
+  ck_assert_int_eq(tuned_default_socket(buf, sizeof buf), 0);
+  char want[64];
+  snprintf(want, sizeof want, "/tmp/tuned-%u/tuned.sock", (unsigned)getuid());
+  ck_assert_str_eq(buf, want);
+  unsetenv("XDG_RUNTIME_DIR");
+  ck_assert_int_eq(tuned_default_socket(buf, sizeof buf), 0);
+  ck_assert_str_eq(buf, want);
+  ck_assert_int_eq(tuned_default_socket(buf, 8), TUNED_E_INVALID);
+}
+END_TEST
+
+START_TEST(t_parse_kernel_job) {
+  const char *json =
+      "{\"record\": 12, \"median_secs\": 2e-5, \"gflops\": 210.5, \"target\": \"nvidia/tesla-t4\", "
+      "\"workload\": \"0123456789abcdef\", \"name\": \"mm\", \"language\": \"cuda\", \"source\": \"__global__ ...\", "
+      "\"ptx\": \".version 8.0\", \"cubin_base64\": \"f0VMRgIB\\nAQ==\", \"trace\": [[], []], "
+      "\"launch\": {\"entry\": \"mm\", \"kernels\": [{\"name\": \"mm_kernel0\", \"grid\": [16, 8, 1], "
+      "\"block\": [64, 2, 1], \"dyn_shared_bytes\": 128, \"static_shared_bytes\": 4096}, {\"name\": \"mm_kernel1\", "
+      "\"grid\": [4], \"block\": [32]}], \"params\": [{\"name\": \"A\", \"dtype\": \"float16\", \"shape\": [64, 32], "
+      "\"role\": \"input\"}, {\"name\": \"T\", \"dtype\": \"float32\", \"shape\": [7], \"role\": \"workspace\"}]}}";
+  tuned_kernel_t *k = NULL;
+  tuned_error_t err = {0};
+  ck_assert_msg(tuned_kernel_parse(json, &k, &err) == 0, "%s", err.message);
+  ck_assert_int_eq(k->record, 12);
+  ck_assert_str_eq(k->entry, "mm");
+  ck_assert_str_eq(k->ptx, ".version 8.0");
+  ck_assert_uint_eq(k->cubin_size, 7);
+  ck_assert_mem_eq(k->cubin, "\x7f" "ELF\x02\x01\x01", 7);
+  ck_assert_str_eq(k->trace_json, "[[],[]]");
+  ck_assert_int_eq(k->nkernels, 2);
+  ck_assert_int_eq(k->kernels[0].grid[1], 8);
+  ck_assert_int_eq(k->kernels[0].block[0], 64);
+  ck_assert_int_eq(k->kernels[0].shared_bytes, 128);
+  ck_assert_int_eq(k->kernels[0].static_shared_bytes, 4096);
+  ck_assert_int_eq(k->kernels[1].grid[0], 4);
+  ck_assert_int_eq(k->kernels[1].grid[2], 1);
+  ck_assert_int_eq(k->params[0].elements, 64 * 32);
+  ck_assert_int_eq(k->params[0].elem_bytes, 2);
+  ck_assert_int_eq(k->params[0].ndim, 2);
+  ck_assert_str_eq(k->params[1].role, "workspace");
+  tuned_kernel_free(k);
+  ck_assert_int_eq(tuned_kernel_parse("{\"source\": \"x\", \"launch\": {}}", &k, &err), TUNED_E_PROTOCOL);
+  ck_assert_ptr_null(k);
+  ck_assert_int_eq(tuned_kernel_parse("{\"language\": \"c\"}", &k, &err), TUNED_E_PROTOCOL);
+  unsigned char *b = NULL;
+  size_t n = 0;
+  ck_assert_int_eq(tuned_base64_decode("SGVsbG8sIHdvcmxk", &b, &n, &err), 0);
+  ck_assert_uint_eq(n, 12);
+  ck_assert_mem_eq(b, "Hello, world", 12);
+  free(b);
+  ck_assert_int_eq(tuned_base64_decode("SGV*", &b, &n, &err), TUNED_E_INVALID);
+  tuned_job_t j;
+  ck_assert_int_eq(tuned_job_parse("{\"job\": 4, \"state\": \"running\", \"workload\": \"0123456789abcdef\", "
+                                   "\"trials\": 64, \"trials_done\": 12, \"best\": {\"record\": 9, \"median_secs\": "
+                                   "0.5, \"gflops\": 3}, \"failures\": {\"build_error\": 2, \"wrong_result\": 1}, "
+                                   "\"error\": null}", &j, &err), 0);
+  ck_assert_int_eq(j.id, 4);
+  ck_assert_int_eq(j.state, TUNED_JOB_RUNNING);
+  ck_assert(!tuned_job_finished(&j));
+  ck_assert_int_eq(j.trials_done, 12);
+  ck_assert_int_eq(j.best_record, 9);
+  ck_assert_int_eq(j.build_errors, 2);
+  ck_assert_int_eq(j.wrong_results, 1);
+  ck_assert_str_eq(j.error, "");
+  ck_assert_int_eq(tuned_job_parse("{\"state\": \"done\"}", &j, &err), TUNED_E_PROTOCOL);
+}
+END_TEST
+
+/* ---- libtuned against a scripted server ------------------------------------------- */
+
+/* The fake daemon answers tune.watch with "method not found" (so tuned_wait
+ * polls), reports the job running then done, sends a notification before
+ * each response, and answers one request without an id. */
+typedef struct fake {
+  int listen_fd;
+  int status_calls;
+  char path[108];
+} fake_t;
+
+static void fake_send(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fake_send(int fd, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+  va_end(ap);
+  buf[n++] = '\n';
+  ck_assert_int_eq(write(fd, buf, (size_t)n), n);
+}
+
+static void *fake_main(void *arg) {
+  fake_t *f = arg;
+  int fd = accept(f->listen_fd, NULL, NULL);
+  FILE *in = fdopen(fd, "r");
+  char line[4096];
+  while (fgets(line, sizeof line, in)) {
+    cJSON *m = cJSON_Parse(line);
+    int id = (int)cJSON_GetObjectItem(m, "id")->valuedouble;
+    const char *method = cJSON_GetObjectItem(m, "method")->valuestring;
+    fake_send(fd, "{\"jsonrpc\":\"2.0\",\"method\":\"tune.progress\",\"params\":{\"job\":99,\"state\":\"running\"}}");
+    if (strcmp(method, "tune.watch") == 0) {
+      fake_send(fd, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"error\":{\"code\":-32601,\"message\":\"no tune.watch\"}}", id);
+    } else if (strcmp(method, "tune.status") == 0) {
+      bool done = ++f->status_calls >= 3;
+      fake_send(fd, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":{\"job\":5,\"state\":\"%s\",\"trials\":4,"
+                    "\"trials_done\":%d,\"best\":null}}", id, done ? "done" : "running", done ? 4 : 2);
+    } else if (strcmp(method, "bad.line") == 0) {
+      fake_send(fd, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,\"message\":\"parse error\"}}");
+    } else if (strcmp(method, "garbage") == 0) {
+      fake_send(fd, "this is not json");
+    } else {
+      fake_send(fd, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":{\"echo\":%s}}", id,
+                cJSON_PrintUnformatted(cJSON_GetObjectItem(m, "params")));
+    }
+    cJSON_Delete(m);
+  }
+  fclose(in);
+  return NULL;
+}
+
+static void record_state(const tuned_job_t *j, void *ctx) {
+  char *log = ctx;
+  strcat(log, j->state_name);
+  strcat(log, j->trials_done == 4 ? "4 " : "2 ");
+}
+
+START_TEST(t_fake_server) {
+  fake_t f = {0};
+  snprintf(f.path, sizeof f.path, "/tmp/tuned-client-fake-%d.sock", (int)getpid());
+  unlink(f.path);
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  snprintf(addr.sun_path, sizeof addr.sun_path, "%s", f.path);
+  f.listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ck_assert_int_eq(bind(f.listen_fd, (struct sockaddr *)&addr, sizeof addr), 0);
+  ck_assert_int_eq(listen(f.listen_fd, 1), 0);
+  pthread_t th;
+  pthread_create(&th, NULL, fake_main, &f);
+  tuned_client_t *c = NULL;
+  tuned_error_t err = {0};
+  ck_assert_int_eq(tuned_connect(f.path, &c, &err), 0);
+  char *res = NULL;
+  /* a notification before the response is skipped */
+  ck_assert_int_eq(tuned_call(c, "echo", "{\"a\":[1,2]}", &res, &err), 0);
+  ck_assert_str_eq(res, "{\"echo\":{\"a\":[1,2]}}");
+  free(res);
+  /* without tune.watch, tuned_wait polls tune.status */
+  char log[256] = "";
+  tuned_job_t final;
+  ck_assert_int_eq(tuned_wait(c, 5, 30, record_state, log, &final, &err), 0);
+  ck_assert_str_eq(log, "running2 done4 ");
+  ck_assert_int_eq(final.state, TUNED_JOB_DONE);
+  ck_assert_int_eq(final.trials_done, 4);
+  /* an error without an id answers the pending call */
+  ck_assert_int_eq(tuned_call(c, "bad.line", NULL, &res, &err), TUNED_E_RPC);
+  ck_assert_int_eq(err.rpc_code, -32700);
+  ck_assert_str_eq(err.message, "parse error");
+  ck_assert_int_eq(tuned_call(c, "garbage", NULL, &res, &err), TUNED_E_PROTOCOL);
+  ck_assert_ptr_nonnull(strstr(err.message, "this is not json"));
+  tuned_close(c);
+  pthread_join(th, NULL);
+  close(f.listen_fd);
+  unlink(f.path);
+}
+END_TEST
+
+/* A server that never answers: the client's timeout ends the call. */
+START_TEST(t_timeout) {
+  char path[108];
+  snprintf(path, sizeof path, "/tmp/tuned-client-mute-%d.sock", (int)getpid());
+  unlink(path);
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
+  ck_assert_int_eq(listen(fd, 1), 0);
+  tuned_client_t *c = NULL;
+  tuned_error_t err = {0};
+  ck_assert_int_eq(tuned_connect(path, &c, &err), 0);
+  tuned_set_timeout(c, 0.2);
+  char *res = NULL;
+  double t0 = now_s();
+  ck_assert_int_eq(tuned_call(c, "server.info", NULL, &res, &err), TUNED_E_TIMEOUT);
+  ck_assert(now_s() - t0 < 5);
+  ck_assert_ptr_nonnull(strstr(err.message, path));
+  tuned_close(c);
+  close(fd);
+  unlink(path);
+}
+END_TEST
+
+/* ---- pkg-config and bench ----------------------------------------------------------- */
+
+START_TEST(t_pkgconfig) {
+  char pc[512];
+  snprintf(pc, sizeof pc, "%s/libtuned.pc", env("LIBTUNED_PC_DIR"));
+  const char *text = slurp(pc);
+  ck_assert_msg(strstr(text, "Name: libtuned\n") && strstr(text, "Version: 0.1.0\n") &&
+                    strstr(text, "Libs: -L${libdir} -ltuned\n") && strstr(text, "Cflags: -I${includedir}\n") &&
+                    strstr(text, "Requires.private: libcjson"),
+                "%s", text);
+  /* a program built with the uninstalled pkg-config file links and runs */
+  char dir[] = "/tmp/tuned-client-pc-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char src[128];
+  snprintf(src, sizeof src, "%s/user.c", dir);
+  write_file(src, "#include <stdio.h>\n#include <tuned.h>\n"
+                  "int main(void) {\n  tuned_client_t *c; tuned_error_t e;\n"
+                  "  int rc = tuned_connect(\"/nonexistent/tuned.sock\", &c, &e);\n"
+                  "  printf(\"%d %s\\n\", rc, e.message);\n  return rc == TUNED_E_CONNECT ? 0 : 1;\n}\n");
+  run_t *r = sh("cd '%s' && PKG_CONFIG_PATH='%s' cc -Wall -Werror -o user user.c $(PKG_CONFIG_PATH='%s' pkg-config "
+                "--cflags --libs libtuned-uninstalled) && LD_LIBRARY_PATH='%s' ./user",
+                dir, env("LIBTUNED_UNINSTALLED_DIR"), env("LIBTUNED_UNINSTALLED_DIR"), env("LIBTUNED_DIR"));
+  ck_assert_msg(r->status == 0, "%s\n%s", r->out, r->err);
+  ck_assert_str_eq(r->out, "-1 cannot connect to /nonexistent/tuned.sock: No such file or directory\n");
+  sh("rm -rf '%s'", dir);
+}
+END_TEST
+
+/* Writes a bench result file with (name, hash, gflops or <0 for "not found"). */
+static void bench_file(const char *path, const char *target, int n, const char *const *names,
+                       const char *const *hashes, const double *gflops) {
+  cJSON *doc = cJSON_CreateObject();
+  cJSON_AddStringToObject(doc, "suite", "hand-made");
+  cJSON_AddStringToObject(doc, "target", target);
+  cJSON *rs = cJSON_AddArrayToObject(doc, "results");
+  for (int i = 0; i < n; i++) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "name", names[i]);
+    cJSON_AddStringToObject(r, "hash", hashes[i]);
+    cJSON_AddBoolToObject(r, "found", gflops[i] >= 0);
+    cJSON_AddNumberToObject(r, "gflops", gflops[i] >= 0 ? gflops[i] : 0);
+    cJSON_AddNumberToObject(r, "median_secs", 1e-3);
+    cJSON_AddNumberToObject(r, "trials", 16);
+    cJSON_AddItemToArray(rs, r);
+  }
+  char *text = cJSON_Print(doc);
+  write_file(path, text);
+  free(text);
+  cJSON_Delete(doc);
+}
+
+START_TEST(t_bench_compare) {
+  static const char *const names[] = {"vector_add", "matmul", "softmax"};
+  static const char *const hashes[] = {"1111111111111111", "2222222222222222", "3333333333333333"};
+  char dir[] = "/tmp/tuned-client-bench-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char base[128], cur[128];
+  snprintf(base, sizeof base, "%s/base.json", dir);
+  snprintf(cur, sizeof cur, "%s/cur.json", dir);
+  bench_file(base, "cpu", 3, names, hashes, (const double[]){10, 100, 5});
+  const char *tc = env("TUNECTL");
+  /* within 5%: -3% on matmul, faster elsewhere */
+  bench_file(cur, "cpu", 3, names, hashes, (const double[]){12, 97, 5});
+  run_t *r = sh("'%s' bench --compare %s --baseline %s --max-regression 5%%", tc, cur, base);
+  ck_assert_msg(r->status == 0, "%s\n%s", r->out, r->err);
+  ck_assert_ptr_nonnull(strstr(r->out, "-3.0%  ok"));
+  ck_assert_ptr_nonnull(strstr(r->out, "+20.0%  ok"));
+  ck_assert_ptr_nonnull(strstr(r->out, "no regression beyond 5.0% (3 workloads)"));
+  /* -10% on matmul is a regression at 5% (the default), not at 15% */
+  bench_file(cur, "cpu", 3, names, hashes, (const double[]){10, 90, 5});
+  r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_msg(strstr(r->out, "matmul") && strstr(r->out, "-10.0%  REGRESSION: more than 5.0% slower"), "%s", r->out);
+  ck_assert_ptr_nonnull(strstr(r->out, "1 of 3 workloads regressed"));
+  r = sh("'%s' bench --compare %s --baseline %s --max-regression 15", tc, cur, base);
+  ck_assert_msg(r->status == 0, "%s", r->out);
+  /* a workload that found no kernel, and one missing from the results */
+  bench_file(cur, "cpu", 2, names, hashes, (const double[]){-1, 100});
+  r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->out, "REGRESSION: no verified kernel found"));
+  ck_assert_ptr_nonnull(strstr(r->out, "REGRESSION: missing from the results"));
+  ck_assert_ptr_nonnull(strstr(r->out, "2 of 3 workloads regressed"));
+  /* a new workload is reported, not a failure */
+  bench_file(cur, "cpu", 3, (const char *const[]){"vector_add", "matmul", "conv2d"},
+             (const char *const[]){"1111111111111111", "2222222222222222", "4444444444444444"},
+             (const double[]){10, 100, 1});
+  bench_file(base, "cpu", 2, names, hashes, (const double[]){10, 100});
+  r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
+  ck_assert_msg(r->status == 0 && strstr(r->out, "new (not in the baseline)"), "%s", r->out);
+  /* another target, bad files, bad options */
+  bench_file(base, "nvidia/a100", 2, names, hashes, (const double[]){10, 100});
+  r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->err, "measured on target nvidia/a100 and the results on cpu"));
+  write_file(base, "{\"results\": 3}");
+  r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->err, "the baseline is not a `tunectl bench` result"));
+  r = sh("'%s' bench --compare %s --baseline %s --max-regression lots", tc, cur, base);
+  ck_assert_int_eq(r->status, 2);
+  ck_assert_int_eq(sh("'%s' bench --compare %s", tc, cur)->status, 2);
+  ck_assert_int_eq(sh("'%s' bench %s --json out.json", tc, SRC("bench/suites/ci-small.json"))->status, 2);
+  sh("rm -rf '%s'", dir);
+}
+END_TEST
+
+/* The real thing, small: tune ci-small in process, compare with itself. */
+START_TEST(t_bench_run) {
+  char dir[] = "/tmp/tuned-client-benchrun-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  run_t *r = sh("cd '%s' && '%s' bench %s --trials 4 --json out.json --baseline out.json", dir, env("TUNECTL"),
+                SRC("bench/suites/ci-small.json"));
+  ck_assert_msg(r->status == 0, "%s\n%s", r->out, r->err);
+  ck_assert_ptr_nonnull(strstr(r->out, "no regression beyond 5.0% (3 workloads)"));
+  char path[128];
+  snprintf(path, sizeof path, "%s/out.json", dir);
+  cJSON *doc = parse_json(slurp(path));
+  ck_assert_str_eq(jstr(doc, "suite"), "ci-small");
+  ck_assert_str_eq(jstr(doc, "target"), "cpu");
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(doc, "results"), *x;
+  ck_assert_int_eq(cJSON_GetArraySize(rs), 3);
+  cJSON_ArrayForEach(x, rs) {
+    ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "found")), "%s found nothing", jstr(x, "name"));
+    ck_assert(jnum(x, "gflops") > 0 && jnum(x, "median_secs") > 0);
+    ck_assert(jnum(x, "trials") >= 1 && jnum(x, "trials") <= 4);
+  }
+  r = sh("'%s' check %s --set M=128 --set N=128 --set K=128 --json", env("TUNECTL"), SRC("workloads/matmul.tw"));
+  cJSON *chk = parse_json(r->out);
+  ck_assert_str_eq(jstr(cJSON_GetArrayItem(rs, 1), "hash"), jstr(chk, "hash"));
+  ck_assert_str_eq(jstr(cJSON_GetArrayItem(rs, 1), "name"), "matmul");
+  cJSON_Delete(chk);
+  cJSON_Delete(doc);
+  sh("rm -rf '%s'", dir);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+  Suite *s = suite_create("client");
+  TU_TCASE(s, "offline", 60, t_no_daemon, t_default_socket, t_parse_kernel_job, t_fake_server, t_timeout,
+           t_pkgconfig, t_bench_compare);
+  TCase *tc = TU_TCASE(s, "daemon", 300, t_ping_targets, t_submit_wait_jobs_status, t_best_records, t_kernel,
+                       t_export_import, t_libtuned, t_example_host, t_errors, t_cancel);
+  tcase_add_unchecked_fixture(tc, daemon_setup, daemon_teardown);
+  TU_TCASE(s, "bench", 600, t_bench_run);
+  return s;
+}
+
+TN_TEST_MAIN(make_suite)

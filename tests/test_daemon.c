@@ -1,0 +1,1193 @@
+/* test_daemon.c — suite "daemon": a real tuned process ($TUNED, started with
+ * posix_spawn on a temporary socket and database) driven with raw JSON-RPC
+ * lines: info and targets, submit/watch/best/kernel, cancel, restart and
+ * resume, SIGKILL while tuning, 32 concurrent clients, every kind of bad
+ * input, refused targets, socket and database locking, XDG defaults. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "db/db.h"
+#include "measure/measure.h"
+#include "testutil.h"
+
+extern char **environ;
+
+/* ---- daemons ------------------------------------------------------------------ */
+
+typedef struct daemon {
+  pid_t pid;
+  char dir[64];
+  char sock[128], db[128], log[128];
+} daemon_t;
+
+static pid_t spawned[16];
+static int nspawned;
+
+static void kill_spawned(void) {
+  for (int i = 0; i < nspawned; i++)
+    if (spawned[i] > 0) kill(spawned[i], SIGKILL), waitpid(spawned[i], NULL, 0);
+  nspawned = 0;
+}
+
+static void track(pid_t pid) {
+  static bool registered;
+  if (!registered) atexit(kill_spawned), registered = true;
+  if (nspawned < 16) spawned[nspawned++] = pid;
+}
+
+static void untrack(pid_t pid) {
+  for (int i = 0; i < nspawned; i++)
+    if (spawned[i] == pid) spawned[i] = -1;
+}
+
+static void tmp_daemon(daemon_t *d) {
+  memset(d, 0, sizeof *d);
+  snprintf(d->dir, sizeof d->dir, "/tmp/tuned-dtest-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(d->dir));
+  snprintf(d->sock, sizeof d->sock, "%s/tuned.sock", d->dir);
+  snprintf(d->db, sizeof d->db, "%s/tuned.db", d->dir);
+  snprintf(d->log, sizeof d->log, "%s/tuned.log", d->dir);
+}
+
+static const char *tuned_path(void) {
+  const char *p = getenv("TUNED");
+  ck_assert_msg(p && *p, "set TUNED to the tuned executable (meson test does)");
+  return p;
+}
+
+/* Spawns tuned with argv (NULL-terminated, without argv[0]) and extra
+ * environment entries; stdout and stderr go to d->log. */
+static pid_t spawn_tuned(daemon_t *d, const char *const *args, const char *const *env) {
+  const char *argv[32] = {"tuned"};
+  int n = 1;
+  for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
+  argv[n] = NULL;
+  const char *envp[256];
+  int ne = 0;
+  for (int i = 0; env && env[i]; i++) envp[ne++] = env[i];
+  for (char **e = environ; *e && ne < 255; e++) envp[ne++] = *e;
+  envp[ne] = NULL;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid;
+  int rc = posix_spawn(&pid, tuned_path(), &fa, NULL, (char *const *)argv, (char *const *)envp);
+  posix_spawn_file_actions_destroy(&fa);
+  ck_assert_msg(rc == 0, "posix_spawn %s: %s", tuned_path(), strerror(rc));
+  track(pid);
+  return pid;
+}
+
+static char *read_log(const daemon_t *d) {
+  FILE *f = fopen(d->log, "r");
+  if (!f) return strdup("");
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return strdup(buf);
+}
+
+static int try_connect(const char *sock) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Waits for a child to exit; its exit status, or -1 on timeout. */
+static int wait_exit(pid_t pid, double timeout_s) {
+  for (double t = 0; t < timeout_s; t += 0.02) {
+    int st;
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) {
+      untrack(pid);
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+    usleep(20000);
+  }
+  return -1;
+}
+
+/* Starts tuned on d's socket and database (target cpu unless extra says). */
+static void start_daemon(daemon_t *d, const char *const *extra) {
+  const char *args[24] = {"--target", "cpu", "--db", d->db, "--socket", d->sock, "--log-level", "debug"};
+  int n = 8;
+  for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
+  args[n] = NULL;
+  d->pid = spawn_tuned(d, args, NULL);
+  for (int i = 0; i < 6000; i++) { /* 60 s: slow under valgrind or a loaded machine */
+    int fd = try_connect(d->sock);
+    if (fd >= 0) {
+      close(fd);
+      return;
+    }
+    int st;
+    if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+      untrack(d->pid);
+      ck_abort_msg("tuned exited at start (status %d): %s", st, read_log(d));
+    }
+    usleep(10000);
+  }
+  ck_abort_msg("tuned did not listen on %s within 60 s: %s", d->sock, read_log(d));
+}
+
+static void stop_daemon(daemon_t *d) {
+  if (d->pid <= 0) return;
+  kill(d->pid, SIGTERM);
+  int st = wait_exit(d->pid, 300);
+  ck_assert_msg(st == 0, "tuned exit status %d after SIGTERM: %s", st, read_log(d));
+  d->pid = 0;
+}
+
+static void rm_tree(const char *dir) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
+/* ---- a raw JSON-lines client ------------------------------------------------------ */
+
+typedef struct client {
+  int fd;
+  char *buf;
+  size_t len, cap;
+  int next_id;
+} client_t;
+
+static void cl_open(client_t *c, const char *sock) {
+  memset(c, 0, sizeof *c);
+  c->fd = try_connect(sock);
+  ck_assert_msg(c->fd >= 0, "connect %s: %s", sock, strerror(errno));
+  c->next_id = 1;
+}
+
+static void cl_close(client_t *c) {
+  if (c->fd >= 0) close(c->fd);
+  free(c->buf);
+  c->fd = -1;
+  c->buf = NULL;
+}
+
+static void cl_write(client_t *c, const char *data, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(c->fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    ck_assert_msg(w > 0, "write: %s", strerror(errno));
+    data += w, n -= (size_t)w;
+  }
+}
+
+static void cl_send_line(client_t *c, const char *line) {
+  cl_write(c, line, strlen(line));
+  cl_write(c, "\n", 1);
+}
+
+/* Next line as parsed JSON; NULL at EOF; fails after timeout_s. */
+static cJSON *cl_recv(client_t *c, double timeout_s) {
+  for (;;) {
+    char *nl = c->len ? memchr(c->buf, '\n', c->len) : NULL;
+    if (nl) {
+      *nl = 0;
+      cJSON *j = cJSON_Parse(c->buf);
+      ck_assert_msg(j, "unparsable line from tuned: %.200s", c->buf);
+      size_t used = (size_t)(nl - c->buf) + 1;
+      memmove(c->buf, c->buf + used, c->len - used);
+      c->len -= used;
+      return j;
+    }
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    int r = poll(&p, 1, (int)(timeout_s * 1000));
+    ck_assert_msg(r > 0, "no answer from tuned within %.0f s", timeout_s);
+    if (c->cap - c->len < 65536) c->buf = realloc(c->buf, c->cap = c->cap * 2 + 65536);
+    ssize_t n = read(c->fd, c->buf + c->len, c->cap - c->len);
+    if (n <= 0) return NULL;
+    c->len += (size_t)n;
+  }
+}
+
+/* Sends a request (params: JSON text or NULL) and returns its response,
+ * skipping notifications (handed to keep, when given, else dropped). */
+static cJSON *rpc(client_t *c, const char *method, const char *params) {
+  char head[256];
+  int id = c->next_id++;
+  snprintf(head, sizeof head, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"%s\"%s", id, method,
+           params ? ",\"params\":" : "}");
+  cl_write(c, head, strlen(head));
+  if (params) cl_write(c, params, strlen(params)), cl_write(c, "}", 1);
+  cl_write(c, "\n", 1);
+  for (;;) {
+    cJSON *j = cl_recv(c, 120);
+    ck_assert_msg(j, "connection closed while waiting for %s", method);
+    const cJSON *jid = cJSON_GetObjectItem(j, "id");
+    if (jid && cJSON_IsNumber(jid)) {
+      ck_assert_int_eq(jid->valueint, id);
+      return j;
+    }
+    cJSON_Delete(j);
+  }
+}
+
+static const cJSON *result(const cJSON *resp) {
+  const cJSON *r = cJSON_GetObjectItem(resp, "result");
+  if (!r) {
+    char *s = cJSON_PrintUnformatted(resp);
+    ck_abort_msg("expected a result, got %s", s);
+  }
+  return r;
+}
+
+static int error_code(const cJSON *resp) {
+  const cJSON *e = cJSON_GetObjectItem(resp, "error");
+  return e ? cJSON_GetObjectItem(e, "code")->valueint : 0;
+}
+
+static const char *error_message(const cJSON *resp) {
+  const cJSON *e = cJSON_GetObjectItem(resp, "error");
+  return e ? cJSON_GetObjectItem(e, "message")->valuestring : "";
+}
+
+static double num(const cJSON *o, const char *key) {
+  const cJSON *j = cJSON_GetObjectItem(o, key);
+  ck_assert_msg(cJSON_IsNumber(j), "field %s is not a number", key);
+  return j->valuedouble;
+}
+
+static const char *str(const cJSON *o, const char *key) {
+  const cJSON *j = cJSON_GetObjectItem(o, key);
+  ck_assert_msg(cJSON_IsString(j), "field %s is not a string", key);
+  return j->valuestring;
+}
+
+/* Expects an error response with code and a message containing `needle`. */
+static void expect_error(client_t *c, const char *method, const char *params, int code, const char *needle) {
+  cJSON *r = rpc(c, method, params);
+  ck_assert_msg(error_code(r) == code, "%s %s: expected error %d, got %s", method, params ? params : "", code,
+                cJSON_PrintUnformatted(r));
+  ck_assert_msg(strstr(error_message(r), needle), "%s: message \"%s\" lacks \"%s\"", method, error_message(r),
+                needle);
+  cJSON_Delete(r);
+}
+
+/* ---- workloads and jobs --------------------------------------------------------------- */
+
+/* tune.submit params for workloads/matmul.tw at 32^3 (JSON text, static). */
+static const char *matmul_submit(int trials, int batch) {
+  static char buf[8192];
+  char *text;
+  size_t len;
+  tn_err_t err = {0};
+  ck_assert_int_eq(tn_read_file(SRC("workloads/matmul.tw"), 1 << 20, &text, &len, &err), 0);
+  cJSON *p = cJSON_CreateObject();
+  cJSON_AddStringToObject(p, "workload", text);
+  cJSON_AddStringToObject(p, "name", "matmul");
+  cJSON *ov = cJSON_AddObjectToObject(p, "params");
+  cJSON_AddNumberToObject(ov, "M", 32);
+  cJSON_AddNumberToObject(ov, "N", 32);
+  cJSON_AddNumberToObject(ov, "K", 32);
+  cJSON_AddNumberToObject(p, "trials", trials);
+  cJSON_AddNumberToObject(p, "batch_size", batch);
+  cJSON_AddNumberToObject(p, "population", 64); /* the smallest tune.submit accepts */
+  char *s = cJSON_PrintUnformatted(p);
+  snprintf(buf, sizeof buf, "%s", s);
+  free(s);
+  free(text);
+  cJSON_Delete(p);
+  return buf;
+}
+
+typedef struct submitted {
+  int job;
+  char hash[17];
+} submitted_t;
+
+static submitted_t submit(client_t *c, int trials, int batch) {
+  cJSON *r = rpc(c, "tune.submit", matmul_submit(trials, batch));
+  submitted_t s;
+  s.job = (int)num(result(r), "job");
+  snprintf(s.hash, sizeof s.hash, "%s", str(result(r), "workload"));
+  ck_assert_int_eq((int)strlen(s.hash), 16);
+  cJSON_Delete(r);
+  return s;
+}
+
+static cJSON *watch(client_t *c, int job) {
+  char p[64];
+  snprintf(p, sizeof p, "{\"job\":%d}", job);
+  return rpc(c, "tune.watch", p);
+}
+
+/* Reads notifications until one satisfies trials_done >= min_done or the job
+ * is in a final state; returns it (caller frees). */
+static cJSON *wait_progress(client_t *c, int job, int min_done, double timeout_s) {
+  double t0 = tn_now();
+  for (;;) {
+    ck_assert_msg(tn_now() - t0 < timeout_s, "job %d: no progress to %d trials within %.0f s", job, min_done,
+                  timeout_s);
+    cJSON *n = cl_recv(c, timeout_s);
+    ck_assert_msg(n, "watch connection closed");
+    const cJSON *m = cJSON_GetObjectItem(n, "method");
+    if (!m || strcmp(m->valuestring, "tune.progress") != 0) {
+      cJSON_Delete(n);
+      continue;
+    }
+    const cJSON *p = cJSON_GetObjectItem(n, "params");
+    ck_assert_int_eq((int)num(p, "job"), job);
+    const char *state = str(p, "state");
+    bool final = strcmp(state, "done") == 0 || strcmp(state, "cancelled") == 0 || strcmp(state, "failed") == 0;
+    if (final || num(p, "trials_done") >= min_done) return n;
+    cJSON_Delete(n);
+  }
+}
+
+static cJSON *status(client_t *c, int job) {
+  char p[64];
+  snprintf(p, sizeof p, "{\"job\":%d}", job);
+  return rpc(c, "tune.status", p);
+}
+
+/* Records of a workload in the database file (the daemon may be stopped). */
+static size_t count_records(const char *db_path, const char *hash, bool check_unique) {
+  db_t *db;
+  tn_err_t err = {0};
+  ck_assert_msg(db_open(db_path, &db, &err) == 0, "%s", err.msg);
+  ck_assert_msg(db_check(db, &err) == 0, "integrity: %s", err.msg);
+  db_query_t q = db_query_all();
+  q.workload_hash = hash;
+  db_records_t rs;
+  ck_assert_int_eq(db_records_query(db, &q, &rs, &err), 0);
+  for (size_t i = 0; check_unique && i < rs.n; i++)
+    for (size_t j = i + 1; j < rs.n; j++)
+      ck_assert_msg(strcmp(rs.items[i].trace_hash, rs.items[j].trace_hash) != 0,
+                    "trace %s measured twice (records %lld and %lld)", rs.items[i].trace_hash,
+                    (long long)rs.items[i].id, (long long)rs.items[j].id);
+  size_t n = rs.n;
+  db_records_free(&rs);
+  db_close(db);
+  return n;
+}
+
+static db_job_t job_row(const char *db_path, int id, db_job_state_t *state) {
+  db_t *db;
+  tn_err_t err = {0};
+  ck_assert_int_eq(db_open(db_path, &db, &err), 0);
+  db_job_t j;
+  tn_arena_t *a = tn_arena_new();
+  ck_assert_int_eq(db_job_get(db, id, &j, a, &err), 0);
+  *state = j.state;
+  tn_arena_free(a);
+  db_close(db);
+  return j;
+}
+
+/* ---- tests ----------------------------------------------------------------------------- */
+
+START_TEST(info_and_targets) {
+  daemon_t d;
+  tmp_daemon(&d);
+  start_daemon(&d, NULL);
+  client_t c;
+  cl_open(&c, d.sock);
+  cJSON *r = rpc(&c, "server.info", NULL);
+  const cJSON *info = result(r);
+  ck_assert_str_eq(str(info, "target"), "cpu");
+  ck_assert_str_eq(str(info, "socket"), d.sock);
+  ck_assert_str_eq(str(info, "db"), d.db);
+  ck_assert_int_eq((int)num(info, "pid"), d.pid);
+  ck_assert_int_eq((int)num(info, "jobs_running"), 0);
+  ck_assert_int_eq((int)num(info, "max_message_bytes"), 1 << 20);
+  ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(info, "backends")), 3);
+  cJSON_Delete(r);
+
+  r = rpc(&c, "target.list", NULL);
+  const cJSON *t;
+  bool saw_cpu = false, saw_p100 = false;
+  cJSON_ArrayForEach(t, cJSON_GetObjectItem(result(r), "targets")) {
+    const char *name = str(t, "name");
+    if (strcmp(name, "cpu") == 0) {
+      saw_cpu = true;
+      ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(t, "usable")));
+      ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(t, "default")));
+    }
+    if (strcmp(name, "nvidia/tesla-p100") == 0) {
+      saw_p100 = true;
+      ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(t, "usable")));
+      ck_assert_str_eq(str(t, "arch"), "sm_60");
+#if TUNED_HAVE_CUDA
+      ck_assert_msg(strstr(str(t, "reason"), "sm_60 is not supported by NVRTC"), "%s", str(t, "reason"));
+#endif
+    }
+  }
+  ck_assert(saw_cpu && saw_p100);
+  cJSON_Delete(r);
+
+  /* socket 0600 */
+  struct stat st;
+  ck_assert_int_eq(stat(d.sock, &st), 0);
+  ck_assert_int_eq(st.st_mode & 0777, 0600);
+  cl_close(&c);
+  stop_daemon(&d);
+  ck_assert_int_ne(access(d.sock, F_OK), 0); /* removed at exit */
+  char *log = read_log(&d);
+  ck_assert_msg(strstr(log, "level=info msg=\"listening\"") && strstr(log, "msg=\"stopped\""), "%s", log);
+  free(log);
+  rm_tree(d.dir);
+}
+END_TEST
+
+/* Compiles the C kernel kernel.get returned. */
+static void compile_c(const char *dir, const char *source) {
+  char path[160], cmd[512];
+  snprintf(path, sizeof path, "%s/kernel.c", dir);
+  FILE *f = fopen(path, "w");
+  fputs(source, f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "${CC:-cc} -std=gnu11 -O1 -fopenmp -c -o %s/kernel.o %s 2>&1", dir, path);
+  ck_assert_msg(system(cmd) == 0, "the kernel does not compile: %s", cmd);
+}
+
+#if TUNED_HAVE_CUDA
+/* A record tuned on another machine for a GPU (imported: this machine has no
+ * GPU to measure it) still yields its kernel: CUDA source, PTX and CUBIN. */
+static void kernel_for_imported_gpu_record(client_t *c, const char *cpu_line, const char *hash) {
+  static const char trace[] =
+      "{\"version\": 1, \"trace\": [[[\"GetBlock\", [], [\"C\", \"main\"], [\"b0\"]], "
+      "[\"GetLoops\", [\"b0\"], [], [\"l1\", \"l2\", \"l3\"]], [\"Bind\", [\"l1\"], [\"blockIdx.x\"], []], "
+      "[\"Bind\", [\"l2\"], [\"threadIdx.x\"], []]], []]}";
+  cJSON *line = cJSON_Parse(cpu_line);
+  cJSON *t = cJSON_CreateObject();
+  cJSON_AddStringToObject(t, "name", "nvidia/tesla-t4");
+  cJSON_AddStringToObject(t, "kind", "cuda");
+  cJSON_AddStringToObject(t, "arch", "sm_75");
+  cJSON_AddItemToObject(t, "json", cJSON_CreateObject());
+  cJSON_ReplaceItemInObject(line, "target", t);
+  cJSON_ReplaceItemInObject(line, "trace", cJSON_CreateString(trace));
+  char th[17];
+  db_trace_hash(trace, th);
+  cJSON_ReplaceItemInObject(line, "trace_hash", cJSON_CreateString(th));
+  char *text = cJSON_PrintUnformatted(line);
+  cJSON *ip = cJSON_CreateObject();
+  cJSON_AddStringToObject(ip, "jsonl", text);
+  char *ips = cJSON_PrintUnformatted(ip);
+  cJSON *r = rpc(c, "db.import", ips);
+  ck_assert_int_eq((int)num(result(r), "inserted"), 1);
+  cJSON_Delete(r);
+  char p[128];
+  snprintf(p, sizeof p, "{\"workload\":\"%s\",\"target\":\"nvidia/tesla-t4\"}", hash);
+  r = rpc(c, "kernel.get", p);
+  const cJSON *k = result(r);
+  ck_assert_str_eq(str(k, "language"), "cuda");
+  ck_assert_str_eq(str(k, "target"), "nvidia/tesla-t4");
+  ck_assert_ptr_nonnull(strstr(str(k, "source"), "__global__"));
+  ck_assert_ptr_nonnull(strstr(str(k, "ptx"), ".target sm_75"));
+  size_t n64 = strlen(str(k, "cubin_base64"));
+  ck_assert(n64 > 100 && n64 % 4 == 0);
+  const cJSON *k0 = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(k, "launch"), "kernels"), 0);
+  ck_assert_int_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(k0, "grid"), 0)->valueint, 32);
+  ck_assert_int_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(k0, "block"), 0)->valueint, 32);
+  cJSON_Delete(r);
+  /* querying is fine for any known target; tuning for it here is refused */
+  expect_error(c, "tune.submit", "{\"workload\":\"x\",\"target\":\"nvidia/tesla-t4\"}", -32003, "refused");
+  free(ips);
+  free(text);
+  cJSON_Delete(ip);
+  cJSON_Delete(line);
+}
+#endif
+
+START_TEST(submit_watch_best_kernel) {
+  daemon_t d;
+  tmp_daemon(&d);
+  start_daemon(&d, NULL);
+  client_t c, w;
+  cl_open(&c, d.sock);
+  cl_open(&w, d.sock);
+  submitted_t s = submit(&c, 8, 4);
+  cJSON *r = watch(&w, s.job);
+  ck_assert_int_eq((int)num(result(r), "trials"), 8);
+  cJSON_Delete(r);
+  /* notifications: trials_done grows by batches, then a final one */
+  int last = -1, notes = 0;
+  for (;;) {
+    cJSON *n = wait_progress(&w, s.job, last + 1, 240);
+    const cJSON *p = cJSON_GetObjectItem(n, "params");
+    int done = (int)num(p, "trials_done");
+    ck_assert_int_ge(done, last);
+    last = done, notes++;
+    bool final = strcmp(str(p, "state"), "running") != 0;
+    if (final) ck_assert_str_eq(str(p, "state"), "done");
+    cJSON_Delete(n);
+    if (final) break;
+  }
+  ck_assert_int_eq(last, 8);
+  ck_assert_int_ge(notes, 2);
+
+  r = status(&c, s.job);
+  const cJSON *job = result(r);
+  ck_assert_str_eq(str(job, "state"), "done");
+  ck_assert_int_eq((int)num(job, "trials_done"), 8);
+  ck_assert_str_eq(str(job, "name"), "matmul");
+  ck_assert_str_eq(str(job, "target"), "cpu");
+  ck_assert(cJSON_IsObject(cJSON_GetObjectItem(job, "best")));
+  ck_assert(cJSON_IsObject(cJSON_GetObjectItem(job, "failures")));
+  cJSON_Delete(r);
+
+  char p[128];
+  snprintf(p, sizeof p, "{\"workload\":\"%s\",\"k\":3}", s.hash);
+  r = rpc(&c, "db.best", p);
+  const cJSON *recs = cJSON_GetObjectItem(result(r), "records");
+  ck_assert_int_ge(cJSON_GetArraySize(recs), 1);
+  double prev = 0;
+  const cJSON *rec;
+  cJSON_ArrayForEach(rec, recs) {
+    ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(rec, "verified")));
+    ck_assert_str_eq(str(rec, "status"), "ok");
+    ck_assert_str_eq(str(rec, "workload"), s.hash);
+    ck_assert_double_ge(num(rec, "median_secs"), prev); /* fastest first */
+    prev = num(rec, "median_secs");
+    ck_assert_double_gt(num(rec, "gflops"), 0);
+    ck_assert(cJSON_IsObject(cJSON_GetObjectItem(rec, "trace")));
+  }
+  int best_id = (int)num(cJSON_GetArrayItem(recs, 0), "id");
+  double best_secs = num(cJSON_GetArrayItem(recs, 0), "median_secs");
+  cJSON_Delete(r);
+
+  snprintf(p, sizeof p, "{\"workload\":\"%s\"}", s.hash);
+  r = rpc(&c, "db.records", p);
+  ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(result(r), "records")), 8);
+  cJSON_Delete(r);
+  r = rpc(&c, "db.workloads", NULL);
+  const cJSON *wl = cJSON_GetArrayItem(cJSON_GetObjectItem(result(r), "workloads"), 0);
+  ck_assert_str_eq(str(wl, "hash"), s.hash);
+  ck_assert_int_eq((int)num(wl, "records"), 8);
+  ck_assert_double_eq(num(wl, "flops"), 2.0 * 32 * 32 * 32);
+  cJSON_Delete(r);
+
+  r = rpc(&c, "kernel.get", p);
+  const cJSON *k = result(r);
+  ck_assert_int_eq((int)num(k, "record"), best_id);
+  ck_assert_double_eq(num(k, "median_secs"), best_secs);
+  ck_assert_str_eq(str(k, "language"), "c");
+  ck_assert_str_eq(str(k, "entry"), "matmul");
+  ck_assert_ptr_nonnull(strstr(str(k, "source"), "int matmul("));
+  ck_assert_ptr_nonnull(strstr(str(k, "source"), "tuned_entry"));
+  const cJSON *launch = cJSON_GetObjectItem(k, "launch");
+  ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(launch, "params")), 3);
+  ck_assert_ptr_null(cJSON_GetObjectItem(k, "ptx"));
+  compile_c(d.dir, str(k, "source"));
+  cJSON_Delete(r);
+
+  /* the same kernel found from the workload's text */
+  cJSON *kp = cJSON_Parse(matmul_submit(8, 4));
+  cJSON *q = cJSON_CreateObject();
+  cJSON_AddItemToObject(q, "workload_text", cJSON_DetachItemFromObject(kp, "workload"));
+  cJSON_AddItemToObject(q, "params", cJSON_DetachItemFromObject(kp, "params"));
+  char *qs = cJSON_PrintUnformatted(q);
+  r = rpc(&c, "kernel.get", qs);
+  ck_assert_int_eq((int)num(result(r), "record"), best_id);
+  cJSON_Delete(r);
+  free(qs);
+  cJSON_Delete(q);
+  cJSON_Delete(kp);
+
+  /* export and import into the same database: all duplicates */
+  r = rpc(&c, "db.export", p);
+  char *jsonl = strdup(str(result(r), "jsonl"));
+  char *jsonl_line = strndup(jsonl, strcspn(jsonl, "\n"));
+  cJSON_Delete(r);
+  cJSON *ip = cJSON_CreateObject();
+  cJSON_AddStringToObject(ip, "jsonl", jsonl);
+  char *ips = cJSON_PrintUnformatted(ip);
+  r = rpc(&c, "db.import", ips);
+  ck_assert_int_eq((int)num(result(r), "inserted"), 0);
+  ck_assert_int_eq((int)num(result(r), "duplicates"), 8);
+  cJSON_Delete(r);
+  free(ips);
+  free(jsonl);
+  cJSON_Delete(ip);
+
+#if TUNED_HAVE_CUDA
+  kernel_for_imported_gpu_record(&c, jsonl_line, s.hash);
+#endif
+  free(jsonl_line);
+  cl_close(&w);
+  cl_close(&c);
+  stop_daemon(&d);
+  rm_tree(d.dir);
+}
+END_TEST
+
+START_TEST(cancel_jobs) {
+  daemon_t d;
+  tmp_daemon(&d);
+  start_daemon(&d, NULL);
+  client_t c, w;
+  cl_open(&c, d.sock);
+  cl_open(&w, d.sock);
+  submitted_t a = submit(&c, 400, 4);
+  submitted_t b = submit(&c, 400, 4); /* --jobs 1: waits queued */
+  cJSON *r = status(&c, b.job);
+  ck_assert_str_eq(str(result(r), "state"), "queued");
+  cJSON_Delete(r);
+  char p[64];
+  snprintf(p, sizeof p, "{\"job\":%d}", b.job);
+  r = rpc(&c, "tune.cancel", p);
+  ck_assert_str_eq(str(result(r), "state"), "cancelled");
+  ck_assert_int_eq((int)num(result(r), "trials_done"), 0);
+  cJSON_Delete(r);
+
+  cJSON_Delete(watch(&w, a.job));
+  cJSON_Delete(wait_progress(&w, a.job, 4, 240));
+  snprintf(p, sizeof p, "{\"job\":%d}", a.job);
+  r = rpc(&c, "tune.cancel", p); /* answers once the running batch is committed */
+  const cJSON *job = result(r);
+  ck_assert_str_eq(str(job, "state"), "cancelled");
+  int done = (int)num(job, "trials_done");
+  ck_assert_int_ge(done, 4);
+  ck_assert_int_lt(done, 400);
+  ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(job, "finished")));
+  cJSON_Delete(r);
+  cJSON *n = wait_progress(&w, a.job, 1 << 30, 60); /* the watcher's last word */
+  ck_assert_str_eq(str(cJSON_GetObjectItem(n, "params"), "state"), "cancelled");
+  cJSON_Delete(n);
+  ck_assert_uint_eq(count_records(d.db, a.hash, true), (size_t)done);
+
+  r = rpc(&c, "tune.cancel", p); /* again: a no-op */
+  ck_assert_str_eq(str(result(r), "state"), "cancelled");
+  cJSON_Delete(r);
+  r = rpc(&c, "tune.list", "{\"state\":\"cancelled\"}");
+  ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(result(r), "jobs")), 2);
+  cJSON_Delete(r);
+  r = rpc(&c, "server.info", NULL);
+  ck_assert_int_eq((int)num(result(r), "jobs_running"), 0);
+  cJSON_Delete(r);
+  cl_close(&w);
+  cl_close(&c);
+  stop_daemon(&d);
+  rm_tree(d.dir);
+}
+END_TEST
+
+START_TEST(restart_and_resume) {
+  daemon_t d;
+  tmp_daemon(&d);
+  start_daemon(&d, NULL);
+  client_t c;
+  cl_open(&c, d.sock);
+  submitted_t s = submit(&c, 24, 4);
+  cJSON_Delete(watch(&c, s.job));
+  cJSON *n = wait_progress(&c, s.job, 4, 240);
+  ck_assert_str_eq(str(cJSON_GetObjectItem(n, "params"), "state"), "running");
+  cJSON_Delete(n);
+  cl_close(&c);
+  stop_daemon(&d); /* SIGTERM: the running batch is committed, the job requeued */
+  db_job_state_t state;
+  db_job_t row = job_row(d.db, s.job, &state);
+  ck_assert_int_eq(state, DB_JOB_QUEUED);
+  ck_assert_int_ge(row.trials_done, 4);
+  ck_assert_int_lt(row.trials_done, 24);
+  ck_assert_uint_eq(count_records(d.db, s.hash, true), (size_t)row.trials_done);
+  char *log = read_log(&d);
+  ck_assert_msg(strstr(log, "why=\"SIGTERM\"") && strstr(log, "state=queued"), "%s", log);
+  free(log);
+
+  start_daemon(&d, NULL);
+  cl_open(&c, d.sock);
+  cJSON *r = watch(&c, s.job);
+  const char *st = str(result(r), "state");
+  bool over = strcmp(st, "done") == 0;
+  ck_assert_msg(over || strcmp(st, "running") == 0 || strcmp(st, "queued") == 0, "state %s", st);
+  cJSON_Delete(r);
+  if (!over) cJSON_Delete(wait_progress(&c, s.job, 1 << 30, 240));
+  r = status(&c, s.job);
+  ck_assert_str_eq(str(result(r), "state"), "done");
+  ck_assert_int_eq((int)num(result(r), "trials_done"), 24);
+  cJSON_Delete(r);
+  cl_close(&c);
+  stop_daemon(&d);
+  ck_assert_uint_eq(count_records(d.db, s.hash, true), 24); /* nothing measured twice */
+  log = read_log(&d);
+  ck_assert_msg(strstr(log, "resuming an unfinished job"), "%s", log);
+  free(log);
+  rm_tree(d.dir);
+}
+END_TEST
+
+START_TEST(sigkill_while_tuning) {
+  daemon_t d;
+  tmp_daemon(&d);
+  start_daemon(&d, NULL);
+  client_t c;
+  cl_open(&c, d.sock);
+  submitted_t s = submit(&c, 16, 4);
+  cJSON_Delete(watch(&c, s.job));
+  cJSON *n = wait_progress(&c, s.job, 4, 240);
+  int notified = (int)num(cJSON_GetObjectItem(n, "params"), "trials_done");
+  cJSON_Delete(n);
+  kill(d.pid, SIGKILL);
+  ck_assert_int_eq(wait_exit(d.pid, 10), 128 + SIGKILL);
+  cl_close(&c);
+  /* Every batch reported is there and the file is intact (integrity_check);
+   * at most the one batch that was being measured may have been committed
+   * after the notification we saw. */
+  size_t nrec = count_records(d.db, s.hash, true);
+  ck_assert_uint_ge(nrec, (size_t)notified);
+  ck_assert_uint_le(nrec, (size_t)notified + 4);
+  db_job_state_t state;
+  db_job_t row = job_row(d.db, s.job, &state);
+  ck_assert_int_eq(state, DB_JOB_RUNNING);
+  ck_assert_int_ge(row.trials_done, notified);
+
+  /* the stale socket is removed, the job resumes and completes */
+  start_daemon(&d, NULL);
+  cl_open(&c, d.sock);
+  cJSON *r = watch(&c, s.job);
+  if (strcmp(str(result(r), "state"), "done") != 0) cJSON_Delete(wait_progress(&c, s.job, 1 << 30, 240));
+  cJSON_Delete(r);
+  r = status(&c, s.job);
+  ck_assert_str_eq(str(result(r), "state"), "done");
+  ck_assert_int_eq((int)num(result(r), "trials_done"), 16);
+  cJSON_Delete(r);
+  cl_close(&c);
+  stop_daemon(&d);
+  ck_assert_uint_ge(count_records(d.db, s.hash, true), 16);
+  char *log = read_log(&d);
+  ck_assert_msg(strstr(log, "removed a stale socket"), "%s", log);
+  free(log);
+  rm_tree(d.dir);
+}
+END_TEST
+
+/* ---- 32 concurrent clients ------------------------------------------------------------------ */
+
+typedef struct worker_arg {
+  const char *sock;
+  const char *hash;
+  int job, index, answered;
+  char failure[256];
+} worker_arg_t;
+
+/* Raw client without Check assertions (threads must not abort the suite). */
+static void *query_worker(void *p) {
+  worker_arg_t *a = p;
+  int fd = try_connect(a->sock);
+  if (fd < 0) {
+    snprintf(a->failure, sizeof a->failure, "connect: %s", strerror(errno));
+    return NULL;
+  }
+  FILE *in = fdopen(dup(fd), "r");
+  char *line = NULL;
+  size_t cap = 0;
+  for (int i = 0; i < 20; i++) {
+    int id = a->index * 1000 + i;
+    char req[256];
+    int n = i % 2 ? snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tune.status\",\"params\":"
+                                              "{\"job\":%d}}\n", id, a->job)
+                  : snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"db.best\",\"params\":"
+                                              "{\"workload\":\"%s\"}}\n", id, a->hash);
+    if (write(fd, req, (size_t)n) != n || getline(&line, &cap, in) <= 0) {
+      snprintf(a->failure, sizeof a->failure, "request %d: no answer", id);
+      break;
+    }
+    cJSON *r = cJSON_Parse(line);
+    const cJSON *res = cJSON_GetObjectItem(r, "result");
+    const cJSON *jid = cJSON_GetObjectItem(r, "id");
+    bool ok = res && cJSON_IsNumber(jid) && jid->valueint == id &&
+              (i % 2 ? cJSON_GetObjectItem(res, "job")->valueint == a->job
+                     : cJSON_IsArray(cJSON_GetObjectItem(res, "records")));
+    cJSON_Delete(r);
+    if (!ok) {
+      snprintf(a->failure, sizeof a->failure, "request %d: bad answer %.150s", id, line);
+      break;
+    }
+    a->answered++;
+  }
+  free(line);
+  fclose(in);
+  close(fd);
+  return NULL;
+}
+
+START_TEST(concurrent_clients) {
+  daemon_t d;
+  tmp_daemon(&d);
+  start_daemon(&d, NULL);
+  client_t c;
+  cl_open(&c, d.sock);
+  submitted_t s = submit(&c, 400, 4);
+  cJSON_Delete(watch(&c, s.job));
+  cJSON_Delete(wait_progress(&c, s.job, 4, 240)); /* tuning is under way */
+  enum { N = 32 };
+  pthread_t th[N];
+  worker_arg_t args[N];
+  double t0 = tn_now();
+  for (int i = 0; i < N; i++) {
+    args[i] = (worker_arg_t){.sock = d.sock, .hash = s.hash, .job = s.job, .index = i + 1};
+    ck_assert_int_eq(pthread_create(&th[i], NULL, query_worker, &args[i]), 0);
+  }
+  for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+  double secs = tn_now() - t0;
+  for (int i = 0; i < N; i++) {
+    ck_assert_msg(!args[i].failure[0], "client %d: %s", i, args[i].failure);
+    ck_assert_int_eq(args[i].answered, 20);
+  }
+  ck_assert_msg(secs < 30, "640 queries took %.1f s", secs);
+  cJSON *r = status(&c, s.job);
+  ck_assert_str_eq(str(result(r), "state"), "running"); /* still tuning meanwhile */
+  cJSON_Delete(r);
+  char p[64];
+  snprintf(p, sizeof p, "{\"job\":%d}", s.job);
+  cJSON_Delete(rpc(&c, "tune.cancel", p));
+  cl_close(&c);
+  stop_daemon(&d);
+  rm_tree(d.dir);
+}
+END_TEST
+
+/* ---- bad input ------------------------------------------------------------------------------ */
+
+static void expect_raw(client_t *c, const char *line, int code, const char *needle) {
+  cl_send_line(c, line);
+  cJSON *r = cl_recv(c, 30);
+  ck_assert_msg(r, "connection closed after %.60s", line);
+  ck_assert_msg(error_code(r) == code, "%.60s: expected %d, got %s", line, code, cJSON_PrintUnformatted(r));
+  ck_assert_msg(strstr(error_message(r), needle), "%.60s: message \"%s\" lacks \"%s\"", line, error_message(r),
+                needle);
+  ck_assert(cJSON_IsNull(cJSON_GetObjectItem(r, "id")) || cJSON_IsNumber(cJSON_GetObjectItem(r, "id")));
+  cJSON_Delete(r);
+}
+
+/* The submit params with key set to the JSON value (static buffer). */
+static const char *with(const char *params, const char *key, const char *value) {
+  static char buf[8192];
+  cJSON *p = cJSON_Parse(params);
+  cJSON_DeleteItemFromObject(p, key);
+  cJSON_AddItemToObject(p, key, cJSON_Parse(value));
+  char *s = cJSON_PrintUnformatted(p);
+  snprintf(buf, sizeof buf, "%s", s);
+  free(s);
+  cJSON_Delete(p);
+  return buf;
+}
+
+static long rss_kib(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  long kib = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmRSS: %ld", &kib) == 1) break;
+  if (f) fclose(f);
+  return kib;
+}
+
+static void alive(client_t *c) {
+  cJSON *r = rpc(c, "server.info", NULL);
+  ck_assert_str_eq(str(result(r), "target"), "cpu");
+  cJSON_Delete(r);
+}
+
+START_TEST(bad_input) {
+  daemon_t d;
+  tmp_daemon(&d);
+  start_daemon(&d, NULL);
+  client_t c;
+  cl_open(&c, d.sock);
+  expect_raw(&c, "this is not json", -32700, "parse error");
+  expect_raw(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server.info\"} trailing", -32700, "extra bytes");
+  expect_raw(&c, "\x01\x02\xff{", -32700, "parse error");
+  expect_raw(&c, "[1,2]", -32600, "batch");
+  expect_raw(&c, "42", -32600, "JSON object");
+  expect_raw(&c, "{\"jsonrpc\":\"2.0\",\"id\":5}", -32600, "method");
+  expect_raw(&c, "{\"jsonrpc\":\"1.0\",\"id\":6,\"method\":\"server.info\"}", -32600, "jsonrpc");
+  expect_raw(&c, "{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"server.info\"}", -32600, "id");
+  /* nesting deeper than the parser allows is a parse error, not a stack overflow */
+  static char deep[200001];
+  memset(deep, '[', 100000);
+  memset(deep + 100000, ']', 100000);
+  expect_raw(&c, deep, -32700, "parse error");
+  alive(&c);
+
+  expect_error(&c, "no.such.method", NULL, -32601, "tune.submit");
+  expect_error(&c, "tune.status", "{\"job\":\"x\"}", -32602, "\"job\"");
+  expect_error(&c, "tune.status", "{}", -32602, "missing param \"job\"");
+  expect_error(&c, "tune.status", "{\"job\":1.5}", -32602, "\"job\"");
+  expect_error(&c, "tune.status", "[1]", -32602, "params");
+  expect_error(&c, "tune.status", "{\"job\":999}", -32001, "no job 999");
+  expect_error(&c, "tune.status", "{\"job\":1,\"verbose\":true}", -32602, "unknown param \"verbose\"");
+  const char *sub = matmul_submit(8, 4);
+  expect_error(&c, "tune.submit", with(sub, "trials", "-1"), -32602, "\"trials\"");
+  expect_error(&c, "tune.submit", with(sub, "trails", "10"), -32602, "unknown param \"trails\"");
+  expect_error(&c, "tune.submit", with(sub, "strategy", "\"greedy\""), -32602, "\"strategy\"");
+  expect_error(&c, "tune.submit", with(sub, "population", "8"), -32602, "\"population\"");
+  expect_error(&c, "tune.submit", with(sub, "params", "{\"Q\":3}"), -32002, "Q");
+  expect_error(&c, "tune.submit", with(sub, "params", "{\"M\":\"big\"}"), -32602, "\"params\"");
+  expect_error(&c, "tune.submit", with(sub, "target", "\"nvidia/tesla-p100\""), -32003, "refused");
+  expect_error(&c, "tune.submit", with(sub, "target", "\"bogus\""), -32602, "unknown target");
+  expect_error(&c, "tune.submit", "{\"workload\":\"x\",\"trials\":8,\"trials\":9}", -32602, "duplicate param");
+  expect_error(&c, "tune.submit", "{\"workload\":\"input A: float32[M]\\n\",\"name\":\"mm\"}", -32002, "mm.tw:1:");
+  expect_error(&c, "tune.submit", "{\"workload\":42}", -32602, "\"workload\"");
+  expect_error(&c, "tune.submit", "{\"name\":\"x\"}", -32602, "missing param \"workload\"");
+  expect_error(&c, "db.best", "{\"workload\":\"zzz\"}", -32602, "\"workload\"");
+  expect_error(&c, "db.best", "{\"workload\":\"0000000000000000\"}", -32001, "no workload");
+  expect_error(&c, "db.records", "{\"status\":\"great\"}", -32602, "\"status\"");
+  expect_error(&c, "db.records", "{\"limit\":0}", -32602, "\"limit\"");
+  expect_error(&c, "kernel.get", "{\"workload\":\"0000000000000000\"}", -32001, "no workload");
+  expect_error(&c, "kernel.get", "{}", -32602, "exactly one");
+  expect_error(&c, "kernel.get", "{\"workload_text\":\"param N = 8\\ninput A: float32[N]\\noutput B: float32[N]\\n"
+                                 "B[i] = A[i] * 2\\n\"}", -32004, "no tuned kernel yet");
+  expect_error(&c, "db.import", "{\"jsonl\":\"{not json}\\n\"}", -32602, "line 1");
+  /* a notification (no id) gets no answer: the next line read is the request's */
+  cl_send_line(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"server.info\"}");
+  alive(&c);
+
+  /* a client that disconnects mid-request */
+  client_t half;
+  cl_open(&half, d.sock);
+  cl_write(&half, "{\"jsonrpc\":\"2.0\",\"id\":1,\"meth", 30);
+  cl_close(&half);
+  alive(&c);
+
+  /* clients that leave while their answer is being computed on the thread pool */
+  for (int i = 0; i < 8; i++) {
+    cl_open(&half, d.sock);
+    cl_send_line(&half, i % 2 ? "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"kernel.get\",\"params\":"
+                                "{\"workload_text\":\"param N = 8\\ninput A: float32[N]\\noutput B: float32[N]\\n"
+                                "B[i] = A[i] * 2\\n\"}}"
+                              : "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"db.export\"}");
+    cl_close(&half);
+  }
+  alive(&c);
+
+  /* half-close after the request: the answer still arrives, then EOF */
+  cl_open(&half, d.sock);
+  cl_send_line(&half, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"server.info\"}");
+  shutdown(half.fd, SHUT_WR);
+  cJSON *r = cl_recv(&half, 30);
+  ck_assert_int_eq(cJSON_GetObjectItem(r, "id")->valueint, 7);
+  cJSON_Delete(r);
+  ck_assert_ptr_null(cl_recv(&half, 30));
+  cl_close(&half);
+
+  /* an oversized line: error, then the connection is closed */
+  client_t big;
+  cl_open(&big, d.sock);
+  size_t n = (1u << 20) + 100;
+  char *huge = malloc(n);
+  memset(huge, 'x', n);
+  signal(SIGPIPE, SIG_IGN);
+  ssize_t sent = 0;
+  while (sent < (ssize_t)n) { /* the daemon may close before it has read it all */
+    ssize_t w = write(big.fd, huge + sent, n - (size_t)sent);
+    if (w <= 0) break;
+    sent += w;
+  }
+  free(huge);
+  r = cl_recv(&big, 30);
+  ck_assert_msg(r && error_code(r) == -32600, "oversized line: %s", r ? cJSON_PrintUnformatted(r) : "EOF");
+  ck_assert_ptr_nonnull(strstr(error_message(r), "longer than 1048576"));
+  cJSON_Delete(r);
+  ck_assert_ptr_null(cl_recv(&big, 30));
+  cl_close(&big);
+  alive(&c);
+
+  /* a flood: 200k requests written without reading any answer; the daemon
+   * stops reading that client (bounded memory) and keeps answering others */
+  long kib0 = rss_kib(d.pid);
+  client_t flood;
+  cl_open(&flood, d.sock);
+  fcntl(flood.fd, F_SETFL, O_NONBLOCK);
+  const char *req = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"target.list\"}\n";
+  size_t rl = strlen(req), written = 0;
+  double t0 = tn_now();
+  for (int i = 0; i < 200000 && tn_now() - t0 < 5; i++) {
+    ssize_t w = write(flood.fd, req, rl);
+    if (w < 0 && errno == EAGAIN) {
+      usleep(1000);
+      continue;
+    }
+    ck_assert_int_eq((int)w, (int)rl); /* lines are small: written whole or not at all */
+    written += (size_t)w;
+  }
+  double q0 = tn_now();
+  alive(&c);
+  ck_assert_msg(tn_now() - q0 < 2, "server.info took %.2f s during a flood", tn_now() - q0);
+  long kib = rss_kib(d.pid);
+  ck_assert_msg(kib0 > 0 && kib - kib0 < 64 * 1024, "tuned grew from %ld to %ld KiB during a flood", kib0, kib);
+  cl_close(&flood);
+  alive(&c);
+  ck_assert_uint_gt(written, 0);
+
+  cl_close(&c);
+  stop_daemon(&d);
+  rm_tree(d.dir);
+}
+END_TEST
+
+/* ---- start-up refusals, locking, defaults, shutdown ---------------------------------------------- */
+
+/* Runs tuned with args to completion; returns its exit status, log in *log. */
+static int run_tuned(daemon_t *d, const char *const *args, char **log) {
+  unlink(d->log);
+  pid_t pid = spawn_tuned(d, args, NULL);
+  int st = wait_exit(pid, 60);
+  *log = read_log(d);
+  return st;
+}
+
+START_TEST(refused_targets) {
+  daemon_t d;
+  tmp_daemon(&d);
+  char *log;
+  const char *p100[] = {"--target", "nvidia/tesla-p100", "--db", d.db, "--socket", d.sock, NULL};
+  ck_assert_int_eq(run_tuned(&d, p100, &log), 1);
+  ck_assert_msg(strstr(log, "target nvidia/tesla-p100 refused"), "%s", log);
+#if TUNED_HAVE_CUDA
+  ck_assert_msg(strstr(log, "sm_60 is not supported by NVRTC") && strstr(log, "supported: sm_75"), "%s", log);
+#endif
+  ck_assert_msg(strstr(log, "--target cpu"), "no alternative offered: %s", log);
+  free(log);
+
+  ms_backend_status_t cu;
+  ms_backend_probe(MS_BACKEND_CUDA, &cu);
+  const char *gpu = cu.available && strstr(cu.detail, "H100") ? "nvidia/tesla-t4" : "nvidia/h100";
+  const char *h100[] = {"--target", gpu, "--db", d.db, "--socket", d.sock, NULL};
+  ck_assert_int_eq(run_tuned(&d, h100, &log), 1);
+  if (!cu.available) ck_assert_msg(strstr(log, "no CUDA device here") && strstr(log, "--target cpu"), "%s", log);
+  else ck_assert_msg(strstr(log, "the GPU here is"), "%s", log);
+  free(log);
+
+  /* no OpenCL platform: the ICD loader finds no vendor files */
+  const char *ocl[] = {"--target", "opencl/pocl-cpu", "--db", d.db, "--socket", d.sock, NULL};
+  const char *no_icd[] = {"OCL_ICD_VENDORS=/nonexistent", NULL};
+  unlink(d.log);
+  pid_t pid = spawn_tuned(&d, ocl, no_icd);
+  ck_assert_int_eq(wait_exit(pid, 60), 1);
+  log = read_log(&d);
+  ck_assert_msg(strstr(log, "no OpenCL platform here") && strstr(log, "--target cpu"), "%s", log);
+  free(log);
+  const char *bogus[] = {"--target", "bogus", "--db", d.db, "--socket", d.sock, NULL};
+  ck_assert_int_eq(run_tuned(&d, bogus, &log), 2);
+  ck_assert_msg(strstr(log, "unknown target \"bogus\"") && strstr(log, "nvidia/tesla-t4"), "%s", log);
+  free(log);
+  const char *badopt[] = {"--jobs", "0", NULL};
+  ck_assert_int_eq(run_tuned(&d, badopt, &log), 2);
+  ck_assert_msg(strstr(log, "--jobs"), "%s", log);
+  free(log);
+  ck_assert_int_ne(access(d.db, F_OK), 0); /* nothing was created */
+  rm_tree(d.dir);
+}
+END_TEST
+
+START_TEST(socket_and_db_in_use) {
+  daemon_t d, e;
+  tmp_daemon(&d);
+  start_daemon(&d, NULL);
+  tmp_daemon(&e);
+  char *log;
+  const char *same_sock[] = {"--target", "cpu", "--db", e.db, "--socket", d.sock, NULL};
+  ck_assert_int_eq(run_tuned(&e, same_sock, &log), 1);
+  ck_assert_msg(strstr(log, "already listening on"), "%s", log);
+  free(log);
+  const char *same_db[] = {"--target", "cpu", "--db", d.db, "--socket", e.sock, NULL};
+  ck_assert_int_eq(run_tuned(&e, same_db, &log), 1);
+  ck_assert_msg(strstr(log, "another tuned is using the database"), "%s", log);
+  free(log);
+  client_t c;
+  cl_open(&c, d.sock); /* the first one is unaffected */
+  alive(&c);
+  cJSON *r = rpc(&c, "server.shutdown", NULL);
+  ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(result(r), "ok")));
+  cJSON_Delete(r);
+  ck_assert_ptr_null(cl_recv(&c, 30)); /* then the daemon closes the connection */
+  cl_close(&c);
+  ck_assert_int_eq(wait_exit(d.pid, 30), 0);
+  ck_assert_int_ne(access(d.sock, F_OK), 0);
+  rm_tree(d.dir);
+  rm_tree(e.dir);
+}
+END_TEST
+
+START_TEST(xdg_defaults) {
+  daemon_t d;
+  tmp_daemon(&d);
+  char run[160], data[160], env_run[200], env_data[200], sock[200], db[200];
+  snprintf(run, sizeof run, "%s/run", d.dir);
+  snprintf(data, sizeof data, "%s/data", d.dir);
+  mkdir(run, 0700);
+  snprintf(env_run, sizeof env_run, "XDG_RUNTIME_DIR=%s", run);
+  snprintf(env_data, sizeof env_data, "XDG_DATA_HOME=%s", data);
+  snprintf(sock, sizeof sock, "%s/tuned/tuned.sock", run);
+  snprintf(db, sizeof db, "%s/tuned/tuned.db", data);
+  const char *args[] = {"--target", "cpu", NULL};
+  const char *env[] = {env_run, env_data, "TUNED_SOCKET=", NULL}; /* first match wins */
+  pid_t pid = spawn_tuned(&d, args, env);
+  int fd = -1;
+  for (int i = 0; i < 1500 && fd < 0; i++) fd = try_connect(sock), usleep(fd < 0 ? 10000 : 0);
+  ck_assert_msg(fd >= 0, "no socket at %s: %s", sock, read_log(&d));
+  close(fd);
+  struct stat st;
+  ck_assert_int_eq(stat(sock, &st), 0);
+  ck_assert_int_eq(st.st_mode & 0777, 0600);
+  char dir[200];
+  snprintf(dir, sizeof dir, "%s/tuned", run);
+  ck_assert_int_eq(stat(dir, &st), 0);
+  ck_assert_int_eq(st.st_mode & 0777, 0700);
+  ck_assert_int_eq(access(db, F_OK), 0);
+  client_t c;
+  cl_open(&c, sock);
+  cJSON *r = rpc(&c, "server.info", NULL);
+  ck_assert_str_eq(str(result(r), "socket"), sock);
+  ck_assert_str_eq(str(result(r), "db"), db);
+  cJSON_Delete(r);
+  cl_close(&c);
+  kill(pid, SIGINT);
+  ck_assert_int_eq(wait_exit(pid, 30), 0);
+  rm_tree(d.dir);
+}
+END_TEST
+
+#define ADD_CASE(s, fn, secs)          \
+  do {                                 \
+    TCase *tc_ = tcase_create(#fn);    \
+    tcase_set_timeout(tc_, secs);      \
+    tcase_add_test(tc_, fn);           \
+    suite_add_tcase(s, tc_);           \
+  } while (0)
+
+static Suite *make_suite(void) {
+  Suite *s = suite_create("daemon");
+  ADD_CASE(s, info_and_targets, 60);
+  ADD_CASE(s, refused_targets, 120);
+  ADD_CASE(s, socket_and_db_in_use, 60);
+  ADD_CASE(s, xdg_defaults, 60);
+  ADD_CASE(s, bad_input, 240);
+  ADD_CASE(s, submit_watch_best_kernel, 600);
+  ADD_CASE(s, cancel_jobs, 600);
+  ADD_CASE(s, restart_and_resume, 900);
+  ADD_CASE(s, sigkill_while_tuning, 900);
+  ADD_CASE(s, concurrent_clients, 600);
+  return s;
+}
+
+TN_TEST_MAIN(make_suite)
