@@ -13,6 +13,7 @@
 
 #include "measure/measure.h"
 #include "schedule/schedule.h"
+#include "testir.h"
 #include "testutil.h"
 #include "tuned_config.h"
 
@@ -22,21 +23,6 @@
 
 /* ---- fixtures ---------------------------------------------------------------- */
 
-static ir_workload_t *load_wl(const char *name, const char *sets) {
-  char path[512], buf[128];
-  snprintf(path, sizeof path, SRC("workloads/%s.tw"), name);
-  snprintf(buf, sizeof buf, "%s", sets ? sets : "");
-  tn_arena_t *a = tn_arena_new();
-  ir_param_set_t ov[8];
-  int n = 0;
-  tn_err_t err = {0};
-  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
-    ck_assert_int_eq(ir_param_set_parse(tok, a, &ov[n++], &err), TN_OK);
-  ir_workload_t *w = NULL;
-  ck_assert_msg(ir_workload_load(path, ov, n, &w, &err) == TN_OK, "%s", err.msg);
-  tn_arena_free(a);
-  return w;
-}
 
 /* Lowers workload w (scheduled by the named course trace, or not) for lang. */
 static cg_module_t *lower(const ir_workload_t *w, const char *trace, cg_target_t lang) {
@@ -221,7 +207,7 @@ static const struct {
 
 /* The GPU-style schedules run on PoCL and verify. */
 START_TEST(t_course_opencl) {
-  ir_workload_t *w = load_wl(gpu_course[_i].workload, gpu_course[_i].sets);
+  ir_workload_t *w = tu_load_sets(gpu_course[_i].workload, gpu_course[_i].sets);
   cg_module_t *m = lower(w, gpu_course[_i].trace, CG_TARGET_OPENCL);
   tn_target_t t = target("opencl/pocl-cpu");
   ms_candidate_t *c = from_module(&t, m);
@@ -244,7 +230,7 @@ END_TEST
 
 /* Their CUDA source compiles with NVRTC for sm_75 and sm_90 (build only). */
 START_TEST(t_course_nvrtc) {
-  ir_workload_t *w = load_wl(gpu_course[_i].workload, gpu_course[_i].sets);
+  ir_workload_t *w = tu_load_sets(gpu_course[_i].workload, gpu_course[_i].sets);
   cg_module_t *m = lower(w, gpu_course[_i].trace, CG_TARGET_CUDA);
   const char *targets[] = {"nvidia/tesla-t4", "nvidia/h100"}, *arch[] = {"sm_75", "sm_90"};
   ms_candidate_t *cs[2];
@@ -279,7 +265,7 @@ END_TEST
 /* The CPU schedule on the C backend, and a second workload on the same
  * runner (its worker reloads the new data). */
 START_TEST(t_course_cpu) {
-  ir_workload_t *w = load_wl("matmul", "M=128,N=256,K=64");
+  ir_workload_t *w = tu_load_sets("matmul", "M=128,N=256,K=64");
   cg_module_t *m = lower(w, "matmul_cpu", CG_TARGET_C), *plain = lower(w, NULL, CG_TARGET_C);
   tn_target_t t = target("cpu");
   ms_candidate_t *cs[2] = {from_module(&t, m), from_module(&t, plain)};
@@ -298,7 +284,7 @@ START_TEST(t_course_cpu) {
   cg_module_free(m);
   cg_module_free(plain);
 
-  ir_workload_t *w2 = load_wl("vector_add", "N=4096");
+  ir_workload_t *w2 = tu_load_sets("vector_add", "N=4096");
   tn_err_t err = {0};
   ck_assert_int_eq(ms_runner_set_workload(r, w2->func, 7, &err), TN_OK);
   m = lower(w2, NULL, CG_TARGET_C);
@@ -342,7 +328,7 @@ static const char *const bad_c[] = {
 /* Each bad candidate is followed by a good one in the same batch: the bad
  * one gets its status, the good one measures normally. */
 START_TEST(t_planted_cpu) {
-  ir_workload_t *w = load_wl("vector_add", "N=1024");
+  ir_workload_t *w = tu_load_sets("vector_add", "N=1024");
   cg_module_t *m = lower(w, NULL, CG_TARGET_C);
   tn_target_t t = target("cpu");
   enum { NBAD = (int)TN_ARRAY_LEN(bad_c), N = 2 * NBAD };
@@ -403,7 +389,7 @@ END_TEST
 
 /* The same on OpenCL: a kernel that writes zeros, then a good one. */
 START_TEST(t_planted_opencl) {
-  ir_workload_t *w = load_wl("vector_add", "N=1024");
+  ir_workload_t *w = tu_load_sets("vector_add", "N=1024");
   cg_module_t *m = lower(w, "vector_add_gpu", CG_TARGET_OPENCL);
   tn_target_t t = target("opencl/pocl-cpu");
   char src[1024];
@@ -439,7 +425,7 @@ static const char *const big_smem_cuda =
 /* ptxas rejects 64 KiB of static shared memory for sm_75; our own limit
  * check rejects what the target forbids; the good candidate still builds. */
 START_TEST(t_planted_cuda_build) {
-  ir_workload_t *w = load_wl("vector_add", "N=1024");
+  ir_workload_t *w = tu_load_sets("vector_add", "N=1024");
   cg_module_t *m = lower(w, "vector_add_gpu", CG_TARGET_CUDA);
   tn_target_t t4 = target("nvidia/tesla-t4"), small = t4, p100 = target("nvidia/tesla-p100");
   small.max_shared_memory_per_block = 4096;
@@ -498,7 +484,7 @@ START_TEST(t_cuda_no_driver) {
       {"/nonexistent/libcuda.so.1", "no CUDA driver", "/nonexistent/libcuda.so.1"},
       {"/usr/local/cuda/lib64/stubs/libcuda.so", "error 34", "STUB"},
   };
-  ir_workload_t *w = load_wl("vector_add", "N=1024");
+  ir_workload_t *w = tu_load_sets("vector_add", "N=1024");
   cg_module_t *mc = lower(w, "vector_add_gpu", CG_TARGET_CUDA), *mcpu = lower(w, NULL, CG_TARGET_C);
   tn_target_t h100 = target("nvidia/h100"), cpu = target("cpu");
   for (size_t k = 0; k < TN_ARRAY_LEN(cases); k++) {
@@ -527,7 +513,7 @@ END_TEST
 /* A backend this build lacks gives a clear build error, and the C backend
  * still works in the same batch. */
 START_TEST(t_missing_backend) {
-  ir_workload_t *w = load_wl("vector_add", "N=1024");
+  ir_workload_t *w = tu_load_sets("vector_add", "N=1024");
   cg_module_t *mc = lower(w, "vector_add_gpu", CG_TARGET_CUDA), *mo = lower(w, "vector_add_gpu", CG_TARGET_OPENCL);
   cg_module_t *m = lower(w, NULL, CG_TARGET_C);
   tn_target_t t4 = target("nvidia/tesla-t4"), ocl = target("opencl/pocl-cpu"), cpu = target("cpu");
@@ -560,7 +546,7 @@ END_TEST
 /* A compiler that hangs is killed at the build timeout; with $CC back to
  * normal the same builder builds again. */
 START_TEST(t_build_timeout_cc) {
-  ir_workload_t *w = load_wl("vector_add", "N=64");
+  ir_workload_t *w = tu_load_sets("vector_add", "N=64");
   cg_module_t *m = lower(w, NULL, CG_TARGET_C);
   tn_target_t t = target("cpu");
   ms_candidate_t *c = from_module(&t, m);
@@ -598,7 +584,7 @@ END_TEST
 /* NVRTC cannot be interrupted: past the timeout the watchdog abandons the
  * build, the pool gets a new thread, and later builds are not held up. */
 START_TEST(t_build_timeout_nvrtc) {
-  ir_workload_t *w = load_wl("matmul", "M=128,N=128,K=128");
+  ir_workload_t *w = tu_load_sets("matmul", "M=128,N=128,K=128");
   cg_module_t *m = lower(w, "matmul_shared", CG_TARGET_CUDA);
   tn_target_t t = target("nvidia/h100");
   ms_candidate_t *c = from_module(&t, m);
@@ -622,7 +608,7 @@ END_TEST
 /* Submit / done / wait; the builder sets POCL_CACHE_DIR under its run dir. */
 START_TEST(t_build_async) {
   unsetenv("POCL_CACHE_DIR");
-  ir_workload_t *w = load_wl("vector_add", "N=2048");
+  ir_workload_t *w = tu_load_sets("vector_add", "N=2048");
   tn_target_t cpu = target("cpu"), ocl = target("opencl/pocl-cpu");
   cg_module_t *mc = lower(w, NULL, CG_TARGET_C), *mo = lower(w, "vector_add_gpu", CG_TARGET_OPENCL);
   ms_candidate_t *cs[4];
@@ -654,7 +640,7 @@ END_TEST
 
 /* Mismatched parameters, the worker lookup, ms_measure. */
 START_TEST(t_runner_misc) {
-  ir_workload_t *w = load_wl("vector_add", "N=1024"), *w2 = load_wl("vector_add", "N=512");
+  ir_workload_t *w = tu_load_sets("vector_add", "N=1024"), *w2 = tu_load_sets("vector_add", "N=512");
   cg_module_t *m = lower(w, NULL, CG_TARGET_C), *m2 = lower(w2, NULL, CG_TARGET_C);
   tn_target_t t = target("cpu");
   ms_candidate_t *cs[2] = {from_module(&t, m2), from_module(&t, m)};

@@ -9,6 +9,7 @@
 
 #include "codegen/codegen.h"
 #include "sampler/sampler.h"
+#include "testir.h"
 #include "testutil.h"
 
 #define SAMPLES 30
@@ -36,21 +37,6 @@ static const wl_case_t workloads[] = {
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static ir_workload_t *load(const char *name, const char *sets) {
-  char path[512], buf[128];
-  snprintf(path, sizeof path, SRC("workloads/%s.tw"), name);
-  snprintf(buf, sizeof buf, "%s", sets ? sets : "");
-  tn_arena_t *a = tn_arena_new();
-  ir_param_set_t ov[8];
-  int n = 0;
-  tn_err_t err = {0};
-  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
-    ck_assert_int_eq(ir_param_set_parse(tok, a, &ov[n++], &err), TN_OK);
-  ir_workload_t *w = NULL;
-  ck_assert_msg(ir_workload_load(path, ov, n, &w, &err) == TN_OK, "%s", err.msg);
-  tn_arena_free(a);
-  return w;
-}
 
 /* The target, with a fixed core count on CPUs so that the spaces (rfactor's
  * condition, the parallel extent) do not depend on the test machine. */
@@ -159,7 +145,7 @@ static void check_lowers(const tn_target_t *t, const sch_t *s, const char *what)
  * no rule failed along the way (a failure would show as "!rule(...)"). */
 START_TEST(test_space_counts) {
   for (size_t w = 0; w < TN_ARRAY_LEN(workloads); w++) {
-    ir_workload_t *wl = load(workloads[w].name, workloads[w].sets);
+    ir_workload_t *wl = tu_load_sets(workloads[w].name, workloads[w].sets);
     for (int k = 0; k < 3; k++) {
       tn_target_t t = target(targets[k]);
       smp_space_t sp = generate(wl->func, &t, 1);
@@ -179,7 +165,7 @@ END_TEST
 
 /* GPU matmul: the SSSRRSRS tiling with its binds, caches and annotations. */
 START_TEST(test_gpu_matmul_space) {
-  ir_workload_t *w = load("matmul", "M=64,N=64,K=64");
+  ir_workload_t *w = tu_load_sets("matmul", "M=64,N=64,K=64");
   tn_target_t t = target("nvidia/h100");
   smp_space_t sp = generate(w->func, &t, 1);
   const sch_trace_t *tr = sp.traces[0];
@@ -216,7 +202,7 @@ END_TEST
 /* CPU matmul: SSRSRS without binds; the write cache "may" gives three spaces
  * (none, level 1, level 2); the root carries parallel/vectorize/unroll. */
 START_TEST(test_cpu_matmul_space) {
-  ir_workload_t *w = load("matmul", "M=64,N=64,K=64");
+  ir_workload_t *w = tu_load_sets("matmul", "M=64,N=64,K=64");
   tn_target_t t = target("cpu");
   smp_space_t sp = generate(w->func, &t, 1);
   ck_assert_int_eq(sp.n, 3);
@@ -265,7 +251,7 @@ START_TEST(test_rule_fingerprints) {
       {"vector_add", "N=1000", "nvidia/h100", "auto-bind(C)", 0},
   };
   for (size_t i = 0; i < TN_ARRAY_LEN(cases); i++) {
-    ir_workload_t *w = load(cases[i].wl, cases[i].sets);
+    ir_workload_t *w = tu_load_sets(cases[i].wl, cases[i].sets);
     tn_target_t t = target(cases[i].target);
     smp_space_t sp = generate(w->func, &t, 3);
     ck_assert_int_gt(sp.n, cases[i].space);
@@ -275,7 +261,7 @@ START_TEST(test_rule_fingerprints) {
     ir_workload_free(w);
   }
   /* the cross-thread reduction: a sampled thread count from [4..512] bound to threadIdx.x */
-  ir_workload_t *w = load("row_sum", "M=8,N=256");
+  ir_workload_t *w = tu_load_sets("row_sum", "M=8,N=256");
   tn_target_t t = target("nvidia/h100");
   smp_space_t sp = generate(w->func, &t, 1);
   const sch_trace_t *tr = sp.traces[1];
@@ -301,7 +287,7 @@ END_TEST
  * unit loop (the schedule drops unit loop variables from bindings). */
 START_TEST(test_samples) {
   const wl_case_t *wc = &workloads[_i];
-  ir_workload_t *w = load(wc->name, wc->sets);
+  ir_workload_t *w = tu_load_sets(wc->name, wc->sets);
   ref_t ref = reference(w->func);
   for (int k = 0; k < 3; k++) {
     tn_target_t t = target(targets[k]);
@@ -341,7 +327,7 @@ END_TEST
 
 /* Same seed, same spaces and candidates; another seed, other candidates. */
 START_TEST(test_determinism) {
-  ir_workload_t *w = load("conv2d", "C=8,F=16,H=8,W=8");
+  ir_workload_t *w = tu_load_sets("conv2d", "C=8,F=16,H=8,W=8");
   for (int k = 0; k < 3; k++) {
     tn_target_t t = target(targets[k]);
     smp_space_t a = generate(w->func, &t, 5), b = generate(w->func, &t, 5);
@@ -396,7 +382,7 @@ static sch_trace_t *with_tiles(const sch_trace_t *tr, const int64_t (*tiles)[5],
  * sampled vector width, or width 1 when that does not divide it. */
 START_TEST(test_cooperative_fetch) {
   tn_target_t t = target("opencl/pocl-cpu");
-  ir_workload_t *w = load("matmul", "M=64,N=64,K=64");
+  ir_workload_t *w = tu_load_sets("matmul", "M=64,N=64,K=64");
   smp_space_t sp = generate(w->func, &t, 1);
   static const int64_t tiles[3][5] = {{2, 2, 4, 2, 2}, {2, 2, 4, 2, 2}, {2, 4, 8}};
   static const int n[3] = {5, 5, 3};
@@ -431,7 +417,7 @@ END_TEST
 /* Verify rejects too many threads and too much shared memory, and says so. */
 START_TEST(test_verify_rejects) {
   tn_target_t t = target("nvidia/h100");
-  ir_workload_t *w = load("matmul", "M=64,N=64,K=64");
+  ir_workload_t *w = tu_load_sets("matmul", "M=64,N=64,K=64");
   smp_space_t sp = generate(w->func, &t, 1);
   static const int64_t threads[3][5] = {{1, 1, 64, 1, 1}, {1, 1, 64, 1, 1}, {2, 4, 8}};
   static const int n[3] = {5, 5, 3};
@@ -458,7 +444,7 @@ START_TEST(test_verify_rejects) {
   smp_space_free(&sp);
   ir_workload_free(w);
   /* 128x64 tiles of A and B: 64 KiB of shared memory */
-  w = load("matmul", "M=128,N=128,K=64");
+  w = tu_load_sets("matmul", "M=128,N=128,K=64");
   sp = generate(w->func, &t, 1);
   static const int64_t big[3][5] = {{1, 2, 1, 1, 64}, {1, 2, 1, 1, 64}, {1, 1, 64}};
   tr = with_tiles(sp.traces[0], big, n);
@@ -474,7 +460,7 @@ END_TEST
 /* With no design-space instructions at all, rewrite-unbound-block binds a
  * GPU kernel with min(max threads, extent) threads; on CPUs nothing runs. */
 START_TEST(test_unbound_and_empty) {
-  ir_workload_t *w = load("vector_add", "N=1000");
+  ir_workload_t *w = tu_load_sets("vector_add", "N=1000");
   sch_trace_t *empty = sch_trace_new();
   tn_target_t g = target("opencl/pocl-cpu"), c = target("cpu");
   sch_t *s = NULL;
@@ -498,7 +484,7 @@ END_TEST
  * vectorized contiguous inner loop, the unroll pragma, and the root's
  * annotations gone. */
 START_TEST(test_cpu_rewrites) {
-  ir_workload_t *w = load("matmul", "M=64,N=64,K=64");
+  ir_workload_t *w = tu_load_sets("matmul", "M=64,N=64,K=64");
   tn_target_t t = target("cpu");
   smp_space_t sp = generate(w->func, &t, 1);
   int parallel = 0, vectorized = 0, unrolled = 0;
@@ -522,7 +508,7 @@ START_TEST(test_cpu_rewrites) {
   smp_space_free(&sp);
   ir_workload_free(w);
   /* an elementwise loop longer than the parallel extent: parallel, not vectorized */
-  w = load("vector_add", "N=1024");
+  w = tu_load_sets("vector_add", "N=1024");
   sp = generate(w->func, &t, 1);
   sch_t *s = NULL;
   tn_err_t err = {0};
@@ -571,7 +557,7 @@ static int changes(const sch_trace_t *a, const sch_trace_t *m, int *at) {
  * the mutated trace samples into a valid candidate again. */
 static void check_mutator(const char *wl, const char *sets, const char *tname, int space, smp_mutator_t m,
                           sch_inst_kind_t changed) {
-  ir_workload_t *w = load(wl, sets);
+  ir_workload_t *w = tu_load_sets(wl, sets);
   tn_target_t t = target(tname);
   smp_space_t sp = generate(w->func, &t, 1);
   tn_rng_t rng;
@@ -626,7 +612,7 @@ START_TEST(test_mutate_dispatch) {
   ck_assert_int_eq(smp_mutators(&c, kinds, probs), 4);
   ck_assert(kinds[1] == SMP_MUT_COMPUTE_LOCATION && probs[1] == 0.05 && kinds[3] == SMP_MUT_PARALLEL);
 
-  ir_workload_t *w = load("matmul", "M=64,N=64,K=64");
+  ir_workload_t *w = tu_load_sets("matmul", "M=64,N=64,K=64");
   smp_space_t sp = generate(w->func, &g, 1);
   sch_trace_t *cand = candidate(w->func, &g, sp.traces[0], 1);
   tn_rng_t rng;
@@ -669,7 +655,7 @@ END_TEST
 
 /* Same RNG state, same mutation. */
 START_TEST(test_mutate_determinism) {
-  ir_workload_t *w = load("conv2d", "C=8,F=16,H=8,W=8");
+  ir_workload_t *w = tu_load_sets("conv2d", "C=8,F=16,H=8,W=8");
   tn_target_t t = target("cpu");
   smp_space_t sp = generate(w->func, &t, 1);
   sch_trace_t *cand = candidate(w->func, &t, sp.traces[1], 5);
