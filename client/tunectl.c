@@ -80,7 +80,8 @@ static const command_t commands[] = {
      cmd_trace_check},
     {"emit", "FILE --target T --emit cuda|ptx|opencl|c|launch [--trace T.json] [--set NAME=VALUE ...]",
      "print the generated kernel source or launch configuration",
-     "Replays the trace (if any) and lowers the workload to the language of\n"
+     "Replays the trace (if any) as the tuner does (up to its EnterPostproc, then\n"
+     "the target's postprocessors) and lowers the workload to the language of\n"
      "--emit: `cuda` prints CUDA C, `opencl` OpenCL C, `c` C with OpenMP for the\n"
      "CPU, `ptx` compiles the CUDA C with NVRTC for the target's architecture and\n"
      "prints the PTX, `launch` prints the launch configuration (kernels, grid,\n"
@@ -89,7 +90,8 @@ static const command_t commands[] = {
      cmd_emit},
     {"run", "FILE --target T [--trace T.json] [--set NAME=VALUE ...] [--seed S] [--repeat-ms N] [--json]",
      "build, run, verify and time a scheduled workload",
-     "Replays the trace (if any), lowers the workload for the target (cpu: C,\n"
+     "Replays the trace (if any) as the tuner does (up to its EnterPostproc, then\n"
+     "the target's postprocessors), lowers the workload for the target (cpu: C,\n"
      "opencl: OpenCL C on the first OpenCL device, nvidia/...: CUDA C through\n"
      "NVRTC and the CUDA driver), builds it, runs it in a separate worker\n"
      "process, compares the output with the reference evaluator's and times\n"
@@ -280,8 +282,12 @@ static void print_json(cJSON *j) {
   cJSON_Delete(j);
 }
 
-/* Reads and replays o->trace on w; prints the error and returns NULL on failure. */
-static sch_t *replay_trace(const char *cmd, opts_t *o, ir_workload_t *w, int *ninsts) {
+/* Reads and replays o->trace on w; prints the error and returns NULL on
+ * failure.  With a target, the replay is the tuner's: up to the trace's
+ * EnterPostproc, then that target's postprocessors (annotations such as
+ * meta_schedule.parallel become loops, reductions are decomposed, GPU limits
+ * are verified). */
+static sch_t *replay_trace(const char *cmd, opts_t *o, ir_workload_t *w, const tn_target_t *post, int *ninsts) {
   char *text = NULL;
   size_t len = 0;
   tn_err_t err = {0};
@@ -290,8 +296,10 @@ static sch_t *replay_trace(const char *cmd, opts_t *o, ir_workload_t *w, int *ni
   if (tn_read_file(o->trace, (size_t)16 << 20, &text, &len, &err) < 0 ||
       sch_trace_from_json(text, len, &t, &err) < 0) {
     fprintf(stderr, "tunectl %s: %s: %s\n", cmd, o->trace, err.msg);
-  } else if (sch_replay(w->func, t, o->seed, &s, &err) < 0) {
-    fprintf(stderr, "tunectl %s: %s does not apply to %s: %s\n", cmd, o->trace, o->file, err.msg);
+  } else if (post ? smp_sample(w->func, post, t, o->seed, &s, NULL, &err) < 0
+                  : sch_replay(w->func, t, o->seed, &s, &err) < 0) {
+    fprintf(stderr, "tunectl %s: %s does not apply to %s%s%s: %s\n", cmd, o->trace, o->file,
+            post ? " on " : "", post ? post->name : "", err.msg);
   } else if (ninsts) {
     *ninsts = t->n;
   }
@@ -304,7 +312,7 @@ static int cmd_show(opts_t *o) {
   ir_workload_t *w = load_workload("show", o);
   if (!w) return 1;
   sch_t *s = NULL;
-  if (o->trace && !(s = replay_trace("show", o, w, NULL))) {
+  if (o->trace && !(s = replay_trace("show", o, w, NULL, NULL))) {
     ir_workload_free(w);
     return 1;
   }
@@ -322,7 +330,7 @@ static int cmd_trace_check(opts_t *o) {
   ir_workload_t *w = load_workload("trace-check", o);
   if (!w) return 1;
   int n = 0;
-  sch_t *s = replay_trace("trace-check", o, w, &n);
+  sch_t *s = replay_trace("trace-check", o, w, NULL, &n);
   if (s) {
     const sch_trace_t *t = sch_get_trace(s);
     printf("%s: ok, %d instructions replay on %s\n", o->trace, n, w->name);
@@ -477,14 +485,16 @@ static int lookup_target(const char *cmd, const char *name, tn_target_t *t) {
   return 0;
 }
 
-/* Loads the workload, replays the trace if any and lowers for lang. */
-static cg_module_t *lower(const char *cmd, opts_t *o, cg_target_t lang, ir_workload_t **wout) {
+/* Loads the workload, replays the trace if any with t's postprocessors and
+ * lowers for t's language. */
+static cg_module_t *lower(const char *cmd, opts_t *o, const tn_target_t *t, ir_workload_t **wout) {
+  cg_target_t lang = ms_language_of(t->kind);
   ir_workload_t *w = load_workload(cmd, o);
   if (!w) return NULL;
   sch_t *s = NULL;
   cg_module_t *m = NULL;
   tn_err_t err = {0};
-  if (!o->trace || (s = replay_trace(cmd, o, w, NULL))) {
+  if (!o->trace || (s = replay_trace(cmd, o, w, t, NULL))) {
     if (cg_lower(s ? sch_func(s) : w->func, lang, NULL, &m, &err) < 0)
       fprintf(stderr, "tunectl %s: cannot generate %s code for %s%s%s: %s\n", cmd, cg_target_name(lang), o->file,
               o->trace ? " with " : "", o->trace ? o->trace : "", err.msg);
@@ -513,7 +523,7 @@ static int cmd_emit(opts_t *o) {
             want == CG_TARGET_CUDA ? "CUDA (nvidia/...)" : want == CG_TARGET_OPENCL ? "OpenCL" : "CPU");
     return 1;
   }
-  cg_module_t *m = lower("emit", o, lang, NULL);
+  cg_module_t *m = lower("emit", o, &t, NULL);
   if (!m) return 1;
   int rc = 0;
   if (kind == 1) {
@@ -566,7 +576,7 @@ static int cmd_run(opts_t *o) {
   tn_target_t t;
   if (lookup_target("run", o->target, &t) < 0) return 1;
   ir_workload_t *w = NULL;
-  cg_module_t *m = lower("run", o, ms_language_of(t.kind), &w);
+  cg_module_t *m = lower("run", o, &t, &w);
   if (!m) return 1;
   ms_options_t mo = {.seed = o->seed};
   mo.run.min_secs = o->repeat_ms > 0 ? o->repeat_ms * 1e-3 : 0;

@@ -19,6 +19,41 @@
  * this much later, should that fail. */
 #define CC_WATCHDOG_GRACE_S 10.0
 
+/* At process exit, how long to wait for builds still inside a compiler call
+ * (abandoned ones included): NVRTC's static destructors must not run under a
+ * thread that is still compiling. */
+#define EXIT_DRAIN_S 30.0
+
+/* Builds in progress in this process, across all builders. */
+static pthread_mutex_t inflight_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t inflight_cv = PTHREAD_COND_INITIALIZER;
+static int inflight;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void inflight_add(int d) {
+  pthread_mutex_lock(&inflight_mu);
+  inflight += d;
+  if (inflight == 0) pthread_cond_broadcast(&inflight_cv);
+  pthread_mutex_unlock(&inflight_mu);
+}
+
+int ms_build_drain(double max_s) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)max_s;
+  ts.tv_nsec += (long)((max_s - (double)(time_t)max_s) * 1e9);
+  if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&inflight_mu);
+  while (inflight > 0 && pthread_cond_timedwait(&inflight_cv, &inflight_mu, &ts) == 0) {
+  }
+  int left = inflight;
+  pthread_mutex_unlock(&inflight_mu);
+  return left;
+}
+
+static void drain_at_exit(void) { ms_build_drain(EXIT_DRAIN_S); }
+static void register_drain(void) { atexit(drain_at_exit); }
+
 typedef struct pool_thread {
   bool retired; /* abandoned by the watchdog: exit after the current job */
 } pool_thread_t;
@@ -137,7 +172,9 @@ static void *thread_main(void *arg) {
                   (j->cand->target.kind == TN_TARGET_CPU ? CC_WATCHDOG_GRACE_S : 0);
     pthread_cond_signal(&c->wd);
     pthread_mutex_unlock(&c->mu);
+    inflight_add(1);
     run_job(c, j);
+    inflight_add(-1);
     pthread_mutex_lock(&c->mu);
     if (!j->abandoned) {
       *j->dest = j->local;
@@ -197,6 +234,7 @@ static void *watchdog_main(void *arg) {
 int ms_builder_new(const ms_build_opts_t *o, ms_builder_t **out, tn_err_t *err) {
   ms_build_opts_t def = {0};
   if (!o) o = &def;
+  pthread_once(&exit_once, register_drain);
   *out = NULL;
   if (o->timeout_s < 0 || o->nthreads < 0)
     return tn_err_set(err, TN_EINVAL, "builder: timeout and thread count must not be negative");

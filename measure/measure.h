@@ -186,6 +186,11 @@ int64_t ms_build_submit(ms_builder_t *b, const ms_candidate_t *cand, ms_result_t
 void ms_build_wait(ms_builder_t *b, int64_t ticket);
 /* Non-blocking: true once the build is finished. */
 bool ms_build_done(ms_builder_t *b, int64_t ticket);
+/* Waits up to max_s seconds until no build of this process is inside a
+ * compiler call (abandoned ones included); returns how many still are.  Runs
+ * at exit (up to 30 s) once a builder was created, so that NVRTC's static
+ * destructors never run under a thread that is still compiling. */
+int ms_build_drain(double max_s);
 
 /* NVRTC directly (tunectl emit --emit ptx, the builder): compiles CUDA source
  * for arch ("sm_90") and returns PTX (NUL-terminated), the CUBIN and the
