@@ -809,6 +809,17 @@ START_TEST(t_tunectl_emit) {
   r = tunectl("emit " MM TRACE("matmul_shared") "--target nvidia/tesla-p100 --emit ptx");
   ck_assert_int_eq(r->status, 1);
   ck_assert_ptr_nonnull(strstr(r->err, WITH_CUDA ? "sm_60 is not supported" : "no CUDA support"));
+  /* A design-space trace (no EnterPostproc): emit and run apply the target's
+   * postprocessors, so the root's meta_schedule annotations become pragmas. */
+  char path[] = "/tmp/tunectl-space-XXXXXX", args[512];
+  tu_write_temp(path, "[[[\"GetBlock\", [], [\"root\", \"main\"], [\"b0\"]],"
+                      "  [\"Annotate\", [\"b0\", 16], [\"meta_schedule.parallel\"], []],"
+                      "  [\"Annotate\", [\"b0\", 64], [\"meta_schedule.vectorize\"], []]], []]");
+  snprintf(args, sizeof args, "emit %s --trace %s --target cpu --emit c --set M=64 --set N=64 --set K=64", SRC("workloads/matmul.tw"), path);
+  r = tunectl(args);
+  ck_assert_msg(r->status == 0, "%s", r->err);
+  ck_assert_msg(strstr(r->out, "#pragma omp parallel for\n  for (int i = 0; i < 64; ++i) {"), "%s", r->out);
+  unlink(path);
   r = tunectl("emit " MM "--target cpu --emit asm");
   ck_assert_int_eq(r->status, 2);
   ck_assert_ptr_nonnull(strstr(r->err, "unknown --emit 'asm'"));
