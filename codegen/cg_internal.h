@@ -81,6 +81,19 @@ typedef struct cg_xred {
   int64_t threads;        /* extent of the threadIdx.x loop */
 } cg_xred_t;
 
+/* A tile of accumulators kept local for the duration of a loop (promote.c). */
+#define CG_PROMO_MAX_TILE 8
+typedef struct cg_promo {
+  const ir_loop_t *loop;                  /* the serial loop L */
+  const ir_loop_t *tile[CG_PROMO_MAX_TILE]; /* the perfect nest inside it */
+  int ntile;
+  int64_t elems;
+  const ir_block_t *blk;  /* the update block */
+  const ir_stmt_t *store; /* its store */
+  char name[32];          /* tuned_accN */
+  const char *ref;        /* "tuned_accN[(t0) * e1 + t1]" */
+} cg_promo_t;
+
 #define CG_MAX_DEPTH 128
 #define CG_MAX_OVERRIDES 16
 
@@ -117,6 +130,7 @@ typedef struct cg_ctx {
   int in_parallel;
   int64_t auto_unroll;
   int tmp;               /* counter for tuned_* temporaries */
+  const cg_promo_t *promo; /* accumulators being kept local (C target) */
   const ir_expr_t *ovr_expr[CG_MAX_OVERRIDES];
   const char *ovr_text[CG_MAX_OVERRIDES];
   int novr;
@@ -220,6 +234,14 @@ void cg_barrier(cg_ctx_t *c, bool global);
 /* vectorize.c: float2/float4 accesses for a vectorized loop; false (nothing
  * emitted) when the loop does not qualify. */
 bool cg_try_vectorize(cg_ctx_t *c, const ir_loop_t *l);
+/* promote.c (C target): whether loop statement s keeps a tile of
+ * accumulators local; open emits the array and the copy in and makes the
+ * update's accesses print as the array (cg_promo_ref), close the copy out. */
+bool cg_promo_find(const cg_ctx_t *c, const ir_stmt_t *s, cg_promo_t *p);
+void cg_promo_open(cg_ctx_t *c, cg_promo_t *p);
+void cg_promo_close(cg_ctx_t *c, cg_promo_t *p);
+/* "tuned_accN[...]" when b is the promoted buffer of the block printed now. */
+const char *cg_promo_ref(const cg_ctx_t *c, const ir_buffer_t *b);
 /* xreduce.c: the whole reduce nest of a cross-thread reduction. */
 void cg_emit_xreduce(cg_ctx_t *c, const cg_xred_t *x);
 

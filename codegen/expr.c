@@ -140,6 +140,11 @@ static void print_load(cg_ctx_t *c, const ir_expr_t *e, tn_buf_t *o) {
       return;
     }
   const ir_buffer_t *b = e->u.load.buf;
+  const char *acc = cg_promo_ref(c, b);
+  if (acc) {
+    tn_buf_put(o, acc);
+    return;
+  }
   const char *idx = cg_expr_str(c, cg_flat_index(c, b, e->u.load.idx));
   const char *name = c->bufs[b->id].name;
   if (cg_half_storage(c, b)) {
@@ -152,6 +157,11 @@ static void print_load(cg_ctx_t *c, const ir_expr_t *e, tn_buf_t *o) {
 
 void cg_emit_store_text(cg_ctx_t *c, const ir_buffer_t *b, ir_expr_t *const *idx,
                         const char *value) {
+  const char *acc = cg_promo_ref(c, b);
+  if (acc) {
+    cg_line(c, "%s = %s;", acc, value);
+    return;
+  }
   const char *ix = cg_expr_str(c, cg_flat_index(c, b, idx));
   const char *name = c->bufs[b->id].name;
   if (cg_half_storage(c, b)) {

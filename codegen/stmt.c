@@ -253,7 +253,13 @@ static void emit_loop(cg_ctx_t *c, const ir_stmt_t *s) {
   const cg_xred_t *x = c->d->gpu ? cg_xred_at(c, l) : NULL;
   if (x) cg_emit_xreduce(c, x);
   else if (c->d->gpu && (k == CG_TAG_BLOCK || k == CG_TAG_THREAD)) emit_bound(c, l, k, axis);
-  else if (!(c->d->gpu && l->kind == IR_LOOP_VECTORIZED && cg_try_vectorize(c, l))) emit_for(c, s);
+  else if (!(c->d->gpu && l->kind == IR_LOOP_VECTORIZED && cg_try_vectorize(c, l))) {
+    cg_promo_t p;
+    bool promo = cg_promo_find(c, s, &p);
+    if (promo) cg_promo_open(c, &p);
+    emit_for(c, s);
+    if (promo) cg_promo_close(c, &p);
+  }
   c->auto_unroll = saved;
 }
 

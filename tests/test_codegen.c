@@ -1111,6 +1111,26 @@ static sch_t *tile_cpu(const ir_func_t *f, const char *scope) {
   return s;
 }
 
+/* i_0 (parallel) j_0 k i_1 j_1 (vectorized), reduction decomposed at k:
+ * the update under k accumulates an i_1 x j_1 tile of C. */
+static sch_t *tile_promote(const ir_func_t *f, int64_t ti, int64_t tj) {
+  sch_t *s = sch_create(f, 1);
+  sch_rv_t b, l[3], is[2], js[2], init;
+  int n;
+  SCH_OK(sch_get_block(s, "C", &b, err));
+  SCH_OK(sch_get_loops(s, b, l, &n, err));
+  int64_t fi[2] = {0, ti}, fj[2] = {0, tj};
+  sch_split_n(s, l[0], fi, 2, is);
+  sch_split_n(s, l[1], fj, 2, js);
+  sch_rv_t order[5] = {is[0], js[0], l[2], is[1], js[1]};
+  SCH_OK(sch_reorder(s, order, 5, err));
+  SCH_OK(sch_parallel(s, is[0], err));
+  SCH_OK(sch_vectorize(s, js[1], err));
+  SCH_OK(sch_unroll(s, is[1], err));
+  SCH_OK(sch_decompose_reduction(s, b, l[2], &init, err));
+  return s;
+}
+
 /* softmax with every stage computed at the rows' blockIdx loop, each
  * reduction across 32 threads. */
 static sch_t *softmax_rows(const ir_func_t *f) {
@@ -1191,6 +1211,32 @@ START_TEST(test_schedule_module_cpu) {
   HAS(src, "float *C_global = (float *)malloc(sizeof(float) * 3072);");
   free(src);
   sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* The tile a serial loop accumulates is kept in a local array (register
+ * promotion), and only where that computes the same values. */
+START_TEST(test_c_promoted_accumulators) {
+  ir_workload_t *w = load_wl("matmul.tw", "M=64,N=48,K=20");
+  sch_t *s = tile_promote(w->func, 4, 16);
+  char *src = check_c(sch_func(s), w->func);
+  HAS(src, "float tuned_acc0[64];");
+  HAS(src, "tuned_acc0[(i_1) * 16 + j_1] = C[v_i * 48 + v_j];");
+  HAS(src, "tuned_acc0[(i_1) * 16 + j_1] = tuned_acc0[(i_1) * 16 + j_1] + A[v_i * 20 + v_k] * B[v_k * 48 + v_j];");
+  HAS(src, "C[v_i * 48 + v_j] = tuned_acc0[(i_1) * 16 + j_1];");
+  free(src);
+  sch_free(s);
+  /* 5 does not divide 64: the update has a predicate, so no promotion */
+  s = tile_promote(w->func, 5, 16);
+  src = check_c(sch_func(s), w->func);
+  ck_assert_msg(!strstr(src, "tuned_acc"), "%s", src);
+  free(src);
+  sch_free(s);
+  /* unscheduled: the init is inside the k loop, so no promotion either */
+  src = check_c(w->func, w->func);
+  ck_assert_msg(!strstr(src, "tuned_acc"), "%s", src);
+  free(src);
   ir_workload_free(w);
 }
 END_TEST
@@ -1315,6 +1361,7 @@ static Suite *make_suite(void) {
   tcase_set_timeout(sc, 300);
   tcase_add_test(sc, test_schedule_module_gpu);
   tcase_add_test(sc, test_schedule_module_cpu);
+  tcase_add_test(sc, test_c_promoted_accumulators);
   suite_add_tcase(s, sc);
   TCase *e = tcase_create("errors");
   tcase_add_test(e, test_errors);

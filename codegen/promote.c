@@ -1,0 +1,161 @@
+/* promote.c — register accumulators on the C target.
+ *
+ * A serial loop L whose body is a small perfect nest (the "tile": loops of
+ * constant extent) around one reduction update block, `X[v..] = X[v..] op
+ * f(...)` with X indexed by the block's spatial iterators, updates the same
+ * tile of X on every iteration of L.  TVM's LLVM backend keeps such a tile in
+ * registers (scalar promotion); gcc does not move these loads and stores out
+ * of L by itself, so every multiply-add of a tiled matmul costs a load and a
+ * store of the accumulator.  Here the tile is copied into a local array
+ * before L, the update reads and writes the array, and the array is copied
+ * back after L; once the tile loops are unrolled and vectorised, gcc keeps
+ * the array in vector registers.
+ *
+ * Conditions (each one needed for the rewrite to compute the same values):
+ * L and the tile loops are serial/unrolled/vectorized; the block has no
+ * predicate, no init and no allocations; every index of X is a distinct
+ * spatial iterator, and every load of X in the update reads that same
+ * element; L's variable feeds only reduce iterators (so the element does not
+ * change with L) and the tile loops feed only spatial iterators (so distinct
+ * tile points are distinct elements: bindings are bijective). */
+#include "cg_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define PROMO_MAX_ELEMS 256 /* 32 AVX registers' worth of floats */
+#define PROMO_MIN_TRIPS 4   /* below this the copies cost as much as they save */
+
+static bool plain_loop(const ir_loop_t *l) {
+  return l->kind == IR_LOOP_SERIAL || l->kind == IR_LOOP_UNROLLED || l->kind == IR_LOOP_VECTORIZED;
+}
+
+/* v appears in the binding of some iterator of kind `kind` of b. */
+static bool feeds(const ir_block_t *b, const ir_var_t *v, ir_iter_kind_t kind) {
+  for (int i = 0; i < b->niters; i++)
+    if (b->iters[i].kind == kind && b->iters[i].binding && ir_expr_uses_var(b->iters[i].binding, v)) return true;
+  return false;
+}
+
+static bool is_spatial_iter(const ir_block_t *b, const ir_expr_t *e) {
+  if (e->kind != IR_E_VAR) return false;
+  for (int i = 0; i < b->niters; i++)
+    if (b->iters[i].var == e->u.var) return b->iters[i].kind == IR_ITER_SPATIAL;
+  return false;
+}
+
+/* Every load of buffer x in e reads exactly idx (the same iterator vars). */
+static bool loads_match(const ir_expr_t *e, const ir_buffer_t *x, ir_expr_t *const *idx, int n) {
+  if (e->kind == IR_E_LOAD && e->u.load.buf == x) {
+    for (int d = 0; d < n; d++)
+      if (e->u.load.idx[d]->kind != IR_E_VAR || e->u.load.idx[d]->u.var != idx[d]->u.var) return false;
+  }
+  const ir_expr_t *kids[3];
+  ir_expr_t *const *many;
+  int k = cg_expr_kids(e, kids, &many);
+  for (int i = 0; i < k; i++)
+    if (!loads_match(many ? many[i] : kids[i], x, idx, n)) return false;
+  return true;
+}
+
+bool cg_promo_find(const cg_ctx_t *c, const ir_stmt_t *s, cg_promo_t *p) {
+  const ir_loop_t *l = &s->u.loop;
+  memset(p, 0, sizeof *p);
+  if (c->d->gpu || l->kind != IR_LOOP_SERIAL || l->extent < PROMO_MIN_TRIPS || c->promo) return false;
+  const ir_stmt_t *t = cg_strip_seq(l->body);
+  int64_t elems = 1;
+  while (t && t->kind == IR_S_LOOP) {
+    const ir_loop_t *tl = &t->u.loop;
+    if (!plain_loop(tl) || p->ntile == CG_PROMO_MAX_TILE) return false;
+    elems *= tl->extent;
+    if (elems > PROMO_MAX_ELEMS) return false;
+    p->tile[p->ntile++] = tl;
+    t = cg_strip_seq(tl->body);
+  }
+  if (!t || t->kind != IR_S_BLOCK) return false;
+  const ir_block_t *b = &t->u.block;
+  const ir_stmt_t *st = b->body;
+  if (b->predicate || b->init || b->nallocs || !st || st->kind != IR_S_STORE) return false;
+  const ir_buffer_t *x = st->u.store.buf;
+  if (cg_half_storage(c, x) || st->u.store.n != x->ndim) return false;
+  for (int d = 0; d < st->u.store.n; d++) {
+    if (!is_spatial_iter(b, st->u.store.idx[d])) return false;
+    for (int e = 0; e < d; e++)
+      if (st->u.store.idx[e]->u.var == st->u.store.idx[d]->u.var) return false;
+  }
+  if (!loads_match(st->u.store.value, x, st->u.store.idx, st->u.store.n)) return false;
+  if (feeds(b, l->var, IR_ITER_SPATIAL)) return false;
+  for (int i = 0; i < p->ntile; i++)
+    if (feeds(b, p->tile[i]->var, IR_ITER_REDUCE)) return false;
+  p->loop = l;
+  p->blk = b;
+  p->store = st;
+  p->elems = elems;
+  return true;
+}
+
+/* The tile loops as plain, fully unrolled loops around `line` (printed with
+ * the block's iterators declared), in a scope where L's variable is 0: it
+ * feeds only reduce iterators, which the copies do not use. */
+static void copy_nest(cg_ctx_t *c, const cg_promo_t *p, bool in) {
+  cg_line(c, "{");
+  c->ind++;
+  cg_line(c, "int %s = 0;", cg_var(c, p->loop->var));
+  for (int i = 0; i < p->ntile; i++) {
+    const ir_loop_t *tl = p->tile[i];
+    const char *v = cg_var(c, tl->var);
+    cg_line(c, "#pragma GCC unroll %lld", (long long)TN_MIN(tl->extent, 64));
+    cg_line(c, "for (int %s = 0; %s < %lld; ++%s) {", v, v, (long long)tl->extent, v);
+    c->ind++;
+  }
+  cg_emit_iters(c, p->blk, false);
+  const ir_block_t *outer = c->blk;
+  c->blk = p->blk;
+  const ir_buffer_t *x = p->store->u.store.buf;
+  if (in) {
+    const char *ix = cg_expr_str(c, cg_flat_index(c, x, p->store->u.store.idx));
+    cg_line(c, "%s = %s[%s];", p->ref, c->bufs[x->id].name, ix);
+  } else {
+    cg_emit_store_text(c, x, p->store->u.store.idx, p->ref);
+  }
+  c->blk = outer;
+  for (int i = 0; i <= p->ntile; i++) {
+    c->ind--;
+    cg_line(c, "}");
+  }
+}
+
+void cg_promo_open(cg_ctx_t *c, cg_promo_t *p) {
+  const ir_buffer_t *x = p->store->u.store.buf;
+  snprintf(p->name, sizeof p->name, "tuned_acc%d", c->tmp++);
+  /* Row-major position in the tile: ((t0 * e1 + t1) * e2 + t2) ... */
+  tn_buf_t lin;
+  tn_buf_init(&lin);
+  tn_buf_printf(&lin, "%s[", p->name);
+  for (int i = 1; i < p->ntile; i++) tn_buf_put(&lin, "(");
+  for (int i = 0; i < p->ntile; i++) {
+    if (i > 0) tn_buf_printf(&lin, ") * %lld + ", (long long)p->tile[i]->extent);
+    tn_buf_put(&lin, cg_var(c, p->tile[i]->var));
+  }
+  tn_buf_put(&lin, p->ntile ? "]" : "0]");
+  p->ref = tn_arena_strdup(c->scratch->arena, tn_buf_str(&lin));
+  tn_buf_free(&lin);
+  cg_line(c, "{  /* %s: the %lld elements of %s this loop accumulates, kept local */", p->name,
+          (long long)p->elems, c->bufs[x->id].name);
+  c->ind++;
+  cg_line(c, "%s %s[%lld];", cg_storage_type(c, x), p->name, (long long)p->elems);
+  copy_nest(c, p, true);
+  c->promo = p;
+}
+
+void cg_promo_close(cg_ctx_t *c, cg_promo_t *p) {
+  c->promo = NULL;
+  copy_nest(c, p, false);
+  c->ind--;
+  cg_line(c, "}");
+}
+
+const char *cg_promo_ref(const cg_ctx_t *c, const ir_buffer_t *b) {
+  const cg_promo_t *p = c->promo;
+  return p && c->blk == p->blk && b == p->store->u.store.buf ? p->ref : NULL;
+}
