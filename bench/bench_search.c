@@ -3,7 +3,7 @@
  *             prediction (no build, no run: generation only, with synthetic
  *             timings teaching the model), per target;
  *   model     best GFLOP/s after N trials with the XGBoost model, the random
- *             model and replay-trace, same seed, one run each;
+ *             model and replay-trace, same seeds, one run each per seed;
  *   blas      tuned matmul vs OpenBLAS cblas_sgemm and the naive program,
  *             all measured in the same run. */
 #include <math.h>
@@ -31,7 +31,7 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float a
 typedef struct args {
   const char *mode;
   int size, trials, batches, seed;
-  const char *targets;
+  const char *targets, *seeds;
 } args_t;
 
 static ir_workload_t *load_matmul(int n) {
@@ -168,6 +168,19 @@ static int run_tune(const ir_workload_t *w, const tn_target_t *t, srch_strategy_
   return rc;
 }
 
+/* Parses "1,2,3" into seeds (at most max); returns how many. */
+static int parse_seeds(const char *text, int *seeds, int max) {
+  int n = 0;
+  for (const char *p = text; *p && n < max;) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p) break;
+    seeds[n++] = (int)v;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return n;
+}
+
 static void bench_model(const args_t *a) {
   ir_workload_t *w = load_matmul(a->size);
   tn_target_t t = target("cpu");
@@ -178,22 +191,46 @@ static void bench_model(const args_t *a) {
   } runs[] = {{"evolutionary + xgboost", SRCH_EVOLUTIONARY, SRCH_MODEL_XGB},
               {"evolutionary + random model", SRCH_EVOLUTIONARY, SRCH_MODEL_RANDOM},
               {"replay-trace", SRCH_REPLAY_TRACE, SRCH_MODEL_RANDOM}};
+  enum { NRUNS = 3, MAX_SEEDS = 16 };
+  int seeds[MAX_SEEDS], nseeds = a->seeds ? parse_seeds(a->seeds, seeds, MAX_SEEDS) : 0;
+  if (nseeds == 0) seeds[0] = a->seed, nseeds = 1;
   curve_t cv = {.nmarks = 4};
   for (int i = 0; i < 4; i++) cv.marks[i] = a->trials * (i + 1) / 4;
-  printf("best GFLOP/s on cpu, matmul %d^3 float32, %d trials, seed %d (%s)\n\n", a->size, a->trials, a->seed,
+  double sum[NRUNS][4] = {{0}}, wall[NRUNS] = {0};
+  int wins[NRUNS] = {0};
+  printf("best GFLOP/s on cpu, matmul %d^3 float32, %d trials, %d seed(s) (%s)\n\n", a->size, a->trials, nseeds,
          cm_have_xgboost() ? "with XGBoost" : "built WITHOUT XGBoost: xgb = random");
-  printf("| strategy | @%d | @%d | @%d | @%d | ok / trials | wall s |\n|---|---|---|---|---|---|---|\n", cv.marks[0],
-         cv.marks[1], cv.marks[2], cv.marks[3]);
+  printf("| seed | strategy | @%d | @%d | @%d | @%d | ok / trials | wall s |\n|---|---|---|---|---|---|---|---|\n",
+         cv.marks[0], cv.marks[1], cv.marks[2], cv.marks[3]);
   fflush(stdout);
-  for (size_t k = 0; k < TN_ARRAY_LEN(runs); k++) {
-    srch_result_t r;
-    fprintf(stderr, "%s:\n", runs[k].name);
-    if (run_tune(w, &t, runs[k].st, runs[k].model, a->trials, a->seed, &cv, &r) == 0)
-      printf("| %s | %.1f | %.1f | %.1f | %.1f | %d / %d | %.0f |\n", runs[k].name, cv.at[0], cv.at[1], cv.at[2],
-             cv.at[3], r.failures[MS_OK], r.trials_done, r.elapsed_s);
-    fflush(stdout);
-    srch_result_free(&r);
+  /* Seeds outermost: the machine's load drifts, and each seed compares the
+   * three strategies within minutes of each other. */
+  for (int si = 0; si < nseeds; si++) {
+    double final[NRUNS];
+    for (int k = 0; k < NRUNS; k++) {
+      srch_result_t r;
+      fprintf(stderr, "seed %d, %s:\n", seeds[si], runs[k].name);
+      final[k] = -1;
+      if (run_tune(w, &t, runs[k].st, runs[k].model, a->trials, seeds[si], &cv, &r) == 0) {
+        printf("| %d | %s | %.1f | %.1f | %.1f | %.1f | %d / %d | %.0f |\n", seeds[si], runs[k].name, cv.at[0],
+               cv.at[1], cv.at[2], cv.at[3], r.failures[MS_OK], r.trials_done, r.elapsed_s);
+        for (int m = 0; m < 4; m++) sum[k][m] += cv.at[m];
+        wall[k] += r.elapsed_s;
+        final[k] = cv.at[3];
+        srch_result_free(&r);
+      }
+      fflush(stdout);
+    }
+    int best = 0;
+    for (int k = 1; k < NRUNS; k++)
+      if (final[k] > final[best]) best = k;
+    wins[best]++;
   }
+  printf("\nmean over %d seed(s):\n\n| strategy | @%d | @%d | @%d | @%d | best of the three | wall s |\n"
+         "|---|---|---|---|---|---|---|\n", nseeds, cv.marks[0], cv.marks[1], cv.marks[2], cv.marks[3]);
+  for (int k = 0; k < NRUNS; k++)
+    printf("| %s | %.1f | %.1f | %.1f | %.1f | %d / %d | %.0f |\n", runs[k].name, sum[k][0] / nseeds,
+           sum[k][1] / nseeds, sum[k][2] / nseeds, sum[k][3] / nseeds, wins[k], nseeds, wall[k] / nseeds);
   ir_workload_free(w);
 }
 
@@ -295,7 +332,7 @@ static void bench_blas(const args_t *a) {
 static void usage(void) {
   fprintf(stderr,
           "usage: bench_search overhead [--size N] [--batches B] [--targets cpu,nvidia/h100]\n"
-          "       bench_search model [--size N] [--trials T] [--seed S]\n"
+          "       bench_search model [--size N] [--trials T] [--seed S | --seeds 1,2,3]\n"
           "       bench_search blas [--size N] [--trials T] [--seed S]\n"
           "       bench_search baseline [--size N]   (naive and OpenBLAS only)\n");
   exit(2);
@@ -311,6 +348,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--batches")) a.batches = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--seed")) a.seed = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--targets")) a.targets = argv[++i];
+    else if (!strcmp(argv[i], "--seeds")) a.seeds = argv[++i];
     else usage();
   }
   if (!strcmp(a.mode, "overhead")) {
