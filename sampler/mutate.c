@@ -1,7 +1,8 @@
 /* mutate.c — the mutators (§5): each returns a copy of a candidate's trace,
  * cut at its EnterPostproc, with one decision changed (tile factors moved
  * between levels, a categorical resampled, another compute location) or,
- * for mutate-parallel, the parallel extent annotated on the root changed. */
+ * for mutate-parallel, the parallel extent annotated on the root changed
+ * (0: no parallel loop at all). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -329,8 +330,9 @@ static int mutate_parallel(const sch_trace_t *t, const ir_func_t *f, const tn_ta
   int64_t limits[64];
   int np = 0;
   fused_loops(p, cur, orig);
+  if (cur == 0) memset(orig, 0, sizeof orig);
   for (int b = 0; b < p->nblocks; b++)
-    for (int k = 0; k < p->n[b] && np < 64; k++) {
+    for (int k = 0; k < p->n[b] && np < 63; k++) {
       int64_t lim = p->v[b][k];
       bool dup = lim > max_extent;
       fused_loops(p, lim, plans[np]);
@@ -338,7 +340,9 @@ static int mutate_parallel(const sch_trace_t *t, const ir_func_t *f, const tn_ta
       if (!dup && !same_plan(plans[np], orig, p->nblocks)) limits[np++] = lim;
     }
   free(p), free(plans);
-  if (np == 0) return TN_ESTATE;
+  /* Beyond TVM: 0 (no parallel loop) for kernels too small to pay for an
+   * OpenMP region, and back. */
+  limits[np++] = cur > 0 ? 0 : max_extent;
   sch_trace_t *c = prefix_copy(t, end);
   c->insts[at].inputs[1].i = limits[tn_rng_below(rng, (uint64_t)np)];
   *out = c;

@@ -595,6 +595,32 @@ START_TEST(test_mutators) {
   check_mutator("matmul", "M=64,N=64,K=64", "cpu", 0, SMP_MUT_UNROLL, SCH_SAMPLE_CATEGORICAL);
   check_mutator("matmul", "M=64,N=64,K=64", "cpu", 0, SMP_MUT_PARALLEL, SCH_ANNOTATE);
   check_mutator("conv2d", "C=8,F=16,H=8,W=8", "cpu", 0, SMP_MUT_COMPUTE_LOCATION, SCH_SAMPLE_COMPUTE_LOCATION);
+  {
+    /* an elementwise space has one trace; mutate-parallel still offers the
+     * serial variant (parallel extent 0), and back */
+    ir_workload_t *w = tu_load_sets("square", "M=256,N=48");
+    tn_target_t t = target("cpu");
+    smp_space_t sp = generate(w->func, &t, 1);
+    sch_trace_t *c = candidate(w->func, &t, sp.traces[0], 1), *mt = NULL, *back = NULL;
+    tn_rng_t rng;
+    tn_rng_seed(&rng, 3);
+    tn_err_t err = {0};
+    ck_assert_int_eq(smp_mutate_with(SMP_MUT_PARALLEL, c, w->func, &t, &rng, &mt, &err), TN_OK);
+    int at = -1;
+    ck_assert_int_eq(changes(c, mt, &at), 1);
+    ck_assert_int_eq(mt->insts[at].inputs[1].i, 0);
+    sch_t *s = NULL;
+    ck_assert_int_eq(smp_sample(w->func, &t, mt, 1, &s, NULL, &err), TN_OK);
+    char *ir = print_ir(sch_func(s));
+    ck_assert_msg(!strstr(ir, "T.parallel(") && strstr(ir, "T.vectorized(48)"), "%s", ir);
+    free(ir);
+    sch_free(s);
+    ck_assert_int_eq(smp_mutate_with(SMP_MUT_PARALLEL, mt, w->func, &t, &rng, &back, &err), TN_OK);
+    ck_assert_int_eq(back->insts[at].inputs[1].i, 128); /* 8 cores x 16 jobs (the test target) */
+    sch_trace_free(c), sch_trace_free(mt), sch_trace_free(back);
+    smp_space_free(&sp);
+    ir_workload_free(w);
+  }
   check_mutator("matmul", "M=64,N=64,K=64", "nvidia/h100", 0, SMP_MUT_UNROLL, SCH_SAMPLE_CATEGORICAL);
   check_mutator("row_sum", "M=128,N=64", "opencl/pocl-cpu", 0, SMP_MUT_THREAD_BINDING, SCH_SAMPLE_CATEGORICAL);
   check_mutator("softmax", "M=8,N=64", "nvidia/h100", 3, SMP_MUT_THREAD_BINDING, SCH_SAMPLE_CATEGORICAL);
