@@ -111,6 +111,12 @@ static void job_unref(job_t *j) {
   free(j);
 }
 
+/* cc builds can be paused (ms_commands_pause): their deadlines are on the
+ * clock that stands still meanwhile. */
+static double job_clock(const job_t *j) {
+  return j->cand->target.kind == TN_TARGET_CPU ? ms_active_clock() : tn_now();
+}
+
 /* Runs one build into j->local (no lock held). */
 static void run_job(core_t *c, job_t *j) {
   char dir[MS_PATH_MAX];
@@ -118,7 +124,7 @@ static void run_job(core_t *c, job_t *j) {
   ms_result_init(r);
   snprintf(dir, sizeof dir, "%s/b%06lld", c->run_dir, (long long)j->ticket);
   tn_err_t err = {0};
-  double t0 = tn_now();
+  double t0 = job_clock(j);
   if (ms_mkdirs(dir, &err) < 0) {
     ms_result_fail(r, MS_BUILD_ERROR, "%s", err.msg);
   } else if (j->cand->target.kind == TN_TARGET_CUDA) {
@@ -128,10 +134,11 @@ static void run_job(core_t *c, job_t *j) {
   } else {
     ms_build_c(j->cand, dir, c->timeout_s, r);
   }
-  r->build.build_secs = tn_now() - t0;
+  r->build.build_secs = job_clock(j) - t0; /* without paused time */
 }
 
 static void *thread_main(void *arg);
+
 
 /* Starts one more pool thread (lock held). */
 static void spawn_thread_locked(core_t *c) {
@@ -167,7 +174,7 @@ static void *thread_main(void *arg) {
     j->state = JOB_RUNNING;
     j->thread = me;
     j->refs++;
-    j->started = tn_now();
+    j->started = job_clock(j);
     j->deadline = j->started + c->timeout_s +
                   (j->cand->target.kind == TN_TARGET_CPU ? CC_WATCHDOG_GRACE_S : 0);
     pthread_cond_signal(&c->wd);
@@ -216,8 +223,9 @@ static void *watchdog_main(void *arg) {
     double now = tn_now(), next = now + 1.0;
     for (job_t *j = c->all; j; j = j->next_all) {
       if (j->state != JOB_RUNNING || j->abandoned) continue;
-      if (j->deadline <= now) abandon_locked(c, j, now);
-      else if (j->deadline < next) next = j->deadline;
+      double jnow = job_clock(j);
+      if (j->deadline <= jnow) abandon_locked(c, j, jnow);
+      else if (j->deadline - jnow + now < next) next = j->deadline - jnow + now;
     }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

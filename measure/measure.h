@@ -186,6 +186,13 @@ int64_t ms_build_submit(ms_builder_t *b, const ms_candidate_t *cand, ms_result_t
 void ms_build_wait(ms_builder_t *b, int64_t ticket);
 /* Non-blocking: true once the build is finished. */
 bool ms_build_done(ms_builder_t *b, int64_t ticket);
+/* Stops (pause) or continues every compiler process the builders run (cc
+ * builds: SIGSTOP/SIGCONT to their process groups), nesting; builds started
+ * while paused stop at once, and paused time does not count against build
+ * timeouts.  The search pauses builds while it times a candidate on a CPU
+ * target, whose cores the compilers would otherwise share.  NVRTC and
+ * OpenCL compiler calls run in threads and are not paused. */
+void ms_commands_pause(bool pause);
 /* Waits up to max_s seconds until no build of this process is inside a
  * compiler call (abandoned ones included); returns how many still are.  Runs
  * at exit (up to 30 s) once a builder was created, so that NVRTC's static

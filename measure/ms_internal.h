@@ -28,10 +28,14 @@ const char *ms_pocl_cache_init(const char *dir);
 
 /* ---- child processes (util.c) --------------------------------------------- */
 
+/* Seconds on a clock that stands still while commands are paused
+ * (ms_commands_pause): timeouts of commands, and of cc builds, use it. */
+double ms_active_clock(void);
 /* Runs argv (PATH search) in its own process group with stdout+stderr
  * captured into log (cut to max_log bytes), killing the group after
- * timeout_s.  Returns 0 when the child ran to completion (then *status is
- * its wait status), TN_ERANGE on timeout, TN_EIO when it could not start. */
+ * timeout_s of unpaused time.  Returns 0 when the child ran to completion
+ * (then *status is its wait status), TN_ERANGE on timeout, TN_EIO when it
+ * could not start. */
 int ms_run_command(char *const argv[], double timeout_s, tn_buf_t *log, size_t max_log, int *status,
                    tn_err_t *err);
 /* "SIGSEGV (Segmentation fault)". */

@@ -135,6 +135,52 @@ static int spawn_grouped(char *const argv[], int out_fd, pid_t *pid, tn_err_t *e
   return TN_OK;
 }
 
+/* ---- pausing compiler processes ------------------------------------------
+ *
+ * While a CPU candidate is timed, compilers of the next batch must not share
+ * its cores: ms_commands_pause stops every running command's process group
+ * (SIGSTOP) and any command started meanwhile; resuming continues them.
+ * Paused time does not count against a command's timeout. */
+
+#define MAX_COMMANDS 256
+
+static pthread_mutex_t cmd_mu = PTHREAD_MUTEX_INITIALIZER;
+static pid_t cmd_pids[MAX_COMMANDS];
+static int ncmds, pause_depth;
+static double paused_since, paused_total;
+
+double ms_active_clock(void) {
+  pthread_mutex_lock(&cmd_mu);
+  double now = tn_now(), p = paused_total + (pause_depth > 0 ? now - paused_since : 0);
+  pthread_mutex_unlock(&cmd_mu);
+  return now - p;
+}
+
+void ms_commands_pause(bool pause) {
+  pthread_mutex_lock(&cmd_mu);
+  if (pause ? pause_depth++ == 0 : pause_depth > 0 && --pause_depth == 0) {
+    if (pause) paused_since = tn_now();
+    else paused_total += tn_now() - paused_since;
+    for (int i = 0; i < ncmds; i++) kill(-cmd_pids[i], pause ? SIGSTOP : SIGCONT);
+  }
+  pthread_mutex_unlock(&cmd_mu);
+}
+
+static void track_command(pid_t pid, bool add) {
+  pthread_mutex_lock(&cmd_mu);
+  if (add) {
+    if (ncmds < MAX_COMMANDS) cmd_pids[ncmds++] = pid;
+    if (pause_depth > 0) kill(-pid, SIGSTOP);
+  } else {
+    for (int i = 0; i < ncmds; i++)
+      if (cmd_pids[i] == pid) {
+        cmd_pids[i] = cmd_pids[--ncmds];
+        break;
+      }
+  }
+  pthread_mutex_unlock(&cmd_mu);
+}
+
 int ms_run_command(char *const argv[], double timeout_s, tn_buf_t *log, size_t max_log, int *status,
                    tn_err_t *err) {
   int p[2];
@@ -146,22 +192,25 @@ int ms_run_command(char *const argv[], double timeout_s, tn_buf_t *log, size_t m
     close(p[0]);
     return rc;
   }
-  double deadline = tn_now() + timeout_s;
+  track_command(pid, true);
+  double deadline = ms_active_clock() + timeout_s;
   bool open_ = true, timed_out = false;
   while (open_) {
-    double left = deadline - tn_now();
+    double left = deadline - ms_active_clock();
     if (left <= 0) {
       timed_out = true;
       break;
     }
     struct pollfd pf = {.fd = p[0], .events = POLLIN};
-    int n = poll(&pf, 1, (int)(left * 1000) + 1);
+    /* short waits: a pause stretches the deadline */
+    int n = poll(&pf, 1, (int)(TN_MIN(left, 0.25) * 1000) + 1);
     if (n > 0) open_ = drain(p[0], log, max_log);
   }
   close(p[0]);
   if (timed_out) kill(-pid, SIGKILL);
   while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
   }
+  track_command(pid, false);
   if (timed_out) return tn_err_set(err, TN_ERANGE, "%s timed out after %.1f s (killed)", argv[0], timeout_s);
   return TN_OK;
 }

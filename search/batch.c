@@ -96,10 +96,16 @@ static void remove_artifact(const char *run_dir, ms_result_t *r) {
   *slash = '/';
 }
 
-int srch_batch_run(ms_runner_t *runner, const char *run_dir, srch_batch_t *b, bool (*stop)(void *ctx), void *ctx, tn_err_t *err) {
+int srch_batch_run(ms_runner_t *runner, const char *run_dir, srch_batch_t *b, bool pause_builds, bool (*stop)(void *ctx),
+                   void *ctx, tn_err_t *err) {
   for (int i = 0; i < b->n; i++) {
     if (stop(ctx) || !b->built[i]) return 0;
-    if (b->res[i].status == MS_OK && ms_runner_run_batch(runner, &b->mc[i], &b->res[i], 1, err) < 0) return err->code;
+    if (b->res[i].status == MS_OK) {
+      if (pause_builds) ms_commands_pause(true);
+      int rc = ms_runner_run_batch(runner, &b->mc[i], &b->res[i], 1, err);
+      if (pause_builds) ms_commands_pause(false);
+      if (rc < 0) return err->code;
+    }
     remove_artifact(run_dir, &b->res[i]);
     /* A run that failed while a stop was requested most likely died of the
      * same Ctrl-C (the worker shares the terminal): not a fact worth keeping. */

@@ -267,7 +267,11 @@ static int measure_batch(loop_t *l, srch_batch_t *b, srch_batch_t *next, tn_err_
   if (!srch_batch_wait(l->builder, b, l->build_cap, should_stop, l)) return 0;
   l->pending = next; /* its builds are queued between b's runs */
   if (ensure_runner(l, b->task, err) < 0) return err->code;
-  if (srch_batch_run(l->c->tasks[b->task].runner, ms_builder_run_dir(l->builder), b, should_stop, l, err) < 0)
+  /* CPU and OpenCL (PoCL) candidates run on the cores the compilers use:
+   * the next batch's cc builds wait while one is timed.  GPU timings do not
+   * suffer from busy cores, so CUDA builds overlap runs fully. */
+  bool pause = l->c->target->kind != TN_TARGET_CUDA;
+  if (srch_batch_run(l->c->tasks[b->task].runner, ms_builder_run_dir(l->builder), b, pause, should_stop, l, err) < 0)
     return err->code;
   return finish_batch(l, b, err);
 }

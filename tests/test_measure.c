@@ -581,6 +581,41 @@ START_TEST(t_build_timeout_cc) {
 }
 END_TEST
 
+/* While paused (the search times a CPU candidate), a cc build stands still:
+ * it does not finish, and the paused time does not count against its
+ * timeout. */
+START_TEST(t_build_pause) {
+  ir_workload_t *w = tu_load_sets("vector_add", "N=64");
+  cg_module_t *m = lower(w, NULL, CG_TARGET_C);
+  tn_target_t t = target("cpu");
+  ms_candidate_t *c = from_module(&t, m);
+  ms_builder_t *b = builder(2.0, 1);
+  char script[] = "/tmp/tuned-paused-cc-XXXXXX";
+  tu_write_temp(script, "#!/bin/sh\nsleep 0.2\nexec cc \"$@\"\n");
+  chmod(script, 0755);
+  setenv("CC", script, 1);
+  ms_result_t res;
+  double t0 = tn_now();
+  ms_commands_pause(true);
+  int64_t tk = ms_build_submit(b, c, &res);
+  ck_assert_int_ge(tk, 0);
+  usleep(2500 * 1000); /* longer than the timeout */
+  ck_assert(!ms_build_done(b, tk));
+  ms_commands_pause(false);
+  ms_build_wait(b, tk);
+  unsetenv("CC");
+  ck_assert(tn_now() - t0 > 2.5);
+  ck_assert_msg(res.status == MS_OK, "%s", res.error);
+  ck_assert_msg(res.build.build_secs < 2.0, "build_secs %.3f counts the pause", res.build.build_secs);
+  unlink(script);
+  ms_result_clear(&res);
+  ms_builder_free(b);
+  ms_candidate_free(c);
+  cg_module_free(m);
+  ir_workload_free(w);
+}
+END_TEST
+
 /* NVRTC cannot be interrupted: past the timeout the watchdog abandons the
  * build, the pool gets a new thread, and later builds are not held up. */
 START_TEST(t_build_timeout_nvrtc) {
@@ -853,6 +888,7 @@ static Suite *make_suite(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, t_build_timeout_cc);
   if (WITH_CUDA) tcase_add_test(tc, t_build_timeout_nvrtc);
+  tcase_add_test(tc, t_build_pause);
   tcase_add_test(tc, t_build_async);
   tcase_add_test(tc, t_runner_misc);
   suite_add_tcase(s, tc);
