@@ -76,6 +76,13 @@ static ms_builder_t *builder(double timeout_s, int nthreads) {
   return b;
 }
 
+static void teardown(ms_builder_t *b, ms_candidate_t *c, cg_module_t *m, ir_workload_t *w) {
+  ms_builder_free(b);
+  ms_candidate_free(c);
+  cg_module_free(m);
+  ir_workload_free(w);
+}
+
 static ms_runner_t *runner(const ir_workload_t *w, double timeout_s) {
   ms_run_opts_t o = {.timeout_s = timeout_s, .min_secs = 0.01};
   ms_runner_t *r = NULL;
@@ -221,10 +228,7 @@ START_TEST(t_course_opencl) {
   if (strstr(gpu_course[_i].trace, "shared")) ck_assert_int_gt(res.build.shared_bytes, 0);
   ms_result_clear(&res);
   ms_runner_free(r);
-  ms_builder_free(b);
-  ms_candidate_free(c);
-  cg_module_free(m);
-  ir_workload_free(w);
+  teardown(b, c, m, w);
 }
 END_TEST
 
@@ -543,14 +547,22 @@ END_TEST
 
 /* ---- builder behaviour ------------------------------------------------------------ */
 
+/* vector add (64) as a C candidate and a one-thread builder with that timeout. */
+static ms_builder_t *small_cpu_build(double timeout_s, ir_workload_t **w, cg_module_t **m, ms_candidate_t **c) {
+  *w = tu_load_sets("vector_add", "N=64");
+  *m = lower(*w, NULL, CG_TARGET_C);
+  tn_target_t t = target("cpu");
+  *c = from_module(&t, *m);
+  return builder(timeout_s, 1);
+}
+
 /* A compiler that hangs is killed at the build timeout; with $CC back to
  * normal the same builder builds again. */
 START_TEST(t_build_timeout_cc) {
-  ir_workload_t *w = tu_load_sets("vector_add", "N=64");
-  cg_module_t *m = lower(w, NULL, CG_TARGET_C);
-  tn_target_t t = target("cpu");
-  ms_candidate_t *c = from_module(&t, m);
-  ms_builder_t *b = builder(0.5, 1);
+  ir_workload_t *w;
+  cg_module_t *m;
+  ms_candidate_t *c;
+  ms_builder_t *b = small_cpu_build(0.5, &w, &m, &c);
   ms_result_t res;
   char script[] = "/tmp/tuned-slow-cc-XXXXXX";
   int fd = mkstemp(script);
@@ -574,10 +586,7 @@ START_TEST(t_build_timeout_cc) {
   build_and_run(NULL, b, &c, &res, 1);
   ck_assert_msg(res.status == MS_OK, "%s", res.error);
   ms_result_clear(&res);
-  ms_builder_free(b);
-  ms_candidate_free(c);
-  cg_module_free(m);
-  ir_workload_free(w);
+  teardown(b, c, m, w);
 }
 END_TEST
 
@@ -585,11 +594,10 @@ END_TEST
  * it does not finish, and the paused time does not count against its
  * timeout. */
 START_TEST(t_build_pause) {
-  ir_workload_t *w = tu_load_sets("vector_add", "N=64");
-  cg_module_t *m = lower(w, NULL, CG_TARGET_C);
-  tn_target_t t = target("cpu");
-  ms_candidate_t *c = from_module(&t, m);
-  ms_builder_t *b = builder(2.0, 1);
+  ir_workload_t *w;
+  cg_module_t *m;
+  ms_candidate_t *c;
+  ms_builder_t *b = small_cpu_build(2.0, &w, &m, &c);
   char script[] = "/tmp/tuned-paused-cc-XXXXXX";
   tu_write_temp(script, "#!/bin/sh\nsleep 0.2\nexec cc \"$@\"\n");
   chmod(script, 0755);
@@ -609,10 +617,7 @@ START_TEST(t_build_pause) {
   ck_assert_msg(res.build.build_secs < 2.0, "build_secs %.3f counts the pause", res.build.build_secs);
   unlink(script);
   ms_result_clear(&res);
-  ms_builder_free(b);
-  ms_candidate_free(c);
-  cg_module_free(m);
-  ir_workload_free(w);
+  teardown(b, c, m, w);
 }
 END_TEST
 
@@ -633,11 +638,8 @@ START_TEST(t_build_timeout_nvrtc) {
     ck_assert_int_eq(res[i].status, MS_TIMEOUT);
     ck_assert_msg(strstr(res[i].error, "abandoned"), "%s", res[i].error);
   }
-  ms_builder_free(b); /* does not wait for the abandoned NVRTC calls */
+  teardown(b, c, m, w); /* ms_builder_free does not wait for the abandoned NVRTC calls */
   ck_assert_int_eq(ms_build_drain(30.0), 0); /* which do return, and are counted */
-  ms_candidate_free(c);
-  cg_module_free(m);
-  ir_workload_free(w);
 }
 END_TEST
 
