@@ -232,11 +232,13 @@ static void bench_model(const args_t *a) {
   int seeds[MAX_SEEDS], nseeds = a->seeds ? parse_seeds(a->seeds, seeds, MAX_SEEDS) : 0;
   if (nseeds == 0) seeds[0] = a->seed, nseeds = 1;
   /* Batch 2 is generated while batch 1 runs, so batch 3 is the first one a
-   * model trained on measurements (>= 64 of them) ranks. */
-  curve_t cv = {.nmarks = 4, .late_from = 128};
+   * model trained on measurements (>= one batch of them) ranks. */
+  srch_opts_t defaults;
+  srch_opts_default(&defaults);
+  curve_t cv = {.nmarks = 4, .late_from = 2 * defaults.batch_size};
   for (int i = 0; i < 4; i++) cv.marks[i] = a->trials * (i + 1) / 4;
   double sum[NRUNS][4] = {{0}}, wall[NRUNS] = {0}, late[NRUNS] = {0};
-  int wins[NRUNS] = {0};
+  int wins[NRUNS] = {0}, nok[NRUNS] = {0};
   printf("best GFLOP/s on cpu, matmul %d^3 float32, %d trials, %d seed(s) (%s)\n\n", a->size, a->trials, nseeds,
          cm_have_xgboost() ? "with XGBoost" : "built WITHOUT XGBoost: xgb = random");
   printf("| seed | strategy | @%d | @%d | @%d | @%d | mean of trials > %d | ok / trials | wall s |\n"
@@ -258,6 +260,7 @@ static void bench_model(const args_t *a) {
         for (int m = 0; m < 4; m++) sum[k][m] += cv.at[m];
         late[k] += lm;
         wall[k] += r.elapsed_s;
+        nok[k]++;
         final[k] = cv.at[3];
         srch_result_free(&r);
       }
@@ -266,14 +269,16 @@ static void bench_model(const args_t *a) {
     int best = 0;
     for (int k = 1; k < NRUNS; k++)
       if (final[k] > final[best]) best = k;
-    wins[best]++;
+    if (final[best] >= 0) wins[best]++;
   }
   printf("\nmean over %d seed(s):\n\n| strategy | @%d | @%d | @%d | @%d | mean of trials > %d | best of the three | wall s |\n"
          "|---|---|---|---|---|---|---|---|\n", nseeds, cv.marks[0], cv.marks[1], cv.marks[2], cv.marks[3], cv.late_from);
-  for (int k = 0; k < NRUNS; k++)
-    printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %d / %d | %.0f |\n", runs[k].name, sum[k][0] / nseeds,
-           sum[k][1] / nseeds, sum[k][2] / nseeds, sum[k][3] / nseeds, late[k] / nseeds, wins[k], nseeds,
-           wall[k] / nseeds);
+  for (int k = 0; k < NRUNS; k++) {
+    double n = nok[k] ? nok[k] : NAN; /* means over the runs that completed */
+    printf("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %d / %d | %.0f |\n", runs[k].name, sum[k][0] / n,
+           sum[k][1] / n, sum[k][2] / n, sum[k][3] / n, late[k] / n, wins[k], nseeds, wall[k] / n);
+  }
+  for (int i = 0; i < cv.ntop; i++) free(cv.top_trace[i]);
   ir_workload_free(w);
 }
 

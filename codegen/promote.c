@@ -15,8 +15,8 @@
  * L and the tile loops are serial/unrolled/vectorized; the block has no
  * predicate, no init and no allocations; every index of X is a distinct
  * spatial iterator, and every load of X in the update reads that same
- * element; L's variable feeds only reduce iterators (so the element does not
- * change with L) and the tile loops feed only spatial iterators (so distinct
+ * element; L's variable feeds reduce iterators and no spatial one (so the
+ * element does not change with L) and the tile loops feed only spatial iterators (so distinct
  * tile points are distinct elements: bindings are bijective). */
 #include "cg_internal.h"
 
@@ -84,7 +84,7 @@ bool cg_promo_find(const cg_ctx_t *c, const ir_stmt_t *s, cg_promo_t *p) {
       if (st->u.store.idx[e]->u.var == st->u.store.idx[d]->u.var) return false;
   }
   if (!loads_match(st->u.store.value, x, st->u.store.idx, st->u.store.n)) return false;
-  if (feeds(b, l->var, IR_ITER_SPATIAL)) return false;
+  if (feeds(b, l->var, IR_ITER_SPATIAL) || !feeds(b, l->var, IR_ITER_REDUCE)) return false;
   for (int i = 0; i < p->ntile; i++)
     if (feeds(b, p->tile[i]->var, IR_ITER_REDUCE)) return false;
   p->loop = l;

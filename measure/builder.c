@@ -37,12 +37,18 @@ static void inflight_add(int d) {
   pthread_mutex_unlock(&inflight_mu);
 }
 
-int ms_build_drain(double max_s) {
+/* CLOCK_REALTIME `secs` from now, for pthread_cond_timedwait. */
+static struct timespec deadline_in(double secs) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += (time_t)max_s;
-  ts.tv_nsec += (long)((max_s - (double)(time_t)max_s) * 1e9);
+  ts.tv_sec += (time_t)secs;
+  ts.tv_nsec += (long)((secs - (double)(time_t)secs) * 1e9);
   if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+  return ts;
+}
+
+int ms_build_drain(double max_s) {
+  struct timespec ts = deadline_in(max_s);
   pthread_mutex_lock(&inflight_mu);
   while (inflight > 0 && pthread_cond_timedwait(&inflight_cv, &inflight_mu, &ts) == 0) {
   }
@@ -139,7 +145,6 @@ static void run_job(core_t *c, job_t *j) {
 
 static void *thread_main(void *arg);
 
-
 /* Starts one more pool thread (lock held). */
 static void spawn_thread_locked(core_t *c) {
   pool_thread_t *t = tn_xcalloc(1, sizeof *t);
@@ -227,12 +232,7 @@ static void *watchdog_main(void *arg) {
       if (j->deadline <= jnow) abandon_locked(c, j, jnow);
       else if (j->deadline - jnow + now < next) next = j->deadline - jnow + now;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double wait = next - now + 0.001;
-    ts.tv_sec += (time_t)wait;
-    ts.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    struct timespec ts = deadline_in(next - now + 0.001);
     pthread_cond_timedwait(&c->wd, &c->mu, &ts);
   }
   pthread_mutex_unlock(&c->mu);

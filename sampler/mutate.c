@@ -329,8 +329,8 @@ static int mutate_parallel(const sch_trace_t *t, const ir_func_t *f, const tn_ta
   int (*plans)[SMP_MAX_BLOCKS] = tn_xmalloc(sizeof *plans * 64), orig[SMP_MAX_BLOCKS];
   int64_t limits[64];
   int np = 0;
-  fused_loops(p, cur, orig);
-  if (cur == 0) memset(orig, 0, sizeof orig);
+  if (cur > 0) fused_loops(p, cur, orig);
+  else memset(orig, 0, sizeof orig); /* no parallel loop at all */
   for (int b = 0; b < p->nblocks; b++)
     for (int k = 0; k < p->n[b] && np < 63; k++) {
       int64_t lim = p->v[b][k];

@@ -268,8 +268,9 @@ static int measure_batch(loop_t *l, srch_batch_t *b, srch_batch_t *next, tn_err_
   l->pending = next; /* its builds are queued between b's runs */
   if (ensure_runner(l, b->task, err) < 0) return err->code;
   /* CPU and OpenCL (PoCL) candidates run on the cores the compilers use:
-   * the next batch's cc builds wait while one is timed.  GPU timings do not
-   * suffer from busy cores, so CUDA builds overlap runs fully. */
+   * cc builds (this job's next batch, other jobs') wait while one is timed;
+   * OpenCL builds run in threads and cannot be paused.  GPU timings do not
+   * suffer from busy cores, so builds overlap CUDA runs fully. */
   bool pause = l->c->target->kind != TN_TARGET_CUDA;
   if (srch_batch_run(l->c->tasks[b->task].runner, ms_builder_run_dir(l->builder), b, pause, should_stop, l, err) < 0)
     return err->code;
