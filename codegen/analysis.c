@@ -62,6 +62,7 @@ static const ir_expr_t *kid(const ir_expr_t *const *kids, ir_expr_t *const *many
 int64_t cg_buf_numel(const cg_buf_t *cb) {
   int64_t n = 1;
   for (int d = 0; d < cb->b->ndim; d++) n *= cb->ext[d];
+  for (int i = 0; i < cb->nvt; i++) n *= cb->vt[i]->extent;
   return n;
 }
 
@@ -474,23 +475,35 @@ const cg_xred_t *cg_xred_at(const cg_ctx_t *c, const ir_loop_t *top) {
 /* Shared/local buffers bigger than this live on the heap on the C target
  * (threads of an OpenMP team have small stacks). */
 #define CG_STACK_MAX_BYTES (64 * 1024)
+/* Local memory of a CUDA thread: 512 KiB on every architecture since
+ * sm_20, the stack included. */
+#define CG_GPU_LOCAL_MAX_BYTES (512 * 1024)
 #define CG_MAX_TERMS 64
 
 enum { VC_FIXED = 1, VC_VARYING = 2, VC_UNKNOWN = 4 };
 
 /* Which loops of a site are fixed while the buffer lives: those enclosing
- * the allocation point (the first nfixed), except threadIdx loops for shared
+ * the allocation point (the first nfixed) and the vthread loops that give
+ * the buffer a slice per virtual thread, except threadIdx loops for shared
  * memory on GPUs, whose threads all share one copy. */
 typedef struct size_env {
   const cg_site_t *s;
+  const cg_buf_t *cb;
   int nfixed;
   bool shared_gpu;
 } size_env_t;
+
+static bool is_vt_slice(const cg_buf_t *cb, const ir_var_t *v) {
+  for (int i = 0; i < cb->nvt; i++)
+    if (cb->vt[i]->var == v) return true;
+  return false;
+}
 
 static int var_class(const size_env_t *env, const ir_var_t *v) {
   for (int i = 0; i < env->s->nloops; i++) {
     if (env->s->loops[i]->var != v) continue;
     int axis;
+    if (is_vt_slice(env->cb, v)) return VC_FIXED;
     if (i >= env->nfixed) return VC_VARYING;
     if (env->shared_gpu && cg_loop_tag(env->s->loops[i], &axis) == CG_TAG_THREAD) return VC_VARYING;
     return VC_FIXED;
@@ -596,7 +609,7 @@ static void size_dim(cg_ctx_t *c, cg_buf_t *cb, int d, const cg_site_t *const *S
   bool shared_gpu = c->d->gpu && cb->b->scope == IR_SCOPE_SHARED;
   dim_site_t *ds = tn_xcalloc((size_t)ns, sizeof *ds);
   for (int i = 0; i < ns; i++) {
-    size_env_t env = {S[i], nfixed, shared_gpu};
+    size_env_t env = {S[i], cb, nfixed, shared_gpu};
     ir_expr_t *e = ir_simplify(c->scratch, cg_subst_bindings(c, S[i]->blk, S[i]->idx[d]), &c->bounds);
     ir_expr_t *vy;
     if (!split_fixed(c, &env, e, &ds[i].fixed, &vy)) goto done;
@@ -636,6 +649,24 @@ static int common_prefix(const cg_site_t *const *S, int ns) {
   return n;
 }
 
+/* A local buffer on a GPU whose every site is under a copy of a vthread loop
+ * (below the allocation point) gets a slice per virtual thread of it. */
+static void find_vt_slices(cg_buf_t *cb, const cg_site_t *const *S, int ns, int np) {
+  cb->nvt = 0;
+  for (int j = np; j < S[0]->nloops; j++) {
+    const ir_loop_t *l = S[0]->loops[j];
+    int axis;
+    if (cg_loop_tag(l, &axis) != CG_TAG_VTHREAD || is_vt_slice(cb, l->var)) continue;
+    bool all = true;
+    for (int i = 1; i < ns && all; i++) {
+      bool found = false;
+      for (int k = np; k < S[i]->nloops && !found; k++) found = S[i]->loops[k]->var == l->var;
+      all = found;
+    }
+    if (all && cb->nvt < CG_MAX_VTHREADS) cb->vt[cb->nvt++] = l;
+  }
+}
+
 static void size_buffer(cg_ctx_t *c, cg_buf_t *cb) {
   const cg_site_t **S = tn_xmalloc(sizeof(*S) * (size_t)(c->nsites ? c->nsites : 1));
   int ns = 0;
@@ -655,7 +686,15 @@ static void size_buffer(cg_ctx_t *c, cg_buf_t *cb) {
   int np = common_prefix(S, ns);
   cb->alloc_at = np ? S[0]->loops[np - 1] : NULL;
   if (c->d->gpu && cb->b->scope == IR_SCOPE_SHARED) cb->alloc_at = NULL; /* kernel top */
+  if (c->d->gpu && cb->b->scope == IR_SCOPE_LOCAL) find_vt_slices(cb, S, ns, np);
   for (int d = 0; d < cb->b->ndim; d++) size_dim(c, cb, d, S, ns, np);
+  int64_t bytes = cg_buf_numel(cb) * cg_elem_bytes(c, cb->b);
+  if (c->d->gpu && cb->b->scope == IR_SCOPE_LOCAL && bytes >= CG_GPU_LOCAL_MAX_BYTES)
+    cg_fail(c, TN_EINVAL,
+            "local buffer \"%s\" needs %lld bytes per thread%s; a GPU thread has less than %d KiB of "
+            "local memory (the launch would fail)",
+            cb->b->name, (long long)bytes, cb->nvt ? " (one slice per virtual thread)" : "",
+            CG_GPU_LOCAL_MAX_BYTES / 1024);
   if (!c->d->gpu) {
     cb->heap = cb->alloc_at == NULL;
     cb->heap_at_loop = !cb->heap && cg_buf_numel(cb) * cg_elem_bytes(c, cb->b) > CG_STACK_MAX_BYTES;

@@ -55,6 +55,8 @@ typedef struct cg_site {
   int kernel;              /* root statement index */
 } cg_site_t;
 
+#define CG_MAX_VTHREADS 3
+
 /* What the printers know about a buffer (indexed by buffer id). */
 typedef struct cg_buf {
   const ir_buffer_t *b;
@@ -66,6 +68,11 @@ typedef struct cg_buf {
   int64_t ext[IR_MAX_DIMS];     /* storage extents */
   ir_expr_t *min[IR_MAX_DIMS];  /* index base over outer loop variables; NULL = 0 */
   const ir_loop_t *alloc_at;    /* allocation point; NULL = function / kernel top */
+  /* GPU local buffers used only under copies of vthread loops (vthread.c):
+   * one slice of the sized extents per virtual thread, slice index
+   * vt[0] * vt[1].extent * ... + vt[nvt - 1] over the loops' variables. */
+  const ir_loop_t *vt[CG_MAX_VTHREADS];
+  int nvt;
   int kernel;                   /* kernel using it (-1 none) */
   bool used;
 } cg_buf_t;
@@ -182,12 +189,18 @@ const ir_stmt_t *cg_strip_seq(const ir_stmt_t *s);
 const ir_stmt_t *cg_loop_stmt(const ir_loop_t *l);
 const ir_stmt_t *cg_block_stmt(const ir_block_t *b);
 int cg_expr_kids(const ir_expr_t *e, const ir_expr_t *kids[3], ir_expr_t *const **many);
-int64_t cg_buf_numel(const cg_buf_t *cb); /* of the storage (sized extents) */
+int64_t cg_buf_numel(const cg_buf_t *cb); /* of the storage (sized extents, vthread slices) */
 /* Bytes of one element of a buffer as stored by this target. */
 int cg_elem_bytes(const cg_ctx_t *c, const ir_buffer_t *b);
 const char *cg_storage_type(const cg_ctx_t *c, const ir_buffer_t *b);
 /* float16 data kept as halves (converted on every load and store). */
 bool cg_half_storage(const cg_ctx_t *c, const ir_buffer_t *b);
+
+/* ---- virtual threads (vthread.c) ------------------------------------------ */
+
+/* A copy of f with its vthread loops pushed down to the statements that use
+ * them (see vthread.c); NULL when f has none. */
+ir_func_t *cg_inject_vthreads(const ir_func_t *f);
 
 /* ---- expressions (expr.c) ---------------------------------------------- */
 

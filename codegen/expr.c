@@ -119,7 +119,19 @@ static ir_expr_t *flat_index(cg_ctx_t *c, const ir_block_t *blk, const ir_buffer
     if (stride[d] != 1) x = ir_bin(c->scratch, IR_E_MUL, x, ir_const_int(c->scratch, it, stride[d]));
     flat = flat ? ir_bin(c->scratch, IR_E_ADD, flat, x) : x;
   }
-  return flat ? flat : ir_int(c->scratch, 0);
+  if (!flat) flat = ir_int(c->scratch, 0);
+  if (cb->nvt) { /* the virtual thread's slice */
+    ir_expr_t *slice = NULL;
+    for (int i = 0; i < cb->nvt; i++) {
+      ir_expr_t *v = ir_varref(c->scratch, cb->vt[i]->var);
+      slice = slice ? ir_bin(c->scratch, IR_E_ADD,
+                             ir_bin(c->scratch, IR_E_MUL, slice, ir_int(c->scratch, cb->vt[i]->extent)), v)
+                    : v;
+    }
+    if (wide) slice = ir_cast(c->scratch, IR_INT64, slice);
+    flat = ir_bin(c->scratch, IR_E_ADD, flat, ir_bin(c->scratch, IR_E_MUL, slice, ir_const_int(c->scratch, it, numel)));
+  }
+  return flat;
 }
 
 ir_expr_t *cg_flat_index(cg_ctx_t *c, const ir_buffer_t *b, ir_expr_t *const *idx) {

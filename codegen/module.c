@@ -304,6 +304,8 @@ int cg_lower(const ir_func_t *f, cg_target_t target, const char *entry, cg_modul
                       "entry name \"%s\" is not usable: it must be an identifier of at most %d "
                       "characters that is not a reserved word of C, CUDA or OpenCL",
                       entry, CG_ENTRY_MAX);
+  ir_func_t *own = d->gpu ? cg_inject_vthreads(f) : NULL;
+  if (own) f = own;
   cg_ctx_t c = {.f = f, .d = d, .err = err, .entry = entry};
   c.scratch = ir_func_new("codegen_scratch");
   c.scratch->next_var_id = f->next_var_id;
@@ -322,6 +324,7 @@ int cg_lower(const ir_func_t *f, cg_target_t target, const char *entry, cg_modul
   if (!c.rc) fill_params(&c, m);
   int rc = c.rc;
   ctx_free(&c);
+  ir_func_free(own);
   if (rc) {
     tn_buf_free(&src);
     cg_module_free(m);

@@ -1054,13 +1054,13 @@ static sch_rv_t fuse2(sch_t *s, sch_rv_t a, sch_rv_t b) {
 /* TVM's CUDA multi-level tiling for matmul 64^3: blockIdx / vthread /
  * threadIdx tiles, a local write cache, shared read caches at k_0 with
  * cooperative float4 fetches, the reduction decomposed. */
-static sch_t *mlt_cuda(const ir_func_t *f) {
+static sch_t *mlt_cuda_tiles(const ir_func_t *f, const int64_t fi[4]) {
   sch_t *s = sch_create(f, 1);
   sch_rv_t b, l[3], is[4], js[4], ks[2], cl, init;
   int n;
   SCH_OK(sch_get_block(s, "C", &b, err));
   SCH_OK(sch_get_loops(s, b, l, &n, err));
-  int64_t fi[4] = {2, 2, 4, 4}, fk[2] = {8, 8};
+  int64_t fk[2] = {8, 8};
   sch_split_n(s, l[0], fi, 4, is);
   sch_split_n(s, l[1], fi, 4, js);
   sch_split_n(s, l[2], fk, 2, ks);
@@ -1085,6 +1085,11 @@ static sch_t *mlt_cuda(const ir_func_t *f) {
   SCH_OK(sch_decompose_reduction(s, b, ks[0], &init, err));
   SCH_OK(sch_annotate(s, bx, "pragma_auto_unroll_max_step", sch_arg_int(64), err));
   return s;
+}
+
+static sch_t *mlt_cuda(const ir_func_t *f) {
+  static const int64_t fi[4] = {2, 2, 4, 4};
+  return mlt_cuda_tiles(f, fi);
 }
 
 /* A CPU schedule: i_0 parallel, j_1 vectorized, k_1 unrolled, a write
@@ -1160,8 +1165,17 @@ START_TEST(test_schedule_module_gpu) {
   sch_t *s = mlt_cuda(w->func);
   gpu_out_t o = check_gpu(sch_func(s), w->func);
   HAS(o.cuda, "__shared__ __align__(16) float A_shared[256];");
-  HAS(o.cuda, "float C_local[16];");
-  HAS(o.cuda, "for (int i_1_j_1_fused = 0; i_1_j_1_fused < 4; ++i_1_j_1_fused) {");
+  /* vthread injection: the 4 virtual threads share the staged tiles; each
+   * has its own 16-element slice of the write cache, and the vthread loop
+   * sits under the reduction loop, around each statement that uses it
+   * (init, update, write-back), not around the k loop and the fetches. */
+  HAS(o.cuda, "float C_local[64];");
+  ck_assert_int_eq(count(o.cuda, "for (int i_1_j_1_fused = 0; i_1_j_1_fused < 4; ++i_1_j_1_fused) {"), 3);
+  HAS(o.cuda, "+ i_1_j_1_fused * 16]");
+  const char *k0 = strstr(o.cuda, "for (int k_0 ");
+  ck_assert_ptr_nonnull(k0);
+  ck_assert_int_eq(count(k0, "for (int i_1_j_1_fused"), 2);
+  ck_assert(strstr(k0, "block A_shared") < strstr(k0, "for (int i_1_j_1_fused"));
   ck_assert_int_eq(count(o.cuda, "__syncthreads();"), 2);
   ck_assert_int_eq(count(o.cuda, "*(const float4 *)"), 2);
   char *src = check_c(sch_func(s), w->func);
@@ -1177,9 +1191,9 @@ START_TEST(test_schedule_module_gpu) {
   s = mlt_cuda(w->func);
   o = check_gpu(sch_func(s), w->func);
   HAS(o.cuda, "__shared__ __align__(16) __half A_shared[256];");
-  HAS(o.cuda, "__half C_local[16];");
+  HAS(o.cuda, "__half C_local[64];");
   HAS(o.opencl, "__local float A_shared[256];");
-  HAS(o.opencl, "float C_local[16];");
+  HAS(o.opencl, "float C_local[64];");
   LACKS(o.cuda, "float4");
   gpu_out_free(&o);
   sch_free(s);
@@ -1308,6 +1322,17 @@ START_TEST(test_errors) {
   set_root(f, seq2(f, k1, k0));
   lower_fails(f, CG_TARGET_CUDA, NULL, TN_EINVAL, "which are in different kernels");
   ir_func_free(f);
+
+  /* 16 x 16 virtual threads, each with a 32 x 32 slice of the write
+   * cache: 1 MiB of local memory per thread */
+  ir_workload_t *mm = load_wl("matmul.tw", "M=2048,N=2048,K=64");
+  static const int64_t huge[4] = {1, 16, 4, 0};
+  sch_t *sc = mlt_cuda_tiles(mm->func, huge);
+  lower_fails(sch_func(sc), CG_TARGET_CUDA, NULL, TN_EINVAL,
+              "local buffer \"C_local\" needs 1048576 bytes per thread (one slice per virtual thread); "
+              "a GPU thread has less than 512 KiB of local memory");
+  sch_free(sc);
+  ir_workload_free(mm);
   ir_workload_free(r);
   ir_workload_free(s);
   ir_workload_free(w);
