@@ -32,6 +32,7 @@ typedef struct opts {
   const char *target; /* --target NAME (run, emit) */
   const char *emit;   /* --emit KIND (emit) */
   double repeat_ms;   /* --repeat-ms N (run): minimum total timed milliseconds */
+  bool no_flush;      /* --no-flush (run, tune): keep L2 between timed repeats on GPUs */
   const char *trials, *db, *strategy, *model; /* tune: --trials, --db, --strategy, --model */
   tn_arena_t *arena;
 } opts_t;
@@ -88,14 +89,15 @@ static const command_t commands[] = {
      "block, shared memory, parameters) as JSON for the target's language.\n"
      "GPU targets need a trace that binds every loop nest to threads.\n",
      cmd_emit},
-    {"run", "FILE --target T [--trace T.json] [--set NAME=VALUE ...] [--seed S] [--repeat-ms N] [--json]",
+    {"run", "FILE --target T [--trace T.json] [--set NAME=VALUE ...] [--seed S] [--repeat-ms N] [--no-flush] [--json]",
      "build, run, verify and time a scheduled workload",
      "Replays the trace (if any) as the tuner does (up to its EnterPostproc, then\n"
      "the target's postprocessors), lowers the workload for the target (cpu: C,\n"
      "opencl: OpenCL C on the first OpenCL device, nvidia/...: CUDA C through\n"
      "NVRTC and the CUDA driver), builds it, runs it in a separate worker\n"
      "process, compares the output with the reference evaluator's and times\n"
-     "it: one warm-up, then repeats until N milliseconds in total (default 100).\n"
+     "it: one warm-up, then repeats until N milliseconds in total (default 100);\n"
+     "on GPUs the L2 cache is flushed before every timed repeat unless --no-flush.\n"
      "Prints the status, median time, GFLOP/s, GB/s, the verification result\n"
      "and what the compiler reported.  Exits 1 unless the status is ok.\n",
      cmd_run},
@@ -108,21 +110,24 @@ static const command_t commands[] = {
      cmd_space},
     {"tune",
      "FILE --target T --trials N [--seed S] [--db PATH] [--strategy evolutionary|replay] [--model xgb|random] "
-     "[--set NAME=VALUE ...] [--json]",
+     "[--no-flush] [--set NAME=VALUE ...] [--json]",
      "tune a workload in this process (no daemon)",
      "Searches the target's design spaces for the fastest verified kernel: an\n"
      "evolutionary search ranked by the cost model (XGBoost, or random), or random\n"
      "replays of the design spaces (--strategy replay).  Every candidate is built,\n"
-     "run in a worker process, verified and timed.  --seed seeds the search (the\n"
-     "same seed proposes the same first candidates).  With --db, records go to that\n"
-     "SQLite database as each batch completes, and traces recorded there for the\n"
-     "workload and target are never measured again; without it nothing is kept\n"
-     "after the run (dedup within the run only).  Progress goes to stderr (a live\n"
-     "line on a terminal, one line per batch otherwise).  Ctrl-C stops after the\n"
-     "current candidate and still prints the summary (a second Ctrl-C quits at\n"
-     "once).  The summary counts trials by status and compares the best kernel\n"
-     "with the unscheduled program measured in the same run, then prints the best\n"
-     "trace.  Exits 0 when a verified kernel was found, 130 after Ctrl-C.\n",
+     "run in a worker process, verified and timed (on GPUs with the L2 cache\n"
+     "flushed before every timed repeat unless --no-flush; a candidate whose\n"
+     "checked run is over 10x the fastest so far is timed by that run alone).\n"
+     "--seed seeds the search (the same seed proposes the same first candidates).\n"
+     "With --db, records go to that SQLite database as each batch completes, and\n"
+     "traces recorded there for the workload and target are never measured again;\n"
+     "without it nothing is kept after the run (dedup within the run only).\n"
+     "Progress goes to stderr (a live line on a terminal, one line per batch\n"
+     "otherwise).  Ctrl-C stops after the current candidate and still prints the\n"
+     "summary (a second Ctrl-C quits at once).  The summary counts trials by\n"
+     "status and compares the best kernel with the unscheduled program measured in\n"
+     "the same run, then prints the best trace.  Exits 0 when a verified kernel was\n"
+     "found, 130 after Ctrl-C.\n",
      cmd_tune},
 };
 
@@ -160,6 +165,8 @@ static void command_help(const command_t *c, FILE *out) {
   if (strstr(c->args, "--emit")) fprintf(out, "  --emit KIND       cuda, ptx, opencl, c or launch\n");
   if (strstr(c->args, "--repeat-ms"))
     fprintf(out, "  --repeat-ms N     time repeats until N ms in total (default 100)\n");
+  if (strstr(c->args, "--no-flush"))
+    fprintf(out, "  --no-flush        GPUs: do not flush the L2 cache between timed repeats\n");
   if (strstr(c->args, "--trials"))
     fprintf(out, "  --trials N        candidates to measure\n"
                  "  --db PATH         tuning database (SQLite) to record into and dedup against\n"
@@ -225,6 +232,8 @@ static int parse_args(const command_t *c, int argc, char **argv, opts_t *o) {
     } else if (val && strstr(c->args, "--trials") &&
                (!strcmp(a, "--trials") || !strcmp(a, "--db") || !strcmp(a, "--strategy") || !strcmp(a, "--model"))) {
       *(a[2] == 't' ? &o->trials : a[2] == 'd' ? &o->db : a[2] == 's' ? &o->strategy : &o->model) = val;
+    } else if (strcmp(a, "--no-flush") == 0 && strstr(c->args, "--no-flush")) {
+      o->no_flush = true;
     } else if (strcmp(a, "--json") == 0 && strstr(c->args, "--json")) {
       o->json = true;
     } else if (a[0] == '-' && a[1]) {
@@ -580,6 +589,7 @@ static int cmd_run(opts_t *o) {
   if (!m) return 1;
   ms_options_t mo = {.seed = o->seed};
   mo.run.min_secs = o->repeat_ms > 0 ? o->repeat_ms * 1e-3 : 0;
+  mo.run.flush_l2 = t.kind == TN_TARGET_CUDA && !o->no_flush;
   ms_result_t r;
   tn_err_t err = {0};
   int rc = 1;
@@ -633,7 +643,7 @@ static int cmd_tune(opts_t *o) {
   ir_workload_t *w = load_workload("tune", o);
   if (!w) return 1;
   tct_args_t a = {.workload = w, .target = &t, .trials = o->trials, .db = o->db, .strategy = o->strategy,
-                  .model = o->model, .seed = o->seed, .json = o->json};
+                  .model = o->model, .seed = o->seed, .json = o->json, .no_flush = o->no_flush};
   int rc = tct_tune(&a);
   ir_workload_free(w);
   return rc;

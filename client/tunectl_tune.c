@@ -66,6 +66,7 @@ static void measure_naive(const tct_args_t *a, ms_result_t *r) {
   cg_module_t *m = NULL;
   tn_err_t err = {0};
   ms_options_t mo = {.seed = 1};
+  mo.run.flush_l2 = a->target->kind == TN_TARGET_CUDA && !a->no_flush; /* timed as the candidates are */
   ms_result_init(r);
   if (naive_module(a->workload, a->target, &m, &err) < 0) ms_result_fail(r, MS_BUILD_ERROR, "%s", err.msg);
   else if (ms_measure(a->workload->func, a->target, &m, 1, &mo, r, &err) < 0) ms_result_fail(r, MS_RUN_ERROR, "%s", err.msg);
@@ -159,6 +160,7 @@ int tct_tune(const tct_args_t *a) {
   srch_opts_t o;
   srch_opts_default(&o);
   if (parse_choices(a, &o) < 0) return 2;
+  o.no_flush = a->no_flush;
   ui_t u = {.a = a, .tty = isatty(STDERR_FILENO)};
   struct sigaction sa = {.sa_handler = on_sigint}, old;
   sigemptyset(&sa.sa_mask);

@@ -20,6 +20,7 @@ typedef struct tct_args {
   const char *model;    /* xgb (default) | random */
   uint64_t seed;
   bool json;
+  bool no_flush; /* --no-flush */
 } tct_args_t;
 
 /* Runs the command; returns the exit status (0: a verified kernel was

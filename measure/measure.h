@@ -234,6 +234,10 @@ typedef struct ms_run_opts {
   int min_repeats;      /* 0: 3 */
   int max_repeats;      /* 0: 1000 */
   bool flush_l2;        /* overwrite a large buffer between repeats (CUDA 256 MiB, host 64 MiB) */
+  double slow_factor;   /* > 0: a candidate whose checked run takes over slow_factor times the
+                           fastest verified run of this workload so far is timed by that run
+                           alone (one sample, no warm-up): it cannot win, and repeating a
+                           seconds-long kernel costs the search seconds.  0: off */
   const char *worker;   /* worker executable; NULL: ms_worker_path() */
   const char *run_dir;  /* workload data and the worker's log; NULL: a fresh temp dir */
 } ms_run_opts_t;

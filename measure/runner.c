@@ -47,6 +47,7 @@ struct ms_runner {
   wl_param_t *params;
   int nparams;
   double flops, bytes;
+  double best; /* fastest verified median of this workload so far (slow_factor) */
 };
 
 /* ---- finding the worker ---------------------------------------------------- */
@@ -297,6 +298,7 @@ int ms_runner_set_workload(ms_runner_t *r, const ir_func_t *f, uint64_t seed, tn
   }
   if (r->data_path[0]) unlink(r->data_path);
   cJSON_Delete(r->load_msg);
+  r->best = 0;
   free(r->params);
   r->gen++;
   snprintf(r->data_path, sizeof r->data_path, "%s/workload-%d.bin", r->run_dir, r->gen);
@@ -384,11 +386,12 @@ static cJSON *run_request(const ms_runner_t *r, const ms_candidate_t *c, const m
   cJSON_AddNumberToObject(m, "min_repeats", r->o.min_repeats);
   cJSON_AddNumberToObject(m, "max_repeats", r->o.max_repeats);
   cJSON_AddBoolToObject(m, "flush_l2", r->o.flush_l2);
+  if (r->o.slow_factor > 0 && r->best > 0) cJSON_AddNumberToObject(m, "slow_secs", r->o.slow_factor * r->best);
   return m;
 }
 
 /* Fills res from the worker's reply. */
-static void take_reply(const ms_runner_t *r, const cJSON *reply, ms_result_t *res) {
+static void take_reply(ms_runner_t *r, const cJSON *reply, ms_result_t *res) {
   const cJSON *st = cJSON_GetObjectItemCaseSensitive(reply, "status");
   const cJSON *e = cJSON_GetObjectItemCaseSensitive(reply, "error");
   const cJSON *secs = cJSON_GetObjectItemCaseSensitive(reply, "run_secs"), *x;
@@ -409,6 +412,7 @@ static void take_reply(const ms_runner_t *r, const cJSON *reply, ms_result_t *re
   if (res->median_secs > 0) {
     res->gflops = r->flops / res->median_secs * 1e-9;
     res->gbps = r->bytes / res->median_secs * 1e-9;
+    if (r->best <= 0 || res->median_secs < r->best) r->best = res->median_secs;
   }
 }
 

@@ -26,12 +26,14 @@
  *    "kernels": [{"name": "...", "grid": [x, y, z], "block": [x, y, z],
  *                 "dyn_shared_bytes": 0}, ...],
  *    "args": [{"param": 0}, ..., {"workspace": 65536}],
- *    "min_secs": 0.1, "min_repeats": 3, "max_repeats": 1000, "flush_l2": false}
+ *    "min_secs": 0.1, "min_repeats": 3, "max_repeats": 1000, "flush_l2": false,
+ *    "slow_secs": 0.05 (optional)}
  *     Poisons the outputs (0xFF bytes: NaN for floats, -1 for ints), runs
  *     every kernel once, compares each output with its reference (relative
  *     L2 error within ir_dtype_tolerance), then runs once more untimed
  *     (warm-up) and times repeats until min_secs in total and at least
- *     min_repeats, at most max_repeats.
+ *     min_repeats, at most max_repeats.  When the checked run took longer
+ *     than slow_secs, its time is the only sample (no warm-up, no repeats).
  *     -> {"status": "ok", "verify_error": 1e-7, "run_secs": [...]}
  *      | {"status": "wrong_result", "verify_error": 0.5, "error": "..."}
  *      | {"status": "run_error", "error": "...", "fatal": true|false}
@@ -255,6 +257,7 @@ static double verify(wk_err_t *e, bool *ok) {
 }
 
 typedef struct timing {
+  double slow_secs; /* > 0: a checked run slower than this is the only sample */
   double min_secs;
   int min_repeats, max_repeats;
   bool flush;
@@ -292,7 +295,12 @@ static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_ru
     if (rc == 0) rc = b->launch(&s, &e);
     if (rc == 0) rc = b->fetch(&e);
     if (rc == 0) verr = verify(&e, &ok);
-    if (rc == 0 && ok) rc = time_runs(b, t, &secs, &n, &e);
+    if (rc == 0 && ok && t->slow_secs > 0 && s > t->slow_secs) {
+      secs = tn_xmalloc(sizeof *secs); /* hopeless: the checked run is the sample */
+      secs[n++] = s;
+    } else if (rc == 0 && ok) {
+      rc = time_runs(b, t, &secs, &n, &e);
+    }
     b->unload();
   }
   if (rc < 0) {
@@ -324,7 +332,7 @@ static void handle_run(const cJSON *req) {
     reply_error("run_error", &e);
     return;
   }
-  timing_t t = {jnum(req, "min_secs", 0.1), (int)jnum(req, "min_repeats", 3), (int)jnum(req, "max_repeats", 1000),
+  timing_t t = {jnum(req, "slow_secs", 0), jnum(req, "min_secs", 0.1), (int)jnum(req, "min_repeats", 3), (int)jnum(req, "max_repeats", 1000),
                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "flush_l2"))};
   t.min_repeats = TN_MAX(t.min_repeats, 1);
   t.max_repeats = TN_MAX(t.max_repeats, t.min_repeats);

@@ -36,7 +36,8 @@ typedef struct srch_opts {
   double eps_greedy;         /* 0.05 */
   uint64_t seed;             /* everything random flows from it */
   int nthreads;              /* search + build threads; 0 = online cores */
-  ms_run_opts_t run;         /* runner options (timeouts, repeats) */
+  ms_run_opts_t run;         /* runner options (timeouts, repeats; slow_factor 10) */
+  bool no_flush;             /* CUDA: do not flush L2 between timed repeats (flushed by default) */
   double build_timeout_s;    /* 0: 30 s */
   const char *db_path;       /* tuning database (SQLite); NULL = none (no resume, no dedup across runs) */
   int64_t job_id;            /* > 0: progress is written to this job's row in the database */

@@ -677,6 +677,50 @@ START_TEST(t_build_async) {
 END_TEST
 
 /* Mismatched parameters, the worker lookup, ms_measure. */
+/* slow_factor: once a fast candidate is measured, a correct candidate whose
+ * checked run takes over 10x its time is timed by that run alone; before any
+ * is measured (and with slow_factor 0) it is timed as usual. */
+START_TEST(t_slow_cutoff) {
+  ir_workload_t *w = tu_load_sets("vector_add", "N=1024");
+  cg_module_t *m = lower(w, NULL, CG_TARGET_C);
+  tn_target_t t = target("cpu");
+  /* the generated kernel, 20 ms slower */
+  tn_buf_t src;
+  tn_buf_init(&src);
+  const char *entry = strstr(m->source, "int tuned_entry(void **args) {");
+  ck_assert_ptr_nonnull(entry);
+  tn_buf_put(&src, "#include <unistd.h>\n");
+  tn_buf_printf(&src, "%.*s", (int)(entry - m->source), m->source);
+  tn_buf_printf(&src, "int tuned_entry(void **args) {\n  usleep(20000);%s", entry + strlen("int tuned_entry(void **args) {"));
+  ms_candidate_t *cs[3] = {planted(&t, m, tn_buf_str(&src)), from_module(&t, m), planted(&t, m, tn_buf_str(&src))};
+  ms_builder_t *b = builder(0, 0);
+  ms_run_opts_t o = {.timeout_s = 10, .min_secs = 0.01, .slow_factor = 10};
+  ms_runner_t *r = NULL;
+  tn_err_t err = {0};
+  ck_assert_msg(ms_runner_new(&o, &r, &err) == TN_OK, "%s", err.msg);
+  ck_assert_msg(ms_runner_set_workload(r, w->func, 1, &err) == TN_OK, "%s", err.msg);
+  ms_result_t res[3];
+  build_and_run(r, b, cs, res, 3);
+  assert_measured_ok(&res[0], "slow candidate before any fast one"); /* >= 3 repeats */
+  ck_assert(res[0].median_secs >= 0.02);
+  assert_measured_ok(&res[1], "fast candidate");
+  ck_assert(res[1].median_secs < 0.002);
+  ck_assert_msg(res[2].status == MS_OK && res[2].verify_error <= 1e-4, "%s", res[2].error);
+  ck_assert_int_eq(res[2].nrepeats, 1); /* its checked run */
+  ck_assert(res[2].median_secs >= 0.02);
+  /* a new workload forgets the fastest time */
+  for (int i = 0; i < 3; i++) ms_result_clear(&res[i]);
+  ck_assert_msg(ms_runner_set_workload(r, w->func, 2, &err) == TN_OK, "%s", err.msg);
+  build_and_run(r, b, &cs[2], &res[2], 1);
+  assert_measured_ok(&res[2], "slow candidate of a new workload");
+  ms_result_clear(&res[2]);
+  ms_runner_free(r);
+  for (int i = 0; i < 3; i++) ms_candidate_free(cs[i]);
+  tn_buf_free(&src);
+  teardown(b, NULL, m, w);
+}
+END_TEST
+
 START_TEST(t_runner_misc) {
   ir_workload_t *w = tu_load_sets("vector_add", "N=1024"), *w2 = tu_load_sets("vector_add", "N=512");
   cg_module_t *m = lower(w, NULL, CG_TARGET_C), *m2 = lower(w2, NULL, CG_TARGET_C);
@@ -893,6 +937,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, t_build_pause);
   tcase_add_test(tc, t_build_async);
   tcase_add_test(tc, t_runner_misc);
+  tcase_add_test(tc, t_slow_cutoff);
   suite_add_tcase(s, tc);
   tc = tcase_create("tunectl");
   tcase_set_timeout(tc, 300);
