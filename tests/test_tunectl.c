@@ -4,6 +4,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "common/common.h"
 #include "testutil.h"
 
@@ -146,9 +148,61 @@ START_TEST(t_trace) {
 }
 END_TEST
 
+/* The pre-tuned records shipped for the H100 still fit this build: each
+ * record's workload (file, parameters) hashes to the record's hash, and the
+ * fastest record's trace of every workload lowers to CUDA (and through NVRTC
+ * to PTX for sm_90 where the build has NVRTC). */
+START_TEST(t_pretuned) {
+  char *text = NULL;
+  size_t len;
+  tn_err_t err = {0};
+  ck_assert_msg(tn_read_file(SRC("configs/pretuned/nvidia-h100.jsonl"), 1 << 24, &text, &len, &err) == TN_OK, "%s",
+                err.msg);
+  bool nvrtc = strstr(tunectl("--version")->out, "CUDA/NVRTC: yes") != NULL;
+  char seen[16][17];
+  int nseen = 0, nrec = 0;
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), nrec++) {
+    cJSON *rec = cJSON_Parse(line);
+    ck_assert_msg(rec, "record %d does not parse", nrec);
+    const cJSON *wl = cJSON_GetObjectItemCaseSensitive(rec, "workload");
+    const char *name = cJSON_GetObjectItemCaseSensitive(wl, "name")->valuestring;
+    const char *hash = cJSON_GetObjectItemCaseSensitive(wl, "hash")->valuestring;
+    ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rec, "target"), "name")->valuestring,
+                     "nvidia/h100");
+    ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(rec, "status")->valuestring, "ok");
+    char sets[512] = "";
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(wl, "params")) {
+      size_t n = strlen(sets);
+      snprintf(sets + n, sizeof sets - n, " --set %s=%lld", p->string, (long long)p->valuedouble);
+    }
+    char args[1024];
+    snprintf(args, sizeof args, "check %s/workloads/%s.tw%s", TUNED_SOURCE_ROOT, name, sets);
+    expect(args, 0, hash, NULL);
+    bool first = true; /* records of a workload come fastest first */
+    for (int i = 0; i < nseen; i++) first &= strcmp(seen[i], hash) != 0;
+    if (first && nseen < 16) {
+      snprintf(seen[nseen++], 17, "%s", hash);
+      char path[] = "/tmp/tunectl-pretuned-XXXXXX";
+      tu_write_temp(path, cJSON_GetObjectItemCaseSensitive(rec, "trace")->valuestring);
+      /* (the PTX is megabytes: the output capture keeps one line of it) */
+      snprintf(args, sizeof args, "emit %s/workloads/%s.tw%s --target nvidia/h100 --trace %s --emit %s | grep -m1 %s",
+               TUNED_SOURCE_ROOT, name, sets, path, nvrtc ? "ptx" : "cuda", nvrtc ? "'^.target'" : "__global__");
+      expect(args, 0, nvrtc ? ".target sm_90" : "__global__", NULL);
+      unlink(path);
+    }
+    cJSON_Delete(rec);
+  }
+  ck_assert_int_ge(nseen, 4); /* matmul 1024 and 2048, softmax, conv2d */
+  ck_assert_int_eq(nrec, 32);
+  free(text);
+}
+END_TEST
+
 static Suite *make(void) {
   Suite *s = suite_create("tunectl");
   TU_TCASE(s, "cli", 120, t_help, t_show, t_check, t_eval, t_errors, t_trace);
+  TU_TCASE(s, "pretuned", 240, t_pretuned);
   return s;
 }
 

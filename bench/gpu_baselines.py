@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""gpu_baselines — the vendor-library and Triton baselines that scripts/gpu-check
+compares tuned's kernels with, measured in the same run on the same GPU.
+
+For each case: PyTorch (cuBLAS for matmul, cuDNN for conv2d, PyTorch's own
+softmax kernel) and, where written here, a Triton kernel with autotune.  Times
+are medians from triton.testing.do_bench (CUDA events, L2 flushed between
+repeats, as tuned's worker does).  fp32 matmuls run in full fp32 (TF32 off in
+PyTorch, input_precision="ieee" in Triton): tuned does not use TF32 unless a
+job asks.  Every result is checked against a float64 reference first.
+
+  python3 bench/gpu_baselines.py --json OUT.json [--cases matmul:1024,softmax:4096x4096,...]
+"""
+import argparse
+import json
+import sys
+
+import torch
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+try:
+    import triton
+    import triton.language as tl
+    from triton.testing import do_bench
+except Exception as exc:  # Triton missing: time with CUDA events ourselves
+    triton = None
+    print(f"gpu_baselines: no Triton ({exc}); timing with CUDA events", file=sys.stderr)
+
+    def do_bench(fn, warmup=25, rep=100, return_mode="median"):
+        for _ in range(5):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(50):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+        times.sort()
+        return times[len(times) // 2]
+
+
+def rel_err(out, ref):
+    out = out.double()
+    return float(torch.linalg.norm((out - ref).flatten()) / torch.linalg.norm(ref.flatten()))
+
+
+def bench(fn):
+    return do_bench(fn, warmup=25, rep=200, return_mode="median") * 1e-3  # seconds
+
+
+if triton is not None:
+    def _mm_configs():
+        out = []
+        for bm, bn, bk, w, s in [(128, 128, 32, 8, 3), (128, 128, 16, 8, 4), (128, 64, 32, 4, 4),
+                                 (64, 128, 32, 4, 4), (128, 256, 32, 8, 3), (256, 128, 32, 8, 3),
+                                 (64, 64, 32, 4, 4), (128, 128, 64, 8, 2)]:
+            out.append(triton.Config({"BM": bm, "BN": bn, "BK": bk, "GM": 8}, num_warps=w, num_stages=s))
+        return out
+
+    @triton.autotune(configs=_mm_configs(), key=["M", "N", "K"])
+    @triton.jit
+    def _mm_kernel(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GM: tl.constexpr):
+        pid = tl.program_id(0)
+        npm, npn = tl.cdiv(M, BM), tl.cdiv(N, BN)
+        group = GM * npn
+        first = (pid // group) * GM
+        gsz = min(npm - first, GM)
+        pm = first + (pid % group) % gsz
+        pn = (pid % group) // gsz
+        rm = pm * BM + tl.arange(0, BM)
+        rn = pn * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k0 in range(0, K, BK):
+            ka = k0 + rk
+            x = tl.load(a + rm[:, None] * sam + ka[None, :] * sak,
+                        mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)
+            y = tl.load(b + ka[:, None] * sbk + rn[None, :] * sbn,
+                        mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.0)
+            acc = tl.dot(x, y, acc, input_precision="ieee" if x.dtype == tl.float32 else None)
+        tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(c.dtype.element_ty),
+                 mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+    def triton_matmul(a, b):
+        M, K = a.shape
+        N = b.shape[1]
+        c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
+        _mm_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                         c.stride(0), c.stride(1))
+        return c
+
+    @triton.jit
+    def _softmax_kernel(x, y, N, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        v = tl.load(x + row * N + cols, mask=cols < N, other=-float("inf"))
+        v = v - tl.max(v, axis=0)
+        e = tl.exp(v)
+        tl.store(y + row * N + cols, e / tl.sum(e, axis=0), mask=cols < N)
+
+    def triton_softmax(x):
+        M, N = x.shape
+        y = torch.empty_like(x)
+        block = triton.next_power_of_2(N)
+        _softmax_kernel[(M,)](x, y, N, BLOCK=block, num_warps=8 if block >= 2048 else 4)
+        return y
+
+
+def case_matmul(M, N, K, dtype):
+    a = torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(K, N, device="cuda", dtype=dtype)
+    ref = a.double() @ b.double()
+    flop = 2.0 * M * N * K
+    rows = []
+    impls = [("torch (cuBLAS)", lambda: a @ b)]
+    if triton is not None:
+        impls.append(("triton (autotune)", lambda: triton_matmul(a, b)))
+    for name, fn in impls:
+        err = rel_err(fn(), ref)
+        s = bench(fn)
+        rows.append({"impl": name, "secs": s, "gflops": flop / s * 1e-9, "rel_err": err})
+    return rows
+
+
+def case_softmax(M, N):
+    x = torch.randn(M, N, device="cuda")
+    ref = torch.softmax(x.double(), dim=1)
+    nbytes = 2.0 * M * N * 4
+    rows = []
+    impls = [("torch", lambda: torch.softmax(x, dim=1))]
+    if triton is not None:
+        impls.append(("triton", lambda: triton_softmax(x)))
+    for name, fn in impls:
+        err = rel_err(fn(), ref)
+        s = bench(fn)
+        rows.append({"impl": name, "secs": s, "gbps": nbytes / s * 1e-9, "rel_err": err})
+    return rows
+
+
+def case_conv2d(N, C, H, W, F, R, S, P):
+    x = torch.randn(N, C, H, W, device="cuda")
+    w = torch.randn(F, C, R, S, device="cuda")
+    ref = torch.nn.functional.conv2d(x.double(), w.double(), padding=P)
+    flop = 2.0 * N * F * (H + 2 * P - R + 1) * (W + 2 * P - S + 1) * C * R * S
+    fn = lambda: torch.nn.functional.conv2d(x, w, padding=P)
+    err = rel_err(fn(), ref)
+    s = bench(fn)
+    return [{"impl": "torch (cuDNN)", "secs": s, "gflops": flop / s * 1e-9, "rel_err": err}]
+
+
+def copy_bandwidth():
+    n = 1 << 28  # 1 GiB of fp32
+    x = torch.empty(n, device="cuda")
+    y = torch.empty_like(x)
+    s = bench(lambda: y.copy_(x))
+    return {"impl": "device copy", "secs": s, "gbps": 2.0 * n * 4 / s * 1e-9}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--cases", default="matmul:1024,softmax:4096x4096,conv2d:1x64x56x56x64")
+    args = ap.parse_args()
+    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "triton": getattr(triton, "__version__", None), "cases": {}}
+    out["copy"] = copy_bandwidth()
+    for spec in args.cases.split(","):
+        kind, _, dims = spec.partition(":")
+        d = [int(v) for v in dims.split("x")]
+        try:
+            if kind == "matmul":
+                M, N, K = (d * 3)[:3] if len(d) == 1 else d
+                rows = case_matmul(M, N, K, torch.float32)
+            elif kind == "hmatmul":
+                M, N, K = (d * 3)[:3] if len(d) == 1 else d
+                rows = case_matmul(M, N, K, torch.float16)
+            elif kind == "softmax":
+                rows = case_softmax(*d)
+            elif kind == "conv2d":
+                n, c, h, w, f = d
+                rows = case_conv2d(n, c, h, w, f, 3, 3, 1)
+            else:
+                raise ValueError(f"unknown case {kind}")
+        except Exception as exc:  # one broken baseline must not hide the others
+            rows = [{"impl": "error", "error": repr(exc)}]
+        out["cases"][spec] = rows
+        for r in rows:
+            rate = f"{r['gflops']:.0f} GFLOP/s" if "gflops" in r else (
+                f"{r['gbps']:.0f} GB/s" if "gbps" in r else r.get("error", ""))
+            secs = f"{r['secs'] * 1e3:.4f} ms" if "secs" in r else ""
+            print(f"baseline {spec:28s} {r['impl']:18s} {secs:>12s} {rate:>16s} "
+                  f"err {r.get('rel_err', float('nan')):.1e}")
+    print(f"baseline device copy {out['copy']['gbps']:.0f} GB/s (read + write)")
+    with open(args.json, "w") as f:
+        json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
