@@ -38,30 +38,153 @@ static int fuse_reduction_loops(sch_t *s, sch_rv_t block, sch_rv_t *fused, int *
 
 /* ---- CrossThreadReduction -------------------------------------------------- */
 
-/* TVM also computes the block at its consumer when it can and moves its
- * output to shared memory (SetScope).  We have no SetScope primitive, and a
- * per-row result left in global memory would need a barrier between the
- * reducing thread and its readers; so the reduction keeps its own loop nest
- * (its own kernel), blockIdx over the rows, threads over the reduction.  The
- * rows are bound here rather than by AutoBind: when the sampled thread count
- * covers the whole reduction, the outer reduction loop has extent 1 and no
- * longer looks like a reduction loop, so AutoBind would fuse it with the rows
- * in some samples and not in others. */
-static int bind_reduction(sch_t *s, const char *block, tn_err_t *err) {
-  sch_rv_t b, t, fused, parts[2], loops[SMP_MAX_LOOPS];
-  int nspatial = 0, nl = 0;
+/* Fuses the block's reduction loops, splits them by the thread count t and
+ * binds the inner part to threadIdx.x; *nspatial gets the number of
+ * spatial loops in front. */
+static int bind_reduce_threads(sch_t *s, sch_rv_t b, sch_arg_t t, int *nspatial, tn_err_t *err) {
+  sch_rv_t fused, parts[2];
+  SMP_TRY(fuse_reduction_loops(s, b, &fused, nspatial, err));
+  sch_arg_t f[2] = {sch_arg_none(), t};
+  SMP_TRY(sch_split(s, fused, f, 2, parts, err));
+  return sch_bind(s, parts[1], "threadIdx.x", err);
+}
+
+static int sample_thread_count(sch_t *s, sch_rv_t *t, tn_err_t *err) {
   double probs[TN_ARRAY_LEN(xthread_extents)];
   int n = (int)TN_ARRAY_LEN(xthread_extents);
   for (int i = 0; i < n; i++) probs[i] = 1.0 / n;
+  return sch_sample_categorical(s, xthread_extents, probs, n, t, err);
+}
+
+/* The unfused form: the reduction keeps its own loop nest (its own kernel),
+ * blockIdx over the rows, threads over the reduction.  The rows are bound
+ * here rather than by AutoBind: when the sampled thread count covers the
+ * whole reduction, the outer reduction loop has extent 1 and no longer looks
+ * like a reduction loop, so AutoBind would fuse it with the rows in some
+ * samples and not in others. */
+static int bind_reduction(sch_t *s, const char *block, tn_err_t *err) {
+  sch_rv_t b, t, fused, loops[SMP_MAX_LOOPS];
+  int nspatial = 0, nl = 0;
   SMP_TRY(sch_get_block(s, block, &b, err));
-  SMP_TRY(sch_sample_categorical(s, xthread_extents, probs, n, &t, err));
-  SMP_TRY(fuse_reduction_loops(s, b, &fused, &nspatial, err));
-  sch_arg_t f[2] = {sch_arg_none(), sch_arg_rv(t)};
-  SMP_TRY(sch_split(s, fused, f, 2, parts, err));
-  SMP_TRY(sch_bind(s, parts[1], "threadIdx.x", err));
+  SMP_TRY(sample_thread_count(s, &t, err));
+  SMP_TRY(bind_reduce_threads(s, b, sch_arg_rv(t), &nspatial, err));
   SMP_TRY(sch_get_loops(s, b, loops, &nl, err));
   SMP_TRY(sch_fuse(s, loops, nspatial, &fused, err));
   return sch_bind(s, fused, "blockIdx.x", err);
+}
+
+/* The fused form (TVM's, when the block is fusible): the reduction is
+ * computed at its consumers' row loop, inside their kernel, with the same
+ * thread count; its per-row result stays in its (global) buffer, ordered
+ * by the barrier the code generator puts between the reducing thread's
+ * store and the readers.  (TVM also moves that result to shared memory with
+ * SetScope, which we do not have; it is one element per row.)  Two shapes
+ * of consumer qualify:
+ *  - one consumer not yet bound, a nest of two or more serial data-parallel
+ *    loops: its innermost loop is split by a new thread count and the inner
+ *    part bound to threadIdx.x; the target is the loop above it;
+ *  - consumers that an earlier fusion put under one row loop: the target is
+ *    that loop, the thread count the one sampled there (the same random
+ *    variable, so that the kernel's threadIdx.x loops agree under mutation). */
+typedef struct fusion {
+  sch_rv_t target;  /* loop to compute the block at */
+  sch_rv_t split;   /* new form: the consumer's innermost loop, to split by a new t */
+  sch_arg_t t;      /* existing form: the thread count of the kernel */
+  bool found;
+} fusion_t;
+
+static bool serial_spatial(const ir_stmt_t *l) {
+  return l && l->kind == IR_S_LOOP && l->u.loop.kind == IR_LOOP_SERIAL && l->u.loop.nannots == 0 &&
+         smp_loop_iter_type(&l->u.loop) == SMP_DATA_PAR;
+}
+
+static bool child_of(const ir_stmt_t *parent, const ir_stmt_t *kid) {
+  const ir_stmt_t *body = parent->u.loop.body;
+  if (body == kid) return true;
+  if (body && body->kind == IR_S_SEQ)
+    for (int i = 0; i < body->u.seq.n; i++)
+      if (body->u.seq.items[i] == kid) return true;
+  return false;
+}
+
+/* An earlier fusion's Split whose inner loop is bound to threadIdx.x and
+ * whose outer loop is a child of `parent`: its thread-count variable. */
+static bool fused_thread_count(const sch_t *s, const ir_stmt_t *parent, sch_arg_t *t) {
+  const sch_trace_t *tr = sch_get_trace(s);
+  for (int i = tr->n - 1; i >= 0; i--) {
+    const sch_inst_t *in = &tr->insts[i];
+    if (in->kind != SCH_SPLIT || in->ninputs != 3 || in->noutputs != 2 || in->inputs[2].kind != SCH_ARG_RV) continue;
+    const ir_stmt_t *outer = sch_rv_stmt(s, in->outputs[0]), *inner = sch_rv_stmt(s, in->outputs[1]);
+    if (!outer || !inner || inner->kind != IR_S_LOOP || inner->u.loop.kind != IR_LOOP_THREAD ||
+        strcmp(inner->u.loop.thread, "threadIdx.x") != 0 || !child_of(parent, outer))
+      continue;
+    *t = in->inputs[2];
+    return true;
+  }
+  return false;
+}
+
+static int fusion_target(sch_t *s, sch_rv_t b, fusion_t *fu, tn_err_t *err) {
+  sch_rv_t cons[SMP_MAX_BLOCKS], loops[SMP_MAX_LOOPS];
+  const ir_stmt_t *common[SMP_MAX_LOOPS];
+  sch_rv_t common_rv[SMP_MAX_LOOPS];
+  int nc = 0, ncommon = -1;
+  fu->found = false;
+  SMP_TRY(sch_get_consumers(s, b, cons, &nc, err));
+  if (nc == 0) return TN_OK;
+  for (int i = 0; i < nc; i++) {
+    int nl = 0;
+    SMP_TRY(sch_get_loops(s, cons[i], loops, &nl, err));
+    if (ncommon < 0) {
+      for (int k = 0; k < nl; k++) common[k] = sch_rv_stmt(s, common_rv[k] = loops[k]);
+      ncommon = nl;
+    }
+    int k = 0;
+    while (k < ncommon && k < nl && sch_rv_stmt(s, loops[k]) == common[k]) k++;
+    ncommon = k;
+  }
+  /* the deepest common serial data-parallel loop with an earlier fusion's
+   * threads under it */
+  for (int k = 0; k < ncommon && serial_spatial(common[k]); k++)
+    if (fused_thread_count(s, common[k], &fu->t)) {
+      fu->target = common_rv[k];
+      fu->split = -1;
+      fu->found = true;
+    }
+  if (fu->found || nc != 1) return TN_OK;
+  const ir_block_t *cb = &sch_rv_stmt(s, cons[0])->u.block;
+  if (ncommon < 2 || !smp_block_is_spatial(cb) || smp_is_tiled(cb)) return TN_OK;
+  for (int k = 0; k < ncommon; k++)
+    if (!serial_spatial(common[k]) || (k + 1 < ncommon && !smp_single_child(&common[k]->u.loop))) return TN_OK;
+  fu->target = common_rv[ncommon - 2];
+  fu->split = common_rv[ncommon - 1];
+  fu->found = true;
+  return TN_OK;
+}
+
+static int fuse_reduction(sch_t *s, sch_rv_t b, const fusion_t *fu, tn_err_t *err) {
+  sch_arg_t t = fu->t;
+  if (fu->split >= 0) {
+    sch_rv_t v, parts[2];
+    SMP_TRY(sample_thread_count(s, &v, err));
+    t = sch_arg_rv(v);
+    sch_arg_t f[2] = {sch_arg_none(), t};
+    SMP_TRY(sch_split(s, fu->split, f, 2, parts, err));
+    SMP_TRY(sch_bind(s, parts[1], "threadIdx.x", err));
+  }
+  SMP_TRY(sch_compute_at(s, b, fu->target, true, err));
+  int nspatial;
+  return bind_reduce_threads(s, b, t, &nspatial, err);
+}
+
+/* The bound variant: fused where the consumers allow, else unfused. */
+static int cross_thread(sch_t *s, const char *block, bool *fused, tn_err_t *err) {
+  sch_rv_t b;
+  fusion_t fu;
+  SMP_TRY(sch_get_block(s, block, &b, err));
+  SMP_TRY(fusion_target(s, b, &fu, err));
+  *fused = fu.found;
+  return fu.found ? fuse_reduction(s, b, &fu, err) : bind_reduction(s, block, err);
 }
 
 /* Spatial loops in front of the reduction (something to bind blockIdx to). */
@@ -84,13 +207,14 @@ int smp_rule_cross_thread_reduction(smp_ctx_t *c, smp_state_t *st, const char *b
     return TN_OK;
   }
   smp_state_t x;
+  bool fused = false;
   int rc = smp_fork(c, st, &x, err);
-  if (rc == TN_OK && (rc = bind_reduction(x.s, block, err)) < 0) smp_state_free(&x);
+  if (rc == TN_OK && (rc = cross_thread(x.s, block, &fused, err)) < 0) smp_state_free(&x);
   if (rc < 0) {
     smp_state_free(st);
     return rc;
   }
-  smp_note(&x, "cross-thread-reduction(%s)", block);
+  smp_note(&x, "cross-thread-reduction(%s%s)", block, fused ? ", fused into its consumers" : "");
   smp_states_push(out, *st);
   smp_states_push(out, x);
   return TN_OK;

@@ -246,7 +246,10 @@ START_TEST(test_rule_fingerprints) {
       {"row_sum", "M=8,N=256", "cpu", "add-rfactor(R at its inner reduction loop)", 1},
       {"row_sum", "M=8,N=256", "opencl/pocl-cpu", "auto-bind(R)", 0},
       {"row_sum", "M=8,N=256", "opencl/pocl-cpu", "cross-thread-reduction(R)", 1},
-      {"softmax", "M=8,N=64", "nvidia/h100", "cross-thread-reduction(rsum), cross-thread-reduction(rmax)", 3},
+      {"softmax", "M=8,N=64", "nvidia/h100",
+       "cross-thread-reduction(rsum, fused into its consumers), cross-thread-reduction(rmax, fused into its consumers)",
+       3},
+      {"softmax", "M=8,N=64", "nvidia/h100", "cross-thread-reduction(rmax), ", 1},
       {"softmax", "M=8,N=64", "nvidia/h100", "auto-inline(E into its consumers)", 0},
       {"vector_add", "N=1000", "nvidia/h100", "auto-bind(C)", 0},
   };
@@ -273,6 +276,30 @@ START_TEST(test_rule_fingerprints) {
   ck_assert_int_eq(found, 1);
   ck_assert_int_eq(count_insts(tr, SCH_BIND, "threadIdx.x", -1), 1);
   ck_assert_int_eq(count_insts(tr, SCH_BIND, "blockIdx.x", -1), 1);
+  smp_space_free(&sp);
+  ir_workload_free(w);
+
+  /* softmax with both reductions fused into S: one thread count for the
+   * kernel (one categorical, three threadIdx.x bindings), S's rows on
+   * blockIdx.x, and every sample one kernel */
+  w = tu_load_sets("softmax", "M=8,N=64");
+  sp = generate(w->func, &t, 3);
+  tr = sp.traces[3];
+  ck_assert_int_eq(count_insts(tr, SCH_SAMPLE_CATEGORICAL, NULL, -1), 2); /* threads, unroll */
+  ck_assert_int_eq(count_insts(tr, SCH_BIND, "threadIdx.x", -1), 3);
+  ck_assert_int_eq(count_insts(tr, SCH_BIND, "blockIdx.x", -1), 1);
+  ck_assert_int_eq(count_insts(tr, SCH_COMPUTE_AT, NULL, -1), 2);
+  for (uint64_t seed = 1; seed <= 8; seed++) {
+    sch_t *s = NULL;
+    tn_err_t err = {0};
+    ck_assert_msg(smp_sample(w->func, &t, tr, seed, &s, NULL, &err) == TN_OK, "%s", err.msg);
+    cg_module_t *m = NULL;
+    ck_assert_msg(cg_lower(sch_func(s), CG_TARGET_CUDA, NULL, &m, &err) == TN_OK, "%s", err.msg);
+    ck_assert_int_eq(m->nkernels, 1);
+    ck_assert_int_eq(m->kernels[0].grid[0], 8); /* the rows */
+    cg_module_free(m);
+    sch_free(s);
+  }
   smp_space_free(&sp);
   ir_workload_free(w);
 }
