@@ -20,21 +20,31 @@ static const tn_target_t builtin[] = {
     {"nvidia/h200", TN_TARGET_CUDA, "sm_90", "NVIDIA H200 SXM", 1024, 49152, 255, 65536, 32, 16, 132, 0, 66900, 4800},
     {"opencl/pocl-cpu", TN_TARGET_OPENCL, "", "PoCL on the host CPU", 1024, 49152, 0, 0, 32, 16, 0, 0, 0, 0},
     {"cpu", TN_TARGET_CPU, "native", "host CPU", 0, 0, 0, 0, 1, 32, 0, 0, 0, 0},
+    {"cuda-host", TN_TARGET_CUDA_HOST, "", "CUDA C run on the host CPU (checks only)", 1024, 49152, 0, 0, 32, 16, 0, 0, 0,
+     0},
 };
 
 static const char *const builtin_names[] = {"cpu",         "opencl/pocl-cpu", "nvidia/tesla-t4", "nvidia/tesla-p100",
-                                            "nvidia/a100", "nvidia/h100",     "nvidia/h200",     NULL};
+                                            "nvidia/a100", "nvidia/h100",     "nvidia/h200",     "cuda-host",
+                                            NULL};
 
 const char *const *tn_target_builtin_names(void) { return builtin_names; }
 
 const char *tn_target_kind_name(tn_target_kind_t k) {
-  return k == TN_TARGET_CUDA ? "cuda" : k == TN_TARGET_OPENCL ? "opencl" : "cpu";
+  switch (k) {
+  case TN_TARGET_CUDA: return "cuda";
+  case TN_TARGET_OPENCL: return "opencl";
+  case TN_TARGET_CUDA_HOST: return "cuda-host";
+  case TN_TARGET_CPU: break;
+  }
+  return "cpu";
 }
 
 static int kind_parse(const char *s, tn_target_kind_t *k) {
   if (strcmp(s, "cpu") == 0) *k = TN_TARGET_CPU;
   else if (strcmp(s, "opencl") == 0) *k = TN_TARGET_OPENCL;
   else if (strcmp(s, "cuda") == 0) *k = TN_TARGET_CUDA;
+  else if (strcmp(s, "cuda-host") == 0) *k = TN_TARGET_CUDA_HOST;
   else return TN_EINVAL;
   return TN_OK;
 }
@@ -85,7 +95,7 @@ int tn_target_from_json(const char *text, size_t len, tn_target_t *out, tn_err_t
       (rc = copy_str(t.device, sizeof t.device, j, "device", false, err)) < 0)
     goto out;
   if (kind_parse(kind, &t.kind) < 0) {
-    rc = tn_err_set(err, TN_EINVAL, "target: unknown kind \"%s\" (expected cpu, opencl or cuda)", kind);
+    rc = tn_err_set(err, TN_EINVAL, "target: unknown kind \"%s\" (expected cpu, opencl, cuda or cuda-host)", kind);
     goto out;
   }
   for (size_t i = 0; i < TN_ARRAY_LEN(fields); i++) {

@@ -7,7 +7,10 @@
 
 #include "common.h"
 
-typedef enum tn_target_kind { TN_TARGET_CPU, TN_TARGET_OPENCL, TN_TARGET_CUDA } tn_target_kind_t;
+/* TN_TARGET_CUDA_HOST: CUDA C, compiled as C++ with tuned's harness
+ * (measure/cuda_host.h) and run on the host CPU, to check what the CUDA code
+ * generator emits where no GPU is (its times mean nothing). */
+typedef enum tn_target_kind { TN_TARGET_CPU, TN_TARGET_OPENCL, TN_TARGET_CUDA, TN_TARGET_CUDA_HOST } tn_target_kind_t;
 
 typedef struct tn_target {
   char name[64];      /* "nvidia/tesla-t4", "cpu", "opencl/pocl-cpu" */
@@ -26,7 +29,7 @@ typedef struct tn_target {
   double peak_gbps;               /* memory bandwidth; 0 if unknown */
 } tn_target_t;
 
-const char *tn_target_kind_name(tn_target_kind_t k); /* "cpu", "opencl", "cuda" */
+const char *tn_target_kind_name(tn_target_kind_t k); /* "cpu", "opencl", "cuda", "cuda-host" */
 
 /* Looks a target up by name: "cpu" (the local CPU, cores detected), the
  * built-in table, then configs/NAME.json under `config_dir` (may be NULL).

@@ -113,6 +113,9 @@ int td_target_check(const td_machine_t *m, const char *name, td_target_info_t *o
   case TN_TARGET_CUDA:
     check_cuda(m, out);
     break;
+  case TN_TARGET_CUDA_HOST: /* the host's C++ compiler; a missing one fails each build, saying so */
+    out->usable = true;
+    break;
   }
   return 0;
 }

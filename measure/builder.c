@@ -119,9 +119,11 @@ static void job_unref(job_t *j) {
 
 /* cc builds can be paused (ms_commands_pause): their deadlines are on the
  * clock that stands still meanwhile. */
-static double job_clock(const job_t *j) {
-  return j->cand->target.kind == TN_TARGET_CPU ? ms_active_clock() : tn_now();
+static bool host_compiled(const job_t *j) {
+  return j->cand->target.kind == TN_TARGET_CPU || j->cand->target.kind == TN_TARGET_CUDA_HOST;
 }
+
+static double job_clock(const job_t *j) { return host_compiled(j) ? ms_active_clock() : tn_now(); }
 
 /* Runs one build into j->local (no lock held). */
 static void run_job(core_t *c, job_t *j) {
@@ -137,6 +139,8 @@ static void run_job(core_t *c, job_t *j) {
     ms_build_cuda(j->cand, dir, r);
   } else if (j->cand->target.kind == TN_TARGET_OPENCL) {
     ms_build_opencl(j->cand, dir, r);
+  } else if (j->cand->target.kind == TN_TARGET_CUDA_HOST) {
+    ms_build_cuda_host(j->cand, dir, c->timeout_s, r);
   } else {
     ms_build_c(j->cand, dir, c->timeout_s, r);
   }
@@ -181,7 +185,7 @@ static void *thread_main(void *arg) {
     j->refs++;
     j->started = job_clock(j);
     j->deadline = j->started + c->timeout_s +
-                  (j->cand->target.kind == TN_TARGET_CPU ? CC_WATCHDOG_GRACE_S : 0);
+                  (host_compiled(j) ? CC_WATCHDOG_GRACE_S : 0);
     pthread_cond_signal(&c->wd);
     pthread_mutex_unlock(&c->mu);
     inflight_add(1);

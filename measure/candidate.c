@@ -6,12 +6,16 @@
 
 #include "ms_internal.h"
 
+/* cuda-host: CUDA C built by the host's C++ compiler into a .so that the
+ * CPU backend runs. */
 ms_backend_t ms_backend_of(tn_target_kind_t k) {
   return k == TN_TARGET_CUDA ? MS_BACKEND_CUDA : k == TN_TARGET_OPENCL ? MS_BACKEND_OPENCL : MS_BACKEND_CPU;
 }
 
 cg_target_t ms_language_of(tn_target_kind_t k) {
-  return k == TN_TARGET_CUDA ? CG_TARGET_CUDA : k == TN_TARGET_OPENCL ? CG_TARGET_OPENCL : CG_TARGET_C;
+  return k == TN_TARGET_CUDA || k == TN_TARGET_CUDA_HOST ? CG_TARGET_CUDA
+         : k == TN_TARGET_OPENCL                         ? CG_TARGET_OPENCL
+                                                         : CG_TARGET_C;
 }
 
 void ms_candidate_free(ms_candidate_t *c) {

@@ -63,6 +63,8 @@ int ms_frame_recv(int fd, double deadline, cJSON **out, tn_err_t *err);
 /* One build: cand into dir (which exists), facts and artifact into res.
  * `abandoned` is polled where possible (after the compiler returns). */
 void ms_build_c(const ms_candidate_t *cand, const char *dir, double timeout_s, ms_result_t *res);
+/* cuda-host: the CUDA source as C++ with the harness header and a launcher. */
+void ms_build_cuda_host(const ms_candidate_t *cand, const char *dir, double timeout_s, ms_result_t *res);
 void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_result_t *res);
 void ms_build_opencl(const ms_candidate_t *cand, const char *dir, ms_result_t *res);
 

@@ -4,6 +4,7 @@
  * compiles the CUDA output with NVRTC, and checks key lines of the source
  * and the launch configuration. */
 #include "codegen/codegen.h"
+#include "measure/measure.h"
 #include "schedule/schedule.h"
 #include "testutil.h"
 
@@ -406,6 +407,21 @@ typedef struct gpu_out {
 
 /* CUDA: lowers and compiles for sm_75 and sm_90.  OpenCL: lowers, runs on
  * PoCL and compares with ref's evaluation. */
+/* Runs the CUDA lowering through the cuda-host harness (the C++ compiler,
+ * the worker, verification against ref's evaluation). */
+static void run_cuda_host(const ir_func_t *ref, const cg_module_t *m) {
+  tn_target_t t;
+  tn_err_t err = {0};
+  ck_assert_msg(tn_target_lookup("cuda-host", NULL, &t, &err) == TN_OK, "%s", err.msg);
+  ms_options_t o = {.seed = 1};
+  o.run.min_secs = 1e-9; /* one checked run and one timed: the times mean nothing here */
+  o.run.min_repeats = o.run.max_repeats = 1;
+  ms_result_t r;
+  ck_assert_msg(ms_measure(ref, &t, (cg_module_t *const *)&m, 1, &o, &r, &err) == TN_OK, "%s", err.msg);
+  ck_assert_msg(r.status == MS_OK, "cuda-host: %s: %s\n%s", ms_status_name(r.status), r.error, m->source);
+  ms_result_clear(&r);
+}
+
 static gpu_out_t check_gpu(const ir_func_t *f, const ir_func_t *ref) {
   gpu_out_t o;
   cg_module_t *mc = lower_ok(f, CG_TARGET_CUDA);
@@ -413,6 +429,7 @@ static gpu_out_t check_gpu(const ir_func_t *f, const ir_func_t *ref) {
   nvrtc_compile(mc->source, "sm_75");
   nvrtc_compile(mc->source, "sm_90");
 #endif
+  run_cuda_host(ref, mc);
   o.cuda = tn_xstrdup(mc->source);
   o.cuda_json = cg_module_launch_json(mc);
   cg_module_free(mc);

@@ -212,23 +212,28 @@ static const struct {
     {"matmul_shared", "matmul", "M=128,N=128,K=128"},
 };
 
-/* The GPU-style schedules run on PoCL and verify. */
-START_TEST(t_course_opencl) {
-  ir_workload_t *w = tu_load_sets(gpu_course[_i].workload, gpu_course[_i].sets);
-  cg_module_t *m = lower(w, gpu_course[_i].trace, CG_TARGET_OPENCL);
-  tn_target_t t = target("opencl/pocl-cpu");
+/* Course schedule i lowered to lang, built and run for the target, verified. */
+static void run_course(int i, cg_target_t lang, const char *target_name, ms_result_t *res) {
+  ir_workload_t *w = tu_load_sets(gpu_course[i].workload, gpu_course[i].sets);
+  cg_module_t *m = lower(w, gpu_course[i].trace, lang);
+  tn_target_t t = target(target_name);
   ms_candidate_t *c = from_module(&t, m);
   ms_builder_t *b = builder(0, 0);
   ms_runner_t *r = runner(w, 0);
-  ms_result_t res;
-  build_and_run(r, b, &c, &res, 1);
-  assert_measured_ok(&res, gpu_course[_i].trace);
-  ck_assert_ptr_nonnull(strstr(res.build.compiler, "OpenCL"));
-  ck_assert(res.build.build_secs > 0);
-  if (strstr(gpu_course[_i].trace, "shared")) ck_assert_int_gt(res.build.shared_bytes, 0);
-  ms_result_clear(&res);
+  build_and_run(r, b, &c, res, 1);
+  assert_measured_ok(res, gpu_course[i].trace);
+  ck_assert(res->build.build_secs > 0);
   ms_runner_free(r);
   teardown(b, c, m, w);
+}
+
+/* The GPU-style schedules run on PoCL and verify. */
+START_TEST(t_course_opencl) {
+  ms_result_t res;
+  run_course(_i, CG_TARGET_OPENCL, "opencl/pocl-cpu", &res);
+  ck_assert_ptr_nonnull(strstr(res.build.compiler, "OpenCL"));
+  if (strstr(gpu_course[_i].trace, "shared")) ck_assert_int_gt(res.build.shared_bytes, 0);
+  ms_result_clear(&res);
 }
 END_TEST
 
@@ -410,6 +415,80 @@ START_TEST(t_planted_opencl) {
   ck_assert_msg(strstr(res[1].error, "OpenCL build failed"), "%s", res[1].error);
   assert_measured_ok(&res[2], "good OpenCL candidate");
   for (int i = 0; i < 3; i++) ms_result_clear(&res[i]), ms_candidate_free(cs[i]);
+  ms_runner_free(r);
+  ms_builder_free(b);
+  cg_module_free(m);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* The same schedules' CUDA C runs on the host through the cuda-host harness
+ * and verifies. */
+START_TEST(t_course_cuda_host) {
+  ms_result_t res;
+  run_course(_i, CG_TARGET_CUDA, "cuda-host", &res);
+  ck_assert_str_eq(res.build.arch, "host");
+  ck_assert_ptr_nonnull(strstr(res.artifact, "cand.so"));
+  ms_result_clear(&res);
+}
+END_TEST
+
+/* A kernel for vector_add's launch (8 blocks of 128 threads): `body` after
+ * i = the global index. */
+static char *host_kernel(const cg_module_t *m, const char *body) {
+  tn_buf_t o;
+  tn_buf_init(&o);
+  tn_buf_printf(&o,
+                "extern \"C\" __global__ void %s(float *__restrict__ A, float *__restrict__ B, float *__restrict__ C) {\n"
+                "  int i = (int)blockIdx.x * 128 + (int)threadIdx.x;\n%s\n}\n",
+                m->kernels[0].name, body);
+  return tn_buf_take(&o);
+}
+
+/* What the harness catches: a missing barrier (wrong result, the threads run
+ * in shuffled order and shared memory starts poisoned), an index past a
+ * shared array, a misaligned float4, a barrier only some threads reach, a
+ * shuffle from a lane outside its mask; each followed by a good kernel. */
+START_TEST(t_planted_cuda_host) {
+  ir_workload_t *w = tu_load_sets("vector_add", "N=1024");
+  cg_module_t *m = lower(w, "vector_add_gpu", CG_TARGET_CUDA);
+  ck_assert_int_eq(m->kernels[0].block[0], 128);
+  tn_target_t t = target("cuda-host");
+  static const char *const bodies[] = {
+      /* reversed through shared memory, without the barrier */
+      "  __shared__ float a[128], b[128];\n  a[threadIdx.x] = A[i];\n  b[threadIdx.x] = B[i];\n"
+      "  int j = 127 - (int)threadIdx.x;\n  C[(int)blockIdx.x * 128 + j] = a[j] + b[j];",
+      "  __shared__ float a[128];\n  a[threadIdx.x + 1] = A[i];\n  __syncthreads();\n  C[i] = A[i] + B[i];",
+      "  float4 v = *(const float4 *)(A + 1);\n  C[i] = A[i] + B[i] + v.x * 0.0f;",
+      "  if (threadIdx.x < 64) __syncthreads();\n  C[i] = A[i] + B[i];",
+      "  float v = __shfl_down_sync(0xffffu, A[i], 1, 32);\n  C[i] = A[i] + B[i] + 0.0f * v;",
+      /* the good one: the reversal with its barrier */
+      "  __shared__ float a[128], b[128];\n  a[threadIdx.x] = A[i];\n  b[threadIdx.x] = B[i];\n  __syncthreads();\n"
+      "  int j = 127 - (int)threadIdx.x;\n  C[(int)blockIdx.x * 128 + j] = a[j] + b[j];",
+  };
+  enum { N = (int)TN_ARRAY_LEN(bodies) };
+  ms_candidate_t *cs[N];
+  for (int k = 0; k < N; k++) {
+    char *src = host_kernel(m, bodies[k]);
+    cs[k] = planted(&t, m, src);
+    free(src);
+  }
+  ms_builder_t *b = builder(0, 0);
+  ms_runner_t *r = runner(w, 0);
+  ms_result_t res[N];
+  build_and_run(r, b, cs, res, N);
+  ck_assert_msg(res[0].status == MS_WRONG_RESULT, "%s: %s", ms_status_name(res[0].status), res[0].error);
+  ck_assert_int_eq(res[1].status, MS_RUN_ERROR);
+  ck_assert_msg(strstr(res[1].error, "index 128 out of bounds"), "%s", res[1].error);
+  ck_assert_int_eq(res[2].status, MS_RUN_ERROR);
+  ck_assert_msg(strstr(res[2].error, "misaligned address"), "%s", res[2].error);
+  ck_assert_int_eq(res[3].status, MS_RUN_ERROR);
+  ck_assert_msg(strstr(res[3].error, "__syncthreads reached by some threads of the block after others exited"), "%s",
+                res[3].error);
+  ck_assert_int_eq(res[4].status, MS_RUN_ERROR);
+  ck_assert_msg(strstr(res[4].error, "__shfl_down_sync called by a lane outside its mask"), "%s", res[4].error);
+  assert_measured_ok(&res[5], "the reversal with its barrier");
+  for (int k = 0; k < N; k++) ms_result_clear(&res[k]), ms_candidate_free(cs[k]);
   ms_runner_free(r);
   ms_builder_free(b);
   cg_module_free(m);
@@ -921,11 +1000,13 @@ static Suite *make_suite(void) {
   if (WITH_OPENCL) tcase_add_loop_test(tc, t_course_opencl, 0, (int)TN_ARRAY_LEN(gpu_course));
   if (WITH_CUDA) tcase_add_loop_test(tc, t_course_nvrtc, 0, (int)TN_ARRAY_LEN(gpu_course));
   tcase_add_test(tc, t_course_cpu);
+  tcase_add_loop_test(tc, t_course_cuda_host, 0, (int)TN_ARRAY_LEN(gpu_course));
   suite_add_tcase(s, tc);
   tc = tcase_create("planted");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, t_planted_cpu);
   if (WITH_OPENCL) tcase_add_test(tc, t_planted_opencl);
+  tcase_add_test(tc, t_planted_cuda_host);
   if (WITH_CUDA) tcase_add_test(tc, t_planted_cuda_build);
   if (WITH_CUDA) tcase_add_test(tc, t_cuda_no_driver);
   if (!WITH_CUDA || !WITH_OPENCL) tcase_add_test(tc, t_missing_backend);

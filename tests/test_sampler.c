@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "measure/measure.h"
 #include "sampler/sampler.h"
 #include "testir.h"
 #include "testutil.h"
@@ -131,12 +132,35 @@ static void check_gpu(const tn_target_t *t, const sch_t *s, const char *what) {
   ck_assert_msg(u.vector_bytes <= t->max_vector_bytes, "%s: %lld-byte vectors", what, (long long)u.vector_bytes);
 }
 
-static void check_lowers(const tn_target_t *t, const sch_t *s, const char *what) {
+/* Lowers s for t; returns the module. */
+static cg_module_t *check_lowers(const tn_target_t *t, const sch_t *s, const char *what) {
   cg_module_t *m = NULL;
   tn_err_t err = {0};
   cg_target_t ct = t->kind == TN_TARGET_CPU ? CG_TARGET_C : t->kind == TN_TARGET_CUDA ? CG_TARGET_CUDA : CG_TARGET_OPENCL;
   ck_assert_msg(cg_lower(sch_func(s), ct, NULL, &m, &err) == TN_OK, "%s: codegen: %s", what, err.msg);
-  cg_module_free(m);
+  return m;
+}
+
+/* CUDA samples run per space through the cuda-host harness */
+#define HOST_RUNS 3
+
+/* Builds and runs the CUDA modules on the host (cuda-host harness, one
+ * worker) and checks every output against f's reference evaluation. */
+static void run_on_host(const ir_func_t *f, cg_module_t **mods, char (*what)[256], int n) {
+  if (n == 0) return;
+  tn_target_t t = target("cuda-host");
+  ms_options_t o = {.seed = 1};
+  o.run.min_secs = 1e-9; /* one timed run: the times mean nothing here */
+  o.run.min_repeats = o.run.max_repeats = 1;
+  ms_result_t *res = tn_xcalloc((size_t)n, sizeof *res);
+  tn_err_t err = {0};
+  ck_assert_msg(ms_measure(f, &t, mods, n, &o, res, &err) == TN_OK, "%s", err.msg);
+  for (int i = 0; i < n; i++) {
+    ck_assert_msg(res[i].status == MS_OK, "%s on cuda-host: %s: %s\n%s", what[i], ms_status_name(res[i].status),
+                  res[i].error, mods[i]->source);
+    ms_result_clear(&res[i]);
+  }
+  free(res);
 }
 
 /* ---- design spaces ----------------------------------------------------------- */
@@ -316,6 +340,9 @@ START_TEST(test_samples) {
   const wl_case_t *wc = &workloads[_i];
   ir_workload_t *w = tu_load_sets(wc->name, wc->sets);
   ref_t ref = reference(w->func);
+  cg_module_t *host[16 * HOST_RUNS];
+  char host_what[16 * HOST_RUNS][256];
+  int nhost = 0;
   for (int k = 0; k < 3; k++) {
     tn_target_t t = target(targets[k]);
     smp_space_t sp = generate(w->func, &t, 7);
@@ -336,8 +363,14 @@ START_TEST(test_samples) {
         ok++;
         check_outputs(w->func, &ref, sch_func(s), what);
         check_roundtrip(w->func, s, what);
-        check_lowers(&t, s, what);
+        cg_module_t *m = check_lowers(&t, s, what);
         if (t.kind != TN_TARGET_CPU) check_gpu(&t, s, what);
+        if (t.kind == TN_TARGET_CUDA && ok <= HOST_RUNS && nhost < (int)TN_ARRAY_LEN(host)) {
+          snprintf(host_what[nhost], sizeof host_what[nhost], "%s", what);
+          host[nhost++] = m;
+        } else {
+          cg_module_free(m);
+        }
         sch_free(s);
       }
       /* matmul on GPUs must pass postprocessing at least 80% of the time */
@@ -347,6 +380,10 @@ START_TEST(test_samples) {
     }
     smp_space_free(&sp);
   }
+  ck_assert_int_ge(nhost, HOST_RUNS); /* every workload has a CUDA space */
+  run_on_host(w->func, host, host_what, nhost);
+  fprintf(stderr, "test_samples: %s: %d CUDA samples ran on the host\n", wc->name, nhost);
+  for (int i = 0; i < nhost; i++) cg_module_free(host[i]);
   ir_data_free(ref.d);
   ir_workload_free(w);
 }

@@ -1,0 +1,299 @@
+/* tuned_cuda_host.h — runs the CUDA C that tuned generates on the host CPU.
+ *
+ * The "cuda-host" target's builder (measure/build_cc.c) compiles a
+ * candidate's exact CUDA source as C++ with this header in front and a
+ * launcher behind (`int tuned_entry(void **args)`, one tuned_host::launch per
+ * kernel), so that the worker's CPU backend runs and verifies it like any
+ * CPU candidate.  A kernel is run block after block; the threads of a block
+ * are coroutines (ucontext) that run one at a time, each until its next
+ * barrier, in an order shuffled at every barrier: a missing __syncthreads
+ * shows up as a wrong result.  Warp shuffles are exchanges at warp-wide
+ * meeting points.  __shared__ arrays are function statics, one copy for the
+ * block's threads; every block starts with them full of NaN bytes.  Built
+ * with UBSan's alignment and bounds checks: a misaligned float4 access or an
+ * index past a shared or local array stops the run with the place.
+ *
+ * What it cannot see: timing, bank conflicts, coalescing, register
+ * pressure and spills, occupancy, true concurrency inside a warp (a race
+ * between two threads of one warp that the hardware happens to order), and
+ * the memory model beyond barriers.  Errors (a barrier only some threads
+ * reach, a shuffle from a lane outside the mask or the block) print what and
+ * where on stderr and abort: the worker reports them as a run error. */
+#ifndef TUNED_CUDA_HOST_H
+#define TUNED_CUDA_HOST_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <functional>
+#include <vector>
+
+/* ---- CUDA's spellings ------------------------------------------------------- */
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __restrict__ __restrict
+/* __shared__ arrays: function statics (one copy for a block's threads) in a
+ * section of their own, so that each block can start with them poisoned. */
+#define __shared__ static __attribute__((section("tuned_shared")))
+#define __align__(n) __attribute__((aligned(n)))
+extern "C" char __start_tuned_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" char __stop_tuned_shared[] __attribute__((weak, visibility("hidden")));
+
+struct dim3 {
+  unsigned x, y, z;
+};
+struct alignas(8) float2 {
+  float x, y;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+
+/* IEEE half bits, converted with round to nearest even. */
+struct __half {
+  uint16_t bits;
+};
+static inline float __half2float(__half h) {
+  uint32_t s = (uint32_t)(h.bits & 0x8000u) << 16, e = (h.bits >> 10) & 0x1f, m = h.bits & 0x3ffu, u;
+  if (e == 0x1f) u = s | 0x7f800000u | (m << 13);
+  else if (e) u = s | ((e + 112) << 23) | (m << 13);
+  else if (!m) u = s;
+  else {
+    e = 113;
+    while (!(m & 0x400u)) m <<= 1, e--;
+    u = s | (e << 23) | ((m & 0x3ffu) << 13);
+  }
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+static inline __half __float2half(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu, q;
+  if (a > 0x7f800000u) {
+    q = 0x7e00u; /* NaN */
+  } else if (a >= 0x38800000u) { /* normal (or overflowing) */
+    q = (a - (112u << 23)) >> 13;
+    uint32_t rest = a & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (q & 1))) q++;
+    if (q > 0x7c00u) q = 0x7c00u;
+  } else if (a < 0x33000000u) { /* under 2^-25: zero */
+    q = 0;
+  } else { /* subnormal: units of 2^-24 */
+    uint32_t m = (a & 0x7fffffu) | 0x800000u, shift = 126 - (a >> 23);
+    uint32_t rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    q = m >> shift;
+    if (rest > half || (rest == half && (q & 1))) q++;
+  }
+  __half h;
+  h.bits = (uint16_t)(sign | q);
+  return h;
+}
+
+/* ---- the block's threads ------------------------------------------------------ */
+
+namespace tuned_host {
+
+enum { RUN, AT_BARRIER, AT_WARP, DONE };
+
+struct thread {
+  ucontext_t ctx;
+  dim3 idx;
+  int lin, state;
+  uint64_t slot; /* a value offered to the warp's shuffle */
+  unsigned shuffles;
+};
+
+inline thread *cur;
+inline dim3 block_idx, block_dim, grid_dim;
+inline ucontext_t sched;
+inline std::vector<thread> threads;
+inline const std::function<void()> *body;
+inline char *stacks;
+inline size_t nstacks;
+inline uint64_t rng = 0x9e3779b97f4a7c15ull;
+inline const char *kernel_name = "";
+
+/* Each thread's stack: 1 MiB (a thread's local arrays are under 512 KiB),
+ * reserved lazily, with a guard page below it. */
+static const size_t STACK = 1u << 20;
+
+[[noreturn]] inline void fail(const char *fmt, const char *what) {
+  fprintf(stderr, "cuda-host: kernel %s, block (%u, %u, %u): ", kernel_name, block_idx.x, block_idx.y,
+          block_idx.z);
+  fprintf(stderr, fmt, what);
+  fputc('\n', stderr);
+  fflush(stderr);
+  abort();
+}
+
+inline void wait(int state) {
+  cur->state = state;
+  swapcontext(&cur->ctx, &sched);
+}
+
+inline void trampoline() {
+  (*body)();
+  cur->state = DONE;
+}
+
+inline uint64_t next_random() {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng;
+}
+
+inline void ensure_stacks(size_t n) {
+  if (n <= nstacks) return;
+  if (stacks) munmap(stacks, nstacks * STACK);
+  void *p = mmap(NULL, n * STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) fail("%s", "cannot reserve the threads' stacks");
+  stacks = (char *)p;
+  nstacks = n;
+  long page = sysconf(_SC_PAGESIZE);
+  for (size_t i = 0; i < n; i++) mprotect(stacks + i * STACK, (size_t)page, PROT_NONE);
+}
+
+/* Releases the threads waiting at warp or block barriers, if every live
+ * thread of the group waits there; false when nothing can move. */
+inline bool release(int n) {
+  bool moved = false;
+  for (int w = 0; w < n; w += 32) {
+    int live = 0, waiting = 0;
+    for (int i = w; i < n && i < w + 32; i++) {
+      live += threads[i].state != DONE;
+      waiting += threads[i].state == AT_WARP;
+    }
+    if (waiting && waiting == live) {
+      for (int i = w; i < n && i < w + 32; i++)
+        if (threads[i].state == AT_WARP) threads[i].state = RUN;
+      moved = true;
+    }
+  }
+  if (moved) return true;
+  int live = 0, waiting = 0;
+  for (int i = 0; i < n; i++) {
+    live += threads[i].state != DONE;
+    waiting += threads[i].state == AT_BARRIER;
+  }
+  if (live == 0) return false;
+  if (waiting != live)
+    fail("%s", "deadlock: some threads wait at __syncthreads while others wait at a warp shuffle");
+  if (live != n) fail("%s", "__syncthreads reached by some threads of the block after others exited");
+  for (int i = 0; i < n; i++) threads[i].state = RUN;
+  return true;
+}
+
+inline void run_block(int n) {
+  if (__start_tuned_shared && __stop_tuned_shared > __start_tuned_shared) /* NaN bytes, as cuda_prepare's poison */
+    memset(__start_tuned_shared, 0xFF, (size_t)(__stop_tuned_shared - __start_tuned_shared));
+  std::vector<int> order((size_t)n);
+  for (int i = 0; i < n; i++) {
+    thread &t = threads[(size_t)i];
+    t.lin = i;
+    t.idx = dim3{(unsigned)i % block_dim.x, (unsigned)i / block_dim.x % block_dim.y,
+                 (unsigned)i / (block_dim.x * block_dim.y)};
+    t.state = RUN;
+    t.shuffles = 0;
+    getcontext(&t.ctx);
+    t.ctx.uc_stack.ss_sp = stacks + (size_t)i * STACK;
+    t.ctx.uc_stack.ss_size = STACK;
+    t.ctx.uc_link = &sched;
+    makecontext(&t.ctx, (void (*)())trampoline, 0);
+  }
+  for (;;) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+      if (threads[(size_t)i].state == RUN) order[(size_t)k++] = i;
+    if (k == 0) {
+      if (!release(n)) return;
+      continue;
+    }
+    for (int i = k - 1; i > 0; i--) { /* a new order at every meeting point */
+      int j = (int)(next_random() % (uint64_t)(i + 1)), x = order[(size_t)i];
+      order[(size_t)i] = order[(size_t)j];
+      order[(size_t)j] = x;
+    }
+    for (int i = 0; i < k; i++) {
+      cur = &threads[(size_t)order[(size_t)i]];
+      swapcontext(&sched, &cur->ctx);
+    }
+  }
+}
+
+/* Runs kernel `k` (a call of it with the launch's arguments) over the grid. */
+inline void launch(const char *name, dim3 grid, dim3 block, const std::function<void()> &k) {
+  kernel_name = name;
+  grid_dim = grid;
+  block_dim = block;
+  int n = (int)(block.x * block.y * block.z);
+  if (n < 1 || n > 1024) fail("%s", "a block of 1 to 1024 threads is needed");
+  if (threads.size() < (size_t)n) threads.resize((size_t)n);
+  ensure_stacks((size_t)n);
+  body = &k;
+  const char *seed = getenv("TUNED_HOST_SEED");
+  rng = seed && *seed ? strtoull(seed, NULL, 10) * 0x9e3779b97f4a7c15ull + 1 : 0x9e3779b97f4a7c15ull;
+  for (unsigned z = 0; z < grid.z; z++)
+    for (unsigned y = 0; y < grid.y; y++)
+      for (unsigned x = 0; x < grid.x; x++) {
+        block_idx = dim3{x, y, z};
+        run_block(n);
+      }
+  cur = NULL;
+}
+
+/* A warp shuffle: every thread offers its value, all meet, each takes the
+ * source lane's value, all meet again before the offers can change. */
+template <typename T> T exchange(unsigned mask, T v, int src, const char *what) {
+  int lane = cur->lin & 31, base = cur->lin - lane, n = (int)(block_dim.x * block_dim.y * block_dim.z);
+  if (!(mask >> lane & 1u)) fail("%s called by a lane outside its mask", what);
+  if (src < 0 || src > 31 || !(mask >> src & 1u) || base + src >= n)
+    fail("%s reads a lane outside its mask or the block", what);
+  static_assert(sizeof(T) <= sizeof(uint64_t), "shuffled values are at most 8 bytes");
+  memcpy(&cur->slot, &v, sizeof v);
+  wait(AT_WARP);
+  T r;
+  memcpy(&r, &threads[(size_t)(base + src)].slot, sizeof r);
+  wait(AT_WARP);
+  return r;
+}
+
+} /* namespace tuned_host */
+
+#define threadIdx (tuned_host::cur->idx)
+#define blockIdx (tuned_host::block_idx)
+#define blockDim (tuned_host::block_dim)
+#define gridDim (tuned_host::grid_dim)
+
+inline void __syncthreads() { tuned_host::wait(tuned_host::AT_BARRIER); }
+
+template <typename T> T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+  int lane = tuned_host::cur->lin & 31;
+  return tuned_host::exchange(mask, v, lane / width * width + src % width, "__shfl_sync");
+}
+
+template <typename T> T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  int lane = tuned_host::cur->lin & 31;
+  int src = lane % width + (int)delta < width ? lane + (int)delta : lane;
+  return tuned_host::exchange(mask, v, src, "__shfl_down_sync");
+}
+
+template <typename T> T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  int lane = tuned_host::cur->lin & 31, src = lane ^ lane_mask;
+  if (src / width != lane / width) src = lane;
+  return tuned_host::exchange(mask, v, src, "__shfl_xor_sync");
+}
+
+#endif
