@@ -20,8 +20,9 @@
  * scope temporaries (role IR_BUF_TEMP), which the runner allocates as
  * scratch ("workspace") buffers because they live across kernels.  Launch with
  * global size grid*block (OpenCL) or <<<grid, block, dyn_shared_bytes>>>.
- * float16 is __half in CUDA (the source includes <cuda_fp16.h>: give NVRTC
- * -I<cuda>/include) and half through vload_half/vstore_half in OpenCL
+ * float16 is __half in CUDA (the source includes <cuda_fp16.h>; the builder
+ * gives NVRTC the toolkit's include directory, found beside the libnvrtc it
+ * loaded) and half through vload_half/vstore_half in OpenCL
  * (shared/local float16 arrays are float there). */
 #ifndef TUNED_CODEGEN_H
 #define TUNED_CODEGEN_H

@@ -2,9 +2,13 @@
  * sm_XX, ptxas -v output parsed into registers, shared memory, spills and
  * stack, and kernels over the target's limits rejected at build time. */
 #include <ctype.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ms_internal.h"
 #include "tuned_config.h"
@@ -97,6 +101,42 @@ static int check_arch(const char *arch, const char *version, tn_err_t *err) {
   return rc;
 }
 
+/* The toolkit's include directory (for <cuda_fp16.h>), found once: beside
+ * the libnvrtc this process loaded (<root>/lib64 or
+ * <root>/targets/<arch>/lib, whose ../include has the headers), else under
+ * $CUDA_HOME or /usr/local/cuda.  "" when none has cuda_fp16.h. */
+static char include_opt[2 * MS_PATH_MAX];
+static pthread_once_t include_once = PTHREAD_ONCE_INIT;
+
+static bool has_fp16_header(const char *dir) {
+  char path[2 * MS_PATH_MAX];
+  snprintf(path, sizeof path, "%.*s/cuda_fp16.h", MS_PATH_MAX, dir);
+  return access(path, R_OK) == 0;
+}
+
+static void find_include_dir(void) {
+  char dirs[3][MS_PATH_MAX];
+  int n = 0;
+  Dl_info info;
+  if (dladdr((void *)nvrtcVersion, &info) && info.dli_fname) {
+    char lib[MS_PATH_MAX];
+    snprintf(lib, sizeof lib, "%s", info.dli_fname);
+    char *slash = strrchr(lib, '/');
+    if (slash) {
+      *slash = '\0';
+      snprintf(dirs[n++], MS_PATH_MAX, "%.*s/../include", MS_PATH_MAX - 16, lib);
+    }
+  }
+  const char *home = getenv("CUDA_HOME");
+  if (home && *home) snprintf(dirs[n++], MS_PATH_MAX, "%.*s/include", MS_PATH_MAX - 16, home);
+  snprintf(dirs[n++], MS_PATH_MAX, "/usr/local/cuda/include");
+  for (int i = 0; i < n; i++)
+    if (has_fp16_header(dirs[i])) {
+      snprintf(include_opt, sizeof include_opt, "--include-path=%.*s", MS_PATH_MAX, dirs[i]);
+      return;
+    }
+}
+
 /* Compiles once; the program log goes to *log (malloc'ed). */
 static nvrtcResult compile(const char *source, const char **opts, int nopts, nvrtcProgram *prog, char **log) {
   *log = NULL;
@@ -119,16 +159,19 @@ int ms_cuda_compile(const char *source, const char *arch, ms_cuda_output_t *out,
   if (rc < 0) return rc;
   char archopt[40];
   snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
-  const char *opts[] = {archopt, "--ptxas-options=-v"};
+  pthread_once(&include_once, find_include_dir);
+  const char *opts[] = {archopt, "--ptxas-options=-v", include_opt};
+  int nopts = include_opt[0] ? 3 : 2;
   nvrtcProgram prog = NULL;
-  nvrtcResult nr = compile(source, opts, (int)TN_ARRAY_LEN(opts), &prog, &out->log);
+  nvrtcResult nr = compile(source, opts, nopts, &prog, &out->log);
   if (nr != NVRTC_SUCCESS && out->log && !strstr(out->log, "error")) {
     /* NVRTC 13 drops ptxas' error line ("uses too much shared data") from
      * the log when ptxas runs with -v: compile again without it for the
      * reason, and keep the -v facts after it. */
     nvrtcProgram again = NULL;
     char *why = NULL;
-    compile(source, opts, 1, &again, &why);
+    const char *plain[] = {archopt, include_opt};
+    compile(source, plain, include_opt[0] ? 2 : 1, &again, &why);
     tn_buf_t b;
     tn_buf_init(&b);
     tn_buf_printf(&b, "%s%s", why ? why : "", out->log);

@@ -496,6 +496,43 @@ START_TEST(t_planted_cuda_host) {
 }
 END_TEST
 
+/* float16 matmul with the shared-memory schedule: NVRTC finds
+ * <cuda_fp16.h> by itself (no include path from the caller), and the same
+ * source runs and verifies on the host harness. */
+START_TEST(t_fp16_cuda) {
+  char path[] = "/tmp/tuned-fp16-XXXXXX";
+  tu_write_temp(path, "param M = 128, N = 128, K = 128\ninput A: float16[M, K]\ninput B: float16[K, N]\n"
+                      "output C: float16[M, N]\nC[i, j] = sum(k < K: A[i, k] * B[k, j])\n");
+  ir_workload_t *w = NULL;
+  tn_err_t err = {0};
+  ck_assert_msg(ir_workload_load(path, NULL, 0, &w, &err) == TN_OK, "%s", err.msg);
+  unlink(path);
+  cg_module_t *m = lower(w, "matmul_shared", CG_TARGET_CUDA);
+  ck_assert_ptr_nonnull(strstr(m->source, "#include <cuda_fp16.h>"));
+  tn_target_t host = target("cuda-host");
+  ms_candidate_t *cs[2] = {from_module(&host, m), NULL};
+  int n = 1;
+#if WITH_CUDA
+  tn_target_t h100 = target("nvidia/h100");
+  cs[n++] = from_module(&h100, m);
+#endif
+  ms_builder_t *b = builder(0, 0);
+  ms_result_t res[2];
+  ck_assert_int_eq(ms_build_batch(b, cs, n, res, &err), TN_OK);
+  if (n == 2) {
+    ck_assert_msg(res[1].status == MS_OK, "NVRTC: %s", res[1].error);
+    ck_assert_int_gt(res[1].build.registers, 0);
+  }
+  ms_runner_t *r = runner(w, 0);
+  ck_assert_int_eq(ms_runner_run_batch(r, cs, res, 1, &err), TN_OK);
+  ck_assert_msg(res[0].status == MS_OK, "float16 on cuda-host: %s", res[0].error); /* within float16's tolerance */
+  ck_assert(res[0].verify_error > 0 && res[0].verify_error < 1e-2);
+  for (int i = 0; i < n; i++) ms_result_clear(&res[i]), ms_candidate_free(cs[i]);
+  ms_runner_free(r);
+  teardown(b, NULL, m, w);
+}
+END_TEST
+
 static const char *const big_smem_cuda =
     "extern \"C\" __global__ void default_function_kernel0(float *A, float *B, float *C) {\n"
     "  __shared__ float tile[16384];\n" /* 64 KiB */
@@ -1007,6 +1044,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, t_planted_cpu);
   if (WITH_OPENCL) tcase_add_test(tc, t_planted_opencl);
   tcase_add_test(tc, t_planted_cuda_host);
+  tcase_add_test(tc, t_fp16_cuda);
   if (WITH_CUDA) tcase_add_test(tc, t_planted_cuda_build);
   if (WITH_CUDA) tcase_add_test(tc, t_cuda_no_driver);
   if (!WITH_CUDA || !WITH_OPENCL) tcase_add_test(tc, t_missing_backend);
