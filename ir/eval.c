@@ -18,9 +18,11 @@
 #include "ir.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ======================================================================
  * Parameter data
@@ -318,6 +320,8 @@ typedef struct ev {
   size_t temp_bytes;
   ir_eval_stats_t st;
   tn_err_t *err;
+  int depth;    /* loops around the statement being run */
+  int nthreads; /* for independent outermost loops (ev_loop_parallel) */
 } ev_t;
 
 static int ev_stmt(ev_t *ev, const ir_stmt_t *s);
@@ -751,6 +755,31 @@ static bool is_self_load(const ir_expr_t *e, const ir_stmt_t *st) {
   return e->kind == IR_E_LOAD && e->u.load.buf == st->u.store.buf &&
          e->u.load.n == st->u.store.n &&
          same_indices(e->u.load.idx, st->u.store.idx, st->u.store.n);
+}
+
+/* Does e load an element of st's buffer other than the one st stores? */
+static bool reads_other_element(const ir_expr_t *e, const ir_stmt_t *st) {
+  if (!e) return false;
+  switch (e->kind) {
+  case IR_E_LOAD:
+    if (e->u.load.buf == st->u.store.buf && !is_self_load(e, st)) return true;
+    for (int i = 0; i < e->u.load.n; i++)
+      if (reads_other_element(e->u.load.idx[i], st)) return true;
+    return false;
+  case IR_E_NOT:
+  case IR_E_NEG:
+  case IR_E_CAST: return reads_other_element(e->u.un, st);
+  case IR_E_SELECT:
+    return reads_other_element(e->u.sel.cond, st) || reads_other_element(e->u.sel.t, st) ||
+           reads_other_element(e->u.sel.f, st);
+  case IR_E_CALL:
+    for (int i = 0; i < e->u.call.n; i++)
+      if (reads_other_element(e->u.call.args[i], st)) return true;
+    return false;
+  default:
+    return ir_expr_is_binary(e->kind) &&
+           (reads_other_element(e->u.bin.a, st) || reads_other_element(e->u.bin.b, st));
+  }
 }
 
 /* Fold mode: the value must be `C[idx] op rest` or `rest op C[idx]`. */
@@ -1418,14 +1447,16 @@ static int run_chunk(ev_t *ev, vprog_t *p, int64_t x0, int L) {
   }
 }
 
-static int ev_loop(ev_t *ev, const ir_stmt_t *s) {
+/* Iterations [lo, hi) of loop s: lane-wise chunks where the fast path
+ * applies, one at a time otherwise. */
+static int ev_loop_span(ev_t *ev, const ir_stmt_t *s, int64_t lo, int64_t hi) {
   const ir_loop_t *l = &s->u.loop;
   double *slot = var_slot(ev, l->var);
   if (!slot) return bad_var(ev, l->var);
   vprog_t *p = ev->force_scalar ? NULL : prog_for(ev, s);
-  if (!p) return ev_loop_range(ev, l, slot, 0, l->extent);
-  for (int64_t x0 = 0; x0 < l->extent; x0 += EV_LANES) {
-    int L = (int)TN_MIN(EV_LANES, l->extent - x0);
+  if (!p) return ev_loop_range(ev, l, slot, lo, hi);
+  for (int64_t x0 = lo; x0 < hi; x0 += EV_LANES) {
+    int L = (int)TN_MIN(EV_LANES, hi - x0);
     if (run_chunk(ev, p, x0, L) == RUN_OK) continue;
     /* put back what the chunk wrote and redo it in loop order, so that
      * values and errors are those of the scalar path */
@@ -1435,6 +1466,128 @@ static int ev_loop(ev_t *ev, const ir_stmt_t *s) {
     if (rc) return rc;
   }
   return TN_OK;
+}
+
+/* ---- independent outermost loops on several threads ----------------------- */
+
+/* Below this many block instances a nest runs on one thread. */
+#define EV_PAR_MIN_WORK (1 << 22)
+#define EV_MAX_THREADS 32
+
+/* An outermost loop whose iterations touch disjoint data: its body is a
+ * perfect nest around one block, the loop variable is the whole binding of
+ * one spatial iterator, that iterator is the whole index of some dimension
+ * of the block's one store, and the stored buffer is read only at the
+ * stored element (a reduction's update).  Returns the nest's instance count,
+ * 0 when the loop does not qualify. */
+static int64_t independent_work(const ir_stmt_t *s) {
+  const ir_loop_t *l = &s->u.loop;
+  int64_t work = l->extent;
+  const ir_stmt_t *b = l->body;
+  while (b && b->kind == IR_S_LOOP) {
+    work = work > INT64_MAX / b->u.loop.extent ? INT64_MAX : work * b->u.loop.extent;
+    b = b->u.loop.body;
+  }
+  if (!b || b->kind != IR_S_BLOCK) return 0;
+  const ir_block_t *blk = &b->u.block;
+  const ir_stmt_t *st = blk->body;
+  if (!st || st->kind != IR_S_STORE || (blk->init && blk->init->kind != IR_S_STORE)) return 0;
+  const ir_var_t *it = NULL;
+  for (int i = 0; i < blk->niters; i++) {
+    const ir_expr_t *e = blk->iters[i].binding;
+    if (!e || !ir_expr_uses_var(e, l->var)) continue;
+    if (it || blk->iters[i].kind != IR_ITER_SPATIAL || e->kind != IR_E_VAR || e->u.var != l->var) return 0;
+    it = blk->iters[i].var;
+  }
+  if (!it) return 0;
+  const ir_stmt_t *stores[2] = {st, blk->init};
+  for (int k = 0; k < 2; k++) {
+    const ir_stmt_t *x = stores[k];
+    if (!x) continue;
+    if (x->u.store.buf != st->u.store.buf) return 0;
+    bool keyed = false;
+    for (int d = 0; d < x->u.store.n; d++)
+      keyed |= x->u.store.idx[d]->kind == IR_E_VAR && x->u.store.idx[d]->u.var == it;
+    if (!keyed || !same_indices(x->u.store.idx, st->u.store.idx, st->u.store.n)) return 0;
+  }
+  /* every load of the stored buffer is of the stored element */
+  if (reads_other_element(st->u.store.value, st) || (blk->predicate && reads_other_element(blk->predicate, st)) ||
+      (blk->init && reads_other_element(blk->init->u.store.value, st)))
+    return 0;
+  for (int i = 0; i < blk->niters; i++)
+    if (blk->iters[i].binding && reads_other_element(blk->iters[i].binding, st)) return 0;
+  return work;
+}
+
+typedef struct par_job {
+  ev_t ev;
+  const ir_stmt_t *loop;
+  int64_t lo, hi;
+  tn_err_t err;
+  int rc;
+} par_job_t;
+
+static void *par_main(void *arg) {
+  par_job_t *j = arg;
+  j->rc = ev_loop_span(&j->ev, j->loop, j->lo, j->hi);
+  return NULL;
+}
+
+/* Splits the loop's range over threads, each with its own variables and
+ * fast-path programs; the first error in loop order is the one reported. */
+static int ev_loop_parallel(ev_t *ev, const ir_stmt_t *s, int nthreads) {
+  int64_t n = s->u.loop.extent;
+  par_job_t *jobs = tn_xcalloc((size_t)nthreads, sizeof *jobs);
+  pthread_t *th = tn_xcalloc((size_t)nthreads, sizeof *th);
+  bool *started = tn_xcalloc((size_t)nthreads, sizeof *started);
+  for (int t = 0; t < nthreads; t++) {
+    par_job_t *j = &jobs[t];
+    j->ev = *ev;
+    j->ev.err = &j->err;
+    j->ev.st = (ir_eval_stats_t){0};
+    j->ev.depth = ev->depth + 1;
+    j->ev.vars = tn_xmalloc(sizeof(double) * (size_t)(ev->nvars + 1));
+    memcpy(j->ev.vars, ev->vars, sizeof(double) * (size_t)(ev->nvars + 1));
+    j->ev.progs = tn_xcalloc((size_t)ev->nprogs + 1, sizeof(vprog_t *));
+    j->loop = s;
+    j->lo = n * t / nthreads;
+    j->hi = n * (t + 1) / nthreads;
+    started[t] = t > 0 && pthread_create(&th[t], NULL, par_main, j) == 0;
+  }
+  par_main(&jobs[0]);
+  for (int t = 1; t < nthreads; t++) {
+    if (started[t]) pthread_join(th[t], NULL);
+    else par_main(&jobs[t]); /* no thread: run it here */
+  }
+  int rc = TN_OK;
+  ev->st.parallel_loops++;
+  for (int t = 0; t < nthreads; t++) {
+    par_job_t *j = &jobs[t];
+    if (!rc && j->rc) {
+      rc = j->rc;
+      if (ev->err) *ev->err = j->err;
+    }
+    ev->st.fast_iters += j->ev.st.fast_iters;
+    ev->st.scalar_iters += j->ev.st.scalar_iters;
+    ev->st.fallback_chunks += j->ev.st.fallback_chunks;
+    for (int i = 0; i < ev->nprogs; i++) prog_free(j->ev.progs[i]);
+    free(j->ev.progs);
+    free(j->ev.vars);
+  }
+  free(jobs);
+  free(th);
+  free(started);
+  return rc;
+}
+
+static int ev_loop(ev_t *ev, const ir_stmt_t *s) {
+  int64_t work;
+  if (ev->depth == 0 && ev->nthreads > 1 && s->u.loop.extent > 1 && (work = independent_work(s)) >= EV_PAR_MIN_WORK)
+    return ev_loop_parallel(ev, s, (int)TN_MIN(ev->nthreads, s->u.loop.extent));
+  ev->depth++;
+  int rc = ev_loop_span(ev, s, 0, s->u.loop.extent);
+  ev->depth--;
+  return rc;
 }
 
 /* ======================================================================
@@ -1562,9 +1715,17 @@ static void ev_teardown(ev_t *ev) {
   free(ev->progs);
 }
 
+/* Threads for independent outermost loops: $TUNED_EVAL_THREADS, else the
+ * online cores (at most EV_MAX_THREADS). */
+static int eval_threads(void) {
+  const char *env = getenv("TUNED_EVAL_THREADS");
+  long n = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+  return (int)TN_MAX(1, TN_MIN(n, EV_MAX_THREADS));
+}
+
 int ir_eval_opts(const ir_func_t *f, ir_data_t *d, bool force_scalar, ir_eval_stats_t *stats,
                  tn_err_t *err) {
-  ev_t ev = {.f = f, .block = "root", .force_scalar = force_scalar, .err = err};
+  ev_t ev = {.f = f, .block = "root", .force_scalar = force_scalar, .err = err, .nthreads = eval_threads()};
   int rc = ev_setup(&ev, f, d);
   if (!rc) rc = ev_stmt(&ev, f->root);
   if (stats) *stats = ev.st;

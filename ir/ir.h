@@ -419,6 +419,8 @@ typedef struct ir_eval_stats {
   int64_t fast_iters;      /* block instances run lane-wise (also those of chunks later redone) */
   int64_t scalar_iters;    /* compute block instances run one at a time */
   int64_t fallback_chunks; /* fast-path chunks redone one iteration at a time */
+  int64_t parallel_loops;  /* outermost loops split over threads ($TUNED_EVAL_THREADS, default
+                              the online cores): independent iterations, 2^22+ instances */
 } ir_eval_stats_t;
 
 /* ir_eval with options: force_scalar runs every iteration through the plain

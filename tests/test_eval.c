@@ -619,6 +619,55 @@ START_TEST(t_fast_matches_scalar_matmul) {
 }
 END_TEST
 
+/* Independent outermost loops run on several threads ($TUNED_EVAL_THREADS):
+ * the outputs are bit-identical to one thread's and to the scalar path's,
+ * the counters add up, and the error reported is the first in loop order
+ * even when a later thread fails too, or only a later thread fails. */
+START_TEST(t_parallel_outer_loops) {
+  ir_func_t *f = build_matmul(128, 128, 256, MM_IJK); /* 2^22 instances */
+  setenv("TUNED_EVAL_THREADS", "1", 1);
+  ir_eval_stats_t one;
+  ir_data_t *a = eval_ok(f, 5, false, &one);
+  setenv("TUNED_EVAL_THREADS", "3", 1);
+  ir_eval_stats_t three = same_both_ways(f, 5);
+  ir_data_t *b = eval_ok(f, 5, false, NULL);
+  for (int i = 0; i < a->n; i++)
+    ck_assert_msg(memcmp(a->vals[i], b->vals[i], sizeof(double) * (size_t)a->sizes[i]) == 0,
+                  "parameter %d differs between 1 and 3 threads", i);
+  ck_assert_int_eq(one.fast_iters, three.fast_iters);
+  ck_assert_int_eq(one.scalar_iters, three.scalar_iters);
+  ck_assert_int_eq(one.fast_iters + one.scalar_iters, 128 * 128 * 256);
+  ck_assert_int_eq(one.parallel_loops, 0);
+  ck_assert_int_eq(three.parallel_loops, 1);
+  ir_data_free(a);
+  ir_data_free(b);
+  ir_func_free(f);
+
+  static const int64_t zeros[2][2] = {{3, 4000000}, {4000000, 4000000}};
+  static const char *const expect[2] = {"block \"Out\": integer division by zero in floordiv(3, 0)",
+                                        "block \"Out\": integer division by zero in floordiv(4000000, 0)"};
+  for (int k = 0; k < 2; k++) {
+    /* Out[v] = A[v // select(v == z0 || v == z1, 0, 1)] over 2^22 elements */
+    enum { N = 1 << 22 };
+    ew_t w = ew_new(N, N, IR_FLOAT32);
+    f = w.f;
+    ir_expr_t *hit = OP(OR, OP(EQ, VR(w.v), IN(zeros[k][0])), OP(EQ, VR(w.v), IN(zeros[k][1])));
+    ir_expr_t *div = ir_select(f, hit, IN(0), IN(1));
+    ew_finish(&w, N, VR(w.v), ld(f, w.A, OP(FLOORDIV, VR(w.v), div)));
+    char msg[TN_ERR_MSG_MAX];
+    for (int t = 1; t <= 4; t += 3) {
+      setenv("TUNED_EVAL_THREADS", t == 1 ? "1" : "4", 1);
+      ir_eval_stats_t es;
+      ck_assert_int_eq(eval_fails(f, msg, sizeof msg, &es), TN_EINVAL);
+      ck_assert_str_eq(msg, expect[k]);
+      ck_assert_int_eq(es.parallel_loops, t > 1);
+    }
+    ir_func_free(f);
+  }
+  unsetenv("TUNED_EVAL_THREADS");
+}
+END_TEST
+
 START_TEST(t_fast_matches_scalar_misc) {
   ir_func_t *f = build_padded_window(1000);
   ir_eval_stats_t es = same_both_ways(f, 2);
@@ -817,7 +866,8 @@ static Suite *make_suite(void) {
            t_temp_and_select, t_integer_semantics, t_scalar_output);
   TU_TCASE(s, "errors", 0, t_out_of_bounds, t_error_mid_nest, t_division_by_zero, t_select_guards_loads,
            t_unwritten_is_nan, t_bad_buffers);
-  TU_TCASE(s, "fast-path", 120, t_fast_matches_scalar_matmul, t_fast_matches_scalar_misc, t_workloads);
+  TU_TCASE(s, "fast-path", 120, t_fast_matches_scalar_matmul, t_fast_matches_scalar_misc, t_workloads,
+           t_parallel_outer_loops);
   TU_TCASE(s, "data", 0, t_data, t_metrics, t_flops_bytes);
   return s;
 }
