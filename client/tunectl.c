@@ -409,9 +409,10 @@ static uint64_t output_checksum(const ir_buffer_t *b, const double *v, int64_t n
   uint64_t h = TN_FNV_INIT;
   for (int64_t i = 0; i < n; i++) {
     uint64_t bits;
-    if (b->dtype == IR_FLOAT32 || b->dtype == IR_FLOAT16) {
+    if (b->dtype == IR_FLOAT32 || ir_dtype_is_16bit_float(b->dtype)) {
       float x = (float)v[i];
       if (b->dtype == IR_FLOAT16) x = tn_half_to_float(tn_float_to_half(x));
+      if (b->dtype == IR_BFLOAT16) x = tn_bf16_to_float(tn_float_to_bf16(x));
       uint32_t u;
       memcpy(&u, &x, 4);
       bits = u;

@@ -110,6 +110,8 @@ bool cg_half_storage(const cg_ctx_t *c, const ir_buffer_t *b) {
   return b->dtype == IR_FLOAT16 && !half_as_float(c, b);
 }
 
+bool cg_bf16_storage(const ir_buffer_t *b) { return b->dtype == IR_BFLOAT16; }
+
 const char *cg_storage_type(const cg_ctx_t *c, const ir_buffer_t *b) {
   return half_as_float(c, b) ? "float" : c->d->storage[b->dtype];
 }

@@ -25,11 +25,13 @@ typedef struct cg_dialect {
   const char *barrier_all;   /* orders shared and global memory */
   const char *int64_suffix;
   bool math_overloaded;      /* exp() for float and double (OpenCL) vs expf()/exp() */
-  const char *storage[6];    /* element type of arrays, by ir_dtype_t */
-  const char *compute[6];    /* type values are computed in, by ir_dtype_t */
+  const char *storage[7];    /* element type of arrays, by ir_dtype_t */
+  const char *compute[7];    /* type values are computed in, by ir_dtype_t */
   bool half_arrays;          /* shared/local float16 arrays store halves (else float) */
   const char *half_load;     /* %1$s array, %2$s index */
   const char *half_store;    /* %1$s array, %2$s index, %3$s float value */
+  const char *bf16_load;     /* bfloat16 arrays, as half_load / half_store */
+  const char *bf16_store;
   const char *vec_load;      /* %1$s pointer, %2$s index, %3$d width */
   const char *vec_store;     /* %1$s pointer, %2$s index, %3$s value, %4$d width */
   bool shuffle;              /* warp shuffles for cross-thread reductions */
@@ -150,7 +152,7 @@ typedef struct cg_ctx {
   int64_t shared_bytes;
 
   /* helpers the source needs */
-  bool need_fdiv[2], need_minmax[2], need_half, need_fp64;
+  bool need_fdiv[2], need_minmax[2], need_half, need_bf16, need_fp64;
 } cg_ctx_t;
 
 /* Records the first error; returns its code. */
@@ -195,6 +197,8 @@ int cg_elem_bytes(const cg_ctx_t *c, const ir_buffer_t *b);
 const char *cg_storage_type(const cg_ctx_t *c, const ir_buffer_t *b);
 /* float16 data kept as halves (converted on every load and store). */
 bool cg_half_storage(const cg_ctx_t *c, const ir_buffer_t *b);
+/* bfloat16 data (stored as 16 bits everywhere, converted on every load and store). */
+bool cg_bf16_storage(const ir_buffer_t *b);
 
 /* ---- virtual threads (vthread.c) ------------------------------------------ */
 

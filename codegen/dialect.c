@@ -3,7 +3,7 @@
  * one printer serve all targets. */
 #include "cg_internal.h"
 
-/* Types are indexed by ir_dtype_t: bool, int32, int64, float16, float32, float64. */
+/* Types are indexed by ir_dtype_t: bool, int32, int64, float16, float32, float64, bfloat16. */
 
 static const cg_dialect_t dialect_c = {
     .target = CG_TARGET_C,
@@ -20,11 +20,13 @@ static const cg_dialect_t dialect_c = {
     .barrier_all = "",
     .int64_suffix = "LL",
     .math_overloaded = false,
-    .storage = {"uint8_t", "int32_t", "int64_t", "uint16_t", "float", "double"},
-    .compute = {"int", "int32_t", "int64_t", "float", "float", "double"},
+    .storage = {"uint8_t", "int32_t", "int64_t", "uint16_t", "float", "double", "uint16_t"},
+    .compute = {"int", "int32_t", "int64_t", "float", "float", "double", "float"},
     .half_arrays = true,
     .half_load = "tuned_h2f(%1$s[%2$s])",
     .half_store = "%1$s[%2$s] = tuned_f2h(%3$s);",
+    .bf16_load = "tuned_bf2f(%1$s[%2$s])",
+    .bf16_store = "%1$s[%2$s] = tuned_f2bf(%3$s);",
     .vec_load = NULL,
     .vec_store = NULL,
     .shuffle = false,
@@ -45,11 +47,13 @@ static const cg_dialect_t dialect_cuda = {
     .barrier_all = "__syncthreads();",
     .int64_suffix = "LL",
     .math_overloaded = false,
-    .storage = {"unsigned char", "int", "long long", "__half", "float", "double"},
-    .compute = {"int", "int", "long long", "float", "float", "double"},
+    .storage = {"unsigned char", "int", "long long", "__half", "float", "double", "__nv_bfloat16"},
+    .compute = {"int", "int", "long long", "float", "float", "double", "float"},
     .half_arrays = true,
     .half_load = "__half2float(%1$s[%2$s])",
     .half_store = "%1$s[%2$s] = __float2half(%3$s);",
+    .bf16_load = "__bfloat162float(%1$s[%2$s])",
+    .bf16_store = "%1$s[%2$s] = __float2bfloat16(%3$s);",
     .vec_load = "*(const float%3$d *)(%1$s + %2$s)",
     .vec_store = "*(float%4$d *)(%1$s + %2$s) = %3$s;",
     .shuffle = true,
@@ -73,11 +77,13 @@ static const cg_dialect_t dialect_opencl = {
     /* half is only usable through pointers without cl_khr_fp16: global
      * float16 data goes through vload_half/vstore_half, shared/local arrays
      * of float16 are kept as float. */
-    .storage = {"uchar", "int", "long", "half", "float", "double"},
-    .compute = {"int", "int", "long", "float", "float", "double"},
+    .storage = {"uchar", "int", "long", "half", "float", "double", "ushort"},
+    .compute = {"int", "int", "long", "float", "float", "double", "float"},
     .half_arrays = false,
     .half_load = "vload_half(%2$s, %1$s)",
     .half_store = "vstore_half(%3$s, %2$s, %1$s);",
+    .bf16_load = "tuned_bf2f(%1$s[%2$s])",
+    .bf16_store = "%1$s[%2$s] = tuned_f2bf(%3$s);",
     .vec_load = "vload%3$d(0, %1$s + %2$s)",
     .vec_store = "vstore%4$d(%3$s, 0, %1$s + %2$s);",
     .shuffle = false,

@@ -162,6 +162,9 @@ static void print_load(cg_ctx_t *c, const ir_expr_t *e, tn_buf_t *o) {
   if (cg_half_storage(c, b)) {
     c->need_half = true;
     tn_buf_printf(o, c->d->half_load, name, idx);
+  } else if (cg_bf16_storage(b)) {
+    c->need_bf16 = true;
+    tn_buf_printf(o, c->d->bf16_load, name, idx);
   } else {
     tn_buf_printf(o, "%s[%s]", name, idx);
   }
@@ -176,10 +179,11 @@ void cg_emit_store_text(cg_ctx_t *c, const ir_buffer_t *b, ir_expr_t *const *idx
   }
   const char *ix = cg_expr_str(c, cg_flat_index(c, b, idx));
   const char *name = c->bufs[b->id].name;
-  if (cg_half_storage(c, b)) {
-    c->need_half = true;
+  if (cg_half_storage(c, b) || cg_bf16_storage(b)) {
+    bool bf = cg_bf16_storage(b);
+    *(bf ? &c->need_bf16 : &c->need_half) = true;
     tn_buf_indent(c->o, 2 * c->ind);
-    tn_buf_printf(c->o, c->d->half_store, name, ix, value);
+    tn_buf_printf(c->o, bf ? c->d->bf16_store : c->d->half_store, name, ix, value);
     tn_buf_putc(c->o, '\n');
   } else {
     cg_line(c, "%s[%s] = %s;", name, ix, value);

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int compute_bytes(ir_dtype_t t) { return t == IR_FLOAT16 ? 4 : ir_dtype_bytes(t); }
+static int compute_bytes(ir_dtype_t t) { return ir_dtype_is_16bit_float(t) ? 4 : ir_dtype_bytes(t); }
 
 /* acc = combine(acc, rhs); */
 static void emit_combine(cg_ctx_t *c, const cg_xred_t *x, ir_dtype_t t, const char *acc,

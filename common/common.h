@@ -128,6 +128,9 @@ uint64_t tn_fnv1a_u64(uint64_t h, uint64_t v); /* hashes v as 8 little-endian by
 
 uint16_t tn_float_to_half(float f); /* round to nearest even */
 float tn_half_to_float(uint16_t h);
+/* bfloat16: the top half of a float32, rounded to nearest even (NaN stays NaN). */
+uint16_t tn_float_to_bf16(float f);
+float tn_bf16_to_float(uint16_t h);
 
 /* ---- misc ---------------------------------------------------------------- */
 

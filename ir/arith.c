@@ -422,6 +422,7 @@ static bool fold_int(ir_expr_kind_t k, int64_t a, int64_t b, int64_t *out) {
 static double round_to(ir_dtype_t t, double v) {
   if (t == IR_FLOAT32) return (double)(float)v;
   if (t == IR_FLOAT16) return (double)tn_half_to_float(tn_float_to_half((float)v));
+  if (t == IR_BFLOAT16) return (double)tn_bf16_to_float(tn_float_to_bf16((float)v));
   return v;
 }
 

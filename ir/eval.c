@@ -48,6 +48,7 @@ static void shape_text(const ir_buffer_t *b, char *out, size_t cap) {
 static double round_to_dtype(ir_dtype_t t, double x) {
   switch (t) {
   case IR_FLOAT16: return tn_half_to_float(tn_float_to_half((float)x));
+  case IR_BFLOAT16: return tn_bf16_to_float(tn_float_to_bf16((float)x));
   case IR_FLOAT32: return (double)(float)x;
   default: return x;
   }
@@ -153,6 +154,7 @@ double ir_rel_l2_error(const double *ref, const double *got, int64_t n) {
 double ir_dtype_tolerance(ir_dtype_t t) {
   switch (t) {
   case IR_FLOAT16: return 1e-2;
+  case IR_BFLOAT16: return 2e-2; /* 8 significant bits */
   case IR_FLOAT32: return 1e-4;
   case IR_FLOAT64: return 1e-10;
   default: return 0;

@@ -10,7 +10,7 @@
 
 /* ---- dtypes, scopes, names -------------------------------------------- */
 
-static const char *const dtype_names[] = {"bool", "int32", "int64", "float16", "float32", "float64"};
+static const char *const dtype_names[] = {"bool", "int32", "int64", "float16", "float32", "float64", "bfloat16"};
 
 const char *ir_dtype_name(ir_dtype_t t) {
   return (unsigned)t < TN_ARRAY_LEN(dtype_names) ? dtype_names[t] : "?";
@@ -31,13 +31,18 @@ int ir_dtype_bytes(ir_dtype_t t) {
   case IR_INT32: return 4;
   case IR_INT64: return 8;
   case IR_FLOAT16: return 2;
+  case IR_BFLOAT16: return 2;
   case IR_FLOAT32: return 4;
   case IR_FLOAT64: return 8;
   }
   return 0;
 }
 
-bool ir_dtype_is_float(ir_dtype_t t) { return t == IR_FLOAT16 || t == IR_FLOAT32 || t == IR_FLOAT64; }
+bool ir_dtype_is_float(ir_dtype_t t) {
+  return t == IR_FLOAT16 || t == IR_BFLOAT16 || t == IR_FLOAT32 || t == IR_FLOAT64;
+}
+
+bool ir_dtype_is_16bit_float(ir_dtype_t t) { return t == IR_FLOAT16 || t == IR_BFLOAT16; }
 bool ir_dtype_is_int(ir_dtype_t t) { return t == IR_INT32 || t == IR_INT64; }
 
 double ir_dtype_min_value(ir_dtype_t t) {
@@ -46,6 +51,7 @@ double ir_dtype_min_value(ir_dtype_t t) {
   case IR_INT32: return (double)INT32_MIN;
   case IR_INT64: return (double)INT64_MIN;
   case IR_FLOAT16: return -65504.0;
+  case IR_BFLOAT16: return -3.3895313892515355e38;
   case IR_FLOAT32: return -(double)FLT_MAX;
   case IR_FLOAT64: return -DBL_MAX;
   }
@@ -58,6 +64,7 @@ double ir_dtype_max_value(ir_dtype_t t) {
   case IR_INT32: return (double)INT32_MAX;
   case IR_INT64: return (double)INT64_MAX;
   case IR_FLOAT16: return 65504.0;
+  case IR_BFLOAT16: return 3.3895313892515355e38;
   case IR_FLOAT32: return (double)FLT_MAX;
   case IR_FLOAT64: return DBL_MAX;
   }

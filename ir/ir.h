@@ -18,11 +18,14 @@ typedef enum ir_dtype {
   IR_FLOAT16,
   IR_FLOAT32,
   IR_FLOAT64,
+  IR_BFLOAT16, /* after the others: dtype numbers are part of structural hashes */
 } ir_dtype_t;
 
 const char *ir_dtype_name(ir_dtype_t t);                   /* "float32" */
 int ir_dtype_parse(const char *s, ir_dtype_t *out);        /* 0 or TN_EINVAL */
-int ir_dtype_bytes(ir_dtype_t t);                          /* 1,4,8,2,4,8 */
+int ir_dtype_bytes(ir_dtype_t t);                          /* 1,4,8,2,4,8,2 */
+/* float16 or bfloat16: stored in 16 bits, computed in float32. */
+bool ir_dtype_is_16bit_float(ir_dtype_t t);
 bool ir_dtype_is_float(ir_dtype_t t);
 bool ir_dtype_is_int(ir_dtype_t t);                        /* int32/int64 */
 /* Finite lowest/highest values (max-reduction identity is the lowest, as TVM's

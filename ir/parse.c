@@ -144,7 +144,7 @@ static const char *plural(int64_t n, const char *one, const char *many) { return
 /* The words of the language itself: never names. */
 static const char *const keywords[] = {
     "param", "input", "output", "temp", "sum", "max", "min", "select", "exp", "log", "sqrt",
-    "tanh", "abs", "pow", "float16", "float32", "float64", "int32", "int64", "in",
+    "tanh", "abs", "pow", "float16", "bfloat16", "float32", "float64", "int32", "int64", "in",
 };
 /* clang-format on */
 
@@ -156,7 +156,7 @@ static bool is_keyword(const char *s) {
 
 /* Dtypes a workload may name (bool is internal). */
 static bool lang_dtype(const char *s, ir_dtype_t *out) {
-  static const ir_dtype_t types[] = {IR_FLOAT16, IR_FLOAT32, IR_FLOAT64, IR_INT32, IR_INT64};
+  static const ir_dtype_t types[] = {IR_FLOAT16, IR_BFLOAT16, IR_FLOAT32, IR_FLOAT64, IR_INT32, IR_INT64};
   for (size_t i = 0; i < TN_ARRAY_LEN(types); i++)
     if (strcmp(s, ir_dtype_name(types[i])) == 0) {
       *out = types[i];
@@ -914,12 +914,12 @@ static int parse_tensor(parser_t *p, ir_buf_role_t role) {
   char *dname = tok_dup(p, p->ast, dt);
   if (dt->kind != T_IDENT)
     return perr(p, dt->line, dt->col,
-                "expected a dtype (float16, float32, float64, int32 or int64) after "
+                "expected a dtype (float16, bfloat16, float32, float64, int32 or int64) after "
                 "'%s:', found %s",
                 name, tok_desc(p, dt, found, sizeof found));
   if (!lang_dtype(dname, &dtype))
     return perr(p, dt->line, dt->col,
-                "unknown dtype '%s' (expected float16, float32, float64, int32 or int64)", dname);
+                "unknown dtype '%s' (expected float16, bfloat16, float32, float64, int32 or int64)", dname);
   int64_t shape[IR_MAX_DIMS];
   int ndim = 0;
   if ((rc = expect(p, T_LBRACK, "after the dtype (the shape, e.g. %s[M, K]; [] for a scalar)", dname)) ||
@@ -1055,6 +1055,7 @@ static int need_bool(lower_t *L, const ir_expr_t *e, const ast_t *a, const char 
 static ir_dtype_t promote(ir_dtype_t a, ir_dtype_t b) {
   bool fa = ir_dtype_is_float(a), fb = ir_dtype_is_float(b);
   if (fa != fb) return fa ? a : b;
+  if (a != b && ir_dtype_is_16bit_float(a) && ir_dtype_is_16bit_float(b)) return IR_FLOAT32; /* f16 with bf16 */
   return ir_dtype_bytes(a) >= ir_dtype_bytes(b) ? a : b;
 }
 

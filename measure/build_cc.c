@@ -112,7 +112,8 @@ void ms_build_c(const ms_candidate_t *cand, const char *dir, double timeout_s, m
 extern const char ms_cuda_host_header[]; /* measure/cuda_host.h (cuda_host_header.c) */
 
 /* Element types of the CUDA kernels' pointer parameters, by ir_dtype_t. */
-static const char *const cuda_ptr_type[] = {"unsigned char", "int", "long long", "__half", "float", "double"};
+static const char *const cuda_ptr_type[] = {"unsigned char", "int", "long long", "__half", "float", "double",
+                                            "__nv_bfloat16"};
 
 /* The launcher: tuned_entry runs the candidate's kernels in order over
  * their grids, as the CUDA worker would launch them. */
@@ -134,12 +135,14 @@ static void launcher(const ms_candidate_t *cand, tn_buf_t *o) {
 }
 
 void ms_build_cuda_host(const ms_candidate_t *cand, const char *dir, double timeout_s, ms_result_t *res) {
-  char src[MS_PATH_MAX], so[MS_PATH_MAX], header[MS_PATH_MAX], fp16[MS_PATH_MAX], inc[MS_PATH_MAX + 4];
+  char src[MS_PATH_MAX], so[MS_PATH_MAX], header[MS_PATH_MAX], fp16[MS_PATH_MAX], bf16[MS_PATH_MAX];
+  char inc[MS_PATH_MAX + 4];
   tn_err_t err = {0};
   snprintf(src, sizeof src, "%s/cand.cc", dir);
   snprintf(so, sizeof so, "%s/cand.so", dir);
   snprintf(header, sizeof header, "%s/tuned_cuda_host.h", dir);
   snprintf(fp16, sizeof fp16, "%s/cuda_fp16.h", dir); /* the harness defines __half */
+  snprintf(bf16, sizeof bf16, "%s/cuda_bf16.h", dir); /* and __nv_bfloat16 */
   snprintf(inc, sizeof inc, "-I%s", dir);
   snprintf(res->build.arch, sizeof res->build.arch, "host");
   compiler_version(&cc_cxx, timeout_s, res->build.compiler, sizeof res->build.compiler);
@@ -148,9 +151,10 @@ void ms_build_cuda_host(const ms_candidate_t *cand, const char *dir, double time
   tn_buf_put(&text, "#include \"tuned_cuda_host.h\"\n");
   tn_buf_put(&text, cand->source);
   launcher(cand, &text);
-  static const char fp16_text[] = "/* cuda-host: __half comes from tuned_cuda_host.h */\n";
+  static const char fp16_text[] = "/* cuda-host: __half and __nv_bfloat16 come from tuned_cuda_host.h */\n";
   if (ms_write_file(header, ms_cuda_host_header, strlen(ms_cuda_host_header), &err) < 0 ||
       ms_write_file(fp16, fp16_text, strlen(fp16_text), &err) < 0 ||
+      ms_write_file(bf16, fp16_text, strlen(fp16_text), &err) < 0 ||
       ms_write_file(src, tn_buf_str(&text), text.len, &err) < 0) {
     ms_result_fail(res, MS_BUILD_ERROR, "%s", err.msg);
     tn_buf_free(&text);

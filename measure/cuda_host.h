@@ -59,6 +59,17 @@ struct alignas(16) float4 {
   float x, y, z, w;
 };
 
+static inline uint32_t tuned_host_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+static inline float tuned_host_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
 /* IEEE half bits, converted with round to nearest even. */
 struct __half {
   uint16_t bits;
@@ -73,13 +84,10 @@ static inline float __half2float(__half h) {
     while (!(m & 0x400u)) m <<= 1, e--;
     u = s | (e << 23) | ((m & 0x3ffu) << 13);
   }
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
+  return tuned_host_float(u);
 }
 static inline __half __float2half(float f) {
-  uint32_t x;
-  memcpy(&x, &f, sizeof x);
+  uint32_t x = tuned_host_bits(f);
   uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu, q;
   if (a > 0x7f800000u) {
     q = 0x7e00u; /* NaN */
@@ -98,6 +106,18 @@ static inline __half __float2half(float f) {
   }
   __half h;
   h.bits = (uint16_t)(sign | q);
+  return h;
+}
+
+/* bfloat16 bits: the top half of a float, rounded to nearest even. */
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+static inline float __bfloat162float(__nv_bfloat16 h) { return tuned_host_float((uint32_t)h.bits << 16); }
+static inline __nv_bfloat16 __float2bfloat16(float f) {
+  uint32_t u = tuned_host_bits(f);
+  __nv_bfloat16 h;
+  h.bits = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   return h;
 }
 
@@ -197,8 +217,8 @@ inline bool release(int n) {
 }
 
 inline void run_block(int n) {
-  if (__start_tuned_shared && __stop_tuned_shared > __start_tuned_shared) /* NaN bytes, as cuda_prepare's poison */
-    memset(__start_tuned_shared, 0xFF, (size_t)(__stop_tuned_shared - __start_tuned_shared));
+  uintptr_t lo = (uintptr_t)__start_tuned_shared, hi = (uintptr_t)__stop_tuned_shared;
+  if (lo && hi > lo) memset(__start_tuned_shared, 0xFF, hi - lo); /* NaN bytes, as cuda_prepare's poison */
   std::vector<int> order((size_t)n);
   for (int i = 0; i < n; i++) {
     thread &t = threads[(size_t)i];

@@ -222,6 +222,7 @@ void ms_to_dtype(ir_dtype_t t, const double *src, int64_t n, void *dst) {
     case IR_INT32: ((int32_t *)dst)[i] = (int32_t)src[i]; break;
     case IR_INT64: ((int64_t *)dst)[i] = (int64_t)src[i]; break;
     case IR_FLOAT16: ((uint16_t *)dst)[i] = tn_float_to_half((float)src[i]); break;
+    case IR_BFLOAT16: ((uint16_t *)dst)[i] = tn_float_to_bf16((float)src[i]); break;
     case IR_FLOAT32: ((float *)dst)[i] = (float)src[i]; break;
     case IR_FLOAT64: ((double *)dst)[i] = src[i]; break;
     }
@@ -235,6 +236,7 @@ void ms_from_dtype(ir_dtype_t t, const void *src, int64_t n, double *dst) {
     case IR_INT32: dst[i] = ((const int32_t *)src)[i]; break;
     case IR_INT64: dst[i] = (double)((const int64_t *)src)[i]; break;
     case IR_FLOAT16: dst[i] = tn_half_to_float(((const uint16_t *)src)[i]); break;
+    case IR_BFLOAT16: dst[i] = tn_bf16_to_float(((const uint16_t *)src)[i]); break;
     case IR_FLOAT32: dst[i] = ((const float *)src)[i]; break;
     case IR_FLOAT64: dst[i] = ((const double *)src)[i]; break;
     }

@@ -204,6 +204,7 @@ static void *to_host(ir_dtype_t t, const double *v, int64_t n) {
     case IR_FLOAT32: ((float *)p)[i] = (float)v[i]; break;
     case IR_FLOAT64: ((double *)p)[i] = v[i]; break;
     case IR_FLOAT16: ((uint16_t *)p)[i] = tn_float_to_half((float)v[i]); break;
+    case IR_BFLOAT16: ((uint16_t *)p)[i] = tn_float_to_bf16((float)v[i]); break;
     case IR_INT32: ((int32_t *)p)[i] = v[i] != v[i] ? -7777 : (int32_t)v[i]; break;
     case IR_INT64: ((int64_t *)p)[i] = v[i] != v[i] ? -7777 : (int64_t)v[i]; break;
     case IR_BOOL: ((uint8_t *)p)[i] = v[i] != 0; break;
@@ -216,6 +217,7 @@ static void from_host(ir_dtype_t t, const void *p, double *v, int64_t n) {
     case IR_FLOAT32: v[i] = ((const float *)p)[i]; break;
     case IR_FLOAT64: v[i] = ((const double *)p)[i]; break;
     case IR_FLOAT16: v[i] = tn_half_to_float(((const uint16_t *)p)[i]); break;
+    case IR_BFLOAT16: v[i] = tn_bf16_to_float(((const uint16_t *)p)[i]); break;
     case IR_INT32: v[i] = ((const int32_t *)p)[i]; break;
     case IR_INT64: v[i] = (double)((const int64_t *)p)[i]; break;
     case IR_BOOL: v[i] = ((const uint8_t *)p)[i]; break;
@@ -704,10 +706,19 @@ START_TEST(test_c_dtypes) {
       "C[i] = A[i] * A[i] - A[i] // 3\nD[i] = select(A[i] > 0, float32(A[i]) * 0.5, -1.0)\n",
       "param M = 6, N = 7\ninput A: float16[M, N]\noutput R: float16[M]\n"
       "R[i] = max(j < N: A[i, j] * 2.0)\n",
+      /* bfloat16 with a float32 accumulator, and bfloat16 mixed with float16 (float32) */
+      "param M = 5, N = 9\ninput A: bfloat16[M, N]\ninput H: float16[M, N]\ntemp S: float32[M]\n"
+      "output R: bfloat16[M]\noutput D: float32[M, N]\n"
+      "S[i] = sum(j < N: float32(A[i, j]) * 3.0)\nR[i] = bfloat16(S[i])\nD[i, j] = A[i, j] * H[i, j]\n",
   };
   for (size_t k = 0; k < TN_ARRAY_LEN(progs); k++) {
     ir_workload_t *w = text_wl(progs[k]);
     char *src = check_c(w->func, w->func);
+    if (k == 5) {
+      HAS(src, "uint16_t *restrict A, uint16_t *restrict H");
+      HAS(src, "R[v_i_1] = tuned_f2bf((float)S[v_i_1]);");
+      HAS(src, "D[v_i_2 * 9 + v_j_1] = (float)tuned_bf2f(A[v_i_2 * 9 + v_j_1]) * (float)tuned_h2f(H[v_i_2 * 9 + v_j_1]);");
+    }
     if (k == 0) {
       HAS(src, "int kern(uint16_t *restrict A, uint16_t *restrict B, uint16_t *restrict C)");
       HAS(src, "tuned_f2h(tuned_h2f(A[v_i]) * tuned_h2f(B[v_i]) + 1.0f)");
@@ -838,6 +849,8 @@ START_TEST(test_gpu_dtypes) {
       "param N = 70\ninput A: float64[N]\noutput C: float64[N]\n"
       "C[i] = sqrt(abs(A[i])) + pow(A[i], 2.0) + tanh(A[i])\n",
       "param N = 90\ninput A: int64[N]\noutput C: int64[N]\nC[i] = A[i] * A[i] - A[i] // 3\n",
+      "param N = 300\ninput A: bfloat16[N]\ninput B: bfloat16[N]\noutput C: bfloat16[N]\n"
+      "C[i] = A[i] * B[i] + 1.0\n",
   };
   for (size_t k = 0; k < TN_ARRAY_LEN(progs); k++) {
     ir_workload_t *w = text_wl(progs[k]);
@@ -850,6 +863,12 @@ START_TEST(test_gpu_dtypes) {
       HAS(o.opencl, "vstore_half(vload_half(v_i, A) * vload_half(v_i, B) + 1.0f, v_i, C);");
     }
     if (k == 2) HAS(o.opencl, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable");
+    if (k == 4) {
+      HAS(o.cuda, "#include <cuda_bf16.h>");
+      HAS(o.cuda, "C[v_i] = __float2bfloat16(__bfloat162float(A[v_i]) * __bfloat162float(B[v_i]) + 1.0f);");
+      HAS(o.opencl, "C[v_i] = tuned_f2bf(tuned_bf2f(A[v_i]) * tuned_bf2f(B[v_i]) + 1.0f);");
+      HAS(o.opencl, "static inline ushort tuned_f2bf(float f)");
+    }
     gpu_out_free(&o);
     ir_func_free(f);
     ir_workload_free(w);

@@ -102,6 +102,25 @@ START_TEST(t_half) {
 }
 END_TEST
 
+START_TEST(t_bf16) {
+  ck_assert_uint_eq(tn_float_to_bf16(1.0f), 0x3f80);
+  ck_assert_uint_eq(tn_float_to_bf16(-2.0f), 0xc000);
+  ck_assert_uint_eq(tn_float_to_bf16(1.00390625f), 0x3f80); /* 1 + 2^-8: tie -> even (1) */
+  ck_assert_uint_eq(tn_float_to_bf16(1.01171875f), 0x3f82); /* 1 + 3 * 2^-8: tie -> even (1 + 2^-6) */
+  ck_assert_uint_eq(tn_float_to_bf16(1.005f), 0x3f81);      /* above the tie: up */
+  ck_assert_uint_eq(tn_float_to_bf16(3.4e38f), 0x7f80);     /* rounds past the largest: inf */
+  ck_assert_uint_eq(tn_float_to_bf16(INFINITY), 0x7f80);
+  ck_assert(isnan(tn_bf16_to_float(tn_float_to_bf16(NAN))));
+  ck_assert(isnan(tn_bf16_to_float(tn_float_to_bf16(-NAN))));
+  ck_assert_float_eq(tn_bf16_to_float(0x7f7f), 3.3895313892515355e38f);
+  /* Every bfloat16 that is not NaN round-trips exactly. */
+  for (uint32_t h = 0; h < 0x10000; h++) {
+    if ((h & 0x7f80) == 0x7f80 && (h & 0x7f)) continue;
+    ck_assert_uint_eq(tn_float_to_bf16(tn_bf16_to_float((uint16_t)h)), h);
+  }
+}
+END_TEST
+
 START_TEST(t_identifiers) {
   ck_assert(tn_is_identifier("A"));
   ck_assert(tn_is_identifier("x_1"));
@@ -138,7 +157,7 @@ END_TEST
 
 static Suite *make(void) {
   Suite *s = suite_create("common");
-  TU_TCASE(s, "core", 0, t_err, t_arena, t_buf, t_rng, t_hash, t_half, t_identifiers, t_read_file);
+  TU_TCASE(s, "core", 0, t_err, t_arena, t_buf, t_rng, t_hash, t_half, t_bf16, t_identifiers, t_read_file);
   return s;
 }
 

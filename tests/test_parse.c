@@ -263,10 +263,10 @@ static const err_case_t err_cases[] = {
      "variable names only (e.g. C[i, j]), found 'j + 1'"},
     /* dtypes */
     {H2 "output C: float31[M, N]\n", 4, 11,
-     "unknown dtype 'float31' (expected float16, float32, float64, int32 or int64)"},
+     "unknown dtype 'float31' (expected float16, bfloat16, float32, float64, int32 or int64)"},
     {"input A: bool[4]\n", 1, 10, "unknown dtype 'bool'"},
     {"input A: [4]\n", 1, 10,
-     "expected a dtype (float16, float32, float64, int32 or int64) after 'A:', found '['"},
+     "expected a dtype (float16, bfloat16, float32, float64, int32 or int64) after 'A:', found '['"},
     /* variables */
     {H2 "output C: float32[M, N]\nC[i, j] = sum(i < K: A[i, i])\n", 5, 15,
      "reduction variable 'i' is already used as an index variable"},
@@ -422,6 +422,7 @@ static const err_case_t err_cases[] = {
     {"input main: float32[4]\n", 1, 7, "'main' is a reserved word"},
     {"input sum: float32[4]\n", 1, 7, "'sum' is a keyword of the workload language and cannot name a tensor"},
     {"input float32: float32[4]\n", 1, 7, "'float32' is a keyword of the workload language"},
+    {"input bfloat16: float32[4]\n", 1, 7, "'bfloat16' is a keyword of the workload language"},
     {"param double = 4\n", 1, 7,
      "'double' is a reserved word of C, CUDA or OpenCL and cannot name a parameter"},
     {"input A: float32[4]\noutput C: float32[4]\nC[int] = A[int]\n", 3, 3,
@@ -480,6 +481,16 @@ START_TEST(t_literal_typing) {
   ck_assert_int_eq(v->u.un->kind, IR_E_ADD);
   ck_assert_int_eq(v->u.un->dtype, IR_FLOAT64);
   ck_assert_int_eq(v->u.un->u.bin.a->kind, IR_E_CAST);
+  ir_workload_free(w);
+
+  /* float16 with bfloat16 meet in float32; bfloat16(x) converts */
+  w = parse_ok("input A: float16[4]\ninput B: bfloat16[4]\noutput C: bfloat16[4]\nC[i] = bfloat16(A[i] * B[i])\n",
+               NULL, 0);
+  v = stmt_value(w);
+  ck_assert_int_eq(v->kind, IR_E_CAST);
+  ck_assert_int_eq(v->dtype, IR_BFLOAT16);
+  ck_assert_int_eq(v->u.un->kind, IR_E_MUL);
+  ck_assert_int_eq(v->u.un->dtype, IR_FLOAT32);
   ir_workload_free(w);
 
   /* '/' is floor division on integers, true division on floats */
