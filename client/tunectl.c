@@ -590,7 +590,7 @@ static int cmd_run(opts_t *o) {
   if (!m) return 1;
   ms_options_t mo = {.seed = o->seed};
   mo.run.min_secs = o->repeat_ms > 0 ? o->repeat_ms * 1e-3 : 0;
-  mo.run.flush_l2 = t.kind == TN_TARGET_CUDA && !o->no_flush;
+  mo.run.flush_l2 = ms_flush_by_default(t.kind) && !o->no_flush;
   ms_result_t r;
   tn_err_t err = {0};
   int rc = 1;

@@ -66,7 +66,7 @@ static void measure_naive(const tct_args_t *a, ms_result_t *r) {
   cg_module_t *m = NULL;
   tn_err_t err = {0};
   ms_options_t mo = {.seed = 1};
-  mo.run.flush_l2 = a->target->kind == TN_TARGET_CUDA && !a->no_flush; /* timed as the candidates are */
+  mo.run.flush_l2 = ms_flush_by_default(a->target->kind) && !a->no_flush; /* timed as the candidates are */
   ms_result_init(r);
   if (naive_module(a->workload, a->target, &m, &err) < 0) ms_result_fail(r, MS_BUILD_ERROR, "%s", err.msg);
   else if (ms_measure(a->workload->func, a->target, &m, 1, &mo, r, &err) < 0) ms_result_fail(r, MS_RUN_ERROR, "%s", err.msg);

@@ -653,7 +653,7 @@ static int common_prefix(const cg_site_t *const *S, int ns) {
 
 /* A local buffer on a GPU whose every site is under a copy of a vthread loop
  * (below the allocation point) gets a slice per virtual thread of it. */
-static void find_vt_slices(cg_buf_t *cb, const cg_site_t *const *S, int ns, int np) {
+static void find_vt_slices(cg_ctx_t *c, cg_buf_t *cb, const cg_site_t *const *S, int ns, int np) {
   cb->nvt = 0;
   for (int j = np; j < S[0]->nloops; j++) {
     const ir_loop_t *l = S[0]->loops[j];
@@ -665,7 +665,13 @@ static void find_vt_slices(cg_buf_t *cb, const cg_site_t *const *S, int ns, int 
       for (int k = np; k < S[i]->nloops && !found; k++) found = S[i]->loops[k]->var == l->var;
       all = found;
     }
-    if (all && cb->nvt < CG_MAX_VTHREADS) cb->vt[cb->nvt++] = l;
+    if (!all) continue;
+    if (cb->nvt == CG_MAX_VTHREADS) {
+      cg_fail(c, TN_EUNSUPPORTED, "local buffer \"%s\" is used under more than %d vthread loops (%s is one more)",
+              cb->b->name, CG_MAX_VTHREADS, l->var->name);
+      return;
+    }
+    cb->vt[cb->nvt++] = l;
   }
 }
 
@@ -688,7 +694,7 @@ static void size_buffer(cg_ctx_t *c, cg_buf_t *cb) {
   int np = common_prefix(S, ns);
   cb->alloc_at = np ? S[0]->loops[np - 1] : NULL;
   if (c->d->gpu && cb->b->scope == IR_SCOPE_SHARED) cb->alloc_at = NULL; /* kernel top */
-  if (c->d->gpu && cb->b->scope == IR_SCOPE_LOCAL) find_vt_slices(cb, S, ns, np);
+  if (c->d->gpu && cb->b->scope == IR_SCOPE_LOCAL) find_vt_slices(c, cb, S, ns, np);
   for (int d = 0; d < cb->b->ndim; d++) size_dim(c, cb, d, S, ns, np);
   int64_t bytes = cg_buf_numel(cb) * cg_elem_bytes(c, cb->b);
   if (c->d->gpu && cb->b->scope == IR_SCOPE_LOCAL && bytes >= CG_GPU_LOCAL_MAX_BYTES)
@@ -699,7 +705,7 @@ static void size_buffer(cg_ctx_t *c, cg_buf_t *cb) {
             CG_GPU_LOCAL_MAX_BYTES / 1024);
   if (!c->d->gpu) {
     cb->heap = cb->alloc_at == NULL;
-    cb->heap_at_loop = !cb->heap && cg_buf_numel(cb) * cg_elem_bytes(c, cb->b) > CG_STACK_MAX_BYTES;
+    cb->heap_at_loop = !cb->heap && bytes > CG_STACK_MAX_BYTES;
   }
 done:
   free(S);

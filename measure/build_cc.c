@@ -30,31 +30,35 @@ static int compiler_argv(const compiler_t *k, char *buf, size_t size, char **arg
 }
 
 static pthread_mutex_t version_lock = PTHREAD_MUTEX_INITIALIZER;
-static char version_cc[256], version_text[128];
+typedef struct version {
+  char cc[256], text[128];
+} version_t;
+static version_t versions[2]; /* C, C++ */
 
-/* First line of `$CC --version`, cached per compiler command. */
+/* First line of `$CC --version` (`$CXX --version`), cached per command. */
 static void compiler_version(const compiler_t *k, double timeout_s, char *out, size_t size) {
   char buf[256], *argv[CC_MAX_ARGS];
   int n = compiler_argv(k, buf, sizeof buf, argv, CC_MAX_ARGS - 2);
   char key[256];
   snprintf(key, sizeof key, "%s", getenv(k->env) && *getenv(k->env) ? getenv(k->env) : k->fallback);
+  version_t *v = &versions[k == &cc_cxx];
   pthread_mutex_lock(&version_lock);
-  if (strcmp(version_cc, key) != 0 || !version_text[0]) {
+  if (strcmp(v->cc, key) != 0 || !v->text[0]) {
     argv[n++] = "--version";
     argv[n] = NULL;
     tn_buf_t log;
     tn_buf_init(&log);
     int st = 0;
-    snprintf(version_text, sizeof version_text, "%s", argv[0]);
+    snprintf(v->text, sizeof v->text, "%s", argv[0]);
     if (ms_run_command(argv, TN_MIN(timeout_s, 10.0), &log, 4096, &st, NULL) == TN_OK && WIFEXITED(st) &&
         WEXITSTATUS(st) == 0) {
       const char *s = tn_buf_str(&log);
-      snprintf(version_text, sizeof version_text, "%.*s", (int)strcspn(s, "\n"), s);
+      snprintf(v->text, sizeof v->text, "%.*s", (int)strcspn(s, "\n"), s);
     }
     tn_buf_free(&log);
-    snprintf(version_cc, sizeof version_cc, "%s", key);
+    snprintf(v->cc, sizeof v->cc, "%s", key);
   }
-  snprintf(out, size, "%s", version_text);
+  snprintf(out, size, "%s", v->text);
   pthread_mutex_unlock(&version_lock);
 }
 

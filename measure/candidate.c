@@ -12,6 +12,8 @@ ms_backend_t ms_backend_of(tn_target_kind_t k) {
   return k == TN_TARGET_CUDA ? MS_BACKEND_CUDA : k == TN_TARGET_OPENCL ? MS_BACKEND_OPENCL : MS_BACKEND_CPU;
 }
 
+bool ms_flush_by_default(tn_target_kind_t k) { return k == TN_TARGET_CUDA; }
+
 cg_target_t ms_language_of(tn_target_kind_t k) {
   return k == TN_TARGET_CUDA || k == TN_TARGET_CUDA_HOST ? CG_TARGET_CUDA
          : k == TN_TARGET_OPENCL                         ? CG_TARGET_OPENCL

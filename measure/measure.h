@@ -38,6 +38,10 @@ typedef struct ms_backend_status {
 const char *ms_backend_name(ms_backend_t b); /* "cpu", "opencl", "cuda" */
 /* The backend that runs a target of this kind (CPU -> cpu, ...). */
 ms_backend_t ms_backend_of(tn_target_kind_t k);
+/* Whether runs on this kind of target flush L2 between timed repeats unless
+ * asked not to: CUDA (as Triton's do_bench does); not the host, where a
+ * 64 MiB flush per repeat would cost more than most candidates. */
+bool ms_flush_by_default(tn_target_kind_t k);
 /* The language a target of this kind is generated in (cpu -> C, ...). */
 cg_target_t ms_language_of(tn_target_kind_t k);
 

@@ -124,11 +124,7 @@ static int ensure_runner(loop_t *l, int task, tn_err_t *err) {
   snprintf(dir, sizeof dir, "%s/run-%d", l->work_dir, task);
   ms_run_opts_t ro = l->c->opts.run;
   ro.run_dir = dir;
-  /* On GPUs, timed as Triton's do_bench does: the L2 cache flushed between
-   * repeats, so that a kernel is not timed on inputs left in L2 by its
-   * previous repeat.  (On the CPU a 64 MiB flush per repeat would cost more
-   * than most candidates.) */
-  if (l->c->target->kind == TN_TARGET_CUDA && !l->c->opts.no_flush) ro.flush_l2 = true;
+  if (ms_flush_by_default(l->c->target->kind) && !l->c->opts.no_flush) ro.flush_l2 = true;
   if (ms_runner_new(&ro, &ts->runner, err) < 0 || ms_runner_set_workload(ts->runner, ts->func, 1, err) < 0)
     return tn_err_prefix(err, "search: workload %s", ts->workload->name);
   return 0;

@@ -382,7 +382,6 @@ START_TEST(test_samples) {
   }
   ck_assert_int_ge(nhost, HOST_RUNS); /* every workload has a CUDA space */
   run_on_host(w->func, host, host_what, nhost);
-  fprintf(stderr, "test_samples: %s: %d CUDA samples ran on the host\n", wc->name, nhost);
   for (int i = 0; i < nhost; i++) cg_module_free(host[i]);
   ir_data_free(ref.d);
   ir_workload_free(w);
