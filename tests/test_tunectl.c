@@ -193,8 +193,8 @@ START_TEST(t_pretuned) {
     }
     cJSON_Delete(rec);
   }
-  ck_assert_int_ge(nseen, 4); /* matmul 1024 and 2048, softmax, conv2d */
-  ck_assert_int_eq(nrec, 32);
+  ck_assert_int_ge(nseen, 7); /* fp32 matmul 1024, 2048 and 4096, fp16 and bf16 matmul, softmax, conv2d */
+  ck_assert_int_eq(nrec, 48);
   free(text);
 }
 END_TEST
