@@ -63,7 +63,7 @@ int64_t cg_buf_numel(const cg_buf_t *cb) {
   int64_t n = 1;
   for (int d = 0; d < cb->b->ndim; d++) n *= cb->ext[d];
   for (int i = 0; i < cb->nvt; i++) n *= cb->vt[i]->extent;
-  return n;
+  return cb->pipe ? n * cb->pipe_stages : n;
 }
 
 cg_tag_kind_t cg_loop_tag(const ir_loop_t *l, int *axis) {
@@ -813,5 +813,6 @@ int cg_analyse(cg_ctx_t *c) {
   }
   for (int i = 0; i < c->nbufs && !c->rc; i++)
     if (c->bufs[i].b && c->bufs[i].sized && c->bufs[i].used) size_buffer(c, &c->bufs[i]);
+  if (!c->rc && c->d->gpu) cg_pipe_analyse(c);
   return c->rc;
 }

@@ -77,7 +77,22 @@ typedef struct cg_buf {
   int nvt;
   int kernel;                   /* kernel using it (-1 none) */
   bool used;
+  /* Shared buffers filled by the copies of a software-pipelined loop
+   * (pipeline.c): `pipe_stages` copies of the storage, the one in use
+   * chosen by the loop's variable modulo the stages. */
+  const ir_loop_t *pipe;
+  int pipe_stages;
 } cg_buf_t;
+
+/* A loop annotated IR_ANN_PIPELINE_STAGES (GPU) whose body is copies into
+ * shared memory (items[0 .. ncopies)) followed by the computation. */
+typedef struct cg_pipe {
+  const ir_loop_t *loop;
+  int stages;
+  ir_stmt_t *const *items;
+  int nitems, ncopies;
+  bool global_barrier; /* the computation writes global memory */
+} cg_pipe_t;
 
 /* A reduction whose reduce iterator is bound to threadIdx.x (GPU). */
 typedef struct cg_xred {
@@ -102,6 +117,9 @@ typedef struct cg_promo {
   char name[32];          /* tuned_accN */
   const char *ref;        /* "tuned_accN[(t0) * e1 + t1]" */
 } cg_promo_t;
+
+/* What static __shared__ arrays may hold in one CUDA kernel. */
+#define CG_CUDA_STATIC_SHARED_MAX 49152
 
 #define CG_MAX_DEPTH 128
 #define CG_MAX_OVERRIDES 16
@@ -129,6 +147,8 @@ typedef struct cg_ctx {
   int nxreds, capxreds;
   const ir_stmt_t **roots; /* root statements (one kernel each on GPUs) */
   int nroots;
+  cg_pipe_t *pipes;
+  int npipes, cappipes;
 
   /* emission state */
   tn_buf_t *o;
@@ -140,6 +160,12 @@ typedef struct cg_ctx {
   int64_t auto_unroll;
   int tmp;               /* counter for tuned_* temporaries */
   const cg_promo_t *promo; /* accumulators being kept local (C target) */
+  /* while a pipelined loop's copies are printed: its variable prints as
+   * shift_text (the iteration fetched ahead), and copies from global into
+   * shared memory become cp.async on CUDA */
+  const ir_var_t *shift_var;
+  const char *shift_text;
+  bool async_copy;
   const ir_expr_t *ovr_expr[CG_MAX_OVERRIDES];
   const char *ovr_text[CG_MAX_OVERRIDES];
   int novr;
@@ -152,7 +178,7 @@ typedef struct cg_ctx {
   int64_t shared_bytes;
 
   /* helpers the source needs */
-  bool need_fdiv[2], need_minmax[2], need_half, need_bf16, need_fp64;
+  bool need_fdiv[2], need_minmax[2], need_half, need_bf16, need_fp64, need_cp_async;
 } cg_ctx_t;
 
 /* Records the first error; returns its code. */
@@ -245,6 +271,26 @@ void cg_thread_guard(cg_ctx_t *c, tn_buf_t *o);
 void cg_sync_before(cg_ctx_t *c, const ir_stmt_t *s);
 void cg_sync_note(cg_ctx_t *c, const ir_stmt_t *s);
 void cg_barrier(cg_ctx_t *c, bool global);
+
+/* Loop nesting while printing (for the thread guards). */
+void cg_stack_push(cg_ctx_t *c, const ir_loop_t *l);
+void cg_stack_pop(cg_ctx_t *c);
+
+/* ---- software pipelining (pipeline.c) ------------------------------------ */
+
+/* Finds the loops annotated IR_ANN_PIPELINE_STAGES (GPU), checks their form
+ * (an error naming the loop otherwise) and gives their copies' shared
+ * buffers one slice per stage.  Runs after buffer sizing. */
+int cg_pipe_analyse(cg_ctx_t *c);
+const cg_pipe_t *cg_pipe_at(const cg_ctx_t *c, const ir_loop_t *l);
+/* Prints a pipelined loop: prologue copies, then per iteration wait, barrier,
+ * the copies S - 1 iterations ahead, the computation. */
+void cg_emit_pipelined(cg_ctx_t *c, const ir_stmt_t *s, const cg_pipe_t *p);
+/* A store that copies one float32 from global into shared memory, printed as
+ * cp.async when c->async_copy; false (nothing printed) otherwise. */
+bool cg_try_async_store(cg_ctx_t *c, const ir_stmt_t *s);
+/* The cp.async helpers (CUDA; the host harness brings its own). */
+extern const char cg_cp_async_helpers[];
 
 /* ---- GPU special forms ------------------------------------------------- */
 

@@ -55,7 +55,7 @@ typedef struct cg_param {
 typedef struct cg_kernel {
   char name[64];
   int64_t grid[3], block[3];   /* all 1 for the C target */
-  int64_t dyn_shared_bytes;    /* dynamic shared memory to pass at launch: always 0 */
+  int64_t dyn_shared_bytes;    /* dynamic shared memory to pass at launch (CUDA kernels over 48 KiB) */
   int64_t static_shared_bytes; /* __shared__ / __local arrays declared in the source */
 } cg_kernel_t;
 

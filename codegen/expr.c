@@ -130,6 +130,13 @@ static ir_expr_t *flat_index(cg_ctx_t *c, const ir_block_t *blk, const ir_buffer
     }
     if (wide) slice = ir_cast(c->scratch, IR_INT64, slice);
     flat = ir_bin(c->scratch, IR_E_ADD, flat, ir_bin(c->scratch, IR_E_MUL, slice, ir_const_int(c->scratch, it, numel)));
+    for (int i = 0; i < cb->nvt; i++) numel *= cb->vt[i]->extent;
+  }
+  if (cb->pipe) { /* the pipeline stage's slice: the loop's variable modulo the stages */
+    ir_expr_t *stage = ir_bin(c->scratch, IR_E_FLOORMOD, ir_varref(c->scratch, cb->pipe->var),
+                              ir_int(c->scratch, cb->pipe_stages));
+    if (wide) stage = ir_cast(c->scratch, IR_INT64, stage);
+    flat = ir_bin(c->scratch, IR_E_ADD, flat, ir_bin(c->scratch, IR_E_MUL, stage, ir_const_int(c->scratch, it, numel)));
   }
   return flat;
 }
@@ -347,7 +354,9 @@ static void pexpr(cg_ctx_t *c, const ir_expr_t *e, tn_buf_t *o, int need) {
   switch (e->kind) {
   case IR_E_INT: print_int(c, e->u.ival, e->dtype == IR_INT64 ? IR_INT64 : IR_INT32, o, need); return;
   case IR_E_FLOAT: print_float(c, e->u.fval, e->dtype, o, need); return;
-  case IR_E_VAR: tn_buf_put(o, cg_var(c, e->u.var)); return;
+  case IR_E_VAR:
+    tn_buf_put(o, e->u.var == c->shift_var ? c->shift_text : cg_var(c, e->u.var));
+    return;
   case IR_E_LOAD: print_load(c, e, o); return;
   case IR_E_NOT: print_unary(c, e, "!", o, need); return;
   case IR_E_NEG: print_unary(c, e, "-", o, need); return;

@@ -139,6 +139,7 @@ static void helper_text(cg_ctx_t *c, tn_buf_t *o) {
   if (c->need_half && c->d->target == CG_TARGET_C) tn_buf_put(o, c_half_helpers);
   if (c->need_bf16 && c->d->target == CG_TARGET_C) tn_buf_put(o, c_bf16_helpers);
   if (c->need_bf16 && c->d->target == CG_TARGET_OPENCL) tn_buf_put(o, opencl_bf16_helpers);
+  if (c->need_cp_async && c->d->target == CG_TARGET_CUDA) tn_buf_put(o, cg_cp_async_helpers);
 }
 
 /* ---- C ------------------------------------------------------------------------ */
@@ -209,15 +210,41 @@ static void emit_c(cg_ctx_t *c, cg_module_t *m, tn_buf_t *src) {
 
 /* ---- GPU ------------------------------------------------------------------------ */
 
-static void shared_decls(cg_ctx_t *c) {
+static bool is_kernel_shared(const cg_ctx_t *c, const cg_buf_t *cb) {
+  return cb->b && cb->sized && cb->used && cb->kernel == c->kernel && cb->b->scope == IR_SCOPE_SHARED;
+}
+
+/* The kernel's shared arrays: static __shared__ arrays, or on CUDA above the
+ * 48 KiB that static arrays may hold, pointers into one dynamic shared array
+ * (16-byte aligned each) whose size the launch passes; the host harness
+ * sees a static array of that size instead. */
+static void shared_decls(cg_ctx_t *c, cg_kernel_t *kd) {
+  int64_t total = 0;
+  for (int i = 0; i < c->nbufs; i++)
+    if (is_kernel_shared(c, &c->bufs[i]))
+      total += (cg_buf_numel(&c->bufs[i]) * cg_elem_bytes(c, c->bufs[i].b) + 15) / 16 * 16;
+  bool dyn = c->d->target == CG_TARGET_CUDA && total > CG_CUDA_STATIC_SHARED_MAX;
+  if (dyn) {
+    tn_buf_printf(&c->shared,
+                  "#ifdef TUNED_CUDA_HOST_H\n  __shared__ __align__(16) unsigned char tuned_dyn_shared[%lld];\n"
+                  "#else\n  extern __shared__ __align__(16) unsigned char tuned_dyn_shared[];\n#endif\n",
+                  (long long)total);
+    kd->dyn_shared_bytes = total;
+  }
+  int64_t off = 0;
   for (int i = 0; i < c->nbufs; i++) {
     const cg_buf_t *cb = &c->bufs[i];
-    if (!cb->b || !cb->sized || !cb->used || cb->kernel != c->kernel ||
-        cb->b->scope != IR_SCOPE_SHARED)
-      continue;
-    tn_buf_printf(&c->shared, "  %s%s %s[%lld];\n", c->d->shared_decl, cg_storage_type(c, cb->b),
-                  cb->name, (long long)cg_buf_numel(cb));
-    c->shared_bytes += cg_buf_numel(cb) * cg_elem_bytes(c, cb->b);
+    if (!is_kernel_shared(c, cb)) continue;
+    int64_t bytes = cg_buf_numel(cb) * cg_elem_bytes(c, cb->b);
+    const char *t = cg_storage_type(c, cb->b);
+    if (dyn) {
+      tn_buf_printf(&c->shared, "  %s *%s = (%s *)(tuned_dyn_shared + %lld);  /* %lld elements */\n", t, cb->name,
+                    t, (long long)off, (long long)cg_buf_numel(cb));
+      off += (bytes + 15) / 16 * 16;
+    } else {
+      tn_buf_printf(&c->shared, "  %s%s %s[%lld];\n", c->d->shared_decl, t, cb->name, (long long)cg_buf_numel(cb));
+      c->shared_bytes += bytes;
+    }
   }
 }
 
@@ -231,7 +258,8 @@ static void emit_kernel(cg_ctx_t *c, int k, const char *args, cg_kernel_t *kd, t
   memset(c->read_since, 0, (size_t)c->nbufs);
   tn_buf_reset(&c->shared);
   c->shared_bytes = 0;
-  shared_decls(c);
+  kd->dyn_shared_bytes = 0;
+  shared_decls(c, kd);
   tn_buf_t body;
   tn_buf_init(&body);
   c->o = &body;
@@ -308,6 +336,7 @@ static void ctx_free(cg_ctx_t *c) {
   free(c->bufs);
   free(c->sites);
   free(c->xreds);
+  free(c->pipes);
   free(c->roots);
   free(c->pend_w);
   free(c->read_since);

@@ -151,12 +151,12 @@ static void body_with_allocs(cg_ctx_t *c, const ir_loop_t *l) {
 
 /* ---- loops ------------------------------------------------------------------ */
 
-static void push(cg_ctx_t *c, const ir_loop_t *l) {
+void cg_stack_push(cg_ctx_t *c, const ir_loop_t *l) {
   if (c->depth < CG_MAX_DEPTH) c->stack[c->depth] = l;
   c->depth++;
 }
 
-static void pop(cg_ctx_t *c) { c->depth--; }
+void cg_stack_pop(cg_ctx_t *c) { c->depth--; }
 
 /* Iterations of a subtree once unrolled (TVM's auto-unroll step count);
  * thread-bound loops vanish on GPUs. */
@@ -218,10 +218,10 @@ static void emit_for(cg_ctx_t *c, const ir_stmt_t *s) {
     c->ind++;
   }
   c->in_parallel += par;
-  push(c, l);
+  cg_stack_push(c, l);
   body_with_allocs(c, l);
   sync_loop_end(c, l);
-  pop(c);
+  cg_stack_pop(c);
   c->in_parallel -= par;
   c->ind--;
   cg_line(c, "}");
@@ -235,9 +235,9 @@ static void emit_bound(cg_ctx_t *c, const ir_loop_t *l, cg_tag_kind_t k, int axi
   c->ind++;
   cg_line(c, "int %s = %s;  /* %s, extent %lld */", cg_var(c, l->var), idx,
           l->thread, (long long)l->extent);
-  push(c, l);
+  cg_stack_push(c, l);
   body_with_allocs(c, l);
-  pop(c);
+  cg_stack_pop(c);
   c->ind--;
   cg_line(c, "}");
 }
@@ -251,7 +251,9 @@ static void emit_loop(cg_ctx_t *c, const ir_stmt_t *s) {
   int axis;
   cg_tag_kind_t k = cg_loop_tag(l, &axis);
   const cg_xred_t *x = c->d->gpu ? cg_xred_at(c, l) : NULL;
+  const cg_pipe_t *p = c->d->gpu ? cg_pipe_at(c, l) : NULL;
   if (x) cg_emit_xreduce(c, x);
+  else if (p) cg_emit_pipelined(c, s, p);
   else if (c->d->gpu && (k == CG_TAG_BLOCK || k == CG_TAG_THREAD)) emit_bound(c, l, k, axis);
   else if (!(c->d->gpu && l->kind == IR_LOOP_VECTORIZED && cg_try_vectorize(c, l))) {
     cg_promo_t p;
@@ -374,6 +376,7 @@ void cg_emit_stmt(cg_ctx_t *c, const ir_stmt_t *s) {
   case IR_S_LOOP: emit_loop(c, s); return;
   case IR_S_BLOCK: emit_block(c, s); return;
   case IR_S_STORE:
+    if (c->async_copy && cg_try_async_store(c, s)) return;
     cg_emit_store_text(c, s->u.store.buf, s->u.store.idx, cg_expr_str(c, s->u.store.value));
     return;
   }

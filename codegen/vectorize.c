@@ -195,6 +195,15 @@ bool cg_try_vectorize(cg_ctx_t *c, const ir_loop_t *l) {
   if (guarded || !vec_access(c, b, l, st->u.store.buf, st->u.store.idx, &store)) return false;
   int n = 0;
   find_loads(c, b, l, st->u.store.value, loads, &n);
+  if (c->async_copy && n == 1 && st->u.store.value == loads[0].load &&
+      st->u.store.buf->scope == IR_SCOPE_SHARED && loads[0].buf->scope == IR_SCOPE_GLOBAL) {
+    /* a copy from global into shared memory of a pipelined loop: cp.async */
+    cg_line(c, "tuned_cp_async%lld(%s + (%s), %s + (%s));  /* vectorized loop %s */", (long long)(4 * w),
+            c->bufs[st->u.store.buf->id].name, store.base, c->bufs[loads[0].buf->id].name, loads[0].base,
+            cg_var(c, l->var));
+    cg_sync_note(c, bs);
+    return true;
+  }
   cg_line(c, "{  /* vectorized loop %s: float%lld */", cg_var(c, l->var), (long long)w);
   c->ind++;
   int id = c->tmp;

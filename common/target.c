@@ -10,18 +10,20 @@
 #include <unistd.h>
 
 /* Limits and peaks from the vendors' figures (float32 non-tensor peak, dense).
- * Shared memory is the static per-block limit (48 KiB): generated kernels use
- * static __shared__ arrays, which ptxas refuses above it. */
+ * Shared memory: the static per-block limit (48 KiB, what __shared__ arrays
+ * may hold) and what a kernel may opt into as dynamic shared memory
+ * (T4 64 KiB, A100 163 KiB, H100/H200 227 KiB); kernels over 48 KiB are
+ * generated with dynamic shared memory. */
 static const tn_target_t builtin[] = {
-    {"nvidia/tesla-t4", TN_TARGET_CUDA, "sm_75", "NVIDIA Tesla T4", 1024, 49152, 255, 65536, 32, 16, 40, 0, 8100, 320},
-    {"nvidia/tesla-p100", TN_TARGET_CUDA, "sm_60", "NVIDIA Tesla P100", 1024, 49152, 255, 65536, 32, 16, 56, 0, 10600, 732},
-    {"nvidia/a100", TN_TARGET_CUDA, "sm_80", "NVIDIA A100", 1024, 49152, 255, 65536, 32, 16, 108, 0, 19500, 1555},
-    {"nvidia/h100", TN_TARGET_CUDA, "sm_90", "NVIDIA H100 SXM", 1024, 49152, 255, 65536, 32, 16, 132, 0, 66900, 3350},
-    {"nvidia/h200", TN_TARGET_CUDA, "sm_90", "NVIDIA H200 SXM", 1024, 49152, 255, 65536, 32, 16, 132, 0, 66900, 4800},
-    {"opencl/pocl-cpu", TN_TARGET_OPENCL, "", "PoCL on the host CPU", 1024, 49152, 0, 0, 32, 16, 0, 0, 0, 0},
-    {"cpu", TN_TARGET_CPU, "native", "host CPU", 0, 0, 0, 0, 1, 32, 0, 0, 0, 0},
+    {"nvidia/tesla-t4", TN_TARGET_CUDA, "sm_75", "NVIDIA Tesla T4", 1024, 49152, 255, 65536, 32, 16, 40, 0, 8100, 320, 65536},
+    {"nvidia/tesla-p100", TN_TARGET_CUDA, "sm_60", "NVIDIA Tesla P100", 1024, 49152, 255, 65536, 32, 16, 56, 0, 10600, 732, 0},
+    {"nvidia/a100", TN_TARGET_CUDA, "sm_80", "NVIDIA A100", 1024, 49152, 255, 65536, 32, 16, 108, 0, 19500, 1555, 166912},
+    {"nvidia/h100", TN_TARGET_CUDA, "sm_90", "NVIDIA H100 SXM", 1024, 49152, 255, 65536, 32, 16, 132, 0, 66900, 3350, 232448},
+    {"nvidia/h200", TN_TARGET_CUDA, "sm_90", "NVIDIA H200 SXM", 1024, 49152, 255, 65536, 32, 16, 132, 0, 66900, 4800, 232448},
+    {"opencl/pocl-cpu", TN_TARGET_OPENCL, "", "PoCL on the host CPU", 1024, 49152, 0, 0, 32, 16, 0, 0, 0, 0, 0},
+    {"cpu", TN_TARGET_CPU, "native", "host CPU", 0, 0, 0, 0, 1, 32, 0, 0, 0, 0, 0},
     {"cuda-host", TN_TARGET_CUDA_HOST, "", "CUDA C run on the host CPU (checks only)", 1024, 49152, 0, 0, 32, 16, 0, 0, 0,
-     0},
+     0, 232448},
 };
 
 static const char *const builtin_names[] = {"cpu",         "opencl/pocl-cpu", "nvidia/tesla-t4", "nvidia/tesla-p100",
@@ -67,8 +69,12 @@ typedef struct field {
 static const field_t fields[] = {
     F(max_threads_per_block, 'i'), F(max_shared_memory_per_block, 'l'), F(max_registers_per_thread, 'i'),
     F(max_registers_per_block, 'l'), F(warp_size, 'i'), F(max_vector_bytes, 'i'), F(sm_count, 'i'),
-    F(num_cores, 'i'), F(peak_gflops, 'd'), F(peak_gbps, 'd'),
+    F(num_cores, 'i'), F(peak_gflops, 'd'), F(peak_gbps, 'd'), F(max_shared_memory_per_block_optin, 'l'),
 };
+
+int64_t tn_target_shared_limit(const tn_target_t *t) {
+  return TN_MAX(t->max_shared_memory_per_block, t->max_shared_memory_per_block_optin);
+}
 
 static int copy_str(char *dst, size_t cap, const cJSON *j, const char *key, bool required, tn_err_t *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);

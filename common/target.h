@@ -27,7 +27,13 @@ typedef struct tn_target {
   int num_cores;                  /* CPU cores (0: detect at run time) */
   double peak_gflops;             /* float32, non-tensor; 0 if unknown */
   double peak_gbps;               /* memory bandwidth; 0 if unknown */
+  /* CUDA: shared memory per block a kernel may opt into (dynamic shared
+   * memory with cuFuncSetAttribute); 0: max_shared_memory_per_block only */
+  int64_t max_shared_memory_per_block_optin;
 } tn_target_t;
+
+/* The most shared memory a kernel of the target may use per block. */
+int64_t tn_target_shared_limit(const tn_target_t *t);
 
 const char *tn_target_kind_name(tn_target_kind_t k); /* "cpu", "opencl", "cuda", "cuda-host" */
 

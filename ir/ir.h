@@ -254,6 +254,13 @@ ir_stmt_t *ir_loop_new(ir_func_t *f, ir_var_t *var, int64_t extent, ir_stmt_t *b
 ir_stmt_t *ir_block_new(ir_func_t *f, const char *name); /* fill fields afterwards */
 ir_stmt_t *ir_store(ir_func_t *f, ir_buffer_t *b, ir_expr_t *const *idx, int n, ir_expr_t *value);
 
+/* Loop annotation (integer >= 1): the loop's body is copies into shared
+ * memory followed by the computation on them; with S >= 2 stages the GPU
+ * code generator keeps S copies of each such buffer and issues the copies of
+ * iteration i + S - 1 while iteration i computes (codegen/pipeline.c). */
+#define IR_ANN_PIPELINE_STAGES "software_pipeline_stages"
+#define IR_PIPELINE_MAX_STAGES 8
+
 /* Sets or replaces an annotation on a loop or block. */
 void ir_annot_set_int(ir_func_t *f, ir_annot_t **annots, int *n, const char *key, int64_t v);
 void ir_annot_set_str(ir_func_t *f, ir_annot_t **annots, int *n, const char *key, const char *v);

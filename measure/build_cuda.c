@@ -227,10 +227,10 @@ static int check_limits(const ms_candidate_t *c, const ms_ptxas_kernel_t *ks, in
                      t->name, (long long)t->max_registers_per_block);
       return -1;
     }
-    if (t->max_shared_memory_per_block > 0 && p->shared_bytes + k->dyn_shared_bytes > t->max_shared_memory_per_block) {
+    if (t->max_shared_memory_per_block > 0 && p->shared_bytes + k->dyn_shared_bytes > tn_target_shared_limit(t)) {
       ms_result_fail(res, MS_BUILD_ERROR, "kernel %s uses %lld bytes of shared memory; %s allows %lld", k->name,
                      (long long)(p->shared_bytes + k->dyn_shared_bytes), t->name,
-                     (long long)t->max_shared_memory_per_block);
+                     (long long)tn_target_shared_limit(t));
       return -1;
     }
   }
@@ -270,6 +270,9 @@ void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_result_t *res
   ms_ptxas_kernel_t ks[MAX_KERNELS];
   int n = o.log ? ms_ptxas_parse(o.log, ks, MAX_KERNELS) : 0;
   record_facts(ks, n, &res->build);
+  for (int i = 0; i < cand->nkernels; i++) /* ptxas counts static shared memory; the launch adds the dynamic */
+    res->build.shared_bytes = TN_MAX(res->build.shared_bytes, cand->kernels[i].static_shared_bytes +
+                                                                  cand->kernels[i].dyn_shared_bytes);
   char cubin[MS_PATH_MAX];
   if (rc < 0)
     ms_result_fail(res, MS_BUILD_ERROR, "%s", err.msg);

@@ -18,7 +18,9 @@
  * between two threads of one warp that the hardware happens to order), and
  * the memory model beyond barriers.  Errors (a barrier only some threads
  * reach, a shuffle from a lane outside the mask or the block) print what and
- * where on stderr and abort: the worker reports them as a run error. */
+ * where on stderr and abort: the worker reports them as a run error.
+ * cp.async copies land when their thread waits for their group, not when
+ * issued: a wait missing before the barrier leaves NaN bytes behind. */
 #ifndef TUNED_CUDA_HOST_H
 #define TUNED_CUDA_HOST_H
 
@@ -127,12 +129,23 @@ namespace tuned_host {
 
 enum { RUN, AT_BARRIER, AT_WARP, DONE };
 
+/* A cp.async copy in flight: its source read when issued, its destination
+ * written when the issuing thread waits for its group. */
+struct pending_copy {
+  void *dst;
+  unsigned char data[16];
+  int bytes;
+  unsigned group;
+};
+
 struct thread {
   ucontext_t ctx;
   dim3 idx;
   int lin, state;
   uint64_t slot; /* a value offered to the warp's shuffle */
   unsigned shuffles;
+  std::vector<pending_copy> copies;
+  unsigned groups; /* cp.async groups committed */
 };
 
 inline thread *cur;
@@ -165,6 +178,7 @@ inline void wait(int state) {
 
 inline void trampoline() {
   (*body)();
+  if (!cur->copies.empty()) fail("%s", "a thread exited with cp.async copies it never waited for");
   cur->state = DONE;
 }
 
@@ -227,6 +241,8 @@ inline void run_block(int n) {
                  (unsigned)i / (block_dim.x * block_dim.y)};
     t.state = RUN;
     t.shuffles = 0;
+    t.copies.clear();
+    t.groups = 0;
     getcontext(&t.ctx);
     t.ctx.uc_stack.ss_sp = stacks + (size_t)i * STACK;
     t.ctx.uc_stack.ss_size = STACK;
@@ -290,7 +306,37 @@ template <typename T> T exchange(unsigned mask, T v, int src, const char *what) 
   return r;
 }
 
+inline void cp_async(void *d, const void *s, int bytes) {
+  if ((uintptr_t)d % (uintptr_t)bytes || (uintptr_t)s % (uintptr_t)bytes) fail("%s", "misaligned cp.async");
+  pending_copy p;
+  p.dst = d;
+  memcpy(p.data, s, (size_t)bytes);
+  p.bytes = bytes;
+  p.group = cur->groups;
+  cur->copies.push_back(p);
+}
+
+/* cp.async.wait_group n: the copies of every committed group but the n
+ * newest land. */
+inline void cp_wait(unsigned n) {
+  std::vector<pending_copy> &q = cur->copies;
+  size_t kept = 0;
+  for (size_t i = 0; i < q.size(); i++) {
+    if (q[i].group + n < cur->groups) memcpy(q[i].dst, q[i].data, (size_t)q[i].bytes);
+    else q[kept++] = q[i];
+  }
+  q.resize(kept);
+}
+
 } /* namespace tuned_host */
+
+/* cp.async as the generated code calls it (codegen/pipeline.c): copies are
+ * deferred to the issuing thread's wait, so a missing wait reads NaN bytes. */
+inline void tuned_cp_async4(void *d, const void *s) { tuned_host::cp_async(d, s, 4); }
+inline void tuned_cp_async8(void *d, const void *s) { tuned_host::cp_async(d, s, 8); }
+inline void tuned_cp_async16(void *d, const void *s) { tuned_host::cp_async(d, s, 16); }
+inline void tuned_cp_commit() { tuned_host::cur->groups++; }
+template <int N> inline void tuned_cp_wait() { tuned_host::cp_wait((unsigned)N); }
 
 #define threadIdx (tuned_host::cur->idx)
 #define blockIdx (tuned_host::block_idx)

@@ -241,7 +241,11 @@ typedef struct ms_run_opts {
   double slow_factor;   /* > 0: a candidate whose checked run takes over slow_factor times the
                            fastest verified run of this workload so far is timed by that run
                            alone (one sample, no warm-up): it cannot win, and repeating a
-                           seconds-long kernel costs the search seconds.  0: off */
+                           seconds-long kernel costs the search seconds.  A candidate still
+                           running at 10 x slow_factor times that fastest run (and at least
+                           stop_min_s) is stopped: its worker is killed and restarted, the
+                           candidate reported as a timeout.  0: off */
+  double stop_min_s;    /* floor of that stop; 0: 2 s */
   const char *worker;   /* worker executable; NULL: ms_worker_path() */
   const char *run_dir;  /* workload data and the worker's log; NULL: a fresh temp dir */
 } ms_run_opts_t;

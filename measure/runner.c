@@ -207,11 +207,12 @@ int ms_runner_new(const ms_run_opts_t *o, ms_runner_t **out, tn_err_t *err) {
   ms_run_opts_t def = {0};
   if (!o) o = &def;
   *out = NULL;
-  if (o->timeout_s < 0 || o->min_secs < 0 || o->min_repeats < 0 || o->max_repeats < 0)
+  if (o->timeout_s < 0 || o->min_secs < 0 || o->min_repeats < 0 || o->max_repeats < 0 || o->stop_min_s < 0)
     return tn_err_set(err, TN_EINVAL, "runner: timeout, minimum time and repeat counts must not be negative");
   ms_runner_t *r = tn_xcalloc(1, sizeof *r);
   r->o = *o;
   r->o.timeout_s = o->timeout_s > 0 ? o->timeout_s : 30.0;
+  r->o.stop_min_s = o->stop_min_s > 0 ? o->stop_min_s : 2.0;
   r->o.min_secs = o->min_secs > 0 ? o->min_secs : 0.1;
   r->o.min_repeats = o->min_repeats > 0 ? o->min_repeats : 3;
   r->o.max_repeats = TN_MAX(o->max_repeats > 0 ? o->max_repeats : 1000, r->o.min_repeats);
@@ -447,11 +448,22 @@ static int run_one(ms_runner_t *r, const ms_candidate_t *c, ms_result_t *res, tn
     rc = ms_frame_send(r->fd, req, &e);
     if (rc < 0) reap(r, true); /* died between requests: start a fresh one */
   }
-  if (rc == TN_OK) rc = ms_frame_recv(r->fd, tn_now() + r->o.timeout_s, &reply, &e);
+  /* a candidate far slower than the fastest so far is stopped early */
+  double wait_s = r->o.timeout_s, stop_s = r->o.slow_factor > 0 && r->best > 0
+                                               ? TN_MAX(r->o.stop_min_s, 10 * r->o.slow_factor * r->best)
+                                               : INFINITY;
+  bool stopped = stop_s < wait_s;
+  if (stopped) wait_s = stop_s;
+  if (rc == TN_OK) rc = ms_frame_recv(r->fd, tn_now() + wait_s, &reply, &e);
   if (rc == TN_ERANGE) {
     reap(r, true);
-    ms_result_fail(res, MS_TIMEOUT, "run timed out after %.1f s: the worker was killed (restarted for the next "
-                   "candidate)", r->o.timeout_s);
+    if (stopped)
+      ms_result_fail(res, MS_TIMEOUT, "run stopped after %.1f s, %g times the fastest verified run so far (%.3g ms): "
+                     "the worker was killed (restarted for the next candidate)", wait_s, 10 * r->o.slow_factor,
+                     r->best * 1e3);
+    else
+      ms_result_fail(res, MS_TIMEOUT, "run timed out after %.1f s: the worker was killed (restarted for the next "
+                     "candidate)", wait_s);
     res->ran = true;
   } else if (rc < 0) {
     record_crash(r, from, res);

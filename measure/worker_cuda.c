@@ -35,6 +35,7 @@
   X(module_unload, "cuModuleUnload", PFN_cuModuleUnload_v2000)      \
   X(module_func, "cuModuleGetFunction", PFN_cuModuleGetFunction_v2000) \
   X(launch, "cuLaunchKernel", PFN_cuLaunchKernel_v4000)             \
+  X(func_attr, "cuFuncSetAttribute", PFN_cuFuncSetAttribute_v9000)  \
   X(event_create, "cuEventCreate", PFN_cuEventCreate_v2000)         \
   X(event_record, "cuEventRecord", PFN_cuEventRecord_v2000)         \
   X(event_sync, "cuEventSynchronize", PFN_cuEventSynchronize_v2000) \
@@ -148,9 +149,15 @@ static int cuda_load(const wk_run_t *r, wk_err_t *e) {
   CUresult rc = cu.module_load(&cu.mod, image);
   free(image);
   if (rc != CUDA_SUCCESS) return cu_fail(e, rc, "cuModuleLoadData");
-  for (int k = 0; k < r->nkernels; k++)
+  for (int k = 0; k < r->nkernels; k++) {
     if ((rc = cu.module_func(&cu.fns[k], cu.mod, r->kernels[k].name)) != CUDA_SUCCESS)
       return cu_fail(e, rc, r->kernels[k].name);
+    /* dynamic shared memory over the default 48 KiB is opted into per kernel */
+    if (r->kernels[k].dyn_shared_bytes > 49152 &&
+        (rc = cu.func_attr(cu.fns[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                           (int)r->kernels[k].dyn_shared_bytes)) != CUDA_SUCCESS)
+      return cu_fail(e, rc, "cuFuncSetAttribute (MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+  }
   for (int i = 0; i < r->nargs; i++) {
     const wk_arg_t *a = &r->args[i];
     if (a->param >= 0) {

@@ -228,6 +228,13 @@ static int read_reuse(smp_ctx_t *c, smp_state_t *st, const mlt_config_t *cfg, co
   }
   for (int i = 0; i < n; i++) SMP_TRY(cache_one_read(c, st->s, cfg, tl, names[i], err));
   if (n) smp_note(st, "%s read caches of %d inputs", cfg->read_scope, n);
+  if (n && c->gpu) { /* software pipelining of the shared copies: 1 (none), 2 or 3 stages */
+    static const int64_t stages[] = {1, 2, 3};
+    static const double probs[] = {0.2, 0.4, 0.4};
+    sch_rv_t v;
+    SMP_TRY(sch_sample_categorical(st->s, stages, probs, 3, &v, err));
+    SMP_TRY(sch_annotate(st->s, last_loop(tl, cfg->read_level - 1), IR_ANN_PIPELINE_STAGES, sch_arg_rv(v), err));
+  }
   return TN_OK;
 }
 

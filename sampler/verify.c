@@ -148,6 +148,13 @@ static int64_t shared_footprint(const ir_func_t *f, ir_func_t *scratch, ir_block
   }
   int64_t bytes = ir_dtype_bytes(buf->dtype);
   for (int d = 0; d < buf->ndim; d++) bytes *= width[d];
+  for (int j = nu ? lca - 1 : -1; j >= 0; j--) { /* a pipelined loop keeps one copy per stage */
+    const ir_annot_t *a = ir_annot_get(loops[0][j]->annots, loops[0][j]->nannots, IR_ANN_PIPELINE_STAGES);
+    if (a && !a->is_str && a->ival > 1 && loops[0][j]->extent > 1) {
+      bytes *= a->ival;
+      break;
+    }
+  }
   return bytes;
 }
 
@@ -224,9 +231,9 @@ static int check_kernel(const kernel_use_t *k, const tn_target_t *t, tn_err_t *e
   if (k->threads < k->low || k->threads > k->high)
     return tn_err_set(err, TN_ERANGE, "%lld threads per block are outside [%lld, %lld], the bounds annotated on the "
                       "kernel of block \"%s\"", (long long)k->threads, (long long)k->low, (long long)k->high, kn);
-  if (t->max_shared_memory_per_block > 0 && k->shared > t->max_shared_memory_per_block)
+  if (t->max_shared_memory_per_block > 0 && k->shared > tn_target_shared_limit(t))
     return tn_err_set(err, TN_ERANGE, "%lld bytes of shared memory per block exceed the target's %lld (kernel of "
-                      "block \"%s\": %s)", (long long)k->shared, (long long)t->max_shared_memory_per_block, kn,
+                      "block \"%s\": %s)", (long long)k->shared, (long long)tn_target_shared_limit(t), kn,
                       tn_buf_str(&k->detail));
   if (t->max_vector_bytes > 0 && k->vector_bytes > t->max_vector_bytes)
     return tn_err_set(err, TN_ERANGE, "a %lld-byte vector access exceeds the target's %d bytes (kernel of block "

@@ -964,6 +964,53 @@ START_TEST(test_gpu_matmul_tiled) {
 }
 END_TEST
 
+/* sched_matmul_gpu's k_0 loop: fetches of A and B tiles, then the products. */
+static ir_stmt_t *matmul_gpu_k_loop(ir_func_t *f) {
+  ir_stmt_t *s = root_item(f, 0);
+  for (int i = 0; i < 4; i++) s = s->u.loop.body;
+  return s->u.seq.items[0];
+}
+
+/* software_pipeline_stages on k_0: two copies of each shared tile, the
+ * fetches of k_0 + 1 issued (cp.async on CUDA) before the products of k_0,
+ * one barrier per iteration; it runs right on the host harness (copies land
+ * at the wait, threads shuffled) and on PoCL, and compiles with NVRTC. */
+START_TEST(test_gpu_matmul_pipelined) {
+  ir_workload_t *w = load_wl("matmul.tw", "M=64,N=64,K=64");
+  for (int stages = 2; stages <= 3; stages++) {
+    ir_func_t *f = sched_matmul_gpu(w->func);
+    ir_loop_t *k = &matmul_gpu_k_loop(f)->u.loop;
+    ir_annot_set_int(f, &k->annots, &k->nannots, IR_ANN_PIPELINE_STAGES, stages);
+    gpu_out_t o = check_gpu(f, w->func);
+    char decl[64];
+    snprintf(decl, sizeof decl, "__shared__ __align__(16) float A_shared[%d];", 128 * stages);
+    HAS(o.cuda, decl);
+    ck_assert_int_eq(count(o.cuda, "__syncthreads();"), 1);
+    ck_assert_int_eq(count(o.opencl, "barrier(CLK_LOCAL_MEM_FENCE);"), 1);
+    snprintf(decl, sizeof decl, "tuned_cp_wait<%d>();", stages - 2);
+    HAS(o.cuda, decl);
+    snprintf(decl, sizeof decl, "if (k_0 + %d < 8) {", stages - 1);
+    HAS(o.cuda, decl);
+    HAS(o.cuda, "tuned_cp_async16(A_shared + (");
+    ck_assert_int_eq(count(o.cuda, "tuned_cp_commit();"), stages);
+    ck_assert_ptr_null(strstr(o.opencl, "cp_async"));
+    int64_t sh[3];
+    json_dims(o.cuda_json, 0, "static_shared_bytes", sh);
+    ck_assert_int_eq(sh[0], 1024 * stages);
+    gpu_out_free(&o);
+
+    /* 1 stage: the plain loop */
+    ir_annot_set_int(f, &k->annots, &k->nannots, IR_ANN_PIPELINE_STAGES, 1);
+    o = check_gpu(f, w->func);
+    ck_assert_int_eq(count(o.cuda, "__syncthreads();"), 2);
+    ck_assert_ptr_null(strstr(o.cuda, "tuned_cp"));
+    gpu_out_free(&o);
+    ir_func_free(f);
+  }
+  ir_workload_free(w);
+}
+END_TEST
+
 START_TEST(test_gpu_cross_thread_reduction) {
   /* thread counts: warp segment (16), one warp (32), several warps (128),
    * odd counts with the shared-memory tree (48, 100); predicated splits */
@@ -1090,7 +1137,7 @@ static sch_rv_t fuse2(sch_t *s, sch_rv_t a, sch_rv_t b) {
 /* TVM's CUDA multi-level tiling for matmul 64^3: blockIdx / vthread /
  * threadIdx tiles, a local write cache, shared read caches at k_0 with
  * cooperative float4 fetches, the reduction decomposed. */
-static sch_t *mlt_cuda_tiles(const ir_func_t *f, const int64_t fi[4]) {
+static sch_t *mlt_cuda_tiles(const ir_func_t *f, const int64_t fi[4], int stages) {
   sch_t *s = sch_create(f, 1);
   sch_rv_t b, l[3], is[4], js[4], ks[2], cl, init;
   int n;
@@ -1120,13 +1167,39 @@ static sch_t *mlt_cuda_tiles(const ir_func_t *f, const int64_t fi[4]) {
   }
   SCH_OK(sch_decompose_reduction(s, b, ks[0], &init, err));
   SCH_OK(sch_annotate(s, bx, "pragma_auto_unroll_max_step", sch_arg_int(64), err));
+  if (stages > 1) SCH_OK(sch_annotate(s, ks[0], IR_ANN_PIPELINE_STAGES, sch_arg_int(stages), err));
   return s;
 }
 
 static sch_t *mlt_cuda(const ir_func_t *f) {
   static const int64_t fi[4] = {2, 2, 4, 4};
-  return mlt_cuda_tiles(f, fi);
+  return mlt_cuda_tiles(f, fi, 1);
 }
+
+/* Over the 48 KiB static __shared__ arrays may hold, a CUDA kernel's shared
+ * buffers are carved from one dynamic shared array whose size the launch
+ * passes (the host harness sees a static array); OpenCL keeps __local
+ * arrays.  Here: 512-row tiles of A and B, 8 deep, in 3 pipeline stages. */
+START_TEST(test_gpu_dynamic_shared) {
+  ir_workload_t *w = load_wl("matmul.tw", "M=512,N=512,K=64");
+  static const int64_t fi[4] = {1, 8, 4, 16};
+  sch_t *s = mlt_cuda_tiles(w->func, fi, 3);
+  gpu_out_t o = check_gpu(sch_func(s), w->func);
+  HAS(o.cuda, "  extern __shared__ __align__(16) unsigned char tuned_dyn_shared[];\n");
+  HAS(o.cuda, "  __shared__ __align__(16) unsigned char tuned_dyn_shared[98304];\n");
+  HAS(o.cuda, "float *A_shared = (float *)(tuned_dyn_shared + 0);  /* 12288 elements */");
+  HAS(o.cuda, "float *B_shared = (float *)(tuned_dyn_shared + 49152);");
+  HAS(o.opencl, "__local float A_shared[12288];");
+  int64_t dyn[3], st[3];
+  json_dims(o.cuda_json, 0, "dyn_shared_bytes", dyn);
+  json_dims(o.cuda_json, 0, "static_shared_bytes", st);
+  ck_assert_int_eq(dyn[0], 98304);
+  ck_assert_int_eq(st[0], 0);
+  gpu_out_free(&o);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
 
 /* A CPU schedule: i_0 parallel, j_1 vectorized, k_1 unrolled, a write
  * cache of the given scope at j_0, the reduction decomposed. */
@@ -1363,11 +1436,35 @@ START_TEST(test_errors) {
    * cache: 1 MiB of local memory per thread */
   ir_workload_t *mm = load_wl("matmul.tw", "M=2048,N=2048,K=64");
   static const int64_t huge[4] = {1, 16, 4, 0};
-  sch_t *sc = mlt_cuda_tiles(mm->func, huge);
+  sch_t *sc = mlt_cuda_tiles(mm->func, huge, 1);
   lower_fails(sch_func(sc), CG_TARGET_CUDA, NULL, TN_EINVAL,
               "local buffer \"C_local\" needs 1048576 bytes per thread (one slice per virtual thread); "
               "a GPU thread has less than 512 KiB of local memory");
   sch_free(sc);
+
+  /* software pipelining where it does not fit */
+  ir_workload_t *m64 = load_wl("matmul.tw", "M=64,N=64,K=64");
+  f = sched_matmul_gpu(m64->func);
+  ir_loop_t *kl = &matmul_gpu_k_loop(f)->u.loop;
+  ir_annot_set_int(f, &kl->annots, &kl->nannots, IR_ANN_PIPELINE_STAGES, 9);
+  lower_fails(f, CG_TARGET_CUDA, NULL, TN_EINVAL, "loop k_0: software_pipeline_stages must be an integer from 1 to 8");
+  ir_annot_set_int(f, &kl->annots, &kl->nannots, IR_ANN_PIPELINE_STAGES, 2);
+  ir_stmt_t **kitems = kl->body->u.seq.items;
+  ir_stmt_t *fetch0 = kitems[0];
+  kitems[0] = kitems[2]; /* the products first */
+  kitems[2] = fetch0;
+  lower_fails(f, CG_TARGET_CUDA, NULL, TN_EUNSUPPORTED,
+              "loop k_0 is annotated software_pipeline_stages = 2, but its body does not begin with copies "
+              "into shared memory");
+  kitems[2] = kitems[0];
+  kitems[0] = fetch0;
+  kl->body->u.seq.n = 2; /* only the copies */
+  lower_fails(f, CG_TARGET_OPENCL, NULL, TN_EUNSUPPORTED, "its body has no computation after the copies");
+  ir_loop_t *tx = &root_item(f, 0)->u.loop.body->u.loop.body->u.loop.body->u.loop;
+  ir_annot_set_int(f, &tx->annots, &tx->nannots, IR_ANN_PIPELINE_STAGES, 2);
+  lower_fails(f, CG_TARGET_CUDA, NULL, TN_EINVAL, "loop j_1 is annotated software_pipeline_stages but is not a serial loop");
+  ir_func_free(f);
+  ir_workload_free(m64);
   ir_workload_free(mm);
   ir_workload_free(r);
   ir_workload_free(s);
@@ -1414,6 +1511,8 @@ static Suite *make_suite(void) {
   tcase_add_test(g, test_gpu_vthread);
   tcase_add_test(g, test_gpu_vector_partial);
   tcase_add_test(g, test_gpu_matmul_tiled);
+  tcase_add_test(g, test_gpu_matmul_pipelined);
+  tcase_add_test(g, test_gpu_dynamic_shared);
   tcase_add_test(g, test_gpu_cross_thread_reduction);
   tcase_add_test(g, test_gpu_cross_thread_decomposed);
   tcase_add_test(g, test_gpu_fused_softmax);

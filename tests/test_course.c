@@ -15,6 +15,7 @@ static const struct {
     {"window_sum_shared", "window_sum", "N=300"},
     {"matmul_local", "matmul", "M=64,N=64,K=64"},
     {"matmul_shared", "matmul", "M=64,N=128,K=32"},
+    {"matmul_pipelined", "matmul", "M=64,N=128,K=32"},
     {"matmul_cpu", "matmul", "M=64,N=128,K=16"},
 };
 

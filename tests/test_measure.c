@@ -210,7 +210,15 @@ static const struct {
     {"window_sum_shared", "window_sum", "N=512"},
     {"matmul_local", "matmul", "M=128,N=128,K=128"},
     {"matmul_shared", "matmul", "M=128,N=128,K=128"},
+    {"matmul_pipelined", "matmul", "M=128,N=128,K=128"},
 };
+
+/* Shared bytes of a course schedule: matmul_shared's A and B tiles are 2 KiB
+ * each; the pipelined one keeps three of each. */
+static int64_t course_shared_bytes(const char *trace) {
+  if (strstr(trace, "pipelined")) return 3 * 4096;
+  return strstr(trace, "matmul_shared") ? 4096 : -1;
+}
 
 /* Course schedule i lowered to lang, built and run for the target, verified. */
 static void run_course(int i, cg_target_t lang, const char *target_name, ms_result_t *res) {
@@ -233,6 +241,8 @@ START_TEST(t_course_opencl) {
   run_course(_i, CG_TARGET_OPENCL, "opencl/pocl-cpu", &res);
   ck_assert_ptr_nonnull(strstr(res.build.compiler, "OpenCL"));
   if (strstr(gpu_course[_i].trace, "shared")) ck_assert_int_gt(res.build.shared_bytes, 0);
+  if (course_shared_bytes(gpu_course[_i].trace) > 0)
+    ck_assert_int_eq(res.build.shared_bytes, course_shared_bytes(gpu_course[_i].trace));
   ms_result_clear(&res);
 }
 END_TEST
@@ -262,6 +272,8 @@ START_TEST(t_course_nvrtc) {
     ck_assert_int_gt(st.st_size, 0);
     ck_assert_ptr_nonnull(strstr(res[i].artifact, ".cubin"));
     if (strstr(gpu_course[_i].trace, "shared")) ck_assert_int_gt(res[i].build.shared_bytes, 0);
+    if (course_shared_bytes(gpu_course[_i].trace) > 0)
+      ck_assert_int_eq(res[i].build.shared_bytes, course_shared_bytes(gpu_course[_i].trace));
     ms_candidate_free(cs[i]);
     ms_result_clear(&res[i]);
   }
@@ -448,7 +460,8 @@ static char *host_kernel(const cg_module_t *m, const char *body) {
 /* What the harness catches: a missing barrier (wrong result, the threads run
  * in shuffled order and shared memory starts poisoned), an index past a
  * shared array, a misaligned float4, a barrier only some threads reach, a
- * shuffle from a lane outside its mask; each followed by a good kernel. */
+ * shuffle from a lane outside its mask, a cp.async waited for too weakly or
+ * never; each followed by a good kernel. */
 START_TEST(t_planted_cuda_host) {
   ir_workload_t *w = tu_load_sets("vector_add", "N=1024");
   cg_module_t *m = lower(w, "vector_add_gpu", CG_TARGET_CUDA);
@@ -462,6 +475,17 @@ START_TEST(t_planted_cuda_host) {
       "  float4 v = *(const float4 *)(A + 1);\n  C[i] = A[i] + B[i] + v.x * 0.0f;",
       "  if (threadIdx.x < 64) __syncthreads();\n  C[i] = A[i] + B[i];",
       "  float v = __shfl_down_sync(0xffffu, A[i], 1, 32);\n  C[i] = A[i] + B[i] + 0.0f * v;",
+      /* cp.async waited for too weakly (its group may be in flight at the barrier) */
+      "  __shared__ float a[128];\n  tuned_cp_async4(a + threadIdx.x, A + i);\n  tuned_cp_commit();\n"
+      "  tuned_cp_wait<1>();\n  __syncthreads();\n  int j = 127 - (int)threadIdx.x;\n  float x = a[j];\n"
+      "  tuned_cp_wait<0>();\n  C[(int)blockIdx.x * 128 + j] = x + B[(int)blockIdx.x * 128 + j];",
+      /* cp.async never waited for */
+      "  __shared__ float a[128];\n  tuned_cp_async4(a + threadIdx.x, A + i);\n  tuned_cp_commit();\n"
+      "  C[i] = A[i] + B[i];",
+      /* and right: wait, barrier, read another thread's element */
+      "  __shared__ float a[128];\n  tuned_cp_async4(a + threadIdx.x, A + i);\n  tuned_cp_commit();\n"
+      "  tuned_cp_wait<0>();\n  __syncthreads();\n  int j = 127 - (int)threadIdx.x;\n"
+      "  C[(int)blockIdx.x * 128 + j] = a[j] + B[(int)blockIdx.x * 128 + j];",
       /* the good one: the reversal with its barrier */
       "  __shared__ float a[128], b[128];\n  a[threadIdx.x] = A[i];\n  b[threadIdx.x] = B[i];\n  __syncthreads();\n"
       "  int j = 127 - (int)threadIdx.x;\n  C[(int)blockIdx.x * 128 + j] = a[j] + b[j];",
@@ -487,7 +511,11 @@ START_TEST(t_planted_cuda_host) {
                 res[3].error);
   ck_assert_int_eq(res[4].status, MS_RUN_ERROR);
   ck_assert_msg(strstr(res[4].error, "__shfl_down_sync called by a lane outside its mask"), "%s", res[4].error);
-  assert_measured_ok(&res[5], "the reversal with its barrier");
+  ck_assert_msg(res[5].status == MS_WRONG_RESULT, "%s: %s", ms_status_name(res[5].status), res[5].error);
+  ck_assert_int_eq(res[6].status, MS_RUN_ERROR);
+  ck_assert_msg(strstr(res[6].error, "cp.async copies it never waited for"), "%s", res[6].error);
+  assert_measured_ok(&res[7], "cp.async waited for");
+  assert_measured_ok(&res[8], "the reversal with its barrier");
   for (int k = 0; k < N; k++) ms_result_clear(&res[k]), ms_candidate_free(cs[k]);
   ms_runner_free(r);
   ms_builder_free(b);
@@ -549,6 +577,7 @@ START_TEST(t_planted_cuda_build) {
   cg_module_t *m = lower(w, "vector_add_gpu", CG_TARGET_CUDA);
   tn_target_t t4 = target("nvidia/tesla-t4"), small = t4, p100 = target("nvidia/tesla-p100");
   small.max_shared_memory_per_block = 4096;
+  small.max_shared_memory_per_block_optin = 0;
   snprintf(small.name, sizeof small.name, "test/small-smem");
   tn_target_t fewregs = t4;
   fewregs.max_registers_per_block = 1024; /* 128 threads x >= 8 registers does not fit */
@@ -831,6 +860,26 @@ START_TEST(t_slow_cutoff) {
   assert_measured_ok(&res[2], "slow candidate of a new workload");
   ms_result_clear(&res[2]);
   ms_runner_free(r);
+
+  /* one still running at 100 x the fastest (and the 0.05 s floor) is stopped;
+   * the restarted worker measures the next */
+  tn_buf_reset(&src);
+  tn_buf_put(&src, "#include <unistd.h>\n");
+  tn_buf_printf(&src, "%.*s", (int)(entry - m->source), m->source);
+  tn_buf_printf(&src, "int tuned_entry(void **args) {\n  usleep(3000000);%s", entry + strlen("int tuned_entry(void **args) {"));
+  ms_candidate_t *hopeless = planted(&t, m, tn_buf_str(&src));
+  ms_candidate_t *run2[3] = {cs[1], hopeless, cs[1]};
+  o.stop_min_s = 0.05;
+  ck_assert_msg(ms_runner_new(&o, &r, &err) == TN_OK, "%s", err.msg);
+  ck_assert_msg(ms_runner_set_workload(r, w->func, 3, &err) == TN_OK, "%s", err.msg);
+  build_and_run(r, b, run2, res, 3);
+  assert_measured_ok(&res[0], "fast candidate");
+  ck_assert_int_eq(res[1].status, MS_TIMEOUT);
+  ck_assert_msg(strstr(res[1].error, "times the fastest verified run so far"), "%s", res[1].error);
+  ck_assert_msg(res[2].status == MS_OK && res[2].verify_error <= 1e-4, "after the stop: %s", res[2].error);
+  for (int i = 0; i < 3; i++) ms_result_clear(&res[i]);
+  ms_runner_free(r);
+  ms_candidate_free(hopeless);
   for (int i = 0; i < 3; i++) ms_candidate_free(cs[i]);
   tn_buf_free(&src);
   teardown(b, NULL, m, w);
@@ -986,6 +1035,16 @@ START_TEST(t_tunectl_emit) {
   } else {
     ck_assert_int_eq(r->status, 1);
     ck_assert_ptr_nonnull(strstr(r->err, "this build has no CUDA support"));
+  }
+  /* software pipelining: cp.async in the PTX for sm_90 (plain copies for sm_75) */
+  r = tunectl("emit " MM TRACE("matmul_pipelined") "--target nvidia/h100 --emit ptx");
+  if (WITH_CUDA) {
+    ck_assert_msg(r->status == 0, "%s", r->err);
+    ck_assert_ptr_nonnull(strstr(r->out, "cp.async.cg.shared.global"));
+    ck_assert_ptr_nonnull(strstr(r->out, "cp.async.wait_group 1"));
+    r = tunectl("emit " MM TRACE("matmul_pipelined") "--target nvidia/tesla-t4 --emit ptx");
+    ck_assert_msg(r->status == 0, "%s", r->err);
+    ck_assert_ptr_null(strstr(r->out, "cp.async"));
   }
   r = tunectl("emit " MM TRACE("matmul_shared") "--target opencl --emit opencl");
   ck_assert_msg(r->status == 0, "%s", r->err);

@@ -441,6 +441,23 @@ static sch_trace_t *with_tiles(const sch_trace_t *tr, const int64_t (*tiles)[5],
   return c;
 }
 
+/* Sets the decision of the sampled software-pipeline stages (the categorical
+ * before the annotation) to candidate index k (stages k + 1); returns how
+ * many it set. */
+static int set_stages(sch_trace_t *tr, const int64_t *k) {
+  int n = 0;
+  for (int i = 0; i + 1 < tr->n; i++) {
+    const sch_inst_t *next = &tr->insts[i + 1];
+    if (tr->insts[i].kind == SCH_SAMPLE_CATEGORICAL && next->kind == SCH_ANNOTATE && next->nattrs == 1 &&
+        next->attrs[0].s && strcmp(next->attrs[0].s, IR_ANN_PIPELINE_STAGES) == 0) {
+      tr->insts[i].decision = (int64_t *)k;
+      tr->insts[i].ndecision = 1;
+      n++;
+    }
+  }
+  return n;
+}
+
 /* Cooperative fetch: the fused cache loop is split over the threads and the
  * sampled vector width, or width 1 when that does not divide it. */
 START_TEST(test_cooperative_fetch) {
@@ -451,13 +468,13 @@ START_TEST(test_cooperative_fetch) {
   static const int n[3] = {5, 5, 3};
   sch_trace_t *tr = with_tiles(sp.traces[0], tiles, n);
   int cat = 0;
-  for (int i = 0; i < tr->n; i++) /* widths 3 (A: 32x32 does not divide) and 4 (B), unroll 64 */
+  for (int i = 0; i < tr->n; i++) /* widths 3 (A: 32x32 does not divide) and 4 (B), 1 stage, unroll 64 */
     if (tr->insts[i].kind == SCH_SAMPLE_CATEGORICAL) {
-      static int64_t pick[3] = {2, 3, 2};
+      static int64_t pick[4] = {2, 3, 0, 2};
       tr->insts[i].decision = &pick[cat++];
       tr->insts[i].ndecision = 1;
     }
-  ck_assert_int_eq(cat, 3);
+  ck_assert_int_eq(cat, 4);
   sch_trace_t *c = sch_trace_copy(tr); /* own the decisions */
   sch_t *s = NULL;
   tn_err_t err = {0};
@@ -495,14 +512,17 @@ START_TEST(test_verify_rejects) {
   /* a known candidate: 16 threads, 32x32 tiles of A and B in shared memory */
   static const int64_t fits[3][5] = {{2, 2, 4, 2, 2}, {2, 2, 4, 2, 2}, {2, 4, 8}};
   tr = with_tiles(sp.traces[0], fits, n);
-  ck_assert_msg(smp_sample(w->func, &t, tr, 1, &s, &st, &err) == TN_OK, "%s", err.msg);
-  smp_gpu_usage_t u;
-  smp_gpu_usage(sch_func(s), &u);
-  ck_assert_int_eq(u.threads_per_block, 16);
-  ck_assert_int_eq(u.shared_bytes, 2 * 32 * 32 * 4);
-  ck_assert_int_eq(u.unbound_blocks, 0);
-  ck_assert_int_le(u.vector_bytes, 16);
-  sch_free(s);
+  for (int64_t k = 0; k < 3; k++) { /* 1, 2, 3 pipeline stages: a copy of the tiles each */
+    ck_assert_int_eq(set_stages(tr, &k), 1);
+    ck_assert_msg(smp_sample(w->func, &t, tr, 1, &s, &st, &err) == TN_OK, "%s", err.msg);
+    smp_gpu_usage_t u;
+    smp_gpu_usage(sch_func(s), &u);
+    ck_assert_int_eq(u.threads_per_block, 16);
+    ck_assert_int_eq(u.shared_bytes, (k + 1) * 2 * 32 * 32 * 4);
+    ck_assert_int_eq(u.unbound_blocks, 0);
+    ck_assert_int_le(u.vector_bytes, 16);
+    sch_free(s);
+  }
   sch_trace_free(tr);
   smp_space_free(&sp);
   ir_workload_free(w);
@@ -511,7 +531,14 @@ START_TEST(test_verify_rejects) {
   sp = generate(w->func, &t, 1);
   static const int64_t big[3][5] = {{1, 2, 1, 1, 64}, {1, 2, 1, 1, 64}, {1, 1, 64}};
   tr = with_tiles(sp.traces[0], big, n);
-  ck_assert_int_lt(smp_sample(w->func, &t, tr, 1, &s, &st, &err), 0);
+  static const int64_t one_stage = 0;
+  set_stages(tr, &one_stage);
+  /* the H100 takes it (dynamic shared memory, up to 227 KiB); the P100 has
+   * only the static 48 KiB */
+  ck_assert_msg(smp_sample(w->func, &t, tr, 1, &s, &st, &err) == TN_OK, "%s", err.msg);
+  sch_free(s);
+  tn_target_t p100 = target("nvidia/tesla-p100");
+  ck_assert_int_lt(smp_sample(w->func, &p100, tr, 1, &s, &st, &err), 0);
   ck_assert_int_eq(st, SMP_STAGE_VERIFY);
   ck_assert_msg(strstr(err.msg, "65536 bytes of shared memory per block exceed the target's 49152"), "%s", err.msg);
   sch_trace_free(tr);
