@@ -18,8 +18,10 @@
  * ====================================================================== */
 
 /* Columns of one feature row: TVM's 164 per-store features in TVM's order
- * (groups 1-5) followed by 10 of our own (scopes, reduction shape). */
-#define CM_NUM_FEATURES 174
+ * (groups 1-5) followed by 14 of our own (scopes, reduction shape, and the
+ * GPU kernel's shared and local memory, pipeline stages and an occupancy
+ * estimate). */
+#define CM_NUM_FEATURES 178
 
 /* Buffers described per store, cache-line size and samples of the
  * arithmetic-intensity curve (TVM's defaults). */

@@ -4,6 +4,7 @@
 #include "cost_model/cost_model.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,11 +30,13 @@ enum {
   F_IS_REDUCTION = 171,
   F_REDUCE_PROD = 172,
   F_INNERMOST_LEN = 173,
+  F_KERNEL = 174,        /* shared bytes, local bytes, pipeline stages, occupancy estimate */
+  F_END = 178,
 };
 #define BUF_FEATS 18
 _Static_assert(F_BUF + CM_BUFFERS_PER_STORE * BUF_FEATS == F_CURVE, "group 2 size");
 _Static_assert(F_CURVE + CM_CURVE_SAMPLES == F_ALLOC, "group 3 size");
-_Static_assert(F_INNERMOST_LEN + 1 == CM_NUM_FEATURES, "layout size");
+_Static_assert(F_END == CM_NUM_FEATURES, "layout size");
 
 enum { OP_MAD, OP_ADDSUB, OP_MUL, OP_DIVMOD, OP_CMP, OP_MATH, OP_OTHER }; /* + 7 for ints */
 enum { OP_INT = 7, OP_BOOL = 14, OP_SELECT = 15, NUM_OPS = 16 };
@@ -76,6 +79,10 @@ static void names_fill(void) {
   snprintf(name_tab[k++], 32, "is_reduction");
   snprintf(name_tab[k++], 32, "reduce_prod");
   snprintf(name_tab[k++], 32, "innermost_len");
+  snprintf(name_tab[k++], 32, "kernel_shared_bytes");
+  snprintf(name_tab[k++], 32, "kernel_local_bytes");
+  snprintf(name_tab[k++], 32, "pipeline_stages");
+  snprintf(name_tab[k++], 32, "occupancy_est");
 }
 
 static void names_init(void) { pthread_once(&name_tab_once, names_fill); }
@@ -147,6 +154,7 @@ typedef struct alloc_info {
 
 typedef struct fx {
   const ir_func_t *f;
+  const tn_target_t *t;
   bool is_gpu;
   const ir_loop_t **loops; /* enclosing loops, outermost first */
   int nloops, caploops;
@@ -161,6 +169,7 @@ typedef struct fx {
   int nrows, caprows;
   const ir_buffer_t **row_buf; /* the buffer each row stores to */
   double *row_prod;  /* loop product of each row */
+  const ir_loop_t **row_top; /* the outermost loop of each row's nest (its kernel on GPUs) */
 } fx_t;
 
 #define GROW(arr, n, cap)                                                   \
@@ -770,6 +779,101 @@ static void fill_alloc_features(fx_t *x) {
 }
 
 /* ======================================================================
+ * Ours: the GPU kernel a row belongs to
+ * ====================================================================== */
+
+/* Threads per block of a kernel (the largest extent bound to each
+ * threadIdx axis) and its deepest software-pipeline stage count. */
+static void kernel_walk(const ir_stmt_t *s, int64_t threads[3], int64_t *stages);
+
+static void kernel_loop(const ir_loop_t *l, int64_t threads[3], int64_t *stages) {
+  if (l->kind == IR_LOOP_THREAD && l->thread && !strncmp(l->thread, "threadIdx.", 10) && l->thread[10] >= 'x' &&
+      l->thread[10] <= 'z')
+    threads[l->thread[10] - 'x'] = TN_MAX(threads[l->thread[10] - 'x'], l->extent);
+  const ir_annot_t *a = ir_annot_get(l->annots, l->nannots, IR_ANN_PIPELINE_STAGES);
+  if (a && !a->is_str && l->extent > 1) *stages = TN_MAX(*stages, a->ival);
+  kernel_walk(l->body, threads, stages);
+}
+
+static void kernel_walk(const ir_stmt_t *s, int64_t threads[3], int64_t *stages) {
+  if (!s) return;
+  switch (s->kind) {
+  case IR_S_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++) kernel_walk(s->u.seq.items[i], threads, stages);
+    return;
+  case IR_S_LOOP: kernel_loop(&s->u.loop, threads, stages); return;
+  case IR_S_BLOCK:
+    kernel_walk(s->u.block.init, threads, stages);
+    kernel_walk(s->u.block.body, threads, stages);
+    return;
+  case IR_S_STORE: return;
+  }
+}
+
+/* Stages of a pipelined loop among a temp's allocation prefix (1 if none). */
+static int64_t alloc_stages(const alloc_info_t *ai) {
+  for (int d = ai->depth - 1; d >= 0; d--) {
+    const ir_annot_t *a = ir_annot_get(ai->prefix[d]->annots, ai->prefix[d]->nannots, IR_ANN_PIPELINE_STAGES);
+    if (a && !a->is_str && a->ival > 1 && ai->prefix[d]->extent > 1) return a->ival;
+  }
+  return 1;
+}
+
+/* Warps a Turing SM holds: 32; Ampere consumer and Ada: 48; others: 64. */
+static int max_warps_per_sm(const tn_target_t *t) {
+  int sm = t && !strncmp(t->arch, "sm_", 3) ? atoi(t->arch + 3) : 0;
+  return sm == 75 ? 32 : (sm == 86 || sm == 89) ? 48 : 64;
+}
+
+/* Resident warps over the SM's maximum, from the block's threads, its
+ * shared memory (against what one block may use) and a register estimate
+ * (32 per thread plus its local buffers, which live in registers). */
+static double occupancy_est(const tn_target_t *t, int64_t threads, double shared, double local) {
+  int wmax = max_warps_per_sm(t), warps = (int)((threads + 31) / 32);
+  if (warps < 1 || warps > wmax) return 0;
+  double blocks = TN_MIN(wmax / warps, wmax == 32 ? 16 : 32);
+  int64_t smem = t ? tn_target_shared_limit(t) : 0;
+  if (shared > 0 && smem > 0) blocks = TN_MIN(blocks, floor((double)smem / shared));
+  double regs = TN_MIN(255.0, 32.0 + local / 4.0), rf = t && t->max_registers_per_block > 0
+                                                           ? (double)t->max_registers_per_block : 65536.0;
+  blocks = TN_MIN(blocks, floor(rf / (regs * (double)warps * 32)));
+  return TN_MAX(0.0, blocks * warps / wmax);
+}
+
+/* Fills the kernel columns of every row (GPU targets; after the walks). */
+static void fill_kernel_features(fx_t *x) {
+  for (int r = 0; r < x->nrows && x->is_gpu; r++) {
+    const ir_loop_t *top = x->row_top[r];
+    if (!top) continue;
+    int64_t threads[3] = {1, 1, 1}, stages = 0;
+    kernel_loop(top, threads, &stages);
+    double shared = 0, local = 0;
+    for (int b = 0; b < x->nalloc; b++) {
+      const alloc_info_t *ai = &x->alloc[b];
+      if (!ai->has_box || ai->depth < 1 || ai->prefix[0] != top) continue;
+      const ir_buffer_t *buf = NULL; /* a temp is known by the rows that store to it */
+      for (int k = 0; k < x->nrows && !buf; k++)
+        if (x->row_buf[k]->id == b) buf = x->row_buf[k];
+      if (!buf || buf->scope == IR_SCOPE_GLOBAL) continue;
+      double bytes = box_numel(&ai->box, buf->ndim) * ir_dtype_bytes(buf->dtype);
+      if (buf->scope == IR_SCOPE_SHARED) {
+        shared += bytes * (double)alloc_stages(ai);
+      } else {
+        for (int d = 0; d < ai->depth; d++) /* one slice per virtual thread above the allocation */
+          if (ai->prefix[d]->kind == IR_LOOP_THREAD && ai->prefix[d]->thread && !strncmp(ai->prefix[d]->thread, "vthread", 7))
+            bytes *= (double)ai->prefix[d]->extent;
+        local += bytes;
+      }
+    }
+    float *row = x->rows + (size_t)r * CM_NUM_FEATURES;
+    row[F_KERNEL] = (float)cm_slog(shared);
+    row[F_KERNEL + 1] = (float)cm_slog(local);
+    row[F_KERNEL + 2] = (float)stages;
+    row[F_KERNEL + 3] = (float)occupancy_est(x->t, threads[0] * threads[1] * threads[2], shared, local);
+  }
+}
+
+/* ======================================================================
  * Driver
  * ====================================================================== */
 
@@ -791,6 +895,7 @@ static float *new_row(fx_t *x) {
     x->rows = tn_xrealloc(x->rows, sizeof(float) * CM_NUM_FEATURES * (size_t)x->caprows);
     x->row_prod = tn_xrealloc(x->row_prod, sizeof(double) * (size_t)x->caprows);
     x->row_buf = tn_xrealloc(x->row_buf, sizeof(*x->row_buf) * (size_t)x->caprows);
+    x->row_top = tn_xrealloc(x->row_top, sizeof(*x->row_top) * (size_t)x->caprows);
   }
   return x->rows + (size_t)x->nrows++ * CM_NUM_FEATURES;
 }
@@ -826,6 +931,7 @@ static void extract_store(fx_t *x, const ir_block_t *blk) {
   for (int i = 0; i < CM_NUM_FEATURES; i++) row[i] = (float)v[i];
   x->row_prod[x->nrows - 1] = s.prod;
   x->row_buf[x->nrows - 1] = blk->body->u.store.buf;
+  x->row_top[x->nrows - 1] = x->nloops ? x->loops[0] : NULL;
   store_free(&s);
 }
 
@@ -858,13 +964,14 @@ static void walk(fx_t *x, const ir_stmt_t *s, block_fn fn) {
 }
 
 int cm_features(const ir_func_t *f, const tn_target_t *t, cm_feature_rows_t *out) {
-  fx_t x = {.f = f, .is_gpu = t && t->kind != TN_TARGET_CPU};
+  fx_t x = {.f = f, .t = t, .is_gpu = t && t->kind != TN_TARGET_CPU};
   ir_bounds_init(&x.bounds);
   x.nalloc = f->next_buf_id;
   x.alloc = tn_xcalloc((size_t)x.nalloc + 1, sizeof *x.alloc);
   walk(&x, f->root, note_alloc_scope);
   walk(&x, f->root, extract_store);
   fill_alloc_features(&x);
+  fill_kernel_features(&x);
   out->nrows = x.nrows;
   out->ncols = CM_NUM_FEATURES;
   out->data = x.nrows ? x.rows : NULL;
@@ -876,6 +983,7 @@ int cm_features(const ir_func_t *f, const tn_target_t *t, cm_feature_rows_t *out
   free(x.acc);
   free(x.row_prod);
   free(x.row_buf);
+  free(x.row_top);
   ir_bounds_free(&x.bounds);
   return 0;
 }

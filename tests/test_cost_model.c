@@ -102,7 +102,9 @@ START_TEST(t_layout) {
   ck_assert_str_eq(cm_feature_name(147), "curve0");
   ck_assert_str_eq(cm_feature_name(157), "alloc_size");
   ck_assert_str_eq(cm_feature_name(163), "auto_unroll_max_step");
-  ck_assert_str_eq(cm_feature_name(CM_NUM_FEATURES - 1), "innermost_len");
+  ck_assert_str_eq(cm_feature_name(173), "innermost_len");
+  ck_assert_str_eq(cm_feature_name(174), "kernel_shared_bytes");
+  ck_assert_str_eq(cm_feature_name(CM_NUM_FEATURES - 1), "occupancy_est");
   ck_assert_ptr_null(cm_feature_name(CM_NUM_FEATURES));
   ck_assert_ptr_null(cm_feature_name(-1));
   for (int i = 0; i < CM_NUM_FEATURES; i++) {
@@ -272,13 +274,35 @@ START_TEST(t_gpu_matmul) {
   ASSERT_FEAT(&r, 3, "buf0_scope", 1); /* the most lines: a shared tile */
   ASSERT_FEAT(&r, 4, "store_scope_local", 0);
   ASSERT_FEAT(&r, 4, "alloc_size", 0); /* C is a parameter */
-  /* The same function on the CPU target only loses is_gpu. */
+  /* The kernel, on every row: 4 KiB of shared tiles, 256 B of accumulators
+   * per thread, no pipeline; on a T4 (32 warps per SM) its 64-thread blocks
+   * are register-bound by the estimate (32 + 64 registers per thread): 10
+   * blocks of 2 warps, 20 of 32 warps. */
+  for (int i = 0; i < r.nrows; i++) {
+    ASSERT_FEAT(&r, i, "kernel_shared_bytes", cm_slog(4096));
+    ASSERT_FEAT(&r, i, "kernel_local_bytes", cm_slog(256));
+    ASSERT_FEAT(&r, i, "pipeline_stages", 0);
+    ASSERT_FEAT(&r, i, "occupancy_est", 20.0 / 32);
+  }
+  /* The same function on the CPU target only loses is_gpu and the kernel columns. */
   cm_feature_rows_t c;
   OK(cm_features(sch_func(s), NULL, &c));
   for (int i = 0; i < r.nrows; i++)
     for (int k = 0; k < CM_NUM_FEATURES; k++)
-      if (k != cm_feature_index("is_gpu")) ck_assert_float_eq(cm_feature_at(&r, i, k), cm_feature_at(&c, i, k));
+      if (k != cm_feature_index("is_gpu") && k < cm_feature_index("kernel_shared_bytes"))
+        ck_assert_float_eq(cm_feature_at(&r, i, k), cm_feature_at(&c, i, k));
+  ASSERT_FEAT(&c, 0, "occupancy_est", 0);
   cm_feature_rows_free(&c);
+  cm_feature_rows_free(&r);
+  sch_free(s);
+  /* pipelined in 3 stages: three copies of the tiles; on an H100 (64 warps,
+   * 227 KiB) 32 blocks of 2 warps would fit but the registers allow 10 */
+  s = replay_file(w->func, "workloads/schedules/matmul_pipelined.json");
+  OK(tn_target_lookup("nvidia/h100", NULL, &t, &err_));
+  OK(cm_features(sch_func(s), &t, &r));
+  ASSERT_FEAT(&r, 0, "kernel_shared_bytes", cm_slog(3 * 4096));
+  ASSERT_FEAT(&r, 0, "pipeline_stages", 3);
+  ASSERT_FEAT(&r, 0, "occupancy_est", 20.0 / 64);
   cm_feature_rows_free(&r);
   sch_free(s);
   ir_workload_free(w);
