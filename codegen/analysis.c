@@ -66,21 +66,10 @@ int64_t cg_buf_numel(const cg_buf_t *cb) {
   return cb->pipe ? n * cb->pipe_stages : n;
 }
 
-cg_tag_kind_t cg_loop_tag(const ir_loop_t *l, int *axis) {
-  *axis = 0;
-  if (l->kind != IR_LOOP_THREAD || !l->thread) return CG_TAG_NONE;
-  static const struct { const char *prefix; cg_tag_kind_t kind; } tags[] = {
-      {"blockIdx.", CG_TAG_BLOCK}, {"threadIdx.", CG_TAG_THREAD}, {"vthread.", CG_TAG_VTHREAD}};
-  if (strcmp(l->thread, "vthread") == 0) return CG_TAG_VTHREAD;
-  for (size_t i = 0; i < TN_ARRAY_LEN(tags); i++) {
-    size_t n = strlen(tags[i].prefix);
-    const char *t = l->thread;
-    if (strncmp(t, tags[i].prefix, n) == 0 && t[n] >= 'x' && t[n] <= 'z' && t[n + 1] == 0) {
-      *axis = t[n] - 'x';
-      return tags[i].kind;
-    }
-  }
-  return CG_TAG_NONE;
+ir_tag_class_t cg_loop_tag(const ir_loop_t *l, int *axis) {
+  bool bound = l->kind == IR_LOOP_THREAD;
+  *axis = bound ? ir_thread_tag_axis(l->tag) : 0;
+  return bound ? ir_thread_tag_class(l->tag) : IR_TAG_CLASS_NONE;
 }
 
 static const char *first_block_name(const ir_stmt_t *s) {
@@ -281,11 +270,8 @@ static void walk_loop(cg_ctx_t *c, walk_t *w, const ir_loop_t *l) {
   name_var(c, l->var);
   ir_bounds_set(&c->bounds, l->var, 0, l->extent - 1);
   int axis;
-  if (l->kind == IR_LOOP_THREAD && cg_loop_tag(l, &axis) == CG_TAG_NONE)
-    cg_fail(c, TN_EINVAL,
-            "loop %s is bound to unknown thread tag \"%s\" (valid: blockIdx.x/y/z, "
-            "threadIdx.x/y/z, vthread.x/y/z)",
-            l->var->name, l->thread ? l->thread : "");
+  if (l->kind == IR_LOOP_THREAD && cg_loop_tag(l, &axis) == IR_TAG_CLASS_NONE)
+    cg_fail(c, TN_EINVAL, "loop %s is bound to no thread tag (valid: %s)", l->var->name, ir_thread_tag_list());
   if (l->extent < 1)
     cg_fail(c, TN_EINVAL, "loop %s has extent %lld; extents must be >= 1", l->var->name,
             (long long)l->extent);
@@ -325,14 +311,14 @@ static bool reduce_on_threads(cg_ctx_t *c, walk_t *w, const ir_block_t *b) {
     if (it->kind != IR_ITER_REDUCE || !it->binding) continue;
     for (int j = 0; j < w->n; j++) {
       int axis;
-      cg_tag_kind_t k = cg_loop_tag(w->loops[j], &axis);
-      if ((k != CG_TAG_BLOCK && k != CG_TAG_THREAD) || !ir_expr_uses_var(it->binding, w->loops[j]->var))
+      ir_tag_class_t k = cg_loop_tag(w->loops[j], &axis);
+      if ((k != IR_TAG_CLASS_BLOCK && k != IR_TAG_CLASS_THREAD) || !ir_expr_uses_var(it->binding, w->loops[j]->var))
         continue;
-      if (k == CG_TAG_BLOCK || axis != 0) {
+      if (k == IR_TAG_CLASS_BLOCK || axis != 0) {
         cg_fail(c, TN_EUNSUPPORTED,
                 "block \"%s\": reduction iterator %s is bound to %s through loop %s; only "
                 "reductions across threadIdx.x can be lowered",
-                b->name, it->var->name, w->loops[j]->thread, w->loops[j]->var->name);
+                b->name, it->var->name, ir_thread_tag_name(w->loops[j]->tag), w->loops[j]->var->name);
         return false;
       }
       cross = true;
@@ -418,8 +404,8 @@ static int chain_top(const walk_t *w, const ir_stmt_t *bs) {
   for (int j = w->n - 1; j >= 0; j--) {
     const ir_loop_t *l = w->loops[j];
     int axis;
-    cg_tag_kind_t k = cg_loop_tag(l, &axis);
-    bool serial_like = k == CG_TAG_NONE || k == CG_TAG_VTHREAD || (k == CG_TAG_THREAD && axis == 0);
+    ir_tag_class_t k = cg_loop_tag(l, &axis);
+    bool serial_like = k == IR_TAG_CLASS_NONE || k == IR_TAG_CLASS_VTHREAD || (k == IR_TAG_CLASS_THREAD && axis == 0);
     if (!serial_like || cg_strip_seq(l->body) != inner || used_by_spatial(b, l->var)) break;
     top = j;
     inner = cg_loop_stmt(l);
@@ -450,7 +436,7 @@ static void find_xred(cg_ctx_t *c, walk_t *w, const ir_stmt_t *bs) {
     const ir_loop_t *l = w->loops[j];
     int axis;
     x.chain[x.nchain++] = l;
-    if (cg_loop_tag(l, &axis) == CG_TAG_THREAD) {
+    if (cg_loop_tag(l, &axis) == IR_TAG_CLASS_THREAD) {
       if (x.threads) {
         cg_fail(c, TN_EUNSUPPORTED, "block \"%s\": two threadIdx.x loops in one reduction", b->name);
         return;
@@ -507,7 +493,7 @@ static int var_class(const size_env_t *env, const ir_var_t *v) {
     int axis;
     if (is_vt_slice(env->cb, v)) return VC_FIXED;
     if (i >= env->nfixed) return VC_VARYING;
-    if (env->shared_gpu && cg_loop_tag(env->s->loops[i], &axis) == CG_TAG_THREAD) return VC_VARYING;
+    if (env->shared_gpu && cg_loop_tag(env->s->loops[i], &axis) == IR_TAG_CLASS_THREAD) return VC_VARYING;
     return VC_FIXED;
   }
   return VC_UNKNOWN;
@@ -658,7 +644,7 @@ static void find_vt_slices(cg_ctx_t *c, cg_buf_t *cb, const cg_site_t *const *S,
   for (int j = np; j < S[0]->nloops; j++) {
     const ir_loop_t *l = S[0]->loops[j];
     int axis;
-    if (cg_loop_tag(l, &axis) != CG_TAG_VTHREAD || is_vt_slice(cb, l->var)) continue;
+    if (cg_loop_tag(l, &axis) != IR_TAG_CLASS_VTHREAD || is_vt_slice(cb, l->var)) continue;
     bool all = true;
     for (int i = 1; i < ns && all; i++) {
       bool found = false;
@@ -726,15 +712,15 @@ static void dims_walk(cg_ctx_t *c, const ir_stmt_t *s, const ir_loop_t *first[2]
   if (s->kind != IR_S_LOOP) return;
   const ir_loop_t *l = &s->u.loop;
   int axis;
-  cg_tag_kind_t k = cg_loop_tag(l, &axis);
-  if (k == CG_TAG_BLOCK || k == CG_TAG_THREAD) {
-    const ir_loop_t **slot = &first[k == CG_TAG_THREAD][axis];
+  ir_tag_class_t k = cg_loop_tag(l, &axis);
+  if (k == IR_TAG_CLASS_BLOCK || k == IR_TAG_CLASS_THREAD) {
+    const ir_loop_t **slot = &first[k == IR_TAG_CLASS_THREAD][axis];
     if (!*slot) *slot = l;
     else if ((*slot)->extent != l->extent)
       cg_fail(c, TN_EINVAL,
               "loops %s and %s are both bound to %s but have extents %lld and %lld; loops bound "
               "to one thread tag in a kernel must have equal extents",
-              (*slot)->var->name, l->var->name, l->thread, (long long)(*slot)->extent,
+              (*slot)->var->name, l->var->name, ir_thread_tag_name(l->tag), (long long)(*slot)->extent,
               (long long)l->extent);
   }
   dims_walk(c, l->body, first);

@@ -43,9 +43,9 @@ const cg_dialect_t *cg_dialect_for(cg_target_t t);
  * Lowering context
  * ====================================================================== */
 
-/* Thread tags: blockIdx.{x,y,z}, threadIdx.{x,y,z}, vthread(.{x,y,z}). */
-typedef enum cg_tag_kind { CG_TAG_NONE, CG_TAG_BLOCK, CG_TAG_THREAD, CG_TAG_VTHREAD } cg_tag_kind_t;
-cg_tag_kind_t cg_loop_tag(const ir_loop_t *l, int *axis);
+/* The class of a loop's thread binding (IR_TAG_CLASS_NONE for unbound
+ * loops) and its axis (0..2). */
+ir_tag_class_t cg_loop_tag(const ir_loop_t *l, int *axis);
 
 /* One access of a shared/local temporary, for sizing. */
 typedef struct cg_site {

@@ -178,7 +178,7 @@ static void find_pipes(cg_ctx_t *c, const ir_stmt_t *s) {
     }
     if (a && a->ival >= 2 && l->extent >= 2) {
       int axis;
-      if (cg_loop_tag(l, &axis) != CG_TAG_NONE || l->kind != IR_LOOP_SERIAL) {
+      if (cg_loop_tag(l, &axis) != IR_TAG_CLASS_NONE || l->kind != IR_LOOP_SERIAL) {
         cg_fail(c, TN_EINVAL, "loop %s is annotated %s but is not a serial loop", l->var->name,
                 IR_ANN_PIPELINE_STAGES);
         return;

@@ -171,8 +171,8 @@ static int64_t steps(const cg_ctx_t *c, const ir_stmt_t *s) {
   }
   case IR_S_LOOP: {
     int axis;
-    cg_tag_kind_t k = cg_loop_tag(&s->u.loop, &axis);
-    int64_t ext = c->d->gpu && (k == CG_TAG_BLOCK || k == CG_TAG_THREAD) ? 1 : s->u.loop.extent;
+    ir_tag_class_t k = cg_loop_tag(&s->u.loop, &axis);
+    int64_t ext = c->d->gpu && (k == IR_TAG_CLASS_BLOCK || k == IR_TAG_CLASS_THREAD) ? 1 : s->u.loop.extent;
     int64_t inner = steps(c, s->u.loop.body);
     return inner > cap / TN_MAX(ext, 1) ? cap : ext * inner;
   }
@@ -197,7 +197,7 @@ static void emit_pragmas(cg_ctx_t *c, const ir_stmt_t *s) {
   }
   int axis;
   bool unroll = l->kind == IR_LOOP_UNROLLED ||
-                (c->d->gpu && (l->kind == IR_LOOP_VECTORIZED || cg_loop_tag(l, &axis) == CG_TAG_VTHREAD)) ||
+                (c->d->gpu && (l->kind == IR_LOOP_VECTORIZED || cg_loop_tag(l, &axis) == IR_TAG_CLASS_VTHREAD)) ||
                 (c->auto_unroll > 0 && steps(c, s) <= c->auto_unroll);
   if (!unroll) return;
   if (c->d->unroll) cg_line(c, "%s", c->d->unroll);
@@ -229,12 +229,12 @@ static void emit_for(cg_ctx_t *c, const ir_stmt_t *s) {
 
 /* A loop bound to blockIdx/threadIdx: its variable is the hardware index
  * (every loop of a tag has the launch extent, so no guard is needed). */
-static void emit_bound(cg_ctx_t *c, const ir_loop_t *l, cg_tag_kind_t k, int axis) {
-  const char *idx = k == CG_TAG_BLOCK ? c->d->block_idx[axis] : c->d->thread_idx[axis];
+static void emit_bound(cg_ctx_t *c, const ir_loop_t *l, ir_tag_class_t k, int axis) {
+  const char *idx = k == IR_TAG_CLASS_BLOCK ? c->d->block_idx[axis] : c->d->thread_idx[axis];
   cg_line(c, "{");
   c->ind++;
   cg_line(c, "int %s = %s;  /* %s, extent %lld */", cg_var(c, l->var), idx,
-          l->thread, (long long)l->extent);
+          ir_thread_tag_name(l->tag), (long long)l->extent);
   cg_stack_push(c, l);
   body_with_allocs(c, l);
   cg_stack_pop(c);
@@ -249,12 +249,12 @@ static void emit_loop(cg_ctx_t *c, const ir_stmt_t *s) {
   const ir_annot_t *a = ir_annot_get(l->annots, l->nannots, "pragma_auto_unroll_max_step");
   if (a && !a->is_str) c->auto_unroll = a->ival;
   int axis;
-  cg_tag_kind_t k = cg_loop_tag(l, &axis);
+  ir_tag_class_t k = cg_loop_tag(l, &axis);
   const cg_xred_t *x = c->d->gpu ? cg_xred_at(c, l) : NULL;
   const cg_pipe_t *p = c->d->gpu ? cg_pipe_at(c, l) : NULL;
   if (x) cg_emit_xreduce(c, x);
   else if (p) cg_emit_pipelined(c, s, p);
-  else if (c->d->gpu && (k == CG_TAG_BLOCK || k == CG_TAG_THREAD)) emit_bound(c, l, k, axis);
+  else if (c->d->gpu && (k == IR_TAG_CLASS_BLOCK || k == IR_TAG_CLASS_THREAD)) emit_bound(c, l, k, axis);
   else if (!(c->d->gpu && l->kind == IR_LOOP_VECTORIZED && cg_try_vectorize(c, l))) {
     cg_promo_t p;
     bool promo = cg_promo_find(c, s, &p);
@@ -276,7 +276,7 @@ void cg_emit_iters(cg_ctx_t *c, const ir_block_t *b, bool spatial_only) {
   }
 }
 
-static bool bound_in_stack(const cg_ctx_t *c, cg_tag_kind_t kind, int axis) {
+static bool bound_in_stack(const cg_ctx_t *c, ir_tag_class_t kind, int axis) {
   for (int i = 0; i < c->depth && i < CG_MAX_DEPTH; i++) {
     int a;
     if (cg_loop_tag(c->stack[i], &a) == kind && a == axis) return true;
@@ -286,7 +286,7 @@ static bool bound_in_stack(const cg_ctx_t *c, cg_tag_kind_t kind, int axis) {
 
 void cg_thread_guard(cg_ctx_t *c, tn_buf_t *o) {
   for (int a = 0; a < 3; a++)
-    if (c->block[a] > 1 && !bound_in_stack(c, CG_TAG_THREAD, a))
+    if (c->block[a] > 1 && !bound_in_stack(c, IR_TAG_CLASS_THREAD, a))
       tn_buf_printf(o, "%s%s == 0", o->len ? " && " : "", c->d->thread_idx[a]);
 }
 
@@ -305,7 +305,7 @@ static void block_guard(cg_ctx_t *c, const ir_stmt_t *s, tn_buf_t *g) {
     }
   cg_access_free(&acc);
   for (int a = 0; a < 3 && global; a++)
-    if (c->grid[a] > 1 && !bound_in_stack(c, CG_TAG_BLOCK, a))
+    if (c->grid[a] > 1 && !bound_in_stack(c, IR_TAG_CLASS_BLOCK, a))
       cg_fail(c, TN_EINVAL,
               "block \"%s\" writes global memory but is not under a loop bound to blockIdx.%c, "
               "which its kernel launches %lld of: every thread block would run it",

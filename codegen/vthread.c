@@ -67,7 +67,7 @@ static bool reduces_here(const ir_stmt_t *s, const ir_var_t *v) {
 static bool is_vthread(const ir_stmt_t *s, const ir_var_t *v) {
   (void)v;
   int axis;
-  return s->kind == IR_S_LOOP && cg_loop_tag(&s->u.loop, &axis) == CG_TAG_VTHREAD;
+  return s->kind == IR_S_LOOP && cg_loop_tag(&s->u.loop, &axis) == IR_TAG_CLASS_VTHREAD;
 }
 
 static bool stmt_uses(const ir_stmt_t *s, const ir_var_t *v) { return any_stmt(s, uses_here, v); }
@@ -82,8 +82,8 @@ static bool can_sink_through(const ir_loop_t *l) {
   case IR_LOOP_UNROLLED: return true;
   case IR_LOOP_THREAD:
     switch (cg_loop_tag(l, &axis)) {
-    case CG_TAG_VTHREAD: return true;
-    case CG_TAG_THREAD: return !any_stmt(l->body, reduces_here, l->var); /* a cross-thread reduction */
+    case IR_TAG_CLASS_VTHREAD: return true;
+    case IR_TAG_CLASS_THREAD: return !any_stmt(l->body, reduces_here, l->var); /* a cross-thread reduction */
     default: return false;
     }
   default: return false;
@@ -93,7 +93,7 @@ static bool can_sink_through(const ir_loop_t *l) {
 static ir_stmt_t *wrap(ir_func_t *f, const ir_loop_t *vt, ir_stmt_t *s) {
   ir_stmt_t *w = ir_loop_new(f, vt->var, vt->extent, s);
   w->u.loop.kind = IR_LOOP_THREAD;
-  w->u.loop.thread = vt->thread;
+  w->u.loop.tag = vt->tag;
   w->u.loop.annots = vt->annots;
   w->u.loop.nannots = vt->nannots;
   return w;
@@ -121,7 +121,7 @@ static ir_stmt_t *inject(ir_func_t *f, ir_stmt_t *s) {
     return s;
   case IR_S_LOOP:
     s->u.loop.body = inject(f, s->u.loop.body);
-    if (cg_loop_tag(&s->u.loop, &axis) == CG_TAG_VTHREAD) return sink(f, &s->u.loop, s->u.loop.body);
+    if (cg_loop_tag(&s->u.loop, &axis) == IR_TAG_CLASS_VTHREAD) return sink(f, &s->u.loop, s->u.loop.body);
     return s;
   case IR_S_BLOCK:
     if (s->u.block.body && s->u.block.body->kind != IR_S_STORE) s->u.block.body = inject(f, s->u.block.body);

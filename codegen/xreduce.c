@@ -24,8 +24,8 @@ static void emit_combine(cg_ctx_t *c, const cg_xred_t *x, ir_dtype_t t, const ch
 static void open_chain_loop(cg_ctx_t *c, const ir_loop_t *l) {
   int axis;
   const char *v = cg_var(c, l->var);
-  cg_tag_kind_t k = cg_loop_tag(l, &axis);
-  if (k == CG_TAG_THREAD) {
+  ir_tag_class_t k = cg_loop_tag(l, &axis);
+  if (k == IR_TAG_CLASS_THREAD) {
     cg_line(c, "{");
     c->ind++;
     cg_line(c, "int %s = %s;  /* threadIdx.x, extent %lld */", v, c->d->thread_idx[0],
@@ -35,7 +35,7 @@ static void open_chain_loop(cg_ctx_t *c, const ir_loop_t *l) {
     c->ind++;
     cg_line(c, "int %s = 0;", v);
   } else {
-    if (l->kind == IR_LOOP_UNROLLED || k == CG_TAG_VTHREAD) cg_line(c, "%s", c->d->unroll);
+    if (l->kind == IR_LOOP_UNROLLED || k == IR_TAG_CLASS_VTHREAD) cg_line(c, "%s", c->d->unroll);
     cg_line(c, "for (int %s = 0; %s < %lld; ++%s) {", v, v, (long long)l->extent, v);
     c->ind++;
   }

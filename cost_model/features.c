@@ -631,12 +631,15 @@ static void ann_features(const fx_t *x, const store_t *s, ir_loop_kind_t kind, d
   v[3 + ann_position(x, s, kind)] = 1;
 }
 
-static int thread_slot(const char *t) {
-  static const char *const names[6] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z",
-                                       "threadIdx.x", "threadIdx.y", "threadIdx.z"};
-  for (int i = 0; t && i < 6; i++)
-    if (!strcmp(t, names[i])) return i;
-  return t && !strncmp(t, "vthread", 7) ? 6 : -1;
+/* Column of a thread binding among blockIdx.xyz, threadIdx.xyz, vthread. */
+static int thread_slot(const ir_loop_t *l) {
+  if (l->kind != IR_LOOP_THREAD) return -1;
+  switch (ir_thread_tag_class(l->tag)) {
+  case IR_TAG_CLASS_BLOCK: return ir_thread_tag_axis(l->tag);
+  case IR_TAG_CLASS_THREAD: return 3 + ir_thread_tag_axis(l->tag);
+  case IR_TAG_CLASS_VTHREAD: return 6;
+  default: return -1;
+  }
 }
 
 static void group1(const fx_t *x, const store_t *s, double *v, double *float_ops) {
@@ -652,7 +655,7 @@ static void group1(const fx_t *x, const store_t *s, double *v, double *float_ops
   double th[7] = {0};
   for (int i = 0; i < s->n; i++) {
     const ir_loop_t *l = x->loops[s->nest[i]];
-    int t = l->kind == IR_LOOP_THREAD ? thread_slot(l->thread) : -1;
+    int t = thread_slot(l);
     if (t >= 0) th[t] = (th[t] ? th[t] : 1) * (double)l->extent;
   }
   for (int t = 0; t < 7; t++) v[F_THREAD + t] = cm_slog(th[t]);
@@ -787,9 +790,8 @@ static void fill_alloc_features(fx_t *x) {
 static void kernel_walk(const ir_stmt_t *s, int64_t threads[3], int64_t *stages);
 
 static void kernel_loop(const ir_loop_t *l, int64_t threads[3], int64_t *stages) {
-  if (l->kind == IR_LOOP_THREAD && l->thread && !strncmp(l->thread, "threadIdx.", 10) && l->thread[10] >= 'x' &&
-      l->thread[10] <= 'z')
-    threads[l->thread[10] - 'x'] = TN_MAX(threads[l->thread[10] - 'x'], l->extent);
+  int slot = thread_slot(l);
+  if (slot >= 3 && slot <= 5) threads[slot - 3] = TN_MAX(threads[slot - 3], l->extent);
   const ir_annot_t *a = ir_annot_get(l->annots, l->nannots, IR_ANN_PIPELINE_STAGES);
   if (a && !a->is_str && l->extent > 1) *stages = TN_MAX(*stages, a->ival);
   kernel_walk(l->body, threads, stages);
@@ -860,7 +862,7 @@ static void fill_kernel_features(fx_t *x) {
         shared += bytes * (double)alloc_stages(ai);
       } else {
         for (int d = 0; d < ai->depth; d++) /* one slice per virtual thread above the allocation */
-          if (ai->prefix[d]->kind == IR_LOOP_THREAD && ai->prefix[d]->thread && !strncmp(ai->prefix[d]->thread, "vthread", 7))
+          if (thread_slot(ai->prefix[d]) == 6)
             bytes *= (double)ai->prefix[d]->extent;
         local += bytes;
       }
@@ -882,10 +884,9 @@ static void fill_kernel_features(fx_t *x) {
  * cooperative fetch under threadIdx.x: both are the same hardware index). */
 static bool loop_counts(const ir_loop_t *const *loops, int k) {
   if (loops[k]->extent <= 1) return false;
-  if (loops[k]->kind != IR_LOOP_THREAD || !loops[k]->thread) return true;
+  if (loops[k]->kind != IR_LOOP_THREAD) return true;
   for (int j = 0; j < k; j++)
-    if (loops[j]->kind == IR_LOOP_THREAD && loops[j]->thread && !strcmp(loops[j]->thread, loops[k]->thread))
-      return false;
+    if (loops[j]->kind == IR_LOOP_THREAD && loops[j]->tag == loops[k]->tag) return false;
   return true;
 }
 

@@ -222,7 +222,7 @@ static void put_stmt(hasher_t *hs, const ir_stmt_t *s) {
     put_var(hs, l->var);
     put_i64(hs, l->extent);
     put_u64(hs, l->kind);
-    put_str(hs, l->kind == IR_LOOP_THREAD ? l->thread : NULL);
+    put_str(hs, l->kind == IR_LOOP_THREAD ? ir_thread_tag_name(l->tag) : NULL);
     put_annots(hs, l->annots, l->nannots);
     put_stmt(hs, l->body);
     break;

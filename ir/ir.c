@@ -91,6 +91,44 @@ const char *ir_loop_kind_name(ir_loop_kind_t k) {
   return (unsigned)k < TN_ARRAY_LEN(names) ? names[k] : "?";
 }
 
+static const struct {
+  const char *name;
+  ir_tag_class_t cls;
+  int axis;
+} tag_table[IR_TAG__COUNT] = {
+    [IR_TAG_NONE] = {"", IR_TAG_CLASS_NONE, 0},
+    [IR_TAG_BLOCK_X] = {"blockIdx.x", IR_TAG_CLASS_BLOCK, 0},
+    [IR_TAG_BLOCK_Y] = {"blockIdx.y", IR_TAG_CLASS_BLOCK, 1},
+    [IR_TAG_BLOCK_Z] = {"blockIdx.z", IR_TAG_CLASS_BLOCK, 2},
+    [IR_TAG_THREAD_X] = {"threadIdx.x", IR_TAG_CLASS_THREAD, 0},
+    [IR_TAG_THREAD_Y] = {"threadIdx.y", IR_TAG_CLASS_THREAD, 1},
+    [IR_TAG_THREAD_Z] = {"threadIdx.z", IR_TAG_CLASS_THREAD, 2},
+    [IR_TAG_VTHREAD_X] = {"vthread.x", IR_TAG_CLASS_VTHREAD, 0},
+    [IR_TAG_VTHREAD_Y] = {"vthread.y", IR_TAG_CLASS_VTHREAD, 1},
+    [IR_TAG_VTHREAD_Z] = {"vthread.z", IR_TAG_CLASS_VTHREAD, 2},
+};
+
+const char *ir_thread_tag_name(ir_thread_tag_t t) {
+  return (unsigned)t < IR_TAG__COUNT ? tag_table[t].name : "?";
+}
+
+int ir_thread_tag_parse(const char *s, ir_thread_tag_t *out) {
+  for (int t = IR_TAG_NONE + 1; s && t < IR_TAG__COUNT; t++)
+    if (strcmp(s, tag_table[t].name) == 0) {
+      *out = (ir_thread_tag_t)t;
+      return 0;
+    }
+  return TN_EINVAL;
+}
+
+ir_tag_class_t ir_thread_tag_class(ir_thread_tag_t t) {
+  return (unsigned)t < IR_TAG__COUNT ? tag_table[t].cls : IR_TAG_CLASS_NONE;
+}
+
+int ir_thread_tag_axis(ir_thread_tag_t t) { return (unsigned)t < IR_TAG__COUNT ? tag_table[t].axis : 0; }
+
+const char *ir_thread_tag_list(void) { return "blockIdx.x/y/z, threadIdx.x/y/z, vthread.x/y/z"; }
+
 static const char *const fn_names[] = {"exp", "log", "sqrt", "tanh", "abs", "pow"};
 
 const char *ir_math_fn_name(ir_math_fn_t f) {
@@ -519,7 +557,6 @@ static ir_stmt_t *copy_stmt(copy_ctx_t *c, const ir_stmt_t *s) {
   case IR_S_LOOP: {
     ir_loop_t *l = &r->u.loop;
     l->var = copy_var(c, s->u.loop.var);
-    if (s->u.loop.thread) l->thread = tn_arena_strdup(a, s->u.loop.thread);
     l->annots = copy_annots(c, s->u.loop.annots, s->u.loop.nannots);
     l->body = copy_stmt(c, s->u.loop.body);
     break;

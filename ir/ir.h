@@ -148,9 +148,28 @@ typedef enum ir_loop_kind {
   IR_LOOP_PARALLEL,
   IR_LOOP_VECTORIZED,
   IR_LOOP_UNROLLED,
-  IR_LOOP_THREAD, /* bound to loop.thread: "blockIdx.x", "threadIdx.y", "vthread.x", ... */
+  IR_LOOP_THREAD, /* bound to the hardware index loop.tag */
 } ir_loop_kind_t;
 const char *ir_loop_kind_name(ir_loop_kind_t k);
+
+/* What a thread-bound loop is bound to.  One table (ir.c) holds the names
+ * ("blockIdx.x", ..., "vthread.z") used for printing, traces and code; no
+ * other code compares tag names. */
+typedef enum ir_thread_tag {
+  IR_TAG_NONE,
+  IR_TAG_BLOCK_X, IR_TAG_BLOCK_Y, IR_TAG_BLOCK_Z,
+  IR_TAG_THREAD_X, IR_TAG_THREAD_Y, IR_TAG_THREAD_Z,
+  IR_TAG_VTHREAD_X, IR_TAG_VTHREAD_Y, IR_TAG_VTHREAD_Z,
+  IR_TAG__COUNT
+} ir_thread_tag_t;
+typedef enum ir_tag_class { IR_TAG_CLASS_NONE, IR_TAG_CLASS_BLOCK, IR_TAG_CLASS_THREAD, IR_TAG_CLASS_VTHREAD } ir_tag_class_t;
+
+const char *ir_thread_tag_name(ir_thread_tag_t t);           /* "threadIdx.x"; "" for none */
+int ir_thread_tag_parse(const char *s, ir_thread_tag_t *out); /* 0 or TN_EINVAL (not a tag) */
+ir_tag_class_t ir_thread_tag_class(ir_thread_tag_t t);
+int ir_thread_tag_axis(ir_thread_tag_t t);                   /* 0..2 (x, y, z) */
+/* "blockIdx.x/y/z, threadIdx.x/y/z, vthread.x/y/z", for messages. */
+const char *ir_thread_tag_list(void);
 
 /* A loop `for var in range(extent)`; loops always start at 0. */
 typedef struct ir_loop {
@@ -158,7 +177,7 @@ typedef struct ir_loop {
   ir_var_t *var;
   int64_t extent; /* >= 1 */
   ir_loop_kind_t kind;
-  const char *thread; /* IR_LOOP_THREAD only */
+  ir_thread_tag_t tag; /* IR_LOOP_THREAD only (else IR_TAG_NONE) */
   ir_annot_t *annots;
   int nannots;
   ir_stmt_t *body;

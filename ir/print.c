@@ -355,7 +355,7 @@ static void print_loop(printer_t *p, const ir_stmt_t *s, int depth) {
   tn_buf_printf(p->out, "%" PRId64, l->extent);
   if (l->kind == IR_LOOP_THREAD) {
     tn_buf_put(p->out, ", thread=");
-    print_string(p->out, l->thread ? l->thread : "");
+    print_string(p->out, ir_thread_tag_name(l->tag));
   }
   if (l->nannots) {
     tn_buf_put(p->out, ", annotations=");

@@ -106,6 +106,12 @@ bool smp_single_child(const ir_loop_t *l) {
   return l->body->kind != IR_S_SEQ || l->body->u.seq.n == 1;
 }
 
+bool smp_binds_to(const sch_inst_t *in, ir_thread_tag_t tag) {
+  ir_thread_tag_t t;
+  return in->kind == SCH_BIND && in->nattrs >= 1 && in->attrs[0].kind == SCH_ARG_STR &&
+         ir_thread_tag_parse(in->attrs[0].s, &t) == 0 && t == tag;
+}
+
 bool smp_trivial_binding(const ir_func_t *f, const ir_block_t *b) {
   ir_loop_t *loops[SMP_MAX_LOOPS];
   int n = smp_block_loops(f, b, loops, SMP_MAX_LOOPS);

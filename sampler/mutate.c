@@ -203,7 +203,7 @@ static int mutate_thread_binding(const sch_trace_t *t, const ir_func_t *f, const
   int end = postproc_start(t), cands[256], nc = 0;
   for (int i = 0; i < end && nc < 256; i++) {
     const sch_inst_t *b = &t->insts[i];
-    if (b->kind != SCH_BIND || b->nattrs != 1 || strcmp(b->attrs[0].s, "threadIdx.x") != 0) continue;
+    if (!smp_binds_to(b, IR_TAG_THREAD_X) || b->nattrs != 1) continue;
     int s = producer_of(t, i, b->inputs[0].rv);
     if (s < 0) continue;
     const sch_inst_t *sp = &t->insts[s];

@@ -17,9 +17,8 @@ typedef struct fetch_task {
 } fetch_task_t;
 
 /* The extent of the loop a Bind instruction bound to `tag`, or -1. */
-static int64_t bound_extent(const sch_t *s, const sch_inst_t *in, const char *tag) {
-  if (in->kind != SCH_BIND || in->nattrs < 1 || in->attrs[0].kind != SCH_ARG_STR || strcmp(in->attrs[0].s, tag))
-    return -1;
+static int64_t bound_extent(const sch_t *s, const sch_inst_t *in, ir_thread_tag_t tag) {
+  if (!smp_binds_to(in, tag)) return -1;
   const ir_stmt_t *l = sch_rv_stmt(s, in->inputs[0].rv);
   return l && l->kind == IR_S_LOOP ? l->u.loop.extent : -1;
 }
@@ -56,8 +55,8 @@ static int fetch_one(sch_t *s, const fetch_task_t *task, tn_err_t *err) {
   SMP_TRY(sch_split(s, loops[nl - 1], f, n, parts, err));
   if (lanes > 1) SMP_TRY(sch_vectorize(s, parts[n - 1], err));
   int tx_at = lanes > 1 ? n - 2 : n - 1;
-  SMP_TRY(sch_bind(s, parts[tx_at], "threadIdx.x", err));
-  return task->ty > 0 ? sch_bind(s, parts[tx_at - 1], "threadIdx.y", err) : TN_OK;
+  SMP_TRY(sch_bind(s, parts[tx_at], ir_thread_tag_name(IR_TAG_THREAD_X), err));
+  return task->ty > 0 ? sch_bind(s, parts[tx_at - 1], ir_thread_tag_name(IR_TAG_THREAD_Y), err) : TN_OK;
 }
 
 static int pp_cooperative_fetch(sch_t *s, const tn_target_t *t, tn_err_t *err) {
@@ -69,8 +68,8 @@ static int pp_cooperative_fetch(sch_t *s, const tn_target_t *t, tn_err_t *err) {
   for (int i = 0; i < tr->n; i++) { /* collected first: the trace grows below */
     const sch_inst_t *in = &tr->insts[i];
     int64_t e;
-    if ((e = bound_extent(s, in, "threadIdx.x")) > 0) tx = e;
-    if ((e = bound_extent(s, in, "threadIdx.y")) > 0) ty = e;
+    if ((e = bound_extent(s, in, IR_TAG_THREAD_X)) > 0) tx = e;
+    if ((e = bound_extent(s, in, IR_TAG_THREAD_Y)) > 0) ty = e;
     if (in->kind != SCH_ANNOTATE || in->nattrs < 1 || strcmp(in->attrs[0].s, SMP_ANN_COOP_FETCH) != 0) continue;
     if (ntasks == (int)TN_ARRAY_LEN(tasks)) return tn_err_set(err, TN_EUNSUPPORTED, "more than %d cooperative fetches", ntasks);
     const sch_arg_t *v = &in->inputs[1];
@@ -89,8 +88,8 @@ static bool under_tags(const ir_func_t *f, const ir_block_t *b, bool *block_idx,
   *block_idx = *thread_idx = false;
   for (int i = 0; i < n; i++) {
     if (loops[i]->kind != IR_LOOP_THREAD) continue;
-    *block_idx |= strncmp(loops[i]->thread, "blockIdx.", 9) == 0;
-    *thread_idx |= strncmp(loops[i]->thread, "threadIdx.", 10) == 0;
+    *block_idx |= ir_thread_tag_class(loops[i]->tag) == IR_TAG_CLASS_BLOCK;
+    *thread_idx |= ir_thread_tag_class(loops[i]->tag) == IR_TAG_CLASS_THREAD;
   }
   return *block_idx && *thread_idx;
 }

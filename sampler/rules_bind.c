@@ -27,8 +27,9 @@ static void scan_loops(const ir_func_t *f, const ir_block_t *b, bind_scan_t *sc)
     const ir_loop_t *l = loops[i];
     sc->extents[i] = l->extent;
     bool thread = l->kind == IR_LOOP_THREAD;
-    if (thread && strncmp(l->thread, "blockIdx.", 9) == 0 && sc->block_idx < 0) sc->block_idx = i;
-    if (thread && strncmp(l->thread, "threadIdx.", 10) == 0 && sc->thread_idx < 0) sc->thread_idx = i;
+    ir_tag_class_t cls = thread ? ir_thread_tag_class(l->tag) : IR_TAG_CLASS_NONE;
+    if (cls == IR_TAG_CLASS_BLOCK && sc->block_idx < 0) sc->block_idx = i;
+    if (cls == IR_TAG_CLASS_THREAD && sc->thread_idx < 0) sc->thread_idx = i;
     if ((l->kind != IR_LOOP_SERIAL || l->nannots > 0) && sc->multi < 0) sc->multi = i;
     if (!smp_single_child(l) && sc->multi < 0) sc->multi = i + 1;
     if (smp_loop_iter_type(l) == SMP_DATA_PAR && sc->spatial == i - 1) sc->spatial = i;
@@ -63,16 +64,16 @@ static int split_and_bind(sch_t *s, const tn_target_t *t, sch_rv_t fused, int64_
     sch_arg_t f[2] = {sch_arg_none(), sch_arg_none()};
     SMP_TRY(thread_factor(s, t, extent, sample, &f[1], err));
     SMP_TRY(sch_split(s, fused, f, 2, parts, err));
-    SMP_TRY(sch_bind(s, parts[0], "blockIdx.x", err));
-    return sch_bind(s, parts[1], "threadIdx.x", err);
+    SMP_TRY(sch_bind(s, parts[0], ir_thread_tag_name(IR_TAG_BLOCK_X), err));
+    return sch_bind(s, parts[1], ir_thread_tag_name(IR_TAG_THREAD_X), err);
   }
   /* Too much work for one wave: a fixed grid that loops over the rest. */
   sch_arg_t f[3] = {sch_arg_none(), sch_arg_int(MAX_THREADBLOCKS), sch_arg_int(maxt)};
   SMP_TRY(sch_split(s, fused, f, 3, parts, err));
   sch_rv_t order[3] = {parts[1], parts[2], parts[0]};
   SMP_TRY(sch_reorder(s, order, 3, err));
-  SMP_TRY(sch_bind(s, parts[1], "blockIdx.x", err));
-  return sch_bind(s, parts[2], "threadIdx.x", err);
+  SMP_TRY(sch_bind(s, parts[1], ir_thread_tag_name(IR_TAG_BLOCK_X), err));
+  return sch_bind(s, parts[2], ir_thread_tag_name(IR_TAG_THREAD_X), err);
 }
 
 int smp_bind_block(sch_t *s, const tn_target_t *t, const char *block, bool sample, bool *done, tn_err_t *err) {
@@ -98,7 +99,8 @@ int smp_bind_block(sch_t *s, const tn_target_t *t, const char *block, bool sampl
   SMP_TRY(sch_get_loops(s, rv, loops, &nl, err));
   SMP_TRY(sch_fuse(s, loops, last + 1, &fused, err));
   *done = true;
-  if (sc.thread_idx >= 0) return sch_bind(s, fused, "blockIdx.x", err); /* threads bound by a reduction rule */
+  if (sc.thread_idx >= 0) /* threads bound by a reduction rule */
+    return sch_bind(s, fused, ir_thread_tag_name(IR_TAG_BLOCK_X), err);
   return split_and_bind(s, t, fused, extent, sample, err);
 }
 

@@ -46,7 +46,7 @@ static int bind_reduce_threads(sch_t *s, sch_rv_t b, sch_arg_t t, int *nspatial,
   SMP_TRY(fuse_reduction_loops(s, b, &fused, nspatial, err));
   sch_arg_t f[2] = {sch_arg_none(), t};
   SMP_TRY(sch_split(s, fused, f, 2, parts, err));
-  return sch_bind(s, parts[1], "threadIdx.x", err);
+  return sch_bind(s, parts[1], ir_thread_tag_name(IR_TAG_THREAD_X), err);
 }
 
 static int sample_thread_count(sch_t *s, sch_rv_t *t, tn_err_t *err) {
@@ -70,7 +70,7 @@ static int bind_reduction(sch_t *s, const char *block, tn_err_t *err) {
   SMP_TRY(bind_reduce_threads(s, b, sch_arg_rv(t), &nspatial, err));
   SMP_TRY(sch_get_loops(s, b, loops, &nl, err));
   SMP_TRY(sch_fuse(s, loops, nspatial, &fused, err));
-  return sch_bind(s, fused, "blockIdx.x", err);
+  return sch_bind(s, fused, ir_thread_tag_name(IR_TAG_BLOCK_X), err);
 }
 
 /* The fused form (TVM's, when the block is fusible): the reduction is
@@ -116,7 +116,7 @@ static bool fused_thread_count(const sch_t *s, const ir_stmt_t *parent, sch_arg_
     if (in->kind != SCH_SPLIT || in->ninputs != 3 || in->noutputs != 2 || in->inputs[2].kind != SCH_ARG_RV) continue;
     const ir_stmt_t *outer = sch_rv_stmt(s, in->outputs[0]), *inner = sch_rv_stmt(s, in->outputs[1]);
     if (!outer || !inner || inner->kind != IR_S_LOOP || inner->u.loop.kind != IR_LOOP_THREAD ||
-        strcmp(inner->u.loop.thread, "threadIdx.x") != 0 || !child_of(parent, outer))
+        inner->u.loop.tag != IR_TAG_THREAD_X || !child_of(parent, outer))
       continue;
     *t = in->inputs[2];
     return true;
@@ -170,7 +170,7 @@ static int fuse_reduction(sch_t *s, sch_rv_t b, const fusion_t *fu, tn_err_t *er
     t = sch_arg_rv(v);
     sch_arg_t f[2] = {sch_arg_none(), t};
     SMP_TRY(sch_split(s, fu->split, f, 2, parts, err));
-    SMP_TRY(sch_bind(s, parts[1], "threadIdx.x", err));
+    SMP_TRY(sch_bind(s, parts[1], ir_thread_tag_name(IR_TAG_THREAD_X), err));
   }
   SMP_TRY(sch_compute_at(s, b, fu->target, true, err));
   int nspatial;

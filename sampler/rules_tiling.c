@@ -14,7 +14,7 @@ typedef enum reuse { REUSE_NO, REUSE_MAY, REUSE_MUST } reuse_t;
 
 typedef struct mlt_config {
   const char *structure; /* "S" and "R" per tile level */
-  const char *const *binds;
+  const ir_thread_tag_t *binds;
   int nbinds;
   int max_innermost;
   reuse_t read_req;
@@ -26,7 +26,7 @@ typedef struct mlt_config {
   const char *write_scope;
 } mlt_config_t;
 
-static const char *const gpu_binds[] = {"blockIdx.x", "vthread.x", "threadIdx.x"};
+static const ir_thread_tag_t gpu_binds[] = {IR_TAG_BLOCK_X, IR_TAG_VTHREAD_X, IR_TAG_THREAD_X};
 
 static const mlt_config_t gpu_config = {"SSSRRSRS", gpu_binds, 3, 64, REUSE_MUST, 4, "shared",
                                         REUSE_MUST, {3, 0}, 1, "local"};
@@ -69,7 +69,7 @@ static int bind_levels(smp_ctx_t *c, sch_t *s, const mlt_config_t *cfg, tiles_t 
     if (tl->n[i] == 0) continue;
     sch_rv_t fused;
     SMP_TRY(sch_fuse(s, tl->loops[i], tl->n[i], &fused, err));
-    SMP_TRY(sch_bind(s, fused, cfg->binds[i], err));
+    SMP_TRY(sch_bind(s, fused, ir_thread_tag_name(cfg->binds[i]), err));
     tl->loops[i][0] = fused;
     tl->n[i] = 1;
   }

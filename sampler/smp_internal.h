@@ -83,6 +83,8 @@ int smp_block_loops(const ir_func_t *f, const ir_block_t *b, ir_loop_t **loops, 
 smp_iter_type_t smp_loop_iter_type(const ir_loop_t *l);
 /* Whether the loop's body is one statement (not a sequence of several). */
 bool smp_single_child(const ir_loop_t *l);
+/* Whether a trace instruction is a Bind to tag. */
+bool smp_binds_to(const sch_inst_t *in, ir_thread_tag_t tag);
 bool smp_trivial_binding(const ir_func_t *f, const ir_block_t *b);
 bool smp_block_is_spatial(const ir_block_t *b);
 bool smp_func_is_spatial(const ir_func_t *f);

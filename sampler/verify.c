@@ -19,8 +19,8 @@ typedef struct kernel_use {
   tn_buf_t detail;         /* "A_shared 2048 B, B_shared 2048 B" */
 } kernel_use_t;
 
-static bool has_prefix(const ir_loop_t *l, const char *prefix) {
-  return l->kind == IR_LOOP_THREAD && strncmp(l->thread, prefix, strlen(prefix)) == 0;
+static bool bound_to(const ir_loop_t *l, ir_tag_class_t cls) {
+  return l->kind == IR_LOOP_THREAD && ir_thread_tag_class(l->tag) == cls;
 }
 
 /* ---- blocks of a kernel ----------------------------------------------------- */
@@ -78,8 +78,10 @@ static bool loop_visit(ir_stmt_t *s, void *p) {
   loop_acc_t *a = p;
   if (s->kind != IR_S_LOOP) return s->kind != IR_S_STORE && s->kind != IR_S_BLOCK;
   const ir_loop_t *l = &s->u.loop;
-  if (has_prefix(l, "threadIdx.") && l->thread[10] >= 'x' && l->thread[10] <= 'z')
-    a->thread[l->thread[10] - 'x'] = TN_MAX(a->thread[l->thread[10] - 'x'], l->extent);
+  if (bound_to(l, IR_TAG_CLASS_THREAD)) {
+    int ax = ir_thread_tag_axis(l->tag);
+    a->thread[ax] = TN_MAX(a->thread[ax], l->extent);
+  }
   if (l->kind == IR_LOOP_VECTORIZED) a->vector_bytes = TN_MAX(a->vector_bytes, vector_bytes(l));
   return true;
 }
@@ -99,7 +101,7 @@ static int64_t access_width(ir_func_t *scratch, const ir_block_t *b, const ir_ra
   ir_bounds_t bounds;
   ir_bounds_init(&bounds);
   for (int i = 0; i < n; i++) {
-    bool fixed = i < lca && !has_prefix(loops[i], "threadIdx.") && !has_prefix(loops[i], "vthread");
+    bool fixed = i < lca && !bound_to(loops[i], IR_TAG_CLASS_THREAD) && !bound_to(loops[i], IR_TAG_CLASS_VTHREAD);
     ir_bounds_set(&bounds, loops[i]->var, 0, fixed ? 0 : loops[i]->extent - 1);
   }
   ir_interval_t iv = ir_interval_of(min, &bounds);
@@ -200,7 +202,7 @@ static void measure_kernel(const ir_func_t *f, ir_stmt_t *item, kernel_use_t *k)
     ir_loop_t *loops[SMP_MAX_LOOPS];
     int n = smp_block_loops(f, b, loops, SMP_MAX_LOOPS);
     bool bx = false, tx = false;
-    for (int j = 0; j < n; j++) bx |= has_prefix(loops[j], "blockIdx."), tx |= has_prefix(loops[j], "threadIdx.");
+    for (int j = 0; j < n; j++) bx |= bound_to(loops[j], IR_TAG_CLASS_BLOCK), tx |= bound_to(loops[j], IR_TAG_CLASS_THREAD);
     if (!(bx && tx) && !k->nunbound++) k->unbound = b->name;
     const ir_annot_t *lo = ir_annot_get(b->annots, b->nannots, SMP_ANN_THREAD_LOW);
     const ir_annot_t *hi = ir_annot_get(b->annots, b->nannots, SMP_ANN_THREAD_HIGH);

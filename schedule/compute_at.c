@@ -212,7 +212,7 @@ typedef struct vars {
  * buffers are shared by the threads of a block; global ones by every thread. */
 static bool relaxed(const ir_loop_t *l, ir_scope_t scope) {
   if (l->kind != IR_LOOP_THREAD || scope == IR_SCOPE_LOCAL) return false;
-  return scope == IR_SCOPE_GLOBAL || strncmp(l->thread, "blockIdx.", 9) != 0;
+  return scope == IR_SCOPE_GLOBAL || ir_thread_tag_class(l->tag) != IR_TAG_CLASS_BLOCK;
 }
 
 static void vars_of(const plan_t *p, const ir_block_t *o, const ir_buffer_t *buf, vars_t *vs) {

@@ -31,7 +31,7 @@ static ir_stmt_t *only_child(ir_stmt_t *s) {
 static const char *kind_desc(const ir_loop_t *l, char *buf, size_t n) {
   static const char *const names[] = {"serial", "parallel", "vectorized", "unrolled"};
   if (l->kind == IR_LOOP_THREAD) {
-    snprintf(buf, n, "bound to %s", l->thread ? l->thread : "?");
+    snprintf(buf, n, "bound to %s", ir_thread_tag_name(l->tag));
     return buf;
   }
   return (unsigned)l->kind < TN_ARRAY_LEN(names) ? names[l->kind] : "?";
@@ -431,20 +431,11 @@ int sch_prim_reorder(sch_t *s, const int *loop_uids, int n, tn_err_t *err) {
 
 /* ---- loop kinds -------------------------------------------------------- */
 
-static const char *const thread_tags[] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z", "threadIdx.x", "threadIdx.y",
-                                          "threadIdx.z", "vthread.x",   "vthread.y",  "vthread.z"};
-
-static bool valid_thread_tag(const char *t) {
-  for (size_t i = 0; i < TN_ARRAY_LEN(thread_tags); i++)
-    if (strcmp(t, thread_tags[i]) == 0) return true;
-  return false;
-}
-
 /* Whether the new kind requires the loop to feed spatial iterators only
  * (threadIdx may feed a reduction: the cross-thread reduction form). */
-static bool needs_spatial_only(ir_loop_kind_t kind, const char *thread) {
+static bool needs_spatial_only(ir_loop_kind_t kind, ir_thread_tag_t tag) {
   return kind == IR_LOOP_PARALLEL || kind == IR_LOOP_VECTORIZED ||
-         (kind == IR_LOOP_THREAD && strncmp(thread, "threadIdx.", 10) != 0);
+         (kind == IR_LOOP_THREAD && ir_thread_tag_class(tag) != IR_TAG_CLASS_THREAD);
 }
 
 typedef struct spatial_check {
@@ -474,7 +465,7 @@ static bool has_loop_visit(ir_stmt_t *s, void *p) {
 
 /* A loop in the subtree bound to `tag` (other than `self`), or NULL. */
 typedef struct tag_find {
-  const char *tag;
+  ir_thread_tag_t tag;
   const ir_loop_t *self;
   int64_t extent; /* < 0: any extent; else: only a different extent */
   ir_loop_t *found;
@@ -484,12 +475,12 @@ static bool tag_visit(ir_stmt_t *s, void *p) {
   tag_find_t *t = p;
   if (t->found) return false;
   if (s->kind == IR_S_LOOP && &s->u.loop != t->self && s->u.loop.kind == IR_LOOP_THREAD &&
-      strcmp(s->u.loop.thread, t->tag) == 0 && (t->extent < 0 || s->u.loop.extent != t->extent))
+      s->u.loop.tag == t->tag && (t->extent < 0 || s->u.loop.extent != t->extent))
     t->found = &s->u.loop;
   return !t->found && s->kind != IR_S_STORE;
 }
 
-static ir_loop_t *find_tag(ir_stmt_t *s, const char *tag, const ir_loop_t *self, int64_t extent) {
+static ir_loop_t *find_tag(ir_stmt_t *s, ir_thread_tag_t tag, const ir_loop_t *self, int64_t extent) {
   tag_find_t t = {tag, self, extent, NULL};
   ir_stmt_walk(s, tag_visit, &t);
   return t.found;
@@ -500,36 +491,39 @@ static ir_loop_t *find_tag(ir_stmt_t *s, const char *tag, const ir_loop_t *self,
  * bound to it with the same extent: that is the cooperative fetch, where the
  * inner loop names the same hardware thread (TVM allows it too).  Other tags
  * cannot be nested inside themselves. */
-static int check_thread_nesting(const sch_path_t *p, const ir_loop_t *l, const char *tag, tn_err_t *err) {
-  bool relaxed = strncmp(tag, "threadIdx.", 10) == 0;
+static int check_thread_nesting(const sch_path_t *p, const ir_loop_t *l, ir_thread_tag_t tag, tn_err_t *err) {
+  bool relaxed = ir_thread_tag_class(tag) == IR_TAG_CLASS_THREAD;
+  const char *name = ir_thread_tag_name(tag);
   ir_stmt_t *kernel = NULL;
   for (int i = 0; i < p->n - 1; i++) {
     const ir_loop_t *o = p->stmts[i]->kind == IR_S_LOOP ? &p->stmts[i]->u.loop : NULL;
     if (!o || o->kind != IR_LOOP_THREAD) continue;
     if (!kernel) kernel = p->stmts[i];
-    if (strcmp(o->thread, tag) == 0 && !relaxed)
+    if (o->tag == tag && !relaxed)
       return tn_err_set(err, TN_EINVAL, "loop %s is inside loop %s, which is already bound to %s; only threadIdx tags "
-                        "can be bound again inside themselves", sch_loop_name(l), sch_loop_name(o), tag);
+                        "can be bound again inside themselves", sch_loop_name(l), sch_loop_name(o), name);
   }
   const ir_loop_t *in = relaxed ? NULL : find_tag(l->body, tag, l, -1);
   if (in)
     return tn_err_set(err, TN_EINVAL, "loop %s encloses loop %s, which is already bound to %s; only threadIdx tags "
-                      "can be bound again inside themselves", sch_loop_name(l), sch_loop_name(in), tag);
+                      "can be bound again inside themselves", sch_loop_name(l), sch_loop_name(in), name);
   const ir_loop_t *other = find_tag(kernel ? kernel : l->body, tag, l, l->extent);
   if (other)
     return tn_err_set(err, TN_EINVAL, "loop %s (extent %lld) cannot be bound to %s: loop %s in the same kernel is "
                       "bound to it with extent %lld; one kernel binds a thread tag with one extent", sch_loop_name(l),
-                      (long long)l->extent, tag, sch_loop_name(other), (long long)other->extent);
+                      (long long)l->extent, name, sch_loop_name(other), (long long)other->extent);
   return TN_OK;
 }
 
 /* Checks the kind change itself: valid tag, not already something else. */
-static int check_kind_change(const ir_loop_t *l, ir_loop_kind_t kind, const char *thread, tn_err_t *err) {
-  if (kind == IR_LOOP_THREAD && (!thread || !valid_thread_tag(thread)))
-    return tn_err_set(err, TN_EINVAL, "unknown thread tag \"%s\" for loop %s (valid: blockIdx.x/y/z, threadIdx.x/y/z, "
-                      "vthread.x/y/z)", thread ? thread : "(null)", sch_loop_name(l));
+static int check_kind_change(const ir_loop_t *l, ir_loop_kind_t kind, const char *thread, ir_thread_tag_t *tag,
+                             tn_err_t *err) {
+  *tag = IR_TAG_NONE;
+  if (kind == IR_LOOP_THREAD && ir_thread_tag_parse(thread, tag) < 0)
+    return tn_err_set(err, TN_EINVAL, "unknown thread tag \"%s\" for loop %s (valid: %s)", thread ? thread : "(null)",
+                      sch_loop_name(l), ir_thread_tag_list());
   bool fixed = l->kind == IR_LOOP_PARALLEL || l->kind == IR_LOOP_VECTORIZED || l->kind == IR_LOOP_THREAD;
-  bool same = l->kind == kind && (kind != IR_LOOP_THREAD || strcmp(l->thread, thread) == 0);
+  bool same = l->kind == kind && l->tag == *tag;
   if (fixed && !same) {
     char buf[64];
     return tn_err_set(err, TN_EINVAL, "loop %s is already %s; a parallel, vectorized or bound loop cannot change "
@@ -541,9 +535,10 @@ static int check_kind_change(const ir_loop_t *l, ir_loop_kind_t kind, const char
 int sch_prim_loop_kind(sch_t *s, int loop_uid, ir_loop_kind_t kind, const char *thread, tn_err_t *err) {
   sch_path_t p;
   ir_loop_t *l = NULL;
+  ir_thread_tag_t tag;
   int rc = get_loop(s->f, loop_uid, &p, &l, err);
-  if (rc < 0 || (rc = check_kind_change(l, kind, thread, err)) < 0) return rc;
-  if (needs_spatial_only(kind, thread)) {
+  if (rc < 0 || (rc = check_kind_change(l, kind, thread, &tag, err)) < 0) return rc;
+  if (needs_spatial_only(kind, tag)) {
     char what[64];
     if (kind == IR_LOOP_THREAD) snprintf(what, sizeof what, "%s-bound", thread);
     else snprintf(what, sizeof what, "%s", kind == IR_LOOP_PARALLEL ? "parallel" : "vectorized");
@@ -558,9 +553,9 @@ int sch_prim_loop_kind(sch_t *s, int loop_uid, ir_loop_kind_t kind, const char *
       return tn_err_set(err, TN_EINVAL, "loop %s contains loop %s; only innermost loops can be vectorized",
                         sch_loop_name(l), sch_loop_name(inner));
   }
-  if (kind == IR_LOOP_THREAD && (rc = check_thread_nesting(&p, l, thread, err)) < 0) return rc;
+  if (kind == IR_LOOP_THREAD && (rc = check_thread_nesting(&p, l, tag, err)) < 0) return rc;
   l->kind = kind;
-  l->thread = kind == IR_LOOP_THREAD ? tn_arena_strdup(s->f->arena, thread) : NULL;
+  l->tag = tag;
   return TN_OK;
 }
 

@@ -48,7 +48,7 @@ static void insert_before(ir_func_t *f, const sch_path_t *p, int k, ir_stmt_t *s
 static ir_stmt_t *copy_loop(ir_func_t *f, const ir_loop_t *l, const char *name, bool annots, ir_stmt_t *body) {
   ir_stmt_t *s = ir_loop_new(f, ir_var_new(f, name, l->var->dtype), l->extent, body);
   s->u.loop.kind = l->kind;
-  s->u.loop.thread = l->thread;
+  s->u.loop.tag = l->tag;
   if (annots && l->nannots) {
     s->u.loop.annots = tn_arena_memdup(f->arena, l->annots, sizeof(ir_annot_t) * (size_t)l->nannots);
     s->u.loop.nannots = l->nannots;

@@ -75,7 +75,8 @@ static ir_stmt_t *loop(ir_func_t *f, ir_var_t *v, int64_t ext, ir_loop_kind_t ki
                        const char *thread, ir_stmt_t *body) {
   ir_stmt_t *s = ir_loop_new(f, v, ext, body);
   s->u.loop.kind = thread ? IR_LOOP_THREAD : kind;
-  s->u.loop.thread = thread ? tn_arena_strdup(f->arena, thread) : NULL;
+  s->u.loop.tag = IR_TAG_NONE;
+  ck_assert(!thread || ir_thread_tag_parse(thread, &s->u.loop.tag) == 0);
   return s;
 }
 
@@ -1396,11 +1397,14 @@ START_TEST(test_errors) {
   lower_fails(f, CG_TARGET_CUDA, NULL, TN_EINVAL, "are both bound to threadIdx.x but have extents 32 and 16");
   ir_func_free(f);
 
-  /* unknown thread tag */
+  /* a thread loop without a tag (tags are typed: "warp.x" is not one) */
+  ir_thread_tag_t tag;
+  ck_assert_int_eq(ir_thread_tag_parse("warp.x", &tag), TN_EINVAL);
   f = bind_outer(w->func, 64);
-  root_item(f, 0)->u.loop.thread = "warp.x";
-  lower_fails(f, CG_TARGET_OPENCL, NULL, TN_EINVAL, "unknown thread tag \"warp.x\"");
-  lower_fails(f, CG_TARGET_C, NULL, TN_EINVAL, "unknown thread tag");
+  root_item(f, 0)->u.loop.tag = IR_TAG_NONE;
+  lower_fails(f, CG_TARGET_OPENCL, NULL, TN_EINVAL,
+              "is bound to no thread tag (valid: blockIdx.x/y/z, threadIdx.x/y/z, vthread.x/y/z)");
+  lower_fails(f, CG_TARGET_C, NULL, TN_EINVAL, "is bound to no thread tag");
   ir_func_free(f);
 
   /* a reduction across thread blocks */
@@ -1408,7 +1412,7 @@ START_TEST(test_errors) {
   f = sched_rows(r->func, 4, 64, 32, 1);
   ir_stmt_t *j0 = root_item(f, 0)->u.loop.body;
   j0->u.loop.kind = IR_LOOP_THREAD;
-  j0->u.loop.thread = "blockIdx.y";
+  j0->u.loop.tag = IR_TAG_BLOCK_Y;
   lower_fails(f, CG_TARGET_CUDA, NULL, TN_EUNSUPPORTED, "only reductions across threadIdx.x");
   ir_func_free(f);
 

@@ -224,7 +224,7 @@ static ir_func_t *build_loop_kinds(void) {
   for (int n = 0; n < 8; n++, l = l->u.loop.body) {
     ir_loop_t *lp = &l->u.loop;
     lp->kind = kinds[n];
-    if (n < 2) lp->thread = n == 0 ? "blockIdx.x" : "threadIdx.x";
+    if (n < 2) lp->tag = n == 0 ? IR_TAG_BLOCK_X : IR_TAG_THREAD_X;
     if (n == 3) {
       ir_annot_set_int(f, &lp->annots, &lp->nannots, "pragma_unroll_explicit", 1);
       ir_annot_set_int(f, &lp->annots, &lp->nannots, "pragma_auto_unroll_max_step", 16);
@@ -614,7 +614,7 @@ static void m_buf_ref(ir_func_t *f) {
 static void m_thread(ir_func_t *f) {
   ir_loop_t *l = &loop_at(f, 0)->u.loop;
   l->kind = IR_LOOP_THREAD;
-  l->thread = "blockIdx.x";
+  l->tag = IR_TAG_BLOCK_X;
 }
 
 START_TEST(t_hash_differs) {
@@ -644,7 +644,7 @@ START_TEST(t_hash_canonical) {
   ir_func_t *a = ir_func_copy(f), *b = ir_func_copy(f);
   m_thread(a);
   m_thread(b);
-  loop_at(b, 0)->u.loop.thread = "threadIdx.x";
+  loop_at(b, 0)->u.loop.tag = IR_TAG_THREAD_X;
   ck_assert_uint_ne(ir_func_hash(a), ir_func_hash(b));
   ir_func_free(a);
   ir_func_free(b);
@@ -727,11 +727,36 @@ START_TEST(t_hash_workloads) {
 }
 END_TEST
 
+/* The one table of thread tags: every name parses back to its tag, with
+ * its class and axis; other strings are not tags. */
+START_TEST(t_thread_tags) {
+  static const char *const names[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
+                                      "threadIdx.z", "vthread.x", "vthread.y", "vthread.z"};
+  static const ir_tag_class_t cls[] = {IR_TAG_CLASS_BLOCK, IR_TAG_CLASS_THREAD, IR_TAG_CLASS_VTHREAD};
+  for (int i = 0; i < 9; i++) {
+    ir_thread_tag_t t = IR_TAG_NONE;
+    ck_assert_int_eq(ir_thread_tag_parse(names[i], &t), 0);
+    ck_assert_int_eq(t, IR_TAG_BLOCK_X + i);
+    ck_assert_str_eq(ir_thread_tag_name(t), names[i]);
+    ck_assert_int_eq(ir_thread_tag_class(t), cls[i / 3]);
+    ck_assert_int_eq(ir_thread_tag_axis(t), i % 3);
+  }
+  ir_thread_tag_t t = IR_TAG_THREAD_Y;
+  static const char *const bad[] = {"", "threadIdx", "threadIdx.w", "vthread", "blockIdx.x ", "warp.x"};
+  for (size_t i = 0; i < TN_ARRAY_LEN(bad); i++) ck_assert_int_eq(ir_thread_tag_parse(bad[i], &t), TN_EINVAL);
+  ck_assert_int_eq(ir_thread_tag_parse(NULL, &t), TN_EINVAL);
+  ck_assert_int_eq(t, IR_TAG_THREAD_Y); /* untouched */
+  ck_assert_int_eq(ir_thread_tag_class(IR_TAG_NONE), IR_TAG_CLASS_NONE);
+  ck_assert_str_eq(ir_thread_tag_name(IR_TAG_NONE), "");
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("print");
   TU_TCASE(s, "printer", 0, t_print_matmul, t_print_bindings, t_print_loop_kinds, t_print_scopes,
            t_print_exprs);
   TU_TCASE(s, "workloads", 120, t_print_workloads, t_print_matmul_workload, t_hash_workloads);
+  TU_TCASE(s, "tags", 0, t_thread_tags);
   TU_TCASE(s, "hash", 0, t_hash_pinned, t_hash_copy_and_rename, t_hash_differs, t_hash_canonical,
            t_hash_others);
   return s;
