@@ -380,7 +380,7 @@ typedef struct ir_workload {
 
 /* Limits enforced by the parser (bad input gets an error, never a crash). */
 #define IR_MAX_SOURCE_BYTES (1u << 20)
-#define IR_MAX_TENSORS 256
+#define IR_MAX_TENSORS 16384 /* declared tensors (arrays grow; a guard against runaway input) */
 #define IR_MAX_ELEMENTS (INT64_C(1) << 34) /* per tensor */
 #define IR_MAX_EXPR_DEPTH 200
 

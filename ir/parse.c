@@ -88,8 +88,8 @@ typedef struct stmt {
   int tensor;
   int line, col; /* the left side */
   ir_stmt_t *nest;
-  dep_t *deps;
-  int ndeps;
+  dep_t *deps; /* in the parser's tmp arena, grown by doubling */
+  int ndeps, capdeps;
 } stmt_t;
 
 typedef struct parser {
@@ -109,10 +109,10 @@ typedef struct parser {
   ir_func_t *f;
   ir_param_t *params;
   int nparams;
-  tensor_t tensors[IR_MAX_TENSORS];
-  int ntensors;
-  stmt_t stmts[IR_MAX_TENSORS];
-  int nstmts;
+  tensor_t *tensors; /* grown as declared (at most IR_MAX_TENSORS) */
+  int ntensors, captensors;
+  stmt_t *stmts;
+  int nstmts, capstmts;
 } parser_t;
 
 /* ======================================================================
@@ -934,6 +934,10 @@ static int parse_tensor(parser_t *p, ir_buf_role_t role) {
   if ((rc = expect_eol(p, "tensor declaration"))) return rc;
   ir_buffer_t *b = ir_buffer_new(p->f, name, dtype, ndim, shape, IR_SCOPE_GLOBAL, role);
   b->init_lo = lo, b->init_hi = hi;
+  if (p->ntensors == p->captensors) {
+    p->captensors = p->captensors ? 2 * p->captensors : 16;
+    p->tensors = tn_xrealloc(p->tensors, sizeof *p->tensors * (size_t)p->captensors);
+  }
   p->tensors[p->ntensors++] =
       (tensor_t){.name = b->name, .line = t->line, .col = t->col, .buf = b, .stmt = -1};
   return TN_OK;
@@ -1215,9 +1219,16 @@ static int lower_pair(lower_t *L, const ast_t *x, const ast_t *y, ir_dtype_t hin
 
 static void add_dep(lower_t *L, const tensor_t *T, const ast_t *a) {
   int ti = (int)(T - L->p->tensors);
-  for (int i = 0; i < L->st->ndeps; i++)
-    if (L->st->deps[i].tensor == ti) return;
-  L->st->deps[L->st->ndeps++] = (dep_t){.tensor = ti, .line = a->line, .col = a->col};
+  stmt_t *st = L->st;
+  for (int i = 0; i < st->ndeps; i++)
+    if (st->deps[i].tensor == ti) return;
+  if (st->ndeps == st->capdeps) {
+    dep_t *grown = TN_NEWN(L->p->tmp, dep_t, st->capdeps ? 2 * st->capdeps : 4);
+    if (st->ndeps) memcpy(grown, st->deps, sizeof *grown * (size_t)st->ndeps);
+    st->deps = grown;
+    st->capdeps = st->capdeps ? 2 * st->capdeps : 4;
+  }
+  st->deps[st->ndeps++] = (dep_t){.tensor = ti, .line = a->line, .col = a->col};
 }
 
 /* Every index must stay inside its dimension for every iteration. */
@@ -1611,11 +1622,12 @@ static int parse_statement(parser_t *p) {
   if (rc || !(rhs = parse_expr(p)) || (rc = expect_eol(p, "statement"))) return rc ? rc : TN_EINVAL;
   tensor_t *T = NULL;
   if ((rc = lhs_target(p, lhs, &T))) return rc;
+  if (p->nstmts == p->capstmts) {
+    p->capstmts = p->capstmts ? 2 * p->capstmts : 16;
+    p->stmts = tn_xrealloc(p->stmts, sizeof *p->stmts * (size_t)p->capstmts);
+  }
   stmt_t *st = &p->stmts[p->nstmts];
-  *st = (stmt_t){.tensor = (int)(T - p->tensors),
-                 .line = lhs->line,
-                 .col = lhs->col,
-                 .deps = TN_NEWN(p->tmp, dep_t, p->ntensors)};
+  *st = (stmt_t){.tensor = (int)(T - p->tensors), .line = lhs->line, .col = lhs->col};
   lower_t L = {
       .p = p, .f = p->f, .st = st, .fdefault = ir_dtype_is_float(T->buf->dtype) ? T->buf->dtype : IR_FLOAT32};
   ir_bounds_init(&L.bounds);
@@ -1691,7 +1703,7 @@ static int pending_dep(const parser_t *p, int s, const bool *done) {
 
 /* Every pending statement waits on another: walk the waits to a cycle. */
 static int report_cycle(parser_t *p, const bool *done) {
-  int seen_at[IR_MAX_TENSORS], path[IR_MAX_TENSORS + 1], len = 0, s = 0;
+  int *seen_at = TN_NEWN(p->tmp, int, p->nstmts), *path = TN_NEWN(p->tmp, int, p->nstmts + 1), len = 0, s = 0;
   for (int i = 0; i < p->nstmts; i++) seen_at[i] = -1;
   while (done[s]) s++;
   while (seen_at[s] < 0) {
@@ -1715,7 +1727,7 @@ static int report_cycle(parser_t *p, const bool *done) {
 
 /* Dependency order, source order among statements that are ready together. */
 static int order_statements(parser_t *p, ir_stmt_t **order) {
-  bool done[IR_MAX_TENSORS] = {false};
+  bool *done = TN_NEWN(p->tmp, bool, p->nstmts);
   for (int k = 0; k < p->nstmts; k++) {
     int s = first_ready(p, done);
     if (s < 0) return report_cycle(p, done);
@@ -1756,7 +1768,7 @@ static int check_complete(parser_t *p) {
 
 static int assemble(parser_t *p) {
   ir_func_t *f = p->f;
-  ir_stmt_t *order[IR_MAX_TENSORS];
+  ir_stmt_t **order = TN_NEWN(p->tmp, ir_stmt_t *, p->nstmts);
   int rc = order_statements(p, order);
   if (rc) return rc;
   ir_block_t *root = ir_func_root(f);
@@ -1847,6 +1859,8 @@ int ir_workload_parse(const char *path, const char *text, size_t len, const ir_p
   tn_arena_free(p->ast);
   tn_arena_free(p->tmp);
   free(p->toks);
+  free(p->tensors);
+  free(p->stmts);
   free(p->params);
   free(p->ovr_used);
   free(p);

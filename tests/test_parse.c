@@ -749,7 +749,7 @@ START_TEST(t_limits) {
   /* too many tensors */
   tn_buf_reset(&b);
   for (int i = 0; i <= IR_MAX_TENSORS; i++) tn_buf_printf(&b, "input A%d: float32[1]\n", i);
-  expect_limit(tn_buf_str(&b), b.len, TN_EINVAL, "too many tensors (the limit is 256)");
+  expect_limit(tn_buf_str(&b), b.len, TN_EINVAL, "too many tensors (the limit is 16384)");
 
   /* the source size limit */
   tn_buf_reset(&b);
