@@ -3,6 +3,7 @@
  * producers and consumers, read/write access patterns, and the predicates
  * that decide where multi-level tiling, rfactor and cross-thread reduction
  * apply (TVM's NeedsMultiLevelTiling, NeedsRFactorOrCrossThreadReduction). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "smp_internal.h"
@@ -10,23 +11,27 @@
 /* ---- blocks and loops ---------------------------------------------------- */
 
 typedef struct block_list {
-  ir_block_t **out;
-  int max, n;
+  ir_block_t **v;
+  int n, cap;
   const ir_stmt_t *root;
 } block_list_t;
 
 static bool list_visit(ir_stmt_t *s, void *p) {
   block_list_t *c = p;
   if (s->kind == IR_S_BLOCK && s != c->root) {
-    if (c->n < c->max) c->out[c->n] = &s->u.block;
-    c->n++;
+    if (c->n == c->cap) {
+      c->cap = c->cap ? 2 * c->cap : 16;
+      c->v = tn_xrealloc(c->v, sizeof *c->v * (size_t)c->cap);
+    }
+    c->v[c->n++] = &s->u.block;
   }
   return s->kind != IR_S_STORE;
 }
 
-int smp_blocks(const ir_func_t *f, ir_block_t **out, int max) {
-  block_list_t c = {out, max, 0, f->root};
+int smp_blocks(const ir_func_t *f, ir_block_t ***out) {
+  block_list_t c = {tn_xmalloc(sizeof(ir_block_t *)), 0, 1, f->root};
   ir_stmt_walk(f->root, list_visit, &c);
+  *out = c.v;
   return c.n;
 }
 
@@ -130,11 +135,12 @@ bool smp_block_is_spatial(const ir_block_t *b) {
 }
 
 bool smp_func_is_spatial(const ir_func_t *f) {
-  ir_block_t *all[SMP_MAX_BLOCKS];
-  int n = TN_MIN(smp_blocks(f, all, SMP_MAX_BLOCKS), SMP_MAX_BLOCKS);
-  for (int i = 0; i < n; i++)
-    if (!smp_block_is_spatial(all[i]) || all[i]->init) return false;
-  return true;
+  ir_block_t **all;
+  int n = smp_blocks(f, &all);
+  bool spatial = true;
+  for (int i = 0; i < n && spatial; i++) spatial = smp_block_is_spatial(all[i]) && !all[i]->init;
+  free(all);
+  return spatial;
 }
 
 bool smp_is_tiled(const ir_block_t *b) { return ir_annot_get(b->annots, b->nannots, SMP_ANN_TILING) != NULL; }
@@ -148,8 +154,8 @@ static bool regions_have(const ir_region_t *r, int n, const ir_buffer_t *buf) {
 }
 
 static int related(const ir_func_t *f, const ir_block_t *b, bool producers, ir_block_t **out, int max) {
-  ir_block_t *all[SMP_MAX_BLOCKS];
-  int na = TN_MIN(smp_blocks(f, all, SMP_MAX_BLOCKS), SMP_MAX_BLOCKS), n = 0;
+  ir_block_t **all;
+  int na = smp_blocks(f, &all), n = 0;
   for (int i = 0; i < na; i++) {
     const ir_block_t *o = all[i];
     bool rel = false;
@@ -160,6 +166,7 @@ static int related(const ir_func_t *f, const ir_block_t *b, bool producers, ir_b
       for (int w = 0; w < b->nwrites && !rel; w++) rel = regions_have(o->reads, o->nreads, b->writes[w].buf);
     if (rel && n < max) out[n++] = all[i];
   }
+  free(all);
   return n;
 }
 

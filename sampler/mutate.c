@@ -276,14 +276,16 @@ static int mutate_compute_location(const sch_trace_t *t, const ir_func_t *f, con
  * extents, outermost first, up to the first one >= limit (TVM's
  * AnalyzeParallel). */
 typedef struct prods {
-  int64_t v[SMP_MAX_BLOCKS][SMP_MAX_LOOPS];
-  int n[SMP_MAX_BLOCKS];
+  int64_t (*v)[SMP_MAX_LOOPS]; /* a row per block */
+  int *n;
   int nblocks;
 } prods_t;
 
 static void analyze_parallel(const ir_func_t *f, int64_t limit, prods_t *p) {
-  ir_block_t *all[SMP_MAX_BLOCKS];
-  int nb = TN_MIN(smp_blocks(f, all, SMP_MAX_BLOCKS), SMP_MAX_BLOCKS);
+  ir_block_t **all;
+  int nb = smp_blocks(f, &all);
+  p->v = tn_xmalloc(sizeof *p->v * (size_t)(nb + 1));
+  p->n = tn_xmalloc(sizeof *p->n * (size_t)(nb + 1));
   p->nblocks = 0;
   for (int i = 0; i < nb; i++) {
     ir_loop_t *loops[SMP_MAX_LOOPS];
@@ -298,6 +300,7 @@ static void analyze_parallel(const ir_func_t *f, int64_t limit, prods_t *p) {
     }
     p->n[p->nblocks++] = n;
   }
+  free(all);
 }
 
 /* How many loops each block fuses under a parallel extent (TVM's
@@ -323,23 +326,23 @@ static int mutate_parallel(const sch_trace_t *t, const ir_func_t *f, const tn_ta
   int64_t cores = tg->num_cores > 0 ? tg->num_cores : 1, max_extent = cores * 16, cur = t->insts[at].inputs[1].i;
   sch_t *s = NULL;
   SMP_TRY(sch_replay_with(f, t, 1, NULL, NULL, true, &s, err));
-  prods_t *p = tn_xmalloc(sizeof *p);
-  analyze_parallel(sch_func(s), max_extent, p);
+  prods_t p;
+  analyze_parallel(sch_func(s), max_extent, &p);
   sch_free(s);
-  int (*plans)[SMP_MAX_BLOCKS] = tn_xmalloc(sizeof *plans * 64), orig[SMP_MAX_BLOCKS];
+  /* plan q: row q of nblocks counts; the last row is the current plan */
+  int nbk = p.nblocks + 1, *plans = tn_xcalloc((size_t)65 * (size_t)nbk, sizeof *plans), *orig = plans + 64 * nbk;
   int64_t limits[64];
   int np = 0;
-  if (cur > 0) fused_loops(p, cur, orig);
-  else memset(orig, 0, sizeof orig); /* no parallel loop at all */
-  for (int b = 0; b < p->nblocks; b++)
-    for (int k = 0; k < p->n[b] && np < 63; k++) {
-      int64_t lim = p->v[b][k];
+  if (cur > 0) fused_loops(&p, cur, orig); /* else all 0: no parallel loop at all */
+  for (int b = 0; b < p.nblocks; b++)
+    for (int k = 0; k < p.n[b] && np < 63; k++) {
+      int64_t lim = p.v[b][k];
       bool dup = lim > max_extent;
-      fused_loops(p, lim, plans[np]);
-      for (int q = 0; q < np && !dup; q++) dup = same_plan(plans[q], plans[np], p->nblocks);
-      if (!dup && !same_plan(plans[np], orig, p->nblocks)) limits[np++] = lim;
+      fused_loops(&p, lim, plans + np * nbk);
+      for (int q = 0; q < np && !dup; q++) dup = same_plan(plans + q * nbk, plans + np * nbk, p.nblocks);
+      if (!dup && !same_plan(plans + np * nbk, orig, p.nblocks)) limits[np++] = lim;
     }
-  free(p), free(plans);
+  free(p.v), free(p.n), free(plans);
   /* Beyond TVM: 0 (no parallel loop) for kernels too small to pay for an
    * OpenMP region, and back. */
   limits[np++] = cur > 0 ? 0 : max_extent;

@@ -5,6 +5,7 @@
  * the schedule, so it is recorded after the trace's EnterPostproc. */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "smp_internal.h"
@@ -95,18 +96,21 @@ static bool under_tags(const ir_func_t *f, const ir_block_t *b, bool *block_idx,
 }
 
 static int pp_unbound_block(sch_t *s, const tn_target_t *t, tn_err_t *err) {
-  ir_block_t *all[SMP_MAX_BLOCKS];
-  char names[SMP_MAX_BLOCKS][64];
-  int n = TN_MIN(smp_blocks(sch_func(s), all, SMP_MAX_BLOCKS), SMP_MAX_BLOCKS), nn = 0;
+  ir_block_t **all;
+  int n = smp_blocks(sch_func(s), &all), nn = 0, rc = TN_OK;
+  char **names = tn_xmalloc(sizeof *names * (size_t)(n + 1)); /* copies: binding rewrites the blocks */
   for (int i = 0; i < n; i++) {
     bool bx, tx;
-    if (!under_tags(sch_func(s), all[i], &bx, &tx)) snprintf(names[nn++], sizeof names[0], "%s", all[i]->name);
+    if (!under_tags(sch_func(s), all[i], &bx, &tx)) names[nn++] = tn_xstrdup(all[i]->name);
   }
-  for (int i = 0; i < nn; i++) { /* binding one block may bind its neighbours: smp_bind_block rechecks */
+  free(all);
+  for (int i = 0; i < nn && rc == TN_OK; i++) { /* binding one block may bind its neighbours: smp_bind_block rechecks */
     bool done;
-    SMP_TRY(smp_bind_block(s, t, names[i], false, &done, err));
+    rc = smp_bind_block(s, t, names[i], false, &done, err);
   }
-  return TN_OK;
+  for (int i = 0; i < nn; i++) free(names[i]);
+  free(names);
+  return rc;
 }
 
 /* ---- rewrite-parallel-vectorize-unroll ----------------------------------- */
@@ -263,20 +267,22 @@ static int pp_reduction_block(sch_t *s, const tn_target_t *t, tn_err_t *err) {
   (void)t;
   for (bool again = true; again;) {
     again = false;
-    ir_block_t *all[SMP_MAX_BLOCKS];
-    int n = TN_MIN(smp_blocks(sch_func(s), all, SMP_MAX_BLOCKS), SMP_MAX_BLOCKS);
-    for (int i = 0; i < n && !again; i++) {
-      int at = all[i]->init ? decompose_point(sch_func(s), all[i]) : -1;
-      if (at < 0) continue;
-      char name[128];
-      snprintf(name, sizeof name, "%s", all[i]->name);
-      sch_rv_t b, loops[SMP_MAX_LOOPS], init;
-      int nl = 0;
-      SMP_TRY(sch_get_block(s, name, &b, err));
-      SMP_TRY(sch_get_loops(s, b, loops, &nl, err));
-      SMP_TRY(sch_decompose_reduction(s, b, loops[at], &init, err));
-      again = true; /* the function changed: look again */
+    ir_block_t **all;
+    int n = smp_blocks(sch_func(s), &all), at = -1;
+    char *name = NULL;
+    for (int i = 0; i < n && at < 0; i++) {
+      at = all[i]->init ? decompose_point(sch_func(s), all[i]) : -1;
+      if (at >= 0) name = tn_xstrdup(all[i]->name);
     }
+    free(all);
+    if (at < 0) break;
+    sch_rv_t b, loops[SMP_MAX_LOOPS], init;
+    int nl = 0, rc = sch_get_block(s, name, &b, err);
+    if (rc == TN_OK) rc = sch_get_loops(s, b, loops, &nl, err);
+    if (rc == TN_OK) rc = sch_decompose_reduction(s, b, loops[at], &init, err);
+    free(name);
+    if (rc < 0) return rc;
+    again = true; /* the function changed: look again */
   }
   return TN_OK;
 }

@@ -125,7 +125,7 @@ static bool fused_thread_count(const sch_t *s, const ir_stmt_t *parent, sch_arg_
 }
 
 static int fusion_target(sch_t *s, sch_rv_t b, fusion_t *fu, tn_err_t *err) {
-  sch_rv_t cons[SMP_MAX_BLOCKS], loops[SMP_MAX_LOOPS];
+  sch_rv_t cons[SCH_MAX_RVS_OUT], loops[SMP_MAX_LOOPS];
   const ir_stmt_t *common[SMP_MAX_LOOPS];
   sch_rv_t common_rv[SMP_MAX_LOOPS];
   int nc = 0, ncommon = -1;

@@ -7,7 +7,6 @@
 #include "sampler.h"
 
 #define SMP_MAX_LOOPS 64    /* loops around one block */
-#define SMP_MAX_BLOCKS 256  /* blocks of one function */
 
 /* ---- generation context and states (space.c) ---------------------------- */
 
@@ -74,8 +73,9 @@ int smp_verify_gpu(sch_t *s, const tn_target_t *t, tn_err_t *err);
 
 typedef enum smp_iter_type { SMP_DATA_PAR, SMP_REDUCE, SMP_OPAQUE } smp_iter_type_t;
 
-/* Non-root blocks of f in tree order; returns the count (<= max stored). */
-int smp_blocks(const ir_func_t *f, ir_block_t **out, int max);
+/* Non-root blocks of f in tree order, in a malloc'ed array (*out, freed by
+ * the caller); returns the count. */
+int smp_blocks(const ir_func_t *f, ir_block_t ***out);
 ir_block_t *smp_block(const ir_func_t *f, const char *name); /* NULL if absent */
 /* Loops enclosing the block (outermost first), within its scope. */
 int smp_block_loops(const ir_func_t *f, const ir_block_t *b, ir_loop_t **loops, int max);

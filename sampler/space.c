@@ -73,21 +73,30 @@ static const rule_t cpu_rules[] = {
 
 /* ---- post-order apply ------------------------------------------------------ */
 
-/* Block names in post-order (children before parents, the root last); names
- * must be unique since rules find blocks by name. */
-static int collect_names(const ir_func_t *f, const char **names, int max, tn_err_t *err) {
-  ir_block_t *all[SMP_MAX_BLOCKS];
-  int n = smp_blocks(f, all, SMP_MAX_BLOCKS);
-  if (n + 1 > max || n > SMP_MAX_BLOCKS)
-    return tn_err_set(err, TN_EUNSUPPORTED, "the function has %d blocks; the sampler handles at most %d", n, max - 1);
-  for (int i = 0; i < n; i++) {
-    for (int j = 0; j < i; j++)
-      if (strcmp(all[i]->name, all[j]->name) == 0)
-        return tn_err_set(err, TN_EINVAL, "two blocks are named \"%s\"; design-space rules need unique block names",
-                          all[i]->name);
-    names[i] = all[i]->name;
-  }
+static int name_cmp(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Block names in post-order (children before parents, the root last), in a
+ * malloc'ed array (*out); names must be unique since rules find blocks by
+ * name.  Returns the count or < 0. */
+static int collect_names(const ir_func_t *f, const char ***out, tn_err_t *err) {
+  ir_block_t **all;
+  int n = smp_blocks(f, &all);
+  const char **names = tn_xmalloc(sizeof *names * (size_t)(n + 1)), **sorted = tn_xmalloc(sizeof *names * (size_t)(n + 1));
+  for (int i = 0; i < n; i++) names[i] = sorted[i] = all[i]->name;
+  free(all);
+  qsort(sorted, (size_t)n, sizeof *sorted, name_cmp);
+  for (int i = 1; i < n; i++)
+    if (strcmp(sorted[i], sorted[i - 1]) == 0) {
+      tn_err_set(err, TN_EINVAL, "two blocks are named \"%s\"; design-space rules need unique block names", sorted[i]);
+      free(sorted);
+      free(names);
+      return TN_EINVAL;
+    }
+  free(sorted);
   names[n] = "root";
+  *out = names;
   return n + 1;
 }
 
@@ -136,8 +145,8 @@ static void states_free(smp_states_t *v) {
 }
 
 static int post_order_apply(smp_ctx_t *c, const rule_t *rules, int nrules, smp_states_t *states, tn_err_t *err) {
-  const char *names[SMP_MAX_BLOCKS + 1];
-  int nb = collect_names(c->f, names, SMP_MAX_BLOCKS + 1, err);
+  const char **names = NULL;
+  int nb = collect_names(c->f, &names, err);
   if (nb < 0) return nb;
   for (int r = 0; r < nrules; r++) {
     for (int b = nb - 1; b >= 0; b--) {
@@ -149,6 +158,7 @@ static int post_order_apply(smp_ctx_t *c, const rule_t *rules, int nrules, smp_s
           for (int k = i + 1; k < states->n; k++) smp_state_free(&states->v[k]);
           free(states->v);
           *states = next;
+          free(names);
           return rc;
         }
       }
@@ -157,6 +167,7 @@ static int post_order_apply(smp_ctx_t *c, const rule_t *rules, int nrules, smp_s
       while (states->n > MAX_SPACES) smp_state_free(&states->v[--states->n]);
     }
   }
+  free(names);
   return TN_OK;
 }
 

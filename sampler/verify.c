@@ -3,6 +3,7 @@
  * threads per block, shared memory and vector widths on the scheduled IR and
  * rejects candidates the target cannot run, naming the kernel and the limit. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "smp_internal.h"
@@ -26,22 +27,28 @@ static bool bound_to(const ir_loop_t *l, ir_tag_class_t cls) {
 /* ---- blocks of a kernel ----------------------------------------------------- */
 
 typedef struct collect {
-  ir_block_t **out;
-  int max, n;
+  ir_block_t **v;
+  int n, cap;
 } collect_t;
 
 static bool collect_visit(ir_stmt_t *s, void *p) {
   collect_t *c = p;
   if (s->kind == IR_S_BLOCK) {
-    if (c->n < c->max) c->out[c->n++] = &s->u.block;
+    if (c->n == c->cap) {
+      c->cap = c->cap ? 2 * c->cap : 16;
+      c->v = tn_xrealloc(c->v, sizeof *c->v * (size_t)c->cap);
+    }
+    c->v[c->n++] = &s->u.block;
     return false;
   }
   return s->kind != IR_S_STORE;
 }
 
-static int kernel_blocks(ir_stmt_t *item, ir_block_t **out, int max) {
-  collect_t c = {out, max, 0};
+/* The outermost blocks under item, in a malloc'ed array (*out). */
+static int kernel_blocks(ir_stmt_t *item, ir_block_t ***out) {
+  collect_t c = {tn_xmalloc(sizeof(ir_block_t *)), 0, 1};
   ir_stmt_walk(item, collect_visit, &c);
+  *out = c.v;
   return c.n;
 }
 
@@ -56,8 +63,8 @@ typedef struct loop_acc {
 /* Bytes one vectorized loop moves per access: its extent times the widest
  * element among the accesses that depend on it. */
 static int64_t vector_bytes(const ir_loop_t *l) {
-  ir_block_t *blocks[64];
-  int n = kernel_blocks(l->body, blocks, 64), bytes = 0;
+  ir_block_t **blocks;
+  int n = kernel_blocks(l->body, &blocks), bytes = 0;
   for (int i = 0; i < n; i++) {
     const ir_block_t *b = blocks[i];
     for (int k = 0; k < b->niters; k++) {
@@ -71,6 +78,7 @@ static int64_t vector_bytes(const ir_loop_t *l) {
               bytes = TN_MAX(bytes, ir_dtype_bytes(rs[side][r].buf->dtype));
     }
   }
+  free(blocks);
   return l->extent * bytes;
 }
 
@@ -161,8 +169,8 @@ static int64_t shared_footprint(const ir_func_t *f, ir_func_t *scratch, ir_block
 }
 
 static void measure_shared(const ir_func_t *f, ir_block_t *const *blocks, int nb, kernel_use_t *k) {
-  const ir_buffer_t *seen[SMP_MAX_BLOCKS];
-  int ns = 0;
+  const ir_buffer_t **seen = tn_xmalloc(sizeof *seen * 16);
+  int ns = 0, cap = 16;
   ir_func_t *scratch = ir_func_new("verify");
   for (int i = 0; i < nb; i++) {
     const ir_region_t *rs[2] = {blocks[i]->reads, blocks[i]->writes};
@@ -172,13 +180,15 @@ static void measure_shared(const ir_func_t *f, ir_block_t *const *blocks, int nb
         const ir_buffer_t *buf = rs[side][r].buf;
         bool dup = buf->scope != IR_SCOPE_SHARED;
         for (int j = 0; j < ns && !dup; j++) dup = seen[j] == buf;
-        if (dup || ns == SMP_MAX_BLOCKS) continue;
+        if (dup) continue;
+        if (ns == cap) seen = tn_xrealloc(seen, sizeof *seen * (size_t)(cap *= 2));
         seen[ns++] = buf;
         int64_t bytes = shared_footprint(f, scratch, blocks, nb, buf);
         k->shared += bytes;
         tn_buf_printf(&k->detail, "%s%s %lld B", k->detail.len ? ", " : "", buf->name, (long long)bytes);
       }
   }
+  free(seen);
   ir_func_free(scratch);
 }
 
@@ -189,8 +199,8 @@ static void measure_kernel(const ir_func_t *f, ir_stmt_t *item, kernel_use_t *k)
   tn_buf_init(&k->detail);
   k->low = 1;
   k->high = INT64_MAX;
-  ir_block_t *blocks[SMP_MAX_BLOCKS];
-  int nb = kernel_blocks(item, blocks, SMP_MAX_BLOCKS);
+  ir_block_t **blocks;
+  int nb = kernel_blocks(item, &blocks);
   k->first_block = nb ? blocks[0]->name : "?";
   loop_acc_t acc = {.f = f};
   ir_stmt_walk(item, loop_visit, &acc);
@@ -210,6 +220,7 @@ static void measure_kernel(const ir_func_t *f, ir_stmt_t *item, kernel_use_t *k)
     if (hi && !hi->is_str) k->high = TN_MIN(k->high, hi->ival);
   }
   measure_shared(f, blocks, nb, k);
+  free(blocks);
 }
 
 /* The root block's top-level statements. */

@@ -292,11 +292,21 @@ typedef struct consumer_rw {
   inliner_t in;
 } consumer_rw_t;
 
+static bool reads_buffer(const ir_block_t *b, const ir_buffer_t *buf) {
+  for (int i = 0; i < b->nreads; i++)
+    if (b->reads[i].buf == buf) return true;
+  return false;
+}
+
 static bool rewrite_consumer(ir_stmt_t *s, void *p) {
   consumer_rw_t *c = p;
   if (s->kind != IR_S_BLOCK) return s->kind != IR_S_STORE;
   ir_block_t *b = &s->u.block;
-  if (b != c->skip && block_map_loads(c->f, b, inline_load, &c->in)) ir_block_infer_regions(c->f, b);
+  /* only a block whose read regions name the buffer can load it: the others'
+   * expressions need no walk (which made inlining a chain quadratic) */
+  bool leaf = b->body && b->body->kind == IR_S_STORE;
+  if (b != c->skip && (!leaf || reads_buffer(b, c->in.buf)) && block_map_loads(c->f, b, inline_load, &c->in))
+    ir_block_infer_regions(c->f, b);
   return true;
 }
 

@@ -467,7 +467,7 @@ int sch_apply(sch_t *s, const sch_inst_t *inst, const int64_t *decision, int nde
                       inst->nattrs);
   /* Primitives check before they edit, but a snapshot makes "unchanged on
    * error" hold even for a check a primitive missed. */
-  ir_func_t *backup = k->pure ? NULL : ir_func_copy(s->f);
+  ir_func_t *backup = k->pure || s->no_backup ? NULL : ir_func_copy(s->f);
   apply_out_t o = {.n = 0};
   int rc = k->apply(s, inst, decision, ndecision, &o, err);
   if (rc < 0) {

@@ -75,6 +75,7 @@ int sch_replay_with(const ir_func_t *func, const sch_trace_t *trace, uint64_t se
   map_init(&m, trace);
   tn_arena_t *a = tn_arena_new();
   int rc = TN_OK;
+  s->no_backup = true; /* on failure s is freed below */
   for (int i = 0; i < trace->n && rc == TN_OK; i++) {
     const sch_inst_t *in = &trace->insts[i];
     if (remove_postproc && in->kind == SCH_ENTER_POSTPROC) break;
@@ -90,6 +91,7 @@ int sch_replay_with(const ir_func_t *func, const sch_trace_t *trace, uint64_t se
     sch_free(s);
     return rc;
   }
+  s->no_backup = false;
   *out = s;
   return TN_OK;
 }

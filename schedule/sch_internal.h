@@ -19,6 +19,10 @@ struct sch {
   int nrvs, rvcap;
   sch_trace_t *trace;
   tn_rng_t rng;
+  /* set while a trace is replayed: a failing instruction discards the whole
+   * schedule, so no instruction needs a snapshot to roll back to (a copy of
+   * the function per instruction made replays quadratic in its size) */
+  bool no_backup;
 };
 
 sch_rv_t sch_new_rv(sch_t *s, sch_rv_kind_t kind, int64_t value);

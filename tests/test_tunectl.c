@@ -1,6 +1,7 @@
 /* test_tunectl.c — suite "tunectl": runs the real tunectl binary (path in
  * $TUNECTL) and checks its output, exit codes and error messages. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -199,10 +200,57 @@ START_TEST(t_pretuned) {
 }
 END_TEST
 
+/* Occurrences of needle in the file PATH.out (removed afterwards). */
+static int count_in_file(const char *path, const char *needle) {
+  char out[256], *text = NULL;
+  size_t len;
+  tn_err_t err = {0};
+  snprintf(out, sizeof out, "%s.out", path);
+  ck_assert_msg(tn_read_file(out, 1 << 26, &text, &len, &err) == TN_OK, "%s", err.msg);
+  int n = 0;
+  for (const char *q = strstr(text, needle); q; q = strstr(q + 1, needle)) n++;
+  free(text);
+  unlink(out);
+  return n;
+}
+
+/* A program of 1,000 chained elementwise blocks (small extents) goes
+ * through check, show, space and tune on the CPU: no fixed table of blocks
+ * or tensors truncates it, and nothing crashes. */
+START_TEST(t_thousand_blocks) {
+  tn_buf_t b;
+  tn_buf_init(&b);
+  tn_buf_put(&b, "param N = 8\ninput A: float32[N]\noutput B: float32[N]\n");
+  for (int i = 1; i < 1000; i++) tn_buf_printf(&b, "temp T%d: float32[N]\n", i);
+  for (int i = 1; i < 1000; i++) tn_buf_printf(&b, "T%d[i] = %s%d[i] * 0.5 + 1.0\n", i, i == 1 ? "A" : "T", i - 1);
+  tn_buf_put(&b, "B[i] = T999[i] + 1.0\n");
+  /* "A0" above names the input A: fix the first statement */
+  char *text = tn_buf_take(&b), *first = strstr(text, "A0[i]");
+  memmove(first + 1, first + 2, strlen(first + 2) + 1);
+  char path[] = "/tmp/tunectl-chain-XXXXXX", args[256];
+  tu_write_temp(path, text);
+  free(text);
+  snprintf(args, sizeof args, "check %s", path);
+  expect(args, 0, ": ok", NULL);
+  /* (the outputs are long: written to a file and counted there) */
+  snprintf(args, sizeof args, "show %s > %s.out", path, path);
+  expect(args, 0, NULL, NULL);
+  ck_assert_int_eq(count_in_file(path, "with T.block(\""), 1000 + 1); /* and the root */
+  snprintf(args, sizeof args, "space %s --target cpu > %s.out", path, path);
+  expect(args, 0, NULL, NULL);
+  ck_assert_int_eq(count_in_file(path, "[\"ComputeInline\""), 999); /* every temp into B, in the one space */
+  snprintf(args, sizeof args, "tune %s --target cpu --trials 1 --strategy replay > %s.out", path, path);
+  expect(args, 0, NULL, NULL);
+  ck_assert_int_eq(count_in_file(path, "\ntrials     1: ok 1,"), 1);
+  unlink(path);
+}
+END_TEST
+
 static Suite *make(void) {
   Suite *s = suite_create("tunectl");
   TU_TCASE(s, "cli", 120, t_help, t_show, t_check, t_eval, t_errors, t_trace);
   TU_TCASE(s, "pretuned", 240, t_pretuned);
+  TU_TCASE(s, "limits", 600, t_thousand_blocks);
   return s;
 }
 
