@@ -100,60 +100,50 @@ static void add_pipe(cg_ctx_t *c, const ir_loop_t *l, int stages) {
     return;
   }
   cg_pipe_t p = {.loop = l, .stages = stages, .items = body->u.seq.items, .nitems = body->u.seq.n};
-  cg_access_t a;
-  /* the copies: a prefix of statements that write shared buffers only and
-   * read none */
-  for (; p.ncopies < p.nitems; p.ncopies++) {
-    cg_access_get(c, p.items[p.ncopies], &a);
-    bool any, copy = writes_only_shared(c, &a, &any) && any && !reads_shared(c, &a);
-    cg_access_free(&a);
-    if (!copy) break;
-  }
-  if (p.ncopies == 0 || p.ncopies == p.nitems) {
-    pipe_fail(c, l, stages,
-              p.ncopies ? "its body has no computation after the copies into shared memory"
-                        : "its body does not begin with copies into shared memory (statements that "
-                          "write shared buffers and read no shared data)");
-    return;
-  }
-  cg_access_t comp = {tn_xcalloc((size_t)c->nbufs + 1, 1), tn_xcalloc((size_t)c->nbufs + 1, 1)};
-  for (int k = p.ncopies; k < p.nitems; k++) {
+  /* one pass: the copies are a prefix of statements that write shared
+   * buffers only and read none; the rest is the computation.  cp and comp
+   * gather what each part reads and writes. */
+  size_t nb = (size_t)c->nbufs + 1;
+  cg_access_t cp = {tn_xcalloc(nb, 1), tn_xcalloc(nb, 1)}, comp = {tn_xcalloc(nb, 1), tn_xcalloc(nb, 1)};
+  bool in_copies = true;
+  for (int k = 0; k < p.nitems; k++) {
+    cg_access_t a;
     cg_access_get(c, p.items[k], &a);
-    for (int i = 0; i < c->nbufs; i++) comp.r[i] |= a.r[i], comp.w[i] |= a.w[i];
+    bool any;
+    in_copies = in_copies && writes_only_shared(c, &a, &any) && any && !reads_shared(c, &a);
+    cg_access_t *to = in_copies ? &cp : &comp;
+    for (int i = 0; i < c->nbufs; i++) to->r[i] |= a.r[i], to->w[i] |= a.w[i];
+    p.ncopies += in_copies;
     cg_access_free(&a);
   }
-  cg_access_t *copies = tn_xcalloc((size_t)p.ncopies, sizeof *copies);
-  for (int k = 0; k < p.ncopies; k++) cg_access_get(c, p.items[k], &copies[k]);
   const char *why = NULL;
+  if (p.ncopies == 0)
+    why = "its body does not begin with copies into shared memory (statements that write shared buffers and "
+          "read no shared data)";
+  else if (p.ncopies == p.nitems)
+    why = "its body has no computation after the copies into shared memory";
   for (int i = 0; i < c->nbufs && !why; i++) {
-    bool w = false, r = false;
-    for (int k = 0; k < p.ncopies; k++) w |= copies[k].w[i], r |= copies[k].r[i];
-    if (r && comp.w[i])
+    if (cp.r[i] && comp.w[i])
       why = tn_arena_printf(c->scratch->arena, "its copies read %s, which the computation after them writes",
                             c->bufs[i].b->name);
-    else if (w && comp.w[i])
+    else if (cp.w[i] && comp.w[i])
       why = tn_arena_printf(c->scratch->arena, "the computation writes %s, which the copies fill",
                             c->bufs[i].b->name);
-    else if (w && !only_under(c, c->bufs[i].b, l))
+    else if (cp.w[i] && !only_under(c, c->bufs[i].b, l))
       why = tn_arena_printf(c->scratch->arena, "shared buffer %s is also used outside the loop",
                             c->bufs[i].b->name);
     p.global_barrier |= comp.w[i] && c->bufs[i].b->scope == IR_SCOPE_GLOBAL;
   }
-  for (int k = 0; k < p.ncopies; k++) cg_access_free(&copies[k]);
-  free(copies);
+  for (int i = 0; i < c->nbufs && !why; i++) /* the copies' buffers get a slice per stage */
+    if (cp.w[i]) {
+      c->bufs[i].pipe = l;
+      c->bufs[i].pipe_stages = stages;
+    }
+  cg_access_free(&cp);
   cg_access_free(&comp);
   if (why) {
     pipe_fail(c, l, stages, why);
     return;
-  }
-  for (int k = 0; k < p.ncopies; k++) { /* the copies' buffers get a slice per stage */
-    cg_access_get(c, p.items[k], &a);
-    for (int i = 0; i < c->nbufs; i++)
-      if (a.w[i]) {
-        c->bufs[i].pipe = l;
-        c->bufs[i].pipe_stages = stages;
-      }
-    cg_access_free(&a);
   }
   if (c->npipes == c->cappipes) {
     c->cappipes = c->cappipes ? 2 * c->cappipes : 4;

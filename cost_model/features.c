@@ -793,7 +793,7 @@ static void kernel_loop(const ir_loop_t *l, int64_t threads[3], int64_t *stages)
   int slot = thread_slot(l);
   if (slot >= 3 && slot <= 5) threads[slot - 3] = TN_MAX(threads[slot - 3], l->extent);
   const ir_annot_t *a = ir_annot_get(l->annots, l->nannots, IR_ANN_PIPELINE_STAGES);
-  if (a && !a->is_str && l->extent > 1) *stages = TN_MAX(*stages, a->ival);
+  if (a && !a->is_str && l->extent > 1) *stages = TN_MAX(*stages, TN_MIN(a->ival, IR_PIPELINE_MAX_STAGES));
   kernel_walk(l->body, threads, stages);
 }
 
@@ -816,7 +816,7 @@ static void kernel_walk(const ir_stmt_t *s, int64_t threads[3], int64_t *stages)
 static int64_t alloc_stages(const alloc_info_t *ai) {
   for (int d = ai->depth - 1; d >= 0; d--) {
     const ir_annot_t *a = ir_annot_get(ai->prefix[d]->annots, ai->prefix[d]->nannots, IR_ANN_PIPELINE_STAGES);
-    if (a && !a->is_str && a->ival > 1 && ai->prefix[d]->extent > 1) return a->ival;
+    if (a && !a->is_str && a->ival > 1 && ai->prefix[d]->extent > 1) return TN_MIN(a->ival, IR_PIPELINE_MAX_STAGES);
   }
   return 1;
 }
@@ -842,37 +842,48 @@ static double occupancy_est(const tn_target_t *t, int64_t threads, double shared
   return TN_MAX(0.0, blocks * warps / wmax);
 }
 
-/* Fills the kernel columns of every row (GPU targets; after the walks). */
+/* The kernel columns of the kernel whose outermost loop is top; buf_of_id
+ * maps temp ids to the buffers the rows store to. */
+static void kernel_columns(const fx_t *x, const ir_loop_t *top, const ir_buffer_t *const *buf_of_id, float col[4]) {
+  int64_t threads[3] = {1, 1, 1}, stages = 0;
+  kernel_loop(top, threads, &stages);
+  double shared = 0, local = 0;
+  for (int b = 0; b < x->nalloc; b++) {
+    const alloc_info_t *ai = &x->alloc[b];
+    const ir_buffer_t *buf = buf_of_id[b];
+    if (!buf || !ai->has_box || ai->depth < 1 || ai->prefix[0] != top || buf->scope == IR_SCOPE_GLOBAL) continue;
+    double bytes = box_numel(&ai->box, buf->ndim) * ir_dtype_bytes(buf->dtype);
+    if (buf->scope == IR_SCOPE_SHARED) {
+      shared += bytes * (double)alloc_stages(ai);
+    } else {
+      for (int d = 0; d < ai->depth; d++) /* one slice per virtual thread above the allocation */
+        if (thread_slot(ai->prefix[d]) == 6) bytes *= (double)ai->prefix[d]->extent;
+      local += bytes;
+    }
+  }
+  col[0] = (float)cm_slog(shared);
+  col[1] = (float)cm_slog(local);
+  col[2] = (float)stages;
+  col[3] = (float)occupancy_est(x->t, threads[0] * threads[1] * threads[2], shared, local);
+}
+
+/* Fills the kernel columns of every row (GPU targets; after the walks).  A
+ * kernel's rows are consecutive (program order): its columns are computed
+ * once. */
 static void fill_kernel_features(fx_t *x) {
-  for (int r = 0; r < x->nrows && x->is_gpu; r++) {
+  if (!x->is_gpu) return;
+  const ir_buffer_t **buf_of_id = tn_xcalloc((size_t)x->nalloc + 1, sizeof *buf_of_id);
+  for (int r = 0; r < x->nrows; r++) /* a temp is known by the rows that store to it */
+    if (x->row_buf[r]->id >= 0 && x->row_buf[r]->id < x->nalloc) buf_of_id[x->row_buf[r]->id] = x->row_buf[r];
+  const ir_loop_t *done = NULL;
+  float col[4] = {0};
+  for (int r = 0; r < x->nrows; r++) {
     const ir_loop_t *top = x->row_top[r];
     if (!top) continue;
-    int64_t threads[3] = {1, 1, 1}, stages = 0;
-    kernel_loop(top, threads, &stages);
-    double shared = 0, local = 0;
-    for (int b = 0; b < x->nalloc; b++) {
-      const alloc_info_t *ai = &x->alloc[b];
-      if (!ai->has_box || ai->depth < 1 || ai->prefix[0] != top) continue;
-      const ir_buffer_t *buf = NULL; /* a temp is known by the rows that store to it */
-      for (int k = 0; k < x->nrows && !buf; k++)
-        if (x->row_buf[k]->id == b) buf = x->row_buf[k];
-      if (!buf || buf->scope == IR_SCOPE_GLOBAL) continue;
-      double bytes = box_numel(&ai->box, buf->ndim) * ir_dtype_bytes(buf->dtype);
-      if (buf->scope == IR_SCOPE_SHARED) {
-        shared += bytes * (double)alloc_stages(ai);
-      } else {
-        for (int d = 0; d < ai->depth; d++) /* one slice per virtual thread above the allocation */
-          if (thread_slot(ai->prefix[d]) == 6)
-            bytes *= (double)ai->prefix[d]->extent;
-        local += bytes;
-      }
-    }
-    float *row = x->rows + (size_t)r * CM_NUM_FEATURES;
-    row[F_KERNEL] = (float)cm_slog(shared);
-    row[F_KERNEL + 1] = (float)cm_slog(local);
-    row[F_KERNEL + 2] = (float)stages;
-    row[F_KERNEL + 3] = (float)occupancy_est(x->t, threads[0] * threads[1] * threads[2], shared, local);
+    if (top != done) kernel_columns(x, top, buf_of_id, col), done = top;
+    memcpy(x->rows + (size_t)r * CM_NUM_FEATURES + F_KERNEL, col, sizeof col);
   }
+  free(buf_of_id);
 }
 
 /* ======================================================================

@@ -161,7 +161,7 @@ static int64_t shared_footprint(const ir_func_t *f, ir_func_t *scratch, ir_block
   for (int j = nu ? lca - 1 : -1; j >= 0; j--) { /* a pipelined loop keeps one copy per stage */
     const ir_annot_t *a = ir_annot_get(loops[0][j]->annots, loops[0][j]->nannots, IR_ANN_PIPELINE_STAGES);
     if (a && !a->is_str && a->ival > 1 && loops[0][j]->extent > 1) {
-      bytes *= a->ival;
+      bytes *= TN_MIN(a->ival, IR_PIPELINE_MAX_STAGES); /* more is refused by the code generator */
       break;
     }
   }
