@@ -166,8 +166,8 @@ void cg_access_free(cg_access_t *a) {
 /* ---- the walk: names, bounds, tags, sites, cross-thread reductions ------ */
 
 typedef struct walk {
-  const ir_loop_t *loops[CG_MAX_DEPTH];
-  int n;
+  const ir_loop_t **loops; /* the loops above, outermost first (grows) */
+  int n, cap;
   int kernel;
 } walk_t;
 
@@ -275,10 +275,9 @@ static void walk_loop(cg_ctx_t *c, walk_t *w, const ir_loop_t *l) {
   if (l->extent < 1)
     cg_fail(c, TN_EINVAL, "loop %s has extent %lld; extents must be >= 1", l->var->name,
             (long long)l->extent);
-  if (w->n >= CG_MAX_DEPTH - 1) {
-    cg_fail(c, TN_EINVAL, "loop %s is nested %d deep; at most %d loops can be lowered",
-            l->var->name, w->n + 1, CG_MAX_DEPTH - 1);
-    return;
+  if (w->n + 1 >= w->cap) { /* one spare slot: sites copy n + 1 entries */
+    w->cap = w->cap ? 2 * w->cap : 32;
+    w->loops = tn_xrealloc(w->loops, sizeof w->loops[0] * (size_t)w->cap);
   }
   w->loops[w->n++] = l;
   walk_stmt(c, w, l->body);
@@ -792,11 +791,12 @@ int cg_analyse(cg_ctx_t *c) {
     cg_name_unique(c, tn_arena_printf(c->scratch->arena, "%s_kernel%d", c->entry, k));
   register_params(c);
   register_allocs(c, &f->root->u.block);
-  walk_t w = {.n = 0};
+  walk_t w = {.loops = tn_xmalloc(sizeof *w.loops * 32), .cap = 32};
   for (int k = 0; k < c->nroots && !c->rc; k++) {
     w.kernel = k;
     walk_stmt(c, &w, c->roots[k]);
   }
+  free(w.loops);
   for (int i = 0; i < c->nbufs && !c->rc; i++)
     if (c->bufs[i].b && c->bufs[i].sized && c->bufs[i].used) size_buffer(c, &c->bufs[i]);
   if (!c->rc && c->d->gpu) cg_pipe_analyse(c);

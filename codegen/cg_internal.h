@@ -121,7 +121,6 @@ typedef struct cg_promo {
 /* What static __shared__ arrays may hold in one CUDA kernel. */
 #define CG_CUDA_STATIC_SHARED_MAX 49152
 
-#define CG_MAX_DEPTH 128
 #define CG_MAX_OVERRIDES 16
 
 typedef struct cg_ctx {
@@ -153,8 +152,8 @@ typedef struct cg_ctx {
   /* emission state */
   tn_buf_t *o;
   int ind;
-  const ir_loop_t *stack[CG_MAX_DEPTH];
-  int depth;
+  const ir_loop_t **stack; /* the loops being printed, outermost first (grows) */
+  int depth, capstack;
   const ir_block_t *blk; /* block whose statements are printed (for rebasing) */
   int in_parallel;
   int64_t auto_unroll;

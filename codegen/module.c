@@ -337,6 +337,7 @@ static void ctx_free(cg_ctx_t *c) {
   free(c->sites);
   free(c->xreds);
   free(c->pipes);
+  free(c->stack);
   free(c->roots);
   free(c->pend_w);
   free(c->read_since);

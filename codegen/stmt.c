@@ -152,8 +152,11 @@ static void body_with_allocs(cg_ctx_t *c, const ir_loop_t *l) {
 /* ---- loops ------------------------------------------------------------------ */
 
 void cg_stack_push(cg_ctx_t *c, const ir_loop_t *l) {
-  if (c->depth < CG_MAX_DEPTH) c->stack[c->depth] = l;
-  c->depth++;
+  if (c->depth == c->capstack) {
+    c->capstack = c->capstack ? 2 * c->capstack : 32;
+    c->stack = tn_xrealloc(c->stack, sizeof c->stack[0] * (size_t)c->capstack);
+  }
+  c->stack[c->depth++] = l;
 }
 
 void cg_stack_pop(cg_ctx_t *c) { c->depth--; }
@@ -277,7 +280,7 @@ void cg_emit_iters(cg_ctx_t *c, const ir_block_t *b, bool spatial_only) {
 }
 
 static bool bound_in_stack(const cg_ctx_t *c, ir_tag_class_t kind, int axis) {
-  for (int i = 0; i < c->depth && i < CG_MAX_DEPTH; i++) {
+  for (int i = 0; i < c->depth; i++) {
     int a;
     if (cg_loop_tag(c->stack[i], &a) == kind && a == axis) return true;
   }

@@ -39,8 +39,7 @@ static void open_chain_loop(cg_ctx_t *c, const ir_loop_t *l) {
     cg_line(c, "for (int %s = 0; %s < %lld; ++%s) {", v, v, (long long)l->extent, v);
     c->ind++;
   }
-  if (c->depth < CG_MAX_DEPTH) c->stack[c->depth] = l;
-  c->depth++;
+  cg_stack_push(c, l);
   cg_emit_allocs(c, l);
 }
 

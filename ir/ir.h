@@ -383,6 +383,8 @@ typedef struct ir_workload {
 #define IR_MAX_TENSORS 16384 /* declared tensors (arrays grow; a guard against runaway input) */
 #define IR_MAX_ELEMENTS (INT64_C(1) << 34) /* per tensor */
 #define IR_MAX_EXPR_DEPTH 200
+#define IR_MAX_LOOP_DEPTH 1024 /* loops around one block, index and reduction variables of a statement
+                                 (lists grow; a guard against runaway input) */
 
 /* Parses and instantiates a workload.  `path` is used for messages
  * ("mm.tw:3:14: unknown tensor 'D'") and for the workload name.  Overrides

@@ -563,8 +563,8 @@ static int parse_list(parser_t *p, tok_kind_t close, const char *what, ast_t **a
 /* `sum(k < K, r < R: body)` after "sum(". */
 static ast_t *parse_reduce(parser_t *p, ast_t *a) {
   a->kind = A_REDUCE;
-  rvar_t rv[IR_MAX_DIMS];
-  int n = 0;
+  rvar_t *rv = NULL;
+  int n = 0, cap = 0;
   char found[80];
   for (;;) {
     tok_t *t = next(p);
@@ -573,9 +573,15 @@ static ast_t *parse_reduce(parser_t *p, ast_t *a) {
            a->name, tok_desc(p, t, found, sizeof found), a->name);
       return NULL;
     }
-    if (n == IR_MAX_DIMS) {
-      perr(p, t->line, t->col, "too many reduction variables (at most %d)", IR_MAX_DIMS);
+    if (n == IR_MAX_LOOP_DEPTH - IR_MAX_DIMS) {
+      perr(p, t->line, t->col, "too many reduction variables (at most %d)", IR_MAX_LOOP_DEPTH - IR_MAX_DIMS);
       return NULL;
+    }
+    if (n == cap) { /* the AST arena owns the list; the old copy stays until the line ends */
+      cap = cap ? 2 * cap : 8;
+      rvar_t *grown = TN_NEWN(p->ast, rvar_t, cap);
+      if (n) memcpy(grown, rv, sizeof rv[0] * (size_t)n);
+      rv = grown;
     }
     rv[n] = (rvar_t){.name = tok_dup(p, p->ast, t), .line = t->line, .col = t->col};
     if (expect(p, T_LT, "after reduction variable '%s' (e.g. %s < K)", rv[n].name, rv[n].name)) return NULL;
@@ -587,7 +593,7 @@ static ast_t *parse_reduce(parser_t *p, ast_t *a) {
   }
   ast_t *body = parse_expr(p);
   if (!body || expect(p, T_RPAREN, "to close %s(...)", a->name)) return NULL;
-  a->rvars = tn_arena_memdup(p->ast, rv, sizeof rv[0] * (size_t)n);
+  a->rvars = rv;
   a->nrvars = n;
   a->end = prev_end(p);
   return ast_children(p, a, &body, 1);
@@ -967,8 +973,8 @@ typedef struct svar { /* an index or reduction variable of the current statement
 typedef struct lower {
   parser_t *p;
   ir_func_t *f;
-  svar_t vars[2 * IR_MAX_DIMS];
-  int nvars;
+  svar_t *vars; /* grows; freed with the statement */
+  int nvars, capvars;
   ir_bounds_t bounds;  /* iterator ranges, narrowed inside select branches */
   ir_dtype_t fdefault; /* type of a float literal with no float context */
   struct {             /* E in iv, from enclosing select conditions */
@@ -1489,6 +1495,10 @@ static int declare_var(lower_t *L, const char *name, int line, int col, int64_t 
   if (pm || T)
     return perr(p, line, col, "%s '%s' has the same name as the %s declared at %d:%d; choose another name",
                 what, name, pm ? "parameter" : "tensor", pm ? pm->line : T->line, pm ? pm->col : T->col);
+  if (L->nvars == L->capvars) {
+    L->capvars = L->capvars ? 2 * L->capvars : 16;
+    L->vars = tn_xrealloc(L->vars, sizeof L->vars[0] * (size_t)L->capvars);
+  }
   svar_t *v = &L->vars[L->nvars++];
   v->name = name;
   v->extent = extent;
@@ -1545,7 +1555,7 @@ static ir_expr_t *identity(ir_func_t *f, const char *red, ir_dtype_t t) {
 static ir_stmt_t *build_nest(lower_t *L, const ir_buffer_t *cb, const char *red, ir_expr_t *value) {
   ir_func_t *f = L->f;
   ir_buffer_t *buf = (ir_buffer_t *)cb;
-  ir_stmt_t *loops[2 * IR_MAX_DIMS];
+  ir_stmt_t **loops = TN_NEWN(L->p->ast, ir_stmt_t *, L->nvars);
   for (int i = 0; i < L->nvars; i++) loops[i] = ir_loop_new(f, L->vars[i].loop, L->vars[i].extent, NULL);
   ir_stmt_t *bs = ir_block_new(f, buf->name);
   ir_block_t *b = &bs->u.block;
@@ -1633,6 +1643,7 @@ static int parse_statement(parser_t *p) {
   ir_bounds_init(&L.bounds);
   rc = lower_statement(&L, lhs, rhs, T, &st->nest);
   ir_bounds_free(&L.bounds);
+  free(L.vars);
   if (rc) return rc;
   T->stmt = p->nstmts++;
   return TN_OK;

@@ -10,75 +10,13 @@
 
 /* ---- blocks and loops ---------------------------------------------------- */
 
-typedef struct block_list {
-  ir_block_t **v;
-  int n, cap;
-  const ir_stmt_t *root;
-} block_list_t;
-
-static bool list_visit(ir_stmt_t *s, void *p) {
-  block_list_t *c = p;
-  if (s->kind == IR_S_BLOCK && s != c->root) {
-    if (c->n == c->cap) {
-      c->cap = c->cap ? 2 * c->cap : 16;
-      c->v = tn_xrealloc(c->v, sizeof *c->v * (size_t)c->cap);
-    }
-    c->v[c->n++] = &s->u.block;
-  }
-  return s->kind != IR_S_STORE;
-}
-
-int smp_blocks(const ir_func_t *f, ir_block_t ***out) {
-  block_list_t c = {tn_xmalloc(sizeof(ir_block_t *)), 0, 1, f->root};
-  ir_stmt_walk(f->root, list_visit, &c);
-  *out = c.v;
-  return c.n;
-}
-
 ir_block_t *smp_block(const ir_func_t *f, const char *name) {
   ir_stmt_t *s = ir_func_find_block(f, name);
   return s ? &s->u.block : NULL;
 }
 
-typedef struct loop_path {
-  const ir_block_t *target;
-  ir_loop_t *stack[SMP_MAX_LOOPS];
-  int depth;
-  bool found;
-} loop_path_t;
-
-static bool path_rec(ir_stmt_t *s, loop_path_t *p) {
-  switch (s->kind) {
-  case IR_S_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++)
-      if (path_rec(s->u.seq.items[i], p)) return true;
-    return false;
-  case IR_S_LOOP: {
-    if (p->depth < SMP_MAX_LOOPS) p->stack[p->depth] = &s->u.loop;
-    p->depth++;
-    if (path_rec(s->u.loop.body, p)) return true;
-    p->depth--;
-    return false;
-  }
-  case IR_S_BLOCK: {
-    if (&s->u.block == p->target) return p->found = true;
-    int saved = p->depth; /* loops stop at a block: a nested scope starts afresh */
-    p->depth = 0;
-    bool hit = s->u.block.body && path_rec(s->u.block.body, p);
-    if (!hit) p->depth = saved;
-    return hit;
-  }
-  case IR_S_STORE: return false;
-  }
-  return false;
-}
-
-int smp_block_loops(const ir_func_t *f, const ir_block_t *b, ir_loop_t **loops, int max) {
-  loop_path_t p = {.target = b};
-  if (&f->root->u.block == b || !path_rec(f->root, &p)) return 0;
-  int n = TN_MIN(p.depth, TN_MIN(max, SMP_MAX_LOOPS));
-  memcpy(loops, p.stack, sizeof(ir_loop_t *) * (size_t)n);
-  return n;
+int smp_block_loops(const ir_func_t *f, const ir_block_t *b, ir_loop_t ***loops) {
+  return ir_enclosing_loops(f, b->uid, loops);
 }
 
 /* ---- loop and block kinds ------------------------------------------------ */
@@ -118,14 +56,15 @@ bool smp_binds_to(const sch_inst_t *in, ir_thread_tag_t tag) {
 }
 
 bool smp_trivial_binding(const ir_func_t *f, const ir_block_t *b) {
-  ir_loop_t *loops[SMP_MAX_LOOPS];
-  int n = smp_block_loops(f, b, loops, SMP_MAX_LOOPS);
-  if (n != b->niters) return false;
-  for (int i = 0; i < n; i++) {
+  ir_loop_t **loops;
+  int n = smp_block_loops(f, b, &loops);
+  bool trivial = n == b->niters;
+  for (int i = 0; i < n && trivial; i++) {
     const ir_expr_t *e = b->iters[i].binding;
-    if (!e || e->kind != IR_E_VAR || e->u.var != loops[i]->var) return false;
+    trivial = e && e->kind == IR_E_VAR && e->u.var == loops[i]->var;
   }
-  return true;
+  free(loops);
+  return trivial;
 }
 
 bool smp_block_is_spatial(const ir_block_t *b) {
@@ -136,7 +75,7 @@ bool smp_block_is_spatial(const ir_block_t *b) {
 
 bool smp_func_is_spatial(const ir_func_t *f) {
   ir_block_t **all;
-  int n = smp_blocks(f, &all);
+  int n = ir_blocks(f, &all);
   bool spatial = true;
   for (int i = 0; i < n && spatial; i++) spatial = smp_block_is_spatial(all[i]) && !all[i]->init;
   free(all);
@@ -145,38 +84,6 @@ bool smp_func_is_spatial(const ir_func_t *f) {
 
 bool smp_is_tiled(const ir_block_t *b) { return ir_annot_get(b->annots, b->nannots, SMP_ANN_TILING) != NULL; }
 
-/* ---- data flow ----------------------------------------------------------- */
-
-static bool regions_have(const ir_region_t *r, int n, const ir_buffer_t *buf) {
-  for (int i = 0; i < n; i++)
-    if (r[i].buf == buf) return true;
-  return false;
-}
-
-static int related(const ir_func_t *f, const ir_block_t *b, bool producers, ir_block_t **out, int max) {
-  ir_block_t **all;
-  int na = smp_blocks(f, &all), n = 0;
-  for (int i = 0; i < na; i++) {
-    const ir_block_t *o = all[i];
-    bool rel = false;
-    if (o == b) continue;
-    if (producers)
-      for (int r = 0; r < b->nreads && !rel; r++) rel = regions_have(o->writes, o->nwrites, b->reads[r].buf);
-    else
-      for (int w = 0; w < b->nwrites && !rel; w++) rel = regions_have(o->reads, o->nreads, b->writes[w].buf);
-    if (rel && n < max) out[n++] = all[i];
-  }
-  free(all);
-  return n;
-}
-
-int smp_producers(const ir_func_t *f, const ir_block_t *b, ir_block_t **out, int max) {
-  return related(f, b, true, out, max);
-}
-
-int smp_consumers(const ir_func_t *f, const ir_block_t *b, ir_block_t **out, int max) {
-  return related(f, b, false, out, max);
-}
 
 /* ---- where the tiling rules apply ------------------------------------------ */
 
@@ -185,20 +92,18 @@ bool smp_needs_multi_level_tiling(const ir_func_t *f, const ir_block_t *b) {
       !smp_trivial_binding(f, b))
     return false;
   /* Spatial iterators of extent 1 say nothing about reuse (TVM skips them). */
-  ir_var_t *spatial[SMP_MAX_LOOPS];
-  int ns = 0, unused = 0;
-  for (int i = 0; i < b->niters && ns < SMP_MAX_LOOPS; i++)
-    if (b->iters[i].kind == IR_ITER_SPATIAL && b->iters[i].extent != 1) spatial[ns++] = b->iters[i].var;
+  int unused = 0;
   for (int r = 0; r < b->nreads; r++) {
     const ir_region_t *rd = &b->reads[r];
     for (int q = 0; q < r; q++)
       if (b->reads[q].buf == rd->buf) return false; /* a buffer read twice */
     if (rd->buf == b->writes[0].buf) continue;
-    for (int k = 0; k < ns; k++) {
+    for (int i = 0; i < b->niters; i++) {
+      if (b->iters[i].kind != IR_ITER_SPATIAL || b->iters[i].extent == 1) continue;
       bool used = false;
       for (int d = 0; d < rd->buf->ndim && !used; d++) {
         if (!ir_expr_is_const_int(rd->dims[d].extent, NULL)) return false;
-        used = ir_expr_uses_var(rd->dims[d].min, spatial[k]);
+        used = ir_expr_uses_var(rd->dims[d].min, b->iters[i].var);
       }
       unused += !used;
     }
@@ -221,18 +126,20 @@ static bool perfect_nest(ir_loop_t *const *loops, int n, const ir_block_t *b) {
 bool smp_needs_rfactor_or_xthread(const ir_func_t *f, const ir_block_t *b, int64_t max_parallel_extent,
                                   int64_t max_parallel_basic) {
   if (b->nwrites == 0 || !b->init || !smp_trivial_binding(f, b) || smp_is_tiled(b)) return false;
-  ir_loop_t *loops[SMP_MAX_LOOPS];
-  int n = smp_block_loops(f, b, loops, SMP_MAX_LOOPS);
+  ir_loop_t **loops;
+  int n = smp_block_loops(f, b, &loops);
   int64_t space = 1, reduce = 1;
-  bool has_reduce = false;
-  for (int i = 0; i < n; i++) {
+  bool has_reduce = false, opaque = false;
+  for (int i = 0; i < n && !opaque; i++) {
     smp_iter_type_t t = smp_loop_iter_type(loops[i]);
-    if (t == SMP_OPAQUE) return false;
+    opaque = t == SMP_OPAQUE;
     has_reduce |= t == SMP_REDUCE;
     if (t == SMP_REDUCE) reduce *= loops[i]->extent;
     else space *= loops[i]->extent;
   }
-  if (!has_reduce || !perfect_nest(loops, n, b)) return false;
+  bool perfect = !opaque && has_reduce && perfect_nest(loops, n, b);
+  free(loops);
+  if (!perfect) return false;
   if (smp_needs_multi_level_tiling(f, b)) return !(space >= reduce || space > max_parallel_extent);
   return reduce > 1 && reduce > max_parallel_basic;
 }

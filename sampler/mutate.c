@@ -276,29 +276,33 @@ static int mutate_compute_location(const sch_trace_t *t, const ir_func_t *f, con
  * extents, outermost first, up to the first one >= limit (TVM's
  * AnalyzeParallel). */
 typedef struct prods {
-  int64_t (*v)[SMP_MAX_LOOPS]; /* a row per block */
+  int64_t **v; /* a malloc'ed row per block */
   int *n;
   int nblocks;
 } prods_t;
 
 static void analyze_parallel(const ir_func_t *f, int64_t limit, prods_t *p) {
   ir_block_t **all;
-  int nb = smp_blocks(f, &all);
+  int nb = ir_blocks(f, &all);
   p->v = tn_xmalloc(sizeof *p->v * (size_t)(nb + 1));
   p->n = tn_xmalloc(sizeof *p->n * (size_t)(nb + 1));
   p->nblocks = 0;
   for (int i = 0; i < nb; i++) {
-    ir_loop_t *loops[SMP_MAX_LOOPS];
-    int nl = smp_block_loops(f, all[i], loops, SMP_MAX_LOOPS), lead = 0;
+    ir_loop_t **loops;
+    int nl = smp_block_loops(f, all[i], &loops), lead = 0;
     while (lead < nl && smp_loop_iter_type(loops[lead]) == SMP_DATA_PAR) lead++;
-    if (lead == 0) continue;
-    int64_t prod = 1, *row = p->v[p->nblocks];
+    if (lead == 0) {
+      free(loops);
+      continue;
+    }
+    int64_t prod = 1, *row = p->v[p->nblocks] = tn_xmalloc(sizeof *row * (size_t)lead);
     int n = 0;
     for (int k = 0; k < lead; k++) {
       row[n++] = prod *= loops[k]->extent;
       if (prod >= limit) break;
     }
     p->n[p->nblocks++] = n;
+    free(loops);
   }
   free(all);
 }
@@ -342,6 +346,7 @@ static int mutate_parallel(const sch_trace_t *t, const ir_func_t *f, const tn_ta
       for (int q = 0; q < np && !dup; q++) dup = same_plan(plans + q * nbk, plans + np * nbk, p.nblocks);
       if (!dup && !same_plan(plans + np * nbk, orig, p.nblocks)) limits[np++] = lim;
     }
+  for (int b = 0; b < p.nblocks; b++) free(p.v[b]);
   free(p.v), free(p.n), free(plans);
   /* Beyond TVM: 0 (no parallel loop) for kernels too small to pay for an
    * OpenMP region, and back. */

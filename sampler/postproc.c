@@ -41,7 +41,7 @@ static int fetch_one(sch_t *s, const fetch_task_t *task, tn_err_t *err) {
   int64_t lanes = task->lanes;
   if (max_dtype_bytes(&bs->u.block) > 4) lanes = 1; /* as TVM: no vectors of 64-bit values */
   SMP_TRY(sch_unannotate(s, task->block, SMP_ANN_COOP_FETCH, err));
-  sch_rv_t loops[SMP_MAX_LOOPS], parts[4];
+  sch_rv_t loops[SCH_MAX_RVS_OUT], parts[4];
   int nl = 0;
   SMP_TRY(sch_get_loops(s, task->block, loops, &nl, err));
   if (nl == 0) return tn_err_set(err, TN_EINVAL, "cache block \"%s\" has no loop to fetch with", bs->u.block.name);
@@ -84,20 +84,21 @@ static int pp_cooperative_fetch(sch_t *s, const tn_target_t *t, tn_err_t *err) {
 /* ---- rewrite-unbound-block ----------------------------------------------- */
 
 static bool under_tags(const ir_func_t *f, const ir_block_t *b, bool *block_idx, bool *thread_idx) {
-  ir_loop_t *loops[SMP_MAX_LOOPS];
-  int n = smp_block_loops(f, b, loops, SMP_MAX_LOOPS);
+  ir_loop_t **loops;
+  int n = smp_block_loops(f, b, &loops);
   *block_idx = *thread_idx = false;
   for (int i = 0; i < n; i++) {
     if (loops[i]->kind != IR_LOOP_THREAD) continue;
     *block_idx |= ir_thread_tag_class(loops[i]->tag) == IR_TAG_CLASS_BLOCK;
     *thread_idx |= ir_thread_tag_class(loops[i]->tag) == IR_TAG_CLASS_THREAD;
   }
+  free(loops);
   return *block_idx && *thread_idx;
 }
 
 static int pp_unbound_block(sch_t *s, const tn_target_t *t, tn_err_t *err) {
   ir_block_t **all;
-  int n = smp_blocks(sch_func(s), &all), nn = 0, rc = TN_OK;
+  int n = ir_blocks(sch_func(s), &all), nn = 0, rc = TN_OK;
   char **names = tn_xmalloc(sizeof *names * (size_t)(n + 1)); /* copies: binding rewrites the blocks */
   for (int i = 0; i < n; i++) {
     bool bx, tx;
@@ -196,8 +197,8 @@ static void plan_pvu(const pvu_t *p, const ir_block_t *b, ir_loop_t *const *loop
 }
 
 static int rewrite_block(sch_t *s, const pvu_t *p, sch_rv_t b, tn_err_t *err) {
-  sch_rv_t loops[SMP_MAX_LOOPS], fused, parts[2];
-  ir_loop_t *ls[SMP_MAX_LOOPS];
+  sch_rv_t loops[SCH_MAX_RVS_OUT], fused, parts[2];
+  ir_loop_t *ls[SCH_MAX_RVS_OUT];
   int nl = 0, np, nv;
   SMP_TRY(sch_get_loops(s, b, loops, &nl, err));
   if (nl == 0) return TN_OK;
@@ -251,15 +252,19 @@ static int pp_parallel_vectorize_unroll(sch_t *s, const tn_target_t *t, tn_err_t
  * is not purely data-parallel; -1 when there is none or a reduction loop is
  * bound to threads (a cross-thread reduction keeps its init). */
 static int decompose_point(const ir_func_t *f, const ir_block_t *b) {
-  ir_loop_t *loops[SMP_MAX_LOOPS];
-  int n = smp_block_loops(f, b, loops, SMP_MAX_LOOPS), at = -1;
+  ir_loop_t **loops;
+  int n = smp_block_loops(f, b, &loops), at = -1;
   for (int i = 0; i < n; i++) {
     bool feeds_reduce = false;
     for (int k = 0; k < b->niters; k++)
       feeds_reduce |= b->iters[k].kind == IR_ITER_REDUCE && ir_expr_uses_var(b->iters[k].binding, loops[i]->var);
-    if (feeds_reduce && loops[i]->kind == IR_LOOP_THREAD) return -1;
+    if (feeds_reduce && loops[i]->kind == IR_LOOP_THREAD) {
+      at = -1;
+      break;
+    }
     if (at < 0 && smp_loop_iter_type(loops[i]) != SMP_DATA_PAR) at = i;
   }
+  free(loops);
   return at;
 }
 
@@ -268,7 +273,7 @@ static int pp_reduction_block(sch_t *s, const tn_target_t *t, tn_err_t *err) {
   for (bool again = true; again;) {
     again = false;
     ir_block_t **all;
-    int n = smp_blocks(sch_func(s), &all), at = -1;
+    int n = ir_blocks(sch_func(s), &all), at = -1;
     char *name = NULL;
     for (int i = 0; i < n && at < 0; i++) {
       at = all[i]->init ? decompose_point(sch_func(s), all[i]) : -1;
@@ -276,7 +281,7 @@ static int pp_reduction_block(sch_t *s, const tn_target_t *t, tn_err_t *err) {
     }
     free(all);
     if (at < 0) break;
-    sch_rv_t b, loops[SMP_MAX_LOOPS], init;
+    sch_rv_t b, loops[SCH_MAX_RVS_OUT], init;
     int nl = 0, rc = sch_get_block(s, name, &b, err);
     if (rc == TN_OK) rc = sch_get_loops(s, b, loops, &nl, err);
     if (rc == TN_OK) rc = sch_decompose_reduction(s, b, loops[at], &init, err);

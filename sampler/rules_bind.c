@@ -2,6 +2,7 @@
  * rules gets its leading spatial loops fused and split over blockIdx.x and
  * threadIdx.x.  The same binding, with a fixed thread count, is what the
  * rewrite-unbound-block postprocessor applies. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "smp_internal.h"
@@ -15,13 +16,14 @@ static const int64_t thread_extents[] = {32, 64, 128, 256, 512, 1024};
  * further (non-serial, or after a loop with several children). */
 typedef struct bind_scan {
   int block_idx, thread_idx, spatial, multi;
-  int64_t extents[SMP_MAX_LOOPS];
+  int64_t *extents; /* malloc'ed: scan_free */
   int n;
 } bind_scan_t;
 
 static void scan_loops(const ir_func_t *f, const ir_block_t *b, bind_scan_t *sc) {
-  ir_loop_t *loops[SMP_MAX_LOOPS];
-  sc->n = smp_block_loops(f, b, loops, SMP_MAX_LOOPS);
+  ir_loop_t **loops;
+  sc->n = smp_block_loops(f, b, &loops);
+  sc->extents = tn_xmalloc(sizeof sc->extents[0] * (size_t)(sc->n + 1));
   sc->block_idx = sc->thread_idx = sc->spatial = sc->multi = -1;
   for (int i = 0; i < sc->n; i++) {
     const ir_loop_t *l = loops[i];
@@ -35,7 +37,10 @@ static void scan_loops(const ir_func_t *f, const ir_block_t *b, bind_scan_t *sc)
     if (smp_loop_iter_type(l) == SMP_DATA_PAR && sc->spatial == i - 1) sc->spatial = i;
   }
   if (sc->multi < 0) sc->multi = sc->n;
+  free(loops);
 }
+
+static void scan_free(bind_scan_t *sc) { free(sc->extents); }
 
 /* The thread extent: sampled among the candidates that fit, or fixed. */
 static int thread_factor(sch_t *s, const tn_target_t *t, int64_t extent, bool sample, sch_arg_t *out, tn_err_t *err) {
@@ -76,13 +81,9 @@ static int split_and_bind(sch_t *s, const tn_target_t *t, sch_rv_t fused, int64_
   return sch_bind(s, parts[2], ir_thread_tag_name(IR_TAG_THREAD_X), err);
 }
 
-int smp_bind_block(sch_t *s, const tn_target_t *t, const char *block, bool sample, bool *done, tn_err_t *err) {
-  *done = false;
-  const ir_func_t *f = sch_func(s);
-  const ir_block_t *b = smp_block(f, block);
-  if (!b || b == &f->root->u.block || smp_is_tiled(b)) return TN_OK;
-  bind_scan_t sc;
-  scan_loops(f, b, &sc);
+static int bind_scanned(sch_t *s, const tn_target_t *t, const char *block, const bind_scan_t *scp, bool sample,
+                        bool *done, tn_err_t *err) {
+  bind_scan_t sc = *scp;
   if (sc.block_idx >= 0 && sc.thread_idx >= 0) return TN_OK;
   if (sc.block_idx >= 0)
     return tn_err_set(err, TN_EUNSUPPORTED, "block \"%s\" is bound to blockIdx but not to threadIdx", block);
@@ -93,7 +94,7 @@ int smp_bind_block(sch_t *s, const tn_target_t *t, const char *block, bool sampl
                       "(its outermost loop reduces, is bound, or the block has no loops)", block);
   int64_t extent = 1;
   for (int i = 0; i <= last; i++) extent *= sc.extents[i];
-  sch_rv_t rv, loops[SMP_MAX_LOOPS], fused;
+  sch_rv_t rv, loops[SCH_MAX_RVS_OUT], fused;
   int nl = 0;
   SMP_TRY(sch_get_block(s, block, &rv, err));
   SMP_TRY(sch_get_loops(s, rv, loops, &nl, err));
@@ -102,6 +103,18 @@ int smp_bind_block(sch_t *s, const tn_target_t *t, const char *block, bool sampl
   if (sc.thread_idx >= 0) /* threads bound by a reduction rule */
     return sch_bind(s, fused, ir_thread_tag_name(IR_TAG_BLOCK_X), err);
   return split_and_bind(s, t, fused, extent, sample, err);
+}
+
+int smp_bind_block(sch_t *s, const tn_target_t *t, const char *block, bool sample, bool *done, tn_err_t *err) {
+  *done = false;
+  const ir_func_t *f = sch_func(s);
+  const ir_block_t *b = smp_block(f, block);
+  if (!b || b == &f->root->u.block || smp_is_tiled(b)) return TN_OK;
+  bind_scan_t sc;
+  scan_loops(f, b, &sc);
+  int rc = bind_scanned(s, t, block, &sc, sample, done, err);
+  scan_free(&sc);
+  return rc;
 }
 
 int smp_rule_auto_bind(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err) {

@@ -50,8 +50,8 @@ static inline_kind_t check_inline(const inline_config_t *cfg, const ir_func_t *f
     if (!patterns_ok(cfg, b)) return NO_INLINE;
   }
   ir_block_t *rel[2];
-  if (cfg->into_consumer && smp_consumers(f, b, rel, 2) > 0) return INTO_CONSUMER;
-  if (cfg->into_producer && smp_producers(f, b, rel, 2) == 1 && is_complete(rel[0])) return INTO_PRODUCER;
+  if (cfg->into_consumer && ir_consumers(f, b, rel, 2) > 0) return INTO_CONSUMER;
+  if (cfg->into_producer && ir_producers(f, b, rel, 2) == 1 && is_complete(rel[0])) return INTO_PRODUCER;
   return NO_INLINE;
 }
 
@@ -69,7 +69,7 @@ static int try_inline(const inline_config_t *cfg, smp_state_t *st, const char *b
   const ir_func_t *f = sch_func(st->s);
   ir_block_t *prod[2];
   ir_block_t *blk = smp_block(f, block);
-  bool producer_ok = cfg->into_producer && smp_producers(f, blk, prod, 2) == 1 && is_complete(prod[0]);
+  bool producer_ok = cfg->into_producer && ir_producers(f, blk, prod, 2) == 1 && is_complete(prod[0]);
   if (producer_ok && sch_reverse_compute_inline(st->s, b, &ignored) == TN_OK)
     smp_note(st, "auto-inline(%s into its producer)", block);
   return TN_OK;

@@ -2,6 +2,7 @@
  * owns its loop nest samples where it is computed (inline, root, or one of
  * its consumer's loops), and so does the rfactor block that AddRFactor
  * marked on its consumer. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "smp_internal.h"
@@ -22,10 +23,12 @@ static int blocks_under(const ir_loop_t *l) {
  * the root scope (every block is, in our IR), at least one loop whose
  * outermost loop holds only this block, not tiled, and has a consumer. */
 static bool eligible(const ir_func_t *f, const ir_block_t *b) {
-  ir_loop_t *loops[SMP_MAX_LOOPS];
+  ir_loop_t **loops;
   ir_block_t *cons[1];
-  if (smp_block_loops(f, b, loops, SMP_MAX_LOOPS) == 0 || blocks_under(loops[0]) > 1) return false;
-  return !smp_is_tiled(b) && smp_consumers(f, b, cons, 1) > 0;
+  int n = smp_block_loops(f, b, &loops);
+  bool alone = n > 0 && blocks_under(loops[0]) <= 1;
+  free(loops);
+  return alone && !smp_is_tiled(b) && ir_consumers(f, b, cons, 1) > 0;
 }
 
 static int compute_at_sampled(sch_t *s, sch_rv_t b, tn_err_t *err) {

@@ -2,6 +2,7 @@
  * (§3.5): CrossThreadReduction on GPUs (the reduction loop split by a sampled
  * thread count and its inner part bound to threadIdx.x) and AddRFactor on
  * CPUs (the reduction split in two and either part factored out). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "smp_internal.h"
@@ -13,10 +14,10 @@ static const int64_t xthread_extents[] = {4, 8, 16, 32, 64, 128, 256, 512};
  * TVM's ReorderAndFuseReductionLoops) into one; *nspatial gets the number
  * of spatial loops. */
 static int fuse_reduction_loops(sch_t *s, sch_rv_t block, sch_rv_t *fused, int *nspatial, tn_err_t *err) {
-  sch_rv_t loops[SMP_MAX_LOOPS], order[SMP_MAX_LOOPS], red[SMP_MAX_LOOPS];
+  sch_rv_t loops[SCH_MAX_RVS_OUT], order[SCH_MAX_RVS_OUT], red[SCH_MAX_RVS_OUT];
   int nl = 0, no = 0, nr = 0;
   SMP_TRY(sch_get_loops(s, block, loops, &nl, err));
-  bool reduce[SMP_MAX_LOOPS];
+  bool reduce[SCH_MAX_RVS_OUT];
   for (int i = 0; i < nl; i++) reduce[i] = smp_loop_iter_type(&sch_rv_stmt(s, loops[i])->u.loop) == SMP_REDUCE;
   for (int pass = 0; pass < 2; pass++) /* spatial loops first, then reduction loops */
     for (int i = 0; i < nl; i++)
@@ -63,7 +64,7 @@ static int sample_thread_count(sch_t *s, sch_rv_t *t, tn_err_t *err) {
  * like a reduction loop, so AutoBind would fuse it with the rows in some
  * samples and not in others. */
 static int bind_reduction(sch_t *s, const char *block, tn_err_t *err) {
-  sch_rv_t b, t, fused, loops[SMP_MAX_LOOPS];
+  sch_rv_t b, t, fused, loops[SCH_MAX_RVS_OUT];
   int nspatial = 0, nl = 0;
   SMP_TRY(sch_get_block(s, block, &b, err));
   SMP_TRY(sample_thread_count(s, &t, err));
@@ -125,9 +126,9 @@ static bool fused_thread_count(const sch_t *s, const ir_stmt_t *parent, sch_arg_
 }
 
 static int fusion_target(sch_t *s, sch_rv_t b, fusion_t *fu, tn_err_t *err) {
-  sch_rv_t cons[SCH_MAX_RVS_OUT], loops[SMP_MAX_LOOPS];
-  const ir_stmt_t *common[SMP_MAX_LOOPS];
-  sch_rv_t common_rv[SMP_MAX_LOOPS];
+  sch_rv_t cons[SCH_MAX_RVS_OUT], loops[SCH_MAX_RVS_OUT];
+  const ir_stmt_t *common[SCH_MAX_RVS_OUT];
+  sch_rv_t common_rv[SCH_MAX_RVS_OUT];
   int nc = 0, ncommon = -1;
   fu->found = false;
   SMP_TRY(sch_get_consumers(s, b, cons, &nc, err));
@@ -189,9 +190,10 @@ static int cross_thread(sch_t *s, const char *block, bool *fused, tn_err_t *err)
 
 /* Spatial loops in front of the reduction (something to bind blockIdx to). */
 static int count_spatial(const ir_func_t *f, const ir_block_t *b) {
-  ir_loop_t *loops[SMP_MAX_LOOPS];
-  int n = smp_block_loops(f, b, loops, SMP_MAX_LOOPS), k = 0;
+  ir_loop_t **loops;
+  int n = smp_block_loops(f, b, &loops), k = 0;
   for (int i = 0; i < n; i++) k += smp_loop_iter_type(loops[i]) == SMP_DATA_PAR;
+  free(loops);
   return k;
 }
 

@@ -38,7 +38,7 @@ static const int64_t vector_lens[] = {1, 2, 3, 4, 8, 16};
 /* The tile loops of one tiled block: loops[level][k], level by level. */
 typedef struct tiles {
   sch_rv_t block;
-  sch_rv_t loops[MAX_LEVELS][SMP_MAX_LOOPS];
+  sch_rv_t loops[MAX_LEVELS][SCH_MAX_RVS_OUT];
   int n[MAX_LEVELS];
   int nlevels;
 } tiles_t;
@@ -93,20 +93,24 @@ static int tile(smp_ctx_t *c, sch_t *s, const mlt_config_t *cfg, const char *blo
   SMP_TRY(sch_get_block(s, block, &tl->block, err));
   /* Iterator kinds first: a primitive may replace the nodes we look at. */
   const ir_block_t *b = &sch_rv_stmt(s, tl->block)->u.block;
-  bool spatial[SMP_MAX_LOOPS];
-  int niters = TN_MIN(b->niters, SMP_MAX_LOOPS);
+  bool spatial[SCH_MAX_RVS_OUT];
+  int niters = TN_MIN(b->niters, SCH_MAX_RVS_OUT);
   for (int i = 0; i < niters; i++) spatial[i] = b->iters[i].kind == IR_ITER_SPATIAL;
   SMP_TRY(sch_annotate(s, tl->block, SMP_ANN_TILING, sch_arg_str(cfg->structure), err));
-  sch_rv_t loops[SMP_MAX_LOOPS];
+  sch_rv_t loops[SCH_MAX_RVS_OUT];
   int nl = 0;
   SMP_TRY(sch_get_loops(s, tl->block, loops, &nl, err));
   if (nl != niters) return tn_err_set(err, TN_EINVAL, "block \"%s\" has %d loops for %d iterators", block, nl, niters);
   for (int i = 0; i < nl; i++)
     SMP_TRY(split_into(s, cfg, loops[i], spatial[i] ? sidx : ridx, spatial[i] ? ns : nr, tl, err));
-  sch_rv_t order[SMP_MAX_LOOPS];
+  sch_rv_t order[SCH_MAX_RVS_OUT];
   int n = 0;
-  for (int l = 0; l < tl->nlevels; l++)
-    for (int k = 0; k < tl->n[l] && n < SMP_MAX_LOOPS; k++) order[n++] = tl->loops[l][k];
+  for (int l = 0; l < tl->nlevels; l++) {
+    if (n + tl->n[l] > SCH_MAX_RVS_OUT)
+      return tn_err_set(err, TN_ERANGE, "block \"%s\": tiling gives more than %d loops (IR_MAX_LOOP_DEPTH)", block,
+                        SCH_MAX_RVS_OUT);
+    for (int k = 0; k < tl->n[l]; k++) order[n++] = tl->loops[l][k];
+  }
   SMP_TRY(sch_reorder(s, order, n, err));
   return bind_levels(c, s, cfg, tl, err);
 }
@@ -148,7 +152,7 @@ static int write_reuse(smp_ctx_t *c, smp_state_t *st, const mlt_config_t *cfg, c
   ir_block_t *cons[2];
   if (cfg->write_req == REUSE_MAY) {
     /* An elementwise consumer already is a write cache: move it (epilogue fusion). */
-    if (smp_consumers(f, b, cons, 2) == 1 && smp_is_write_cache_like(cons[0])) {
+    if (ir_consumers(f, b, cons, 2) == 1 && smp_is_write_cache_like(cons[0])) {
       sch_rv_t stage;
       char what[96];
       snprintf(what, sizeof what, "consumer %s", cons[0]->name);
@@ -199,7 +203,7 @@ static int cache_one_read(smp_ctx_t *c, sch_t *s, const mlt_config_t *cfg, const
   for (int r = 0; r < b->nreads; r++)
     if (strcmp(b->reads[r].buf->name, buf) == 0) index = r, ndim = b->reads[r].buf->ndim, dt = b->reads[r].buf->dtype;
   if (index < 0) return tn_err_set(err, TN_EINVAL, "block \"%s\" no longer reads %s", b->name, buf);
-  sch_rv_t cache, loops[SMP_MAX_LOOPS], fused, width;
+  sch_rv_t cache, loops[SCH_MAX_RVS_OUT], fused, width;
   int nl = 0;
   SMP_TRY(sch_cache_read(s, tl->block, index, cfg->read_scope, &cache, err));
   SMP_TRY(sch_compute_at(s, cache, last_loop(tl, cfg->read_level - 1), true, err));

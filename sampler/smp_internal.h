@@ -4,9 +4,8 @@
 #ifndef TUNED_SMP_INTERNAL_H
 #define TUNED_SMP_INTERNAL_H
 
+#include "ir/analysis.h"
 #include "sampler.h"
-
-#define SMP_MAX_LOOPS 64    /* loops around one block */
 
 /* ---- generation context and states (space.c) ---------------------------- */
 
@@ -73,12 +72,10 @@ int smp_verify_gpu(sch_t *s, const tn_target_t *t, tn_err_t *err);
 
 typedef enum smp_iter_type { SMP_DATA_PAR, SMP_REDUCE, SMP_OPAQUE } smp_iter_type_t;
 
-/* Non-root blocks of f in tree order, in a malloc'ed array (*out, freed by
- * the caller); returns the count. */
-int smp_blocks(const ir_func_t *f, ir_block_t ***out);
 ir_block_t *smp_block(const ir_func_t *f, const char *name); /* NULL if absent */
-/* Loops enclosing the block (outermost first), within its scope. */
-int smp_block_loops(const ir_func_t *f, const ir_block_t *b, ir_loop_t **loops, int max);
+/* Loops enclosing the block (outermost first), within its scope, in a
+ * malloc'ed array (*loops, freed by the caller); returns the count. */
+int smp_block_loops(const ir_func_t *f, const ir_block_t *b, ir_loop_t ***loops);
 /* TVM's GetLoopIterType over every block under the loop. */
 smp_iter_type_t smp_loop_iter_type(const ir_loop_t *l);
 /* Whether the loop's body is one statement (not a sequence of several). */
@@ -89,9 +86,6 @@ bool smp_trivial_binding(const ir_func_t *f, const ir_block_t *b);
 bool smp_block_is_spatial(const ir_block_t *b);
 bool smp_func_is_spatial(const ir_func_t *f);
 bool smp_is_tiled(const ir_block_t *b);
-/* Producers (write a buffer b reads) and consumers (read what b writes). */
-int smp_producers(const ir_func_t *f, const ir_block_t *b, ir_block_t **out, int max);
-int smp_consumers(const ir_func_t *f, const ir_block_t *b, ir_block_t **out, int max);
 
 /* NeedsMultiLevelTiling (§3.4): a reduction block with a trivial binding,
  * one write, constant read regions, no buffer read twice, and data reuse. */

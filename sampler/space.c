@@ -82,7 +82,7 @@ static int name_cmp(const void *a, const void *b) {
  * name.  Returns the count or < 0. */
 static int collect_names(const ir_func_t *f, const char ***out, tn_err_t *err) {
   ir_block_t **all;
-  int n = smp_blocks(f, &all);
+  int n = ir_blocks(f, &all);
   const char **names = tn_xmalloc(sizeof *names * (size_t)(n + 1)), **sorted = tn_xmalloc(sizeof *names * (size_t)(n + 1));
   for (int i = 0; i < n; i++) names[i] = sorted[i] = all[i]->name;
   free(all);

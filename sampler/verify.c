@@ -101,11 +101,13 @@ static bool loop_visit(ir_stmt_t *s, void *p) {
  * whose threads share the buffer) stay at 0: an interval over the others. */
 static int64_t access_width(ir_func_t *scratch, const ir_block_t *b, const ir_range_t *dim, ir_loop_t *const *loops,
                             int n, int lca, int64_t full) {
-  ir_var_t *from[SMP_MAX_LOOPS];
-  ir_expr_t *to[SMP_MAX_LOOPS];
-  int nb = TN_MIN(b->niters, SMP_MAX_LOOPS);
+  int nb = b->niters;
+  ir_var_t **from = tn_xmalloc(sizeof *from * (size_t)(nb + 1));
+  ir_expr_t **to = tn_xmalloc(sizeof *to * (size_t)(nb + 1));
   for (int k = 0; k < nb; k++) from[k] = b->iters[k].var, to[k] = b->iters[k].binding;
   ir_expr_t *min = ir_expr_subst(scratch, dim->min, from, to, nb);
+  free(from);
+  free(to);
   ir_bounds_t bounds;
   ir_bounds_init(&bounds);
   for (int i = 0; i < n; i++) {
@@ -129,15 +131,15 @@ static bool accesses(const ir_block_t *b, const ir_buffer_t *buf) {
 
 /* Bytes of one shared buffer in one kernel: per dimension the widest access
  * of any block of the kernel. */
-#define MAX_USERS 16 /* blocks of one kernel that access one shared buffer */
 
 static int64_t shared_footprint(const ir_func_t *f, ir_func_t *scratch, ir_block_t *const *blocks, int nb,
                                 const ir_buffer_t *buf) {
-  ir_loop_t *loops[MAX_USERS][SMP_MAX_LOOPS];
-  int nl[MAX_USERS], users[MAX_USERS], nu = 0, lca = SMP_MAX_LOOPS;
-  for (int i = 0; i < nb && nu < MAX_USERS; i++) {
+  ir_loop_t ***loops = tn_xmalloc(sizeof *loops * (size_t)(nb + 1));
+  int *nl = tn_xmalloc(sizeof *nl * (size_t)(nb + 1)), *users = tn_xmalloc(sizeof *users * (size_t)(nb + 1));
+  int nu = 0, lca = 0;
+  for (int i = 0; i < nb; i++) {
     if (!accesses(blocks[i], buf)) continue;
-    nl[nu] = smp_block_loops(f, blocks[i], loops[nu], SMP_MAX_LOOPS);
+    nl[nu] = smp_block_loops(f, blocks[i], &loops[nu]);
     int common = 0;
     while (nu > 0 && common < nl[nu] && common < nl[0] && loops[nu][common] == loops[0][common]) common++;
     lca = nu == 0 ? nl[0] : TN_MIN(lca, common);
@@ -165,6 +167,10 @@ static int64_t shared_footprint(const ir_func_t *f, ir_func_t *scratch, ir_block
       break;
     }
   }
+  for (int u = 0; u < nu; u++) free(loops[u]);
+  free(loops);
+  free(nl);
+  free(users);
   return bytes;
 }
 
@@ -209,10 +215,11 @@ static void measure_kernel(const ir_func_t *f, ir_stmt_t *item, kernel_use_t *k)
   k->vector_bytes = acc.vector_bytes;
   for (int i = 0; i < nb; i++) {
     const ir_block_t *b = blocks[i];
-    ir_loop_t *loops[SMP_MAX_LOOPS];
-    int n = smp_block_loops(f, b, loops, SMP_MAX_LOOPS);
+    ir_loop_t **loops;
+    int n = smp_block_loops(f, b, &loops);
     bool bx = false, tx = false;
     for (int j = 0; j < n; j++) bx |= bound_to(loops[j], IR_TAG_CLASS_BLOCK), tx |= bound_to(loops[j], IR_TAG_CLASS_THREAD);
+    free(loops);
     if (!(bx && tx) && !k->nunbound++) k->unbound = b->name;
     const ir_annot_t *lo = ir_annot_get(b->annots, b->nannots, SMP_ANN_THREAD_LOW);
     const ir_annot_t *hi = ir_annot_get(b->annots, b->nannots, SMP_ANN_THREAD_HIGH);

@@ -162,13 +162,20 @@ static ir_stmt_t **root_items(const ir_func_t *f, int *n) {
 
 /* Index of the top-level statement of the root scope that holds uid. */
 static int root_position(const ir_func_t *f, int uid) {
-  sch_path_t p;
-  if (!sch_find_path(f, uid, &p) || p.n < 2) return -1;
-  int n;
-  ir_stmt_t **items = root_items(f, &n);
-  for (int i = 0; i < n; i++)
-    if (p.n > 2 && items[i] == p.stmts[2]) return i;
-  return 0; /* the body is the block's nest itself */
+  sch_path_t p = {0};
+  int at = -1;
+  if (sch_find_path(f, uid, &p) && p.n >= 2) {
+    int n;
+    ir_stmt_t **items = root_items(f, &n);
+    at = 0; /* the body is the block's nest itself */
+    for (int i = 0; i < n && p.n > 2; i++)
+      if (items[i] == p.stmts[2]) {
+        at = i;
+        break;
+      }
+  }
+  ir_path_free(&p);
+  return at;
 }
 
 static void root_insert(ir_func_t *f, int pos, ir_stmt_t *item) {
@@ -188,16 +195,16 @@ static int check_nest_alone(const ir_func_t *f, const ir_block_t *blk, const ir_
   int n, pos = root_position(f, blk->uid);
   ir_stmt_t **items = root_items(f, &n);
   ir_block_t *blocks[MAX_BLOCKS];
-  int nb = sch_collect_blocks(items[pos], false, blocks, MAX_BLOCKS);
+  int nb = ir_collect_blocks(items[pos], false, blocks, MAX_BLOCKS);
   if (nb > MAX_BLOCKS) nb = MAX_BLOCKS;
   for (int i = 0; i < nb; i++) {
     if (blocks[i] == blk) continue;
-    bool clash = sch_block_writes(blocks[i], buf) || (write && sch_block_reads(blocks[i], buf));
+    bool clash = ir_block_writes(blocks[i], buf) || (write && ir_block_reads(blocks[i], buf));
     if (clash)
       return tn_err_set(err, TN_EINVAL,
                         "block \"%s\" in the same loop nest as block \"%s\" also %s %s; the copy block is placed "
                         "outside that nest, so %s must be accessed only by \"%s\" there",
-                        blocks[i]->name, blk->name, sch_block_writes(blocks[i], buf) ? "writes" : "reads", buf->name,
+                        blocks[i]->name, blk->name, ir_block_writes(blocks[i], buf) ? "writes" : "reads", buf->name,
                         buf->name, blk->name);
   }
   return TN_OK;
@@ -222,7 +229,7 @@ int sch_prim_cache_read(sch_t *s, int block_uid, int read_index, ir_scope_t scop
     return tn_err_set(err, TN_EINVAL, "block \"%s\" reads %d buffer(s); read_buffer_index %d is out of range (valid: 0..%d)",
                       b->name, b->nreads, read_index, b->nreads - 1);
   ir_buffer_t *buf = b->reads[read_index].buf;
-  if (sch_block_writes(b, buf))
+  if (ir_block_writes(b, buf))
     return tn_err_set(err, TN_EINVAL, "block \"%s\" also writes %s; a read cache of it would go stale", b->name, buf->name);
   if ((rc = check_nest_alone(f, b, buf, false, err)) < 0) return rc;
   int pos = root_position(f, b->uid);

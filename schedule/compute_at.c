@@ -40,11 +40,12 @@ static bool in_list(ir_block_t *const *list, int n, const ir_block_t *b) {
 
 /* Whether statement `anc` lies on the path from the root to uid. */
 static bool encloses(const ir_func_t *f, const ir_stmt_t *anc, int uid) {
-  sch_path_t p;
-  if (!sch_find_path(f, uid, &p)) return false;
-  for (int i = 0; i < p.n; i++)
-    if (p.stmts[i] == anc) return true;
-  return false;
+  sch_path_t p = {0};
+  bool found = false;
+  if (sch_find_path(f, uid, &p))
+    for (int i = 0; i < p.n && !found; i++) found = p.stmts[i] == anc;
+  ir_path_free(&p);
+  return found;
 }
 
 /* The statements of a body: a sequence's items, or the body itself. */
@@ -64,7 +65,7 @@ static int child_index(ir_stmt_t **body, const ir_block_t *b) {
   ir_block_t *blocks[MAX_BLOCKS];
   for (int i = 0; i < n; i++) {
     if (items[i]->kind == IR_S_BLOCK && &items[i]->u.block == b) return i;
-    int k = sch_collect_blocks(items[i], false, blocks, MAX_BLOCKS);
+    int k = ir_collect_blocks(items[i], false, blocks, MAX_BLOCKS);
     if (in_list(blocks, TN_MIN(k, MAX_BLOCKS), b)) return i;
   }
   return -1;
@@ -83,19 +84,21 @@ static void body_insert(ir_func_t *f, ir_stmt_t **body, int pos, ir_stmt_t *item
 /* Unlinks block uid together with the loops that hold nothing else; a
  * sequence left with one statement is replaced by that statement. */
 static void detach(ir_func_t *f, int uid) {
-  sch_path_t p;
-  if (!sch_find_path(f, uid, &p)) return;
+  sch_path_t p = {0};
+  if (!sch_find_path(f, uid, &p)) return ir_path_free(&p);
   int k = p.n - 1; /* the topmost statement holding only the block */
   while (k > 1 && (p.stmts[k - 1]->kind == IR_S_LOOP ||
                    (p.stmts[k - 1]->kind == IR_S_SEQ && p.stmts[k - 1]->u.seq.n == 1)))
     k--;
   ir_stmt_t *seq = p.stmts[k - 1];
-  if (seq->kind != IR_S_SEQ) return; /* the block is the whole function: nothing to unlink from */
-  int n = 0;
-  for (int i = 0; i < seq->u.seq.n; i++)
-    if (seq->u.seq.items[i] != p.stmts[k]) seq->u.seq.items[n++] = seq->u.seq.items[i];
-  seq->u.seq.n = n;
-  if (n == 1) *p.slots[k - 1] = seq->u.seq.items[0];
+  if (seq->kind == IR_S_SEQ) { /* else the block is the whole function: nothing to unlink from */
+    int n = 0;
+    for (int i = 0; i < seq->u.seq.n; i++)
+      if (seq->u.seq.items[i] != p.stmts[k]) seq->u.seq.items[n++] = seq->u.seq.items[i];
+    seq->u.seq.n = n;
+    if (n == 1) *p.slots[k - 1] = seq->u.seq.items[0];
+  }
+  ir_path_free(&p);
 }
 
 /* ---- checks: what links the block to the blocks under the loop --------- */
@@ -110,7 +113,7 @@ static int resolve(plan_t *p, int block_uid, int loop_uid, tn_err_t *err) {
   p->loop = &p->loop_stmt->u.loop;
   if (encloses(p->f, p->loop_stmt, block_uid))
     return tn_err_set(err, TN_EINVAL, "loop %s encloses block \"%s\" itself", sch_loop_name(p->loop), p->blk->name);
-  if (sch_scope_block(p->f, block_uid) != sch_scope_block(p->f, loop_uid))
+  if (ir_scope_block(p->f, block_uid) != ir_scope_block(p->f, loop_uid))
     return tn_err_set(err, TN_EINVAL, "block \"%s\" and loop %s are in different block scopes", p->blk->name,
                       sch_loop_name(p->loop));
   return TN_OK;
@@ -122,21 +125,26 @@ static const ir_buffer_t *link_buffer(const plan_t *p, const ir_block_t *o) {
   const ir_block_t *b = p->blk;
   if (p->reverse) {
     for (int r = 0; r < b->nreads; r++)
-      if (sch_block_writes(o, b->reads[r].buf)) return b->reads[r].buf;
+      if (ir_block_writes(o, b->reads[r].buf)) return b->reads[r].buf;
   } else {
     for (int w = 0; w < b->nwrites; w++)
-      if (sch_block_reads(o, b->writes[w].buf)) return b->writes[w].buf;
+      if (ir_block_reads(o, b->writes[w].buf)) return b->writes[w].buf;
   }
   return NULL;
 }
 
 /* Position of uid's top-level statement in the root scope. */
 static int top_index(const ir_func_t *f, int uid) {
-  sch_path_t p;
-  if (!sch_find_path(f, uid, &p) || p.n < 3 || p.stmts[1]->kind != IR_S_SEQ) return 0;
-  for (int i = 0; i < p.stmts[1]->u.seq.n; i++)
-    if (p.stmts[1]->u.seq.items[i] == p.stmts[2]) return i;
-  return 0;
+  sch_path_t p = {0};
+  int at = 0;
+  if (sch_find_path(f, uid, &p) && p.n >= 3 && p.stmts[1]->kind == IR_S_SEQ)
+    for (int i = 0; i < p.stmts[1]->u.seq.n; i++)
+      if (p.stmts[1]->u.seq.items[i] == p.stmts[2]) {
+        at = i;
+        break;
+      }
+  ir_path_free(&p);
+  return at;
 }
 
 /* A linked block outside the loop: compute_at needs every consumer under
@@ -165,7 +173,7 @@ static int check_writes(const plan_t *p, ir_block_t *const *all, int n, tn_err_t
                         "computed at a consumer's loop",
                         b->name, buf->name);
     for (int i = 0; i < n; i++)
-      if (all[i] != b && sch_block_writes(all[i], buf))
+      if (all[i] != b && ir_block_writes(all[i], buf))
         return tn_err_set(err, TN_EINVAL, "block \"%s\" is not the only writer of %s (block \"%s\" writes it too)",
                           b->name, buf->name, all[i]->name);
   }
@@ -175,7 +183,7 @@ static int check_writes(const plan_t *p, ir_block_t *const *all, int n, tn_err_t
 /* Collects the linked blocks under the loop and checks the ones outside. */
 static int link_blocks(plan_t *p, tn_err_t *err) {
   ir_block_t *all[MAX_BLOCKS];
-  int n = sch_collect_blocks(ir_func_root(p->f)->body, false, all, MAX_BLOCKS);
+  int n = ir_collect_blocks(ir_func_root(p->f)->body, false, all, MAX_BLOCKS);
   if (n > MAX_BLOCKS) return tn_err_set(err, TN_ERANGE, "more than %d blocks in the function", MAX_BLOCKS);
   int rc = check_writes(p, all, n, err);
   if (rc < 0) return rc;
@@ -200,8 +208,8 @@ static int link_blocks(plan_t *p, tn_err_t *err) {
 
 /* The loop variables a linked block's accesses range over. */
 typedef struct vars {
-  ir_var_t *inner[SCH_MAX_DEPTH]; /* loops strictly inside the target loop */
-  int64_t ext[SCH_MAX_DEPTH];
+  ir_var_t **inner; /* loops strictly inside the target loop (one slot per loop on the path) */
+  int64_t *ext;
   int n;
   ir_bounds_t all; /* every loop on the path to the block */
 } vars_t;
@@ -216,9 +224,11 @@ static bool relaxed(const ir_loop_t *l, ir_scope_t scope) {
 }
 
 static void vars_of(const plan_t *p, const ir_block_t *o, const ir_buffer_t *buf, vars_t *vs) {
-  sch_path_t path;
+  sch_path_t path = {0};
   sch_find_path(p->f, o->uid, &path);
   vs->n = 0;
+  vs->inner = tn_xmalloc(sizeof vs->inner[0] * (size_t)(path.n + 1));
+  vs->ext = tn_xmalloc(sizeof vs->ext[0] * (size_t)(path.n + 1));
   ir_bounds_init(&vs->all);
   for (int i = 0; i < path.n; i++) {
     if (path.stmts[i]->kind != IR_S_LOOP) continue;
@@ -226,6 +236,13 @@ static void vars_of(const plan_t *p, const ir_block_t *o, const ir_buffer_t *buf
     ir_bounds_set(&vs->all, l->var, 0, l->extent - 1);
     if (i >= p->loop_path.n || relaxed(l, buf->scope)) vs->inner[vs->n] = l->var, vs->ext[vs->n++] = l->extent;
   }
+  ir_path_free(&path);
+}
+
+static void vars_free(vars_t *vs) {
+  ir_bounds_free(&vs->all);
+  free(vs->inner);
+  free(vs->ext);
 }
 
 static bool uses_inner(const ir_expr_t *e, const vars_t *vs) {
@@ -330,23 +347,20 @@ static int add_block_region(plan_t *p, const ir_block_t *o, const ir_buffer_t *b
   ir_func_t *f = p->f;
   const ir_region_t *regs = p->reverse ? o->writes : o->reads;
   int nregs = p->reverse ? o->nwrites : o->nreads;
-  ir_var_t *from[SCH_MAX_DEPTH * 2];
-  ir_expr_t *to[SCH_MAX_DEPTH * 2];
-  int nb = o->niters;
-  if (nb > SCH_MAX_DEPTH * 2)
-    return tn_err_set(err, TN_EUNSUPPORTED, "block \"%s\" has %d iterators (at most %d supported)", o->name, nb,
-                      SCH_MAX_DEPTH * 2);
+  int nb = o->niters, rc = TN_OK;
+  ir_var_t **from = tn_xmalloc(sizeof from[0] * (size_t)(nb + 1));
+  ir_expr_t **to = tn_xmalloc(sizeof to[0] * (size_t)(nb + 1));
   for (int i = 0; i < nb; i++) from[i] = o->iters[i].var, to[i] = o->iters[i].binding;
   vars_t vs;
   vars_of(p, o, buf, &vs);
-  for (int r = 0; r < nregs; r++) {
+  for (int r = 0; r < nregs && rc == TN_OK; r++) {
     if (regs[r].buf != buf) continue;
     for (int d = 0; d < buf->ndim; d++) {
       int64_t width;
       if (!ir_expr_is_const_int(regs[r].dims[d].extent, &width)) {
-        ir_bounds_free(&vs.all);
-        return tn_err_set(err, TN_EUNSUPPORTED, "block \"%s\" accesses %s with a non-constant extent in dimension %d",
-                          o->name, buf->name, d);
+        rc = tn_err_set(err, TN_EUNSUPPORTED, "block \"%s\" accesses %s with a non-constant extent in dimension %d",
+                        o->name, buf->name, d);
+        break;
       }
       ir_expr_t *lo;
       int64_t ext;
@@ -354,8 +368,10 @@ static int add_block_region(plan_t *p, const ir_block_t *o, const ir_buffer_t *b
       uni_add(f, &u[d], lo, ext, &vs.all);
     }
   }
-  ir_bounds_free(&vs.all);
-  return TN_OK;
+  vars_free(&vs);
+  free(from);
+  free(to);
+  return rc;
 }
 
 /* The iterator of blk that indexes dimension d of its access to buf, or -1
@@ -421,7 +437,7 @@ static int plan_spans(plan_t *p, tn_err_t *err) {
   for (int r = 0; r < nregs; r++) {
     bool linked = false;
     for (int i = 0; i < p->nunder && !linked; i++)
-      linked = p->reverse ? sch_block_writes(p->under[i], regs[r].buf) : sch_block_reads(p->under[i], regs[r].buf);
+      linked = p->reverse ? ir_block_writes(p->under[i], regs[r].buf) : ir_block_reads(p->under[i], regs[r].buf);
     if (linked && (rc = spans_from_buffer(p, regs[r].buf, err)) < 0) return rc;
   }
   for (int i = 0; i < b->niters; i++) {
@@ -453,12 +469,12 @@ static int plan_position(plan_t *p, tn_err_t *err) {
   }
   p->pos = p->reverse ? last + 1 : first;
   ir_block_t *blocks[MAX_BLOCKS];
-  int n = TN_MIN(sch_collect_blocks(*body, false, blocks, MAX_BLOCKS), MAX_BLOCKS);
+  int n = TN_MIN(ir_collect_blocks(*body, false, blocks, MAX_BLOCKS), MAX_BLOCKS);
   for (int i = 0; i < n; i++) {
     const ir_block_t *o = blocks[i], *b = p->blk;
     bool feeds = false, fed = false;
-    for (int r = 0; r < b->nreads; r++) feeds |= sch_block_writes(o, b->reads[r].buf);
-    for (int w = 0; w < b->nwrites; w++) fed |= sch_block_reads(o, b->writes[w].buf);
+    for (int r = 0; r < b->nreads; r++) feeds |= ir_block_writes(o, b->reads[r].buf);
+    for (int w = 0; w < b->nwrites; w++) fed |= ir_block_reads(o, b->writes[w].buf);
     int c = child_index(body, o);
     if (!p->reverse && feeds && c >= p->pos)
       return tn_err_set(err, TN_EINVAL, "block \"%s\" feeds block \"%s\" but runs after its first consumer under loop %s",
@@ -528,6 +544,7 @@ int sch_prim_compute_at(sch_t *s, int block_uid, int loop_uid, bool reverse, boo
   if ((rc = resolve(p, block_uid, loop_uid, err)) >= 0 && (rc = link_blocks(p, err)) >= 0 &&
       (rc = plan_spans(p, err)) >= 0 && (rc = plan_position(p, err)) >= 0)
     apply_plan(p, preserve_unit_loops);
+  ir_path_free(&p->loop_path);
   free(p);
   return rc < 0 ? rc : TN_OK;
 }
@@ -559,7 +576,7 @@ static bool legal(sch_t *s, trial_fn fn, int block_uid, int loop_uid) {
 /* Whether loop l only feeds spatial iterators of the blocks under it. */
 static bool data_parallel(ir_loop_t *l) {
   ir_block_t *blocks[MAX_BLOCKS];
-  int n = TN_MIN(sch_collect_blocks(l->body, false, blocks, MAX_BLOCKS), MAX_BLOCKS);
+  int n = TN_MIN(ir_collect_blocks(l->body, false, blocks, MAX_BLOCKS), MAX_BLOCKS);
   for (int i = 0; i < n; i++)
     for (int k = 0; k < blocks[i]->niters; k++)
       if (blocks[i]->iters[k].kind != IR_ITER_SPATIAL && ir_expr_uses_var(blocks[i]->iters[k].binding, l->var))
@@ -569,11 +586,12 @@ static bool data_parallel(ir_loop_t *l) {
 
 /* Whether the loop with uid `loop_uid` encloses statement uid. */
 static bool loop_encloses(const ir_func_t *f, int loop_uid, int uid) {
-  sch_path_t p;
-  if (!sch_find_path(f, uid, &p)) return false;
-  for (int i = 0; i < p.n; i++)
-    if (p.stmts[i]->kind == IR_S_LOOP && p.stmts[i]->u.loop.uid == loop_uid) return true;
-  return false;
+  sch_path_t p = {0};
+  bool found = false;
+  if (sch_find_path(f, uid, &p))
+    for (int i = 0; i < p.n && !found; i++) found = p.stmts[i]->kind == IR_S_LOOP && p.stmts[i]->u.loop.uid == loop_uid;
+  ir_path_free(&p);
+  return found;
 }
 
 /* How many of the first consumer's loops lie above every consumer (the
@@ -588,16 +606,17 @@ static int common_depth(const ir_func_t *f, ir_block_t *const *cons, int n, ir_l
   return depth;
 }
 
-int sch_compute_location_candidates(sch_t *s, int block_uid, int *out, int *n, bool *can_inline, tn_err_t *err) {
+int sch_compute_location_candidates(sch_t *s, int block_uid, int **out, int *n, bool *can_inline, tn_err_t *err) {
   ir_block_t *b = sch_find_block(s->f, block_uid);
-  if (!b) return tn_err_set(err, TN_EINVAL, "the block no longer exists");
+  *out = NULL;
   *n = 0;
+  if (!b) return tn_err_set(err, TN_EINVAL, "the block no longer exists");
   *can_inline = !b->init && legal(s, trial_inline, block_uid, -1);
   ir_block_t *cons[MAX_BLOCKS];
-  int ncons = TN_MIN(sch_consumers(s->f, b, cons, MAX_BLOCKS), MAX_BLOCKS);
+  int ncons = TN_MIN(ir_consumers(s->f, b, cons, MAX_BLOCKS), MAX_BLOCKS);
   if (ncons == 0) return TN_OK;
-  ir_loop_t *loops[SCH_MAX_RVS_OUT];
-  int nloops = sch_enclosing_loops(s->f, cons[0]->uid, loops, SCH_MAX_RVS_OUT);
+  ir_loop_t **loops;
+  int nloops = ir_enclosing_loops(s->f, cons[0]->uid, &loops);
   int depth = common_depth(s->f, cons, ncons, loops, nloops), last_dp = -1;
   for (int i = 0; i < depth; i++)
     if (data_parallel(loops[i])) last_dp = i;
@@ -610,7 +629,11 @@ int sch_compute_location_candidates(sch_t *s, int block_uid, int *out, int *n, b
       seen_reduce = true;
       if (i > last_dp) break;
     }
-    if (legal(s, trial_at, block_uid, loops[i]->uid)) out[(*n)++] = loops[i]->uid;
+    if (legal(s, trial_at, block_uid, loops[i]->uid)) {
+      if (!*out) *out = tn_xmalloc(sizeof **out * (size_t)depth);
+      (*out)[(*n)++] = loops[i]->uid;
+    }
   }
+  free(loops);
   return TN_OK;
 }

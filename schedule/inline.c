@@ -159,8 +159,8 @@ static bool users_visit(ir_stmt_t *s, void *p) {
   buf_users_t *u = p;
   if (s->kind != IR_S_BLOCK) return s->kind != IR_S_STORE;
   ir_block_t *b = &s->u.block;
-  if (sch_block_writes(b, u->buf) && u->nw++ < 4) u->w[u->nw - 1] = b;
-  if (sch_block_reads(b, u->buf) && u->nr++ < 4) u->r[u->nr - 1] = b;
+  if (ir_block_writes(b, u->buf) && u->nw++ < 4) u->w[u->nw - 1] = b;
+  if (ir_block_reads(b, u->buf) && u->nr++ < 4) u->r[u->nr - 1] = b;
   return true;
 }
 
@@ -193,19 +193,22 @@ typedef struct removal {
 } removal_t;
 
 static int plan_removal(const ir_func_t *f, const ir_block_t *blk, removal_t *r, tn_err_t *err) {
-  sch_path_t p;
-  if (!sch_find_path(f, blk->uid, &p)) return tn_err_set(err, TN_EINVAL, "the block no longer exists");
-  for (int i = p.n - 1; i > 0; i--) {
+  sch_path_t p = {0};
+  int rc = TN_OK;
+  if (!sch_find_path(f, blk->uid, &p)) rc = tn_err_set(err, TN_EINVAL, "the block no longer exists");
+  for (int i = p.n - 1; i > 0 && rc == TN_OK; i--) {
     ir_stmt_t *parent = p.stmts[i - 1];
     if (parent->kind == IR_S_SEQ && parent->u.seq.n > 1) {
       *r = (removal_t){p.stmts[i], parent, p.slots[i - 1]};
+      ir_path_free(&p);
       return TN_OK;
     }
     if (parent->kind == IR_S_BLOCK)
-      return tn_err_set(err, TN_EINVAL, "block \"%s\" is the only block in the scope of block \"%s\"; removing it would "
-                        "leave the scope empty", blk->name, parent->u.block.name);
+      rc = tn_err_set(err, TN_EINVAL, "block \"%s\" is the only block in the scope of block \"%s\"; removing it would "
+                      "leave the scope empty", blk->name, parent->u.block.name);
   }
-  return tn_err_set(err, TN_EINVAL, "block \"%s\" has no enclosing scope", blk->name);
+  ir_path_free(&p);
+  return rc < 0 ? rc : tn_err_set(err, TN_EINVAL, "block \"%s\" has no enclosing scope", blk->name);
 }
 
 /* Takes the victim out of its SEQ; a SEQ left with one item is unwrapped. */
@@ -336,7 +339,7 @@ int sch_prim_compute_inline(sch_t *s, int block_uid, tn_err_t *err) {
 static int find_single_producer(const ir_func_t *f, const ir_block_t *c, ir_block_t **prod, ir_buffer_t **buf,
                                 tn_err_t *err) {
   ir_block_t *ps[4];
-  int np = sch_producers(f, c, ps, 4);
+  int np = ir_producers(f, c, ps, 4);
   if (np == 0) return tn_err_set(err, TN_EINVAL, "block \"%s\" has no producer block to inline into", c->name);
   if (np > 1)
     return tn_err_set(err, TN_EINVAL, "block \"%s\" has %d producer blocks (\"%s\", \"%s\"%s); reverse_compute_inline "
@@ -344,7 +347,7 @@ static int find_single_producer(const ir_func_t *f, const ir_block_t *c, ir_bloc
   *prod = ps[0];
   int nbuf = 0;
   for (int r = 0; r < c->nreads; r++)
-    if (sch_block_writes(ps[0], c->reads[r].buf) && nbuf++ == 0) *buf = c->reads[r].buf;
+    if (ir_block_writes(ps[0], c->reads[r].buf) && nbuf++ == 0) *buf = c->reads[r].buf;
   if (nbuf != 1)
     return tn_err_set(err, TN_EINVAL, "block \"%s\" reads %d buffers written by block \"%s\"; reverse_compute_inline "
                       "needs exactly one", c->name, nbuf, ps[0]->name);
@@ -404,9 +407,9 @@ static int check_reverse_inline(ir_func_t *f, ir_block_t *c, ir_block_t **prod, 
   if (o.nw != 1)
     return tn_err_set(err, TN_EINVAL, "buffer %s is written by %d blocks; reverse_compute_inline needs block \"%s\" to "
                       "be its only writer", out->name, o.nw, c->name);
-  if (sch_block_reads(p, out))
+  if (ir_block_reads(p, out))
     return tn_err_set(err, TN_EINVAL, "block \"%s\" reads %s, which block \"%s\" writes", p->name, out->name, c->name);
-  if (sch_scope_block(f, p->uid) != sch_scope_block(f, c->uid))
+  if (ir_scope_block(f, p->uid) != ir_scope_block(f, c->uid))
     return tn_err_set(err, TN_EINVAL, "blocks \"%s\" and \"%s\" are in different scopes", p->name, c->name);
   if ((rc = check_consumer_loads(f, c, *buf, vars, err)) < 0) return rc;
   if (scan_loads(f, c->body->u.store.value, out).n > 0)

@@ -1,6 +1,7 @@
 /* inst.c — the instruction set: one entry per kind (TVM name, arity, output
  * kind, how to apply it), sch_apply which runs an instruction on a schedule
  * and records it, and the typed front ends (sch_split, sch_bind, ...). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sch_internal.h"
@@ -112,7 +113,7 @@ static int ap_get_block(sch_t *s, const sch_inst_t *in, const int64_t *dec, int 
     tn_buf_t names;
     tn_buf_init(&names);
     ir_block_t *all[256];
-    int n = sch_collect_blocks(s->f->root, false, all, 256);
+    int n = ir_collect_blocks(s->f->root, false, all, 256);
     for (int i = 0; i < n && i < 256; i++) tn_buf_printf(&names, "%s%s", i ? ", " : "", all[i]->name);
     tn_err_set(err, TN_EINVAL, "no block named \"%s\" (blocks: %s)", name, tn_buf_str(&names));
     tn_buf_free(&names);
@@ -378,12 +379,15 @@ static int ap_sample_loc(sch_t *s, const sch_inst_t *in, const int64_t *dec, int
   int64_t blk = 0;
   int rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err);
   if (rc < 0) return rc;
-  int cands[SCH_MAX_RVS_OUT], n = 0;
+  int *cands = NULL, n = 0;
   bool can_inline = false;
-  if ((rc = sch_compute_location_candidates(s, (int)blk, cands, &n, &can_inline, err)) < 0) return rc;
+  if ((rc = sch_compute_location_candidates(s, (int)blk, &cands, &n, &can_inline, err)) < 0) return rc;
   int64_t d = 0;
   if (dec) {
-    if (ndec != 1) return tn_err_set(err, TN_EINVAL, "decision must be one integer");
+    if (ndec != 1) {
+      free(cands);
+      return tn_err_set(err, TN_EINVAL, "decision must be one integer");
+    }
     d = dec[0];
     if (d >= n) d = n - 1; /* nearest smaller valid location (or root) */
     if (d < -2 || (d == -2 && !can_inline)) d = -1;
@@ -395,6 +399,7 @@ static int ap_sample_loc(sch_t *s, const sch_inst_t *in, const int64_t *dec, int
   o->ndecision = 1;
   o->values[0] = d == -2 ? SCH_LOC_INLINE : d == -1 ? SCH_LOC_ROOT : cands[d];
   o->n = 1;
+  free(cands);
   return TN_OK;
 }
 

@@ -107,21 +107,20 @@ static int split_extents(const ir_loop_t *l, const int64_t *factors, int n, bool
 /* ANDs `cond` into the predicate of every block directly under s. */
 static void append_predicate(ir_func_t *f, ir_stmt_t *s, ir_expr_t *cond) {
   ir_block_t *blocks[SCH_MAX_RVS_OUT], **all = blocks;
-  int n = sch_child_blocks(s, blocks, SCH_MAX_RVS_OUT);
+  int n = ir_collect_blocks(s, true, blocks, SCH_MAX_RVS_OUT);
   if (n > SCH_MAX_RVS_OUT) {
     all = tn_xmalloc(sizeof *all * (size_t)n);
-    sch_child_blocks(s, all, n);
+    ir_collect_blocks(s, true, all, n);
   }
   for (int i = 0; i < n; i++)
     all[i]->predicate = all[i]->predicate ? ir_bin(f, IR_E_AND, all[i]->predicate, cond) : cond;
   if (all != blocks) free(all);
 }
 
-int sch_prim_split(sch_t *s, int loop_uid, const int64_t *factors, int n, bool disable_predication, int *out,
-                   tn_err_t *err) {
-  sch_path_t p;
+static int split_at(sch_t *s, sch_path_t *pp, int loop_uid, const int64_t *factors, int n, bool disable_predication,
+                    int *out, tn_err_t *err) {
   ir_loop_t *l = NULL;
-  int rc = get_loop(s->f, loop_uid, &p, &l, err);
+  int rc = get_loop(s->f, loop_uid, pp, &l, err);
   if (rc < 0) return rc;
   if (n < 1 || n > SCH_MAX_RVS_OUT)
     return tn_err_set(err, TN_EINVAL, "loop %s: %d factors given; expected 1..%d", sch_loop_name(l), n,
@@ -144,12 +143,20 @@ int sch_prim_split(sch_t *s, int loop_uid, const int64_t *factors, int n, bool d
     nest = ir_loop_new(f, vars[i], ext[i], nest);
     out[i] = nest->u.loop.uid;
   }
-  *p.slots[p.n - 1] = nest;
+  *pp->slots[pp->n - 1] = nest;
   ir_expr_t *fused = ir_varref(f, vars[0]);
   for (int i = 1; i < n; i++)
     fused = ir_bin(f, IR_E_ADD, ir_bin(f, IR_E_MUL, fused, ir_int(f, ext[i])), ir_varref(f, vars[i]));
   sch_rebind(f, nest, &l->var, &fused, 1);
   return TN_OK;
+}
+
+int sch_prim_split(sch_t *s, int loop_uid, const int64_t *factors, int n, bool disable_predication, int *out,
+                   tn_err_t *err) {
+  sch_path_t p = {0};
+  int rc = split_at(s, &p, loop_uid, factors, n, disable_predication, out, err);
+  ir_path_free(&p);
+  return rc;
 }
 
 /* ---- fuse -------------------------------------------------------------- */
@@ -159,11 +166,12 @@ int sch_prim_split(sch_t *s, int loop_uid, const int64_t *factors, int n, bool d
 static int get_loop_list(const ir_func_t *f, const int *uids, int n, ir_stmt_t **stmts, tn_err_t *err) {
   if (n < 1 || n > SCH_MAX_RVS_OUT) return tn_err_set(err, TN_EINVAL, "%d loops given; expected 1..%d", n, SCH_MAX_RVS_OUT);
   for (int i = 0; i < n; i++) {
-    sch_path_t p;
+    sch_path_t p = {0};
     ir_loop_t *l = NULL;
     int rc = get_loop(f, uids[i], &p, &l, err);
+    if (rc == 0) stmts[i] = p.stmts[p.n - 1];
+    ir_path_free(&p);
     if (rc < 0) return rc;
-    stmts[i] = p.stmts[p.n - 1];
     for (int j = 0; j < i; j++)
       if (stmts[j] == stmts[i])
         return tn_err_set(err, TN_EINVAL, "loop %s is listed twice (positions %d and %d); each loop may appear once",
@@ -176,11 +184,12 @@ static int get_loop_list(const ir_func_t *f, const int *uids, int n, ir_stmt_t *
 static int check_direct_child(const ir_func_t *f, ir_stmt_t *outer, ir_stmt_t *inner, tn_err_t *err) {
   const char *on = sch_loop_name(&outer->u.loop), *in = sch_loop_name(&inner->u.loop);
   if (only_child(outer->u.loop.body) == inner) return TN_OK;
-  sch_path_t p;
+  sch_path_t p = {0};
   sch_find_path(f, outer->u.loop.uid, &p);
-  for (int i = 0; i < p.n; i++)
-    if (p.stmts[i] == inner)
-      return tn_err_set(err, TN_EINVAL, "loop %s encloses loop %s; list the loops outer to inner", in, on);
+  bool encloses = false;
+  for (int i = 0; i < p.n; i++) encloses |= p.stmts[i] == inner;
+  ir_path_free(&p);
+  if (encloses) return tn_err_set(err, TN_EINVAL, "loop %s encloses loop %s; list the loops outer to inner", in, on);
   ir_stmt_t *body = only_child(outer->u.loop.body);
   if (body->kind == IR_S_SEQ)
     return tn_err_set(err, TN_EINVAL, "loop %s has more than one child (%d statements); only perfectly nested loops "
@@ -219,7 +228,7 @@ int sch_prim_fuse(sch_t *s, const int *loop_uids, int n, int *out, tn_err_t *err
                         sch_loop_name(&st[0]->u.loop), sch_loop_name(l), (long long)MAX_EXTENT);
   }
 
-  sch_path_t p;
+  sch_path_t p = {0};
   sch_find_path(f, loop_uids[0], &p);
   tn_buf_t name;
   tn_buf_init(&name);
@@ -229,6 +238,7 @@ int sch_prim_fuse(sch_t *s, const int *loop_uids, int n, int *out, tn_err_t *err
   tn_buf_free(&name);
   ir_stmt_t *fused = ir_loop_new(f, var, prod, st[n - 1]->u.loop.body);
   *p.slots[p.n - 1] = fused;
+  ir_path_free(&p);
 
   ir_var_t *from[SCH_MAX_RVS_OUT];
   ir_expr_t *to[SCH_MAX_RVS_OUT];
@@ -251,9 +261,11 @@ int sch_prim_fuse(sch_t *s, const int *loop_uids, int n, int *out, tn_err_t *err
 
 /* Depth of a statement (length of its path). */
 static int depth_of(const ir_func_t *f, ir_stmt_t *st) {
-  sch_path_t p;
+  sch_path_t p = {0};
   sch_find_path(f, st->u.loop.uid, &p);
-  return p.n;
+  int n = p.n;
+  ir_path_free(&p);
+  return n;
 }
 
 /* Sorts the given loops by depth (insertion sort, n is small) and checks
@@ -314,10 +326,13 @@ typedef struct init_order {
 
 enum { USE_S = 1, USE_R = 2 };
 
-/* The loops enclosing b in their order after the reorder, with their use
- * by b's iterators (USE_S | USE_R bits). */
-static int loops_after_reorder(const init_order_t *c, const ir_block_t *b, ir_loop_t **lp, int *use) {
-  int ne = sch_enclosing_loops(c->f, b->uid, lp, SCH_MAX_DEPTH);
+/* The loops enclosing b in their order after the reorder (*lp), with their
+ * use by b's iterators (*use, USE_S | USE_R bits); both malloc'ed. */
+static int loops_after_reorder(const init_order_t *c, const ir_block_t *b, ir_loop_t ***lpp, int **usep) {
+  ir_loop_t **lp;
+  int ne = ir_enclosing_loops(c->f, b->uid, &lp);
+  int *use = *usep = tn_xmalloc(sizeof *use * (size_t)(ne + 1));
+  *lpp = lp;
   for (int k = 0; k < ne; k++) {
     for (int i = 0; i < c->n; i++)
       if (lp[k] == c->old_at[i]) {
@@ -334,13 +349,16 @@ static int loops_after_reorder(const init_order_t *c, const ir_block_t *b, ir_lo
 
 /* Whether e is the constant `want` once every reduction loop is set to 0. */
 static bool zero_gives(ir_func_t *f, ir_expr_t *e, ir_loop_t **lp, const int *use, int ne, int64_t want) {
-  ir_var_t *from[SCH_MAX_DEPTH];
-  ir_expr_t *to[SCH_MAX_DEPTH];
+  ir_var_t **from = tn_xmalloc(sizeof *from * (size_t)(ne + 1));
+  ir_expr_t **to = tn_xmalloc(sizeof *to * (size_t)(ne + 1));
   int nz = 0;
   for (int k = 0; k < ne; k++)
     if (use[k] & USE_R) from[nz] = lp[k]->var, to[nz++] = ir_int(f, 0);
   int64_t v;
-  return ir_expr_is_const_int(ir_simplify(f, ir_expr_subst(f, e, from, to, nz), NULL), &v) && v == want;
+  bool gives = ir_expr_is_const_int(ir_simplify(f, ir_expr_subst(f, e, from, to, nz), NULL), &v) && v == want;
+  free(from);
+  free(to);
+  return gives;
 }
 
 /* Checks one conjunct of a predicate (recursing through AND). */
@@ -363,9 +381,8 @@ static int check_pred_conjunct(init_order_t *c, const ir_block_t *b, ir_expr_t *
   return TN_OK;
 }
 
-static int check_block_init_order(init_order_t *c, const ir_block_t *b) {
-  ir_loop_t *lp[SCH_MAX_DEPTH];
-  int use[SCH_MAX_DEPTH], ne = loops_after_reorder(c, b, lp, use), first_r = -1;
+static int block_init_order(init_order_t *c, const ir_block_t *b, ir_loop_t **lp, const int *use, int ne) {
+  int first_r = -1;
   for (int k = 0; k < ne; k++) {
     if (use[k] == (USE_S | USE_R))
       return tn_err_set(c->err, TN_EINVAL, "loop %s feeds both spatial and reduction iterators of block \"%s\"; "
@@ -384,6 +401,15 @@ static int check_block_init_order(init_order_t *c, const ir_block_t *b) {
   return b->predicate ? check_pred_conjunct(c, b, b->predicate, lp, use, ne) : TN_OK;
 }
 
+static int check_block_init_order(init_order_t *c, const ir_block_t *b) {
+  ir_loop_t **lp;
+  int *use, ne = loops_after_reorder(c, b, &lp, &use);
+  int rc = block_init_order(c, b, lp, use, ne);
+  free(lp);
+  free(use);
+  return rc;
+}
+
 static bool init_order_visit(ir_block_t *b, void *p) {
   init_order_t *c = p;
   if (!b->init) return true;
@@ -391,42 +417,63 @@ static bool init_order_visit(ir_block_t *b, void *p) {
   return c->rc == TN_OK;
 }
 
-int sch_prim_reorder(sch_t *s, const int *loop_uids, int n, tn_err_t *err) {
-  ir_stmt_t *st[SCH_MAX_RVS_OUT] = {NULL};
-  int rc = get_loop_list(s->f, loop_uids, n, st, err);
-  if (rc < 0) return rc;
+/* Scratch of a reorder of n loops (one allocation). */
+typedef struct reorder {
+  ir_stmt_t **st;
+  int *pos;
+  ir_loop_t **old_at, **new_at;
+  ir_loop_t *hdr;
   sch_path_t chain;
-  int pos[SCH_MAX_RVS_OUT];
-  if ((rc = reorder_chain(s->f, st, n, &chain, pos, err)) < 0 ||
-      (rc = check_perfect_chain(&chain, pos[0], pos[n - 1], err)) < 0)
+} reorder_t;
+
+static int reorder_apply(sch_t *s, reorder_t *r, const int *loop_uids, int n, tn_err_t *err) {
+  int rc = get_loop_list(s->f, loop_uids, n, r->st, err);
+  if (rc < 0) return rc;
+  if ((rc = reorder_chain(s->f, r->st, n, &r->chain, r->pos, err)) < 0 ||
+      (rc = check_perfect_chain(&r->chain, r->pos[0], r->pos[n - 1], err)) < 0)
     return rc;
   /* A vectorized loop has no loop inside, so it is the deepest given one. */
   for (int i = 0; i < n; i++)
-    if (st[i]->u.loop.kind == IR_LOOP_VECTORIZED && i != n - 1)
+    if (r->st[i]->u.loop.kind == IR_LOOP_VECTORIZED && i != n - 1)
       return tn_err_set(err, TN_EINVAL, "loop %s is vectorized and must stay innermost (list it last; loop %s would "
-                        "be placed below it)", sch_loop_name(&st[i]->u.loop), sch_loop_name(&st[n - 1]->u.loop));
+                        "be placed below it)", sch_loop_name(&r->st[i]->u.loop), sch_loop_name(&r->st[n - 1]->u.loop));
 
-  ir_loop_t *old_at[SCH_MAX_RVS_OUT], *new_at[SCH_MAX_RVS_OUT];
   bool moved = false;
   for (int i = 0; i < n; i++) {
-    old_at[i] = &chain.stmts[pos[i]]->u.loop, new_at[i] = &st[i]->u.loop;
-    moved |= old_at[i] != new_at[i];
+    r->old_at[i] = &r->chain.stmts[r->pos[i]]->u.loop, r->new_at[i] = &r->st[i]->u.loop;
+    moved |= r->old_at[i] != r->new_at[i];
   }
   if (!moved) return TN_OK;
-  init_order_t c = {s->f, old_at, new_at, n, err, TN_OK};
-  for_each_block(chain.stmts[pos[0]], init_order_visit, &c);
+  init_order_t c = {s->f, r->old_at, r->new_at, n, err, TN_OK};
+  for_each_block(r->chain.stmts[r->pos[0]], init_order_visit, &c);
   if (c.rc < 0) return c.rc;
 
   /* Permute the loop headers along the chain; bodies stay where they are. */
-  ir_loop_t hdr[SCH_MAX_RVS_OUT];
-  for (int i = 0; i < n; i++) hdr[i] = st[i]->u.loop;
+  for (int i = 0; i < n; i++) r->hdr[i] = r->st[i]->u.loop;
   for (int i = 0; i < n; i++) {
-    ir_loop_t *dst = &chain.stmts[pos[i]]->u.loop;
+    ir_loop_t *dst = &r->chain.stmts[r->pos[i]]->u.loop;
     ir_stmt_t *body = dst->body;
-    *dst = hdr[i];
+    *dst = r->hdr[i];
     dst->body = body;
   }
   return TN_OK;
+}
+
+int sch_prim_reorder(sch_t *s, const int *loop_uids, int n, tn_err_t *err) {
+  if (n < 1 || n > SCH_MAX_RVS_OUT) return tn_err_set(err, TN_EINVAL, "%d loops given; expected 1..%d", n, SCH_MAX_RVS_OUT);
+  reorder_t r = {.st = tn_xcalloc((size_t)n, sizeof *r.st),
+                 .pos = tn_xcalloc((size_t)n, sizeof *r.pos),
+                 .old_at = tn_xcalloc((size_t)n, sizeof *r.old_at),
+                 .new_at = tn_xcalloc((size_t)n, sizeof *r.new_at),
+                 .hdr = tn_xcalloc((size_t)n, sizeof *r.hdr)};
+  int rc = reorder_apply(s, &r, loop_uids, n, err);
+  free(r.st);
+  free(r.pos);
+  free(r.old_at);
+  free(r.new_at);
+  free(r.hdr);
+  ir_path_free(&r.chain);
+  return rc;
 }
 
 /* ---- loop kinds -------------------------------------------------------- */
@@ -532,11 +579,11 @@ static int check_kind_change(const ir_loop_t *l, ir_loop_kind_t kind, const char
   return TN_OK;
 }
 
-int sch_prim_loop_kind(sch_t *s, int loop_uid, ir_loop_kind_t kind, const char *thread, tn_err_t *err) {
-  sch_path_t p;
+static int loop_kind_at(sch_t *s, sch_path_t *pp, int loop_uid, ir_loop_kind_t kind, const char *thread,
+                        tn_err_t *err) {
   ir_loop_t *l = NULL;
   ir_thread_tag_t tag;
-  int rc = get_loop(s->f, loop_uid, &p, &l, err);
+  int rc = get_loop(s->f, loop_uid, pp, &l, err);
   if (rc < 0 || (rc = check_kind_change(l, kind, thread, &tag, err)) < 0) return rc;
   if (needs_spatial_only(kind, tag)) {
     char what[64];
@@ -553,10 +600,17 @@ int sch_prim_loop_kind(sch_t *s, int loop_uid, ir_loop_kind_t kind, const char *
       return tn_err_set(err, TN_EINVAL, "loop %s contains loop %s; only innermost loops can be vectorized",
                         sch_loop_name(l), sch_loop_name(inner));
   }
-  if (kind == IR_LOOP_THREAD && (rc = check_thread_nesting(&p, l, tag, err)) < 0) return rc;
+  if (kind == IR_LOOP_THREAD && (rc = check_thread_nesting(pp, l, tag, err)) < 0) return rc;
   l->kind = kind;
   l->tag = tag;
   return TN_OK;
+}
+
+int sch_prim_loop_kind(sch_t *s, int loop_uid, ir_loop_kind_t kind, const char *thread, tn_err_t *err) {
+  sch_path_t p = {0};
+  int rc = loop_kind_at(s, &p, loop_uid, kind, thread, err);
+  ir_path_free(&p);
+  return rc;
 }
 
 /* ---- annotations ------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /* reduction.c — reduction primitives: decompose_reduction (split a block's
  * init into its own block and loop nest) and rfactor (reduce into a buffer
  * with an extra dimension per slice of a loop, then reduce that buffer). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sch_internal.h"
@@ -89,19 +90,27 @@ static void block_rebind(ir_func_t *f, ir_block_t *b, ir_var_t *const *from, ir_
 /* The loops around a block (outermost first) and the path to it, with each
  * loop's position in the path. */
 typedef struct nest {
-  ir_loop_t *loops[SCH_MAX_DEPTH];
-  int pos[SCH_MAX_DEPTH];
+  ir_loop_t **loops; /* malloc'ed, like pos and the path: nest_free */
+  int *pos;
   int n;
   sch_path_t path;
 } nest_t;
 
 static void get_nest(const ir_func_t *f, const ir_block_t *b, nest_t *ns) {
-  ns->n = sch_enclosing_loops(f, b->uid, ns->loops, SCH_MAX_DEPTH);
+  ns->n = ir_enclosing_loops(f, b->uid, &ns->loops);
+  ns->pos = tn_xmalloc(sizeof ns->pos[0] * (size_t)(ns->n + 1));
+  ns->path = (sch_path_t){0};
   sch_find_path(f, b->uid, &ns->path);
   for (int i = 0, k = 0; i < ns->n; i++) {
     while (k < ns->path.n && &ns->path.stmts[k]->u.loop != ns->loops[i]) k++;
     ns->pos[i] = k;
   }
+}
+
+static void nest_free(nest_t *ns) {
+  free(ns->loops);
+  free(ns->pos);
+  ir_path_free(&ns->path);
 }
 
 /* Which iterator kinds of b a loop variable feeds (bit 1 spatial, bit 2
@@ -169,8 +178,9 @@ static ir_stmt_t *make_init_block(ir_func_t *f, const ir_block_t *b) {
  * terms that mention them. */
 static ir_stmt_t *init_nest(ir_func_t *f, ir_stmt_t *init, const nest_t *ns, int at) {
   ir_block_t *ib = &init->u.block;
-  ir_var_t *from[SCH_MAX_DEPTH], *dropped[SCH_MAX_DEPTH];
-  ir_expr_t *to[SCH_MAX_DEPTH];
+  size_t cap = (size_t)(ns->n + 1);
+  ir_var_t **from = tn_xmalloc(sizeof from[0] * cap), **dropped = tn_xmalloc(sizeof dropped[0] * cap);
+  ir_expr_t **to = tn_xmalloc(sizeof to[0] * cap);
   int nmap = 0, ndrop = 0;
   ir_stmt_t *body = init;
   for (int i = ns->n - 1; i >= at; i--) {
@@ -187,6 +197,9 @@ static ir_stmt_t *init_nest(ir_func_t *f, ir_stmt_t *init, const nest_t *ns, int
   }
   ib->predicate = filter_predicate(f, ib->predicate, dropped, ndrop);
   block_rebind(f, ib, from, to, nmap);
+  free(from);
+  free(dropped);
+  free(to);
   return body;
 }
 
@@ -199,9 +212,13 @@ int sch_prim_decompose_reduction(sch_t *s, int block_uid, int loop_uid, int *out
   nest_t ns;
   get_nest(f, b, &ns);
   int at = -1, rc;
-  if ((rc = check_decompose(b, loop, &ns, &at, err)) < 0) return rc;
+  if ((rc = check_decompose(b, loop, &ns, &at, err)) < 0) {
+    nest_free(&ns);
+    return rc;
+  }
   ir_stmt_t *init = make_init_block(f, b);
   insert_before(f, &ns.path, ns.pos[at], init_nest(f, init, &ns, at));
+  nest_free(&ns);
   b->init = NULL;
   b->name = tn_arena_printf(f->arena, "%s_update", b->name);
   ir_block_infer_regions(f, &init->u.block);
@@ -258,7 +275,7 @@ static int match_reduction(const ir_block_t *b, reduction_t *r, tn_err_t *err) {
                       body->u.store.buf->name, body->u.store.buf->name);
   *r = (reduction_t){body->u.store.buf, body->u.store.idx, body->u.store.n, v->kind,
                      a_self ? v->u.bin.a : v->u.bin.b, a_self ? v->u.bin.b : v->u.bin.a, a_self};
-  if (sch_block_reads(b, r->buf))
+  if (ir_block_reads(b, r->buf))
     return tn_err_set(err, TN_EINVAL, "block \"%s\" reads %s other than in its update", b->name, r->buf->name);
   if (!is_identity(init->u.store.value, r->op, r->buf->dtype))
     return tn_err_set(err, TN_EINVAL, "the init of block \"%s\" is not the identity of its reduction", b->name);
@@ -271,7 +288,7 @@ static int match_reduction(const ir_block_t *b, reduction_t *r, tn_err_t *err) {
  * under a reduction loop. */
 static int check_rfactor_loops(const ir_block_t *b, const ir_loop_t *rl, const nest_t *ns, tn_err_t *err) {
   ir_block_t *first[1];
-  if (ns->n == 0 || sch_child_blocks(ns->loops[0]->body, first, 1) < 1 || first[0] != b)
+  if (ns->n == 0 || ir_collect_blocks(ns->loops[0]->body, true, first, 1) < 1 || first[0] != b)
     return tn_err_set(err, TN_EINVAL, "block \"%s\" is not the first block under its outermost loop", b->name);
   bool seen_reduce = false, found = false;
   for (int i = 0; i < ns->n; i++) found |= ns->loops[i] == rl;
@@ -292,7 +309,7 @@ static int check_rfactor_loops(const ir_block_t *b, const ir_loop_t *rl, const n
       return tn_err_set(err, TN_EINVAL, "loop %s feeds no reduction iterator of block \"%s\"", sch_loop_name(l), b->name);
     if (feeds == 2 && !seen_reduce) {
       ir_block_t *under[2];
-      int nb = sch_collect_blocks(l->body, false, under, 2);
+      int nb = ir_collect_blocks(l->body, false, under, 2);
       if (nb != 1)
         return tn_err_set(err, TN_EINVAL, "reduction loop %s holds %d blocks; rfactor needs block \"%s\" alone under "
                           "its outermost reduction loop", sch_loop_name(l), nb, b->name);
@@ -311,7 +328,7 @@ static int check_rfactor(const ir_func_t *f, const ir_loop_t *rl, ir_stmt_t *ls,
     return tn_err_set(err, TN_EINVAL, "loop %s has kind %s; rfactor needs a serial loop", sch_loop_name(rl),
                       ir_loop_kind_name(rl->kind));
   ir_block_t *under[2];
-  int nb = sch_collect_blocks(ls, false, under, 2);
+  int nb = ir_collect_blocks(ls, false, under, 2);
   if (nb != 1)
     return tn_err_set(err, TN_EINVAL, "loop %s holds %d blocks; rfactor needs exactly one reduction block under it",
                       sch_loop_name(rl), nb);
@@ -345,9 +362,9 @@ static ir_expr_t *combine(ir_func_t *f, const reduction_t *r, ir_expr_t *acc, ir
 
 /* Variable substitution being built: from[i] := to[i]. */
 typedef struct var_map {
-  ir_var_t *from[SCH_MAX_DEPTH + SCH_MAX_RVS_OUT];
-  ir_expr_t *to[SCH_MAX_DEPTH + SCH_MAX_RVS_OUT];
-  int n;
+  ir_var_t **from; /* grow together; map_free */
+  ir_expr_t **to;
+  int n, cap;
 } var_map_t;
 
 static bool map_has(const var_map_t *m, const ir_var_t *v) {
@@ -357,8 +374,18 @@ static bool map_has(const var_map_t *m, const ir_var_t *v) {
 }
 
 static void map_add(var_map_t *m, ir_var_t *from, ir_expr_t *to) {
+  if (m->n == m->cap) {
+    m->cap = m->cap ? 2 * m->cap : 16;
+    m->from = tn_xrealloc(m->from, sizeof m->from[0] * (size_t)m->cap);
+    m->to = tn_xrealloc(m->to, sizeof m->to[0] * (size_t)m->cap);
+  }
   m->from[m->n] = from;
   m->to[m->n++] = to;
+}
+
+static void map_free(var_map_t *m) {
+  free(m->from);
+  free(m->to);
 }
 
 /* The rfactor block's iterators (TVM's algorithm): v_<rl> (spatial) for the
@@ -388,6 +415,7 @@ static void rf_iters(ir_func_t *f, ir_block_t *rb, const ir_block_t *b, const ir
     }
     map_add(old, it->var, ir_expr_subst(f, it->binding, lv.from, lv.to, lv.n));
   }
+  map_free(&lv);
 }
 
 /* The rfactor block C_rf[..., v_<rl>, ...] op= rhs, wrapped in copies of all
@@ -403,6 +431,7 @@ static ir_stmt_t *make_rf_nest(ir_func_t *f, const ir_block_t *b, const ir_loop_
   insert_index(cidx, red->n, axis, ir_varref(f, rb->iters[0].var), idx);
   ir_expr_t *acc = ir_load(f, rf, idx, red->n + 1);
   rb->body = ir_store(f, rf, idx, red->n + 1, combine(f, red, acc, ir_expr_subst(f, red->rhs, old.from, old.to, old.n)));
+  map_free(&old);
   rb->init = ir_store(f, rf, idx, red->n + 1, b->init->u.store.value);
   rb->predicate = b->predicate;
   copy_block_annots(f, rb, b);
@@ -414,6 +443,7 @@ static ir_stmt_t *make_rf_nest(ir_func_t *f, const ir_block_t *b, const ir_loop_
     map_add(&lv, ns->loops[i]->var, ir_varref(f, body->u.loop.var));
   }
   block_rebind(f, rb, lv.from, lv.to, lv.n);
+  map_free(&lv);
   *out = rb;
   return body;
 }
@@ -422,7 +452,7 @@ static ir_stmt_t *make_rf_nest(ir_func_t *f, const ir_block_t *b, const ir_loop_
  * the rfactor loop and b's spatial loops; removes b's other reduction loops. */
 static void make_write_back(ir_func_t *f, ir_block_t *b, const ir_loop_t *rl, nest_t *ns, const reduction_t *red,
                             ir_buffer_t *rf, int axis) {
-  ir_var_t *removed[SCH_MAX_DEPTH];
+  ir_var_t **removed = tn_xmalloc(sizeof removed[0] * (size_t)(ns->n + 1));
   int nrem = 0;
   for (int i = ns->n - 1; i >= 0; i--) {
     ir_loop_t *l = ns->loops[i];
@@ -431,6 +461,7 @@ static void make_write_back(ir_func_t *f, ir_block_t *b, const ir_loop_t *rl, ne
     *ns->path.slots[ns->pos[i]] = l->body;
   }
   b->predicate = filter_predicate(f, b->predicate, removed, nrem);
+  free(removed);
   ir_iter_t *iters = TN_NEWN(f->arena, ir_iter_t, b->niters + 1);
   int n = 0;
   ir_iter_t *extra = iter_add(f, iters, &n, tn_arena_printf(f->arena, "v_%s", rl->var->name), rl->extent,
@@ -467,14 +498,18 @@ int sch_prim_rfactor(sch_t *s, int loop_uid, int factor_axis, int *out, tn_err_t
   ir_loop_t *rl = &ls->u.loop;
   ir_block_t *b = NULL, *rb = NULL;
   reduction_t red = {.buf = NULL};
-  nest_t ns;
+  nest_t ns = {0};
   int rc = check_rfactor(f, rl, ls, &factor_axis, &b, &red, &ns, err);
-  if (rc < 0) return rc;
+  if (rc < 0) {
+    nest_free(&ns);
+    return rc;
+  }
   ir_buffer_t *rf = make_rf_buffer(f, red.buf, factor_axis, rl->extent);
-  add_alloc(f, sch_scope_block(f, b->uid), rf);
+  add_alloc(f, ir_scope_block(f, b->uid), rf);
   ir_stmt_t *rf_nest = make_rf_nest(f, b, rl, &ns, &red, rf, factor_axis, &rb);
   make_write_back(f, b, rl, &ns, &red, rf, factor_axis);
   insert_before(f, &ns.path, ns.pos[0], rf_nest);
+  nest_free(&ns);
   *out = rb->uid;
   return TN_OK;
 }

@@ -4,6 +4,7 @@
 #ifndef TUNED_SCH_INTERNAL_H
 #define TUNED_SCH_INTERNAL_H
 
+#include "ir/analysis.h"
 #include "schedule.h"
 
 /* ---- state -------------------------------------------------------------- */
@@ -29,16 +30,9 @@ sch_rv_t sch_new_rv(sch_t *s, sch_rv_kind_t kind, int64_t value);
 
 /* ---- tree utilities (tree.c) ------------------------------------------- */
 
-#define SCH_MAX_DEPTH 96
-
-/* The chain from f->root down to a statement: stmts[0] is f->root, stmts[n-1]
- * the target; slots[i] is the pointer in the tree that holds stmts[i], so
- * `*p.slots[i] = replacement` swaps a subtree. */
-typedef struct sch_path {
-  ir_stmt_t *stmts[SCH_MAX_DEPTH];
-  ir_stmt_t **slots[SCH_MAX_DEPTH];
-  int n;
-} sch_path_t;
+/* The chain from f->root down to a statement (ir/analysis.h): zero-initialise,
+ * release with ir_path_free. */
+typedef ir_path_t sch_path_t;
 
 /* Finds the loop or block with this uid; false if it no longer exists. */
 bool sch_find_path(const ir_func_t *f, int uid, sch_path_t *p);
@@ -46,17 +40,6 @@ ir_stmt_t *sch_find(const ir_func_t *f, int uid);
 /* A block / loop by uid, or NULL (also NULL if the uid names the other kind). */
 ir_block_t *sch_find_block(const ir_func_t *f, int uid);
 ir_loop_t *sch_find_loop(const ir_func_t *f, int uid);
-/* Loops enclosing the statement `uid`, outermost first, up to (not crossing)
- * the closest enclosing block.  Returns the count. */
-int sch_enclosing_loops(const ir_func_t *f, int uid, ir_loop_t **out, int max);
-/* The closest block strictly enclosing uid (the root block at the top). */
-ir_block_t *sch_scope_block(const ir_func_t *f, int uid);
-/* Blocks in a subtree in pre-order (not descending into found blocks when
- * `shallow`); returns the count (may exceed max: only max are stored). */
-int sch_collect_blocks(ir_stmt_t *s, bool shallow, ir_block_t **out, int max);
-/* The direct child blocks of a scope: blocks under `scope`'s body reached
- * without crossing another block. */
-int sch_child_blocks(ir_stmt_t *scope_body, ir_block_t **out, int max);
 
 /* Replaces loop variables in the bindings and predicates of every block
  * under s (TensorIR keeps loop variables out of block bodies, so this is the
@@ -70,13 +53,6 @@ void sch_simplify_all(ir_func_t *f);
  * it is a loop) and every loop inside the subtree s (if s is non-NULL). */
 void sch_bounds_for(const ir_func_t *f, int uid, ir_stmt_t *s, ir_bounds_t *b);
 
-/* Buffers written / read by a block (from its regions). */
-bool sch_block_writes(const ir_block_t *b, const ir_buffer_t *buf);
-bool sch_block_reads(const ir_block_t *b, const ir_buffer_t *buf);
-/* Producers (blocks in the same scope writing a buffer blk reads) and
- * consumers (reading a buffer blk writes), in tree order. */
-int sch_producers(const ir_func_t *f, const ir_block_t *blk, ir_block_t **out, int max);
-int sch_consumers(const ir_func_t *f, const ir_block_t *blk, ir_block_t **out, int max);
 
 /* A printable name for a loop (its variable) / block, for error messages. */
 const char *sch_loop_name(const ir_loop_t *l);
@@ -110,8 +86,9 @@ int sch_prim_compute_inline(sch_t *s, int block_uid, tn_err_t *err);
 int sch_prim_reverse_compute_inline(sch_t *s, int block_uid, tn_err_t *err);
 /* The loops of the block's first consumer where compute_at(block, loop) is
  * legal, outermost first (SampleComputeLocation's candidates besides root and
- * inline).  *can_inline says whether compute_inline would apply. */
-int sch_compute_location_candidates(sch_t *s, int block_uid, int *out, int *n, bool *can_inline,
+ * inline), in a malloc'ed array (*out, NULL when none; freed by the caller).
+ * *can_inline says whether compute_inline would apply. */
+int sch_compute_location_candidates(sch_t *s, int block_uid, int **out, int *n, bool *can_inline,
                                     tn_err_t *err);
 
 /* reductions (reduction.c) */

@@ -24,7 +24,9 @@ typedef enum sch_rv_kind { SCH_RV_BLOCK, SCH_RV_LOOP, SCH_RV_EXPR } sch_rv_kind_
 #define SCH_LOC_ROOT (-1)   /* stay at the root: compute_at is a no-op */
 #define SCH_LOC_INLINE (-2) /* compute_inline instead */
 
-#define SCH_MAX_RVS_OUT 64 /* most outputs of one instruction (loops of a nest, ...) */
+/* Most inputs or outputs of one instruction (the loops of a nest, ...): the
+ * one depth limit, IR_MAX_LOOP_DEPTH; more is an error naming the block. */
+#define SCH_MAX_RVS_OUT IR_MAX_LOOP_DEPTH
 
 /* ======================================================================
  * Instruction arguments

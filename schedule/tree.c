@@ -1,45 +1,20 @@
 /* tree.c — navigation of the loop/block tree for the schedule primitives:
  * paths by uid, enclosing loops, scopes, producers/consumers, and rebinding
  * of loop variables after a loop transformation; plus the query primitives. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sch_internal.h"
 
 /* ---- paths ------------------------------------------------------------- */
 
-static bool path_rec(ir_stmt_t **slot, int uid, sch_path_t *p) {
-  ir_stmt_t *s = *slot;
-  if (!s || p->n >= SCH_MAX_DEPTH) return false;
-  p->stmts[p->n] = s;
-  p->slots[p->n] = slot;
-  p->n++;
-  if ((s->kind == IR_S_LOOP && s->u.loop.uid == uid) || (s->kind == IR_S_BLOCK && s->u.block.uid == uid))
-    return true;
-  switch (s->kind) {
-  case IR_S_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++)
-      if (path_rec(&s->u.seq.items[i], uid, p)) return true;
-    break;
-  case IR_S_LOOP:
-    if (path_rec(&s->u.loop.body, uid, p)) return true;
-    break;
-  case IR_S_BLOCK:
-    if (path_rec(&s->u.block.body, uid, p)) return true;
-    break;
-  case IR_S_STORE: break;
-  }
-  p->n--;
-  return false;
-}
-
-bool sch_find_path(const ir_func_t *f, int uid, sch_path_t *p) {
-  p->n = 0;
-  return path_rec((ir_stmt_t **)&f->root, uid, p);
-}
+bool sch_find_path(const ir_func_t *f, int uid, sch_path_t *p) { return ir_path_find(f, uid, p); }
 
 ir_stmt_t *sch_find(const ir_func_t *f, int uid) {
-  sch_path_t p;
-  return sch_find_path(f, uid, &p) ? p.stmts[p.n - 1] : NULL;
+  sch_path_t p = {0};
+  ir_stmt_t *s = ir_path_find(f, uid, &p) ? p.stmts[p.n - 1] : NULL;
+  ir_path_free(&p);
+  return s;
 }
 
 ir_block_t *sch_find_block(const ir_func_t *f, int uid) {
@@ -52,56 +27,6 @@ ir_loop_t *sch_find_loop(const ir_func_t *f, int uid) {
   return s && s->kind == IR_S_LOOP ? &s->u.loop : NULL;
 }
 
-int sch_enclosing_loops(const ir_func_t *f, int uid, ir_loop_t **out, int max) {
-  sch_path_t p;
-  if (!sch_find_path(f, uid, &p)) return 0;
-  int start = 0;
-  for (int i = p.n - 2; i >= 0; i--)
-    if (p.stmts[i]->kind == IR_S_BLOCK) {
-      start = i + 1;
-      break;
-    }
-  int n = 0;
-  for (int i = start; i < p.n - 1; i++)
-    if (p.stmts[i]->kind == IR_S_LOOP && n < max) out[n++] = &p.stmts[i]->u.loop;
-  return n;
-}
-
-ir_block_t *sch_scope_block(const ir_func_t *f, int uid) {
-  sch_path_t p;
-  if (!sch_find_path(f, uid, &p)) return NULL;
-  for (int i = p.n - 2; i >= 0; i--)
-    if (p.stmts[i]->kind == IR_S_BLOCK) return &p.stmts[i]->u.block;
-  return NULL;
-}
-
-/* ---- collecting blocks ------------------------------------------------- */
-
-typedef struct collect {
-  ir_block_t **out;
-  int max, n;
-  bool shallow;
-  ir_stmt_t *top;
-} collect_t;
-
-static bool collect_visit(ir_stmt_t *s, void *p) {
-  collect_t *c = p;
-  if (s->kind != IR_S_BLOCK || s == c->top) return s->kind != IR_S_STORE;
-  if (c->n < c->max) c->out[c->n] = &s->u.block;
-  c->n++;
-  return !c->shallow;
-}
-
-int sch_collect_blocks(ir_stmt_t *s, bool shallow, ir_block_t **out, int max) {
-  collect_t c = {out, max, 0, shallow, NULL};
-  ir_stmt_walk(s, collect_visit, &c);
-  return c.n;
-}
-
-int sch_child_blocks(ir_stmt_t *scope_body, ir_block_t **out, int max) {
-  return sch_collect_blocks(scope_body, true, out, max);
-}
-
 /* ---- bounds and rebinding ---------------------------------------------- */
 
 static bool bounds_visit(ir_stmt_t *s, void *p) {
@@ -110,10 +35,11 @@ static bool bounds_visit(ir_stmt_t *s, void *p) {
 }
 
 void sch_bounds_for(const ir_func_t *f, int uid, ir_stmt_t *s, ir_bounds_t *b) {
-  sch_path_t p;
+  sch_path_t p = {0};
   if (uid >= 0 && sch_find_path(f, uid, &p))
     for (int i = 0; i < p.n; i++)
       if (p.stmts[i]->kind == IR_S_LOOP) ir_bounds_set(b, p.stmts[i]->u.loop.var, 0, p.stmts[i]->u.loop.extent - 1);
+  ir_path_free(&p);
   if (s) ir_stmt_walk(s, bounds_visit, b);
 }
 
@@ -169,8 +95,9 @@ void sch_rebind(ir_func_t *f, ir_stmt_t *s, ir_var_t *const *from, ir_expr_t *co
   /* Simplify only the rewritten subtree, with the bounds of the loops above
    * it (simplify_rec adds the ones inside), so unrelated nests keep their text. */
   int uid = s->kind == IR_S_LOOP ? s->u.loop.uid : s->kind == IR_S_BLOCK ? s->u.block.uid : -1;
-  sch_path_t p;
+  sch_path_t p = {0};
   if (uid < 0 || !sch_find_path(f, uid, &p)) {
+    ir_path_free(&p);
     sch_simplify_all(f);
     return;
   }
@@ -178,6 +105,7 @@ void sch_rebind(ir_func_t *f, ir_stmt_t *s, ir_var_t *const *from, ir_expr_t *co
   ir_bounds_init(&b);
   for (int i = 0; i < p.n - 1; i++)
     if (p.stmts[i]->kind == IR_S_LOOP) ir_bounds_set(&b, p.stmts[i]->u.loop.var, 0, p.stmts[i]->u.loop.extent - 1);
+  ir_path_free(&p);
   simplify_rec(f, s, &b);
   ir_bounds_free(&b);
 }
@@ -189,51 +117,6 @@ void sch_simplify_all(ir_func_t *f) {
   ir_bounds_free(&b);
 }
 
-/* ---- dataflow ---------------------------------------------------------- */
-
-static bool regions_have(const ir_region_t *r, int n, const ir_buffer_t *buf) {
-  for (int i = 0; i < n; i++)
-    if (r[i].buf == buf) return true;
-  return false;
-}
-
-bool sch_block_writes(const ir_block_t *b, const ir_buffer_t *buf) {
-  return regions_have(b->writes, b->nwrites, buf);
-}
-
-bool sch_block_reads(const ir_block_t *b, const ir_buffer_t *buf) {
-  return regions_have(b->reads, b->nreads, buf);
-}
-
-/* Blocks of blk's scope (excluding blk) related to it by `related`. */
-static int scope_related(const ir_func_t *f, const ir_block_t *blk, bool producers, ir_block_t **out,
-                         int max) {
-  ir_block_t *scope = sch_scope_block(f, blk->uid);
-  if (!scope) return 0;
-  ir_block_t *all[512];
-  int na = sch_collect_blocks(scope->body, false, all, 512), n = 0;
-  if (na > 512) na = 512;
-  for (int i = 0; i < na; i++) {
-    ir_block_t *o = all[i];
-    if (o == blk) continue;
-    bool rel = false;
-    if (producers)
-      for (int r = 0; r < blk->nreads && !rel; r++) rel = sch_block_writes(o, blk->reads[r].buf);
-    else
-      for (int w = 0; w < blk->nwrites && !rel; w++) rel = sch_block_reads(o, blk->writes[w].buf);
-    if (rel && n < max) out[n++] = o;
-  }
-  return n;
-}
-
-int sch_producers(const ir_func_t *f, const ir_block_t *blk, ir_block_t **out, int max) {
-  return scope_related(f, blk, true, out, max);
-}
-
-int sch_consumers(const ir_func_t *f, const ir_block_t *blk, ir_block_t **out, int max) {
-  return scope_related(f, blk, false, out, max);
-}
-
 const char *sch_loop_name(const ir_loop_t *l) { return l->var->name; }
 
 /* ---- query primitives -------------------------------------------------- */
@@ -241,9 +124,16 @@ const char *sch_loop_name(const ir_loop_t *l) { return l->var->name; }
 int sch_prim_get_loops(sch_t *s, int block_uid, int *out, int *n, tn_err_t *err) {
   ir_block_t *b = sch_find_block(s->f, block_uid);
   if (!b) return tn_err_set(err, TN_EINVAL, "the block no longer exists");
-  ir_loop_t *loops[SCH_MAX_RVS_OUT];
-  *n = sch_enclosing_loops(s->f, block_uid, loops, SCH_MAX_RVS_OUT);
-  for (int i = 0; i < *n; i++) out[i] = loops[i]->uid;
+  ir_loop_t **loops;
+  int k = ir_enclosing_loops(s->f, block_uid, &loops);
+  if (k > SCH_MAX_RVS_OUT) {
+    free(loops);
+    return tn_err_set(err, TN_ERANGE, "block \"%s\" has %d enclosing loops; one instruction returns at most %d "
+                      "(IR_MAX_LOOP_DEPTH)", b->name, k, SCH_MAX_RVS_OUT);
+  }
+  for (int i = 0; i < k; i++) out[i] = loops[i]->uid;
+  *n = k;
+  free(loops);
   return TN_OK;
 }
 
@@ -252,7 +142,7 @@ int sch_prim_get_child_blocks(sch_t *s, int uid, int *out, int *n, tn_err_t *err
   if (!st) return tn_err_set(err, TN_EINVAL, "the block or loop no longer exists");
   ir_block_t *blocks[SCH_MAX_RVS_OUT];
   ir_stmt_t *body = st->kind == IR_S_BLOCK ? st->u.block.body : st->u.loop.body;
-  int k = sch_child_blocks(body, blocks, SCH_MAX_RVS_OUT);
+  int k = ir_collect_blocks(body, true, blocks, SCH_MAX_RVS_OUT);
   if (k > SCH_MAX_RVS_OUT) return tn_err_set(err, TN_ERANGE, "more than %d child blocks", SCH_MAX_RVS_OUT);
   for (int i = 0; i < k; i++) out[i] = blocks[i]->uid;
   *n = k;
@@ -263,8 +153,12 @@ static int related_prim(sch_t *s, int block_uid, bool producers, int *out, int *
   ir_block_t *b = sch_find_block(s->f, block_uid);
   if (!b) return tn_err_set(err, TN_EINVAL, "the block no longer exists");
   ir_block_t *blocks[SCH_MAX_RVS_OUT];
-  *n = producers ? sch_producers(s->f, b, blocks, SCH_MAX_RVS_OUT) : sch_consumers(s->f, b, blocks, SCH_MAX_RVS_OUT);
-  for (int i = 0; i < *n; i++) out[i] = blocks[i]->uid;
+  int k = producers ? ir_producers(s->f, b, blocks, SCH_MAX_RVS_OUT) : ir_consumers(s->f, b, blocks, SCH_MAX_RVS_OUT);
+  if (k > SCH_MAX_RVS_OUT)
+    return tn_err_set(err, TN_ERANGE, "block \"%s\" has %d %s; one instruction returns at most %d", b->name, k,
+                      producers ? "producers" : "consumers", SCH_MAX_RVS_OUT);
+  for (int i = 0; i < k; i++) out[i] = blocks[i]->uid;
+  *n = k;
   return TN_OK;
 }
 

@@ -407,9 +407,12 @@ START_TEST(t_json_limits) {
   /* more than SCH_MAX_RVS_OUT outputs */
   tn_buf_reset(&b);
   tn_buf_put(&b, "[[[\"GetBlock\", [], [\"C\"], [\"b0\"]], [\"GetLoops\", [\"b0\"], [], [");
-  for (int i = 0; i < 65; i++) tn_buf_printf(&b, "%s\"l%d\"", i ? ", " : "", i + 1);
+  for (int i = 0; i <= SCH_MAX_RVS_OUT; i++) tn_buf_printf(&b, "%s\"l%d\"", i ? ", " : "", i + 1);
   tn_buf_put(&b, "]]], []]");
-  parse_fails(tn_buf_str(&b), "instruction 1 (GetLoops): 65 outputs; at most 64 are possible");
+  char msg[96];
+  snprintf(msg, sizeof msg, "instruction 1 (GetLoops): %d outputs; at most %d are possible", SCH_MAX_RVS_OUT + 1,
+           SCH_MAX_RVS_OUT);
+  parse_fails(tn_buf_str(&b), msg);
   tn_buf_free(&b);
   free(text);
 }

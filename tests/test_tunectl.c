@@ -246,11 +246,46 @@ START_TEST(t_thousand_blocks) {
 }
 END_TEST
 
+/* A loop nest 200 deep (one index and 199 reduction variables, most of
+ * extent 1) through check, show, space and tune, on the CPU and the CUDA
+ * harness: no depth limit below the parser's IR_MAX_LOOP_DEPTH. */
+START_TEST(t_deep_nest) {
+  tn_buf_t b;
+  tn_buf_init(&b);
+  tn_buf_put(&b, "param N = 8\ninput A: float32[N, 4]\noutput B: float32[N]\nB[i] = sum(");
+  for (int r = 0; r < 199; r++) tn_buf_printf(&b, "%sr%d < %d", r ? ", " : "", r, r == 0 || r == 7 ? 2 : 1);
+  tn_buf_put(&b, ": A[i, r0 * 2 + r7])\n");
+  char *text = tn_buf_take(&b), path[] = "/tmp/tunectl-deep-XXXXXX", args[256];
+  tu_write_temp(path, text);
+  free(text);
+  snprintf(args, sizeof args, "check %s", path);
+  expect(args, 0, ": ok", NULL);
+  snprintf(args, sizeof args, "show %s > %s.out", path, path);
+  expect(args, 0, NULL, NULL);
+  char kinds[256] = "T.axis.remap(\"S"; /* one spatial and 199 reduction iterators */
+  memset(kinds + strlen(kinds), 'R', 199);
+  ck_assert_int_eq(count_in_file(path, kinds), 1);
+  snprintf(args, sizeof args, "space %s --target cpu > %s.out", path, path);
+  expect(args, 0, NULL, NULL);
+  ck_assert_int_eq(count_in_file(path, "add-rfactor(B at its"), 2); /* at either reduction loop (and none) */
+  snprintf(args, sizeof args, "space %s --target cuda-host > %s.out", path, path);
+  expect(args, 0, NULL, NULL);
+  ck_assert_int_eq(count_in_file(path, "auto-bind(B))"), 1);
+  snprintf(args, sizeof args, "tune %s --target cpu --trials 4 > %s.out", path, path);
+  expect(args, 0, NULL, NULL);
+  ck_assert_int_eq(count_in_file(path, "\ntrials     4: ok 4,"), 1);
+  snprintf(args, sizeof args, "tune %s --target cuda-host --trials 2 --strategy replay > %s.out", path, path);
+  expect(args, 0, NULL, NULL);
+  ck_assert_int_eq(count_in_file(path, "\ntrials     2: ok 2,"), 1);
+  unlink(path);
+}
+END_TEST
+
 static Suite *make(void) {
   Suite *s = suite_create("tunectl");
   TU_TCASE(s, "cli", 120, t_help, t_show, t_check, t_eval, t_errors, t_trace);
   TU_TCASE(s, "pretuned", 240, t_pretuned);
-  TU_TCASE(s, "limits", 600, t_thousand_blocks);
+  TU_TCASE(s, "limits", 600, t_thousand_blocks, t_deep_nest);
   return s;
 }
 
