@@ -300,7 +300,7 @@ static double measure_trace(const ir_workload_t *w, const tn_target_t *t, const 
   }
   cg_module_t *m = NULL;
   double secs = NAN;
-  if (cg_lower(sch_func(s), ms_language_of(t->kind), NULL, &m, &err) == 0) {
+  if (srch_lower_schedule(s, t, NULL, &m, &err) == 0) {
     ms_options_t mo = {.seed = 1};
     mo.run.min_secs = min_secs;
     mo.run.timeout_s = 600;

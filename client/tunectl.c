@@ -17,6 +17,7 @@
 #include "measure/measure.h"
 #include "sampler/sampler.h"
 #include "schedule/schedule.h"
+#include "search/search.h"
 #include "tuned_config.h"
 
 #define EVAL_MAX_BYTES ((size_t)8 << 30) /* doubles the reference evaluator may allocate */
@@ -306,7 +307,7 @@ static sch_t *replay_trace(const char *cmd, opts_t *o, ir_workload_t *w, const t
   if (tn_read_file(o->trace, (size_t)16 << 20, &text, &len, &err) < 0 ||
       sch_trace_from_json(text, len, &t, &err) < 0) {
     fprintf(stderr, "tunectl %s: %s: %s\n", cmd, o->trace, err.msg);
-  } else if (post ? smp_sample(w->func, post, t, o->seed, &s, NULL, &err) < 0
+  } else if (post ? srch_schedule(w->func, post, t, o->seed, &s, NULL, &err) < 0
                   : sch_replay(w->func, t, o->seed, &s, &err) < 0) {
     fprintf(stderr, "tunectl %s: %s does not apply to %s%s%s: %s\n", cmd, o->trace, o->file,
             post ? " on " : "", post ? post->name : "", err.msg);
@@ -497,7 +498,8 @@ static int lookup_target(const char *cmd, const char *name, tn_target_t *t) {
 }
 
 /* Loads the workload, replays the trace if any with t's postprocessors and
- * lowers for t's language. */
+ * lowers for t's language, as the tuner does (srch_schedule, then
+ * srch_lower_schedule); without a trace the program is lowered as written. */
 static cg_module_t *lower(const char *cmd, opts_t *o, const tn_target_t *t, ir_workload_t **wout) {
   cg_target_t lang = ms_language_of(t->kind);
   ir_workload_t *w = load_workload(cmd, o);
@@ -505,8 +507,10 @@ static cg_module_t *lower(const char *cmd, opts_t *o, const tn_target_t *t, ir_w
   sch_t *s = NULL;
   cg_module_t *m = NULL;
   tn_err_t err = {0};
-  if (!o->trace || (s = replay_trace(cmd, o, w, t, NULL))) {
-    if (cg_lower(s ? sch_func(s) : w->func, lang, NULL, &m, &err) < 0)
+  if (!o->trace) s = sch_create(w->func, o->seed);
+  else s = replay_trace(cmd, o, w, t, NULL);
+  if (s) {
+    if (srch_lower_schedule(s, t, NULL, &m, &err) < 0)
       fprintf(stderr, "tunectl %s: cannot generate %s code for %s%s%s: %s\n", cmd, cg_target_name(lang), o->file,
               o->trace ? " with " : "", o->trace ? o->trace : "", err.msg);
   }

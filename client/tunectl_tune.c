@@ -51,24 +51,15 @@ static void on_progress(const srch_progress_t *p, void *ctx) {
   u->line_open = u->tty;
 }
 
-/* The unscheduled program as the target runs it: on GPU targets the
- * postprocessors bind its loops to threads (auto-bind). */
-static int naive_module(const ir_workload_t *w, const tn_target_t *t, cg_module_t **m, tn_err_t *err) {
-  sch_t *s = sch_create(w->func, 1);
-  int rc = 0;
-  if (t->kind != TN_TARGET_CPU) rc = smp_postprocess(s, t, NULL, err);
-  if (rc == 0) rc = cg_lower(sch_func(s), ms_language_of(t->kind), NULL, m, err);
-  sch_free(s);
-  return rc;
-}
-
 static void measure_naive(const tct_args_t *a, ms_result_t *r) {
   cg_module_t *m = NULL;
   tn_err_t err = {0};
   ms_options_t mo = {.seed = 1};
   mo.run.flush_l2 = ms_flush_by_default(a->target->kind) && !a->no_flush; /* timed as the candidates are */
   ms_result_init(r);
-  if (naive_module(a->workload, a->target, &m, &err) < 0) ms_result_fail(r, MS_BUILD_ERROR, "%s", err.msg);
+  /* the unscheduled program as the target runs it (srch_lower with no trace) */
+  if (srch_lower(a->workload->func, a->target, NULL, 1, NULL, &m, NULL, &err) < 0)
+    ms_result_fail(r, MS_BUILD_ERROR, "%s", err.msg);
   else if (ms_measure(a->workload->func, a->target, &m, 1, &mo, r, &err) < 0) ms_result_fail(r, MS_RUN_ERROR, "%s", err.msg);
   cg_module_free(m);
 }

@@ -9,6 +9,7 @@
 #include "daemon/td.h"
 #include "ir/ir.h"
 #include "schedule/schedule.h"
+#include "search/search.h"
 
 typedef struct kget {
   char hash[17];
@@ -85,18 +86,16 @@ static int lookup(td_req_t *req, kget_t *k, db_workload_t *w, db_record_t *best)
   return 0;
 }
 
-/* Replays the trace on the stored workload and lowers it. */
+/* Replays the trace on the stored workload the way the tuner does (the
+ * postprocessors run, and verify, again) and lowers it. */
 static int lower(td_req_t *req, kget_t *k, const db_workload_t *w, const char *trace, cg_module_t **mod) {
   tn_err_t err = {0};
   ir_workload_t *wl = NULL;
   sch_trace_t *tr = NULL;
-  sch_t *s = NULL;
   int rc = td_workload_parse(w->name, w->source, w->params, &wl, &err);
   if (!rc) rc = sch_trace_from_json(trace, strlen(trace), &tr, &err);
-  if (!rc) rc = sch_replay(wl->func, tr, 1, &s, &err);
-  if (!rc) rc = cg_lower(sch_func(s), ms_language_of(k->target.t.kind), k->entry, mod, &err);
+  if (!rc) rc = srch_lower(wl->func, &k->target.t, tr, 1, k->entry, mod, NULL, &err);
   if (rc) td_req_error(req, TD_E_INTERNAL, "replaying the best record of %s: %s", k->hash, err.msg);
-  sch_free(s);
   sch_trace_free(tr);
   ir_workload_free(wl);
   return rc ? -1 : 0;

@@ -44,7 +44,7 @@ void srch_batch_free(srch_batch_t *b) {
 static void lower_one(const tn_target_t *t, srch_batch_t *b, int i) {
   cg_module_t *m = NULL;
   tn_err_t err = {0};
-  if (cg_lower(sch_func(b->cands[i]->sch), ms_language_of(t->kind), NULL, &m, &err) < 0 ||
+  if (srch_lower_schedule(b->cands[i]->sch, t, NULL, &m, &err) < 0 ||
       ms_candidate_from_module(t, m, &b->mc[i], &err) < 0)
     ms_result_fail(&b->res[i], MS_BUILD_ERROR, "lowering: %s", err.msg);
   cg_module_free(m);

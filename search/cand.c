@@ -9,7 +9,7 @@ uint64_t srch_trace_hash(const char *json) { return tn_fnv1a_str(TN_FNV_INIT, js
 srch_cand_t *srch_cand_make(const ir_func_t *f, const tn_target_t *t, const sch_trace_t *trace,
                             uint64_t seed, smp_stage_t *stage, tn_err_t *err) {
   sch_t *s = NULL;
-  if (smp_sample(f, t, trace, seed, &s, stage, err) < 0) return NULL;
+  if (srch_schedule(f, t, trace, seed, &s, stage, err) < 0) return NULL;
   srch_cand_t *c = tn_xcalloc(1, sizeof *c);
   c->refs = 1;
   c->sch = s;

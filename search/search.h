@@ -11,6 +11,26 @@
 #include "common/target.h"
 #include "ir/ir.h"
 #include "measure/measure.h"
+#include "sampler/sampler.h"
+
+/* ---- from a trace to code ------------------------------------------------
+ * The one lowering path (search, measurement of the unscheduled program, the
+ * daemon, tunectl): replay the trace up to its EnterPostproc, run the
+ * target's postprocessors (which also verify GPU limits), lower and generate
+ * in the target's language. */
+
+/* The schedule: `trace` replayed (decisions it records kept, missing ones
+ * sampled from seed) and post-processed, or with trace NULL the unscheduled
+ * program post-processed (GPU targets: its loops bound to threads).  On
+ * failure *stage (may be NULL) names what rejected it. */
+int srch_schedule(const ir_func_t *f, const tn_target_t *t, const sch_trace_t *trace, uint64_t seed, sch_t **out,
+                  smp_stage_t *stage, tn_err_t *err);
+/* Lowers a post-processed schedule for t's language (entry: the kernel's
+ * name, NULL for the default). */
+int srch_lower_schedule(const sch_t *s, const tn_target_t *t, const char *entry, cg_module_t **out, tn_err_t *err);
+/* Both in turn.  A lowering error's message starts with "lower: ". */
+int srch_lower(const ir_func_t *f, const tn_target_t *t, const sch_trace_t *trace, uint64_t seed, const char *entry,
+               cg_module_t **out, smp_stage_t *stage, tn_err_t *err);
 
 typedef enum srch_strategy {
   SRCH_EVOLUTIONARY, /* metaschedule.md §6 */
