@@ -1,136 +1,307 @@
-/* tunectl.c — the command-line client.  Offline commands (show, check, eval,
- * trace-check, emit, run) work on workload files directly; daemon commands
- * arrive with the service. */
-#include <cJSON.h>
+/* tunectl.c — the command-line client's front: the one table of commands
+ * (offline ones that work on workload files in this process, daemon ones that
+ * talk to tuned), the options they accept, getopt_long parsing from that
+ * table, the help texts it prints, and main(). */
 #include <errno.h>
-#include <math.h>
+#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "client/tunectl_daemon.h"
-#include "client/tunectl_tune.h"
-#include "codegen/codegen.h"
-#include "common/target.h"
-#include "ir/ir.h"
-#include "measure/measure.h"
-#include "sampler/sampler.h"
-#include "schedule/schedule.h"
-#include "search/search.h"
+#include "client/tunectl.h"
 #include "tuned_config.h"
 
-#define EVAL_MAX_BYTES ((size_t)8 << 30) /* doubles the reference evaluator may allocate */
+/* ---- options ----------------------------------------------------------------- */
 
-/* Options shared by the offline commands. */
-typedef struct opts {
-  const char *file;
-  const char *trace; /* --trace T.json, or trace-check's second argument */
-  ir_param_set_t sets[64];
-  int nsets;
-  uint64_t seed;
-  bool json;
-  const char *target; /* --target NAME (run, emit) */
-  const char *emit;   /* --emit KIND (emit) */
-  double repeat_ms;   /* --repeat-ms N (run): minimum total timed milliseconds */
-  bool no_flush;      /* --no-flush (run, tune): keep L2 between timed repeats on GPUs */
-  const char *trials, *db, *strategy, *model; /* tune: --trials, --db, --strategy, --model */
-  tn_arena_t *arena;
-} opts_t;
+/* Every option of every command; a command names the ones it takes as a
+ * mask of OPT() bits.  Options that mean different things to different
+ * commands (--seed, --target, --emit, --json) have one entry per meaning. */
+enum {
+  O_SET, O_TARGET, O_DAEMON_TARGET, O_TRACE, O_EMIT, O_KERNEL_EMIT, O_TRIALS, O_SECONDS, O_DATA_SEED,
+  O_SEARCH_SEED, O_REPEAT_MS, O_NO_FLUSH, O_DB, O_STRATEGY, O_MODEL, O_WAIT, O_STATE, O_STATUS, O_LIMIT, O_K,
+  O_OUT, O_BASELINE, O_MAX_REGRESSION, O_COMPARE, O_DAEMON, O_JSON, O_JSON_OUT, O_SOCKET, O_COUNT
+};
+#define OPT(name) (1u << O_##name)
+_Static_assert(O_COUNT <= 32, "a command's options are a 32-bit mask");
+
+/* How an option's value is read. */
+typedef enum opt_kind {
+  K_FLAG, /* no value: sets a bool */
+  K_TEXT, /* any text */
+  K_INT,  /* an integer in [min, max] (max 0: no bound) */
+  K_NUM,  /* a number > 0 and <= max (max 0: no bound) */
+  K_SET,  /* NAME=VALUE, appended to the --set list */
+} opt_kind_t;
+
+typedef struct opt_spec {
+  const char *name; /* long name, or NULL for a short-only option */
+  char letter;      /* short name, or 0 */
+  const char *arg;  /* the value's name in help (NULL for a flag) */
+  opt_kind_t kind;
+  size_t field; /* where the value goes in tc_args_t */
+  int64_t min, max;
+  const char *help; /* lines after the first are indented under it */
+} opt_spec_t;
+
+#define F(field) offsetof(tc_args_t, field)
+
+static const opt_spec_t options[O_COUNT] = {
+    [O_SET] = {"set", 0, "NAME=VALUE", K_SET, F(sets), 0, 0, "override a workload parameter (repeatable)"},
+    [O_TARGET] = {"target", 0, "T", K_TEXT, F(target), 0, 0,
+                  "cpu, opencl (= opencl/pocl-cpu), nvidia/tesla-t4, nvidia/a100,\n"
+                  "nvidia/h100, ... or a configs/ name"},
+    [O_DAEMON_TARGET] = {"target", 0, "T", K_TEXT, F(target), 0, 0, "target name (default: the daemon's)"},
+    [O_TRACE] = {"trace", 0, "T.json", K_TEXT, F(trace), 0, 0, "replay this schedule trace first"},
+    [O_EMIT] = {"emit", 0, "KIND", K_TEXT, F(emit), 0, 0, "cuda, ptx, opencl, c or launch"},
+    [O_KERNEL_EMIT] = {"emit", 0, "KIND", K_TEXT, F(emit), 0, 0, "cuda, ptx, cubin, header, json or source"},
+    [O_TRIALS] = {"trials", 0, "N", K_INT, F(trials), 1, 1000000, "candidates to measure"},
+    [O_SECONDS] = {"seconds", 0, "S", K_NUM, F(seconds), 0, 0, "wall-time budget in seconds (default: none)"},
+    [O_DATA_SEED] = {"seed", 0, "S", K_INT, F(seed), 0, 0, "input data seed (default 1)"},
+    [O_SEARCH_SEED] = {"seed", 0, "S", K_INT, F(seed), 0, 0, "search seed"},
+    [O_REPEAT_MS] = {"repeat-ms", 0, "N", K_NUM, F(repeat_ms), 0, 1000000,
+                     "time repeats until N ms in total (default 100)"},
+    [O_NO_FLUSH] = {"no-flush", 0, NULL, K_FLAG, F(no_flush), 0, 0,
+                    "GPUs: do not flush the L2 cache between timed repeats"},
+    [O_DB] = {"db", 0, "PATH", K_TEXT, F(db), 0, 0, "tuning database (SQLite) to record into and dedup against"},
+    [O_STRATEGY] = {"strategy", 0, "S", K_TEXT, F(strategy), 0, 0, "evolutionary (default) or replay (random replays)"},
+    [O_MODEL] = {"model", 0, "M", K_TEXT, F(model), 0, 0, "cost model: xgb (default) or random"},
+    [O_WAIT] = {"wait", 0, NULL, K_FLAG, F(wait), 0, 0, "follow the job until it ends"},
+    [O_STATE] = {"state", 0, "S", K_TEXT, F(state), 0, 0, "queued, running, done, cancelled or failed"},
+    [O_STATUS] = {"status", 0, "S", K_TEXT, F(status), 0, 0, "ok, build_error, run_error, timeout or wrong_result"},
+    [O_LIMIT] = {"limit", 0, "N", K_INT, F(limit), 1, 0, "at most N rows"},
+    [O_K] = {NULL, 'k', "K", K_INT, F(k), 1, 0, "how many records (default 1)"},
+    [O_OUT] = {NULL, 'o', "OUT", K_TEXT, F(out), 0, 0, "write to OUT instead of stdout"},
+    [O_BASELINE] = {"baseline", 0, "BASE.json", K_TEXT, F(baseline), 0, 0, "compare with these results"},
+    [O_MAX_REGRESSION] = {"max-regression", 0, "P", K_TEXT, F(max_regression), 0, 0,
+                          "allowed GFLOP/s drop in percent (default 5%)"},
+    [O_COMPARE] = {"compare", 0, "OUT", K_TEXT, F(compare), 0, 0,
+                   "compare the results in OUT with --baseline (no tuning)"},
+    [O_DAEMON] = {"daemon", 0, NULL, K_FLAG, F(daemon), 0, 0, "tune through the daemon instead of in this process"},
+    [O_JSON] = {"json", 0, NULL, K_FLAG, F(json), 0, 0, "print JSON instead of text"},
+    [O_JSON_OUT] = {"json", 0, "OUT", K_TEXT, F(json_out), 0, 0, "write the results to OUT"},
+    [O_SOCKET] = {"socket", 0, "PATH", K_TEXT, F(socket), 0, 0,
+                  "the daemon's socket (default: $TUNED_SOCKET, else\n"
+                  "$XDG_RUNTIME_DIR/tuned/tuned.sock, else /tmp/tuned-$UID/tuned.sock)"},
+};
+
+/* getopt_long's value for options[i] given by its long name (above any
+ * character, so that short names keep their own). */
+#define LONG_VAL(i) (256 + (i))
+
+/* ---- the command table --------------------------------------------------------- */
 
 typedef struct command {
   const char *name;
-  const char *args;
-  const char *summary;
-  const char *help;
-  int (*run)(opts_t *o);
+  const char *usage;   /* the arguments after the name, as `usage:` shows them */
+  int min_pos, max_pos; /* how many positional arguments */
+  uint32_t opts;       /* the options it takes (OPT bits) */
+  uint32_t need;       /* the options it cannot do without */
+  bool needs_daemon;   /* talks to tuned: listed apart, takes --socket */
+  const char *summary; /* its line in `tunectl --help` */
+  const char *help;    /* what `tunectl CMD --help` says above the options */
+  int (*run)(tc_args_t *a);
 } command_t;
 
-static int cmd_show(opts_t *o);
-static int cmd_check(opts_t *o);
-static int cmd_eval(opts_t *o);
-static int cmd_trace_check(opts_t *o);
-static int cmd_emit(opts_t *o);
-static int cmd_run(opts_t *o);
-static int cmd_space(opts_t *o);
-static int cmd_tune(opts_t *o);
+#define WORKLOAD_HELP                                                                      \
+  "FILE|HASH is a workload file (parsed here to compute its structural hash,\n"          \
+  "with the --set overrides) or a hash of 16 hex digits as `tunectl check` and\n"        \
+  "`tunectl workloads` print it.\n"
 
 static const command_t commands[] = {
-    {"show", "FILE [--set NAME=VALUE ...] [--trace T.json]", "print the tensor IR of a workload",
-     "Parses the workload and prints its tensor IR in TVMScript form, as\n"
-     "`sch.mod.show()` would.  With --trace, the schedule trace is replayed on\n"
-     "the workload first and the scheduled IR is printed.\n",
-     cmd_show},
-    {"check", "FILE [--set NAME=VALUE ...] [--json]",
-     "validate a workload; print its hash, FLOPs and bytes",
-     "Parses and validates the workload, then prints its structural hash (the key\n"
-     "under which tuning records are stored), parameters, tensors, floating-point\n"
-     "operations per run and the bytes every run must move (all inputs and outputs\n"
-     "once).\n",
-     cmd_check},
-    {"eval", "FILE [--set NAME=VALUE ...] [--seed S] [--json]",
-     "run the reference evaluator and print checksums",
-     "Fills the inputs with deterministic values from the seed (default 1), runs\n"
-     "the reference evaluator in double precision and prints, per output, the sum,\n"
-     "the L2 norm and a checksum of the values rounded to the output's dtype.  The\n"
-     "same file, parameters and seed give the same numbers on every machine.\n",
-     cmd_eval},
-    {"trace-check", "FILE T.json [--set NAME=VALUE ...]", "validate a schedule trace against a workload",
-     "Parses the trace and replays it on the workload.  On success prints the\n"
-     "number of instructions and the trace's sampling decisions; on failure\n"
-     "says which instruction failed and why, and exits 1.\n",
-     cmd_trace_check},
-    {"emit", "FILE --target T --emit cuda|ptx|opencl|c|launch [--trace T.json] [--set NAME=VALUE ...]",
-     "print the generated kernel source or launch configuration",
-     "Replays the trace (if any) as the tuner does (up to its EnterPostproc, then\n"
-     "the target's postprocessors) and lowers the workload to the language of\n"
-     "--emit: `cuda` prints CUDA C, `opencl` OpenCL C, `c` C with OpenMP for the\n"
-     "CPU, `ptx` compiles the CUDA C with NVRTC for the target's architecture and\n"
-     "prints the PTX, `launch` prints the launch configuration (kernels, grid,\n"
-     "block, shared memory, parameters) as JSON for the target's language.\n"
-     "GPU targets need a trace that binds every loop nest to threads.\n",
-     cmd_emit},
-    {"run", "FILE --target T [--trace T.json] [--set NAME=VALUE ...] [--seed S] [--repeat-ms N] [--no-flush] [--json]",
-     "build, run, verify and time a scheduled workload",
-     "Replays the trace (if any) as the tuner does (up to its EnterPostproc, then\n"
-     "the target's postprocessors), lowers the workload for the target (cpu: C,\n"
-     "opencl: OpenCL C on the first OpenCL device, nvidia/...: CUDA C through\n"
-     "NVRTC and the CUDA driver), builds it, runs it in a separate worker\n"
-     "process, compares the output with the reference evaluator's and times\n"
-     "it: one warm-up, then repeats until N milliseconds in total (default 100);\n"
-     "on GPUs the L2 cache is flushed before every timed repeat unless --no-flush.\n"
-     "Prints the status, median time, GFLOP/s, GB/s, the verification result\n"
-     "and what the compiler reported.  Exits 1 unless the status is ok.\n",
-     cmd_run},
-    {"space", "FILE --target T [--set NAME=VALUE ...]", "print the design spaces of a workload as traces",
-     "Applies the target's schedule rules (multi-level tiling, inlining, rfactor or\n"
-     "cross-thread reduction, parallel/vectorize/unroll, auto-bind, compute\n"
-     "location) to every block and prints each resulting design space: a line\n"
-     "`# space K of N (rules: ...)` naming the rules that shaped it, then its\n"
-     "trace as JSON, without decisions (every replay samples them afresh).\n",
-     cmd_space},
-    {"tune",
-     "FILE --target T --trials N [--seed S] [--db PATH] [--strategy evolutionary|replay] [--model xgb|random] "
-     "[--no-flush] [--set NAME=VALUE ...] [--json]",
-     "tune a workload in this process (no daemon)",
-     "Searches the target's design spaces for the fastest verified kernel: an\n"
-     "evolutionary search ranked by the cost model (XGBoost, or random), or random\n"
-     "replays of the design spaces (--strategy replay).  Every candidate is built,\n"
-     "run in a worker process, verified and timed (on GPUs with the L2 cache\n"
-     "flushed before every timed repeat unless --no-flush; a candidate whose\n"
-     "checked run is over 10x the fastest so far is timed by that run alone, and\n"
-     "one still running at 100x the fastest (and 2 s) is stopped as a timeout).\n"
-     "--seed seeds the search (the same seed proposes the same first candidates).\n"
-     "With --db, records go to that SQLite database as each batch completes, and\n"
-     "traces recorded there for the workload and target are never measured again;\n"
-     "without it nothing is kept after the run (dedup within the run only).\n"
-     "Progress goes to stderr (a live line on a terminal, one line per batch\n"
-     "otherwise).  Ctrl-C stops after the current candidate and still prints the\n"
-     "summary (a second Ctrl-C quits at once).  The summary counts trials by\n"
-     "status and compares the best kernel with the unscheduled program measured in\n"
-     "the same run, then prints the best trace.  Exits 0 when a verified kernel was\n"
-     "found, 130 after Ctrl-C.\n",
-     cmd_tune},
+    /* offline */
+    {.name = "show", .usage = "FILE [--set NAME=VALUE ...] [--trace T.json]", .min_pos = 1, .max_pos = 1,
+     .opts = OPT(SET) | OPT(TRACE), .summary = "print the tensor IR of a workload",
+     .help = "Parses the workload and prints its tensor IR in TVMScript form, as\n"
+             "`sch.mod.show()` would.  With --trace, the schedule trace is replayed on\n"
+             "the workload first and the scheduled IR is printed.\n",
+     .run = tco_show},
+    {.name = "check", .usage = "FILE [--set NAME=VALUE ...] [--json]", .min_pos = 1, .max_pos = 1,
+     .opts = OPT(SET) | OPT(JSON), .summary = "validate a workload; print its hash, FLOPs and bytes",
+     .help = "Parses and validates the workload, then prints its structural hash (the key\n"
+             "under which tuning records are stored), parameters, tensors, floating-point\n"
+             "operations per run and the bytes every run must move (all inputs and outputs\n"
+             "once).\n",
+     .run = tco_check},
+    {.name = "eval", .usage = "FILE [--set NAME=VALUE ...] [--seed S] [--json]", .min_pos = 1, .max_pos = 1,
+     .opts = OPT(SET) | OPT(DATA_SEED) | OPT(JSON), .summary = "run the reference evaluator and print checksums",
+     .help = "Fills the inputs with deterministic values from the seed (default 1), runs\n"
+             "the reference evaluator in double precision and prints, per output, the sum,\n"
+             "the L2 norm and a checksum of the values rounded to the output's dtype.  The\n"
+             "same file, parameters and seed give the same numbers on every machine.\n",
+     .run = tco_eval},
+    {.name = "trace-check", .usage = "FILE T.json [--set NAME=VALUE ...]", .min_pos = 2, .max_pos = 2,
+     .opts = OPT(SET), .summary = "validate a schedule trace against a workload",
+     .help = "Parses the trace and replays it on the workload.  On success prints the\n"
+             "number of instructions and the trace's sampling decisions; on failure\n"
+             "says which instruction failed and why, and exits 1.\n",
+     .run = tco_trace_check},
+    {.name = "emit", .usage = "FILE --target T --emit cuda|ptx|opencl|c|launch [--trace T.json] [--set NAME=VALUE ...]",
+     .min_pos = 1, .max_pos = 1, .opts = OPT(SET) | OPT(TARGET) | OPT(TRACE) | OPT(EMIT),
+     .need = OPT(TARGET) | OPT(EMIT), .summary = "print the generated kernel source or launch configuration",
+     .help = "Replays the trace (if any) as the tuner does (up to its EnterPostproc, then\n"
+             "the target's postprocessors) and lowers the workload to the language of\n"
+             "--emit: `cuda` prints CUDA C, `opencl` OpenCL C, `c` C with OpenMP for the\n"
+             "CPU, `ptx` compiles the CUDA C with NVRTC for the target's architecture and\n"
+             "prints the PTX, `launch` prints the launch configuration (kernels, grid,\n"
+             "block, shared memory, parameters) as JSON for the target's language.\n"
+             "GPU targets need a trace that binds every loop nest to threads.\n",
+     .run = tco_emit},
+    {.name = "run",
+     .usage = "FILE --target T [--trace T.json] [--set NAME=VALUE ...] [--seed S] [--repeat-ms N] [--no-flush] "
+              "[--json]",
+     .min_pos = 1, .max_pos = 1,
+     .opts = OPT(SET) | OPT(TARGET) | OPT(TRACE) | OPT(DATA_SEED) | OPT(REPEAT_MS) | OPT(NO_FLUSH) | OPT(JSON),
+     .need = OPT(TARGET), .summary = "build, run, verify and time a scheduled workload",
+     .help = "Replays the trace (if any) as the tuner does (up to its EnterPostproc, then\n"
+             "the target's postprocessors), lowers the workload for the target (cpu: C,\n"
+             "opencl: OpenCL C on the first OpenCL device, nvidia/...: CUDA C through\n"
+             "NVRTC and the CUDA driver), builds it, runs it in a separate worker\n"
+             "process, compares the output with the reference evaluator's and times\n"
+             "it: one warm-up, then repeats until N milliseconds in total (default 100);\n"
+             "on GPUs the L2 cache is flushed before every timed repeat unless --no-flush.\n"
+             "Prints the status, median time, GFLOP/s, GB/s, the verification result\n"
+             "and what the compiler reported.  Exits 1 unless the status is ok.\n",
+     .run = tco_run},
+    {.name = "space", .usage = "FILE --target T [--set NAME=VALUE ...]", .min_pos = 1, .max_pos = 1,
+     .opts = OPT(SET) | OPT(TARGET), .need = OPT(TARGET), .summary = "print the design spaces of a workload as traces",
+     .help = "Applies the target's schedule rules (multi-level tiling, inlining, rfactor or\n"
+             "cross-thread reduction, parallel/vectorize/unroll, auto-bind, compute\n"
+             "location) to every block and prints each resulting design space: a line\n"
+             "`# space K of N (rules: ...)` naming the rules that shaped it, then its\n"
+             "trace as JSON, without decisions (every replay samples them afresh).\n",
+     .run = tco_space},
+    {.name = "tune",
+     .usage = "FILE --target T --trials N [--seed S] [--db PATH] [--strategy evolutionary|replay] "
+              "[--model xgb|random] [--no-flush] [--set NAME=VALUE ...] [--json]",
+     .min_pos = 1, .max_pos = 1,
+     .opts = OPT(SET) | OPT(TARGET) | OPT(TRIALS) | OPT(SEARCH_SEED) | OPT(DB) | OPT(STRATEGY) | OPT(MODEL) |
+             OPT(NO_FLUSH) | OPT(JSON),
+     .need = OPT(TARGET) | OPT(TRIALS), .summary = "tune a workload in this process (no daemon)",
+     .help = "Searches the target's design spaces for the fastest verified kernel: an\n"
+             "evolutionary search ranked by the cost model (XGBoost, or random), or random\n"
+             "replays of the design spaces (--strategy replay).  Every candidate is built,\n"
+             "run in a worker process, verified and timed (on GPUs with the L2 cache\n"
+             "flushed before every timed repeat unless --no-flush; a candidate whose\n"
+             "checked run is over 10x the fastest so far is timed by that run alone, and\n"
+             "one still running at 100x the fastest (and 2 s) is stopped as a timeout).\n"
+             "--seed seeds the search (the same seed proposes the same first candidates).\n"
+             "With --db, records go to that SQLite database as each batch completes, and\n"
+             "traces recorded there for the workload and target are never measured again;\n"
+             "without it nothing is kept after the run (dedup within the run only).\n"
+             "Progress goes to stderr (a live line on a terminal, one line per batch\n"
+             "otherwise).  Ctrl-C stops after the current candidate and still prints the\n"
+             "summary (a second Ctrl-C quits at once).  The summary counts trials by\n"
+             "status and compares the best kernel with the unscheduled program measured in\n"
+             "the same run, then prints the best trace.  Exits 0 when a verified kernel was\n"
+             "found, 130 after Ctrl-C.\n",
+     .run = tco_tune},
+    {.name = "bench",
+     .usage = "SUITE.json --trials N --json OUT [--baseline BASE.json] [--max-regression P] [--target T] [--seed S] "
+              "[--daemon]",
+     .min_pos = 0, .max_pos = 1,
+     .opts = OPT(TRIALS) | OPT(JSON_OUT) | OPT(BASELINE) | OPT(MAX_REGRESSION) | OPT(TARGET) | OPT(SEARCH_SEED) |
+             OPT(DAEMON) | OPT(COMPARE) | OPT(SOCKET),
+     .summary = "tune a benchmark suite; compare with a baseline (CI)",
+     .help = "Tunes every workload of SUITE.json ({\"name\": ..., \"workloads\": [{\"file\":\n"
+             "\"../../workloads/matmul.tw\", \"params\": {\"M\": 128}}, ...]}; files relative to\n"
+             "the suite file) with N trials each, in this process (or through the daemon\n"
+             "with --daemon; target default cpu), and writes per workload the best GFLOP/s,\n"
+             "median seconds, trials and hash to OUT.  With --baseline (a previous OUT),\n"
+             "exits 1 when a workload's GFLOP/s dropped by more than P percent (default\n"
+             "5%), found no kernel, or is missing.\n"
+             "  tunectl bench --compare OUT --baseline BASE.json [--max-regression P]\n"
+             "compares two result files without tuning.\n",
+     .run = tcd_bench},
+
+    /* daemon */
+    {.name = "submit",
+     .usage = "FILE [--set NAME=VALUE ...] [--target T] [--trials N] [--seconds S] [--seed S] [--wait] [--json]",
+     .min_pos = 1, .max_pos = 1,
+     .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(TRIALS) | OPT(SECONDS) | OPT(SEARCH_SEED) | OPT(WAIT) | OPT(JSON),
+     .needs_daemon = true, .summary = "submit a tuning job to the daemon",
+     .help = "Checks the workload here, sends its text and the --set overrides to the\n"
+             "daemon and prints the job id and the workload hash.  --trials is the number\n"
+             "of candidates to measure, --seconds an optional wall-time budget.  With\n"
+             "--wait, follows the job (a progress bar on a terminal, one line per batch\n"
+             "otherwise) and exits 1 unless it ends `done`.\n",
+     .run = tcd_submit},
+    {.name = "status", .usage = "[JOB] [--json]", .min_pos = 0, .max_pos = 1, .opts = OPT(JSON), .needs_daemon = true,
+     .summary = "show the daemon's state, or one job's",
+     .help = "Without JOB: the daemon's version, target, database, socket, uptime and\n"
+             "backends, and the jobs by state.  With JOB: that job's state, progress,\n"
+             "best kernel so far and failures.\n",
+     .run = tcd_status},
+    {.name = "watch", .usage = "JOB [--json]", .min_pos = 1, .max_pos = 1, .opts = OPT(JSON), .needs_daemon = true,
+     .summary = "follow a job until it ends",
+     .help = "Prints the job's progress after every measured batch until it is done,\n"
+             "cancelled or failed (--json: one job object per line).  Exits 1 unless\n"
+             "it ends `done`.\n",
+     .run = tcd_watch},
+    {.name = "cancel", .usage = "JOB [--json]", .min_pos = 1, .max_pos = 1, .opts = OPT(JSON), .needs_daemon = true,
+     .summary = "cancel a queued or running job",
+     .help = "Asks the daemon to stop the job; what it measured so far is kept.\n", .run = tcd_cancel},
+    {.name = "jobs", .usage = "[--state S] [--limit N] [--json]", .opts = OPT(STATE) | OPT(LIMIT) | OPT(JSON),
+     .needs_daemon = true, .summary = "list tuning jobs",
+     .help = "Lists jobs, newest first; --state keeps one state (queued, running, done,\n"
+             "cancelled, failed).\n",
+     .run = tcd_jobs},
+    {.name = "workloads", .usage = "[--limit N] [--json]", .opts = OPT(LIMIT) | OPT(JSON), .needs_daemon = true,
+     .summary = "list the workloads in the database",
+     .help = "Lists every workload the database has records for: hash, name, number\n"
+             "of records and GFLOP per run.\n",
+     .run = tcd_workloads},
+    {.name = "records", .usage = "[FILE|HASH] [--set NAME=VALUE ...] [--target T] [--status S] [--limit N] [--json]",
+     .min_pos = 0, .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(STATUS) | OPT(LIMIT) | OPT(JSON),
+     .needs_daemon = true, .summary = "list tuning records",
+     .help = "Lists measured candidates (all workloads, or one), optionally of one target\n"
+             "and one status (ok, build_error, run_error, timeout, wrong_result).\n" WORKLOAD_HELP,
+     .run = tcd_records},
+    {.name = "best", .usage = "FILE|HASH [--set NAME=VALUE ...] [--target T] [-k K] [--json]", .min_pos = 1,
+     .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(K) | OPT(JSON), .needs_daemon = true,
+     .summary = "show the fastest verified records of a workload",
+     .help = "Prints the K (default 1) fastest verified records of the workload on the\n"
+             "target (default: the daemon's target).\n" WORKLOAD_HELP,
+     .run = tcd_best},
+    {.name = "kernel",
+     .usage = "FILE|HASH [--set NAME=VALUE ...] [--target T] --emit cuda|ptx|cubin|header|json|source [-o OUT]",
+     .min_pos = 1, .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(KERNEL_EMIT) | OPT(OUT),
+     .need = OPT(KERNEL_EMIT), .needs_daemon = true, .summary = "print the best kernel of a workload",
+     .help = "Fetches the best kernel of the workload on the target and prints it:\n"
+             "  source  the kernel source in its language (C, CUDA C or OpenCL C)\n"
+             "  cuda    the CUDA C source (CUDA targets only)\n"
+             "  ptx     the PTX (CUDA targets only)\n"
+             "  cubin   the CUBIN bytes (CUDA targets only; needs -o or a redirected stdout)\n"
+             "  header  a self-contained header: the kernel and an inline launch function\n"
+             "          tuned_launch_NAME(A, B, ..., stream) with the tuned grid, block and\n"
+             "          shared memory (CUDA); a C header for CPU kernels; for OpenCL the\n"
+             "          source as a string with the global and local sizes\n"
+             "  json    everything kernel.get returns (source, launch configuration, trace)\n" WORKLOAD_HELP,
+     .run = tcd_kernel},
+    {.name = "export", .usage = "[FILE|HASH] [--set NAME=VALUE ...] [--target T] [-o OUT]", .min_pos = 0,
+     .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(OUT), .needs_daemon = true,
+     .summary = "export records as JSON lines",
+     .help = "Writes the records (all, or of one workload and/or target) as JSON lines,\n"
+             "one self-contained record per line, to OUT or stdout.  `tunectl import`\n"
+             "merges them into another database.\n",
+     .run = tcd_export},
+    {.name = "import", .usage = "FILE [--json]", .min_pos = 1, .max_pos = 1, .opts = OPT(JSON), .needs_daemon = true,
+     .summary = "import records from JSON lines",
+     .help = "Merges the records of a `tunectl export` file into the daemon's database,\n"
+             "skipping records it already has; prints how many were new.\n",
+     .run = tcd_import},
+    {.name = "targets", .usage = "[--json]", .opts = OPT(JSON), .needs_daemon = true,
+     .summary = "list the targets the daemon knows",
+     .help = "Lists targets with their kind, architecture and whether this daemon can\n"
+             "measure for them (and if not, why).\n",
+     .run = tcd_targets},
+    {.name = "ping", .usage = "[--json]", .opts = OPT(JSON), .needs_daemon = true,
+     .summary = "check that the daemon answers",
+     .help = "Calls server.info and prints the round-trip time, version and target.\n", .run = tcd_ping},
+    {.name = "shutdown", .usage = "[--json]", .opts = OPT(JSON), .needs_daemon = true, .summary = "stop the daemon",
+     .help = "Asks the daemon to stop: it takes no more work, checkpoints running jobs\n"
+             "(they resume when it starts again) and exits.\n",
+     .run = tcd_shutdown},
 };
 
 static const command_t *find_command(const char *name) {
@@ -139,560 +310,288 @@ static const command_t *find_command(const char *name) {
   return NULL;
 }
 
+/* The options c takes: its own, and --socket for every daemon command. */
+static uint32_t accepted(const command_t *c) {
+  return c->opts | (c->needs_daemon ? OPT(SOCKET) : 0);
+}
+
+/* "--name" or "-k", as a user writes the option. */
+static const char *spelling(const opt_spec_t *o, char buf[32]) {
+  if (o->name) snprintf(buf, 32, "--%s", o->name);
+  else snprintf(buf, 32, "-%c", o->letter);
+  return buf;
+}
+
+/* ---- help ------------------------------------------------------------------------ */
+
 static void usage(FILE *out) {
-  fprintf(out,
-          "usage: tunectl COMMAND [ARGS]\n"
-          "\n"
-          "tunectl drives tuned, the kernel auto-tuner.  Commands:\n\n");
+  int width = 0;
   for (size_t i = 0; i < TN_ARRAY_LEN(commands); i++)
-    fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
-  tcd_usage(out);
-  fprintf(out,
-          "\n"
-          "Run `tunectl COMMAND --help` for a command's options.\n"
-          "  --version    print the version and the backends this build has\n");
+    if ((int)strlen(commands[i].name) > width) width = (int)strlen(commands[i].name);
+  fprintf(out, "usage: tunectl COMMAND [ARGS]\n"
+               "\n"
+               "tunectl drives tuned, the kernel auto-tuner.  Commands (in this process, no daemon needed):\n\n");
+  for (int daemon = 0; daemon <= 1; daemon++) {
+    if (daemon) fprintf(out, "\nDaemon commands (talk to tuned over its socket; global option --socket PATH):\n\n");
+    for (const command_t *c = commands; c < commands + TN_ARRAY_LEN(commands); c++)
+      if (c->needs_daemon == daemon) fprintf(out, "  %-*s  %s\n", width, c->name, c->summary);
+  }
+  fprintf(out, "\n"
+               "Run `tunectl COMMAND --help` (or `tunectl help COMMAND`) for a command's options.\n"
+               "  --version    print the version and the backends this build has\n");
+}
+
+/* One option's help line(s): its spelling and value, then the text. */
+static void print_option(FILE *out, const opt_spec_t *o) {
+  char name[32], head[64];
+  snprintf(head, sizeof head, "%s%s%s", spelling(o, name), o->arg ? " " : "", o->arg ? o->arg : "");
+  fprintf(out, "  %-16s  ", head);
+  for (const char *p = o->help; *p; p++) {
+    fputc(*p, out);
+    if (*p == '\n') fprintf(out, "%20s", "");
+  }
+  fputc('\n', out);
 }
 
 static void command_help(const command_t *c, FILE *out) {
-  fprintf(out, "usage: tunectl %s %s\n\n%s", c->name, c->args, c->help);
-  fprintf(out,
-          "\noptions:\n"
-          "  --set NAME=VALUE  override a workload parameter (repeatable)\n");
-  if (strstr(c->args, "--seed")) fprintf(out, "  --seed S          input data seed (default 1)\n");
-  if (strstr(c->args, "--trace")) fprintf(out, "  --trace T.json    replay this schedule trace first\n");
-  if (strstr(c->args, "--json")) fprintf(out, "  --json            print JSON instead of text\n");
-  if (strstr(c->args, "--target"))
-    fprintf(out, "  --target T        cpu, opencl (= opencl/pocl-cpu), nvidia/tesla-t4, nvidia/a100,\n"
-                 "                    nvidia/h100, ... or a configs/ name\n");
-  if (strstr(c->args, "--emit")) fprintf(out, "  --emit KIND       cuda, ptx, opencl, c or launch\n");
-  if (strstr(c->args, "--repeat-ms"))
-    fprintf(out, "  --repeat-ms N     time repeats until N ms in total (default 100)\n");
-  if (strstr(c->args, "--no-flush"))
-    fprintf(out, "  --no-flush        GPUs: do not flush the L2 cache between timed repeats\n");
-  if (strstr(c->args, "--trials"))
-    fprintf(out, "  --trials N        candidates to measure\n"
-                 "  --db PATH         tuning database (SQLite) to record into and dedup against\n"
-                 "  --strategy S      evolutionary (default) or replay (random replays)\n"
-                 "  --model M         cost model: xgb (default) or random\n");
-  fprintf(out, "  -h, --help        show this help\n");
+  fprintf(out, "usage: tunectl %s %s\n\n%s\noptions:\n", c->name, c->usage, c->help);
+  for (int i = 0; i < O_COUNT; i++)
+    if (accepted(c) & (1u << i)) print_option(out, &options[i]);
+  fprintf(out, "  %-16s  show this help\n", "-h, --help");
 }
 
-/* Parses the command's arguments into o; returns 0, 1 for --help, or -1. */
-static int parse_args(const command_t *c, int argc, char **argv, opts_t *o) {
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    const char *val = NULL;
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return 1;
-    static const char *const valued[] = {"--set", "--seed", "--trace", "--target", "--emit", "--repeat-ms",
-                                         "--trials", "--db", "--strategy", "--model"};
-    for (size_t k = 0; k < TN_ARRAY_LEN(valued) && !val; k++) {
-      size_t n = strlen(valued[k]);
-      if (strcmp(a, valued[k]) == 0) {
-        if (i + 1 >= argc) {
-          fprintf(stderr, "tunectl %s: %s needs a value\n", c->name, a);
-          return -1;
-        }
-        a = valued[k], val = argv[++i];
-      } else if (strncmp(a, valued[k], n) == 0 && a[n] == '=') {
-        a = valued[k], val = argv[i] + n + 1;
-      }
-    }
-    if (val && strcmp(a, "--set") == 0) {
-      tn_err_t err = {0};
-      if (o->nsets >= (int)TN_ARRAY_LEN(o->sets)) {
-        fprintf(stderr, "tunectl %s: too many --set options (at most %zu)\n", c->name,
-                TN_ARRAY_LEN(o->sets));
-        return -1;
-      }
-      if (ir_param_set_parse(val, o->arena, &o->sets[o->nsets], &err) < 0) {
-        fprintf(stderr, "tunectl %s: --set %s: %s\n", c->name, val, err.msg);
-        return -1;
-      }
-      o->nsets++;
-    } else if (val && strcmp(a, "--seed") == 0 && strstr(c->args, "--seed")) {
-      char *end;
-      errno = 0;
-      unsigned long long s = strtoull(val, &end, 10);
-      if (errno || *end || !*val || val[0] == '-') {
-        fprintf(stderr, "tunectl %s: --seed wants a non-negative integer, got '%s'\n", c->name, val);
-        return -1;
-      }
-      o->seed = s;
-    } else if (val && strcmp(a, "--trace") == 0 && strstr(c->args, "--trace")) {
-      o->trace = val;
-    } else if (val && strcmp(a, "--target") == 0 && strstr(c->args, "--target")) {
-      o->target = val;
-    } else if (val && strcmp(a, "--emit") == 0 && strstr(c->args, "--emit")) {
-      o->emit = val;
-    } else if (val && strcmp(a, "--repeat-ms") == 0 && strstr(c->args, "--repeat-ms")) {
-      char *end;
-      o->repeat_ms = strtod(val, &end);
-      if (*end || !*val || !(o->repeat_ms > 0) || o->repeat_ms > 1e6) {
-        fprintf(stderr, "tunectl %s: --repeat-ms wants a positive number of milliseconds, got '%s'\n", c->name, val);
-        return -1;
-      }
-    } else if (val && strstr(c->args, "--trials") &&
-               (!strcmp(a, "--trials") || !strcmp(a, "--db") || !strcmp(a, "--strategy") || !strcmp(a, "--model"))) {
-      *(a[2] == 't' ? &o->trials : a[2] == 'd' ? &o->db : a[2] == 's' ? &o->strategy : &o->model) = val;
-    } else if (strcmp(a, "--no-flush") == 0 && strstr(c->args, "--no-flush")) {
-      o->no_flush = true;
-    } else if (strcmp(a, "--json") == 0 && strstr(c->args, "--json")) {
-      o->json = true;
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "tunectl %s: unknown option '%s' (see tunectl %s --help)\n", c->name, a, c->name);
-      return -1;
-    } else if (!o->file) {
-      o->file = a;
-    } else if (!o->trace && strstr(c->args, "T.json ")) {
-      o->trace = a;
-    } else {
-      fprintf(stderr, "tunectl %s: unexpected argument '%s'\n", c->name, a);
-      return -1;
-    }
-  }
-  if (!o->file || (!o->trace && strstr(c->args, "T.json "))) {
-    fprintf(stderr, "tunectl %s: missing %s (usage: tunectl %s %s)\n", c->name, o->file ? "T.json" : "FILE",
-            c->name, c->args);
+/* ---- parsing ----------------------------------------------------------------------- */
+
+int tc_parse_int(const tc_args_t *a, const char *what, const char *text, int64_t min, int64_t max, int64_t *out) {
+  char *end, range[64];
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno || *end || !*text || v < min || (max && v > max)) {
+    if (max) snprintf(range, sizeof range, "from %lld to %lld", (long long)min, (long long)max);
+    else snprintf(range, sizeof range, ">= %lld", (long long)min);
+    fprintf(stderr, "tunectl %s: %s wants an integer %s, got '%s'\n", a->name, what, range, text);
     return -1;
   }
-  const char *need = strstr(c->args, "FILE --target") && !o->target ? "--target" :
-                     strstr(c->args, "--emit ") && !o->emit ? "--emit" : NULL;
-  if (need) {
-    fprintf(stderr, "tunectl %s: missing %s (usage: tunectl %s %s)\n", c->name, need, c->name, c->args);
+  *out = v;
+  return 0;
+}
+
+static int add_set(tc_args_t *a, const char *val) {
+  tn_err_t err = {0};
+  if (a->nsets >= (int)TN_ARRAY_LEN(a->sets)) {
+    fprintf(stderr, "tunectl %s: too many --set options (at most %zu)\n", a->name, TN_ARRAY_LEN(a->sets));
     return -1;
+  }
+  if (ir_param_set_parse(val, a->arena, &a->sets[a->nsets], &err) < 0) {
+    fprintf(stderr, "tunectl %s: --set %s: %s\n", a->name, val, err.msg);
+    return -1;
+  }
+  a->nsets++;
+  return 0;
+}
+
+static int take_number(tc_args_t *a, const opt_spec_t *o, const char *name, const char *val, double *field) {
+  char *end, bound[40] = "";
+  double v = strtod(val, &end);
+  if (*end || !*val || !(v > 0) || (o->max && v > (double)o->max)) {
+    if (o->max) snprintf(bound, sizeof bound, " up to %lld", (long long)o->max);
+    fprintf(stderr, "tunectl %s: %s wants a positive number%s, got '%s'\n", a->name, name, bound, val);
+    return -1;
+  }
+  *field = v;
+  return 0;
+}
+
+/* Stores option o's value in a; -1 after a message. */
+static int take_option(tc_args_t *a, const opt_spec_t *o, const char *val) {
+  void *field = (char *)a + o->field;
+  char name[32];
+  switch (o->kind) {
+  case K_FLAG: *(bool *)field = true; return 0;
+  case K_TEXT: *(const char **)field = val; return 0;
+  case K_INT: return tc_parse_int(a, spelling(o, name), val, o->min, o->max, field);
+  case K_NUM: return take_number(a, o, spelling(o, name), val, field);
+  case K_SET: return add_set(a, val);
   }
   return 0;
 }
 
-static ir_workload_t *load_workload(const char *cmd, opts_t *o) {
-  ir_workload_t *w = NULL;
-  tn_err_t err = {0};
-  if (ir_workload_load(o->file, o->sets, o->nsets, &w, &err) < 0) {
-    fprintf(stderr, "tunectl %s: %s\n", cmd, err.msg);
-    return NULL;
+/* Says what was wrong with the option getopt_long just refused (ch is '?'
+ * or ':'): unknown, ambiguous, taken by other commands only, missing its
+ * value or given one it does not take.  cmd is NULL before the command. */
+static void bad_option(const char *cmd, int ch, char **argv, const struct option *longs) {
+  char who[64], hint[64], text[64];
+  snprintf(who, sizeof who, "tunectl%s%s", cmd ? " " : "", cmd ? cmd : "");
+  snprintf(hint, sizeof hint, "see tunectl%s%s --help", cmd ? " " : "", cmd ? cmd : "");
+  const struct option *l = longs;
+  while (l->name && (!optopt || l->val != optopt)) l++;
+  if (ch == ':' || (optopt && l->name && l->has_arg == no_argument)) {
+    if (l->name) snprintf(text, sizeof text, "--%s", l->name);
+    else snprintf(text, sizeof text, "-%c", optopt);
+    fprintf(stderr, "%s: %s %s (%s)\n", who, text, ch == ':' ? "needs a value" : "takes no value", hint);
+    return;
   }
-  return w;
-}
-
-static void print_shape(FILE *out, const ir_buffer_t *b) {
-  fprintf(out, "%s[", ir_dtype_name(b->dtype));
-  for (int d = 0; d < b->ndim; d++) fprintf(out, "%s%lld", d ? ", " : "", (long long)b->shape[d]);
-  fputc(']', out);
-}
-
-static cJSON *json_shape(const ir_buffer_t *b) {
-  cJSON *a = cJSON_CreateArray();
-  for (int d = 0; d < b->ndim; d++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)b->shape[d]));
-  return a;
-}
-
-static void print_json(cJSON *j) {
-  char *s = cJSON_Print(j);
-  puts(s);
-  free(s);
-  cJSON_Delete(j);
-}
-
-/* Reads and replays o->trace on w; prints the error and returns NULL on
- * failure.  With a target, the replay is the tuner's: up to the trace's
- * EnterPostproc, then that target's postprocessors (annotations such as
- * meta_schedule.parallel become loops, reductions are decomposed, GPU limits
- * are verified). */
-static sch_t *replay_trace(const char *cmd, opts_t *o, ir_workload_t *w, const tn_target_t *post, int *ninsts) {
-  char *text = NULL;
-  size_t len = 0;
-  tn_err_t err = {0};
-  sch_trace_t *t = NULL;
-  sch_t *s = NULL;
-  if (tn_read_file(o->trace, (size_t)16 << 20, &text, &len, &err) < 0 ||
-      sch_trace_from_json(text, len, &t, &err) < 0) {
-    fprintf(stderr, "tunectl %s: %s: %s\n", cmd, o->trace, err.msg);
-  } else if (post ? srch_schedule(w->func, post, t, o->seed, &s, NULL, &err) < 0
-                  : sch_replay(w->func, t, o->seed, &s, &err) < 0) {
-    fprintf(stderr, "tunectl %s: %s does not apply to %s%s%s: %s\n", cmd, o->trace, o->file,
-            post ? " on " : "", post ? post->name : "", err.msg);
-  } else if (ninsts) {
-    *ninsts = t->n;
+  if (optopt) snprintf(text, sizeof text, "-%c", optopt);
+  else snprintf(text, sizeof text, "%.*s", (int)strcspn(argv[optind - 1], "="), argv[optind - 1]);
+  /* getopt_long takes unambiguous abbreviations; name the candidates of an ambiguous one */
+  char cands[256] = "";
+  int ncands = 0;
+  for (l = longs; !optopt && l->name; l++) {
+    if (strncmp(l->name, text + 2, strlen(text + 2)) != 0) continue;
+    size_t n = strlen(cands);
+    snprintf(cands + n, sizeof cands - n, "%s--%s", ncands++ ? ", " : "", l->name);
   }
-  free(text);
-  sch_trace_free(t);
-  return s;
+  if (ncands > 1) {
+    fprintf(stderr, "%s: option '%s' is ambiguous: %s (%s)\n", who, text, cands, hint);
+    return;
+  }
+  for (int i = 0; cmd && i < O_COUNT; i++) {
+    char name[32];
+    if (strcmp(spelling(&options[i], name), text) == 0) {
+      fprintf(stderr, "%s: %s is not an option of %s (%s)\n", who, text, cmd, hint);
+      return;
+    }
+  }
+  fprintf(stderr, "%s: unknown option '%s' (%s)\n", who, text, hint);
 }
 
-static int cmd_show(opts_t *o) {
-  ir_workload_t *w = load_workload("show", o);
-  if (!w) return 1;
-  sch_t *s = NULL;
-  if (o->trace && !(s = replay_trace("show", o, w, NULL, NULL))) {
-    ir_workload_free(w);
-    return 1;
+/* The name of c's positional argument i, from its usage line: the usage
+ * starts with the positional arguments ("FILE T.json [--set ...]"). */
+static const char *positional_name(const command_t *c, int i, tn_arena_t *arena) {
+  const char *p = c->usage;
+  for (; i > 0 && *p; i--) p += strcspn(p, " "), p += strspn(p, " ");
+  return tn_arena_strndup(arena, p, strcspn(p, " "));
+}
+
+/* The entry of the option getopt_long returned as ch (a LONG_VAL or a
+ * short name). */
+static int option_index(int ch) {
+  int i = 0;
+  if (ch >= LONG_VAL(0)) return ch - LONG_VAL(0);
+  while (i < O_COUNT && options[i].letter != ch) i++;
+  return i;
+}
+
+static int add_positional(const command_t *c, tc_args_t *a, const char *arg) {
+  if (a->npos == c->max_pos) {
+    fprintf(stderr, "tunectl %s: unexpected argument '%s' (usage: tunectl %s %s)\n", c->name, arg, c->name, c->usage);
+    return -1;
   }
-  tn_buf_t b;
-  tn_buf_init(&b);
-  ir_print_func(s ? sch_func(s) : w->func, &b);
-  fputs(tn_buf_str(&b), stdout);
-  tn_buf_free(&b);
-  sch_free(s);
-  ir_workload_free(w);
+  a->pos[a->npos++] = arg;
   return 0;
 }
 
-static int cmd_trace_check(opts_t *o) {
-  ir_workload_t *w = load_workload("trace-check", o);
-  if (!w) return 1;
+/* Parses c's command line (argv[0] is the command's name) into a with
+ * getopt_long: options and positional arguments in any order, `--` ends
+ * the options.  Returns 0, 1 for --help, or -1 after a message. */
+static int parse_command_line(const command_t *c, int argc, char **argv, tc_args_t *a) {
+  struct option longs[O_COUNT + 2];
+  char shorts[2 * O_COUNT + 4] = "-:h"; /* '-': positional arguments in order; ':': report a missing value */
   int n = 0;
-  sch_t *s = replay_trace("trace-check", o, w, NULL, &n);
-  if (s) {
-    const sch_trace_t *t = sch_get_trace(s);
-    printf("%s: ok, %d instructions replay on %s\n", o->trace, n, w->name);
-    for (int i = 0; i < t->n; i++) {
-      if (!t->insts[i].ndecision) continue;
-      printf("  decision of instruction %d (%s):", i, sch_inst_name(t->insts[i].kind));
-      for (int d = 0; d < t->insts[i].ndecision; d++) printf(" %lld", (long long)t->insts[i].decision[d]);
-      printf("\n");
-    }
+  size_t ns = strlen(shorts);
+  for (int i = 0; i < O_COUNT; i++) {
+    if (!(accepted(c) & (1u << i))) continue;
+    const opt_spec_t *o = &options[i];
+    int has_arg = o->kind == K_FLAG ? no_argument : required_argument;
+    if (o->name) longs[n++] = (struct option){o->name, has_arg, NULL, LONG_VAL(i)};
+    if (o->letter) shorts[ns++] = o->letter;
+    if (o->letter && has_arg) shorts[ns++] = ':';
   }
-  sch_free(s);
-  ir_workload_free(w);
-  return s ? 0 : 1;
-}
-
-static int cmd_check(opts_t *o) {
-  ir_workload_t *w = load_workload("check", o);
-  if (!w) return 1;
-  const ir_func_t *f = w->func;
-  char hex[17];
-  ir_hash_hex(ir_func_hash(f), hex);
-  double flops = ir_func_flops(f), bytes = ir_func_bytes(f);
-  if (o->json) {
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "workload", w->name);
-    cJSON_AddStringToObject(j, "file", o->file);
-    cJSON_AddStringToObject(j, "hash", hex);
-    cJSON *params = cJSON_AddObjectToObject(j, "params");
-    for (int i = 0; i < w->nparams; i++)
-      cJSON_AddNumberToObject(params, w->params[i].name, (double)w->params[i].value);
-    cJSON *tensors = cJSON_AddArrayToObject(j, "tensors");
-    for (int i = 0; i < f->nparams; i++) {
-      cJSON *t = cJSON_CreateObject();
-      cJSON_AddStringToObject(t, "name", f->params[i]->name);
-      cJSON_AddStringToObject(t, "role", f->params[i]->role == IR_BUF_INPUT ? "input" : "output");
-      cJSON_AddStringToObject(t, "dtype", ir_dtype_name(f->params[i]->dtype));
-      cJSON_AddItemToObject(t, "shape", json_shape(f->params[i]));
-      cJSON_AddItemToArray(tensors, t);
+  shorts[ns] = 0;
+  longs[n++] = (struct option){"help", no_argument, NULL, 'h'};
+  longs[n] = (struct option){0};
+  uint32_t given = 0;
+  optind = 0; /* start afresh: main() read the options before the command */
+  opterr = 0;
+  for (int ch; (ch = getopt_long(argc, argv, shorts, longs, NULL)) != -1;) {
+    if (ch == 'h') return 1;
+    if (ch == '?' || ch == ':') {
+      bad_option(c->name, ch, argv, longs);
+      return -1;
     }
-    cJSON_AddNumberToObject(j, "flops", flops);
-    cJSON_AddNumberToObject(j, "bytes", bytes);
-    print_json(j);
-  } else {
-    printf("workload  %s (%s): ok\n", w->name, o->file);
-    printf("hash      %s\n", hex);
-    printf("params   ");
-    for (int i = 0; i < w->nparams; i++)
-      printf(" %s=%lld%s", w->params[i].name, (long long)w->params[i].value,
-             w->params[i].value != w->params[i].def ? "*" : "");
-    if (!w->nparams) printf(" (none)");
-    printf("\n");
-    for (int i = 0; i < f->nparams; i++) {
-      printf("%-9s %s: ", f->params[i]->role == IR_BUF_INPUT ? "input" : "output", f->params[i]->name);
-      print_shape(stdout, f->params[i]);
-      printf("\n");
-    }
-    printf("flops     %.0f (%.3f GFLOP per run)\n", flops, flops * 1e-9);
-    printf("bytes     %.0f (%.3f MB per run)\n", bytes, bytes * 1e-6);
-  }
-  ir_workload_free(w);
-  return 0;
-}
-
-/* Checksum of an output: FNV-1a over the values rounded to the buffer's
- * dtype, so it compares like-for-like with kernels that store that dtype. */
-static uint64_t output_checksum(const ir_buffer_t *b, const double *v, int64_t n) {
-  uint64_t h = TN_FNV_INIT;
-  for (int64_t i = 0; i < n; i++) {
-    uint64_t bits;
-    if (b->dtype == IR_FLOAT32 || ir_dtype_is_16bit_float(b->dtype)) {
-      float x = (float)v[i];
-      if (b->dtype == IR_FLOAT16) x = tn_half_to_float(tn_float_to_half(x));
-      if (b->dtype == IR_BFLOAT16) x = tn_bf16_to_float(tn_float_to_bf16(x));
-      uint32_t u;
-      memcpy(&u, &x, 4);
-      bits = u;
-    } else if (b->dtype == IR_FLOAT64) {
-      memcpy(&bits, &v[i], 8);
+    if (ch == 1) {
+      if (add_positional(c, a, optarg) < 0) return -1;
     } else {
-      bits = (uint64_t)(int64_t)v[i];
-    }
-    h = tn_fnv1a_u64(h, bits);
-  }
-  return h;
-}
-
-static int cmd_eval(opts_t *o) {
-  ir_workload_t *w = load_workload("eval", o);
-  if (!w) return 1;
-  const ir_func_t *f = w->func;
-  ir_data_t *d = NULL;
-  tn_err_t err = {0};
-  int rc = 1;
-  double t0 = tn_now();
-  if (ir_data_new(f, o->seed, EVAL_MAX_BYTES, &d, &err) < 0 || ir_eval(f, d, &err) < 0) {
-    fprintf(stderr, "tunectl eval: %s: %s\n", o->file, err.msg);
-    goto out;
-  }
-  double secs = tn_now() - t0;
-  cJSON *j = o->json ? cJSON_CreateObject() : NULL;
-  cJSON *outs = NULL;
-  if (j) {
-    cJSON_AddStringToObject(j, "workload", w->name);
-    cJSON_AddNumberToObject(j, "seed", (double)o->seed);
-    cJSON_AddNumberToObject(j, "seconds", secs);
-    outs = cJSON_AddArrayToObject(j, "outputs");
-  } else {
-    printf("evaluated %s with seed %llu in %.2f s\n", w->name, (unsigned long long)o->seed, secs);
-  }
-  for (int i = 0; i < f->nparams; i++) {
-    const ir_buffer_t *b = f->params[i];
-    if (b->role != IR_BUF_OUTPUT) continue;
-    double sum = 0, sq = 0;
-    for (int64_t k = 0; k < d->sizes[i]; k++) {
-      sum += d->vals[i][k];
-      sq += d->vals[i][k] * d->vals[i][k];
-    }
-    char hex[17];
-    ir_hash_hex(output_checksum(b, d->vals[i], d->sizes[i]), hex);
-    if (j) {
-      cJSON *t = cJSON_CreateObject();
-      cJSON_AddStringToObject(t, "name", b->name);
-      cJSON_AddStringToObject(t, "dtype", ir_dtype_name(b->dtype));
-      cJSON_AddItemToObject(t, "shape", json_shape(b));
-      cJSON_AddNumberToObject(t, "sum", sum);
-      cJSON_AddNumberToObject(t, "l2", sqrt(sq));
-      cJSON_AddStringToObject(t, "checksum", hex);
-      cJSON_AddItemToArray(outs, t);
-    } else {
-      printf("%s ", b->name);
-      print_shape(stdout, b);
-      printf("  sum %.9e  l2 %.9e  checksum %s\n", sum, sqrt(sq), hex);
+      int i = option_index(ch);
+      if (take_option(a, &options[i], optarg) < 0) return -1;
+      given |= 1u << i;
     }
   }
-  if (j) print_json(j);
-  rc = 0;
-out:
-  ir_data_free(d);
-  ir_workload_free(w);
-  return rc;
-}
-
-/* Looks the target up ("opencl" stands for opencl/pocl-cpu); configs/ in
- * the source tree, when present, is searched too. */
-static int lookup_target(const char *cmd, const char *name, tn_target_t *t) {
-  tn_err_t err = {0};
-  const char *dir = TUNED_SOURCE_ROOT "/configs";
-  if (strcmp(name, "opencl") == 0) name = "opencl/pocl-cpu";
-  if (tn_target_lookup(name, access(dir, R_OK) == 0 ? dir : NULL, t, &err) < 0) {
-    fprintf(stderr, "tunectl %s: %s\n", cmd, err.msg);
+  while (optind < argc) /* the arguments after `--` */
+    if (add_positional(c, a, argv[optind++]) < 0) return -1;
+  char name[32];
+  const char *missing = a->npos < c->min_pos ? positional_name(c, a->npos, a->arena) : NULL;
+  for (int i = 0; !missing && i < O_COUNT; i++)
+    if (c->need & ~given & (1u << i)) missing = spelling(&options[i], name);
+  if (missing) {
+    fprintf(stderr, "tunectl %s: missing %s (usage: tunectl %s %s)\n", c->name, missing, c->name, c->usage);
     return -1;
   }
   return 0;
 }
 
-/* Loads the workload, replays the trace if any with t's postprocessors and
- * lowers for t's language, as the tuner does (srch_schedule, then
- * srch_lower_schedule); without a trace the program is lowered as written. */
-static cg_module_t *lower(const char *cmd, opts_t *o, const tn_target_t *t, ir_workload_t **wout) {
-  cg_target_t lang = ms_language_of(t->kind);
-  ir_workload_t *w = load_workload(cmd, o);
-  if (!w) return NULL;
-  sch_t *s = NULL;
-  cg_module_t *m = NULL;
-  tn_err_t err = {0};
-  if (!o->trace) s = sch_create(w->func, o->seed);
-  else s = replay_trace(cmd, o, w, t, NULL);
-  if (s) {
-    if (srch_lower_schedule(s, t, NULL, &m, &err) < 0)
-      fprintf(stderr, "tunectl %s: cannot generate %s code for %s%s%s: %s\n", cmd, cg_target_name(lang), o->file,
-              o->trace ? " with " : "", o->trace ? o->trace : "", err.msg);
-  }
-  sch_free(s);
-  if (m && wout) *wout = w;
-  else ir_workload_free(w);
-  return m;
-}
+/* ---- main ---------------------------------------------------------------------------- */
 
-static int cmd_emit(opts_t *o) {
-  static const char *const kinds[] = {"cuda", "ptx", "opencl", "c", "launch"};
-  size_t kind = 0;
-  while (kind < TN_ARRAY_LEN(kinds) && strcmp(kinds[kind], o->emit) != 0) kind++;
-  if (kind == TN_ARRAY_LEN(kinds)) {
-    fprintf(stderr, "tunectl emit: unknown --emit '%s' (cuda, ptx, opencl, c or launch)\n", o->emit);
-    return 2;
-  }
-  tn_target_t t;
-  if (lookup_target("emit", o->target, &t) < 0) return 1;
-  cg_target_t lang = ms_language_of(t.kind);
-  cg_target_t want = kind <= 1 ? CG_TARGET_CUDA : kind == 2 ? CG_TARGET_OPENCL : kind == 3 ? CG_TARGET_C : lang;
-  if (want != lang) {
-    fprintf(stderr, "tunectl emit: target %s runs %s code; --emit %s needs a %s target\n", t.name,
-            cg_target_name(lang), o->emit,
-            want == CG_TARGET_CUDA ? "CUDA (nvidia/...)" : want == CG_TARGET_OPENCL ? "OpenCL" : "CPU");
-    return 1;
-  }
-  cg_module_t *m = lower("emit", o, &t, NULL);
-  if (!m) return 1;
-  int rc = 0;
-  if (kind == 1) {
-    ms_cuda_output_t out;
-    tn_err_t err = {0};
-    if (ms_cuda_compile(m->source, t.arch, &out, &err) < 0) {
-      fprintf(stderr, "tunectl emit: %s\n", err.msg);
-      rc = 1;
-    } else {
-      fputs(out.ptx, stdout);
-    }
-    ms_cuda_output_free(&out);
-  } else if (kind == 4) {
-    char *j = cg_module_launch_json(m);
-    puts(j);
-    free(j);
-  } else {
-    fputs(m->source, stdout);
-  }
-  cg_module_free(m);
-  return rc;
-}
-
-static void print_run_text(const ms_result_t *r, const ir_workload_t *w, const tn_target_t *t, const opts_t *o) {
-  printf("workload  %s (%s)%s%s\n", w->name, o->file, o->trace ? ", trace " : "", o->trace ? o->trace : "");
-  printf("target    %s (%s)\n", t->name, t->device);
-  printf("status    %s\n", ms_status_name(r->status));
-  if (r->nrepeats > 0) {
-    double lo = r->run_secs[0], hi = r->run_secs[0];
-    for (int i = 1; i < r->nrepeats; i++) lo = fmin(lo, r->run_secs[i]), hi = fmax(hi, r->run_secs[i]);
-    printf("median    %.6f ms over %d repeats (min %.6f ms, max %.6f ms)\n", r->median_secs * 1e3, r->nrepeats,
-           lo * 1e3, hi * 1e3);
-    printf("speed     %.3f GFLOP/s, %.3f GB/s\n", r->gflops, r->gbps);
-  }
-  if (r->verify_error >= 0)
-    printf("verified  %s: relative L2 error %.3g against the reference evaluator\n",
-           r->status == MS_WRONG_RESULT ? "WRONG" : "ok", r->verify_error);
-  else
-    printf("verified  no (the candidate did not run)\n");
-  printf("build     %s, arch %s, %.3f s", r->build.compiler[0] ? r->build.compiler : "?",
-         r->build.arch[0] ? r->build.arch : "-", r->build.build_secs);
-  if (r->build.registers >= 0) printf(", %d registers", r->build.registers);
-  if (r->build.shared_bytes >= 0) printf(", %lld B shared", (long long)r->build.shared_bytes);
-  if (r->build.spill_bytes >= 0) printf(", %lld B spilled", (long long)r->build.spill_bytes);
-  printf("\n");
-  if (r->error[0]) printf("error     %s\n", r->error);
-}
-
-static int cmd_run(opts_t *o) {
-  tn_target_t t;
-  if (lookup_target("run", o->target, &t) < 0) return 1;
-  ir_workload_t *w = NULL;
-  cg_module_t *m = lower("run", o, &t, &w);
-  if (!m) return 1;
-  ms_options_t mo = {.seed = o->seed};
-  mo.run.min_secs = o->repeat_ms > 0 ? o->repeat_ms * 1e-3 : 0;
-  mo.run.flush_l2 = ms_flush_by_default(t.kind) && !o->no_flush;
-  ms_result_t r;
-  tn_err_t err = {0};
-  int rc = 1;
-  if (ms_measure(w->func, &t, &m, 1, &mo, &r, &err) < 0) {
-    fprintf(stderr, "tunectl run: %s\n", err.msg);
-  } else {
-    if (o->json) {
-      char *text = ms_result_to_json(&r);
-      cJSON *j = cJSON_Parse(text);
-      free(text);
-      cJSON_AddStringToObject(j, "workload", w->name);
-      cJSON_AddStringToObject(j, "target", t.name);
-      print_json(j);
-    } else {
-      print_run_text(&r, w, &t, o);
-    }
-    rc = r.status == MS_OK ? 0 : 1;
-    ms_result_clear(&r);
-  }
-  cg_module_free(m);
-  ir_workload_free(w);
-  return rc;
-}
-
-/* Prints the design spaces of the workload for the target, as traces. */
-static int cmd_space(opts_t *o) {
-  tn_target_t t;
-  if (lookup_target("space", o->target, &t) < 0) return 1;
-  ir_workload_t *w = load_workload("space", o);
-  if (!w) return 1;
-  smp_space_t sp;
-  tn_err_t err = {0};
-  if (smp_generate(w->func, &t, 1, &sp, &err) < 0) {
-    fprintf(stderr, "tunectl space: %s\n", err.msg);
-    ir_workload_free(w);
-    return 1;
-  }
-  for (int i = 0; i < sp.n; i++) {
-    char *json = sch_trace_to_json(sp.traces[i]);
-    printf("# space %d of %d (rules: %s)\n%s\n", i + 1, sp.n, sp.descs[i], json);
-    free(json);
-  }
-  smp_space_free(&sp);
-  ir_workload_free(w);
-  return 0;
-}
-
-static int cmd_tune(opts_t *o) {
-  tn_target_t t;
-  if (lookup_target("tune", o->target, &t) < 0) return 1;
-  ir_workload_t *w = load_workload("tune", o);
-  if (!w) return 1;
-  tct_args_t a = {.workload = w, .target = &t, .trials = o->trials, .db = o->db, .strategy = o->strategy,
-                  .model = o->model, .seed = o->seed, .json = o->json, .no_flush = o->no_flush};
-  int rc = tct_tune(&a);
-  ir_workload_free(w);
-  return rc;
-}
-
-int main(int argc, char **argv) {
-  if (tcd_global_options(&argc, &argv) < 0) return 2;
-  if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
-      strcmp(argv[1], "help") == 0) {
-    if (argc >= 3 && strcmp(argv[1], "help") == 0 && find_command(argv[2])) {
-      command_help(find_command(argv[2]), stdout);
-      return 0;
-    }
-    if (argc >= 3 && strcmp(argv[1], "help") == 0 && tcd_find(argv[2])) {
-      tcd_help(tcd_find(argv[2]), stdout);
-      return 0;
-    }
-    usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  if (strcmp(argv[1], "--version") == 0) {
-    printf("tunectl %s (built with CUDA/NVRTC: %s, OpenCL: %s, XGBoost: %s)\n", TUNED_VERSION,
-           TUNED_HAVE_CUDA ? "yes" : "no", TUNED_HAVE_OPENCL ? "yes" : "no",
-           TUNED_HAVE_XGBOOST ? "yes" : "no");
-    return 0;
-  }
-  if (tcd_find(argv[1])) return tcd_main(tcd_find(argv[1]), argc - 2, argv + 2);
-  const command_t *c = find_command(argv[1]);
-  if (!c) {
-    fprintf(stderr, "tunectl: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
-    return 2;
-  }
-  opts_t o = {.seed = 1, .arena = tn_arena_new()};
-  int rc = parse_args(c, argc - 2, argv + 2, &o);
+static int run_command(const command_t *c, int argc, char **argv, const char *socket) {
+  tc_args_t a = {.name = c->name, .socket = socket, .trials = -1, .seed = -1, .limit = -1, .k = -1,
+                 .arena = tn_arena_new()};
+  int rc = parse_command_line(c, argc, argv, &a);
   if (rc == 1) {
     command_help(c, stdout);
     rc = 0;
   } else if (rc < 0) {
     rc = 2;
   } else {
-    rc = c->run(&o);
+    rc = c->run(&a);
   }
-  tn_arena_free(o.arena);
+  tn_arena_free(a.arena);
   return rc;
+}
+
+int main(int argc, char **argv) {
+  enum { G_SOCKET = 256, G_VERSION };
+  static const struct option globals[] = {{"socket", required_argument, NULL, G_SOCKET},
+                                          {"version", no_argument, NULL, G_VERSION},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {0}};
+  const char *socket = NULL;
+  opterr = 0;
+  /* '+': the options before the command only; the command parses the rest */
+  for (int ch; (ch = getopt_long(argc, argv, "+:h", globals, NULL)) != -1;) {
+    if (ch == G_SOCKET) {
+      socket = optarg;
+    } else if (ch == 'h') {
+      usage(stdout);
+      return 0;
+    } else if (ch == G_VERSION) {
+      printf("tunectl %s (built with CUDA/NVRTC: %s, OpenCL: %s, XGBoost: %s)\n", TUNED_VERSION,
+             TUNED_HAVE_CUDA ? "yes" : "no", TUNED_HAVE_OPENCL ? "yes" : "no", TUNED_HAVE_XGBOOST ? "yes" : "no");
+      return 0;
+    } else {
+      bad_option(NULL, ch, argv, globals);
+      return 2;
+    }
+  }
+  if (optind >= argc) {
+    usage(stderr);
+    return 2;
+  }
+  const char *name = argv[optind];
+  bool help = strcmp(name, "help") == 0;
+  if (help && optind + 1 >= argc) {
+    usage(stdout);
+    return 0;
+  }
+  if (help) name = argv[optind + 1];
+  const command_t *c = find_command(name);
+  if (!c) {
+    fprintf(stderr, "tunectl: unknown command '%s'\n\n", name);
+    usage(stderr);
+    return 2;
+  }
+  if (help) {
+    command_help(c, stdout);
+    return 0;
+  }
+  return run_command(c, argc - optind, argv + optind, socket);
 }

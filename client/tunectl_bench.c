@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "client/tuned.h"
-#include "client/tunectl_daemon.h"
+#include "client/tunectl.h"
 #include "common/target.h"
 #include "search/search.h"
 #include "tuned_config.h"
@@ -115,7 +115,7 @@ out:
   return n;
 }
 
-static char *read_text(const tcd_opts_t *o, const char *path) {
+static char *read_text(const tc_args_t *o, const char *path) {
   char *text = NULL;
   size_t len = 0;
   tn_err_t err = {0};
@@ -127,7 +127,7 @@ static char *read_text(const tcd_opts_t *o, const char *path) {
 }
 
 /* Compares the files at paths; returns the exit code. */
-static int compare_files(const tcd_opts_t *o, const char *results, const char *baseline, double max_reg) {
+static int compare_files(const tc_args_t *o, const char *results, const char *baseline, double max_reg) {
   char *a = read_text(o, results), *b = a ? read_text(o, baseline) : NULL;
   tn_err_t err = {0};
   int n = b ? tcd_bench_compare(a, b, max_reg, stdout, &err) : -1;
@@ -155,7 +155,7 @@ typedef struct bench_out {
   int64_t failures[4]; /* build_error, run_error, timeout, wrong_result */
 } bench_out_t;
 
-static int load_item(const tcd_opts_t *o, const char *suite_dir, const cJSON *spec, bench_item_t *it) {
+static int load_item(const tc_args_t *o, const char *suite_dir, const cJSON *spec, bench_item_t *it) {
   const char *file = jstr(spec, "file");
   const cJSON *params = cJSON_GetObjectItemCaseSensitive(spec, "params"), *p;
   ir_param_set_t sets[64];
@@ -192,11 +192,11 @@ static void on_search_progress(const srch_progress_t *p, void *ctx) {
             p->best_gflops);
 }
 
-static int tune_local(const tcd_opts_t *o, const tn_target_t *t, bench_item_t *it, bench_out_t *out) {
+static int tune_local(const tc_args_t *o, const tn_target_t *t, bench_item_t *it, bench_out_t *out) {
   srch_opts_t so;
   srch_opts_default(&so);
   so.max_trials = (int)o->trials;
-  so.seed = o->seed >= 0 ? (uint64_t)o->seed : 1;
+  so.seed = tc_seed(o);
   srch_task_t task = {.workload = it->w, .weight = 1};
   srch_callbacks_t cb = {.on_progress = on_search_progress, .ctx = it};
   srch_result_t r = {0};
@@ -216,7 +216,7 @@ static int tune_local(const tcd_opts_t *o, const tn_target_t *t, bench_item_t *i
   return 0;
 }
 
-static int tune_daemon(const tcd_opts_t *o, tuned_client_t *c, const char *target, bench_item_t *it,
+static int tune_daemon(const tc_args_t *o, tuned_client_t *c, const char *target, bench_item_t *it,
                        bench_out_t *out) {
   tuned_submit_t s = tuned_submit_defaults();
   s.workload = it->w->source;
@@ -224,7 +224,7 @@ static int tune_daemon(const tcd_opts_t *o, tuned_client_t *c, const char *targe
   s.params_json = it->params;
   s.target = target;
   s.trials = (int)o->trials;
-  s.seed = o->seed >= 0 ? o->seed : 1;
+  s.seed = (int64_t)tc_seed(o);
   int64_t job;
   tuned_job_t j;
   tuned_error_t err = {0};
@@ -264,7 +264,7 @@ static cJSON *result_json(const bench_item_t *it, const bench_out_t *r) {
   return j;
 }
 
-static int write_json(const tcd_opts_t *o, const char *path, const cJSON *doc) {
+static int write_json(const tc_args_t *o, const char *path, const cJSON *doc) {
   char *text = cJSON_Print(doc);
   FILE *f = fopen(path, "w");
   int bad = !f || fprintf(f, "%s\n", text) < 0;
@@ -275,12 +275,12 @@ static int write_json(const tcd_opts_t *o, const char *path, const cJSON *doc) {
 }
 
 /* Loads and tunes every workload of the suite into doc's results. */
-static int run_suite(const tcd_opts_t *o, const cJSON *suite, const char *dir, const char *target, cJSON *results) {
+static int run_suite(const tc_args_t *o, const cJSON *suite, const char *dir, const char *target, cJSON *results) {
   tn_target_t t;
   tn_err_t err = {0};
   tuned_client_t *c = NULL;
   tuned_error_t terr = {0};
-  if (o->daemon && tuned_connect(tcd_socket, &c, &terr) < 0) {
+  if (o->daemon && tuned_connect(o->socket, &c, &terr) < 0) {
     fprintf(stderr, "tunectl bench: %s — start it with `tuned --target cpu`, or drop --daemon\n", terr.message);
     return -1;
   }
@@ -311,7 +311,7 @@ static int run_suite(const tcd_opts_t *o, const cJSON *suite, const char *dir, c
   return rc;
 }
 
-static int check_bench_opts(const tcd_opts_t *o, double *max_reg) {
+static int check_bench_opts(const tc_args_t *o, double *max_reg) {
   *max_reg = DEFAULT_MAX_REGRESSION;
   if (o->max_regression && parse_regression(o->max_regression, max_reg) < 0) {
     fprintf(stderr, "tunectl bench: --max-regression wants a percentage in [0, 100) such as 5%%, got '%s'\n",
@@ -334,7 +334,7 @@ static int check_bench_opts(const tcd_opts_t *o, double *max_reg) {
   return 0;
 }
 
-int tcd_bench(tcd_opts_t *o) {
+int tcd_bench(tc_args_t *o) {
   double max_reg;
   if (check_bench_opts(o, &max_reg) < 0) return 2;
   if (o->compare) return compare_files(o, o->compare, o->baseline, max_reg);
@@ -355,7 +355,7 @@ int tcd_bench(tcd_opts_t *o) {
   cJSON_AddStringToObject(doc, "suite", *jstr(suite, "name") ? jstr(suite, "name") : o->pos[0]);
   cJSON_AddStringToObject(doc, "target", target);
   cJSON_AddNumberToObject(doc, "trials", (double)o->trials);
-  cJSON_AddNumberToObject(doc, "seed", (double)(o->seed >= 0 ? o->seed : 1));
+  cJSON_AddNumberToObject(doc, "seed", (double)tc_seed(o));
   cJSON_AddStringToObject(doc, "mode", o->daemon ? "daemon" : "in-process");
   cJSON_AddStringToObject(doc, "tuned_version", TUNED_VERSION);
   cJSON_AddNumberToObject(doc, "created", (double)time(NULL));

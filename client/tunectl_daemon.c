@@ -1,6 +1,7 @@
 /* tunectl_daemon.c — tunectl's commands that talk to the tuned daemon over
  * its socket (through libtuned): submit, status, watch, cancel, jobs,
- * workloads, records, best, kernel, export, import, targets, ping, shutdown. */
+ * workloads, records, best, kernel, export, import, targets, ping, shutdown.
+ * Their options are parsed from the command table in tunectl.c. */
 #include <cJSON.h>
 #include <ctype.h>
 #include <errno.h>
@@ -9,326 +10,14 @@
 #include <unistd.h>
 
 #include "client/tuned.h"
-#include "client/tunectl_daemon.h"
-
-typedef int (*tcd_fn)(tcd_opts_t *o);
-
-struct tcd_command {
-  const char *name;
-  const char *args; /* usage; also decides which options are accepted */
-  int min_pos, max_pos;
-  const char *summary;
-  const char *help;
-  tcd_fn run;
-};
-
-const char *tcd_socket;
-
-static int cmd_submit(tcd_opts_t *o);
-static int cmd_status(tcd_opts_t *o);
-static int cmd_watch(tcd_opts_t *o);
-static int cmd_cancel(tcd_opts_t *o);
-static int cmd_jobs(tcd_opts_t *o);
-static int cmd_workloads(tcd_opts_t *o);
-static int cmd_records(tcd_opts_t *o);
-static int cmd_best(tcd_opts_t *o);
-static int cmd_kernel(tcd_opts_t *o);
-static int cmd_export(tcd_opts_t *o);
-static int cmd_import(tcd_opts_t *o);
-static int cmd_targets(tcd_opts_t *o);
-static int cmd_ping(tcd_opts_t *o);
-static int cmd_shutdown(tcd_opts_t *o);
-
-#define WORKLOAD_HELP                                                                      \
-  "FILE|HASH is a workload file (parsed here to compute its structural hash,\n"          \
-  "with the --set overrides) or a hash of 16 hex digits as `tunectl check` and\n"        \
-  "`tunectl workloads` print it.\n"
-
-static const tcd_command_t commands[] = {
-    {"submit", "FILE [--set NAME=VALUE ...] [--target T] [--trials N] [--seconds S] [--seed S] [--wait] [--json]", 1,
-     1, "submit a tuning job to the daemon",
-     "Checks the workload here, sends its text and the --set overrides to the\n"
-     "daemon and prints the job id and the workload hash.  --trials is the number\n"
-     "of candidates to measure, --seconds an optional wall-time budget.  With\n"
-     "--wait, follows the job (a progress bar on a terminal, one line per batch\n"
-     "otherwise) and exits 1 unless it ends `done`.\n",
-     cmd_submit},
-    {"status", "[JOB] [--json]", 0, 1, "show the daemon's state, or one job's",
-     "Without JOB: the daemon's version, target, database, socket, uptime and\n"
-     "backends, and the jobs by state.  With JOB: that job's state, progress,\n"
-     "best kernel so far and failures.\n",
-     cmd_status},
-    {"watch", "JOB [--json]", 1, 1, "follow a job until it ends",
-     "Prints the job's progress after every measured batch until it is done,\n"
-     "cancelled or failed (--json: one job object per line).  Exits 1 unless\n"
-     "it ends `done`.\n",
-     cmd_watch},
-    {"cancel", "JOB [--json]", 1, 1, "cancel a queued or running job",
-     "Asks the daemon to stop the job; what it measured so far is kept.\n", cmd_cancel},
-    {"jobs", "[--state S] [--limit N] [--json]", 0, 0, "list tuning jobs",
-     "Lists jobs, newest first; --state keeps one state (queued, running, done,\n"
-     "cancelled, failed).\n",
-     cmd_jobs},
-    {"workloads", "[--limit N] [--json]", 0, 0, "list the workloads in the database",
-     "Lists every workload the database has records for: hash, name, number\n"
-     "of records and GFLOP per run.\n",
-     cmd_workloads},
-    {"records", "[FILE|HASH] [--set NAME=VALUE ...] [--target T] [--status S] [--limit N] [--json]", 0, 1,
-     "list tuning records",
-     "Lists measured candidates (all workloads, or one), optionally of one target\n"
-     "and one status (ok, build_error, run_error, timeout, wrong_result).\n" WORKLOAD_HELP,
-     cmd_records},
-    {"best", "FILE|HASH [--set NAME=VALUE ...] [--target T] [-k K] [--json]", 1, 1,
-     "show the fastest verified records of a workload",
-     "Prints the K (default 1) fastest verified records of the workload on the\n"
-     "target (default: the daemon's target).\n" WORKLOAD_HELP,
-     cmd_best},
-    {"kernel", "FILE|HASH [--set NAME=VALUE ...] [--target T] --emit cuda|ptx|cubin|header|json|source [-o OUT]", 1,
-     1, "print the best kernel of a workload",
-     "Fetches the best kernel of the workload on the target and prints it:\n"
-     "  source  the kernel source in its language (C, CUDA C or OpenCL C)\n"
-     "  cuda    the CUDA C source (CUDA targets only)\n"
-     "  ptx     the PTX (CUDA targets only)\n"
-     "  cubin   the CUBIN bytes (CUDA targets only; needs -o or a redirected stdout)\n"
-     "  header  a self-contained header: the kernel and an inline launch function\n"
-     "          tuned_launch_NAME(A, B, ..., stream) with the tuned grid, block and\n"
-     "          shared memory (CUDA); a C header for CPU kernels; for OpenCL the\n"
-     "          source as a string with the global and local sizes\n"
-     "  json    everything kernel.get returns (source, launch configuration, trace)\n" WORKLOAD_HELP,
-     cmd_kernel},
-    {"export", "[FILE|HASH] [--set NAME=VALUE ...] [--target T] [-o OUT]", 0, 1, "export records as JSON lines",
-     "Writes the records (all, or of one workload and/or target) as JSON lines,\n"
-     "one self-contained record per line, to OUT or stdout.  `tunectl import`\n"
-     "merges them into another database.\n",
-     cmd_export},
-    {"import", "FILE [--json]", 1, 1, "import records from JSON lines",
-     "Merges the records of a `tunectl export` file into the daemon's database,\n"
-     "skipping records it already has; prints how many were new.\n",
-     cmd_import},
-    {"targets", "[--json]", 0, 0, "list the targets the daemon knows",
-     "Lists targets with their kind, architecture and whether this daemon can\n"
-     "measure for them (and if not, why).\n",
-     cmd_targets},
-    {"ping", "[--json]", 0, 0, "check that the daemon answers",
-     "Calls server.info and prints the round-trip time, version and target.\n", cmd_ping},
-    {"shutdown", "[--json]", 0, 0, "stop the daemon",
-     "Asks the daemon to stop: it takes no more work, checkpoints running jobs\n"
-     "(they resume when it starts again) and exits.\n",
-     cmd_shutdown},
-    {"bench", "SUITE.json --trials N --json OUT [--baseline BASE.json] [--max-regression P] [--target T] [--seed S] [--daemon]",
-     0, 1, "tune a benchmark suite; compare with a baseline (CI)",
-     "Tunes every workload of SUITE.json ({\"name\": ..., \"workloads\": [{\"file\":\n"
-     "\"../../workloads/matmul.tw\", \"params\": {\"M\": 128}}, ...]}; files relative to\n"
-     "the suite file) with N trials each, in this process (or through the daemon\n"
-     "with --daemon; target default cpu), and writes per workload the best GFLOP/s,\n"
-     "median seconds, trials and hash to OUT.  With --baseline (a previous OUT),\n"
-     "exits 1 when a workload's GFLOP/s dropped by more than P percent (default\n"
-     "5%), found no kernel, or is missing.\n"
-     "  tunectl bench --compare OUT --baseline BASE.json [--max-regression P]\n"
-     "compares two result files without tuning.\n",
-     tcd_bench},
-};
-
-const tcd_command_t *tcd_find(const char *name) {
-  for (size_t i = 0; i < TN_ARRAY_LEN(commands); i++)
-    if (strcmp(commands[i].name, name) == 0) return &commands[i];
-  return NULL;
-}
-
-void tcd_usage(FILE *out) {
-  fprintf(out, "\nDaemon commands (talk to tuned over its socket; global option --socket PATH):\n\n");
-  for (size_t i = 0; i < TN_ARRAY_LEN(commands); i++)
-    fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
-}
-
-static bool accepts(const tcd_command_t *c, const char *opt) {
-  size_t n = strlen(opt);
-  for (const char *p = strstr(c->args, opt); p; p = strstr(p + 1, opt)) {
-    bool starts = p == c->args || p[-1] == ' ' || p[-1] == '[';
-    bool ends = p[n] == 0 || p[n] == ' ' || p[n] == ']';
-    if (starts && ends) return true;
-  }
-  return false;
-}
-
-void tcd_help(const tcd_command_t *c, FILE *out) {
-  fprintf(out, "usage: tunectl %s %s\n\n%s\noptions:\n", c->name, c->args, c->help);
-  static const struct { const char *opt, *text; } opts[] = {
-      {"--set", "  --set NAME=VALUE  override a workload parameter (repeatable)\n"},
-      {"--target", "  --target T        target name (default: the daemon's; bench: cpu)\n"},
-      {"--trials", "  --trials N        candidates to measure\n"},
-      {"--seconds", "  --seconds S       wall-time budget in seconds (default: none)\n"},
-      {"--seed", "  --seed S          search seed\n"},
-      {"--wait", "  --wait            follow the job until it ends\n"},
-      {"--state", "  --state S         queued, running, done, cancelled or failed\n"},
-      {"--status", "  --status S        ok, build_error, run_error, timeout or wrong_result\n"},
-      {"--limit", "  --limit N         at most N rows\n"},
-      {"-k", "  -k K              how many records (default 1)\n"},
-      {"--emit", "  --emit KIND       cuda, ptx, cubin, header, json or source\n"},
-      {"-o", "  -o OUT            write to OUT instead of stdout\n"},
-      {"--baseline", "  --baseline B.json compare with these results\n"},
-      {"--max-regression", "  --max-regression P  allowed GFLOP/s drop in percent (default 5%)\n"},
-      {"--daemon", "  --daemon          tune through the daemon instead of in this process\n"},
-  };
-  for (size_t i = 0; i < TN_ARRAY_LEN(opts); i++)
-    if (accepts(c, opts[i].opt)) fputs(opts[i].text, out);
-  if (strstr(c->args, "--json OUT")) fprintf(out, "  --json OUT        write the results to OUT\n");
-  else if (accepts(c, "--json")) fprintf(out, "  --json            print the daemon's JSON result\n");
-  fprintf(out, "  --socket PATH     the daemon's socket (default: $TUNED_SOCKET, else\n"
-               "                    $XDG_RUNTIME_DIR/tuned/tuned.sock, else /tmp/tuned-$UID/tuned.sock)\n"
-               "  -h, --help        show this help\n");
-}
-
-int tcd_global_options(int *argc, char ***argv) {
-  char *prog = (*argv)[0];
-  while (*argc >= 2 && strncmp((*argv)[1], "--socket", 8) == 0) {
-    const char *a = (*argv)[1];
-    if (a[8] == '=') {
-      tcd_socket = a + 9;
-      (*argv)++, (*argc)--;
-    } else if (a[8] == 0 && *argc >= 3) {
-      tcd_socket = (*argv)[2];
-      (*argv) += 2, (*argc) -= 2;
-    } else if (a[8] == 0) {
-      fprintf(stderr, "tunectl: --socket needs a path\n");
-      return -1;
-    } else {
-      break;
-    }
-  }
-  (*argv)[0] = prog;
-  return 0;
-}
-
-/* ---- argument parsing ---------------------------------------------------- */
-
-static int parse_i64(const tcd_opts_t *o, const char *opt, const char *val, int64_t min, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(val, &end, 10);
-  if (errno || *end || !*val || v < min) {
-    fprintf(stderr, "tunectl %s: %s wants an integer >= %lld, got '%s'\n", o->name, opt, (long long)min, val);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
-/* Stores one option's value; -1 after a message. */
-static int take_option(tcd_opts_t *o, const char *opt, const char *val) {
-  tn_err_t err = {0};
-  if (strcmp(opt, "--socket") == 0) tcd_socket = val;
-  else if (strcmp(opt, "--target") == 0) o->target = val;
-  else if (strcmp(opt, "--emit") == 0) o->emit = val;
-  else if (strcmp(opt, "-o") == 0) o->out = val;
-  else if (strcmp(opt, "--state") == 0) o->state = val;
-  else if (strcmp(opt, "--status") == 0) o->status = val;
-  else if (strcmp(opt, "--baseline") == 0) o->baseline = val;
-  else if (strcmp(opt, "--max-regression") == 0) o->max_regression = val;
-  else if (strcmp(opt, "--compare") == 0) o->compare = val;
-  else if (strcmp(opt, "--json") == 0) o->json_out = val;
-  else if (strcmp(opt, "--trials") == 0) return parse_i64(o, opt, val, 1, &o->trials);
-  else if (strcmp(opt, "--seed") == 0) return parse_i64(o, opt, val, 0, &o->seed);
-  else if (strcmp(opt, "--limit") == 0) return parse_i64(o, opt, val, 1, &o->limit);
-  else if (strcmp(opt, "-k") == 0) return parse_i64(o, opt, val, 1, &o->k);
-  else if (strcmp(opt, "--seconds") == 0) {
-    char *end;
-    o->seconds = strtod(val, &end);
-    if (*end || !*val || !(o->seconds > 0)) {
-      fprintf(stderr, "tunectl %s: --seconds wants a positive number, got '%s'\n", o->name, val);
-      return -1;
-    }
-  } else if (strcmp(opt, "--set") == 0) {
-    if (o->nsets >= (int)TN_ARRAY_LEN(o->sets)) {
-      fprintf(stderr, "tunectl %s: too many --set options (at most %zu)\n", o->name, TN_ARRAY_LEN(o->sets));
-      return -1;
-    }
-    if (ir_param_set_parse(val, o->arena, &o->sets[o->nsets], &err) < 0) {
-      fprintf(stderr, "tunectl %s: --set %s: %s\n", o->name, val, err.msg);
-      return -1;
-    }
-    o->nsets++;
-  }
-  return 0;
-}
-
-static bool takes_value(const tcd_command_t *c, const char *opt) {
-  static const char *const valued[] = {"--socket", "--target", "--emit",  "-o",      "--state",
-                                       "--status", "--trials", "--seed",  "--limit", "-k",
-                                       "--set",    "--seconds", "--baseline", "--max-regression", "--compare"};
-  if (strcmp(opt, "--json") == 0) return strstr(c->args, "--json OUT") != NULL;
-  for (size_t i = 0; i < TN_ARRAY_LEN(valued); i++)
-    if (strcmp(opt, valued[i]) == 0) return true;
-  return false;
-}
-
-/* Fills o from argv; 0, 1 for --help, -1 after a message. */
-static int parse(tcd_opts_t *o, int argc, char **argv) {
-  const tcd_command_t *c = o->cmd;
-  for (int i = 0; i < argc; i++) {
-    char opt[32];
-    const char *a = argv[i], *val = NULL, *eq = strchr(a, '=');
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return 1;
-    if (a[0] != '-' || !a[1]) {
-      if (o->npos >= c->max_pos) {
-        fprintf(stderr, "tunectl %s: unexpected argument '%s' (usage: tunectl %s %s)\n", o->name, a, o->name, c->args);
-        return -1;
-      }
-      o->pos[o->npos++] = a;
-      continue;
-    }
-    snprintf(opt, sizeof opt, "%.*s", (int)(eq && a[1] == '-' ? (size_t)(eq - a) : strlen(a)), a);
-    bool known = strcmp(opt, "--socket") == 0 || accepts(c, opt) || (strcmp(opt, "--compare") == 0 && c->run == tcd_bench);
-    if (!known) {
-      fprintf(stderr, "tunectl %s: unknown option '%s' (see tunectl %s --help)\n", o->name, a, o->name);
-      return -1;
-    }
-    if (takes_value(c, opt)) {
-      if (eq && a[1] == '-') val = eq + 1;
-      else if (i + 1 < argc) val = argv[++i];
-      else {
-        fprintf(stderr, "tunectl %s: %s needs a value\n", o->name, opt);
-        return -1;
-      }
-      if (take_option(o, opt, val) < 0) return -1;
-    } else if (strcmp(opt, "--json") == 0) {
-      o->json = true;
-    } else if (strcmp(opt, "--wait") == 0) {
-      o->wait = true;
-    } else if (strcmp(opt, "--daemon") == 0) {
-      o->daemon = true;
-    }
-  }
-  if (o->npos < c->min_pos) {
-    fprintf(stderr, "tunectl %s: missing %s (usage: tunectl %s %s)\n", o->name, strtok(tn_arena_strdup(o->arena, c->args), " ["),
-            o->name, c->args);
-    return -1;
-  }
-  return 0;
-}
-
-int tcd_main(const tcd_command_t *c, int argc, char **argv) {
-  tcd_opts_t o = {.cmd = c, .name = c->name, .trials = -1, .seed = -1, .limit = -1, .k = -1,
-                  .arena = tn_arena_new()};
-  int rc = parse(&o, argc, argv);
-  if (rc == 1) {
-    tcd_help(c, stdout);
-    rc = 0;
-  } else if (rc < 0) {
-    rc = 2;
-  } else {
-    rc = c->run(&o);
-  }
-  tn_arena_free(o.arena);
-  return rc;
-}
+#include "client/tunectl.h"
 
 /* ---- talking to the daemon ------------------------------------------------ */
 
-static tuned_client_t *connect_daemon(const tcd_opts_t *o) {
+static tuned_client_t *connect_daemon(const tc_args_t *o) {
   tuned_client_t *c = NULL;
   tuned_error_t err = {0};
-  if (tuned_connect(tcd_socket, &c, &err) < 0) {
+  if (tuned_connect(o->socket, &c, &err) < 0) {
     fprintf(stderr, "tunectl %s: %s%s\n", o->name, err.message,
             err.code == TUNED_E_CONNECT ? " — start it with `tuned --target cpu`" : "");
     return NULL;
@@ -337,14 +26,14 @@ static tuned_client_t *connect_daemon(const tcd_opts_t *o) {
 }
 
 /* Prints a libtuned error: the daemon's message and its JSON-RPC code. */
-static void print_error(const tcd_opts_t *o, const tuned_error_t *err) {
+static void print_error(const tc_args_t *o, const tuned_error_t *err) {
   if (err->code == TUNED_E_RPC) fprintf(stderr, "tunectl %s: %s (error %d)\n", o->name, err->message, err->rpc_code);
   else fprintf(stderr, "tunectl %s: %s\n", o->name, err->message);
 }
 
 /* Calls method with params (consumed); prints the error and returns NULL on
  * failure. */
-static cJSON *rpc(const tcd_opts_t *o, tuned_client_t *c, const char *method, cJSON *params) {
+static cJSON *rpc(const tc_args_t *o, tuned_client_t *c, const char *method, cJSON *params) {
   char *text = params ? cJSON_PrintUnformatted(params) : NULL;
   cJSON_Delete(params);
   char *result = NULL;
@@ -361,7 +50,7 @@ static cJSON *rpc(const tcd_opts_t *o, tuned_client_t *c, const char *method, cJ
 }
 
 /* Connects, calls one method and closes: what most query commands do. */
-static cJSON *rpc_once(const tcd_opts_t *o, const char *method, cJSON *params) {
+static cJSON *rpc_once(const tc_args_t *o, const char *method, cJSON *params) {
   tuned_client_t *c = connect_daemon(o);
   if (!c) {
     cJSON_Delete(params);
@@ -408,7 +97,7 @@ static bool is_hash(const char *s) {
   return true;
 }
 
-static cJSON *sets_json(const tcd_opts_t *o) {
+static cJSON *sets_json(const tc_args_t *o) {
   if (!o->nsets) return NULL;
   cJSON *p = cJSON_CreateObject();
   for (int i = 0; i < o->nsets; i++) {
@@ -419,7 +108,7 @@ static cJSON *sets_json(const tcd_opts_t *o) {
 }
 
 /* Resolves FILE|HASH; prints the error and returns -1 on failure. */
-static int resolve_workload(const tcd_opts_t *o, const char *spec, workload_ref_t *ref) {
+static int resolve_workload(const tc_args_t *o, const char *spec, workload_ref_t *ref) {
   memset(ref, 0, sizeof *ref);
   if (is_hash(spec) && access(spec, F_OK) != 0) {
     for (int i = 0; i < 16; i++) ref->hash[i] = (char)tolower((unsigned char)spec[i]);
@@ -450,9 +139,9 @@ static int resolve_workload(const tcd_opts_t *o, const char *spec, workload_ref_
 }
 
 /* A job id from the command line; -1 after a message. */
-static int64_t job_arg(const tcd_opts_t *o, const char *s) {
+static int64_t job_arg(const tc_args_t *o, const char *s) {
   int64_t id;
-  return parse_i64(o, "JOB", s, 1, &id) < 0 ? -1 : id;
+  return tc_parse_int(o, "JOB", s, 1, 0, &id) < 0 ? -1 : id;
 }
 
 static cJSON *job_params(int64_t job) {
@@ -525,7 +214,7 @@ static void on_progress(const tuned_job_t *j, void *ctx) {
 }
 
 /* Follows job until it ends; returns the exit code (0 when done). */
-static int follow_job(const tcd_opts_t *o, tuned_client_t *c, int64_t job, bool json_lines) {
+static int follow_job(const tc_args_t *o, tuned_client_t *c, int64_t job, bool json_lines) {
   progress_t p = {.tty = !json_lines && isatty(2), .json = json_lines, .last_done = -1, .t0 = tn_now()};
   tuned_job_t final;
   tuned_error_t err = {0};
@@ -574,7 +263,7 @@ static void print_job(const cJSON *r) {
 
 /* ---- commands -------------------------------------------------------------- */
 
-static int cmd_submit(tcd_opts_t *o) {
+int tcd_submit(tc_args_t *o) {
   workload_ref_t w;
   if (resolve_workload(o, o->pos[0], &w) < 0) return 1;
   if (!w.text) {
@@ -637,7 +326,7 @@ static void print_jobs_table(const cJSON *jobs) {
   cJSON_ArrayForEach(j, jobs) print_job_row(j);
 }
 
-static int status_server(tcd_opts_t *o) {
+static int status_server(tc_args_t *o) {
   tuned_client_t *c = connect_daemon(o);
   if (!c) return 1;
   cJSON *info = rpc(o, c, "server.info", NULL);
@@ -685,7 +374,7 @@ static int status_server(tcd_opts_t *o) {
   return 0;
 }
 
-static int cmd_status(tcd_opts_t *o) {
+int tcd_status(tc_args_t *o) {
   if (!o->npos) return status_server(o);
   int64_t job = job_arg(o, o->pos[0]);
   if (job < 0) return 2;
@@ -697,7 +386,7 @@ static int cmd_status(tcd_opts_t *o) {
   return 0;
 }
 
-static int cmd_watch(tcd_opts_t *o) {
+int tcd_watch(tc_args_t *o) {
   int64_t job = job_arg(o, o->pos[0]);
   if (job < 0) return 2;
   tuned_client_t *c = connect_daemon(o);
@@ -707,7 +396,7 @@ static int cmd_watch(tcd_opts_t *o) {
   return rc;
 }
 
-static int cmd_cancel(tcd_opts_t *o) {
+int tcd_cancel(tc_args_t *o) {
   int64_t job = job_arg(o, o->pos[0]);
   if (job < 0) return 2;
   cJSON *r = rpc_once(o, "tune.cancel", job_params(job));
@@ -719,7 +408,7 @@ static int cmd_cancel(tcd_opts_t *o) {
   return 0;
 }
 
-static int cmd_jobs(tcd_opts_t *o) {
+int tcd_jobs(tc_args_t *o) {
   cJSON *p = cJSON_CreateObject();
   if (o->state) cJSON_AddStringToObject(p, "state", o->state);
   if (o->limit > 0) cJSON_AddNumberToObject(p, "limit", (double)o->limit);
@@ -731,7 +420,7 @@ static int cmd_jobs(tcd_opts_t *o) {
   return 0;
 }
 
-static int cmd_workloads(tcd_opts_t *o) {
+int tcd_workloads(tc_args_t *o) {
   cJSON *p = cJSON_CreateObject();
   if (o->limit > 0) cJSON_AddNumberToObject(p, "limit", (double)o->limit);
   cJSON *r = rpc_once(o, "db.workloads", p);
@@ -764,7 +453,7 @@ static void print_records(const cJSON *records) {
 }
 
 /* The query commands on records: db.records and db.best. */
-static int query_records(tcd_opts_t *o, const char *method) {
+static int query_records(tc_args_t *o, const char *method) {
   workload_ref_t w = {0};
   if (o->npos && resolve_workload(o, o->pos[0], &w) < 0) return 1;
   cJSON_Delete(w.params);
@@ -792,11 +481,11 @@ static int query_records(tcd_opts_t *o, const char *method) {
   return rc;
 }
 
-static int cmd_records(tcd_opts_t *o) {
+int tcd_records(tc_args_t *o) {
   return query_records(o, "db.records");
 }
 
-static int cmd_best(tcd_opts_t *o) {
+int tcd_best(tc_args_t *o) {
   return query_records(o, "db.best");
 }
 
@@ -910,7 +599,7 @@ static void write_header(FILE *out, const tuned_kernel_t *k, const char *name, c
   fprintf(out, "\n#endif\n");
 }
 
-static FILE *open_out(const tcd_opts_t *o, bool binary) {
+static FILE *open_out(const tc_args_t *o, bool binary) {
   if (!o->out || strcmp(o->out, "-") == 0) {
     if (binary && isatty(1)) {
       fprintf(stderr, "tunectl %s: will not write binary data to a terminal; use -o FILE or redirect stdout\n",
@@ -924,7 +613,7 @@ static FILE *open_out(const tcd_opts_t *o, bool binary) {
   return f;
 }
 
-static int close_out(const tcd_opts_t *o, FILE *f) {
+static int close_out(const tc_args_t *o, FILE *f) {
   int bad = ferror(f);
   if (f != stdout) bad |= fclose(f) != 0;
   else bad |= fflush(f) != 0;
@@ -935,7 +624,7 @@ static int close_out(const tcd_opts_t *o, FILE *f) {
 static const char *const emit_kinds[] = {"source", "cuda", "ptx", "cubin", "header", "json"};
 
 /* Writes kernel k (result JSON r) as o->emit to out. */
-static int emit_kernel(tcd_opts_t *o, FILE *out, const tuned_kernel_t *k, const cJSON *r, const char *name,
+static int emit_kernel(tc_args_t *o, FILE *out, const tuned_kernel_t *k, const cJSON *r, const char *name,
                        const char *hash) {
   bool cuda = strcmp(k->language, "cuda") == 0;
   const char *e = o->emit;
@@ -965,12 +654,11 @@ static int emit_kernel(tcd_opts_t *o, FILE *out, const tuned_kernel_t *k, const 
   return 0;
 }
 
-static int cmd_kernel(tcd_opts_t *o) {
+int tcd_kernel(tc_args_t *o) {
   size_t kind = 0;
-  while (o->emit && kind < TN_ARRAY_LEN(emit_kinds) && strcmp(o->emit, emit_kinds[kind]) != 0) kind++;
-  if (!o->emit || kind == TN_ARRAY_LEN(emit_kinds)) {
-    fprintf(stderr, "tunectl kernel: %s '%s' (cuda, ptx, cubin, header, json or source)\n",
-            o->emit ? "unknown --emit" : "missing --emit", o->emit ? o->emit : "");
+  while (kind < TN_ARRAY_LEN(emit_kinds) && strcmp(o->emit, emit_kinds[kind]) != 0) kind++;
+  if (kind == TN_ARRAY_LEN(emit_kinds)) {
+    fprintf(stderr, "tunectl kernel: unknown --emit '%s' (cuda, ptx, cubin, header, json or source)\n", o->emit);
     return 2;
   }
   workload_ref_t w;
@@ -1003,7 +691,7 @@ static int cmd_kernel(tcd_opts_t *o) {
 
 /* ---- export / import -------------------------------------------------------- */
 
-static int cmd_export(tcd_opts_t *o) {
+int tcd_export(tc_args_t *o) {
   workload_ref_t w = {0};
   if (o->npos && resolve_workload(o, o->pos[0], &w) < 0) return 1;
   cJSON_Delete(w.params);
@@ -1042,7 +730,7 @@ static size_t escaped_len(const char *s, size_t n) {
  * that stay below this once escaped. */
 #define IMPORT_CHUNK ((size_t)900 << 10)
 
-static int import_chunk(tcd_opts_t *o, tuned_client_t *c, const char *text, size_t n, double *inserted,
+static int import_chunk(tc_args_t *o, tuned_client_t *c, const char *text, size_t n, double *inserted,
                         double *dups) {
   cJSON *p = cJSON_CreateObject();
   char *chunk = tn_arena_strndup(o->arena, text, n);
@@ -1055,7 +743,7 @@ static int import_chunk(tcd_opts_t *o, tuned_client_t *c, const char *text, size
   return 0;
 }
 
-static int cmd_import(tcd_opts_t *o) {
+int tcd_import(tc_args_t *o) {
   char *text = NULL;
   size_t len = 0;
   tn_err_t err = {0};
@@ -1094,7 +782,7 @@ static int cmd_import(tcd_opts_t *o) {
 
 /* ---- server ------------------------------------------------------------------ */
 
-static int cmd_targets(tcd_opts_t *o) {
+int tcd_targets(tc_args_t *o) {
   cJSON *r = rpc_once(o, "target.list", NULL);
   if (!r) return 1;
   if (o->json) {
@@ -1112,7 +800,7 @@ static int cmd_targets(tcd_opts_t *o) {
   return 0;
 }
 
-static int cmd_ping(tcd_opts_t *o) {
+int tcd_ping(tc_args_t *o) {
   tuned_client_t *c = connect_daemon(o);
   if (!c) return 1;
   double t0 = tn_now();
@@ -1130,7 +818,7 @@ static int cmd_ping(tcd_opts_t *o) {
   return r ? 0 : 1;
 }
 
-static int cmd_shutdown(tcd_opts_t *o) {
+int tcd_shutdown(tc_args_t *o) {
   cJSON *r = rpc_once(o, "server.shutdown", NULL);
   if (!r) return 1;
   if (o->json) print_json(r);

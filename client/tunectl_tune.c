@@ -3,7 +3,6 @@
  * a summary: counts by status, the best kernel, the naive program measured
  * in the same run, and the best trace. */
 #include <cJSON.h>
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,15 +122,7 @@ static void print_json_summary(const tct_args_t *a, const srch_result_t *r, cons
 }
 
 static int parse_choices(const tct_args_t *a, srch_opts_t *o) {
-  char *end;
-  errno = 0;
-  long n = a->trials ? strtol(a->trials, &end, 10) : 0;
-  if (!a->trials || errno || *end || n < 1 || n > 1000000) {
-    fprintf(stderr, "tunectl tune: --trials wants a number of candidates to measure (1 to 1000000)%s%s%s\n",
-            a->trials ? ", got '" : "", a->trials ? a->trials : "", a->trials ? "'" : "");
-    return -1;
-  }
-  o->max_trials = (int)n;
+  o->max_trials = a->trials;
   if (a->strategy && strcmp(a->strategy, "evolutionary") != 0 && strcmp(a->strategy, "replay") != 0) {
     fprintf(stderr, "tunectl tune: --strategy wants evolutionary or replay, got '%s'\n", a->strategy);
     return -1;

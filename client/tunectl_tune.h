@@ -10,11 +10,12 @@
 #include "common/target.h"
 #include "ir/ir.h"
 
-/* The command line as tunectl.c parsed it (option values not yet checked). */
+/* The command line as tunectl parsed it (--trials checked, --strategy and
+ * --model not yet). */
 typedef struct tct_args {
   const ir_workload_t *workload;
   const tn_target_t *target;
-  const char *trials;   /* --trials N (required) */
+  int trials;           /* --trials N (1 to 1000000) */
   const char *db;       /* --db PATH or NULL */
   const char *strategy; /* evolutionary (default) | replay */
   const char *model;    /* xgb (default) | random */

@@ -149,6 +149,124 @@ START_TEST(t_trace) {
 }
 END_TEST
 
+/* Bad options: each is named with its command, with a pointer to the
+ * command's help, and exits 2 -- on offline commands, on daemon commands
+ * (refused before any connection) and before the command. */
+START_TEST(t_bad_options) {
+  static const struct {
+    const char *args, *err;
+  } cases[] = {
+      {"show " W("matmul") " --bogus", "tunectl show: unknown option '--bogus' (see tunectl show --help)"},
+      {"show " W("matmul") " --bogus=3", "tunectl show: unknown option '--bogus' ("},
+      {"--socket /nonexistent/x.sock jobs --bogus", "tunectl jobs: unknown option '--bogus'"},
+      {"--socket /nonexistent/x.sock best ffffffffffffffff -x", "tunectl best: unknown option '-x'"},
+      {"bench --compare a.json --frobnicate", "tunectl bench: unknown option '--frobnicate'"},
+      {"--bogus show", "tunectl: unknown option '--bogus'"},
+      /* options of other commands */
+      {"show " W("matmul") " --trials 3", "tunectl show: --trials is not an option of show"},
+      {"--socket /nonexistent/x.sock status --emit cuda", "tunectl status: --emit is not an option of status"},
+      {"check " W("matmul") " -k 3", "tunectl check: -k is not an option of check"},
+      {"show " W("matmul") " --socket /tmp/x.sock", "tunectl show: --socket is not an option of show"},
+      /* missing values, values for flags, ambiguous abbreviations */
+      {"show " W("matmul") " --trace", "tunectl show: --trace needs a value (see tunectl show --help)"},
+      {"show " W("matmul") " --set", "tunectl show: --set needs a value"},
+      {"--socket /nonexistent/x.sock jobs --limit", "tunectl jobs: --limit needs a value"},
+      {"--socket /nonexistent/x.sock best ffffffffffffffff -k", "tunectl best: -k needs a value"},
+      {"bench x.json --trials 1 --json", "tunectl bench: --json needs a value"},
+      {"--socket", "tunectl: --socket needs a value"},
+      {"check " W("matmul") " --json=yes", "tunectl check: --json takes no value"},
+      {"eval " W("vector_add") " --se 2", "tunectl eval: option '--se' is ambiguous: --set, --seed"},
+      /* values out of range, options a command cannot do without */
+      {"tune " W("vector_add") " --target cpu --trials 0",
+       "tunectl tune: --trials wants an integer from 1 to 1000000, got '0'"},
+      {"--socket /nonexistent/x.sock jobs --limit 0", "tunectl jobs: --limit wants an integer >= 1, got '0'"},
+      {"run " W("vector_add") " --target cpu --repeat-ms 0", "tunectl run: --repeat-ms wants a positive"},
+      {"tune " W("vector_add") " --target cpu", "tunectl tune: missing --trials (usage: tunectl tune "},
+      {"--socket /nonexistent/x.sock kernel ffffffffffffffff", "tunectl kernel: missing --emit"},
+      {"--socket /nonexistent/x.sock ping extra", "tunectl ping: unexpected argument 'extra'"},
+      {"help frobnicate", "unknown command 'frobnicate'"},
+  };
+  for (size_t i = 0; i < TN_ARRAY_LEN(cases); i++) expect(cases[i].args, 2, NULL, cases[i].err);
+}
+END_TEST
+
+/* GNU command lines: arguments before, between and after options, `--`,
+ * `--opt=value`, repeated --set, unique abbreviations, --socket after a
+ * daemon command. */
+START_TEST(t_gnu_options) {
+  run_t *r = expect("show --set M=64 " W("matmul") " --set=K=32", 0, "for i, j, k in T.grid(64, 1024, 32):", NULL);
+  expect("show --set M=64 -- " W("matmul"), 0, "for i, j, k in T.grid(64, 1024, 1024):", NULL);
+  expect("trace-check --set M=64 " W("matmul") " --set N=64 " SRC("workloads/schedules/matmul_shared.json"), 0,
+         "ok, 27 instructions replay on matmul", NULL);
+  r = expect("eval " W("vector_add") " --seed 2", 0, NULL, NULL);
+  char seeded[256];
+  snprintf(seeded, sizeof seeded, "%s", strstr(r->out, "checksum "));
+  expect("eval --see=2 " W("vector_add"), 0, seeded, NULL);
+  expect("ping --socket /nonexistent/x.sock", 1, NULL, "tunectl ping: cannot connect to /nonexistent/x.sock");
+  expect("--socket=/nonexistent/y.sock ping", 1, NULL, "cannot connect to /nonexistent/y.sock");
+}
+END_TEST
+
+/* The commands `tunectl --help` lists (both groups), in names[]; returns
+ * how many, and how many of them are in the daemon group. */
+static int listed_commands(char names[][32], int max, int *ndaemon) {
+  run_t *r = expect("--help", 0, "Daemon commands", NULL);
+  const char *p = strstr(r->out, "Commands"), *daemon = strstr(r->out, "Daemon commands"),
+             *end = strstr(r->out, "Run `tunectl");
+  ck_assert_msg(p && daemon && end, "%s", r->out);
+  int n = 0;
+  *ndaemon = 0;
+  for (p = strchr(p, '\n'); p && p < end; p = strchr(p + 1, '\n')) {
+    if (strncmp(p, "\n  ", 3) != 0 || p[3] == ' ') continue;
+    ck_assert_int_lt(n, max);
+    snprintf(names[n], 32, "%.*s", (int)strcspn(p + 3, " "), p + 3);
+    *ndaemon += p > daemon;
+    n++;
+  }
+  return n;
+}
+
+/* Every command of the table answers CMD --help, CMD -h and help CMD with the
+ * same text: its usage line first, then an option line for every option the
+ * usage line names (and --socket for daemon commands); and refuses an
+ * unknown option with exit 2, naming both. */
+START_TEST(t_every_command_help) {
+  char names[64][32], args[128], want[128];
+  int ndaemon, n = listed_commands(names, 64, &ndaemon);
+  ck_assert_int_ge(n, 23);
+  ck_assert_int_ge(ndaemon, 14);
+  for (int i = 0; i < n; i++) {
+    const char *name = names[i];
+    for (int j = 0; j < i; j++) ck_assert_msg(strcmp(names[j], name) != 0, "%s listed twice", name);
+    snprintf(args, sizeof args, "%.31s --help", name);
+    run_t *r = expect(args, 0, NULL, NULL);
+    snprintf(want, sizeof want, "usage: tunectl %.31s ", name);
+    ck_assert_msg(strncmp(r->out, want, strlen(want)) == 0, "tunectl %s: %s", args, r->out);
+    char *help = strdup(r->out);
+    const char *opts = strstr(help, "\noptions:\n");
+    ck_assert_msg(opts, "tunectl %s: no options:\n%s", args, help);
+    /* each option of the usage line has its line under options: */
+    size_t len = strcspn(help, "\n");
+    for (const char *p = help; p < help + len; p += strcspn(p, " ") + 1) {
+      const char *opt = p + (*p == '[');
+      if (opt[0] != '-') continue;
+      snprintf(want, sizeof want, "\n  %.*s ", (int)strcspn(opt, " ]"), opt);
+      ck_assert_msg(strstr(opts, want), "tunectl %s lacks the line of %s:\n%s", args, want + 3, help);
+    }
+    if (i >= n - ndaemon) ck_assert_msg(strstr(opts, "\n  --socket PATH "), "%s: no --socket", name);
+    snprintf(args, sizeof args, "%.31s -h", name);
+    ck_assert_str_eq(expect(args, 0, NULL, NULL)->out, help);
+    snprintf(args, sizeof args, "help %.31s", name);
+    ck_assert_str_eq(expect(args, 0, NULL, NULL)->out, help);
+    snprintf(args, sizeof args, "--socket /nonexistent/x.sock %.31s --no-such-option", name);
+    snprintf(want, sizeof want, "tunectl %.31s: unknown option '--no-such-option' (see tunectl %.31s --help)", name,
+             name);
+    expect(args, 2, NULL, want);
+    free(help);
+  }
+}
+END_TEST
+
 /* The pre-tuned records shipped for the H100 still fit this build: each
  * record's workload (file, parameters) hashes to the record's hash, and the
  * fastest record's trace of every workload lowers to CUDA (and through NVRTC
@@ -283,7 +401,8 @@ END_TEST
 
 static Suite *make(void) {
   Suite *s = suite_create("tunectl");
-  TU_TCASE(s, "cli", 120, t_help, t_show, t_check, t_eval, t_errors, t_trace);
+  TU_TCASE(s, "cli", 120, t_help, t_show, t_check, t_eval, t_errors, t_trace, t_bad_options, t_gnu_options,
+           t_every_command_help);
   TU_TCASE(s, "pretuned", 240, t_pretuned);
   TU_TCASE(s, "limits", 600, t_thousand_blocks, t_deep_nest);
   return s;

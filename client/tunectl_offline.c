@@ -1,0 +1,414 @@
+/* tunectl_offline.c — tunectl's offline commands: show, check, eval,
+ * trace-check, emit, run, space and tune work on workload files in this
+ * process, without a daemon.  Their options are parsed in tunectl.c. */
+#include <cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/tunectl.h"
+#include "client/tunectl_tune.h"
+#include "codegen/codegen.h"
+#include "common/target.h"
+#include "ir/ir.h"
+#include "measure/measure.h"
+#include "sampler/sampler.h"
+#include "schedule/schedule.h"
+#include "search/search.h"
+#include "tuned_config.h"
+
+#define EVAL_MAX_BYTES ((size_t)8 << 30) /* doubles the reference evaluator may allocate */
+
+static ir_workload_t *load_workload(const char *cmd, tc_args_t *o) {
+  ir_workload_t *w = NULL;
+  tn_err_t err = {0};
+  if (ir_workload_load(o->pos[0], o->sets, o->nsets, &w, &err) < 0) {
+    fprintf(stderr, "tunectl %s: %s\n", cmd, err.msg);
+    return NULL;
+  }
+  return w;
+}
+
+static void print_shape(FILE *out, const ir_buffer_t *b) {
+  fprintf(out, "%s[", ir_dtype_name(b->dtype));
+  for (int d = 0; d < b->ndim; d++) fprintf(out, "%s%lld", d ? ", " : "", (long long)b->shape[d]);
+  fputc(']', out);
+}
+
+static cJSON *json_shape(const ir_buffer_t *b) {
+  cJSON *a = cJSON_CreateArray();
+  for (int d = 0; d < b->ndim; d++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)b->shape[d]));
+  return a;
+}
+
+static void print_json(cJSON *j) {
+  char *s = cJSON_Print(j);
+  puts(s);
+  free(s);
+  cJSON_Delete(j);
+}
+
+/* Reads and replays o->trace on w; prints the error and returns NULL on
+ * failure.  With a target, the replay is the tuner's: up to the trace's
+ * EnterPostproc, then that target's postprocessors (annotations such as
+ * meta_schedule.parallel become loops, reductions are decomposed, GPU limits
+ * are verified). */
+static sch_t *replay_trace(const char *cmd, tc_args_t *o, ir_workload_t *w, const tn_target_t *post, int *ninsts) {
+  char *text = NULL;
+  size_t len = 0;
+  tn_err_t err = {0};
+  sch_trace_t *t = NULL;
+  sch_t *s = NULL;
+  if (tn_read_file(o->trace, (size_t)16 << 20, &text, &len, &err) < 0 ||
+      sch_trace_from_json(text, len, &t, &err) < 0) {
+    fprintf(stderr, "tunectl %s: %s: %s\n", cmd, o->trace, err.msg);
+  } else if (post ? srch_schedule(w->func, post, t, tc_seed(o), &s, NULL, &err) < 0
+                  : sch_replay(w->func, t, tc_seed(o), &s, &err) < 0) {
+    fprintf(stderr, "tunectl %s: %s does not apply to %s%s%s: %s\n", cmd, o->trace, o->pos[0],
+            post ? " on " : "", post ? post->name : "", err.msg);
+  } else if (ninsts) {
+    *ninsts = t->n;
+  }
+  free(text);
+  sch_trace_free(t);
+  return s;
+}
+
+int tco_show(tc_args_t *o) {
+  ir_workload_t *w = load_workload("show", o);
+  if (!w) return 1;
+  sch_t *s = NULL;
+  if (o->trace && !(s = replay_trace("show", o, w, NULL, NULL))) {
+    ir_workload_free(w);
+    return 1;
+  }
+  tn_buf_t b;
+  tn_buf_init(&b);
+  ir_print_func(s ? sch_func(s) : w->func, &b);
+  fputs(tn_buf_str(&b), stdout);
+  tn_buf_free(&b);
+  sch_free(s);
+  ir_workload_free(w);
+  return 0;
+}
+
+int tco_trace_check(tc_args_t *o) {
+  o->trace = o->pos[1];
+  ir_workload_t *w = load_workload("trace-check", o);
+  if (!w) return 1;
+  int n = 0;
+  sch_t *s = replay_trace("trace-check", o, w, NULL, &n);
+  if (s) {
+    const sch_trace_t *t = sch_get_trace(s);
+    printf("%s: ok, %d instructions replay on %s\n", o->trace, n, w->name);
+    for (int i = 0; i < t->n; i++) {
+      if (!t->insts[i].ndecision) continue;
+      printf("  decision of instruction %d (%s):", i, sch_inst_name(t->insts[i].kind));
+      for (int d = 0; d < t->insts[i].ndecision; d++) printf(" %lld", (long long)t->insts[i].decision[d]);
+      printf("\n");
+    }
+  }
+  sch_free(s);
+  ir_workload_free(w);
+  return s ? 0 : 1;
+}
+
+int tco_check(tc_args_t *o) {
+  ir_workload_t *w = load_workload("check", o);
+  if (!w) return 1;
+  const ir_func_t *f = w->func;
+  char hex[17];
+  ir_hash_hex(ir_func_hash(f), hex);
+  double flops = ir_func_flops(f), bytes = ir_func_bytes(f);
+  if (o->json) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "workload", w->name);
+    cJSON_AddStringToObject(j, "file", o->pos[0]);
+    cJSON_AddStringToObject(j, "hash", hex);
+    cJSON *params = cJSON_AddObjectToObject(j, "params");
+    for (int i = 0; i < w->nparams; i++)
+      cJSON_AddNumberToObject(params, w->params[i].name, (double)w->params[i].value);
+    cJSON *tensors = cJSON_AddArrayToObject(j, "tensors");
+    for (int i = 0; i < f->nparams; i++) {
+      cJSON *t = cJSON_CreateObject();
+      cJSON_AddStringToObject(t, "name", f->params[i]->name);
+      cJSON_AddStringToObject(t, "role", f->params[i]->role == IR_BUF_INPUT ? "input" : "output");
+      cJSON_AddStringToObject(t, "dtype", ir_dtype_name(f->params[i]->dtype));
+      cJSON_AddItemToObject(t, "shape", json_shape(f->params[i]));
+      cJSON_AddItemToArray(tensors, t);
+    }
+    cJSON_AddNumberToObject(j, "flops", flops);
+    cJSON_AddNumberToObject(j, "bytes", bytes);
+    print_json(j);
+  } else {
+    printf("workload  %s (%s): ok\n", w->name, o->pos[0]);
+    printf("hash      %s\n", hex);
+    printf("params   ");
+    for (int i = 0; i < w->nparams; i++)
+      printf(" %s=%lld%s", w->params[i].name, (long long)w->params[i].value,
+             w->params[i].value != w->params[i].def ? "*" : "");
+    if (!w->nparams) printf(" (none)");
+    printf("\n");
+    for (int i = 0; i < f->nparams; i++) {
+      printf("%-9s %s: ", f->params[i]->role == IR_BUF_INPUT ? "input" : "output", f->params[i]->name);
+      print_shape(stdout, f->params[i]);
+      printf("\n");
+    }
+    printf("flops     %.0f (%.3f GFLOP per run)\n", flops, flops * 1e-9);
+    printf("bytes     %.0f (%.3f MB per run)\n", bytes, bytes * 1e-6);
+  }
+  ir_workload_free(w);
+  return 0;
+}
+
+/* Checksum of an output: FNV-1a over the values rounded to the buffer's
+ * dtype, so it compares like-for-like with kernels that store that dtype. */
+static uint64_t output_checksum(const ir_buffer_t *b, const double *v, int64_t n) {
+  uint64_t h = TN_FNV_INIT;
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t bits;
+    if (b->dtype == IR_FLOAT32 || ir_dtype_is_16bit_float(b->dtype)) {
+      float x = (float)v[i];
+      if (b->dtype == IR_FLOAT16) x = tn_half_to_float(tn_float_to_half(x));
+      if (b->dtype == IR_BFLOAT16) x = tn_bf16_to_float(tn_float_to_bf16(x));
+      uint32_t u;
+      memcpy(&u, &x, 4);
+      bits = u;
+    } else if (b->dtype == IR_FLOAT64) {
+      memcpy(&bits, &v[i], 8);
+    } else {
+      bits = (uint64_t)(int64_t)v[i];
+    }
+    h = tn_fnv1a_u64(h, bits);
+  }
+  return h;
+}
+
+int tco_eval(tc_args_t *o) {
+  ir_workload_t *w = load_workload("eval", o);
+  if (!w) return 1;
+  const ir_func_t *f = w->func;
+  ir_data_t *d = NULL;
+  tn_err_t err = {0};
+  int rc = 1;
+  double t0 = tn_now();
+  if (ir_data_new(f, tc_seed(o), EVAL_MAX_BYTES, &d, &err) < 0 || ir_eval(f, d, &err) < 0) {
+    fprintf(stderr, "tunectl eval: %s: %s\n", o->pos[0], err.msg);
+    goto out;
+  }
+  double secs = tn_now() - t0;
+  cJSON *j = o->json ? cJSON_CreateObject() : NULL;
+  cJSON *outs = NULL;
+  if (j) {
+    cJSON_AddStringToObject(j, "workload", w->name);
+    cJSON_AddNumberToObject(j, "seed", (double)tc_seed(o));
+    cJSON_AddNumberToObject(j, "seconds", secs);
+    outs = cJSON_AddArrayToObject(j, "outputs");
+  } else {
+    printf("evaluated %s with seed %llu in %.2f s\n", w->name, (unsigned long long)tc_seed(o), secs);
+  }
+  for (int i = 0; i < f->nparams; i++) {
+    const ir_buffer_t *b = f->params[i];
+    if (b->role != IR_BUF_OUTPUT) continue;
+    double sum = 0, sq = 0;
+    for (int64_t k = 0; k < d->sizes[i]; k++) {
+      sum += d->vals[i][k];
+      sq += d->vals[i][k] * d->vals[i][k];
+    }
+    char hex[17];
+    ir_hash_hex(output_checksum(b, d->vals[i], d->sizes[i]), hex);
+    if (j) {
+      cJSON *t = cJSON_CreateObject();
+      cJSON_AddStringToObject(t, "name", b->name);
+      cJSON_AddStringToObject(t, "dtype", ir_dtype_name(b->dtype));
+      cJSON_AddItemToObject(t, "shape", json_shape(b));
+      cJSON_AddNumberToObject(t, "sum", sum);
+      cJSON_AddNumberToObject(t, "l2", sqrt(sq));
+      cJSON_AddStringToObject(t, "checksum", hex);
+      cJSON_AddItemToArray(outs, t);
+    } else {
+      printf("%s ", b->name);
+      print_shape(stdout, b);
+      printf("  sum %.9e  l2 %.9e  checksum %s\n", sum, sqrt(sq), hex);
+    }
+  }
+  if (j) print_json(j);
+  rc = 0;
+out:
+  ir_data_free(d);
+  ir_workload_free(w);
+  return rc;
+}
+
+/* Looks the target up ("opencl" stands for opencl/pocl-cpu); configs/ in
+ * the source tree, when present, is searched too. */
+static int lookup_target(const char *cmd, const char *name, tn_target_t *t) {
+  tn_err_t err = {0};
+  const char *dir = TUNED_SOURCE_ROOT "/configs";
+  if (strcmp(name, "opencl") == 0) name = "opencl/pocl-cpu";
+  if (tn_target_lookup(name, access(dir, R_OK) == 0 ? dir : NULL, t, &err) < 0) {
+    fprintf(stderr, "tunectl %s: %s\n", cmd, err.msg);
+    return -1;
+  }
+  return 0;
+}
+
+/* Loads the workload, replays the trace if any with t's postprocessors and
+ * lowers for t's language, as the tuner does (srch_schedule, then
+ * srch_lower_schedule); without a trace the program is lowered as written. */
+static cg_module_t *lower(const char *cmd, tc_args_t *o, const tn_target_t *t, ir_workload_t **wout) {
+  cg_target_t lang = ms_language_of(t->kind);
+  ir_workload_t *w = load_workload(cmd, o);
+  if (!w) return NULL;
+  sch_t *s = NULL;
+  cg_module_t *m = NULL;
+  tn_err_t err = {0};
+  if (!o->trace) s = sch_create(w->func, tc_seed(o));
+  else s = replay_trace(cmd, o, w, t, NULL);
+  if (s) {
+    if (srch_lower_schedule(s, t, NULL, &m, &err) < 0)
+      fprintf(stderr, "tunectl %s: cannot generate %s code for %s%s%s: %s\n", cmd, cg_target_name(lang), o->pos[0],
+              o->trace ? " with " : "", o->trace ? o->trace : "", err.msg);
+  }
+  sch_free(s);
+  if (m && wout) *wout = w;
+  else ir_workload_free(w);
+  return m;
+}
+
+int tco_emit(tc_args_t *o) {
+  static const char *const kinds[] = {"cuda", "ptx", "opencl", "c", "launch"};
+  size_t kind = 0;
+  while (kind < TN_ARRAY_LEN(kinds) && strcmp(kinds[kind], o->emit) != 0) kind++;
+  if (kind == TN_ARRAY_LEN(kinds)) {
+    fprintf(stderr, "tunectl emit: unknown --emit '%s' (cuda, ptx, opencl, c or launch)\n", o->emit);
+    return 2;
+  }
+  tn_target_t t;
+  if (lookup_target("emit", o->target, &t) < 0) return 1;
+  cg_target_t lang = ms_language_of(t.kind);
+  cg_target_t want = kind <= 1 ? CG_TARGET_CUDA : kind == 2 ? CG_TARGET_OPENCL : kind == 3 ? CG_TARGET_C : lang;
+  if (want != lang) {
+    fprintf(stderr, "tunectl emit: target %s runs %s code; --emit %s needs a %s target\n", t.name,
+            cg_target_name(lang), o->emit,
+            want == CG_TARGET_CUDA ? "CUDA (nvidia/...)" : want == CG_TARGET_OPENCL ? "OpenCL" : "CPU");
+    return 1;
+  }
+  cg_module_t *m = lower("emit", o, &t, NULL);
+  if (!m) return 1;
+  int rc = 0;
+  if (kind == 1) {
+    ms_cuda_output_t out;
+    tn_err_t err = {0};
+    if (ms_cuda_compile(m->source, t.arch, &out, &err) < 0) {
+      fprintf(stderr, "tunectl emit: %s\n", err.msg);
+      rc = 1;
+    } else {
+      fputs(out.ptx, stdout);
+    }
+    ms_cuda_output_free(&out);
+  } else if (kind == 4) {
+    char *j = cg_module_launch_json(m);
+    puts(j);
+    free(j);
+  } else {
+    fputs(m->source, stdout);
+  }
+  cg_module_free(m);
+  return rc;
+}
+
+static void print_run_text(const ms_result_t *r, const ir_workload_t *w, const tn_target_t *t, const tc_args_t *o) {
+  printf("workload  %s (%s)%s%s\n", w->name, o->pos[0], o->trace ? ", trace " : "", o->trace ? o->trace : "");
+  printf("target    %s (%s)\n", t->name, t->device);
+  printf("status    %s\n", ms_status_name(r->status));
+  if (r->nrepeats > 0) {
+    double lo = r->run_secs[0], hi = r->run_secs[0];
+    for (int i = 1; i < r->nrepeats; i++) lo = fmin(lo, r->run_secs[i]), hi = fmax(hi, r->run_secs[i]);
+    printf("median    %.6f ms over %d repeats (min %.6f ms, max %.6f ms)\n", r->median_secs * 1e3, r->nrepeats,
+           lo * 1e3, hi * 1e3);
+    printf("speed     %.3f GFLOP/s, %.3f GB/s\n", r->gflops, r->gbps);
+  }
+  if (r->verify_error >= 0)
+    printf("verified  %s: relative L2 error %.3g against the reference evaluator\n",
+           r->status == MS_WRONG_RESULT ? "WRONG" : "ok", r->verify_error);
+  else
+    printf("verified  no (the candidate did not run)\n");
+  printf("build     %s, arch %s, %.3f s", r->build.compiler[0] ? r->build.compiler : "?",
+         r->build.arch[0] ? r->build.arch : "-", r->build.build_secs);
+  if (r->build.registers >= 0) printf(", %d registers", r->build.registers);
+  if (r->build.shared_bytes >= 0) printf(", %lld B shared", (long long)r->build.shared_bytes);
+  if (r->build.spill_bytes >= 0) printf(", %lld B spilled", (long long)r->build.spill_bytes);
+  printf("\n");
+  if (r->error[0]) printf("error     %s\n", r->error);
+}
+
+int tco_run(tc_args_t *o) {
+  tn_target_t t;
+  if (lookup_target("run", o->target, &t) < 0) return 1;
+  ir_workload_t *w = NULL;
+  cg_module_t *m = lower("run", o, &t, &w);
+  if (!m) return 1;
+  ms_options_t mo = {.seed = tc_seed(o)};
+  mo.run.min_secs = o->repeat_ms > 0 ? o->repeat_ms * 1e-3 : 0;
+  mo.run.flush_l2 = ms_flush_by_default(t.kind) && !o->no_flush;
+  ms_result_t r;
+  tn_err_t err = {0};
+  int rc = 1;
+  if (ms_measure(w->func, &t, &m, 1, &mo, &r, &err) < 0) {
+    fprintf(stderr, "tunectl run: %s\n", err.msg);
+  } else {
+    if (o->json) {
+      char *text = ms_result_to_json(&r);
+      cJSON *j = cJSON_Parse(text);
+      free(text);
+      cJSON_AddStringToObject(j, "workload", w->name);
+      cJSON_AddStringToObject(j, "target", t.name);
+      print_json(j);
+    } else {
+      print_run_text(&r, w, &t, o);
+    }
+    rc = r.status == MS_OK ? 0 : 1;
+    ms_result_clear(&r);
+  }
+  cg_module_free(m);
+  ir_workload_free(w);
+  return rc;
+}
+
+/* Prints the design spaces of the workload for the target, as traces. */
+int tco_space(tc_args_t *o) {
+  tn_target_t t;
+  if (lookup_target("space", o->target, &t) < 0) return 1;
+  ir_workload_t *w = load_workload("space", o);
+  if (!w) return 1;
+  smp_space_t sp;
+  tn_err_t err = {0};
+  if (smp_generate(w->func, &t, 1, &sp, &err) < 0) {
+    fprintf(stderr, "tunectl space: %s\n", err.msg);
+    ir_workload_free(w);
+    return 1;
+  }
+  for (int i = 0; i < sp.n; i++) {
+    char *json = sch_trace_to_json(sp.traces[i]);
+    printf("# space %d of %d (rules: %s)\n%s\n", i + 1, sp.n, sp.descs[i], json);
+    free(json);
+  }
+  smp_space_free(&sp);
+  ir_workload_free(w);
+  return 0;
+}
+
+int tco_tune(tc_args_t *o) {
+  tn_target_t t;
+  if (lookup_target("tune", o->target, &t) < 0) return 1;
+  ir_workload_t *w = load_workload("tune", o);
+  if (!w) return 1;
+  tct_args_t a = {.workload = w, .target = &t, .trials = (int)o->trials, .db = o->db, .strategy = o->strategy,
+                  .model = o->model, .seed = tc_seed(o), .json = o->json, .no_flush = o->no_flush};
+  int rc = tct_tune(&a);
+  ir_workload_free(w);
+  return rc;
+}
