@@ -3,6 +3,7 @@
  * arrive with the service. */
 #include <cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +153,26 @@ static void usage(FILE *out) {
           "  --version    print the version and the backends this build has\n");
 }
 
+/* --target's help: the target files of the config directory, listed. */
+static void target_help(FILE *out) {
+  char dir[PATH_MAX], **names = NULL;
+  int n = 0;
+  tn_err_t err = {0};
+  fprintf(out, "  --target T        a target file's name (\"opencl\" = opencl/pocl-cpu)");
+  if (tn_config_dir(dir, sizeof dir, &err) < 0 || tn_target_names(dir, &names, &n, &err) < 0) {
+    fprintf(out, ": %s\n", err.msg);
+    return;
+  }
+  fprintf(out, "; in %s:\n                   ", dir);
+  for (int i = 0, col = 19; i < n; i++) {
+    int w = (int)strlen(names[i]) + (i + 1 < n);
+    if (col + w + 1 > 100) fprintf(out, "\n                   "), col = 19;
+    col += fprintf(out, " %s%s", names[i], i + 1 < n ? "," : "");
+  }
+  fprintf(out, "\n");
+  tn_target_names_free(names, n);
+}
+
 static void command_help(const command_t *c, FILE *out) {
   fprintf(out, "usage: tunectl %s %s\n\n%s", c->name, c->args, c->help);
   fprintf(out,
@@ -160,9 +181,7 @@ static void command_help(const command_t *c, FILE *out) {
   if (strstr(c->args, "--seed")) fprintf(out, "  --seed S          input data seed (default 1)\n");
   if (strstr(c->args, "--trace")) fprintf(out, "  --trace T.json    replay this schedule trace first\n");
   if (strstr(c->args, "--json")) fprintf(out, "  --json            print JSON instead of text\n");
-  if (strstr(c->args, "--target"))
-    fprintf(out, "  --target T        cpu, opencl (= opencl/pocl-cpu), nvidia/tesla-t4, nvidia/a100,\n"
-                 "                    nvidia/h100, ... or a configs/ name\n");
+  if (strstr(c->args, "--target")) target_help(out);
   if (strstr(c->args, "--emit")) fprintf(out, "  --emit KIND       cuda, ptx, opencl, c or launch\n");
   if (strstr(c->args, "--repeat-ms"))
     fprintf(out, "  --repeat-ms N     time repeats until N ms in total (default 100)\n");
@@ -483,13 +502,11 @@ out:
   return rc;
 }
 
-/* Looks the target up ("opencl" stands for opencl/pocl-cpu); configs/ in
- * the source tree, when present, is searched too. */
+/* Looks the target up in the config directory ("opencl" stands for
+ * opencl/pocl-cpu). */
 static int lookup_target(const char *cmd, const char *name, tn_target_t *t) {
   tn_err_t err = {0};
-  const char *dir = TUNED_SOURCE_ROOT "/configs";
-  if (strcmp(name, "opencl") == 0) name = "opencl/pocl-cpu";
-  if (tn_target_lookup(name, access(dir, R_OK) == 0 ? dir : NULL, t, &err) < 0) {
+  if (tn_target_lookup(name, NULL, t, &err) < 0) {
     fprintf(stderr, "tunectl %s: %s\n", cmd, err.msg);
     return -1;
   }
@@ -558,6 +575,12 @@ static int cmd_emit(opts_t *o) {
   return rc;
 }
 
+/* The kernel that ran against the target's peaks (false: no peaks, or it
+ * did not run). */
+static bool run_roofline(const ms_result_t *r, const ir_workload_t *w, const tn_target_t *t, tn_roofline_t *rl) {
+  return r->status == MS_OK && tn_target_roofline(t, ir_func_flops(w->func), ir_func_bytes(w->func), r->median_secs, rl);
+}
+
 static void print_run_text(const ms_result_t *r, const ir_workload_t *w, const tn_target_t *t, const opts_t *o) {
   printf("workload  %s (%s)%s%s\n", w->name, o->file, o->trace ? ", trace " : "", o->trace ? o->trace : "");
   printf("target    %s (%s)\n", t->name, t->device);
@@ -568,6 +591,12 @@ static void print_run_text(const ms_result_t *r, const ir_workload_t *w, const t
     printf("median    %.6f ms over %d repeats (min %.6f ms, max %.6f ms)\n", r->median_secs * 1e3, r->nrepeats,
            lo * 1e3, hi * 1e3);
     printf("speed     %.3f GFLOP/s, %.3f GB/s\n", r->gflops, r->gbps);
+    tn_roofline_t rl;
+    char line[256];
+    if (run_roofline(r, w, t, &rl)) {
+      tn_roofline_text(&rl, line, sizeof line);
+      printf("roofline  %s\n", line);
+    }
   }
   if (r->verify_error >= 0)
     printf("verified  %s: relative L2 error %.3g against the reference evaluator\n",
@@ -604,6 +633,8 @@ static int cmd_run(opts_t *o) {
       free(text);
       cJSON_AddStringToObject(j, "workload", w->name);
       cJSON_AddStringToObject(j, "target", t.name);
+      tn_roofline_t rl;
+      if (run_roofline(&r, w, &t, &rl)) tn_roofline_add_json(&rl, cJSON_AddObjectToObject(j, "roofline"));
       print_json(j);
     } else {
       print_run_text(&r, w, &t, o);
