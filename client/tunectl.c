@@ -4,12 +4,14 @@
  * table, the help texts it prints, and main(). */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/tunectl.h"
+#include "common/target.h"
 #include "tuned_config.h"
 
 /* ---- options ----------------------------------------------------------------- */
@@ -49,8 +51,7 @@ typedef struct opt_spec {
 static const opt_spec_t options[O_COUNT] = {
     [O_SET] = {"set", 0, "NAME=VALUE", K_SET, F(sets), 0, 0, "override a workload parameter (repeatable)"},
     [O_TARGET] = {"target", 0, "T", K_TEXT, F(target), 0, 0,
-                  "cpu, opencl (= opencl/pocl-cpu), nvidia/tesla-t4, nvidia/a100,\n"
-                  "nvidia/h100, ... or a configs/ name"},
+                  "a target file's name (the list: target_help)"},
     [O_DAEMON_TARGET] = {"target", 0, "T", K_TEXT, F(target), 0, 0, "target name (default: the daemon's)"},
     [O_TRACE] = {"trace", 0, "T.json", K_TEXT, F(trace), 0, 0, "replay this schedule trace first"},
     [O_EMIT] = {"emit", 0, "KIND", K_TEXT, F(emit), 0, 0, "cuda, ptx, opencl, c or launch"},
@@ -342,7 +343,31 @@ static void usage(FILE *out) {
 }
 
 /* One option's help line(s): its spelling and value, then the text. */
+/* --target's help: the target files of the config directory, listed. */
+static void target_help(FILE *out) {
+  char dir[PATH_MAX], **names = NULL;
+  int n = 0;
+  tn_err_t err = {0};
+  fprintf(out, "  %-16s  a target file's name (\"opencl\" = opencl/pocl-cpu)", "--target T");
+  if (tn_config_dir(dir, sizeof dir, &err) < 0 || tn_target_names(dir, &names, &n, &err) < 0) {
+    fprintf(out, ": %s\n", err.msg);
+    return;
+  }
+  fprintf(out, "; in %s:\n%20s", dir, "");
+  for (int i = 0, col = 20; i < n; i++) {
+    int w = (int)strlen(names[i]) + (i + 1 < n);
+    if (col + w + 1 > 100) fprintf(out, "\n%20s", ""), col = 20;
+    col += fprintf(out, " %s%s", names[i], i + 1 < n ? "," : "");
+  }
+  fprintf(out, "\n");
+  tn_target_names_free(names, n);
+}
+
 static void print_option(FILE *out, const opt_spec_t *o) {
+  if (o == &options[O_TARGET]) {
+    target_help(out);
+    return;
+  }
   char name[32], head[64];
   snprintf(head, sizeof head, "%s%s%s", spelling(o, name), o->arg ? " " : "", o->arg ? o->arg : "");
   fprintf(out, "  %-16s  ", head);

@@ -284,8 +284,7 @@ static int run_suite(const tc_args_t *o, const cJSON *suite, const char *dir, co
     fprintf(stderr, "tunectl bench: %s — start it with `tuned --target cpu`, or drop --daemon\n", terr.message);
     return -1;
   }
-  if (!o->daemon && tn_target_lookup(target, access(TUNED_SOURCE_ROOT "/configs", R_OK) == 0 ?
-                                                 TUNED_SOURCE_ROOT "/configs" : NULL, &t, &err) < 0) {
+  if (!o->daemon && tn_target_lookup(target, NULL, &t, &err) < 0) {
     fprintf(stderr, "tunectl bench: %s\n", err.msg);
     return -1;
   }

@@ -242,13 +242,11 @@ out:
   return rc;
 }
 
-/* Looks the target up ("opencl" stands for opencl/pocl-cpu); configs/ in
- * the source tree, when present, is searched too. */
+/* Looks the target up in the config directory ("opencl" stands for
+ * opencl/pocl-cpu). */
 static int lookup_target(const char *cmd, const char *name, tn_target_t *t) {
   tn_err_t err = {0};
-  const char *dir = TUNED_SOURCE_ROOT "/configs";
-  if (strcmp(name, "opencl") == 0) name = "opencl/pocl-cpu";
-  if (tn_target_lookup(name, access(dir, R_OK) == 0 ? dir : NULL, t, &err) < 0) {
+  if (tn_target_lookup(name, NULL, t, &err) < 0) {
     fprintf(stderr, "tunectl %s: %s\n", cmd, err.msg);
     return -1;
   }
@@ -320,6 +318,12 @@ int tco_emit(tc_args_t *o) {
   return rc;
 }
 
+/* The kernel that ran against the target's peaks (false: no peaks, or it
+ * did not run). */
+static bool run_roofline(const ms_result_t *r, const ir_workload_t *w, const tn_target_t *t, tn_roofline_t *rl) {
+  return r->status == MS_OK && tn_target_roofline(t, ir_func_flops(w->func), ir_func_bytes(w->func), r->median_secs, rl);
+}
+
 static void print_run_text(const ms_result_t *r, const ir_workload_t *w, const tn_target_t *t, const tc_args_t *o) {
   printf("workload  %s (%s)%s%s\n", w->name, o->pos[0], o->trace ? ", trace " : "", o->trace ? o->trace : "");
   printf("target    %s (%s)\n", t->name, t->device);
@@ -330,6 +334,12 @@ static void print_run_text(const ms_result_t *r, const ir_workload_t *w, const t
     printf("median    %.6f ms over %d repeats (min %.6f ms, max %.6f ms)\n", r->median_secs * 1e3, r->nrepeats,
            lo * 1e3, hi * 1e3);
     printf("speed     %.3f GFLOP/s, %.3f GB/s\n", r->gflops, r->gbps);
+    tn_roofline_t rl;
+    char line[256];
+    if (run_roofline(r, w, t, &rl)) {
+      tn_roofline_text(&rl, line, sizeof line);
+      printf("roofline  %s\n", line);
+    }
   }
   if (r->verify_error >= 0)
     printf("verified  %s: relative L2 error %.3g against the reference evaluator\n",
@@ -366,6 +376,8 @@ int tco_run(tc_args_t *o) {
       free(text);
       cJSON_AddStringToObject(j, "workload", w->name);
       cJSON_AddStringToObject(j, "target", t.name);
+      tn_roofline_t rl;
+      if (run_roofline(&r, w, &t, &rl)) tn_roofline_add_json(&rl, cJSON_AddObjectToObject(j, "roofline"));
       print_json(j);
     } else {
       print_run_text(&r, w, &t, o);

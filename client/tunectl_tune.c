@@ -63,6 +63,12 @@ static void measure_naive(const tct_args_t *a, ms_result_t *r) {
   cg_module_free(m);
 }
 
+/* The best kernel against the target's peaks (false: no peaks, no kernel). */
+static bool best_roofline(const tct_args_t *a, const srch_best_t *b, tn_roofline_t *rl) {
+  const ir_func_t *f = a->workload->func;
+  return b->found && tn_target_roofline(a->target, ir_func_flops(f), ir_func_bytes(f), b->median_secs, rl);
+}
+
 static void print_text(const tct_args_t *a, const srch_result_t *r, const ms_result_t *naive) {
   const srch_best_t *b = &r->best[0];
   const int *f = r->failures;
@@ -73,8 +79,14 @@ static void print_text(const tct_args_t *a, const srch_result_t *r, const ms_res
   printf("target     %s\n", a->target->name);
   printf("trials     %d%s: ok %d, build error %d, run error %d, timeout %d, wrong result %d\n", r->trials_done,
          r->stopped ? " (stopped)" : "", f[MS_OK], f[MS_BUILD_ERROR], f[MS_RUN_ERROR], f[MS_TIMEOUT], f[MS_WRONG_RESULT]);
+  tn_roofline_t rl;
+  char line[256];
   if (b->found) printf("best       %.4g ms median, %.1f GFLOP/s\n", b->median_secs * 1e3, b->gflops);
   else printf("best       none (no verified candidate)\n");
+  if (best_roofline(a, b, &rl)) {
+    tn_roofline_text(&rl, line, sizeof line);
+    printf("roofline   %s\n", line);
+  }
   if (naive->status == MS_OK) printf("naive      %.4g ms median, %.2f GFLOP/s\n", naive->median_secs * 1e3, naive->gflops);
   else printf("naive      %s: %s\n", ms_status_name(naive->status), naive->error);
   if (b->found && naive->status == MS_OK) printf("speed-up   %.1fx over the naive program\n", naive->median_secs / b->median_secs);
@@ -96,6 +108,8 @@ static void print_json_summary(const tct_args_t *a, const srch_result_t *r, cons
     cJSON *best = cJSON_AddObjectToObject(j, "best");
     cJSON_AddNumberToObject(best, "median_secs", b->median_secs);
     cJSON_AddNumberToObject(best, "gflops", b->gflops);
+    tn_roofline_t rl;
+    if (best_roofline(a, b, &rl)) tn_roofline_add_json(&rl, cJSON_AddObjectToObject(best, "roofline"));
     if (b->db_id > 0) cJSON_AddNumberToObject(best, "record_id", (double)b->db_id);
     cJSON *tr = cJSON_Parse(b->trace_json);
     cJSON_AddItemToObject(best, "trace", tr ? tr : cJSON_CreateString(b->trace_json));

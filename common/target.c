@@ -1,36 +1,15 @@
-/* target.c — the built-in target table, lookup by name (with configs/ files
- * taking precedence), and the JSON form of a target. */
+/* target.c — what a target is: its JSON form (the configs/ files; where
+ * they are found is configs.c) and the roofline its peaks draw. */
 #include "target.h"
 
 #include <cJSON.h>
+#include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-
-/* Limits and peaks from the vendors' figures (float32 non-tensor peak, dense).
- * Shared memory: the static per-block limit (48 KiB, what __shared__ arrays
- * may hold) and what a kernel may opt into as dynamic shared memory
- * (T4 64 KiB, A100 163 KiB, H100/H200 227 KiB); kernels over 48 KiB are
- * generated with dynamic shared memory. */
-static const tn_target_t builtin[] = {
-    {"nvidia/tesla-t4", TN_TARGET_CUDA, "sm_75", "NVIDIA Tesla T4", 1024, 49152, 255, 65536, 32, 16, 40, 0, 8100, 320, 65536},
-    {"nvidia/tesla-p100", TN_TARGET_CUDA, "sm_60", "NVIDIA Tesla P100", 1024, 49152, 255, 65536, 32, 16, 56, 0, 10600, 732, 0},
-    {"nvidia/a100", TN_TARGET_CUDA, "sm_80", "NVIDIA A100", 1024, 49152, 255, 65536, 32, 16, 108, 0, 19500, 1555, 166912},
-    {"nvidia/h100", TN_TARGET_CUDA, "sm_90", "NVIDIA H100 SXM", 1024, 49152, 255, 65536, 32, 16, 132, 0, 66900, 3350, 232448},
-    {"nvidia/h200", TN_TARGET_CUDA, "sm_90", "NVIDIA H200 SXM", 1024, 49152, 255, 65536, 32, 16, 132, 0, 66900, 4800, 232448},
-    {"opencl/pocl-cpu", TN_TARGET_OPENCL, "", "PoCL on the host CPU", 1024, 49152, 0, 0, 32, 16, 0, 0, 0, 0, 0},
-    {"cpu", TN_TARGET_CPU, "native", "host CPU", 0, 0, 0, 0, 1, 32, 0, 0, 0, 0, 0},
-    {"cuda-host", TN_TARGET_CUDA_HOST, "", "CUDA C run on the host CPU (checks only)", 1024, 49152, 0, 0, 32, 16, 0, 0, 0,
-     0, 232448},
-};
-
-static const char *const builtin_names[] = {"cpu",         "opencl/pocl-cpu", "nvidia/tesla-t4", "nvidia/tesla-p100",
-                                            "nvidia/a100", "nvidia/h100",     "nvidia/h200",     "cuda-host",
-                                            NULL};
-
-const char *const *tn_target_builtin_names(void) { return builtin_names; }
 
 const char *tn_target_kind_name(tn_target_kind_t k) {
   switch (k) {
@@ -68,7 +47,7 @@ typedef struct field {
 #define F(k, t) {#k, offsetof(tn_target_t, k), t}
 static const field_t fields[] = {
     F(max_threads_per_block, 'i'), F(max_shared_memory_per_block, 'l'), F(max_registers_per_thread, 'i'),
-    F(max_registers_per_block, 'l'), F(warp_size, 'i'), F(max_vector_bytes, 'i'), F(sm_count, 'i'),
+    F(max_registers_per_block, 'l'), F(warp_size, 'i'), F(max_vector_bytes, 'i'),
     F(num_cores, 'i'), F(peak_gflops, 'd'), F(peak_gbps, 'd'), F(max_shared_memory_per_block_optin, 'l'),
 };
 
@@ -85,9 +64,37 @@ static int copy_str(char *dst, size_t cap, const cJSON *j, const char *key, bool
   return TN_OK;
 }
 
+/* Every key must be one the target uses: a misspelt or retired field would
+ * otherwise be ignored without a word. */
+static int check_keys(const cJSON *j, const char *name, tn_err_t *err) {
+  static const char *const strs[] = {"name", "kind", "arch", "device"};
+  const cJSON *v;
+  cJSON_ArrayForEach(v, j) {
+    bool known = false;
+    for (size_t i = 0; i < TN_ARRAY_LEN(strs) && !known; i++) known = strcmp(v->string, strs[i]) == 0;
+    for (size_t i = 0; i < TN_ARRAY_LEN(fields) && !known; i++) known = strcmp(v->string, fields[i].key) == 0;
+    if (known) continue;
+    tn_buf_t b;
+    tn_buf_init(&b);
+    for (size_t i = 0; i < TN_ARRAY_LEN(strs); i++) tn_buf_printf(&b, "%s, ", strs[i]);
+    for (size_t i = 0; i < TN_ARRAY_LEN(fields); i++) tn_buf_printf(&b, "%s%s", i ? ", " : "", fields[i].key);
+    int rc = tn_err_set(err, TN_EINVAL, "target %s: unknown field \"%s\" (the fields are %s)", name, v->string,
+                        tn_buf_str(&b));
+    tn_buf_free(&b);
+    return rc;
+  }
+  return TN_OK;
+}
+
 int tn_target_from_json(const char *text, size_t len, tn_target_t *out, tn_err_t *err) {
-  cJSON *j = cJSON_ParseWithLength(text, len);
-  if (!j || !cJSON_IsObject(j)) {
+  const char *end = NULL;
+  cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);
+  if (!j) {
+    int line = 1;
+    for (const char *p = text; end && p < end && p < text + len; p++) line += *p == '\n';
+    return tn_err_set(err, TN_EINVAL, "target: not valid JSON (line %d)", line);
+  }
+  if (!cJSON_IsObject(j)) {
     cJSON_Delete(j);
     return tn_err_set(err, TN_EINVAL, "target: not a JSON object");
   }
@@ -104,10 +111,11 @@ int tn_target_from_json(const char *text, size_t len, tn_target_t *out, tn_err_t
     rc = tn_err_set(err, TN_EINVAL, "target: unknown kind \"%s\" (expected cpu, opencl, cuda or cuda-host)", kind);
     goto out;
   }
+  if ((rc = check_keys(j, t.name, err)) < 0) goto out;
   for (size_t i = 0; i < TN_ARRAY_LEN(fields); i++) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, fields[i].key);
     if (!v) continue;
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e15) {
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > (fields[i].type == 'i' ? INT_MAX : 1e15)) {
       rc = tn_err_set(err, TN_EINVAL, "target %s: \"%s\" must be a non-negative number", t.name, fields[i].key);
       goto out;
     }
@@ -150,30 +158,30 @@ char *tn_target_to_json(const tn_target_t *t) {
   return s;
 }
 
-int tn_target_lookup(const char *name, const char *config_dir, tn_target_t *out, tn_err_t *err) {
-  if (config_dir && !strstr(name, "..")) {
-    char path[1024], *text = NULL;
-    size_t len;
-    snprintf(path, sizeof path, "%s/%s.json", config_dir, name);
-    if (access(path, R_OK) == 0) {
-      int rc = tn_read_file(path, 1 << 20, &text, &len, err);
-      if (rc == TN_OK) rc = tn_target_from_json(text, len, out, err);
-      free(text);
-      if (rc < 0) return tn_err_prefix(err, "%s", path);
-      return TN_OK;
-    }
-  }
-  for (size_t i = 0; i < TN_ARRAY_LEN(builtin); i++)
-    if (strcmp(builtin[i].name, name) == 0) {
-      *out = builtin[i];
-      fill_cpu_cores(out);
-      return TN_OK;
-    }
-  tn_buf_t b;
-  tn_buf_init(&b);
-  for (int i = 0; builtin_names[i]; i++) tn_buf_printf(&b, "%s%s", i ? ", " : "", builtin_names[i]);
-  tn_err_set(err, TN_EINVAL, "unknown target \"%s\" (known: %s%s)", name, tn_buf_str(&b),
-             config_dir ? ", or a JSON file under the config directory" : "");
-  tn_buf_free(&b);
-  return TN_EINVAL;
+bool tn_target_roofline(const tn_target_t *t, double flops, double bytes, double secs, tn_roofline_t *r) {
+  memset(r, 0, sizeof *r);
+  if (!(t->peak_gflops > 0 && t->peak_gbps > 0 && secs > 0 && flops + bytes > 0)) return false;
+  r->ridge = t->peak_gflops / t->peak_gbps;
+  r->intensity = bytes > 0 ? flops / bytes : INFINITY;
+  r->compute_bound = r->intensity >= r->ridge;
+  r->peak = r->compute_bound ? t->peak_gflops : t->peak_gbps;
+  r->achieved = (r->compute_bound ? flops : bytes) / secs * 1e-9;
+  r->percent = 100 * r->achieved / r->peak;
+  return true;
+}
+
+void tn_roofline_text(const tn_roofline_t *r, char *buf, size_t size) {
+  snprintf(buf, size, "%.1f%% of the peak %.0f %s (%s-bound: %.3g FLOP/B, ridge %.3g FLOP/B)", r->percent, r->peak,
+           r->compute_bound ? "GFLOP/s" : "GB/s", r->compute_bound ? "compute" : "memory", r->intensity, r->ridge);
+}
+
+void tn_roofline_add_json(const tn_roofline_t *r, cJSON *obj) {
+  cJSON_AddStringToObject(obj, "bound", r->compute_bound ? "compute" : "memory");
+  if (isfinite(r->intensity)) cJSON_AddNumberToObject(obj, "intensity", r->intensity);
+  else cJSON_AddNullToObject(obj, "intensity"); /* no bytes moved */
+  cJSON_AddNumberToObject(obj, "ridge", r->ridge);
+  cJSON_AddNumberToObject(obj, "peak", r->peak);
+  cJSON_AddStringToObject(obj, "peak_unit", r->compute_bound ? "GFLOP/s" : "GB/s");
+  cJSON_AddNumberToObject(obj, "achieved", r->achieved);
+  cJSON_AddNumberToObject(obj, "percent_of_peak", r->percent);
 }

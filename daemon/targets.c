@@ -1,7 +1,6 @@
 /* targets.c — which targets this machine can stand in for: a CUDA target
  * needs an architecture NVRTC compiles, a driver, and that very GPU; OpenCL
  * needs a platform; the CPU always works.  Also what `--target auto` means. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,9 +87,9 @@ static void check_cuda(const td_machine_t *m, td_target_info_t *ti) {
                "use --target %s or --target auto", m->gpu_name, m->gpu_target, t->device, m->gpu_target);
     else
       snprintf(ti->reason, sizeof ti->reason,
-               "the GPU here is %s, not %s; write a target file configs/nvidia/NAME.json whose "
+               "the GPU here is %s, not %s; write a target file nvidia/NAME.json in %s whose "
                "\"device\" is \"%s\" (see configs/README.md), or %s",
-               m->gpu_name, t->device, m->gpu_name, ALTERNATIVES + 4);
+               m->gpu_name, t->device, m->config_dir, m->gpu_name, ALTERNATIVES + 4);
   } else {
     ti->usable = true;
   }
@@ -136,42 +135,21 @@ void td_target_auto(const td_machine_t *m, char *name, size_t size, char *why, s
   else snprintf(why, whysize, "%s", ti.reason);
 }
 
-/* Adds configs/<sub>/<file>.json names not already in the list. */
-static void add_config_dir(const td_machine_t *m, const char *sub, td_target_info_t **v, int *n, int *cap) {
-  char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/%s", m->config_dir, sub);
-  DIR *d = opendir(path);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    size_t len = strlen(e->d_name);
-    if (len < 6 || strcmp(e->d_name + len - 5, ".json") != 0) continue;
-    char name[64];
-    if (snprintf(name, sizeof name, "%s/%.*s", sub, (int)(len - 5), e->d_name) >= (int)sizeof name) continue;
-    bool seen = false;
-    for (int i = 0; i < *n && !seen; i++) seen = strcmp((*v)[i].t.name, name) == 0;
-    td_target_info_t ti;
-    tn_err_t err;
-    if (seen || td_target_check(m, name, &ti, &err) != 0) continue;
-    if (*n == *cap) *v = tn_xrealloc(*v, sizeof **v * (size_t)(*cap = *cap * 2 + 8));
-    (*v)[(*n)++] = ti;
-  }
-  closedir(d);
-}
-
 int td_target_list(const td_machine_t *m, td_target_info_t **out, int *n) {
-  int cap = 16;
+  char **names;
+  int count;
+  tn_err_t err = {0};
   *n = 0;
-  *out = tn_xmalloc(sizeof **out * (size_t)cap);
-  const char *const *names = tn_target_builtin_names();
-  for (int i = 0; names[i]; i++) {
-    tn_err_t err;
-    if (*n == cap) *out = tn_xrealloc(*out, sizeof **out * (size_t)(cap *= 2));
+  *out = NULL;
+  if (tn_target_names(m->config_dir, &names, &count, &err) < 0) {
+    td_log(TD_WARN, "no targets", "err=%s", td_q(err.msg));
+    return -1;
+  }
+  *out = tn_xmalloc(sizeof **out * (size_t)TN_MAX(count, 1));
+  for (int i = 0; i < count; i++) {
     if (td_target_check(m, names[i], &(*out)[*n], &err) == 0) (*n)++;
+    else td_log(TD_WARN, "target file skipped", "target=%s err=%s", names[i], td_q(err.msg));
   }
-  if (m->config_dir) {
-    static const char *const subs[] = {"cpu", "opencl", "nvidia"};
-    for (size_t i = 0; i < TN_ARRAY_LEN(subs); i++) add_config_dir(m, subs[i], out, n, &cap);
-  }
+  tn_target_names_free(names, count);
   return 0;
 }

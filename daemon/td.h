@@ -75,7 +75,7 @@ typedef struct td_machine {
   ms_backend_status_t backends[MS_BACKEND__COUNT];
   char gpu_name[128];     /* CUDA device 0's name, "" when none */
   char gpu_target[64];    /* the nvidia/... target for that GPU, "" when unknown */
-  const char *config_dir; /* configs/ of the source tree or NULL (built-in table) */
+  const char *config_dir; /* the directory of target files (tn_config_dir or --configs) */
 } td_machine_t;
 
 /* Probes the backends (once, at start-up). */
@@ -86,7 +86,9 @@ void td_machine_probe(td_machine_t *m, const char *config_dir);
 int td_target_check(const td_machine_t *m, const char *name, td_target_info_t *out, tn_err_t *err);
 /* The name `--target auto` stands for, and why (for the log). */
 void td_target_auto(const td_machine_t *m, char *name, size_t size, char *why, size_t whysize);
-/* Every known target (built-in names, then configs/ files not among them). */
+/* Every target file of the config directory, by name; files that do not
+ * parse are left out with a warning in the log.  -1 when the directory
+ * cannot be read (logged; the list is then empty). */
 int td_target_list(const td_machine_t *m, td_target_info_t **out, int *n);
 
 /* ---- server.c: the loop, the socket, connections -------------------------- */

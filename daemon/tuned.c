@@ -24,8 +24,8 @@ static void usage(FILE *out) {
           "unix socket, runs tuning jobs on worker threads and keeps every measured record in a\n"
           "SQLite database.  Talk to it with tunectl (see docs/protocol.md).\n"
           "\n"
-          "  --target NAME   default target of jobs: cpu, opencl/pocl-cpu, nvidia/tesla-t4,\n"
-          "                  nvidia/a100, nvidia/h100, nvidia/h200, a configs/ file, or auto\n"
+          "  --target NAME   default target of jobs: a target file's name (cpu, opencl/pocl-cpu,\n"
+          "                  nvidia/tesla-t4, nvidia/a100, nvidia/h100, nvidia/h200, ...), or auto\n"
           "                  (default: auto = this machine's GPU if tuned knows it, else cpu).\n"
           "                  A target this machine cannot measure for is refused, with the reason.\n"
           "  --db PATH       database (default $XDG_DATA_HOME/tuned/tuned.db, else\n"
@@ -34,8 +34,9 @@ static void usage(FILE *out) {
           "                  else /tmp/tuned-$UID/tuned.sock; directory 0700, socket 0600)\n"
           "  --jobs N        tuning jobs running at once (default 1; the others wait queued)\n"
           "  --log-level L   least severe log lines written to stderr (default info)\n"
-          "  --configs DIR   target files (default: the source tree's configs/ when present,\n"
-          "                  else the built-in table)\n"
+          "  --configs DIR   the directory of target files NAME.json (default: $TUNED_CONFIG_DIR,\n"
+          "                  else the source tree's configs/ for a tuned in the build tree, else\n"
+          "                  ../share/tuned/configs next to the executable, else the installed one)\n"
           "  --stop-timeout S  on SIGTERM, wait at most S seconds (default 300) for running\n"
           "                  jobs to commit their batch, then exit anyway (status 1; they resume)\n"
           "  --foreground    accepted for compatibility: tuned always runs in the foreground\n"
@@ -47,6 +48,7 @@ static void usage(FILE *out) {
           "\n"
           "environment:\n"
           "  TUNED_SOCKET       the socket when --socket is not given (tunectl reads it too)\n"
+          "  TUNED_CONFIG_DIR   the target files when --configs is not given (tunectl reads it too)\n"
           "  TUNED_CUDA_DRIVER  path of the CUDA driver library to dlopen (default libcuda.so.1)\n");
 }
 
@@ -125,12 +127,6 @@ static int parse_args(int argc, char **argv, args_t *a) {
   return 0;
 }
 
-/* The source tree's configs/ when this binary runs from a build of it. */
-static const char *default_configs(void) {
-  static char dir[PATH_MAX];
-  snprintf(dir, sizeof dir, "%s/configs", TUNED_SOURCE_ROOT);
-  return access(dir, R_OK | X_OK) == 0 ? dir : NULL;
-}
 
 /* Resolves --target (auto, refusal) into cfg->target; exit status or 0. */
 static int choose_target(const args_t *a, const td_machine_t *m, td_config_t *cfg) {
@@ -211,7 +207,14 @@ int main(int argc, char **argv) {
   int rc = parse_args(argc, argv, &a);
   if (rc) return rc;
   td_log_set_level((td_log_level_t)td_log_level_parse(a.log_level));
-  td_config_t cfg = {.max_jobs = a.jobs, .stop_timeout = a.stop_timeout, .config_dir = a.configs ? a.configs : default_configs()};
+  char configs[PATH_MAX];
+  tn_err_t err = {0};
+  if (!a.configs && tn_config_dir(configs, sizeof configs, &err) < 0) {
+    fprintf(stderr, "tuned: %s\n", err.msg);
+    return 2;
+  }
+  td_config_t cfg = {.max_jobs = a.jobs, .stop_timeout = a.stop_timeout, .config_dir = a.configs ? a.configs : configs};
+  td_log(TD_INFO, "target files", "dir=%s", td_q(cfg.config_dir));
   td_machine_t m;
   td_machine_probe(&m, cfg.config_dir);
   if ((rc = choose_target(&a, &m, &cfg)) || (rc = fill_paths(&a, &cfg))) return rc;

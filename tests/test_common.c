@@ -1,9 +1,15 @@
 /* test_common.c — suite "common": errors, arena, string buffers, RNG, hashing,
- * half floats and the identifier rules that keep generated code safe. */
+ * half floats, the identifier rules that keep generated code safe, and
+ * targets: the shipped files, the config directory, untrusted files and the
+ * roofline. */
+#include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/common.h"
+#include "common/target.h"
 #include "testutil.h"
 
 START_TEST(t_err) {
@@ -155,9 +161,204 @@ START_TEST(t_read_file) {
 }
 END_TEST
 
+
+/* ---- targets ---------------------------------------------------------------- */
+
+/* The values of the table that was built into the binaries before the
+ * targets became files only: the files must give exactly these. */
+static const struct {
+  const char *name, *arch;
+  tn_target_kind_t kind;
+  int threads, warp, vec;
+  int64_t shared, optin, regs_block;
+  double gflops, gbps;
+} shipped[] = {
+    {"nvidia/tesla-t4", "sm_75", TN_TARGET_CUDA, 1024, 32, 16, 49152, 65536, 65536, 8100, 320},
+    {"nvidia/tesla-p100", "sm_60", TN_TARGET_CUDA, 1024, 32, 16, 49152, 0, 65536, 10600, 732},
+    {"nvidia/a100", "sm_80", TN_TARGET_CUDA, 1024, 32, 16, 49152, 166912, 65536, 19500, 1555},
+    {"nvidia/h100", "sm_90", TN_TARGET_CUDA, 1024, 32, 16, 49152, 232448, 65536, 66900, 3350},
+    {"nvidia/h200", "sm_90", TN_TARGET_CUDA, 1024, 32, 16, 49152, 232448, 65536, 66900, 4800},
+    {"opencl/pocl-cpu", "", TN_TARGET_OPENCL, 1024, 32, 16, 49152, 0, 0, 0, 0},
+    {"cpu", "native", TN_TARGET_CPU, 0, 1, 32, 0, 0, 0, 0, 0},
+    {"cuda-host", "", TN_TARGET_CUDA_HOST, 1024, 32, 16, 49152, 232448, 0, 0, 0},
+};
+
+START_TEST(t_target_shipped) {
+  tn_err_t e = {0};
+  char **names;
+  int n;
+  ck_assert_msg(tn_target_names(NULL, &names, &n, &e) == TN_OK, "%s", e.msg);
+  for (size_t i = 0; i < TN_ARRAY_LEN(shipped); i++) {
+    tn_target_t t;
+    ck_assert_msg(tn_target_lookup(shipped[i].name, NULL, &t, &e) == TN_OK, "%s: %s", shipped[i].name, e.msg);
+    ck_assert_str_eq(t.name, shipped[i].name);
+    ck_assert_str_eq(t.arch, shipped[i].arch);
+    ck_assert_int_eq(t.kind, shipped[i].kind);
+    ck_assert_int_eq(t.max_threads_per_block, shipped[i].threads);
+    ck_assert_int_eq(t.warp_size, shipped[i].warp);
+    ck_assert_int_eq(t.max_vector_bytes, shipped[i].vec);
+    ck_assert_int_eq(t.max_shared_memory_per_block, shipped[i].shared);
+    ck_assert_int_eq(t.max_shared_memory_per_block_optin, shipped[i].optin);
+    ck_assert_int_eq(t.max_registers_per_block, shipped[i].regs_block);
+    ck_assert_double_eq(t.peak_gflops, shipped[i].gflops);
+    ck_assert_double_eq(t.peak_gbps, shipped[i].gbps);
+    if (t.kind == TN_TARGET_CPU) ck_assert_int_ge(t.num_cores, 1); /* detected */
+    bool listed = false;
+    for (int k = 0; k < n; k++) listed |= strcmp(names[k], shipped[i].name) == 0;
+    ck_assert_msg(listed, "%s is not listed", shipped[i].name);
+  }
+  for (int k = 1; k < n; k++) ck_assert_int_lt(strcmp(names[k - 1], names[k]), 0); /* sorted */
+  tn_target_names_free(names, n);
+  tn_target_t t;
+  ck_assert_int_eq(tn_target_lookup("opencl", NULL, &t, &e), TN_OK); /* the alias */
+  ck_assert_str_eq(t.name, "opencl/pocl-cpu");
+}
+END_TEST
+
+/* A fresh directory for target files (0700, this user's). */
+static void temp_dir(char *buf, size_t size) {
+  snprintf(buf, size, "/tmp/tuned-targets-XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(buf));
+}
+
+#define LAB_CPU "{\"name\": \"lab/cpu\", \"kind\": \"cpu\", \"num_cores\": 2, \"peak_gflops\": 100, \"peak_gbps\": 10}"
+
+START_TEST(t_target_config_dir) {
+  char dir[PATH_MAX], got[PATH_MAX], exe[PATH_MAX + 32];
+  tn_err_t e = {0};
+  unsetenv("TUNED_CONFIG_DIR");
+  /* this test runs from the build tree: the source tree's configs/ */
+  ck_assert_int_eq(tn_config_dir(got, sizeof got, &e), TN_OK);
+  ck_assert_str_eq(got, SRC("configs"));
+  ck_assert_int_eq(tn_config_dir_for(TUNED_BUILD_ROOT "/client/tunectl", got, sizeof got, &e), TN_OK);
+  ck_assert_str_eq(got, SRC("configs"));
+  /* an installed or relocated copy: ../share/tuned/configs next to it, else the configured one */
+  temp_dir(dir, sizeof dir);
+  snprintf(exe, sizeof exe, "%s/bin/tunectl", dir);
+  ck_assert_int_eq(tn_config_dir_for(exe, got, sizeof got, &e), TN_OK);
+  ck_assert_str_eq(got, TUNED_CONFIG_INSTALL_DIR);
+  tu_put_file(dir, "share/tuned/configs/lab/cpu.json", LAB_CPU);
+  ck_assert_int_eq(tn_config_dir_for(exe, got, sizeof got, &e), TN_OK);
+  snprintf(exe, sizeof exe, "%s/share/tuned/configs", dir);
+  ck_assert_str_eq(got, exe);
+  ck_assert_int_eq(tn_config_dir_for(NULL, got, sizeof got, &e), TN_OK);
+  ck_assert_str_eq(got, TUNED_CONFIG_INSTALL_DIR);
+  /* $TUNED_CONFIG_DIR wins: its targets only, and an unknown name lists them */
+  setenv("TUNED_CONFIG_DIR", exe, 1);
+  ck_assert_int_eq(tn_config_dir(got, sizeof got, &e), TN_OK);
+  ck_assert_str_eq(got, exe);
+  tn_target_t t;
+  ck_assert_msg(tn_target_lookup("lab/cpu", NULL, &t, &e) == TN_OK, "%s", e.msg);
+  ck_assert_int_eq(t.num_cores, 2);
+  ck_assert_double_eq(t.peak_gflops, 100);
+  ck_assert_int_eq(tn_target_lookup("cpu", NULL, &t, &e), TN_EINVAL);
+  ck_assert_msg(strstr(e.msg, "unknown target \"cpu\" (known: lab/cpu;") && strstr(e.msg, exe), "%s", e.msg);
+  tu_put_file(exe, "lab/gpu.json", "{}");
+  tu_put_file(exe, "pretuned/lab-cpu.jsonl", "{}\n");
+  tu_put_file(exe, ".hidden.json", "{}");
+  char **names;
+  int n;
+  ck_assert_int_eq(tn_target_names(NULL, &names, &n, &e), TN_OK);
+  ck_assert_int_eq(n, 2);
+  ck_assert_str_eq(names[0], "lab/cpu");
+  ck_assert_str_eq(names[1], "lab/gpu");
+  tn_target_names_free(names, n);
+  unsetenv("TUNED_CONFIG_DIR");
+  tu_remove_tree(dir);
+  /* a config directory that is not there says so, and how to point at one */
+  ck_assert_int_eq(tn_target_lookup("cpu", "/nonexistent/configs", &t, &e), TN_EIO);
+  ck_assert_msg(strstr(e.msg, "/nonexistent/configs") && strstr(e.msg, "TUNED_CONFIG_DIR"), "%s", e.msg);
+  ck_assert_int_eq(tn_target_names("/nonexistent/configs", &names, &n, &e), TN_EIO);
+}
+END_TEST
+
+/* Looks name up in dir and expects failure with every needle in the message. */
+static void refused(const char *dir, const char *name, const char *needle1, const char *needle2) {
+  tn_target_t t;
+  tn_err_t e = {0};
+  ck_assert_msg(tn_target_lookup(name, dir, &t, &e) < 0, "%s was accepted", name);
+  ck_assert_msg(strstr(e.msg, needle1) && (!needle2 || strstr(e.msg, needle2)), "%s: %s", name, e.msg);
+}
+
+START_TEST(t_target_bad_files) {
+  char dir[PATH_MAX], path[PATH_MAX + 32];
+  temp_dir(dir, sizeof dir);
+  tu_put_file(dir, "lab/cpu.json", LAB_CPU);
+  tu_put_file(dir, "broken.json", "{\n  \"name\": \"broken\",\n  \"kind\": \"cpu\"\n  \"warp_size\": 1\n}\n");
+  snprintf(path, sizeof path, "%s/broken.json", dir);
+  refused(dir, "broken", path, "not valid JSON (line 4)");
+  tu_put_file(dir, "other.json", "{\"name\": \"lab/cpu\", \"kind\": \"cpu\"}");
+  refused(dir, "other", "\"name\" is \"lab/cpu\"", "(\"other\")");
+  tu_put_file(dir, "old.json", "{\"name\": \"old\", \"kind\": \"cpu\", \"sm_count\": 4}");
+  refused(dir, "old", "unknown field \"sm_count\"", "peak_gflops");
+  tu_put_file(dir, "huge.json", "{\"name\": \"huge\", \"kind\": \"cpu\", \"num_cores\": 1e12}");
+  refused(dir, "huge", "\"num_cores\" must be a non-negative number", NULL);
+  /* names that climb out or are not names */
+  refused(dir, "../etc/passwd", "bad target name", NULL);
+  refused(dir, "lab/../lab/cpu", "bad target name", NULL);
+  refused(dir, "/etc/passwd", "bad target name", NULL);
+  refused(dir, "lab/.cpu", "bad target name", NULL);
+  refused(dir, "", "bad target name", NULL);
+  /* a symbolic link, as the file or as a directory on the way, is refused */
+  snprintf(path, sizeof path, "%s/link.json", dir);
+  ck_assert_int_eq(symlink("lab/cpu.json", path), 0);
+  refused(dir, "link", path, "symbolic link");
+  snprintf(path, sizeof path, "%s/linked", dir);
+  ck_assert_int_eq(symlink("lab", path), 0);
+  refused(dir, "linked/cpu", path, "symbolic link");
+  char **names;
+  int n;
+  tn_err_t e = {0};
+  ck_assert_int_eq(tn_target_names(dir, &names, &n, &e), TN_OK);
+  for (int i = 0; i < n; i++) ck_assert_msg(strncmp(names[i], "link", 4) != 0, "%s listed", names[i]);
+  tn_target_names_free(names, n);
+  /* a file everyone may write, or another user's */
+  snprintf(path, sizeof path, "%s/lab/cpu.json", dir);
+  ck_assert_int_eq(chmod(path, 0666), 0);
+  refused(dir, "lab/cpu", path, "writable by every user");
+  ck_assert_int_eq(chmod(path, 0644), 0);
+  if (geteuid() == 0) { /* only root can give a file away */
+    ck_assert_int_eq(chown(path, 4242, 4242), 0);
+    refused(dir, "lab/cpu", path, "belongs to uid 4242");
+  }
+  tu_remove_tree(dir);
+}
+END_TEST
+
+START_TEST(t_roofline) {
+  tn_target_t t = {.peak_gflops = 1000, .peak_gbps = 100}; /* ridge 10 FLOP/B */
+  tn_roofline_t r;
+  /* 2e9 FLOP over 1e8 B (20 FLOP/B) in 10 ms: 200 GFLOP/s, compute-bound, 20% */
+  ck_assert(tn_target_roofline(&t, 2e9, 1e8, 0.01, &r));
+  ck_assert(r.compute_bound);
+  ck_assert_double_eq_tol(r.intensity, 20, 1e-9);
+  ck_assert_double_eq_tol(r.ridge, 10, 1e-9);
+  ck_assert_double_eq_tol(r.achieved, 200, 1e-9);
+  ck_assert_double_eq_tol(r.percent, 20, 1e-9);
+  char line[256];
+  tn_roofline_text(&r, line, sizeof line);
+  ck_assert_str_eq(line, "20.0% of the peak 1000 GFLOP/s (compute-bound: 20 FLOP/B, ridge 10 FLOP/B)");
+  /* 1e8 FLOP over 4e8 B in 5 ms: 80 GB/s of 100, memory-bound */
+  ck_assert(tn_target_roofline(&t, 1e8, 4e8, 0.005, &r));
+  ck_assert(!r.compute_bound);
+  ck_assert_double_eq_tol(r.achieved, 80, 1e-9);
+  ck_assert_double_eq_tol(r.percent, 80, 1e-9);
+  cJSON *j = cJSON_CreateObject();
+  tn_roofline_add_json(&r, j);
+  ck_assert_str_eq(cJSON_GetObjectItem(j, "bound")->valuestring, "memory");
+  ck_assert_str_eq(cJSON_GetObjectItem(j, "peak_unit")->valuestring, "GB/s");
+  ck_assert_double_eq_tol(cJSON_GetObjectItem(j, "percent_of_peak")->valuedouble, 80, 1e-9);
+  cJSON_Delete(j);
+  /* no peaks (the CPU files), no time: nothing to report */
+  ck_assert(!tn_target_roofline(&(tn_target_t){.peak_gflops = 1000}, 2e9, 1e8, 0.01, &r));
+  ck_assert(!tn_target_roofline(&t, 2e9, 1e8, 0, &r));
+}
+END_TEST
+
 static Suite *make(void) {
   Suite *s = suite_create("common");
   TU_TCASE(s, "core", 0, t_err, t_arena, t_buf, t_rng, t_hash, t_half, t_bf16, t_identifiers, t_read_file);
+  TU_TCASE(s, "targets", 0, t_target_shipped, t_target_config_dir, t_target_bad_files, t_roofline);
   return s;
 }
 

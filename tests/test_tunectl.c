@@ -1,8 +1,10 @@
 /* test_tunectl.c — suite "tunectl": runs the real tunectl binary (path in
  * $TUNECTL) and checks its output, exit codes and error messages. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -399,11 +401,85 @@ START_TEST(t_deep_nest) {
 }
 END_TEST
 
+/* Runs `ENV tunectl ARGS` (ENV: shell assignments or `env -u NAME`). */
+static run_t *tunectl_env(const char *env, const char *args) {
+  static run_t r;
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "%s '%s' %s", env, getenv("TUNECTL"), args);
+  return tu_run_capture(cmd, &r);
+}
+
+/* Targets come from $TUNED_CONFIG_DIR when set: a CPU target with peaks
+ * gets a roofline line in run's and tune's reports (and a "roofline" object
+ * in their JSON), the shipped cpu target (no peaks) none; unknown names list
+ * the directory's targets, and so does --help. */
+START_TEST(t_targets) {
+  char dir[] = "/tmp/tunectl-targets-XXXXXX", env[PATH_MAX];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  tu_put_file(dir, "lab/cpu.json", "{\"name\": \"lab/cpu\", \"kind\": \"cpu\", \"arch\": \"native\", \"device\": \"lab CPU\", "
+                           "\"max_vector_bytes\": 32, \"peak_gflops\": 100, \"peak_gbps\": 10}");
+  snprintf(env, sizeof env, "TUNED_CONFIG_DIR='%s'", dir);
+  run_t *r = tunectl_env(env, "run " W("vector_add") " --target lab/cpu --repeat-ms 5");
+  ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
+  ck_assert_msg(strstr(r->out, "target    lab/cpu (lab CPU)\n"), "%s", r->out);
+  ck_assert_msg(strstr(r->out, "\nroofline  ") && strstr(r->out, "% of the peak 10 GB/s (memory-bound: 0.0833 FLOP/B, "
+                                                                  "ridge 10 FLOP/B)\n"), "%s", r->out);
+  r = tunectl_env(env, "run " W("vector_add") " --target lab/cpu --repeat-ms 5 --json");
+  cJSON *j = cJSON_Parse(r->out), *rl = cJSON_GetObjectItemCaseSensitive(j, "roofline");
+  ck_assert_msg(cJSON_IsObject(rl), "%s", r->out);
+  ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(rl, "bound")->valuestring, "memory");
+  ck_assert_double_eq(cJSON_GetObjectItemCaseSensitive(rl, "peak")->valuedouble, 10);
+  ck_assert(cJSON_GetObjectItemCaseSensitive(rl, "percent_of_peak")->valuedouble > 0);
+  cJSON_Delete(j);
+  r = tunectl_env(env, "tune " W("vector_add") " --target lab/cpu --trials 1 --strategy replay");
+  ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
+  ck_assert_msg(strstr(r->out, "\nroofline   ") && strstr(r->out, "% of the peak 10 GB/s (memory-bound"), "%s", r->out);
+  r = tunectl_env(env, "tune " W("vector_add") " --target lab/cpu --trials 1 --strategy replay --json");
+  j = cJSON_Parse(r->out);
+  rl = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "best"), "roofline");
+  ck_assert_msg(cJSON_IsObject(rl), "%s", r->out);
+  ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(rl, "peak_unit")->valuestring, "GB/s");
+  cJSON_Delete(j);
+  r = tunectl_env(env, "run " W("vector_add") " --target cpu");
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_msg(strstr(r->err, "unknown target \"cpu\" (known: lab/cpu;") && strstr(r->err, dir), "%s", r->err);
+  r = tunectl_env(env, "run --help");
+  ck_assert_msg(strstr(r->out, dir) && strstr(r->out, " lab/cpu\n"), "%s", r->out);
+  r = tunectl_env("", "run " W("vector_add") " --target cpu --repeat-ms 5");
+  ck_assert_msg(r->status == 0 && !strstr(r->out, "roofline"), "%s%s", r->out, r->err); /* cpu has no peaks */
+  tu_remove_tree(dir);
+}
+END_TEST
+
+/* A copy of tunectl outside the build tree reads the targets next to it,
+ * in ../share/tuned/configs (an installed or bundled layout). */
+START_TEST(t_relocated) {
+  char dir[] = "/tmp/tunectl-reloc-XXXXXX", cmd[PATH_MAX * 2], configs[PATH_MAX];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(configs, sizeof configs, "%s/share/tuned/configs", dir);
+  tu_put_file(configs, "reloc.json", "{\"name\": \"reloc\", \"kind\": \"cpu\", \"arch\": \"native\"}");
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s/bin' && cp '%s' '%s/bin/tunectl'", dir, getenv("TUNECTL"), dir);
+  ck_assert_int_eq(system(cmd), 0);
+  run_t r;
+  snprintf(cmd, sizeof cmd, "env -u TUNED_CONFIG_DIR '%s/bin/tunectl' emit %s --target reloc --emit c", dir,
+           W("vector_add"));
+  tu_run_capture(cmd, &r);
+  ck_assert_msg(r.status == 0 && strstr(r.out, "void "), "%s%s", r.out, r.err);
+  snprintf(cmd, sizeof cmd, "env -u TUNED_CONFIG_DIR '%s/bin/tunectl' emit %s --target cpu --emit c", dir,
+           W("vector_add"));
+  tu_run_capture(cmd, &r);
+  ck_assert_int_eq(r.status, 1);
+  ck_assert_msg(strstr(r.err, "(known: reloc;") && strstr(r.err, configs), "%s", r.err);
+  tu_remove_tree(dir);
+}
+END_TEST
+
 static Suite *make(void) {
   Suite *s = suite_create("tunectl");
   TU_TCASE(s, "cli", 120, t_help, t_show, t_check, t_eval, t_errors, t_trace, t_bad_options, t_gnu_options,
            t_every_command_help);
   TU_TCASE(s, "pretuned", 240, t_pretuned);
+  TU_TCASE(s, "targets", 240, t_targets, t_relocated);
   TU_TCASE(s, "limits", 600, t_thousand_blocks, t_deep_nest);
   return s;
 }

@@ -5,6 +5,7 @@
 #define TUNED_TESTUTIL_H
 
 #include <check.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,27 @@ static inline void tu_write_temp(char *tmpl, const char *text) {
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   close(fd);
+}
+
+/* Writes dir/rel (a new file), making the directories above it. */
+static inline void tu_put_file(const char *dir, const char *rel, const char *text) {
+  char path[3 * PATH_MAX], cmd[3 * PATH_MAX + 32]; /* (dir and rel are paths each) */
+  snprintf(path, sizeof path, "%s/%s", dir, rel);
+  *strrchr(path, '/') = 0;
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s'", path);
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, rel);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* Removes a directory the test made, with everything in it. */
+static inline void tu_remove_tree(const char *dir) {
+  char cmd[2 * PATH_MAX];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  ck_assert_int_eq(system(cmd), 0);
 }
 
 #endif
