@@ -6,17 +6,6 @@
 
 #include <stdlib.h>
 
-static int64_t gcd64(int64_t a, int64_t b) {
-  if (a < 0) a = -a;
-  if (b < 0) b = -b;
-  while (b) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 /* A number every value of e is a multiple of, with the lane variable at 0;
  * 0 means e is always 0. */
 static int64_t known_multiple(const ir_expr_t *e, const ir_var_t *lane) {
@@ -25,7 +14,7 @@ static int64_t known_multiple(const ir_expr_t *e, const ir_var_t *lane) {
   case IR_E_INT: return e->u.ival < 0 ? -e->u.ival : e->u.ival;
   case IR_E_VAR: return e->u.var == lane ? 0 : 1;
   case IR_E_ADD: case IR_E_SUB:
-    return gcd64(known_multiple(e->u.bin.a, lane), known_multiple(e->u.bin.b, lane));
+    return tn_gcd64(known_multiple(e->u.bin.a, lane), known_multiple(e->u.bin.b, lane));
   case IR_E_NEG: case IR_E_CAST: return known_multiple(e->u.un, lane);
   case IR_E_MUL:
     a = known_multiple(e->u.bin.a, lane);
@@ -34,7 +23,7 @@ static int64_t known_multiple(const ir_expr_t *e, const ir_var_t *lane) {
     return __builtin_mul_overflow(a, b, &k) ? a : k;
   case IR_E_FLOORMOD:
     if (!ir_expr_is_const_int(e->u.bin.b, &k) || k <= 0) return 1;
-    return gcd64(known_multiple(e->u.bin.a, lane), k);
+    return tn_gcd64(known_multiple(e->u.bin.a, lane), k);
   case IR_E_FLOORDIV:
     if (!ir_expr_is_const_int(e->u.bin.b, &k) || k <= 0) return 1;
     a = known_multiple(e->u.bin.a, lane);
@@ -71,7 +60,7 @@ static bool lane_form(const ir_expr_t *e, const ir_var_t *lane, int64_t w, int64
      * of g = gcd(multiple, divisor), so it sits at most divisor - g past one. */
     if (!ir_expr_is_const_int(e->u.bin.b, &k) || k <= 0) return false;
     if (!lane_form(e->u.bin.a, lane, w, &sa) || sa < 0) return false;
-    int64_t g = gcd64(known_multiple(e->u.bin.a, lane), k);
+    int64_t g = tn_gcd64(known_multiple(e->u.bin.a, lane), k);
     if (g == 0) g = k;
     if (sa * (w - 1) >= g) return false;
     *stride = e->kind == IR_E_FLOORMOD ? sa : 0;

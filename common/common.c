@@ -303,3 +303,12 @@ bool tn_is_identifier(const char *s) {
       return false;
   return !tn_is_reserved_word(s);
 }
+
+int64_t tn_gcd64(int64_t a, int64_t b) {
+  uint64_t x = a < 0 ? 0 - (uint64_t)a : (uint64_t)a, y = b < 0 ? 0 - (uint64_t)b : (uint64_t)b;
+  while (y) {
+    uint64_t t = x % y;
+    x = y, y = t;
+  }
+  return x > (uint64_t)INT64_MAX ? INT64_C(1) << 62 : (int64_t)x;
+}

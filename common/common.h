@@ -124,6 +124,13 @@ uint64_t tn_fnv1a(uint64_t h, const void *data, size_t n);
 uint64_t tn_fnv1a_str(uint64_t h, const char *s);
 uint64_t tn_fnv1a_u64(uint64_t h, uint64_t v); /* hashes v as 8 little-endian bytes */
 
+/* ---- arithmetic ----------------------------------------------------------- */
+
+/* Greatest common divisor of |a| and |b| (gcd(0, 0) = 0); INT64_MIN's
+ * magnitude does not fit an int64_t, so a result of 2^63 is clamped to
+ * 2^62 (a divisor of it). */
+int64_t tn_gcd64(int64_t a, int64_t b);
+
 /* ---- half precision ------------------------------------------------------ */
 
 uint16_t tn_float_to_half(float f); /* round to nearest even */

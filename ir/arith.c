@@ -735,16 +735,6 @@ static ir_interval_t diff_interval(simp_t *s, ir_expr_t *a, ir_expr_t *b) {
  * floordiv / floormod by a positive constant
  * ====================================================================== */
 
-static int64_t gcd64(int64_t a, int64_t b) {
-  if (a < 0) a = -a;
-  if (b < 0) b = -b;
-  while (b) {
-    int64_t t = a % b;
-    a = b, b = t;
-  }
-  return a;
-}
-
 static ir_expr_t *div_const(simp_t *s, ir_expr_t *x, int64_t c, ir_expr_kind_t k, ir_dtype_t t);
 
 /* floordiv(r, c) / floormod(r, c) of a remainder that could not be
@@ -778,7 +768,7 @@ static int64_t common_factor(simp_t *s, const lin_t *r, int64_t c) {
   int64_t cand[16];
   int n = 0;
   for (int i = 0; i < r->n && i < 32 && n < 16; i++) {
-    int64_t g = gcd64(c, r->t[i].coef);
+    int64_t g = tn_gcd64(c, r->t[i].coef);
     bool dup = g <= 1;
     for (int j = 0; j < n && !dup; j++) dup = cand[j] == g;
     if (!dup) cand[n++] = g;

@@ -91,6 +91,17 @@ START_TEST(t_hash) {
 }
 END_TEST
 
+START_TEST(t_gcd) {
+  ck_assert_int_eq(tn_gcd64(12, 18), 6);
+  ck_assert_int_eq(tn_gcd64(-12, 18), 6);
+  ck_assert_int_eq(tn_gcd64(0, -7), 7);
+  ck_assert_int_eq(tn_gcd64(0, 0), 0);
+  ck_assert_int_eq(tn_gcd64(INT64_MIN, 6), 2);
+  ck_assert_int_eq(tn_gcd64(INT64_MIN, 0), INT64_C(1) << 62); /* 2^63 does not fit: clamped */
+  ck_assert_int_eq(tn_gcd64(INT64_MAX, INT64_MAX - 1), 1);
+}
+END_TEST
+
 START_TEST(t_half) {
   ck_assert_uint_eq(tn_float_to_half(1.0f), 0x3c00);
   ck_assert_uint_eq(tn_float_to_half(-2.0f), 0xc000);
@@ -357,7 +368,7 @@ END_TEST
 
 static Suite *make(void) {
   Suite *s = suite_create("common");
-  TU_TCASE(s, "core", 0, t_err, t_arena, t_buf, t_rng, t_hash, t_half, t_bf16, t_identifiers, t_read_file);
+  TU_TCASE(s, "core", 0, t_err, t_arena, t_buf, t_rng, t_hash, t_gcd, t_half, t_bf16, t_identifiers, t_read_file);
   TU_TCASE(s, "targets", 0, t_target_shipped, t_target_config_dir, t_target_bad_files, t_roofline);
   return s;
 }
