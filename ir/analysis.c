@@ -57,6 +57,11 @@ int ir_path_scope(const ir_path_t *p) {
   return -1;
 }
 
+void ir_bounds_add_path(ir_bounds_t *b, const ir_path_t *p, int upto) {
+  for (int i = 0; i < upto && i < p->n; i++)
+    if (p->stmts[i]->kind == IR_S_LOOP) ir_bounds_set(b, p->stmts[i]->u.loop.var, 0, p->stmts[i]->u.loop.extent - 1);
+}
+
 int ir_enclosing_loops(const ir_func_t *f, int uid, ir_loop_t ***out) {
   ir_path_t p = {0};
   *out = NULL;

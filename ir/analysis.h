@@ -26,6 +26,9 @@ void ir_path_free(ir_path_t *p);
  * block), or -1 when the target is the root. */
 int ir_path_scope(const ir_path_t *p);
 
+/* Iterator ranges: sets every loop among p->stmts[0 .. upto) to [0, extent). */
+void ir_bounds_add_path(ir_bounds_t *b, const ir_path_t *p, int upto);
+
 /* Loops enclosing the loop or block `uid`, outermost first, up to (not
  * crossing) the closest enclosing block, in a malloc'ed array (*out, NULL
  * when none; freed by the caller).  Returns the count, 0 when uid is absent. */

@@ -36,9 +36,7 @@ static bool bounds_visit(ir_stmt_t *s, void *p) {
 
 void sch_bounds_for(const ir_func_t *f, int uid, ir_stmt_t *s, ir_bounds_t *b) {
   sch_path_t p = {0};
-  if (uid >= 0 && sch_find_path(f, uid, &p))
-    for (int i = 0; i < p.n; i++)
-      if (p.stmts[i]->kind == IR_S_LOOP) ir_bounds_set(b, p.stmts[i]->u.loop.var, 0, p.stmts[i]->u.loop.extent - 1);
+  if (uid >= 0 && sch_find_path(f, uid, &p)) ir_bounds_add_path(b, &p, p.n);
   ir_path_free(&p);
   if (s) ir_stmt_walk(s, bounds_visit, b);
 }
@@ -103,8 +101,7 @@ void sch_rebind(ir_func_t *f, ir_stmt_t *s, ir_var_t *const *from, ir_expr_t *co
   }
   ir_bounds_t b;
   ir_bounds_init(&b);
-  for (int i = 0; i < p.n - 1; i++)
-    if (p.stmts[i]->kind == IR_S_LOOP) ir_bounds_set(&b, p.stmts[i]->u.loop.var, 0, p.stmts[i]->u.loop.extent - 1);
+  ir_bounds_add_path(&b, &p, p.n - 1);
   ir_path_free(&p);
   simplify_rec(f, s, &b);
   ir_bounds_free(&b);
