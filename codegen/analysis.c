@@ -33,32 +33,6 @@ const ir_stmt_t *cg_strip_seq(const ir_stmt_t *s) {
   return s;
 }
 
-int cg_expr_kids(const ir_expr_t *e, const ir_expr_t *kids[3], ir_expr_t *const **many) {
-  *many = NULL;
-  switch (e->kind) {
-  case IR_E_INT: case IR_E_FLOAT: case IR_E_VAR: return 0;
-  case IR_E_LOAD: *many = e->u.load.idx; return e->u.load.n;
-  case IR_E_NOT: case IR_E_NEG: case IR_E_CAST: kids[0] = e->u.un; return 1;
-  case IR_E_SELECT:
-    kids[0] = e->u.sel.cond;
-    kids[1] = e->u.sel.t;
-    kids[2] = e->u.sel.f;
-    return 3;
-  case IR_E_CALL:
-    for (int i = 0; i < e->u.call.n; i++) kids[i] = e->u.call.args[i];
-    return e->u.call.n;
-  default:
-    kids[0] = e->u.bin.a;
-    kids[1] = e->u.bin.b;
-    return 2;
-  }
-}
-
-/* The i-th child of e (from cg_expr_kids' results). */
-static const ir_expr_t *kid(const ir_expr_t *const *kids, ir_expr_t *const *many, int i) {
-  return many ? many[i] : kids[i];
-}
-
 int64_t cg_buf_numel(const cg_buf_t *cb) {
   int64_t n = 1;
   for (int d = 0; d < cb->b->ndim; d++) n *= cb->ext[d];
@@ -125,10 +99,9 @@ static void mark(const cg_ctx_t *c, const ir_buffer_t *b, uint8_t *set) {
 static void expr_reads(const cg_ctx_t *c, const ir_expr_t *e, const ir_stmt_t *self, uint8_t *r) {
   if (!e) return;
   if (e->kind == IR_E_LOAD && !is_self_load(e, self)) mark(c, e->u.load.buf, r);
-  const ir_expr_t *kids[3];
-  ir_expr_t *const *many;
-  int n = cg_expr_kids(e, kids, &many);
-  for (int i = 0; i < n; i++) expr_reads(c, kid(kids, many, i), self, r);
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, kids);
+  for (int i = 0; i < n; i++) expr_reads(c, kids[i], self, r);
 }
 
 static void stmt_access(const cg_ctx_t *c, const ir_stmt_t *s, uint8_t *r, uint8_t *w) {
@@ -211,10 +184,9 @@ static void add_site(cg_ctx_t *c, walk_t *w, const ir_block_t *blk, const ir_buf
 static void expr_sites(cg_ctx_t *c, walk_t *w, const ir_block_t *blk, const ir_expr_t *e) {
   if (!e) return;
   if (e->kind == IR_E_LOAD) add_site(c, w, blk, e->u.load.buf, e->u.load.idx);
-  const ir_expr_t *kids[3];
-  ir_expr_t *const *many;
-  int n = cg_expr_kids(e, kids, &many);
-  for (int i = 0; i < n; i++) expr_sites(c, w, blk, kid(kids, many, i));
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, kids);
+  for (int i = 0; i < n; i++) expr_sites(c, w, blk, kids[i]);
 }
 
 static void find_xred(cg_ctx_t *c, walk_t *w, const ir_stmt_t *bs);
@@ -501,10 +473,9 @@ static int var_class(const size_env_t *env, const ir_var_t *v) {
 static int expr_class(const size_env_t *env, const ir_expr_t *e) {
   if (e->kind == IR_E_VAR) return var_class(env, e->u.var);
   if (e->kind == IR_E_FLOAT || e->kind == IR_E_LOAD || e->kind == IR_E_CALL) return VC_UNKNOWN;
-  const ir_expr_t *kids[3];
-  ir_expr_t *const *many;
-  int n = cg_expr_kids(e, kids, &many), k = 0;
-  for (int i = 0; i < n; i++) k |= expr_class(env, kid(kids, many, i));
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, kids), k = 0;
+  for (int i = 0; i < n; i++) k |= expr_class(env, kids[i]);
   return k;
 }
 

@@ -210,12 +210,10 @@ typedef struct cg_access {
 void cg_access_get(const cg_ctx_t *c, const ir_stmt_t *s, cg_access_t *a);
 void cg_access_free(cg_access_t *a);
 /* Tree helpers: a SEQ of one item is that item; the statement that holds a
- * loop / block; the children of an expression (returns their count, <= 3
- * except loads, whose indices are returned through *many). */
+ * loop / block. */
 const ir_stmt_t *cg_strip_seq(const ir_stmt_t *s);
 const ir_stmt_t *cg_loop_stmt(const ir_loop_t *l);
 const ir_stmt_t *cg_block_stmt(const ir_block_t *b);
-int cg_expr_kids(const ir_expr_t *e, const ir_expr_t *kids[3], ir_expr_t *const **many);
 int64_t cg_buf_numel(const cg_buf_t *cb); /* of the storage (sized extents, vthread slices) */
 /* Bytes of one element of a buffer as stored by this target. */
 int cg_elem_bytes(const cg_ctx_t *c, const ir_buffer_t *b);

@@ -50,11 +50,10 @@ static bool loads_match(const ir_expr_t *e, const ir_buffer_t *x, ir_expr_t *con
     for (int d = 0; d < n; d++)
       if (e->u.load.idx[d]->kind != IR_E_VAR || e->u.load.idx[d]->u.var != idx[d]->u.var) return false;
   }
-  const ir_expr_t *kids[3];
-  ir_expr_t *const *many;
-  int k = cg_expr_kids(e, kids, &many);
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int k = ir_expr_children(e, kids);
   for (int i = 0; i < k; i++)
-    if (!loads_match(many ? many[i] : kids[i], x, idx, n)) return false;
+    if (!loads_match(kids[i], x, idx, n)) return false;
   return true;
 }
 

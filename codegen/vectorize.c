@@ -109,10 +109,9 @@ static void find_loads(cg_ctx_t *c, const ir_block_t *blk, const ir_loop_t *l, c
     find_loads(c, blk, l, e->u.sel.cond, acc, n);
     return;
   }
-  const ir_expr_t *kids[3];
-  ir_expr_t *const *many;
-  int nk = cg_expr_kids(e, kids, &many);
-  for (int i = 0; i < nk; i++) find_loads(c, blk, l, many ? many[i] : kids[i], acc, n);
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int nk = ir_expr_children(e, kids);
+  for (int i = 0; i < nk; i++) find_loads(c, blk, l, kids[i], acc, n);
 }
 
 static bool allocates_at(const cg_ctx_t *c, const ir_loop_t *l) {
@@ -127,11 +126,10 @@ static bool uses_outside(const ir_expr_t *e, const ir_var_t *v, const vec_access
   if (e->kind == IR_E_VAR) return e->u.var == v;
   for (int i = 0; i < n && e->kind == IR_E_LOAD; i++)
     if (acc[i].load == e) return false;
-  const ir_expr_t *kids[3];
-  ir_expr_t *const *many;
-  int nk = cg_expr_kids(e, kids, &many);
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int nk = ir_expr_children(e, kids);
   for (int i = 0; i < nk; i++)
-    if (uses_outside(many ? many[i] : kids[i], v, acc, n)) return true;
+    if (uses_outside(kids[i], v, acc, n)) return true;
   return false;
 }
 

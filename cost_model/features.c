@@ -128,7 +128,6 @@ float cm_feature_at(const cm_feature_rows_t *r, int row, int col) {
 /* Loops at stack positions >= 64 get no dependence bit (such nests do not
  * occur in practice; their loops then count as "not used by the access"). */
 #define MASK_LOOPS 64
-#define MAX_CHILDREN (IR_MAX_DIMS + 1)
 #define MAX_EXPR_DEPTH 256
 
 typedef struct access {
@@ -180,25 +179,6 @@ typedef struct fx {
     }                                                                       \
   } while (0)
 
-/* Children of an expression node (loads: their indices). */
-static int expr_children(const ir_expr_t *e, const ir_expr_t **out) {
-  switch (e->kind) {
-  case IR_E_INT: case IR_E_FLOAT: case IR_E_VAR: return 0;
-  case IR_E_LOAD:
-    for (int i = 0; i < e->u.load.n && i < IR_MAX_DIMS; i++) out[i] = e->u.load.idx[i];
-    return TN_MIN(e->u.load.n, IR_MAX_DIMS);
-  case IR_E_NOT: case IR_E_NEG: case IR_E_CAST: out[0] = e->u.un; return 1;
-  case IR_E_SELECT: out[0] = e->u.sel.cond, out[1] = e->u.sel.t, out[2] = e->u.sel.f; return 3;
-  case IR_E_CALL:
-    for (int i = 0; i < e->u.call.n && i < 2; i++) out[i] = e->u.call.args[i];
-    return TN_MIN(e->u.call.n, 2);
-  default:
-    if (!ir_expr_is_binary(e->kind)) return 0;
-    out[0] = e->u.bin.a, out[1] = e->u.bin.b;
-    return 2;
-  }
-}
-
 /* Stack position of a loop variable, -1 if v is not a loop variable. */
 static int loop_pos(const fx_t *x, const ir_var_t *v) {
   for (int k = x->nloops - 1; k >= 0; k--)
@@ -224,8 +204,8 @@ static uint64_t expr_mask(const fx_t *x, const ir_expr_t *e, int depth) {
     const ir_iter_t *it = find_iter(x, e->u.var);
     return it ? expr_mask(x, it->binding, depth + 1) : 0;
   }
-  const ir_expr_t *ch[MAX_CHILDREN];
-  int n = expr_children(e, ch);
+  const ir_expr_t *ch[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, ch);
   uint64_t m = 0;
   for (int i = 0; i < n; i++) m |= expr_mask(x, ch[i], depth + 1);
   return m;
@@ -282,8 +262,8 @@ static void count_ops(const fx_t *x, const ir_expr_t *e, double *c, int depth) {
   if (count_mad(x, e, c, depth)) return;
   int slot = op_slot(e);
   if (slot >= 0) c[slot] += 1;
-  const ir_expr_t *ch[MAX_CHILDREN];
-  int n = expr_children(e, ch);
+  const ir_expr_t *ch[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, ch);
   for (int i = 0; i < n; i++) count_ops(x, ch[i], c, depth + 1);
 }
 
@@ -324,8 +304,8 @@ static void add_access(fx_t *x, const ir_buffer_t *b, ir_expr_t *const *idx, int
 static void collect_loads(fx_t *x, const ir_expr_t *e, int depth) {
   if (!e || depth > MAX_EXPR_DEPTH) return;
   if (e->kind == IR_E_LOAD) add_access(x, e->u.load.buf, e->u.load.idx, e->u.load.n, false);
-  const ir_expr_t *ch[MAX_CHILDREN];
-  int n = expr_children(e, ch);
+  const ir_expr_t *ch[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, ch);
   for (int i = 0; i < n; i++) collect_loads(x, ch[i], depth + 1);
 }
 

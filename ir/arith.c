@@ -582,20 +582,9 @@ static int term_key(simp_t *s, const ir_expr_t *e) {
   }
   memo_ent_t *m = memo_find(&s->memo, e);
   if (m && m->has_key) return m->minvar;
-  int k = INT_MAX;
-  switch (e->kind) {
-  case IR_E_LOAD:
-    for (int i = 0; i < e->u.load.n; i++) k = TN_MIN(k, term_key(s, e->u.load.idx[i]));
-    break;
-  case IR_E_NOT: case IR_E_NEG: case IR_E_CAST: k = term_key(s, e->u.un); break;
-  case IR_E_SELECT:
-    k = TN_MIN(term_key(s, e->u.sel.cond), TN_MIN(term_key(s, e->u.sel.t), term_key(s, e->u.sel.f)));
-    break;
-  case IR_E_CALL:
-    for (int i = 0; i < e->u.call.n; i++) k = TN_MIN(k, term_key(s, e->u.call.args[i]));
-    break;
-  default: k = TN_MIN(term_key(s, e->u.bin.a), term_key(s, e->u.bin.b)); break;
-  }
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, kids), k = INT_MAX;
+  for (int i = 0; i < n; i++) k = TN_MIN(k, term_key(s, kids[i]));
   m = memo_entry(&s->memo, e);
   m->minvar = k, m->has_key = true;
   return k;

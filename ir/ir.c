@@ -2,6 +2,7 @@
  * queries.  Everything is allocated from the owning function's arena. */
 #include "ir.h"
 
+#include <assert.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -376,25 +377,44 @@ bool ir_expr_equal(const ir_expr_t *a, const ir_expr_t *b) {
   }
 }
 
+_Static_assert(IR_EXPR_MAX_CHILDREN >= 3, "a select has three children");
+
+int ir_expr_children(const ir_expr_t *e, const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN]) {
+  int n;
+  switch (e->kind) {
+  case IR_E_INT: case IR_E_FLOAT: case IR_E_VAR: return 0;
+  case IR_E_LOAD:
+    assert(e->u.load.n >= 0 && e->u.load.n <= IR_MAX_DIMS); /* the rank of a buffer */
+    n = TN_MIN(e->u.load.n, IR_MAX_DIMS);
+    for (int i = 0; i < n; i++) kids[i] = e->u.load.idx[i];
+    return n;
+  case IR_E_NOT: case IR_E_NEG: case IR_E_CAST: kids[0] = e->u.un; return 1;
+  case IR_E_SELECT:
+    kids[0] = e->u.sel.cond;
+    kids[1] = e->u.sel.t;
+    kids[2] = e->u.sel.f;
+    return 3;
+  case IR_E_CALL:
+    assert(e->u.call.n >= 0 && e->u.call.n <= 2); /* ir_call keeps at most two */
+    n = TN_MIN(e->u.call.n, 2);
+    for (int i = 0; i < n; i++) kids[i] = e->u.call.args[i];
+    return n;
+  default:
+    if (!ir_expr_is_binary(e->kind)) return 0;
+    kids[0] = e->u.bin.a;
+    kids[1] = e->u.bin.b;
+    return 2;
+  }
+}
+
 bool ir_expr_uses_var(const ir_expr_t *e, const ir_var_t *v) {
   if (!e) return false;
-  switch (e->kind) {
-  case IR_E_INT: case IR_E_FLOAT: return false;
-  case IR_E_VAR: return e->u.var == v;
-  case IR_E_LOAD:
-    for (int i = 0; i < e->u.load.n; i++)
-      if (ir_expr_uses_var(e->u.load.idx[i], v)) return true;
-    return false;
-  case IR_E_NOT: case IR_E_NEG: case IR_E_CAST: return ir_expr_uses_var(e->u.un, v);
-  case IR_E_SELECT:
-    return ir_expr_uses_var(e->u.sel.cond, v) || ir_expr_uses_var(e->u.sel.t, v) ||
-           ir_expr_uses_var(e->u.sel.f, v);
-  case IR_E_CALL:
-    for (int i = 0; i < e->u.call.n; i++)
-      if (ir_expr_uses_var(e->u.call.args[i], v)) return true;
-    return false;
-  default: return ir_expr_uses_var(e->u.bin.a, v) || ir_expr_uses_var(e->u.bin.b, v);
-  }
+  if (e->kind == IR_E_VAR) return e->u.var == v;
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, kids);
+  for (int i = 0; i < n; i++)
+    if (ir_expr_uses_var(kids[i], v)) return true;
+  return false;
 }
 
 ir_expr_t *ir_expr_subst(ir_func_t *f, ir_expr_t *e, ir_var_t *const *from, ir_expr_t *const *to,

@@ -293,6 +293,12 @@ bool ir_expr_equal(const ir_expr_t *a, const ir_expr_t *b);
 ir_expr_t *ir_expr_subst(ir_func_t *f, ir_expr_t *e, ir_var_t *const *from,
                          ir_expr_t *const *to, int n);
 bool ir_expr_uses_var(const ir_expr_t *e, const ir_var_t *v);
+/* The direct children of e, in order (a load's indices, the operand of a
+ * unary, a select's condition and arms, a call's arguments, a binary's
+ * operands): fills kids and returns their count.  The one switch over
+ * expression shapes for walkers that only visit children. */
+#define IR_EXPR_MAX_CHILDREN IR_MAX_DIMS
+int ir_expr_children(const ir_expr_t *e, const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN]);
 
 /* Tree queries (used by schedules, evaluator and printer). */
 ir_block_t *ir_func_root(const ir_func_t *f);
@@ -419,7 +425,7 @@ uint64_t ir_func_hash(const ir_func_t *f);
 void ir_hash_hex(uint64_t h, char out[17]);
 
 /* ======================================================================
- * Reference evaluator and data (eval.c)
+ * Reference evaluator and data (eval.c, eval_data.c, eval_metrics.c)
  * ====================================================================== */
 
 /* One array of doubles per function parameter (index = param position). */

@@ -203,21 +203,11 @@ typedef bool (*expr_pred)(const ir_expr_t *e, const void *ctx);
 static bool expr_any(const ir_expr_t *e, expr_pred pred, const void *ctx) {
   if (!e) return false;
   if (pred(e, ctx)) return true;
-  switch (e->kind) {
-  case IR_E_INT: case IR_E_FLOAT: case IR_E_VAR: return false;
-  case IR_E_LOAD:
-    for (int i = 0; i < e->u.load.n; i++)
-      if (expr_any(e->u.load.idx[i], pred, ctx)) return true;
-    return false;
-  case IR_E_NOT: case IR_E_NEG: case IR_E_CAST: return expr_any(e->u.un, pred, ctx);
-  case IR_E_SELECT:
-    return expr_any(e->u.sel.cond, pred, ctx) || expr_any(e->u.sel.t, pred, ctx) || expr_any(e->u.sel.f, pred, ctx);
-  case IR_E_CALL:
-    for (int i = 0; i < e->u.call.n; i++)
-      if (expr_any(e->u.call.args[i], pred, ctx)) return true;
-    return false;
-  default: return expr_any(e->u.bin.a, pred, ctx) || expr_any(e->u.bin.b, pred, ctx);
-  }
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, kids);
+  for (int i = 0; i < n; i++)
+    if (expr_any(kids[i], pred, ctx)) return true;
+  return false;
 }
 
 static bool block_any(const ir_block_t *b, expr_pred pred, const void *ctx) {

@@ -129,22 +129,12 @@ static void redirect_block(ir_func_t *f, ir_block_t *b, const ir_buffer_t *from,
 
 static bool expr_loads(const ir_expr_t *e, const ir_buffer_t *buf) {
   if (!e) return false;
-  switch (e->kind) {
-  case IR_E_INT: case IR_E_FLOAT: case IR_E_VAR: return false;
-  case IR_E_LOAD:
-    if (e->u.load.buf == buf) return true;
-    for (int i = 0; i < e->u.load.n; i++)
-      if (expr_loads(e->u.load.idx[i], buf)) return true;
-    return false;
-  case IR_E_NOT: case IR_E_NEG: case IR_E_CAST: return expr_loads(e->u.un, buf);
-  case IR_E_SELECT:
-    return expr_loads(e->u.sel.cond, buf) || expr_loads(e->u.sel.t, buf) || expr_loads(e->u.sel.f, buf);
-  case IR_E_CALL:
-    for (int i = 0; i < e->u.call.n; i++)
-      if (expr_loads(e->u.call.args[i], buf)) return true;
-    return false;
-  default: return expr_loads(e->u.bin.a, buf) || expr_loads(e->u.bin.b, buf);
-  }
+  if (e->kind == IR_E_LOAD && e->u.load.buf == buf) return true;
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, kids);
+  for (int i = 0; i < n; i++)
+    if (expr_loads(kids[i], buf)) return true;
+  return false;
 }
 
 /* ---- placement in the root scope -------------------------------------- */

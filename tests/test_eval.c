@@ -598,6 +598,24 @@ START_TEST(t_bad_buffers) {
 }
 END_TEST
 
+/* The same error where the fast path's compiler meets the load before any
+ * instruction exists (the first operand of an iterator binding): it gives up
+ * on the loop instead of reading the class of a register not yet emitted. */
+START_TEST(t_bad_load_first_in_binding) {
+  ew_t w = ew_new(4, 4, IR_FLOAT32);
+  ir_func_t *f = w.f;
+  ir_buffer_t *G =
+      ir_buffer_new(f, "ghost", IR_INT32, 1, (int64_t[]){4}, IR_SCOPE_LOCAL, IR_BUF_TEMP);
+  ew_finish(&w, 4, VR(w.v), ld(f, w.A, VR(w.v)));
+  w.blk->u.block.iters[0].binding = OP(ADD, ld(f, G, IN(0)), VR(w.i));
+  char msg[TN_ERR_MSG_MAX];
+  ck_assert_int_eq(eval_fails(f, msg, sizeof msg, NULL), TN_EINVAL);
+  ck_assert_str_eq(msg, "block \"Out\": load of buffer \"ghost\", which is neither a parameter nor "
+                        "allocated by any block");
+  ir_func_free(f);
+}
+END_TEST
+
 /* ---- fast path against scalar path --------------------------------------- */
 
 START_TEST(t_fast_matches_scalar_matmul) {
@@ -865,7 +883,7 @@ static Suite *make_suite(void) {
   TU_TCASE(s, "values", 0, t_matmul_values, t_window_and_padding, t_max_negative, t_split_predicate_init,
            t_temp_and_select, t_integer_semantics, t_scalar_output);
   TU_TCASE(s, "errors", 0, t_out_of_bounds, t_error_mid_nest, t_division_by_zero, t_select_guards_loads,
-           t_unwritten_is_nan, t_bad_buffers);
+           t_unwritten_is_nan, t_bad_buffers, t_bad_load_first_in_binding);
   TU_TCASE(s, "fast-path", 120, t_fast_matches_scalar_matmul, t_fast_matches_scalar_misc, t_workloads,
            t_parallel_outer_loops);
   TU_TCASE(s, "data", 0, t_data, t_metrics, t_flops_bytes);
