@@ -5,6 +5,7 @@
 #define TUNED_SMP_INTERNAL_H
 
 #include "sampler.h"
+#include "ir/affine.h"
 
 #define SMP_MAX_LOOPS 64    /* loops around one block */
 
