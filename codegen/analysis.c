@@ -437,7 +437,6 @@ const cg_xred_t *cg_xred_at(const cg_ctx_t *c, const ir_loop_t *top) {
 /* Local memory of a CUDA thread: 512 KiB on every architecture since
  * sm_20, the stack included. */
 #define CG_GPU_LOCAL_MAX_BYTES (512 * 1024)
-#define CG_MAX_TERMS 64
 
 enum { VC_FIXED = 1, VC_VARYING = 2, VC_UNKNOWN = 4 };
 
@@ -479,32 +478,7 @@ static int expr_class(const size_env_t *env, const ir_expr_t *e) {
   return k;
 }
 
-typedef struct term {
-  ir_expr_t *e;
-  int64_t coef;
-} term_t;
-
-/* The summands of coef * e, constant factors distributed over sums; -1
- * when there are too many. */
-static int flatten(ir_expr_t *e, int64_t coef, term_t *t, int n) {
-  int64_t k;
-  if (n < 0) return n;
-  switch (e->kind) {
-  case IR_E_ADD: return flatten(e->u.bin.b, coef, t, flatten(e->u.bin.a, coef, t, n));
-  case IR_E_SUB: return flatten(e->u.bin.b, -coef, t, flatten(e->u.bin.a, coef, t, n));
-  case IR_E_NEG: return flatten(e->u.un, -coef, t, n);
-  case IR_E_MUL:
-    if (ir_expr_is_const_int(e->u.bin.b, &k)) return flatten(e->u.bin.a, coef * k, t, n);
-    if (ir_expr_is_const_int(e->u.bin.a, &k)) return flatten(e->u.bin.b, coef * k, t, n);
-    break;
-  default: break;
-  }
-  if (n >= CG_MAX_TERMS) return -1;
-  t[n] = (term_t){e, coef};
-  return n + 1;
-}
-
-static ir_expr_t *add_term(cg_ctx_t *c, ir_expr_t *acc, const term_t *t) {
+static ir_expr_t *add_term(cg_ctx_t *c, ir_expr_t *acc, const ir_affine_term_t *t) {
   ir_expr_t *x = t->e;
   int64_t k = acc && t->coef < 0 ? -t->coef : t->coef;
   if (k != 1) x = ir_bin(c->scratch, IR_E_MUL, x, ir_const_int(c->scratch, x->dtype, k));
@@ -512,21 +486,26 @@ static ir_expr_t *add_term(cg_ctx_t *c, ir_expr_t *acc, const term_t *t) {
   return ir_bin(c->scratch, t->coef < 0 ? IR_E_SUB : IR_E_ADD, acc, x);
 }
 
-/* e = fixed + varying, each term on one side; false when a term mixes
- * fixed and varying variables (or uses something else). */
+/* e = fixed + varying over the terms of e's affine form (atoms such as
+ * floordiv(i, 4) taken whole), the constant in the varying part; false when
+ * a term mixes fixed and varying variables (or uses something else). */
 static bool split_fixed(cg_ctx_t *c, const size_env_t *env, ir_expr_t *e, ir_expr_t **fixed,
                         ir_expr_t **varying) {
-  term_t t[CG_MAX_TERMS];
-  int n = flatten(e, 1, t, 0);
-  if (n < 0) return false;
+  ir_affine_t a = {0};
+  bool ok = ir_affine_of(e, IR_AFFINE_ATOMS, &a);
   *fixed = *varying = NULL;
-  for (int i = 0; i < n; i++) {
-    int k = expr_class(env, t[i].e);
-    if ((k & VC_UNKNOWN) || k == (VC_FIXED | VC_VARYING)) return false;
-    if (k == VC_FIXED) *fixed = add_term(c, *fixed, &t[i]);
-    else *varying = add_term(c, *varying, &t[i]);
+  for (int i = 0; ok && i < a.n; i++) {
+    int k = expr_class(env, a.terms[i].e);
+    ok = !(k & VC_UNKNOWN) && k != (VC_FIXED | VC_VARYING);
+    if (ok && k == VC_FIXED) *fixed = add_term(c, *fixed, &a.terms[i]);
+    else if (ok) *varying = add_term(c, *varying, &a.terms[i]);
   }
-  return true;
+  if (ok && a.constant) {
+    ir_expr_t *k = ir_const_int(c->scratch, e->dtype, a.constant);
+    *varying = *varying ? ir_bin(c->scratch, IR_E_ADD, *varying, k) : k;
+  }
+  ir_affine_free(&a);
+  return ok;
 }
 
 /* The range of a - b over the fixed variables' bounds (NULL stands for 0). */

@@ -5,6 +5,7 @@
 #define TUNED_CG_INTERNAL_H
 
 #include "codegen.h"
+#include "ir/affine.h"
 
 /* ======================================================================
  * Dialects (dialect.c)

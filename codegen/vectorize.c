@@ -32,42 +32,44 @@ static int64_t known_multiple(const ir_expr_t *e, const ir_var_t *lane) {
   }
 }
 
-/* Is e = base + stride * lane for every lane in [0, w)?  Sets the stride. */
+static bool lane_form(const ir_expr_t *e, const ir_var_t *lane, int64_t w, int64_t *stride);
+
+/* Lane stride of floordiv/floormod(x, k) by a constant k > 0, whose x is
+ * affine in the lane with a stride >= 0: no lane may cross a multiple of the
+ * divisor (the base is a multiple of g = gcd(multiple, divisor), so it sits
+ * at most divisor - g past one).  False for any other atom. */
+static bool div_lane_form(const ir_expr_t *e, const ir_var_t *lane, int64_t w, int64_t *stride) {
+  int64_t sa, k;
+  if (e->kind != IR_E_FLOORDIV && e->kind != IR_E_FLOORMOD) return false;
+  if (!ir_expr_is_const_int(e->u.bin.b, &k) || k <= 0) return false;
+  if (!lane_form(e->u.bin.a, lane, w, &sa) || sa < 0) return false;
+  int64_t g = tn_gcd64(known_multiple(e->u.bin.a, lane), k);
+  int64_t span;
+  if (g == 0) g = k;
+  if (__builtin_mul_overflow(sa, w - 1, &span) || span >= g) return false;
+  *stride = e->kind == IR_E_FLOORMOD ? sa : 0;
+  return true;
+}
+
+/* Is e = base + stride * lane for every lane in [0, w)?  Sets the stride:
+ * the lane's coefficient in e's affine form plus, for each atom using the
+ * lane, its coefficient times the atom's own lane stride. */
 static bool lane_form(const ir_expr_t *e, const ir_var_t *lane, int64_t w, int64_t *stride) {
-  int64_t sa, sb, k;
-  if (!ir_expr_uses_var(e, lane)) {
-    *stride = 0;
-    return true;
+  *stride = 0;
+  if (!ir_expr_uses_var(e, lane)) return true;
+  ir_affine_t a = {0};
+  bool ok = ir_affine_of(e, IR_AFFINE_ATOMS | IR_AFFINE_CASTS, &a);
+  int64_t s = ok ? ir_affine_coef(&a, lane) : 0;
+  for (int i = 0; ok && i < a.n; i++) {
+    const ir_affine_term_t *t = &a.terms[i];
+    int64_t ts;
+    if (t->var || !ir_expr_uses_var(t->e, lane)) continue;
+    ok = div_lane_form(t->e, lane, w, &ts) && !__builtin_mul_overflow(t->coef, ts, &ts) &&
+         !__builtin_add_overflow(s, ts, &s);
   }
-  switch (e->kind) {
-  case IR_E_VAR: *stride = 1; return true;
-  case IR_E_ADD: case IR_E_SUB:
-    if (!lane_form(e->u.bin.a, lane, w, &sa) || !lane_form(e->u.bin.b, lane, w, &sb)) return false;
-    *stride = e->kind == IR_E_ADD ? sa + sb : sa - sb;
-    return true;
-  case IR_E_NEG:
-    if (!lane_form(e->u.un, lane, w, &sa)) return false;
-    *stride = -sa;
-    return true;
-  case IR_E_CAST: return ir_dtype_is_int(e->dtype) && lane_form(e->u.un, lane, w, stride);
-  case IR_E_MUL:
-    if (ir_expr_is_const_int(e->u.bin.b, &k) && lane_form(e->u.bin.a, lane, w, &sa)) *stride = sa * k;
-    else if (ir_expr_is_const_int(e->u.bin.a, &k) && lane_form(e->u.bin.b, lane, w, &sb)) *stride = sb * k;
-    else return false;
-    return true;
-  case IR_E_FLOORDIV: case IR_E_FLOORMOD: {
-    /* No lane may cross a multiple of the divisor: the base is a multiple
-     * of g = gcd(multiple, divisor), so it sits at most divisor - g past one. */
-    if (!ir_expr_is_const_int(e->u.bin.b, &k) || k <= 0) return false;
-    if (!lane_form(e->u.bin.a, lane, w, &sa) || sa < 0) return false;
-    int64_t g = tn_gcd64(known_multiple(e->u.bin.a, lane), k);
-    if (g == 0) g = k;
-    if (sa * (w - 1) >= g) return false;
-    *stride = e->kind == IR_E_FLOORMOD ? sa : 0;
-    return true;
-  }
-  default: return false;
-  }
+  ir_affine_free(&a);
+  *stride = s;
+  return ok;
 }
 
 typedef struct vec_access {

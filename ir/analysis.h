@@ -7,6 +7,7 @@
 #ifndef TUNED_IR_ANALYSIS_H
 #define TUNED_IR_ANALYSIS_H
 
+#include "ir/affine.h"
 #include "ir/ir.h"
 
 /* The chain from f->root down to a statement: stmts[0] is f->root, stmts[n-1]

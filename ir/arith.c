@@ -2,6 +2,7 @@
  * folding, linear normalisation, floordiv/floormod elimination) and the
  * inference of a block's read/write regions. */
 #include "ir.h"
+#include "affine.h"
 
 #include <limits.h>
 #include <math.h>
@@ -340,7 +341,7 @@ static int cmp_rec(const ir_expr_t *a, const ir_expr_t *b, long *budget) {
   }
 }
 
-static int expr_cmp(const ir_expr_t *a, const ir_expr_t *b) { return cmp_rec(a, b, NULL); }
+int ir_expr_cmp(const ir_expr_t *a, const ir_expr_t *b) { return cmp_rec(a, b, NULL); }
 
 /* ======================================================================
  * Simplifier state: the function, the bounds and the memo.
@@ -468,44 +469,23 @@ static ir_expr_t *fold_bin(simp_t *s, ir_expr_t *e, ir_expr_t *a, ir_expr_t *b) 
 }
 
 /* ======================================================================
- * Linear forms: sum of coef * term + c over simplified, non-linear terms.
+ * Linear forms: sum of coef * term + c over simplified, non-linear terms,
+ * held in ir/affine.h's form (whose canonical order is the order of sums).
  * ====================================================================== */
 
-typedef struct term {
-  ir_expr_t *e;
-  int64_t coef;
-  int key; /* term_key(e), set by lin_normalize */
-} term_t;
-
 typedef struct lin {
-  term_t *t;
-  int n, cap;
-  int64_t c;
+  ir_affine_t a; /* not affine: a coefficient overflowed, the form must not be used */
   ir_dtype_t dtype;
-  bool bad; /* a coefficient overflowed: the form must not be used */
 } lin_t;
 
-static lin_t lin_new(ir_dtype_t t) { return (lin_t){.dtype = t}; }
-static void lin_free(lin_t *l) { free(l->t); }
-
-static int64_t lin_mul(lin_t *l, int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_mul_overflow(a, b, &r) || r == INT64_MIN) l->bad = true, r = 0;
-  return r;
+static lin_t lin_new(ir_dtype_t t) {
+  lin_t l = {.dtype = t};
+  ir_affine_reset(&l.a);
+  return l;
 }
 
-static void lin_add_const(lin_t *l, int64_t v) {
-  if (__builtin_add_overflow(l->c, v, &l->c) || l->c == INT64_MIN) l->bad = true;
-}
-
-static void lin_add_term(lin_t *l, ir_expr_t *e, int64_t coef) {
-  if (coef == 0) return;
-  if (l->n == l->cap) {
-    l->cap = l->cap ? 2 * l->cap : 8;
-    l->t = tn_xrealloc(l->t, sizeof(term_t) * (size_t)l->cap);
-  }
-  l->t[l->n++] = (term_t){e, coef, 0};
-}
+static void lin_free(lin_t *l) { ir_affine_free(&l->a); }
+static bool lin_bad(const lin_t *l) { return !l->a.affine; }
 
 static bool is_linear_kind(ir_expr_kind_t k) {
   return k == IR_E_INT || k == IR_E_ADD || k == IR_E_SUB || k == IR_E_NEG || k == IR_E_MUL;
@@ -518,22 +498,23 @@ static void collect_product(simp_t *s, ir_expr_t *e, int64_t m, lin_t *l) {
   ir_expr_t *a = simp(s, e->u.bin.a), *b = simp(s, e->u.bin.b);
   int64_t v;
   if (ir_expr_is_const_int(a, &v)) {
-    collect(s, b, lin_mul(l, m, v), l, true);
+    collect(s, b, ir_affine_mul(&l->a, m, v), l, true);
   } else if (ir_expr_is_const_int(b, &v)) {
-    collect(s, a, lin_mul(l, m, v), l, true);
+    collect(s, a, ir_affine_mul(&l->a, m, v), l, true);
   } else {
-    bool swap = expr_cmp(a, b) > 0;
-    lin_add_term(l, rebuild_bin(s, e, swap ? b : a, swap ? a : b), m);
+    bool swap = ir_expr_cmp(a, b) > 0;
+    ir_affine_add_term(&l->a, rebuild_bin(s, e, swap ? b : a, swap ? a : b), m);
   }
 }
 
-static void collect_node(simp_t *s, ir_expr_t *e, int64_t m, lin_t *l, bool done);
+static void collect_node(simp_t *s, ir_expr_t *e, int64_t m, lin_t *l);
 
 /* Adds m * e to l.  `done`: e is already simplified (its atoms are taken as
- * they are).  A raw sum reached a second time (a shared subtree) is
- * simplified once and reused, so shared sums are not walked exponentially. */
+ * they are, as ir_affine_add does).  A raw sum reached a second time (a
+ * shared subtree) is simplified once and reused, so shared sums are not
+ * walked exponentially. */
 static void collect(simp_t *s, ir_expr_t *e, int64_t m, lin_t *l, bool done) {
-  if (l->bad || m == 0) return;
+  if (lin_bad(l) || m == 0) return;
   if (!done && e->kind != IR_E_INT && is_linear_kind(e->kind)) {
     memo_ent_t *x = memo_find(&s->memo, e);
     ir_expr_t *r = x ? x->val : NULL;
@@ -541,38 +522,34 @@ static void collect(simp_t *s, ir_expr_t *e, int64_t m, lin_t *l, bool done) {
     if (r) e = r, done = true;
     else memo_entry(&s->memo, e); /* the first visit */
   }
-  collect_node(s, e, m, l, done);
+  if (done) ir_affine_add(&l->a, e, m, IR_AFFINE_ATOMS);
+  else collect_node(s, e, m, l);
 }
 
-static void collect_node(simp_t *s, ir_expr_t *e, int64_t m, lin_t *l, bool done) {
+/* Adds m * e for an e not yet simplified: its atoms are simplified first. */
+static void collect_node(simp_t *s, ir_expr_t *e, int64_t m, lin_t *l) {
   int64_t v;
   switch (e->kind) {
-  case IR_E_INT: lin_add_const(l, lin_mul(l, m, e->u.ival)); break;
   case IR_E_ADD:
-    collect(s, e->u.bin.a, m, l, done);
-    collect(s, e->u.bin.b, m, l, done);
+    collect(s, e->u.bin.a, m, l, false);
+    collect(s, e->u.bin.b, m, l, false);
     break;
   case IR_E_SUB:
-    collect(s, e->u.bin.a, m, l, done);
-    collect(s, e->u.bin.b, lin_mul(l, m, -1), l, done);
+    collect(s, e->u.bin.a, m, l, false);
+    collect(s, e->u.bin.b, ir_affine_mul(&l->a, m, -1), l, false);
     break;
-  case IR_E_NEG: collect(s, e->u.un, lin_mul(l, m, -1), l, done); break;
+  case IR_E_NEG: collect(s, e->u.un, ir_affine_mul(&l->a, m, -1), l, false); break;
   case IR_E_MUL:
-    if (ir_expr_is_const_int(e->u.bin.b, &v)) collect(s, e->u.bin.a, lin_mul(l, m, v), l, done);
-    else if (ir_expr_is_const_int(e->u.bin.a, &v)) collect(s, e->u.bin.b, lin_mul(l, m, v), l, done);
-    else if (done) lin_add_term(l, e, m);
+    if (ir_expr_is_const_int(e->u.bin.b, &v)) collect(s, e->u.bin.a, ir_affine_mul(&l->a, m, v), l, false);
+    else if (ir_expr_is_const_int(e->u.bin.a, &v)) collect(s, e->u.bin.b, ir_affine_mul(&l->a, m, v), l, false);
     else collect_product(s, e, m, l);
     break;
-  default: {
-    ir_expr_t *r = done ? e : simp(s, e);
-    if (!done && is_linear_kind(r->kind)) collect_node(s, r, m, l, true);
-    else lin_add_term(l, r, m);
-    break;
-  }
+  default: ir_affine_add(&l->a, simp(s, e), m, IR_AFFINE_ATOMS); break;
   }
 }
 
-/* The smallest variable id in e (INT_MAX if none): terms are ordered by it
+/* ir_affine_term_key through the memo (a shared subtree is walked once):
+ * the smallest variable id in e (INT_MAX if none).  Terms are ordered by it
  * first, so `x % 2 * 8 + y` reads in variable order. */
 static int term_key(simp_t *s, const ir_expr_t *e) {
   switch (e->kind) {
@@ -590,39 +567,21 @@ static int term_key(simp_t *s, const ir_expr_t *e) {
   return k;
 }
 
-static int term_order(int key, const ir_expr_t *e, const term_t *t) {
+static int term_order(int key, const ir_expr_t *e, const ir_affine_term_t *t) {
   int c = cmp_i64(key, t->key);
-  return c ? c : expr_cmp(e, t->e);
+  return c ? c : ir_expr_cmp(e, t->e);
 }
 
-static int term_cmp(const void *x, const void *y) {
-  const term_t *a = x;
-  return term_order(a->key, a->e, y);
-}
+static int memo_key(void *s, const ir_expr_t *e) { return term_key(s, e); }
 
 /* Sorts terms into canonical order, merges equal ones, drops zeros. */
-static void lin_normalize(simp_t *s, lin_t *l) {
-  for (int i = 0; i < l->n; i++) l->t[i].key = term_key(s, l->t[i].e);
-  if (l->n > 1) qsort(l->t, (size_t)l->n, sizeof(term_t), term_cmp);
-  int w = 0;
-  for (int i = 0; i < l->n; i++) {
-    if (w > 0 && expr_cmp(l->t[w - 1].e, l->t[i].e) == 0) {
-      int64_t *c = &l->t[w - 1].coef;
-      if (__builtin_add_overflow(*c, l->t[i].coef, c) || *c == INT64_MIN) l->bad = true;
-    } else {
-      if (w > 0 && l->t[w - 1].coef == 0) w--;
-      l->t[w++] = l->t[i];
-    }
-  }
-  if (w > 0 && l->t[w - 1].coef == 0) w--;
-  l->n = w;
-}
+static void lin_normalize(simp_t *s, lin_t *l) { ir_affine_normalize(&l->a, memo_key, s); }
 
 /* Interval of the linear form within the bounds. */
 static ir_interval_t lin_interval(simp_t *s, const lin_t *l) {
-  ir_interval_t r = iv_const(l->c);
-  for (int i = 0; i < l->n; i++)
-    r = iv_add(r, iv_mul(iv_const(l->t[i].coef), iv_of(s, l->t[i].e)));
+  ir_interval_t r = iv_const(l->a.constant);
+  for (int i = 0; i < l->a.n; i++)
+    r = iv_add(r, iv_mul(iv_const(l->a.terms[i].coef), iv_of(s, l->a.terms[i].e)));
   return r;
 }
 
@@ -630,7 +589,7 @@ static ir_interval_t lin_interval(simp_t *s, const lin_t *l) {
 static int lin_find(const lin_t *l, int n, int key, const ir_expr_t *e) {
   int lo = 0, hi = n - 1;
   while (lo <= hi) {
-    int mid = (lo + hi) / 2, c = term_order(key, e, &l->t[mid]);
+    int mid = (lo + hi) / 2, c = term_order(key, e, &l->a.terms[mid]);
     if (!c) return mid;
     if (c > 0) lo = mid + 1;
     else hi = mid - 1;
@@ -641,19 +600,19 @@ static int lin_find(const lin_t *l, int n, int key, const ir_expr_t *e) {
 /* Rewrites b*k*floordiv(x, k) + b*floormod(x, k) into b*x (the pattern that
  * fusing then splitting a loop leaves behind).  Returns true if it did. */
 static bool lin_recombine_once(simp_t *s, lin_t *l) {
-  int n = l->n;
+  int n = l->a.n;
   bool changed = false;
-  for (int i = 0; i < n && !l->bad; i++) {
-    ir_expr_t *e = l->t[i].e;
+  for (int i = 0; i < n && !lin_bad(l); i++) {
+    ir_expr_t *e = l->a.terms[i].e;
     int64_t k;
     if (e->kind != IR_E_FLOORMOD || !ir_expr_is_const_int(e->u.bin.b, &k) || k <= 0) continue;
     ir_expr_t probe = *e;
     probe.kind = IR_E_FLOORDIV;
-    int j = lin_find(l, n, l->t[i].key, &probe);
+    int j = lin_find(l, n, l->a.terms[i].key, &probe);
     int64_t want;
-    if (j < 0 || __builtin_mul_overflow(l->t[i].coef, k, &want) || l->t[j].coef != want) continue;
-    int64_t b = l->t[i].coef;
-    l->t[i].coef = l->t[j].coef = 0;
+    if (j < 0 || __builtin_mul_overflow(l->a.terms[i].coef, k, &want) || l->a.terms[j].coef != want) continue;
+    int64_t b = l->a.terms[i].coef;
+    l->a.terms[i].coef = l->a.terms[j].coef = 0;
     collect(s, e->u.bin.a, b, l, true);
     changed = true;
   }
@@ -662,11 +621,11 @@ static bool lin_recombine_once(simp_t *s, lin_t *l) {
 
 static void lin_canon(simp_t *s, lin_t *l) {
   lin_normalize(s, l);
-  while (!l->bad && lin_recombine_once(s, l)) lin_normalize(s, l);
+  while (!lin_bad(l) && lin_recombine_once(s, l)) lin_normalize(s, l);
 }
 
 /* term * coef as an expression (coef != 0). */
-static ir_expr_t *term_expr(simp_t *s, const lin_t *l, const term_t *t, int64_t coef) {
+static ir_expr_t *term_expr(simp_t *s, const lin_t *l, const ir_affine_term_t *t, int64_t coef) {
   if (coef == 1) return t->e;
   return mk_bin(s, IR_E_MUL, l->dtype, t->e, mk_int(s, l->dtype, coef));
 }
@@ -675,20 +634,20 @@ static ir_expr_t *term_expr(simp_t *s, const lin_t *l, const term_t *t, int64_t 
  * terms subtracted, then the constant. */
 static ir_expr_t *lin_build(simp_t *s, const lin_t *l) {
   ir_expr_t *acc = NULL;
-  int64_t c = l->c;
-  for (int i = 0; i < l->n; i++) {
-    if (l->t[i].coef < 0) continue;
-    ir_expr_t *t = term_expr(s, l, &l->t[i], l->t[i].coef);
+  int64_t c = l->a.constant;
+  for (int i = 0; i < l->a.n; i++) {
+    if (l->a.terms[i].coef < 0) continue;
+    ir_expr_t *t = term_expr(s, l, &l->a.terms[i], l->a.terms[i].coef);
     acc = acc ? mk_bin(s, IR_E_ADD, l->dtype, acc, t) : t;
   }
-  for (int i = 0; i < l->n; i++) {
-    if (l->t[i].coef > 0) continue;
+  for (int i = 0; i < l->a.n; i++) {
+    if (l->a.terms[i].coef > 0) continue;
     if (!acc && c <= 0) {
-      acc = term_expr(s, l, &l->t[i], l->t[i].coef);
+      acc = term_expr(s, l, &l->a.terms[i], l->a.terms[i].coef);
       continue;
     }
     if (!acc) acc = mk_int(s, l->dtype, c), c = 0;
-    acc = mk_bin(s, IR_E_SUB, l->dtype, acc, term_expr(s, l, &l->t[i], -l->t[i].coef));
+    acc = mk_bin(s, IR_E_SUB, l->dtype, acc, term_expr(s, l, &l->a.terms[i], -l->a.terms[i].coef));
   }
   if (!acc) return mk_int(s, l->dtype, c);
   if (c > 0) return mk_bin(s, IR_E_ADD, l->dtype, acc, mk_int(s, l->dtype, c));
@@ -702,9 +661,9 @@ static ir_expr_t *node_simp(simp_t *s, ir_expr_t *e);
  * linear form; falls back to operand-wise simplification on overflow. */
 static ir_expr_t *lin_simp(simp_t *s, ir_expr_t *e) {
   lin_t l = lin_new(e->dtype);
-  collect_node(s, e, 1, &l, false);
-  if (!l.bad) lin_canon(s, &l);
-  ir_expr_t *r = l.bad ? node_simp(s, e) : lin_build(s, &l);
+  collect_node(s, e, 1, &l);
+  if (!lin_bad(&l)) lin_canon(s, &l);
+  ir_expr_t *r = lin_bad(&l) ? node_simp(s, e) : lin_build(s, &l);
   lin_free(&l);
   return r;
 }
@@ -714,8 +673,8 @@ static ir_interval_t diff_interval(simp_t *s, ir_expr_t *a, ir_expr_t *b) {
   lin_t l = lin_new(a->dtype);
   collect(s, a, 1, &l, true);
   collect(s, b, -1, &l, true);
-  if (!l.bad) lin_canon(s, &l);
-  ir_interval_t r = l.bad ? iv_sub(iv_of(s, a), iv_of(s, b)) : lin_interval(s, &l);
+  if (!lin_bad(&l)) lin_canon(s, &l);
+  ir_interval_t r = lin_bad(&l) ? iv_sub(iv_of(s, a), iv_of(s, b)) : lin_interval(s, &l);
   lin_free(&l);
   return r;
 }
@@ -743,11 +702,11 @@ static ir_expr_t *div_atom(simp_t *s, ir_expr_t *r, int64_t c, ir_expr_kind_t k,
  * (divided by g) and floordiv(l.c, g), rest the other terms and
  * floormod(l.c, g). */
 static void lin_partition(const lin_t *l, int64_t g, lin_t *d, lin_t *rest) {
-  d->c = floordiv64(l->c, g);
-  rest->c = fmod64(l->c, g);
-  for (int i = 0; i < l->n; i++) {
-    if (l->t[i].coef % g == 0) lin_add_term(d, l->t[i].e, l->t[i].coef / g);
-    else lin_add_term(rest, l->t[i].e, l->t[i].coef);
+  d->a.constant = floordiv64(l->a.constant, g);
+  rest->a.constant = fmod64(l->a.constant, g);
+  for (int i = 0; i < l->a.n; i++) {
+    if (l->a.terms[i].coef % g == 0) ir_affine_add_term(&d->a, l->a.terms[i].e, l->a.terms[i].coef / g);
+    else ir_affine_add_term(&rest->a, l->a.terms[i].e, l->a.terms[i].coef);
   }
 }
 
@@ -756,8 +715,8 @@ static void lin_partition(const lin_t *l, int64_t g, lin_t *d, lin_t *rest) {
 static int64_t common_factor(simp_t *s, const lin_t *r, int64_t c) {
   int64_t cand[16];
   int n = 0;
-  for (int i = 0; i < r->n && i < 32 && n < 16; i++) {
-    int64_t g = tn_gcd64(c, r->t[i].coef);
+  for (int i = 0; i < r->a.n && i < 32 && n < 16; i++) {
+    int64_t g = tn_gcd64(c, r->a.terms[i].coef);
     bool dup = g <= 1;
     for (int j = 0; j < n && !dup; j++) dup = cand[j] == g;
     if (!dup) cand[n++] = g;
@@ -768,7 +727,7 @@ static int64_t common_factor(simp_t *s, const lin_t *r, int64_t c) {
     lin_t a = lin_new(r->dtype), b = lin_new(r->dtype);
     lin_partition(r, cand[i], &a, &b);
     ir_interval_t iv = lin_interval(s, &b);
-    if (!a.bad && !b.bad && iv.lo >= 0 && iv.hi < cand[i]) best = cand[i];
+    if (!lin_bad(&a) && !lin_bad(&b) && iv.lo >= 0 && iv.hi < cand[i]) best = cand[i];
     lin_free(&a);
     lin_free(&b);
   }
@@ -787,7 +746,7 @@ static ir_expr_t *div_split(simp_t *s, const lin_t *x, int64_t c, ir_expr_kind_t
   lin_t *out = k == IR_E_FLOORDIV ? &q : &r;
   if (iv_finite(iv) && floordiv64(iv.lo, c) == floordiv64(iv.hi, c)) {
     int64_t kk = floordiv64(iv.lo, c);
-    lin_add_const(out, k == IR_E_FLOORDIV ? kk : lin_mul(&r, -kk, c));
+    ir_affine_add_const(&out->a, k == IR_E_FLOORDIV ? kk : ir_affine_mul(&r.a, -kk, c));
   } else {
     int64_t g = common_factor(s, &r, c);
     lin_partition(&r, g, &a, &b);
@@ -797,7 +756,7 @@ static ir_expr_t *div_split(simp_t *s, const lin_t *x, int64_t c, ir_expr_kind_t
     collect(s, inner, k == IR_E_FLOORDIV ? 1 : g, out, true);
   }
   lin_canon(s, out);
-  bool bad = q.bad || r.bad || a.bad || b.bad;
+  bool bad = lin_bad(&q) || lin_bad(&r) || lin_bad(&a) || lin_bad(&b);
   ir_expr_t *e = bad ? NULL : lin_build(s, out);
   lin_free(&q);
   lin_free(&r);
@@ -814,7 +773,7 @@ static ir_expr_t *div_const(simp_t *s, ir_expr_t *x, int64_t c, ir_expr_kind_t k
   lin_t l = lin_new(t);
   collect(s, x, 1, &l, true);
   lin_normalize(s, &l);
-  ir_expr_t *r = l.bad ? NULL : div_split(s, &l, c, k);
+  ir_expr_t *r = lin_bad(&l) ? NULL : div_split(s, &l, c, k);
   lin_free(&l);
   return r ? r : mk_bin(s, k, t, x, mk_int(s, t, c));
 }
@@ -840,7 +799,7 @@ static ir_expr_t *simp_minmax(simp_t *s, ir_expr_t *e) {
   ir_expr_t *a = simp(s, e->u.bin.a), *b = simp(s, e->u.bin.b);
   if (!ir_dtype_is_int(e->dtype)) return fold_bin(s, e, a, b);
   if (ir_expr_is_const_int(a, NULL) && ir_expr_is_const_int(b, NULL)) return fold_bin(s, e, a, b);
-  if (expr_cmp(a, b) == 0) return a;
+  if (ir_expr_cmp(a, b) == 0) return a;
   bool is_min = e->kind == IR_E_MIN;
   ir_interval_t ia = iv_of(s, a), ib = iv_of(s, b);
   if (ia.hi <= ib.lo) return is_min ? a : b;
@@ -869,7 +828,7 @@ static ir_expr_t *simp_logic(simp_t *s, ir_expr_t *e) {
     if ((v != 0) != is_and) return mk_int(s, IR_BOOL, !is_and); /* false && x, true || x */
     if (other->dtype == IR_BOOL) return other;                  /* true && x, false || x */
   }
-  if (expr_cmp(a, b) == 0 && a->dtype == IR_BOOL) return a;
+  if (ir_expr_cmp(a, b) == 0 && a->dtype == IR_BOOL) return a;
   return fold_bin(s, e, a, b);
 }
 
@@ -931,7 +890,7 @@ static ir_expr_t *simp_select(simp_t *s, ir_expr_t *e) {
   int64_t v;
   if (ir_expr_is_const_int(c, &v)) return simp(s, v ? e->u.sel.t : e->u.sel.f);
   ir_expr_t *t = simp(s, e->u.sel.t), *f = simp(s, e->u.sel.f);
-  if (expr_cmp(t, f) == 0) return t;
+  if (ir_expr_cmp(t, f) == 0) return t;
   if (c == e->u.sel.cond && t == e->u.sel.t && f == e->u.sel.f) return e;
   ir_expr_t *r = ir_select(s->f, c, t, f);
   r->dtype = e->dtype;

@@ -288,6 +288,9 @@ bool ir_annot_remove(ir_annot_t *annots, int *n, const char *key);
 
 /* Structural equality of expressions (same vars by identity). */
 bool ir_expr_equal(const ir_expr_t *a, const ir_expr_t *b);
+/* Structural total order of expressions that never depends on node
+ * addresses (arith.c): the order of terms in simplified sums. */
+int ir_expr_cmp(const ir_expr_t *a, const ir_expr_t *b);
 /* Rebuilds `e` with every variable found in `from` replaced by the matching
  * expression in `to`; shares unchanged subtrees. */
 ir_expr_t *ir_expr_subst(ir_func_t *f, ir_expr_t *e, ir_var_t *const *from,

@@ -2,6 +2,7 @@
  * lexer, recursive-descent parser, checks (names, types, index ranges,
  * dependencies) and lowering of each statement to a loop nest of tensor IR. */
 #include "ir.h"
+#include "affine.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -953,16 +954,6 @@ static int parse_tensor(parser_t *p, ir_buf_role_t role) {
  * Lowering expressions: types, names, accesses and range checks
  * ====================================================================== */
 
-/* An integer expression as sum(coef * var) + c, for comparing expressions
- * that differ by a constant (h + r - 1 against the condition h + r >= 1). */
-#define LIN_TERMS 8
-typedef struct linear {
-  const ir_var_t *var[LIN_TERMS];
-  int64_t coef[LIN_TERMS];
-  int n;
-  int64_t c;
-} linear_t;
-
 typedef struct svar { /* an index or reduction variable of the current statement */
   const char *name;
   ir_var_t *loop, *iter;
@@ -978,7 +969,7 @@ typedef struct lower {
   ir_bounds_t bounds;  /* iterator ranges, narrowed inside select branches */
   ir_dtype_t fdefault; /* type of a float literal with no float context */
   struct {             /* E in iv, from enclosing select conditions */
-    linear_t lin;
+    ir_affine_t lin;   /* E's affine form, compared with others' by ir_affine_const_diff */
     ir_interval_t iv;
   } facts[MAX_NARROW];
   int nfacts;
@@ -1080,50 +1071,6 @@ static int unify(lower_t *L, const ast_t *x, const ast_t *y, const char *what, i
   return TN_OK;
 }
 
-static bool lin_add(linear_t *l, const ir_expr_t *e, int64_t scale) {
-  int64_t t;
-  if (!ir_dtype_is_int(e->dtype)) return false;
-  switch (e->kind) {
-  case IR_E_INT:
-    return !__builtin_mul_overflow(e->u.ival, scale, &t) && !__builtin_add_overflow(l->c, t, &l->c);
-  case IR_E_VAR:
-    for (int i = 0; i < l->n; i++)
-      if (l->var[i] == e->u.var) return !__builtin_add_overflow(l->coef[i], scale, &l->coef[i]);
-    if (l->n == LIN_TERMS) return false;
-    l->var[l->n] = e->u.var, l->coef[l->n++] = scale;
-    return true;
-  case IR_E_ADD: return lin_add(l, e->u.bin.a, scale) && lin_add(l, e->u.bin.b, scale);
-  case IR_E_SUB: return scale != INT64_MIN && lin_add(l, e->u.bin.a, scale) && lin_add(l, e->u.bin.b, -scale);
-  case IR_E_NEG: return scale != INT64_MIN && lin_add(l, e->u.un, -scale);
-  case IR_E_MUL:
-    if (e->u.bin.a->kind == IR_E_INT)
-      return !__builtin_mul_overflow(e->u.bin.a->u.ival, scale, &t) && lin_add(l, e->u.bin.b, t);
-    if (e->u.bin.b->kind == IR_E_INT)
-      return !__builtin_mul_overflow(e->u.bin.b->u.ival, scale, &t) && lin_add(l, e->u.bin.a, t);
-    return false;
-  default: return false;
-  }
-}
-
-static bool linear_form(const ir_expr_t *e, linear_t *l) {
-  memset(l, 0, sizeof *l);
-  return lin_add(l, e, 1);
-}
-
-/* Same variable terms (so the two differ by a.c - b.c). */
-static bool lin_same_terms(const linear_t *a, const linear_t *b) {
-  int na = 0, nb = 0;
-  for (int i = 0; i < a->n; i++) {
-    if (!a->coef[i]) continue;
-    na++;
-    bool found = false;
-    for (int j = 0; j < b->n && !found; j++) found = b->var[j] == a->var[i] && b->coef[j] == a->coef[i];
-    if (!found) return false;
-  }
-  for (int j = 0; j < b->n; j++) nb += b->coef[j] != 0;
-  return na == nb;
-}
-
 static int64_t sat_add_const(int64_t v, int64_t c) {
   int64_t r;
   if (v == IR_INF_POS || v == IR_INF_NEG) return v;
@@ -1135,15 +1082,16 @@ static int64_t sat_add_const(int64_t v, int64_t c) {
  * facts (`E in [lo, hi]`) that enclosing select conditions establish. */
 static ir_interval_t known_interval(const lower_t *L, const ir_expr_t *e) {
   ir_interval_t iv = ir_interval_of(e, &L->bounds);
-  linear_t le;
-  if (!L->nfacts || !linear_form(e, &le)) return iv;
+  if (!L->nfacts) return iv;
+  ir_affine_t le = {0};
+  ir_affine_of(e, 0, &le); /* an expression that is not affine matches no fact */
   for (int i = 0; i < L->nfacts; i++) {
-    const linear_t *lf = &L->facts[i].lin;
     int64_t c;
-    if (!lin_same_terms(&le, lf) || __builtin_sub_overflow(le.c, lf->c, &c)) continue;
+    if (!ir_affine_const_diff(&le, &L->facts[i].lin, &c)) continue;
     iv.lo = TN_MAX(iv.lo, sat_add_const(L->facts[i].iv.lo, c));
     iv.hi = TN_MIN(iv.hi, sat_add_const(L->facts[i].iv.hi, c));
   }
+  ir_affine_free(&le);
   return iv;
 }
 
@@ -1168,7 +1116,7 @@ static void narrow_term(lower_t *L, const ir_expr_t *e, ir_expr_kind_t op, const
   if (e->kind == IR_E_VAR && sv->n < MAX_NARROW && ir_bounds_get(&L->bounds, e->u.var, &old)) {
     sv->var[sv->n] = e->u.var, sv->iv[sv->n++] = old;
     ir_bounds_set(&L->bounds, e->u.var, cur.lo, cur.hi);
-  } else if (e->kind != IR_E_VAR && L->nfacts < MAX_NARROW && linear_form(e, &L->facts[L->nfacts].lin)) {
+  } else if (e->kind != IR_E_VAR && L->nfacts < MAX_NARROW && ir_affine_of(e, 0, &L->facts[L->nfacts].lin)) {
     L->facts[L->nfacts++].iv = cur;
   }
 }
@@ -1644,6 +1592,7 @@ static int parse_statement(parser_t *p) {
   rc = lower_statement(&L, lhs, rhs, T, &st->nest);
   ir_bounds_free(&L.bounds);
   free(L.vars);
+  for (int i = 0; i < MAX_NARROW; i++) ir_affine_free(&L.facts[i].lin);
   if (rc) return rc;
   T->stmt = p->nstmts++;
   return TN_OK;

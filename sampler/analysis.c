@@ -148,13 +148,10 @@ bool smp_needs_rfactor_or_xthread(const ir_func_t *f, const ir_block_t *b, int64
 
 /* e as `var + c` (c may be 0); NULL if it is not of that form. */
 static const ir_var_t *var_plus_const(const ir_expr_t *e) {
-  if (e->kind == IR_E_VAR) return e->u.var;
-  if ((e->kind == IR_E_ADD || e->kind == IR_E_SUB) && e->u.bin.a->kind == IR_E_VAR &&
-      ir_expr_is_const_int(e->u.bin.b, NULL))
-    return e->u.bin.a->u.var;
-  if (e->kind == IR_E_ADD && e->u.bin.b->kind == IR_E_VAR && ir_expr_is_const_int(e->u.bin.a, NULL))
-    return e->u.bin.b->u.var;
-  return NULL;
+  ir_affine_t a = {0};
+  const ir_var_t *v = ir_affine_of(e, 0, &a) && a.n == 1 && a.terms[0].coef == 1 ? a.terms[0].var : NULL;
+  ir_affine_free(&a);
+  return v;
 }
 
 void smp_rw_pattern(const ir_region_t *read, const ir_region_t *write, bool *exists, bool *injective,
@@ -231,39 +228,25 @@ bool smp_block_has_select(const ir_block_t *b) { return block_any(b, is_select, 
 
 /* ---- linear index analysis ----------------------------------------------- */
 
-/* Coefficient of v in the linear expression e (0 if unused); false when e
- * uses v non-linearly (floordiv, floormod, a product of variables, ...). */
-static bool linear_coef(const ir_expr_t *e, const ir_var_t *v, int64_t *coef) {
-  int64_t a, b, c;
-  *coef = 0;
-  if (!ir_expr_uses_var(e, v)) return true;
-  switch (e->kind) {
-  case IR_E_VAR: *coef = 1; return true;
-  case IR_E_ADD: case IR_E_SUB:
-    if (!linear_coef(e->u.bin.a, v, &a) || !linear_coef(e->u.bin.b, v, &b)) return false;
-    *coef = e->kind == IR_E_ADD ? a + b : a - b;
-    return true;
-  case IR_E_MUL:
-    if (ir_expr_is_const_int(e->u.bin.a, &c) && linear_coef(e->u.bin.b, v, &b)) return *coef = c * b, true;
-    if (ir_expr_is_const_int(e->u.bin.b, &c) && linear_coef(e->u.bin.a, v, &a)) return *coef = c * a, true;
-    return false;
-  case IR_E_NEG:
-    if (!linear_coef(e->u.un, v, &a)) return false;
-    *coef = -a;
-    return true;
-  case IR_E_CAST: return linear_coef(e->u.un, v, coef);
-  default: return false;
-  }
-}
+/* Forms here see through integer casts and take other non-affine parts
+ * (floordiv, floormod, products of variables, ...) as atoms: an index is
+ * linear in a variable that no atom uses. */
+#define SMP_AFFINE (IR_AFFINE_ATOMS | IR_AFFINE_CASTS)
 
 bool smp_access_coef(const ir_block_t *b, const ir_expr_t *e, const ir_var_t *v, int64_t *coef) {
-  *coef = 0;
-  for (int k = 0; k < b->niters; k++) {
+  ir_affine_t idx = {0}, bind = {0};
+  bool ok = true, have_idx = false;
+  int64_t sum = 0;
+  for (int k = 0; ok && k < b->niters; k++) {
     int64_t c_iter, c_loop;
     if (!ir_expr_uses_var(b->iters[k].binding, v)) continue;
-    if (!linear_coef(b->iters[k].binding, v, &c_loop) || !linear_coef(e, b->iters[k].var, &c_iter))
-      return false;
-    *coef += c_iter * c_loop;
+    if (!have_idx) ir_affine_of(e, SMP_AFFINE, &idx), have_idx = true;
+    ok = ir_affine_of(b->iters[k].binding, SMP_AFFINE, &bind) && ir_affine_coef_in(&bind, v, &c_loop) &&
+         ir_affine_coef_in(&idx, b->iters[k].var, &c_iter) && !__builtin_mul_overflow(c_iter, c_loop, &c_iter) &&
+         !__builtin_add_overflow(sum, c_iter, &sum);
   }
-  return true;
+  ir_affine_free(&idx);
+  ir_affine_free(&bind);
+  *coef = ok ? sum : 0;
+  return ok;
 }

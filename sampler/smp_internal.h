@@ -6,6 +6,7 @@
 
 #include "ir/analysis.h"
 #include "sampler.h"
+#include "ir/affine.h"
 
 /* ---- generation context and states (space.c) ---------------------------- */
 

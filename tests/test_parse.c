@@ -633,6 +633,14 @@ START_TEST(t_conv_padding_select) {
                "C[i] = select(1 <= i && i < 7, A[i + 1] - A[i - 1], select(i > 20, A[i * 100], 0.0))\n",
                NULL, 0);
   ir_workload_free(w);
+
+  /* a condition over nine variables narrows as well (facts had at most
+   * eight terms, and this access was refused as reaching index -1) */
+  w = parse_ok("input A: float32[9]\noutput C: float32[2, 2, 2, 2]\n"
+               "C[a, b, c, d] = sum(e < 2, f < 2, g < 2, h < 2, k < 2:\n"
+               "    select(a + b + c + d + e + f + g + h + k >= 1, A[a + b + c + d + e + f + g + h + k - 1], 0.0))\n",
+               NULL, 0);
+  ir_workload_free(w);
 }
 END_TEST
 
