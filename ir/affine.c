@@ -153,3 +153,36 @@ bool ir_affine_const_diff(const ir_affine_t *a, const ir_affine_t *b, int64_t *d
   }
   return !__builtin_sub_overflow(a->constant, b->constant, diff);
 }
+
+static bool coef_rec(const ir_expr_t *e, const ir_var_t *v, unsigned flags, int64_t m, int64_t *acc) {
+  int64_t k;
+  switch (e->kind) {
+  case IR_E_INT: return true;
+  case IR_E_VAR: return e->u.var != v || !__builtin_add_overflow(*acc, m, acc);
+  case IR_E_ADD: return coef_rec(e->u.bin.a, v, flags, m, acc) && coef_rec(e->u.bin.b, v, flags, m, acc);
+  case IR_E_SUB:
+    return m != INT64_MIN && coef_rec(e->u.bin.a, v, flags, m, acc) && coef_rec(e->u.bin.b, v, flags, -m, acc);
+  case IR_E_NEG: return m != INT64_MIN && coef_rec(e->u.un, v, flags, -m, acc);
+  case IR_E_MUL: {
+    const ir_expr_t *x = ir_expr_is_const_int(e->u.bin.b, &k)   ? e->u.bin.a
+                         : ir_expr_is_const_int(e->u.bin.a, &k) ? e->u.bin.b
+                                                                : NULL;
+    if (!x) break;
+    int64_t mk;
+    return !__builtin_mul_overflow(m, k, &mk) && mk != INT64_MIN && coef_rec(x, v, flags, mk, acc);
+  }
+  case IR_E_CAST:
+    if ((flags & IR_AFFINE_CASTS) && ir_dtype_is_int(e->dtype) && ir_dtype_is_int(e->u.un->dtype))
+      return coef_rec(e->u.un, v, flags, m, acc);
+    break;
+  default: break;
+  }
+  return (flags & IR_AFFINE_ATOMS) && !ir_expr_uses_var(e, v);
+}
+
+bool ir_affine_coef_of(const ir_expr_t *e, const ir_var_t *v, unsigned flags, int64_t *coef) {
+  int64_t acc = 0;
+  bool ok = coef_rec(e, v, flags, 1, &acc) && acc != INT64_MIN;
+  *coef = ok ? acc : 0;
+  return ok;
+}

@@ -51,6 +51,13 @@ void ir_affine_free(ir_affine_t *a);
 int64_t ir_affine_coef(const ir_affine_t *a, const ir_var_t *v);
 /* Whether a is affine in v (v inside no atom), with v's coefficient. */
 bool ir_affine_coef_in(const ir_affine_t *a, const ir_var_t *v, int64_t *coef);
+/* The coefficient of v in e's affine form without building the form (hot
+ * callers ask one variable at a time): false where ir_affine_of would say not
+ * affine because of an overflow on the way to v or (without
+ * IR_AFFINE_ATOMS) a non-affine part, or where v occurs inside an atom
+ * (even one that would cancel out). */
+bool ir_affine_coef_of(const ir_expr_t *e, const ir_var_t *v, unsigned flags, int64_t *coef);
+
 /* Whether a - b is a constant (both affine, the same terms and
  * coefficients), stored in *diff; false also when the difference overflows. */
 bool ir_affine_const_diff(const ir_affine_t *a, const ir_affine_t *b, int64_t *diff);

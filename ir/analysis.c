@@ -3,14 +3,22 @@
 #include "ir/analysis.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/common.h"
 
 static void path_push(ir_path_t *p, ir_stmt_t **slot) {
-  if (p->n == p->cap) {
-    p->cap = p->cap ? 2 * p->cap : 32;
-    p->stmts = tn_xrealloc(p->stmts, sizeof p->stmts[0] * (size_t)p->cap);
-    p->slots = tn_xrealloc(p->slots, sizeof p->slots[0] * (size_t)p->cap);
+  if (!p->stmts) {
+    p->stmts = p->stmts_in, p->slots = p->slots_in, p->cap = IR_PATH_INLINE;
+  } else if (p->n == p->cap) {
+    p->cap *= 2;
+    if (p->stmts == p->stmts_in) {
+      p->stmts = memcpy(tn_xmalloc(sizeof p->stmts[0] * (size_t)p->cap), p->stmts_in, sizeof p->stmts_in);
+      p->slots = memcpy(tn_xmalloc(sizeof p->slots[0] * (size_t)p->cap), p->slots_in, sizeof p->slots_in);
+    } else {
+      p->stmts = tn_xrealloc(p->stmts, sizeof p->stmts[0] * (size_t)p->cap);
+      p->slots = tn_xrealloc(p->slots, sizeof p->slots[0] * (size_t)p->cap);
+    }
   }
   p->stmts[p->n] = *slot;
   p->slots[p->n] = slot;
@@ -46,9 +54,11 @@ bool ir_path_find(const ir_func_t *f, int uid, ir_path_t *p) {
 }
 
 void ir_path_free(ir_path_t *p) {
-  free(p->stmts);
-  free(p->slots);
-  *p = (ir_path_t){0};
+  if (p->stmts != p->stmts_in) {
+    free(p->stmts);
+    free(p->slots);
+  }
+  p->stmts = NULL, p->slots = NULL, p->n = p->cap = 0;
 }
 
 int ir_path_scope(const ir_path_t *p) {

@@ -14,10 +14,13 @@
  * the target; slots[i] is the pointer in the tree that holds stmts[i], so
  * `*p.slots[i] = replacement` swaps a subtree.  Zero-initialise, reuse for
  * several finds, release with ir_path_free. */
+#define IR_PATH_INLINE 32 /* entries held in the struct itself; deeper paths go to the heap */
 typedef struct ir_path {
   ir_stmt_t **stmts;
   ir_stmt_t ***slots;
   int n, cap;
+  ir_stmt_t *stmts_in[IR_PATH_INLINE]; /* the first storage: do not copy a path by value once used */
+  ir_stmt_t **slots_in[IR_PATH_INLINE];
 } ir_path_t;
 
 /* Finds the loop or block with this uid; false (p->n == 0) if it is not in f. */

@@ -379,7 +379,8 @@ bool ir_expr_equal(const ir_expr_t *a, const ir_expr_t *b) {
 
 _Static_assert(IR_EXPR_MAX_CHILDREN >= 3, "a select has three children");
 
-int ir_expr_children(const ir_expr_t *e, const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN]) {
+/* The body of ir_expr_children, inlined into the hot walkers of this file. */
+static inline int expr_children(const ir_expr_t *e, const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN]) {
   int n;
   switch (e->kind) {
   case IR_E_INT: case IR_E_FLOAT: case IR_E_VAR: return 0;
@@ -407,13 +408,23 @@ int ir_expr_children(const ir_expr_t *e, const ir_expr_t *kids[IR_EXPR_MAX_CHILD
   }
 }
 
+int ir_expr_children(const ir_expr_t *e, const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN]) {
+  return expr_children(e, kids);
+}
+
 bool ir_expr_uses_var(const ir_expr_t *e, const ir_var_t *v) {
-  if (!e) return false;
-  if (e->kind == IR_E_VAR) return e->u.var == v;
-  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
-  int n = ir_expr_children(e, kids);
-  for (int i = 0; i < n; i++)
-    if (ir_expr_uses_var(kids[i], v)) return true;
+  /* hot (sampler, schedule checks): leaves answer without the visitor, and
+   * the last child is walked in the loop rather than by recursion */
+  while (e) {
+    if (e->kind == IR_E_VAR) return e->u.var == v;
+    if (e->kind == IR_E_INT || e->kind == IR_E_FLOAT) return false;
+    const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+    int n = expr_children(e, kids);
+    if (n == 0) return false;
+    for (int i = 0; i < n - 1; i++)
+      if (ir_expr_uses_var(kids[i], v)) return true;
+    e = kids[n - 1];
+  }
   return false;
 }
 

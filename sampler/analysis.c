@@ -234,19 +234,15 @@ bool smp_block_has_select(const ir_block_t *b) { return block_any(b, is_select, 
 #define SMP_AFFINE (IR_AFFINE_ATOMS | IR_AFFINE_CASTS)
 
 bool smp_access_coef(const ir_block_t *b, const ir_expr_t *e, const ir_var_t *v, int64_t *coef) {
-  ir_affine_t idx = {0}, bind = {0};
-  bool ok = true, have_idx = false;
+  bool ok = true;
   int64_t sum = 0;
   for (int k = 0; ok && k < b->niters; k++) {
     int64_t c_iter, c_loop;
     if (!ir_expr_uses_var(b->iters[k].binding, v)) continue;
-    if (!have_idx) ir_affine_of(e, SMP_AFFINE, &idx), have_idx = true;
-    ok = ir_affine_of(b->iters[k].binding, SMP_AFFINE, &bind) && ir_affine_coef_in(&bind, v, &c_loop) &&
-         ir_affine_coef_in(&idx, b->iters[k].var, &c_iter) && !__builtin_mul_overflow(c_iter, c_loop, &c_iter) &&
+    ok = ir_affine_coef_of(b->iters[k].binding, v, SMP_AFFINE, &c_loop) &&
+         ir_affine_coef_of(e, b->iters[k].var, SMP_AFFINE, &c_iter) && !__builtin_mul_overflow(c_iter, c_loop, &c_iter) &&
          !__builtin_add_overflow(sum, c_iter, &sum);
   }
-  ir_affine_free(&idx);
-  ir_affine_free(&bind);
   *coef = ok ? sum : 0;
   return ok;
 }

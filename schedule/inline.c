@@ -267,8 +267,9 @@ static int check_temp_written_once(const ir_func_t *f, const ir_block_t *b, cons
  * cover every iterator its value uses; fills vars (one per dimension). */
 static int check_inline_store(ir_func_t *f, const ir_block_t *b, ir_var_t **vars, tn_err_t *err) {
   const ir_stmt_t *st = b->body;
-  bool used[SCH_MAX_RVS_OUT] = {false};
+  bool used[SCH_MAX_RVS_OUT];
   if (b->niters > SCH_MAX_RVS_OUT) return tn_err_set(err, TN_EUNSUPPORTED, "block \"%s\" has too many iterators", b->name);
+  memset(used, 0, sizeof used[0] * (size_t)b->niters);
   for (int d = 0; d < st->u.store.n; d++) {
     int k = iter_index(b, st->u.store.idx[d]);
     if (k < 0 || used[k]) {

@@ -473,7 +473,8 @@ int sch_apply(sch_t *s, const sch_inst_t *inst, const int64_t *decision, int nde
   /* Primitives check before they edit, but a snapshot makes "unchanged on
    * error" hold even for a check a primitive missed. */
   ir_func_t *backup = k->pure || s->no_backup ? NULL : ir_func_copy(s->f);
-  apply_out_t o = {.n = 0};
+  apply_out_t o; /* 16 KB: only the counts are cleared (instructions fill what they report) */
+  o.n = o.ndecision = 0;
   int rc = k->apply(s, inst, decision, ndecision, &o, err);
   if (rc < 0) {
     if (backup) {

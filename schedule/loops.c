@@ -211,7 +211,7 @@ static int check_fusable(const ir_loop_t *l, tn_err_t *err) {
 
 int sch_prim_fuse(sch_t *s, const int *loop_uids, int n, int *out, tn_err_t *err) {
   ir_func_t *f = s->f;
-  ir_stmt_t *st[SCH_MAX_RVS_OUT] = {NULL};
+  ir_stmt_t *st[SCH_MAX_RVS_OUT]; /* get_loop_list fills the first n */
   int rc = get_loop_list(f, loop_uids, n, st, err);
   if (rc < 0) return rc;
   if (n == 1) {
@@ -273,7 +273,7 @@ static int depth_of(const ir_func_t *f, ir_stmt_t *st) {
  * deepest and pos[] with the chain indices of the sorted loops. */
 static int reorder_chain(const ir_func_t *f, ir_stmt_t **st, int n, sch_path_t *chain, int *pos, tn_err_t *err) {
   ir_stmt_t *by_depth[SCH_MAX_RVS_OUT] = {NULL};
-  int depth[SCH_MAX_RVS_OUT] = {0};
+  int depth[SCH_MAX_RVS_OUT];
   for (int i = 0; i < n; i++) {
     int d = depth_of(f, st[i]), j = i;
     for (; j > 0 && depth[j - 1] > d; j--) by_depth[j] = by_depth[j - 1], depth[j] = depth[j - 1];

@@ -11,7 +11,7 @@
 bool sch_find_path(const ir_func_t *f, int uid, sch_path_t *p) { return ir_path_find(f, uid, p); }
 
 ir_stmt_t *sch_find(const ir_func_t *f, int uid) {
-  sch_path_t p = {0};
+  sch_path_t p = {0}; /* stops at the target, unlike ir_func_find_uid's whole walk */
   ir_stmt_t *s = ir_path_find(f, uid, &p) ? p.stmts[p.n - 1] : NULL;
   ir_path_free(&p);
   return s;

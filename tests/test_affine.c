@@ -249,6 +249,45 @@ START_TEST(test_many_terms) {
 }
 END_TEST
 
+/* ir_affine_coef_of agrees with ir_affine_of + ir_affine_coef_in, variable
+ * by variable, on sums, scalings, atoms (with and without IR_AFFINE_ATOMS),
+ * and casts; it refuses v inside an atom even when the atoms cancel, and
+ * sees only overflows on the way to v (the documented differences). */
+START_TEST(test_coef_of) {
+  ir_expr_t *es[] = {
+      add(mul(V(vi), C(4)), V(vj)),
+      sub(mul(add(mul(V(vi), C(8)), V(vj)), C(16)), V(vk)),
+      add(floordiv_c(V(vi), 4), mul(V(vj), C(3))),
+      add(floormod_c(add(V(vi), V(vj)), 8), V(vk)),
+      ir_cast(F, IR_INT64, add(V(vi), mul(C(2), V(vk)))),
+      mul(V(vi), V(vj)),
+      ir_unary(F, IR_E_NEG, sub(V(vk), mul(C(-5), V(vj)))),
+  };
+  ir_var_t *vars[] = {vi, vj, vk};
+  const unsigned modes[] = {0, IR_AFFINE_ATOMS | IR_AFFINE_CASTS, IR_AFFINE_CASTS};
+  for (size_t m = 0; m < TN_ARRAY_LEN(modes); m++)
+    for (size_t e = 0; e < TN_ARRAY_LEN(es); e++) {
+      ir_affine_free(&A);
+      bool whole = ir_affine_of(es[e], modes[m], &A);
+      for (size_t v = 0; v < TN_ARRAY_LEN(vars); v++) {
+        int64_t want = 0, got = -1;
+        bool ok_want = whole && ir_affine_coef_in(&A, vars[v], &want);
+        bool ok_got = ir_affine_coef_of(es[e], vars[v], modes[m], &got);
+        ck_assert_msg(ok_got == ok_want && (!ok_got || got == want), "mode %zu expr %zu var %zu: %d %lld vs %d %lld", m,
+                      e, v, ok_got, (long long)got, ok_want, (long long)want);
+      }
+    }
+  /* an overflow of i's coefficient: i is refused, other variables are not asked about it */
+  int64_t c;
+  ir_expr_t *big = add(mul(V(vi), C(INT64_C(1) << 62)), mul(V(vi), C(INT64_C(1) << 62)));
+  ck_assert(!ir_affine_coef_of(big, vi, 0, &c));
+  ck_assert(ir_affine_coef_of(big, vj, 0, &c) && c == 0);
+  ir_expr_t *cancel = sub(floordiv_c(V(vi), 2), floordiv_c(V(vi), 2));
+  ck_assert(!ir_affine_coef_of(cancel, vi, IR_AFFINE_ATOMS, &c));
+  ck_assert(ir_affine_coef_of(cancel, vj, IR_AFFINE_ATOMS, &c) && c == 0);
+}
+END_TEST
+
 static void fixture(TCase *tc) { tcase_add_checked_fixture(tc, setup, teardown); }
 
 static Suite *make_suite(void) {
@@ -256,7 +295,7 @@ static Suite *make_suite(void) {
   fixture(TU_TCASE(s, "forms", 0, test_constants, test_scaled_sum, test_split_bindings, test_fused_bindings,
                    test_negative_and_subtraction, test_merge_and_drop, test_many_terms));
   fixture(TU_TCASE(s, "limits", 0, test_overflow, test_not_affine, test_casts));
-  fixture(TU_TCASE(s, "queries", 0, test_const_diff));
+  fixture(TU_TCASE(s, "queries", 0, test_const_diff, test_coef_of));
   return s;
 }
 
