@@ -1,7 +1,9 @@
 /* jobs.c — the job queue: jobs persisted in the database, at most --jobs of
- * them running, each on its own thread running srch_tune; progress and ends
- * travel back to the loop through a uv_async_t and reach watchers as
- * tune.progress notifications.  Unfinished jobs resume after a restart. */
+ * them running, each on its own thread running srch_tune with one build
+ * pool shared by all (candidates take turns on each device: measure/'s
+ * ms_device_acquire); progress and ends travel back to the loop through a
+ * uv_async_t and reach watchers as tune.progress notifications.
+ * Unfinished jobs resume after a restart. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,7 @@ struct td_jobs {
   td_job_t *active;         /* queued and running, oldest first */
   td_job_t *ended;          /* ended in this daemon's life (keeps live counters) */
   int nrunning;
+  ms_builder_t *builder;    /* one build pool for every job: its threads are the cores */
   uv_async_t async;
   uv_mutex_t lock;          /* guards the event list */
   td_event_t *events, **tail;
@@ -68,6 +71,7 @@ static void post(td_job_t *j, td_event_kind_t kind, int64_t trials, const int *f
 typedef struct run_ctx {
   td_job_t *job;
   int64_t base; /* trials done before this run (a resumed job) */
+  char device[MS_DEVICE_NAME_MAX]; /* where the job's candidates run */
 } run_ctx_t;
 
 static bool should_stop(void *ctx) {
@@ -81,6 +85,20 @@ static void on_progress(const srch_progress_t *p, void *ctx) {
   td_log(TD_DEBUG, "batch measured", "job=%lld trials_done=%lld best_gflops=%.3f", (long long)r->job->id,
          (long long)trials, p->best_gflops);
   post(r->job, EV_PROGRESS, trials, p->failures);
+}
+
+/* Every measured candidate at debug level, with the window it had its
+ * device for: windows of one device never overlap, whichever job. */
+static void on_batch(const srch_record_t *recs, int n, void *ctx) {
+  run_ctx_t *r = ctx;
+  if (!td_log_enabled(TD_DEBUG)) return;
+  for (int i = 0; i < n; i++) {
+    const ms_result_t *res = recs[i].result;
+    td_log(TD_DEBUG, "candidate measured",
+           "job=%lld device=%s status=%s median_secs=%.6g window_start_ns=%lld window_end_ns=%lld",
+           (long long)r->job->id, r->device, ms_status_name(res->status), res->median_secs,
+           (long long)res->window_start_ns, (long long)res->window_end_ns);
+  }
 }
 
 /* Search options stored with the job (tune.submit). */
@@ -100,7 +118,8 @@ static void apply_options(const char *json, srch_opts_t *o) {
 static int run_search(td_job_t *j, const db_job_t *row, const ir_workload_t *w,
                       const tn_target_t *t, db_job_state_t *final, int64_t *trials, int64_t *best,
                       tn_err_t *err) {
-  run_ctx_t ctx = {j, row->trials_done};
+  run_ctx_t ctx = {j, row->trials_done, ""};
+  ms_device_name(t, ctx.device, sizeof ctx.device);
   *trials = row->trials_done;
   *final = DB_JOB_DONE;
   if (row->budget_trials - row->trials_done <= 0) return 0;
@@ -112,8 +131,9 @@ static int run_search(td_job_t *j, const db_job_t *row, const ir_workload_t *w,
   o.seed = row->seed;
   o.db_path = j->mgr->srv->cfg.db_path;
   o.job_id = j->id;
+  o.builder = j->mgr->builder;
   srch_task_t task = {w, 1.0};
-  srch_callbacks_t cb = {on_progress, NULL, should_stop, &ctx};
+  srch_callbacks_t cb = {on_progress, on_batch, should_stop, &ctx};
   srch_result_t res;
   memset(&res, 0, sizeof res);
   int rc = srch_tune(&task, 1, t, &o, &cb, &res, err);
@@ -288,8 +308,12 @@ int td_jobs_init(td_server_t *srv, tn_err_t *err) {
   uv_async_init(srv->loop, &m->async, on_async);
   m->async.data = srv;
   srv->jobs = m;
+  /* Before any thread of ours: the pool sets POCL_CACHE_DIR for the
+   * daemon's life (its temp dir outlives every job's worker). */
+  int rc = ms_builder_new(NULL, &m->builder, err);
+  if (rc) return tn_err_prefix(err, "build pool");
   db_jobs_t jobs;
-  int rc = db_jobs_unfinished(srv->wdb, &jobs, err);
+  rc = db_jobs_unfinished(srv->wdb, &jobs, err);
   if (rc) return rc;
   for (size_t i = 0; i < jobs.n && !rc; i++) {
     const db_job_t *jb = &jobs.items[i];
@@ -325,6 +349,7 @@ void td_jobs_free(td_server_t *srv) {
   srv->jobs = NULL;
   free_list(m->active);
   free_list(m->ended);
+  ms_builder_free(m->builder); /* no job runs any more: nothing is queued */
   for (td_event_t *e = m->events, *next; e; e = next) next = e->next, free(e);
   uv_mutex_destroy(&m->lock);
   m->async.data = m; /* the handle lives in m: free it once closed */

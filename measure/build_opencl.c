@@ -1,7 +1,8 @@
 /* build_opencl.c — OpenCL builds: the source is validated with
  * clBuildProgram on the first OpenCL device (one context per process) and
  * kept as the artifact; the worker rebuilds it, fast through the shared PoCL
- * cache.  Local memory and work-group limits are checked here because PoCL
+ * cache.  The device's type also decides which measurer times OpenCL
+ * candidates (a CPU device is the host CPU).  Local memory and work-group limits are checked here because PoCL
  * accepts tiles no GPU would. */
 #include <pthread.h>
 #include <stdio.h>
@@ -115,9 +116,18 @@ void ms_build_opencl(const ms_candidate_t *cand, const char *dir, ms_result_t *r
   free(log);
   clReleaseProgram(prog);
 }
+
+bool ms_opencl_device_is_cpu(void) {
+  pthread_once(&cl_once, cl_init);
+  cl_device_type type = 0;
+  return cl_ctx && clGetDeviceInfo(cl_dev, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
+         (type & CL_DEVICE_TYPE_CPU);
+}
 #else
 void ms_build_opencl(const ms_candidate_t *cand, const char *dir, ms_result_t *res) {
   (void)cand, (void)dir;
   ms_result_fail(res, MS_BUILD_ERROR, "this build has no OpenCL support (install ocl-icd-opencl-dev and rebuild)");
 }
+
+bool ms_opencl_device_is_cpu(void) { return false; }
 #endif

@@ -1,7 +1,8 @@
 /* builder.c — the build thread pool: a FIFO of build jobs served by one
- * thread per core, tickets to wait on, and a watchdog that abandons builds
- * stuck in a compiler call past their timeout (NVRTC and clBuildProgram
- * cannot be interrupted) and replaces the stuck thread.
+ * thread per core (one pool may serve every search of a daemon), tickets to
+ * wait on or withdraw, and a watchdog that abandons builds stuck in a
+ * compiler call past their timeout (NVRTC and clBuildProgram cannot be
+ * interrupted) and replaces the stuck thread.
  *
  * Lifetimes: a job is shared by the table of submitted jobs (until waited)
  * and by the thread running it; the pool's core is shared by the owner and
@@ -145,6 +146,7 @@ static void run_job(core_t *c, job_t *j) {
     ms_build_c(j->cand, dir, c->timeout_s, r);
   }
   r->build.build_secs = job_clock(j) - t0; /* without paused time */
+  if (!r->artifact[0]) ms_remove_tree(dir); /* the log is in the error; a shared pool's dir lives long */
 }
 
 static void *thread_main(void *arg);
@@ -377,6 +379,23 @@ bool ms_build_done(ms_builder_t *b, int64_t ticket) {
   bool done = !j || j->state == JOB_DONE;
   pthread_mutex_unlock(&c->mu);
   return done;
+}
+
+void ms_build_cancel(ms_builder_t *b, int64_t ticket) {
+  core_t *c = b->core;
+  pthread_mutex_lock(&c->mu);
+  job_t *j = find_locked(c, ticket, NULL);
+  if (j && j->state == JOB_QUEUED) {
+    job_t **p = &c->queue_head, *prev = NULL;
+    while (*p != j) prev = *p, p = &(*p)->next_queued;
+    *p = j->next_queued;
+    if (c->queue_tail == j) c->queue_tail = prev;
+    ms_result_init(j->dest);
+    ms_result_fail(j->dest, MS_BUILD_ERROR, "build cancelled before it started");
+    j->state = JOB_DONE;
+    pthread_cond_broadcast(&c->done);
+  }
+  pthread_mutex_unlock(&c->mu);
 }
 
 int ms_build_batch(ms_builder_t *b, ms_candidate_t *const *cands, int n, ms_result_t *results,

@@ -9,7 +9,9 @@
  * kernel runs once and is verified against the reference evaluator, then
  * timed.  A crash, hang or sticky device error kills only the worker, which is
  * restarted; the candidate gets an error record and the batch goes on.  One
- * ms_result_t per candidate travels through both stages. */
+ * ms_result_t per candidate travels through both stages.  Runners of one
+ * process time one candidate at a time per device (ms_device_t), whichever
+ * job or thread they belong to. */
 #ifndef TUNED_MEASURE_H
 #define TUNED_MEASURE_H
 
@@ -122,6 +124,11 @@ typedef struct ms_result {
   double median_secs;         /* 0 when not timed */
   double gflops, gbps;        /* from ir_func_flops / ir_func_bytes and the median */
   double verify_error;        /* largest relative L2 error over the outputs; -1 if not verified */
+  /* When the candidate had the device: CLOCK_MONOTONIC nanoseconds (one
+   * clock for every process of the machine) from the checked run's launch
+   * through the warm-up to the end of the last timed repeat; 0 when it
+   * never ran (or crashed).  Windows on one device never overlap. */
+  int64_t window_start_ns, window_end_ns;
   char error[MS_ERROR_MAX];   /* empty when OK */
 } ms_result_t;
 
@@ -136,6 +143,7 @@ double ms_median(const double *xs, int n);
 /* The record as a JSON object (malloc'ed text, free() it):
  * {"status": "ok", "error": "", "median_secs": ..., "run_secs": [...],
  *  "gflops": ..., "gbps": ..., "verify_error": ...,
+ *  "window_ns": [start, end] (when it ran),
  *  "build": {"compiler": ..., "arch": ..., "seconds": ..., "registers": ...,
  *            "shared_bytes": ..., "spill_bytes": ..., "stack_bytes": ...}}
  * Unknown numeric facts (-1) are left out.  NULL only when out of memory. */
@@ -147,6 +155,8 @@ int ms_result_from_json(const char *text, size_t len, ms_result_t *out, tn_err_t
  * Builders (builder.c, build_cc.c, build_cuda.c, build_opencl.c)
  * ====================================================================== */
 
+/* One pool can serve several searches at once (the daemon's jobs share
+ * one): its FIFO interleaves their builds in the order they are queued. */
 typedef struct ms_build_opts {
   int nthreads;       /* pool size; 0: one per online core */
   double timeout_s;   /* per build; 0: 30 s */
@@ -190,11 +200,17 @@ int64_t ms_build_submit(ms_builder_t *b, const ms_candidate_t *cand, ms_result_t
 void ms_build_wait(ms_builder_t *b, int64_t ticket);
 /* Non-blocking: true once the build is finished. */
 bool ms_build_done(ms_builder_t *b, int64_t ticket);
+/* Withdraws a build that is still queued: it finishes at once as a
+ * BUILD_ERROR ("cancelled before it started"), so that a stopped search
+ * does not wait behind other jobs' builds in a shared pool.  A build already
+ * compiling is left to finish.  Wait for the ticket either way. */
+void ms_build_cancel(ms_builder_t *b, int64_t ticket);
 /* Stops (pause) or continues every compiler process the builders run (cc
  * builds: SIGSTOP/SIGCONT to their process groups), nesting; builds started
  * while paused stop at once, and paused time does not count against build
- * timeouts.  The search pauses builds while it times a candidate on a CPU
- * target, whose cores the compilers would otherwise share.  NVRTC and
+ * timeouts.  The host CPU's measurer pauses builds while it holds the
+ * device (ms_device_acquire), whose cores the compilers would otherwise
+ * share.  NVRTC and
  * OpenCL compiler calls run in threads and are not paused. */
 void ms_commands_pause(bool pause);
 /* Waits up to max_s seconds until no build of this process is inside a
@@ -248,6 +264,12 @@ typedef struct ms_run_opts {
   double stop_min_s;    /* floor of that stop; 0: 2 s */
   const char *worker;   /* worker executable; NULL: ms_worker_path() */
   const char *run_dir;  /* workload data and the worker's log; NULL: a fresh temp dir */
+  /* Polled (with stop_ctx) while a candidate waits for its device, which
+   * another runner of the process holds: true ends the batch there, that
+   * candidate and the later ones not run (ran false).  A cancelled job or a
+   * spent time budget stops waiting at once.  NULL: wait as long as it takes. */
+  bool (*stop)(void *ctx);
+  void *stop_ctx;
 } ms_run_opts_t;
 
 typedef struct ms_runner ms_runner_t;
@@ -276,12 +298,50 @@ int ms_runner_worker_starts(const ms_runner_t *r);
 int ms_runner_set_workload(ms_runner_t *r, const ir_func_t *f, uint64_t seed, tn_err_t *err);
 
 /* Runs every candidate whose result has status OK (built), one after the
- * other in the worker, filling the run part of results[i].  Candidate
- * failures (crash, hang, wrong output, parameter mismatch) are recorded in
- * the result and the batch continues; the call fails only when no workload
- * is set or the worker cannot be started at all. */
+ * other in the worker, filling the run part of results[i].  Each candidate
+ * holds its device (ms_device_acquire) from its request to the worker's
+ * reply, so its timing never overlaps another runner's on that device; a
+ * stop while waiting for it ends the call (TN_OK, the rest not run).
+ * Candidate failures (crash, hang, wrong output, parameter mismatch) are
+ * recorded in the result and the batch continues; the call fails only when
+ * no workload is set or the worker cannot be started at all. */
 int ms_runner_run_batch(ms_runner_t *r, ms_candidate_t *const *cands, ms_result_t *results, int n,
                         tn_err_t *err);
+
+/* ======================================================================
+ * Devices (device.c): one measurer per device
+ * ====================================================================== */
+
+/* A kernel timed while another runs on the same device shares its cores,
+ * caches or SMs, and both times are wrong.  So the process keeps one
+ * measurer per device, and every runner (every job of the daemon, each with
+ * its own worker process) takes the device before a candidate's request and
+ * gives it back after the reply: candidates are timed one at a time per
+ * device, waiters served first come, first served.  While the host CPU is
+ * held, the builders' compiler processes are paused (ms_commands_pause):
+ * they would share its cores.
+ *
+ * Devices: "cpu" (cpu and cuda-host targets, and OpenCL when its device is
+ * a CPU, as PoCL's is: it runs on the same cores), "opencl:0" (another
+ * OpenCL device: the first one of the first platform, which the worker
+ * uses) and "cuda:0" (the worker's CUDA device). */
+
+#define MS_DEVICE_NAME_MAX 32
+
+typedef struct ms_device ms_device_t;
+
+/* The device that runs candidates of target t, into buf ("cpu", ...). */
+void ms_device_name(const tn_target_t *t, char *buf, size_t size);
+/* The process's measurer of the named device: created at first use, kept
+ * until exit (names are cut to MS_DEVICE_NAME_MAX - 1 bytes). */
+ms_device_t *ms_device_get(const char *name);
+/* Waits until the calling thread holds d, first come, first served.  While
+ * waiting, stop(ctx) (stop may be NULL) is polled every 10 ms outside any
+ * lock; when it returns true the thread leaves the queue and false is
+ * returned.  Not re-entrant: a holder must not ask for d again. */
+bool ms_device_acquire(ms_device_t *d, bool (*stop)(void *ctx), void *ctx);
+/* Gives d to the next waiter. */
+void ms_device_release(ms_device_t *d);
 
 /* ======================================================================
  * All at once (measure.c)

@@ -68,6 +68,11 @@ void ms_build_cuda_host(const ms_candidate_t *cand, const char *dir, double time
 void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_result_t *res);
 void ms_build_opencl(const ms_candidate_t *cand, const char *dir, ms_result_t *res);
 
+/* Whether the OpenCL device the builder and the worker use (the first one of
+ * the first platform that has one) is a CPU, as PoCL's is; false without
+ * OpenCL or a device.  Decides the device an OpenCL candidate is timed on. */
+bool ms_opencl_device_is_cpu(void);
+
 /* Checks threads per block against the target (GPU kernels); 0 or sets res. */
 int ms_check_block_limits(const ms_candidate_t *cand, ms_result_t *res);
 

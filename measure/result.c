@@ -76,6 +76,11 @@ char *ms_result_to_json(const ms_result_t *r) {
   /* +inf (a NaN where the reference has none) is not JSON: written as 1e308,
    * read back as +inf. */
   add_known(j, "verify_error", isfinite(r->verify_error) ? r->verify_error : 1e308);
+  if (r->window_start_ns > 0) {
+    cJSON *w = cJSON_AddArrayToObject(j, "window_ns");
+    cJSON_AddItemToArray(w, cJSON_CreateNumber((double)r->window_start_ns));
+    cJSON_AddItemToArray(w, cJSON_CreateNumber((double)r->window_end_ns));
+  }
   cJSON *b = cJSON_AddObjectToObject(j, "build");
   cJSON_AddStringToObject(b, "compiler", r->build.compiler);
   cJSON_AddStringToObject(b, "arch", r->build.arch);
@@ -92,6 +97,11 @@ char *ms_result_to_json(const ms_result_t *r) {
 static double num(const cJSON *o, const char *key, double def) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   return cJSON_IsNumber(v) ? v->valuedouble : def;
+}
+
+static double num_at(const cJSON *a, int i) {
+  const cJSON *v = cJSON_GetArrayItem(a, i);
+  return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
 static void str(const cJSON *o, const char *key, char *dst, size_t size) {
@@ -123,6 +133,11 @@ int ms_result_from_json(const char *text, size_t len, ms_result_t *out, tn_err_t
       cJSON_ArrayForEach(x, secs) out->run_secs[out->nrepeats++] = cJSON_IsNumber(x) ? x->valuedouble : 0;
     }
     out->ran = n > 0 || out->verify_error >= 0;
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(j, "window_ns");
+    if (cJSON_GetArraySize(w) == 2) {
+      out->window_start_ns = (int64_t)num_at(w, 0);
+      out->window_end_ns = (int64_t)num_at(w, 1);
+    }
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "build");
     str(b, "compiler", out->build.compiler, sizeof out->build.compiler);
     str(b, "arch", out->build.arch, sizeof out->build.arch);

@@ -1,7 +1,8 @@
 /* runner.c — the parent side of measurement: prepares a workload's inputs
  * and reference outputs in a file, starts tuned-worker with posix_spawn,
- * sends it one candidate at a time, and turns timeouts, crashes and sticky
- * device errors into error records, restarting the worker as needed. */
+ * sends it one candidate at a time while holding the candidate's device
+ * (device.c), and turns timeouts, crashes and sticky device errors into
+ * error records, restarting the worker as needed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -399,8 +400,14 @@ static void take_reply(ms_runner_t *r, const cJSON *reply, ms_result_t *res) {
   const cJSON *ve = cJSON_GetObjectItemCaseSensitive(reply, "verify_error");
   ms_status_t s = MS_RUN_ERROR;
   if (!cJSON_IsString(st) || ms_status_parse(st->valuestring, &s) < 0) s = MS_RUN_ERROR;
+  const cJSON *win = cJSON_GetObjectItemCaseSensitive(reply, "window_ns");
   res->ran = true;
   res->verify_error = cJSON_IsNumber(ve) ? (ve->valuedouble >= 1e308 ? INFINITY : ve->valuedouble) : -1;
+  if (cJSON_GetArraySize(win) == 2 && cJSON_IsNumber(cJSON_GetArrayItem(win, 0)) &&
+      cJSON_IsNumber(cJSON_GetArrayItem(win, 1))) {
+    res->window_start_ns = (int64_t)cJSON_GetArrayItem(win, 0)->valuedouble;
+    res->window_end_ns = (int64_t)cJSON_GetArrayItem(win, 1)->valuedouble;
+  }
   if (s != MS_OK) {
     ms_result_fail(res, s, "%s", cJSON_IsString(e) ? e->valuestring : "the worker sent a reply without a status");
     return;
@@ -482,7 +489,13 @@ int ms_runner_run_batch(ms_runner_t *r, ms_candidate_t *const *cands, ms_result_
   if (!r->load_msg) return tn_err_set(err, TN_ESTATE, "runner: no workload set (ms_runner_set_workload)");
   for (int i = 0; i < n; i++) {
     if (results[i].status != MS_OK || !results[i].artifact[0]) continue;
-    if (run_one(r, cands[i], &results[i], err) < 0) return err ? err->code : TN_EIO;
+    char name[MS_DEVICE_NAME_MAX];
+    ms_device_name(&cands[i]->target, name, sizeof name);
+    ms_device_t *d = ms_device_get(name);
+    if (!ms_device_acquire(d, r->o.stop, r->o.stop_ctx)) return TN_OK; /* stopped while waiting: the rest stays unrun */
+    int rc = run_one(r, cands[i], &results[i], err);
+    ms_device_release(d);
+    if (rc < 0) return err ? err->code : TN_EIO;
   }
   return TN_OK;
 }

@@ -34,8 +34,11 @@
  *     (warm-up) and times repeats until min_secs in total and at least
  *     min_repeats, at most max_repeats.  When the checked run took longer
  *     than slow_secs, its time is the only sample (no warm-up, no repeats).
- *     -> {"status": "ok", "verify_error": 1e-7, "run_secs": [...]}
- *      | {"status": "wrong_result", "verify_error": 0.5, "error": "..."}
+ *     -> {"status": "ok", "verify_error": 1e-7, "run_secs": [...],
+ *         "window_ns": [start, end]}
+ *      | {"status": "wrong_result", "verify_error": 0.5, "error": "...", "window_ns": [...]}
+ *     window_ns: CLOCK_MONOTONIC nanoseconds from the checked run's launch
+ *     to the end of the last timed repeat (or of the verification).
  *      | {"status": "run_error", "error": "...", "fatal": true|false}
  *   {"op": "exit"} -> (no reply) the worker exits 0. */
 #include <errno.h>
@@ -46,6 +49,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tuned_config.h"
@@ -280,11 +284,20 @@ static int time_runs(const wk_backend_t *b, const timing_t *t, double **secs, in
   return 0;
 }
 
+/* CLOCK_MONOTONIC in nanoseconds: the runner compares windows of several
+ * workers, and this clock is one for the whole machine. */
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Runs, verifies and times one candidate on backend b. */
 static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_run_t *r, const timing_t *t) {
   wk_err_t e = {0};
   double s = 0, *secs = NULL, verr = -1;
   int n = 0, rc = 0;
+  int64_t window[2] = {0, 0}; /* the checked run's launch .. the last timed repeat's end */
   bool ok = false;
   if (!backend_ready[which] && (rc = b->init(&e)) == 0) backend_ready[which] = true;
   if (rc == 0 && backend_bound_gen[which] != W.gen && (rc = b->bind(&W, &e)) == 0)
@@ -292,6 +305,7 @@ static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_ru
   if (rc == 0) {
     rc = b->load(r, &e);
     if (rc == 0) rc = b->prepare(&e);
+    window[0] = mono_ns();
     if (rc == 0) rc = b->launch(&s, &e);
     if (rc == 0) rc = b->fetch(&e);
     if (rc == 0) verr = verify(&e, &ok);
@@ -301,6 +315,7 @@ static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_ru
     } else if (rc == 0 && ok) {
       rc = time_runs(b, t, &secs, &n, &e);
     }
+    window[1] = mono_ns();
     b->unload();
   }
   if (rc < 0) {
@@ -312,6 +327,8 @@ static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_ru
   cJSON_AddStringToObject(m, "status", ok ? "ok" : "wrong_result");
   cJSON_AddNumberToObject(m, "verify_error", isfinite(verr) ? verr : 1e308);
   if (!ok) cJSON_AddStringToObject(m, "error", e.msg);
+  cJSON *win = cJSON_AddArrayToObject(m, "window_ns");
+  for (int i = 0; i < 2; i++) cJSON_AddItemToArray(win, cJSON_CreateNumber((double)window[i]));
   cJSON *a = cJSON_AddArrayToObject(m, "run_secs");
   for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(secs[i]));
   free(secs);

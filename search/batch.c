@@ -1,8 +1,9 @@
 /* batch.c — one batch through measurement: lowering and asynchronous builds
  * (so the next batch compiles while this one runs), then the runs in the
  * task's worker, one candidate at a time so a stop request is honoured
- * between candidates.  Builds are queued a few at a time, so that a stop
- * never waits for a whole batch of compilations. */
+ * between candidates (and while one waits for the device).  Builds are
+ * queued a few at a time, so that a stop never waits for a whole batch of
+ * compilations. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,11 +81,6 @@ bool srch_batch_wait(ms_builder_t *builder, srch_batch_t *b, int cap, bool (*sto
   return true;
 }
 
-void srch_batch_drain(ms_builder_t *builder, srch_batch_t *b) {
-  for (int i = 0; i < b->nsubmitted; i++)
-    if (b->tickets[i] >= 0) ms_build_wait(builder, b->tickets[i]);
-}
-
 /* The build directory of a measured candidate (under the builder's run dir)
  * is not needed any more (RemoveBuildArtifact, §7). */
 static void remove_artifact(const char *run_dir, ms_result_t *r) {
@@ -96,15 +92,23 @@ static void remove_artifact(const char *run_dir, ms_result_t *r) {
   *slash = '/';
 }
 
-int srch_batch_run(ms_runner_t *runner, const char *run_dir, srch_batch_t *b, bool pause_builds, bool (*stop)(void *ctx),
-                   void *ctx, tn_err_t *err) {
+void srch_batch_drain(ms_builder_t *builder, srch_batch_t *b) {
+  for (int i = 0; i < b->nsubmitted; i++)
+    if (b->tickets[i] >= 0) ms_build_cancel(builder, b->tickets[i]);
+  for (int i = 0; i < b->nsubmitted; i++)
+    if (b->tickets[i] >= 0) ms_build_wait(builder, b->tickets[i]);
+  /* a stopped batch's unrun artifacts: a shared pool's dir outlives the search */
+  for (int i = 0; i < b->nsubmitted; i++)
+    if (!b->measured[i]) remove_artifact(ms_builder_run_dir(builder), &b->res[i]);
+}
+
+int srch_batch_run(ms_runner_t *runner, const char *run_dir, srch_batch_t *b, bool (*stop)(void *ctx), void *ctx,
+                   tn_err_t *err) {
   for (int i = 0; i < b->n; i++) {
     if (stop(ctx) || !b->built[i]) return 0;
     if (b->res[i].status == MS_OK) {
-      if (pause_builds) ms_commands_pause(true);
-      int rc = ms_runner_run_batch(runner, &b->mc[i], &b->res[i], 1, err);
-      if (pause_builds) ms_commands_pause(false);
-      if (rc < 0) return err->code;
+      if (ms_runner_run_batch(runner, &b->mc[i], &b->res[i], 1, err) < 0) return err->code;
+      if (b->res[i].status == MS_OK && !b->res[i].ran) return 0; /* stopped while waiting for the device */
     }
     remove_artifact(run_dir, &b->res[i]);
     /* A run that failed while a stop was requested most likely died of the

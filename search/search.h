@@ -58,7 +58,9 @@ typedef struct srch_opts {
   int nthreads;              /* search + build threads; 0 = online cores */
   ms_run_opts_t run;         /* runner options (timeouts, repeats; slow_factor 10) */
   bool no_flush;             /* CUDA: do not flush L2 between timed repeats (flushed by default) */
-  double build_timeout_s;    /* 0: 30 s */
+  double build_timeout_s;    /* 0: 30 s (an own pool's; a shared pool has its own) */
+  ms_builder_t *builder;     /* a build pool shared with other searches (the daemon's, one for
+                                all its jobs); NULL: srch_tune starts its own of nthreads threads */
   const char *db_path;       /* tuning database (SQLite); NULL = none (no resume, no dedup across runs) */
   int64_t job_id;            /* > 0: progress is written to this job's row in the database */
   const char *work_dir;      /* build/run scratch; NULL = a fresh temp dir, removed at the end */
@@ -124,7 +126,10 @@ typedef struct srch_result {
  * measured times).  Never re-measures a trace already measured for the same
  * (workload, target), in this run or recorded in the database.  Errors are for
  * setup failures (unknown target kind, database, no design space); candidate
- * failures are recorded, never fatal. */
+ * failures are recorded, never fatal.  Several searches may run at once on
+ * threads of one process: their candidates take turns on each device
+ * (ms_device_acquire), and waiting for one counts against max_seconds and
+ * ends at should_stop. */
 int srch_tune(const srch_task_t *tasks, int ntasks, const tn_target_t *t, const srch_opts_t *opts,
               const srch_callbacks_t *cb, srch_result_t *out, tn_err_t *err);
 void srch_result_free(srch_result_t *r);

@@ -31,16 +31,16 @@ void srch_batch_pump(ms_builder_t *builder, srch_batch_t *b, int cap);
 /* Waits for the builds in order (queueing more as they finish); false when
  * stop(ctx) said so first. */
 bool srch_batch_wait(ms_builder_t *builder, srch_batch_t *b, int cap, bool (*stop)(void *ctx), void *ctx);
-/* Waits for every queued build: call before srch_batch_free (the builder
+/* Withdraws the builds still queued, waits for the others and removes the
+ * artifacts that were not run: call before srch_batch_free (the builder
  * writes into the batch's results). */
 void srch_batch_drain(ms_builder_t *builder, srch_batch_t *b);
-/* Runs the built candidates in order until stop(ctx) says so; marks what was
- * processed and removes its build directory (under run_dir, the builder's).
- * With pause_builds, compilers of later batches are stopped while each
- * candidate runs (ms_commands_pause), so that they do not share its cores.
- * Fails only when the worker cannot run at all. */
-int srch_batch_run(ms_runner_t *runner, const char *run_dir, srch_batch_t *b, bool pause_builds, bool (*stop)(void *ctx),
-                   void *ctx, tn_err_t *err);
+/* Runs the built candidates in order until stop(ctx) says so (the runner
+ * polls its own stop while a candidate waits for the device); marks what
+ * was processed and removes its build directory (under run_dir, the
+ * builder's).  Fails only when the worker cannot run at all. */
+int srch_batch_run(ms_runner_t *runner, const char *run_dir, srch_batch_t *b, bool (*stop)(void *ctx), void *ctx,
+                   tn_err_t *err);
 /* Commits the processed candidates to the database in one transaction and
  * fills db_ids (all 0 without a database). */
 int srch_batch_commit(srch_ctx_t *c, srch_batch_t *b, tn_err_t *err);

@@ -76,6 +76,7 @@ typedef struct loop {
   int trials_done;
   int failures[MS_STATUS__COUNT];
   bool stopped;                   /* should_stop said so */
+  bool own_builder;               /* started here (not opts.builder, a shared pool) */
   srch_batch_t *pending;          /* the batch compiling while another runs */
   int build_cap;                  /* unfinished builds kept queued per batch */
   int64_t job_base;               /* the job's trials_done before this run */
@@ -111,6 +112,11 @@ static int make_work_dir(loop_t *l, tn_err_t *err) {
 }
 
 static int start_builder(loop_t *l, tn_err_t *err) {
+  if (l->c->opts.builder) {
+    l->builder = l->c->opts.builder;
+    return 0;
+  }
+  l->own_builder = true;
   char dir[MS_PATH_MAX + 16];
   snprintf(dir, sizeof dir, "%s/build", l->work_dir);
   ms_build_opts_t bo = {.nthreads = l->c->nthreads, .timeout_s = l->c->opts.build_timeout_s, .run_dir = dir};
@@ -124,6 +130,8 @@ static int ensure_runner(loop_t *l, int task, tn_err_t *err) {
   snprintf(dir, sizeof dir, "%s/run-%d", l->work_dir, task);
   ms_run_opts_t ro = l->c->opts.run;
   ro.run_dir = dir;
+  ro.stop = should_stop; /* a cancel or the time budget ends a wait for the device */
+  ro.stop_ctx = l;
   if (ms_flush_by_default(l->c->target->kind) && !l->c->opts.no_flush) ro.flush_l2 = true;
   if (ms_runner_new(&ro, &ts->runner, err) < 0 || ms_runner_set_workload(ts->runner, ts->func, 1, err) < 0)
     return tn_err_prefix(err, "search: workload %s", ts->workload->name);
@@ -269,12 +277,11 @@ static int measure_batch(loop_t *l, srch_batch_t *b, srch_batch_t *next, tn_err_
   if (!srch_batch_wait(l->builder, b, l->build_cap, should_stop, l)) return 0;
   l->pending = next; /* its builds are queued between b's runs */
   if (ensure_runner(l, b->task, err) < 0) return err->code;
-  /* CPU and OpenCL (PoCL) candidates run on the cores the compilers use:
-   * cc builds (this job's next batch, other jobs') wait while one is timed;
-   * OpenCL builds run in threads and cannot be paused.  GPU timings do not
-   * suffer from busy cores, so builds overlap CUDA runs fully. */
-  bool pause = l->c->target->kind != TN_TARGET_CUDA;
-  if (srch_batch_run(l->c->tasks[b->task].runner, ms_builder_run_dir(l->builder), b, pause, should_stop, l, err) < 0)
+  /* The runner takes each candidate's device, shared with every other
+   * search of the process; the host CPU's also pauses cc builds (this job's
+   * next batch, other jobs') while a candidate is timed on its cores.  GPU
+   * timings do not suffer from busy cores, so builds overlap CUDA runs. */
+  if (srch_batch_run(l->c->tasks[b->task].runner, ms_builder_run_dir(l->builder), b, should_stop, l, err) < 0)
     return err->code;
   return finish_batch(l, b, err);
 }
@@ -390,7 +397,7 @@ int srch_generate(srch_ctx_t *c, int task, int want, srch_cand_t ***out, int *n,
 }
 
 static void teardown(loop_t *l) {
-  ms_builder_free(l->builder);
+  if (l->own_builder) ms_builder_free(l->builder);
   srch_ctx_free(l->c);
   if (l->own_work_dir) srch_rm_tree(l->work_dir);
 }

@@ -1,10 +1,12 @@
 /* test_daemon.c — suite "daemon": a real tuned process ($TUNED, started with
  * posix_spawn on a temporary socket and database) driven with raw JSON-RPC
  * lines: info and targets, submit/watch/best/kernel, cancel, restart and
- * resume, SIGKILL while tuning, 32 concurrent clients, every kind of bad
- * input, refused targets, socket and database locking, XDG defaults. */
+ * resume, SIGKILL while tuning, 32 concurrent clients, jobs at once taking
+ * turns on the CPU, every kind of bad input, refused targets, socket and
+ * database locking, XDG defaults. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -291,8 +293,9 @@ static void expect_error(client_t *c, const char *method, const char *params, in
 
 /* ---- workloads and jobs --------------------------------------------------------------- */
 
-/* tune.submit params for workloads/matmul.tw at 32^3 (JSON text, static). */
-static const char *matmul_submit(int trials, int batch) {
+/* tune.submit params for workloads/matmul.tw at size^3 on target (NULL:
+ * the daemon's), as JSON text (static). */
+static const char *matmul_submit_on(int size, const char *target, int trials, int batch) {
   static char buf[8192];
   char *text;
   size_t len;
@@ -302,9 +305,10 @@ static const char *matmul_submit(int trials, int batch) {
   cJSON_AddStringToObject(p, "workload", text);
   cJSON_AddStringToObject(p, "name", "matmul");
   cJSON *ov = cJSON_AddObjectToObject(p, "params");
-  cJSON_AddNumberToObject(ov, "M", 32);
-  cJSON_AddNumberToObject(ov, "N", 32);
-  cJSON_AddNumberToObject(ov, "K", 32);
+  cJSON_AddNumberToObject(ov, "M", size);
+  cJSON_AddNumberToObject(ov, "N", size);
+  cJSON_AddNumberToObject(ov, "K", size);
+  if (target) cJSON_AddStringToObject(p, "target", target);
   cJSON_AddNumberToObject(p, "trials", trials);
   cJSON_AddNumberToObject(p, "batch_size", batch);
   cJSON_AddNumberToObject(p, "population", 64); /* the smallest tune.submit accepts */
@@ -316,13 +320,16 @@ static const char *matmul_submit(int trials, int batch) {
   return buf;
 }
 
+/* The same at 32^3 on the daemon's target. */
+static const char *matmul_submit(int trials, int batch) { return matmul_submit_on(32, NULL, trials, batch); }
+
 typedef struct submitted {
   int job;
   char hash[17];
 } submitted_t;
 
-static submitted_t submit(client_t *c, int trials, int batch) {
-  cJSON *r = rpc(c, "tune.submit", matmul_submit(trials, batch));
+static submitted_t submit_on(client_t *c, int size, const char *target, int trials, int batch) {
+  cJSON *r = rpc(c, "tune.submit", matmul_submit_on(size, target, trials, batch));
   submitted_t s;
   s.job = (int)num(result(r), "job");
   snprintf(s.hash, sizeof s.hash, "%s", str(result(r), "workload"));
@@ -330,6 +337,8 @@ static submitted_t submit(client_t *c, int trials, int batch) {
   cJSON_Delete(r);
   return s;
 }
+
+static submitted_t submit(client_t *c, int trials, int batch) { return submit_on(c, 32, NULL, trials, batch); }
 
 static cJSON *watch(client_t *c, int job) {
   char p[64];
@@ -1167,6 +1176,116 @@ START_TEST(xdg_defaults) {
 }
 END_TEST
 
+/* ---- jobs at once: one measurer per device -------------------------------------------- */
+
+typedef struct window {
+  int job;
+  char device[32];
+  long long start, end;
+} window_t;
+
+/* The windows of every measured candidate in the daemon's debug log. */
+static window_t *candidate_windows(const daemon_t *d, int *n) {
+  char *text = NULL;
+  size_t len;
+  tn_err_t err = {0};
+  ck_assert_msg(tn_read_file(d->log, 64 << 20, &text, &len, &err) == 0, "%s", err.msg);
+  int cap = 64;
+  window_t *ws = malloc(sizeof *ws * (size_t)cap);
+  *n = 0;
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    if (!strstr(line, "msg=\"candidate measured\"")) continue;
+    window_t w;
+    const char *job = strstr(line, " job="), *dev = strstr(line, " device="), *ws_ = strstr(line, " window_start_ns="),
+               *we = strstr(line, " window_end_ns=");
+    ck_assert_msg(job && dev && ws_ && we, "a candidate line without its window: %s", line);
+    w.job = atoi(job + 5);
+    ck_assert_int_eq(sscanf(dev + 8, "%31s", w.device), 1);
+    w.start = atoll(ws_ + 17);
+    w.end = atoll(we + 15);
+    if (w.start == 0) continue; /* not run (a build error) */
+    ck_assert_msg(w.end > w.start, "%s", line);
+    if (*n == cap) ws = realloc(ws, sizeof *ws * (size_t)(cap *= 2));
+    ws[(*n)++] = w;
+  }
+  free(text);
+  return ws;
+}
+
+static bool target_usable(client_t *c, const char *name) {
+  cJSON *r = rpc(c, "target.list", NULL);
+  const cJSON *t;
+  bool usable = false;
+  cJSON_ArrayForEach(t, cJSON_GetObjectItem(result(r), "targets"))
+    if (strcmp(str(t, "name"), name) == 0) usable = cJSON_IsTrue(cJSON_GetObjectItem(t, "usable"));
+  cJSON_Delete(r);
+  return usable;
+}
+
+/* tuned --jobs 3: two jobs on the CPU (and, with PoCL, one on
+ * opencl/pocl-cpu, whose device is the same CPU) run at once with one build
+ * pool; no two candidates are ever timed at once on a device, and the jobs
+ * took turns: each job's candidates were timed while the others' were. */
+START_TEST(jobs_share_devices) {
+  daemon_t d;
+  tmp_daemon(&d);
+  const char *extra[] = {"--jobs", "3", NULL};
+  start_daemon(&d, extra);
+  client_t c;
+  cl_open(&c, d.sock);
+  bool pocl = target_usable(&c, "opencl/pocl-cpu");
+  submitted_t jobs[3] = {submit_on(&c, 96, "cpu", 12, 4), submit_on(&c, 128, "cpu", 12, 4)};
+  int njobs = 2;
+  if (pocl) jobs[njobs++] = submit_on(&c, 32, "opencl/pocl-cpu", 8, 4);
+  cJSON *r = rpc(&c, "server.info", NULL);
+  ck_assert_int_eq((int)num(result(r), "jobs_running"), njobs); /* all at once */
+  cJSON_Delete(r);
+  client_t wc[3];
+  bool over[3];
+  for (int k = 0; k < njobs; k++) { /* one watcher each: notifications name one job */
+    cl_open(&wc[k], d.sock);
+    r = watch(&wc[k], jobs[k].job);
+    over[k] = strcmp(str(result(r), "state"), "done") == 0;
+    cJSON_Delete(r);
+  }
+  for (int k = 0; k < njobs; k++) {
+    if (!over[k]) cJSON_Delete(wait_progress(&wc[k], jobs[k].job, 1 << 30, 600));
+    cl_close(&wc[k]);
+    r = status(&c, jobs[k].job);
+    ck_assert_str_eq(str(result(r), "state"), "done");
+    cJSON_Delete(r);
+  }
+  cl_close(&c);
+  stop_daemon(&d);
+
+  int n = 0;
+  window_t *ws = candidate_windows(&d, &n);
+  long long first[3] = {LLONG_MAX, LLONG_MAX, LLONG_MAX}, last[3] = {0, 0, 0};
+  int count[3] = {0, 0, 0};
+  for (int i = 0; i < n; i++) {
+    int k = 0;
+    while (k < njobs && jobs[k].job != ws[i].job) k++;
+    ck_assert_msg(k < njobs, "a window of an unknown job %d", ws[i].job);
+    ck_assert_str_eq(ws[i].device, "cpu"); /* PoCL runs on the host's cores too */
+    count[k]++;
+    first[k] = first[k] < ws[i].start ? first[k] : ws[i].start;
+    last[k] = last[k] > ws[i].end ? last[k] : ws[i].end;
+    for (int j = 0; j < i; j++)
+      ck_assert_msg(strcmp(ws[i].device, ws[j].device) != 0 || ws[i].end <= ws[j].start || ws[j].end <= ws[i].start,
+                    "jobs %d and %d timed candidates at once on %s: [%lld, %lld] and [%lld, %lld]", ws[i].job,
+                    ws[j].job, ws[i].device, ws[i].start, ws[i].end, ws[j].start, ws[j].end);
+  }
+  for (int k = 0; k < njobs; k++) {
+    ck_assert_msg(count[k] >= 4, "job %d timed %d candidates", jobs[k].job, count[k]);
+    for (int l = 0; l < k; l++)
+      ck_assert_msg(first[k] < last[l] && first[l] < last[k], "jobs %d and %d did not run during the same interval",
+                    jobs[l].job, jobs[k].job);
+  }
+  free(ws);
+  rm_tree(d.dir);
+}
+END_TEST
+
 #define ADD_CASE(s, fn, secs)          \
   do {                                 \
     TCase *tc_ = tcase_create(#fn);    \
@@ -1187,6 +1306,7 @@ static Suite *make_suite(void) {
   ADD_CASE(s, restart_and_resume, 900);
   ADD_CASE(s, sigkill_while_tuning, 900);
   ADD_CASE(s, concurrent_clients, 600);
+  ADD_CASE(s, jobs_share_devices, 900);
   return s;
 }
 

@@ -3,8 +3,11 @@
  * and OpenCL backends and compile with NVRTC; planted bad candidates (crash,
  * hang, wrong or partial output, compile errors, over-limit shared memory,
  * missing CUDA driver) get the right status while the next candidate still
- * measures; tunectl run and emit. */
+ * measures; one measurer per device (first come, first served, stoppable
+ * waits, runners in two threads never timing at once); tunectl run and
+ * emit. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -150,6 +153,15 @@ START_TEST(t_status_json) {
   ck_assert_int_eq(back.build.shared_bytes, 4096);
   ck_assert_int_eq(back.build.stack_bytes, -1);
   ck_assert_str_eq(back.build.compiler, "NVRTC 13.0");
+  ck_assert_ptr_null(strstr(j, "window_ns")); /* never ran: no window */
+  free(j);
+  ms_result_clear(&back);
+  /* the window the candidate had its device for (monotonic nanoseconds) */
+  r.window_start_ns = 987654321012345, r.window_end_ns = 987654421012345;
+  j = ms_result_to_json(&r);
+  ck_assert_int_eq(ms_result_from_json(j, strlen(j), &back, &err), TN_OK);
+  ck_assert_int_eq(back.window_start_ns, 987654321012345);
+  ck_assert_int_eq(back.window_end_ns, 987654421012345);
   free(j);
   ms_result_clear(&back);
 
@@ -821,6 +833,245 @@ START_TEST(t_build_async) {
 }
 END_TEST
 
+/* A queued build withdrawn with ms_build_cancel finishes at once; one that
+ * is compiling is left alone. */
+START_TEST(t_build_cancel) {
+  ir_workload_t *w;
+  cg_module_t *m;
+  ms_candidate_t *c;
+  ms_builder_t *b = small_cpu_build(30.0, &w, &m, &c); /* one thread */
+  ms_result_t res[2];
+  ms_commands_pause(true); /* the first build stops inside cc; the second stays queued */
+  int64_t tk[2] = {ms_build_submit(b, c, &res[0]), ms_build_submit(b, c, &res[1])};
+  usleep(200 * 1000);
+  ms_build_cancel(b, tk[1]);
+  ms_build_cancel(b, tk[0]);
+  ck_assert(ms_build_done(b, tk[1]));
+  ck_assert(!ms_build_done(b, tk[0]));
+  ms_build_wait(b, tk[1]);
+  ck_assert_int_eq(res[1].status, MS_BUILD_ERROR);
+  ck_assert_str_eq(res[1].error, "build cancelled before it started");
+  ms_commands_pause(false);
+  ms_build_wait(b, tk[0]);
+  ck_assert_msg(res[0].status == MS_OK, "%s", res[0].error);
+  ms_build_cancel(b, tk[0]); /* waited: nothing to withdraw */
+  for (int i = 0; i < 2; i++) ms_result_clear(&res[i]);
+  teardown(b, c, m, w);
+}
+END_TEST
+
+/* ---- one measurer per device ---------------------------------------------------- */
+
+START_TEST(t_device_names) {
+  char name[MS_DEVICE_NAME_MAX];
+  tn_target_t t = target("cpu");
+  ms_device_name(&t, name, sizeof name);
+  ck_assert_str_eq(name, "cpu");
+  t = target("cuda-host");
+  ms_device_name(&t, name, sizeof name);
+  ck_assert_str_eq(name, "cpu"); /* the emulated CUDA runs on the host's cores */
+  t = target("nvidia/h100");
+  ms_device_name(&t, name, sizeof name);
+  ck_assert_str_eq(name, "cuda:0");
+  ms_backend_status_t st;
+  ms_backend_probe(MS_BACKEND_OPENCL, &st);
+  t = target("opencl/pocl-cpu");
+  ms_device_name(&t, name, sizeof name);
+  /* PoCL's device is the host CPU: one measurer with the cpu target's */
+  ck_assert_str_eq(name, st.available && strstr(st.detail, "Portable Computing Language") ? "cpu" : "opencl:0");
+  ck_assert_ptr_eq(ms_device_get("cuda:0"), ms_device_get("cuda:0"));
+  ck_assert_ptr_ne(ms_device_get("cuda:0"), ms_device_get("cpu"));
+}
+END_TEST
+
+typedef struct holder {
+  ms_device_t *dev;
+  int id;
+  double hold_s;
+  double stop_at;         /* > 0: stop waiting at this tn_now() */
+  bool got;
+  double start, end;      /* the hold */
+  double waited;          /* seconds in ms_device_acquire */
+  int *order, *norder;    /* ids in the order they got the device */
+  pthread_mutex_t *mu;
+} holder_t;
+
+static bool stop_at(void *ctx) {
+  holder_t *h = ctx;
+  return h->stop_at > 0 && tn_now() >= h->stop_at;
+}
+
+static void *hold(void *arg) {
+  holder_t *h = arg;
+  double t0 = tn_now();
+  h->got = ms_device_acquire(h->dev, stop_at, h);
+  h->waited = tn_now() - t0;
+  if (!h->got) return NULL;
+  h->start = tn_now();
+  pthread_mutex_lock(h->mu);
+  h->order[(*h->norder)++] = h->id;
+  pthread_mutex_unlock(h->mu);
+  usleep((useconds_t)(h->hold_s * 1e6));
+  h->end = tn_now();
+  ms_device_release(h->dev);
+  return NULL;
+}
+
+/* Waiters get the device in the order they asked, one at a time. */
+START_TEST(t_device_fifo) {
+  ms_device_t *d = ms_device_get("test:fifo");
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  int order[4], norder = 0;
+  holder_t h[4];
+  pthread_t th[4];
+  ck_assert(ms_device_acquire(d, NULL, NULL));
+  for (int i = 0; i < 4; i++) {
+    h[i] = (holder_t){.dev = d, .id = i, .hold_s = 0.03, .order = order, .norder = &norder, .mu = &mu};
+    pthread_create(&th[i], NULL, hold, &h[i]);
+    usleep(50 * 1000); /* queued in index order */
+  }
+  ck_assert_int_eq(norder, 0);
+  ms_device_release(d);
+  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+  ck_assert_int_eq(norder, 4);
+  for (int i = 0; i < 4; i++) {
+    ck_assert(h[i].got);
+    ck_assert_int_eq(order[i], i);
+    if (i > 0) ck_assert_msg(h[i].start >= h[i - 1].end, "holds %d and %d overlap", i - 1, i);
+  }
+}
+END_TEST
+
+/* A waiter whose stop says so leaves the queue promptly, and the waiter
+ * behind it is not held up by the gap. */
+START_TEST(t_device_stop) {
+  ms_device_t *d = ms_device_get("test:stop");
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  int order[2], norder = 0;
+  holder_t quitter = {.dev = d, .id = 0, .stop_at = tn_now() + 0.2, .order = order, .norder = &norder, .mu = &mu};
+  holder_t patient = {.dev = d, .id = 1, .hold_s = 0.01, .order = order, .norder = &norder, .mu = &mu};
+  pthread_t a, b;
+  ck_assert(ms_device_acquire(d, NULL, NULL));
+  pthread_create(&a, NULL, hold, &quitter);
+  usleep(50 * 1000);
+  pthread_create(&b, NULL, hold, &patient);
+  pthread_join(a, NULL);
+  ck_assert(!quitter.got);
+  ck_assert_msg(quitter.waited < 1.0, "the stopped waiter left after %.2f s", quitter.waited);
+  ck_assert_int_eq(norder, 0); /* still ours */
+  double released = tn_now();
+  ms_device_release(d);
+  pthread_join(b, NULL);
+  ck_assert(patient.got);
+  ck_assert_int_eq(order[0], 1);
+  ck_assert_msg(patient.start - released < 0.5, "the next waiter got the device %.2f s after the release",
+                patient.start - released);
+  ck_assert(ms_device_acquire(d, NULL, NULL)); /* free again */
+  ms_device_release(d);
+}
+END_TEST
+
+typedef struct run_thread {
+  ms_runner_t *r;
+  ms_candidate_t **cs;
+  ms_result_t *res;
+  int n;
+  pthread_barrier_t *go;
+} run_thread_t;
+
+static void *run_batch(void *arg) {
+  run_thread_t *t = arg;
+  tn_err_t err = {0};
+  pthread_barrier_wait(t->go);
+  ck_assert_msg(ms_runner_run_batch(t->r, t->cs, t->res, t->n, &err) == TN_OK, "%s", err.msg);
+  return NULL;
+}
+
+/* Two runners (two workers) in two threads time CPU candidates at once:
+ * their windows never overlap, and they take turns. */
+START_TEST(t_runners_share_device) {
+  enum { N = 4 };
+  ir_workload_t *w = tu_load_sets("vector_add", "N=4096");
+  cg_module_t *m = lower(w, NULL, CG_TARGET_C);
+  tn_target_t t = target("cpu");
+  ms_candidate_t *cs[N];
+  ms_result_t built[N], res[2][N];
+  for (int i = 0; i < N; i++) cs[i] = from_module(&t, m);
+  ms_builder_t *b = builder(0, 0);
+  tn_err_t err = {0};
+  ck_assert_int_eq(ms_build_batch(b, cs, N, built, &err), TN_OK);
+  ms_runner_t *r[2];
+  run_thread_t rt[2];
+  pthread_t th[2];
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, 2);
+  for (int k = 0; k < 2; k++) {
+    ms_run_opts_t o = {.min_secs = 0.03, .max_repeats = 50};
+    ck_assert_msg(ms_runner_new(&o, &r[k], &err) == TN_OK, "%s", err.msg);
+    ck_assert_msg(ms_runner_set_workload(r[k], w->func, 1, &err) == TN_OK, "%s", err.msg);
+    for (int i = 0; i < N; i++) {
+      ck_assert_msg(built[i].status == MS_OK, "%s", built[i].error);
+      ms_result_init(&res[k][i]);
+      snprintf(res[k][i].artifact, sizeof res[k][i].artifact, "%s", built[i].artifact);
+    }
+    rt[k] = (run_thread_t){r[k], cs, res[k], N, &go};
+    pthread_create(&th[k], NULL, run_batch, &rt[k]);
+  }
+  for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+  ck_assert_int_ne(ms_runner_worker_pid(r[0]), ms_runner_worker_pid(r[1]));
+  int64_t first[2], last[2];
+  for (int k = 0; k < 2; k++) {
+    first[k] = INT64_MAX, last[k] = 0;
+    for (int i = 0; i < N; i++) {
+      const ms_result_t *x = &res[k][i];
+      assert_measured_ok(x, "candidate");
+      ck_assert(x->window_start_ns > 0 && x->window_end_ns > x->window_start_ns);
+      first[k] = TN_MIN(first[k], x->window_start_ns);
+      last[k] = TN_MAX(last[k], x->window_end_ns);
+      for (int k2 = 0; k2 < 2; k2++)
+        for (int j = 0; j < N; j++) {
+          const ms_result_t *y = &res[k2][j];
+          if (y != x)
+            ck_assert_msg(x->window_end_ns <= y->window_start_ns || y->window_end_ns <= x->window_start_ns,
+                          "windows [%lld, %lld] and [%lld, %lld] overlap", (long long)x->window_start_ns,
+                          (long long)x->window_end_ns, (long long)y->window_start_ns, (long long)y->window_end_ns);
+        }
+    }
+  }
+  /* not one after the other: the two batches ran during the same interval */
+  ck_assert(TN_MAX(first[0], first[1]) < TN_MIN(last[0], last[1]));
+
+  /* The device held elsewhere: a runner whose stop says so gives up the
+   * wait and leaves the candidate unrun. */
+  holder_t h = {.stop_at = tn_now() + 0.2};
+  ms_run_opts_t o = {.min_secs = 0.01, .stop = stop_at, .stop_ctx = &h};
+  ms_runner_t *q;
+  ck_assert_msg(ms_runner_new(&o, &q, &err) == TN_OK, "%s", err.msg);
+  ck_assert_msg(ms_runner_set_workload(q, w->func, 1, &err) == TN_OK, "%s", err.msg);
+  ms_result_t one;
+  ms_result_init(&one);
+  snprintf(one.artifact, sizeof one.artifact, "%s", built[0].artifact);
+  ms_device_t *cpu = ms_device_get("cpu");
+  ck_assert(ms_device_acquire(cpu, NULL, NULL));
+  double t0 = tn_now();
+  ck_assert_int_eq(ms_runner_run_batch(q, cs, &one, 1, &err), TN_OK);
+  ck_assert_msg(tn_now() - t0 < 1.0, "the stopped wait took %.2f s", tn_now() - t0);
+  ck_assert(!one.ran && one.status == MS_OK && one.window_start_ns == 0);
+  ms_device_release(cpu);
+  ms_runner_free(q);
+
+  for (int k = 0; k < 2; k++) {
+    ms_runner_free(r[k]);
+    for (int i = 0; i < N; i++) ms_result_clear(&res[k][i]);
+  }
+  for (int i = 0; i < N; i++) ms_result_clear(&built[i]), ms_candidate_free(cs[i]);
+  pthread_barrier_destroy(&go);
+  ms_builder_free(b);
+  cg_module_free(m);
+  ir_workload_free(w);
+}
+END_TEST
+
 /* Mismatched parameters, the worker lookup, ms_measure. */
 /* slow_factor: once a fast candidate is measured, a correct candidate whose
  * checked run takes over 10x its time is timed by that run alone; before any
@@ -1114,8 +1365,16 @@ static Suite *make_suite(void) {
   if (WITH_CUDA) tcase_add_test(tc, t_build_timeout_nvrtc);
   tcase_add_test(tc, t_build_pause);
   tcase_add_test(tc, t_build_async);
+  tcase_add_test(tc, t_build_cancel);
   tcase_add_test(tc, t_runner_misc);
   tcase_add_test(tc, t_slow_cutoff);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("devices");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, t_device_names);
+  tcase_add_test(tc, t_device_fifo);
+  tcase_add_test(tc, t_device_stop);
+  tcase_add_test(tc, t_runners_share_device);
   suite_add_tcase(s, tc);
   tc = tcase_create("tunectl");
   tcase_set_timeout(tc, 300);

@@ -1,11 +1,13 @@
 /* test_search.c — the search with real components (sampler, cost model,
  * builders, the worker, SQLite): tuning small matmuls on the CPU and
  * OpenCL targets, determinism of the generated batches, dedup against the
- * database, job resumption, stopping, the replay-trace baseline and the
- * task scheduler. */
+ * database, job resumption, stopping (also while waiting for the device),
+ * two searches sharing a build pool and the CPU, the replay-trace baseline
+ * and the task scheduler. */
 #include "testutil.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +82,7 @@ static void remove_db(char *p) {
 typedef struct seen {
   int batches, records, progress_calls, last_trials;
   int stop_after_batches; /* > 0: should_stop turns true after this many batches */
+  double stop_at;         /* > 0: should_stop turns true at this tn_now() */
   int polls;
   char **traces; /* every measured trace, in order */
   int64_t *ids;
@@ -115,7 +118,7 @@ static void on_progress(const srch_progress_t *p, void *ctx) {
 static bool should_stop(void *ctx) {
   seen_t *s = ctx;
   s->polls++;
-  return s->stop_after_batches > 0 && s->batches >= s->stop_after_batches;
+  return (s->stop_after_batches > 0 && s->batches >= s->stop_after_batches) || (s->stop_at > 0 && tn_now() >= s->stop_at);
 }
 
 static void seen_free(seen_t *s) {
@@ -456,6 +459,114 @@ START_TEST(test_time_budget) {
 }
 END_TEST
 
+/* The CPU's measurer held elsewhere (compilers left running, so that the
+ * first batch builds): the search waits for the device, and both its time
+ * budget and should_stop end the wait. */
+START_TEST(test_device_wait_stops) {
+  ir_workload_t *w = load("matmul.tw", 64);
+  ms_device_t *cpu = ms_device_get("cpu");
+  ck_assert(ms_device_acquire(cpu, NULL, NULL));
+  ms_commands_pause(false); /* undo the holder's pause of the builds */
+  for (int by_stop = 0; by_stop < 2; by_stop++) {
+    seen_t s = {0};
+    srch_result_t r;
+    srch_opts_t o = small_opts(4, 81, NULL);
+    o.batch_size = 2;
+    double t0 = tn_now();
+    if (by_stop) s.stop_at = t0 + 4.0;
+    else o.max_seconds = 4.0;
+    OK(tune(w, "cpu", &o, &s, &r));
+    double took = tn_now() - t0;
+    ck_assert_msg(took < 10, "%s: the wait for the device ended after %.1f s", by_stop ? "stop" : "budget", took);
+    ck_assert_int_eq(r.trials_done, 0);
+    ck_assert(r.stopped == (bool)by_stop);
+    srch_result_free(&r);
+    seen_free(&s);
+  }
+  ms_commands_pause(true);
+  ms_device_release(cpu);
+  ir_workload_free(w);
+}
+END_TEST
+
+typedef struct windows {
+  pthread_mutex_t *mu;
+  int64_t (*win)[3]; /* start, end, search */
+  int *n, cap, who;
+} windows_t;
+
+static void keep_windows(const srch_record_t *recs, int n, void *ctx) {
+  windows_t *ws = ctx;
+  pthread_mutex_lock(ws->mu);
+  for (int i = 0; i < n; i++)
+    if (recs[i].result->window_start_ns > 0 && *ws->n < ws->cap) {
+      int64_t *x = ws->win[(*ws->n)++];
+      x[0] = recs[i].result->window_start_ns, x[1] = recs[i].result->window_end_ns, x[2] = ws->who;
+    }
+  pthread_mutex_unlock(ws->mu);
+}
+
+typedef struct search_thread {
+  const ir_workload_t *w;
+  srch_opts_t o;
+  windows_t ws;
+  srch_result_t r;
+  int rc;
+  tn_err_t err;
+} search_thread_t;
+
+static void *search_main(void *arg) {
+  search_thread_t *st = arg;
+  tn_target_t t;
+  st->rc = tn_target_lookup("cpu", NULL, &t, &st->err);
+  srch_task_t task = {.workload = st->w, .weight = 1};
+  srch_callbacks_t cb = {.on_batch = keep_windows, .ctx = &st->ws};
+  if (st->rc == 0) st->rc = srch_tune(&task, 1, &t, &st->o, &cb, &st->r, &st->err);
+  return NULL;
+}
+
+/* Two searches at once (the daemon's --jobs 2) with one build pool: both
+ * finish, and no two of their candidates were timed at once on the CPU. */
+START_TEST(test_two_searches_share) {
+  ir_workload_t *w[2] = {load("matmul.tw", 48), load("matmul.tw", 64)};
+  ms_build_opts_t bo = {.nthreads = 2};
+  ms_builder_t *b;
+  OK(ms_builder_new(&bo, &b, &err_));
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  int64_t win[64][3];
+  int n = 0;
+  search_thread_t st[2];
+  pthread_t th[2];
+  for (int k = 0; k < 2; k++) {
+    st[k] = (search_thread_t){.w = w[k], .o = small_opts(12, 91 + (uint64_t)k, NULL),
+                              .ws = {.mu = &mu, .win = win, .n = &n, .cap = 64, .who = k}};
+    st[k].o.batch_size = 4;
+    st[k].o.builder = b;
+    pthread_create(&th[k], NULL, search_main, &st[k]);
+  }
+  for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+  int64_t first[2] = {INT64_MAX, INT64_MAX}, last[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    ck_assert_msg(st[k].rc == 0, "search %d: %s", k, st[k].err.msg);
+    ck_assert_int_eq(st[k].r.trials_done, 12);
+    srch_result_free(&st[k].r);
+  }
+  ck_assert_int_ge(n, 12);
+  for (int i = 0; i < n; i++) {
+    int k = (int)win[i][2];
+    first[k] = TN_MIN(first[k], win[i][0]);
+    last[k] = TN_MAX(last[k], win[i][1]);
+    for (int j = 0; j < i; j++)
+      ck_assert_msg(win[i][1] <= win[j][0] || win[j][1] <= win[i][0], "candidates of searches %d and %d timed at once",
+                    k, (int)win[j][2]);
+  }
+  ck_assert(last[0] > 0 && last[1] > 0);
+  ms_builder_free(b); /* still usable after both searches: theirs to share, not to free */
+  ir_workload_free(w[0]);
+  ir_workload_free(w[1]);
+}
+END_TEST
+
 START_TEST(test_bad_options) {
   ir_workload_t *w = load("matmul.tw", 64);
   srch_opts_t o = small_opts(0, 1, NULL);
@@ -611,6 +722,8 @@ static Suite *make_suite(void) {
   tcase_add_test(tune_tc, test_small_population_with_seeds);
   tcase_add_test(tune_tc, test_should_stop);
   tcase_add_test(tune_tc, test_time_budget);
+  tcase_add_test(tune_tc, test_device_wait_stops);
+  tcase_add_test(tune_tc, test_two_searches_share);
   tcase_add_test(tune_tc, test_replay_trace);
   tcase_add_test(tune_tc, test_two_tasks);
   tcase_add_test(tune_tc, test_tune_opencl);
