@@ -121,12 +121,17 @@ static bool collect_visit(ir_stmt_t *s, void *p) {
   return !c->shallow;
 }
 
-int ir_blocks(const ir_func_t *f, ir_block_t ***out) {
-  collect_t c = {.out = tn_xmalloc(sizeof(ir_block_t *) * 16), .max = 16, .cap = 16, .top = f->root};
-  ir_stmt_walk(f->root, collect_visit, &c);
+/* Blocks under s in pre-order, top excluded, into a growing array. */
+static int blocks_grown(ir_stmt_t *s, bool shallow, const ir_stmt_t *top, ir_block_t ***out) {
+  collect_t c = {.out = tn_xmalloc(sizeof(ir_block_t *) * 16), .max = 16, .cap = 16, .shallow = shallow, .top = top};
+  if (s) ir_stmt_walk(s, collect_visit, &c);
   *out = c.out;
   return c.n;
 }
+
+int ir_blocks(const ir_func_t *f, ir_block_t ***out) { return blocks_grown(f->root, false, f->root, out); }
+
+int ir_blocks_under(ir_stmt_t *s, bool shallow, ir_block_t ***out) { return blocks_grown(s, shallow, NULL, out); }
 
 int ir_collect_blocks(ir_stmt_t *s, bool shallow, ir_block_t **out, int max) {
   collect_t c = {.out = out, .max = max, .shallow = shallow};

@@ -45,7 +45,10 @@ ir_block_t *ir_scope_block(const ir_func_t *f, int uid);
 /* Every block of f except the root, in tree order, in a malloc'ed array
  * (*out, freed by the caller); returns the count. */
 int ir_blocks(const ir_func_t *f, ir_block_t ***out);
-/* Blocks under s in pre-order (s itself excluded; not descending into found
+/* The same for s and the blocks under it, as ir_collect_blocks counts them
+ * (s included when it is a block). */
+int ir_blocks_under(ir_stmt_t *s, bool shallow, ir_block_t ***out);
+/* s (when it is a block) and the blocks under it, in pre-order (not descending into found
  * blocks when `shallow`): the first max are stored; returns the count, which
  * may exceed max (call with max 0 to size an array). */
 int ir_collect_blocks(ir_stmt_t *s, bool shallow, ir_block_t **out, int max);

@@ -1,11 +1,11 @@
 /* cache.c — cache_read and cache_write: stage one buffer of a block through a
  * new buffer in another storage scope, with a copy block placed in the root
  * scope just before (read) or after (write) the block's loop nest. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sch_internal.h"
 
-#define MAX_BLOCKS 512
 
 /* ---- names and buffers ------------------------------------------------- */
 
@@ -184,20 +184,20 @@ static int check_nest_alone(const ir_func_t *f, const ir_block_t *blk, const ir_
                             tn_err_t *err) {
   int n, pos = root_position(f, blk->uid);
   ir_stmt_t **items = root_items(f, &n);
-  ir_block_t *blocks[MAX_BLOCKS];
-  int nb = ir_collect_blocks(items[pos], false, blocks, MAX_BLOCKS);
-  if (nb > MAX_BLOCKS) nb = MAX_BLOCKS;
-  for (int i = 0; i < nb; i++) {
+  ir_block_t **blocks;
+  int nb = ir_blocks_under(items[pos], false, &blocks), rc = TN_OK;
+  for (int i = 0; i < nb && rc == TN_OK; i++) {
     if (blocks[i] == blk) continue;
     bool clash = ir_block_writes(blocks[i], buf) || (write && ir_block_reads(blocks[i], buf));
     if (clash)
-      return tn_err_set(err, TN_EINVAL,
-                        "block \"%s\" in the same loop nest as block \"%s\" also %s %s; the copy block is placed "
-                        "outside that nest, so %s must be accessed only by \"%s\" there",
-                        blocks[i]->name, blk->name, ir_block_writes(blocks[i], buf) ? "writes" : "reads", buf->name,
-                        buf->name, blk->name);
+      rc = tn_err_set(err, TN_EINVAL,
+                      "block \"%s\" in the same loop nest as block \"%s\" also %s %s; the copy block is placed "
+                      "outside that nest, so %s must be accessed only by \"%s\" there",
+                      blocks[i]->name, blk->name, ir_block_writes(blocks[i], buf) ? "writes" : "reads", buf->name,
+                      buf->name, blk->name);
   }
-  return TN_OK;
+  free(blocks);
+  return rc;
 }
 
 static int find_compute_block(sch_t *s, int block_uid, ir_block_t **out, tn_err_t *err) {

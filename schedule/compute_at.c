@@ -62,11 +62,13 @@ static ir_stmt_t **body_items(ir_stmt_t **body, int *n) {
 static int child_index(ir_stmt_t **body, const ir_block_t *b) {
   int n;
   ir_stmt_t **items = body_items(body, &n);
-  ir_block_t *blocks[MAX_BLOCKS];
   for (int i = 0; i < n; i++) {
     if (items[i]->kind == IR_S_BLOCK && &items[i]->u.block == b) return i;
-    int k = ir_collect_blocks(items[i], false, blocks, MAX_BLOCKS);
-    if (in_list(blocks, TN_MIN(k, MAX_BLOCKS), b)) return i;
+    ir_block_t **blocks;
+    int k = ir_blocks_under(items[i], false, &blocks);
+    bool found = in_list(blocks, k, b);
+    free(blocks);
+    if (found) return i;
   }
   return -1;
 }
@@ -468,22 +470,23 @@ static int plan_position(plan_t *p, tn_err_t *err) {
     if (c > last) last = c;
   }
   p->pos = p->reverse ? last + 1 : first;
-  ir_block_t *blocks[MAX_BLOCKS];
-  int n = TN_MIN(ir_collect_blocks(*body, false, blocks, MAX_BLOCKS), MAX_BLOCKS);
-  for (int i = 0; i < n; i++) {
+  ir_block_t **blocks;
+  int n = ir_blocks_under(*body, false, &blocks), rc = TN_OK;
+  for (int i = 0; i < n && rc == TN_OK; i++) {
     const ir_block_t *o = blocks[i], *b = p->blk;
     bool feeds = false, fed = false;
     for (int r = 0; r < b->nreads; r++) feeds |= ir_block_writes(o, b->reads[r].buf);
     for (int w = 0; w < b->nwrites; w++) fed |= ir_block_reads(o, b->writes[w].buf);
     int c = child_index(body, o);
     if (!p->reverse && feeds && c >= p->pos)
-      return tn_err_set(err, TN_EINVAL, "block \"%s\" feeds block \"%s\" but runs after its first consumer under loop %s",
-                        o->name, b->name, sch_loop_name(p->loop));
-    if (p->reverse && fed && c < p->pos)
-      return tn_err_set(err, TN_EINVAL, "block \"%s\" reads what block \"%s\" writes but runs before its last producer "
-                        "under loop %s", o->name, b->name, sch_loop_name(p->loop));
+      rc = tn_err_set(err, TN_EINVAL, "block \"%s\" feeds block \"%s\" but runs after its first consumer under loop %s",
+                      o->name, b->name, sch_loop_name(p->loop));
+    else if (p->reverse && fed && c < p->pos)
+      rc = tn_err_set(err, TN_EINVAL, "block \"%s\" reads what block \"%s\" writes but runs before its last producer "
+                      "under loop %s", o->name, b->name, sch_loop_name(p->loop));
   }
-  return TN_OK;
+  free(blocks);
+  return rc;
 }
 
 /* ---- rewriting --------------------------------------------------------- */
@@ -575,13 +578,14 @@ static bool legal(sch_t *s, trial_fn fn, int block_uid, int loop_uid) {
 
 /* Whether loop l only feeds spatial iterators of the blocks under it. */
 static bool data_parallel(ir_loop_t *l) {
-  ir_block_t *blocks[MAX_BLOCKS];
-  int n = TN_MIN(ir_collect_blocks(l->body, false, blocks, MAX_BLOCKS), MAX_BLOCKS);
-  for (int i = 0; i < n; i++)
-    for (int k = 0; k < blocks[i]->niters; k++)
-      if (blocks[i]->iters[k].kind != IR_ITER_SPATIAL && ir_expr_uses_var(blocks[i]->iters[k].binding, l->var))
-        return false;
-  return true;
+  ir_block_t **blocks;
+  int n = ir_blocks_under(l->body, false, &blocks);
+  bool dp = true;
+  for (int i = 0; i < n && dp; i++)
+    for (int k = 0; k < blocks[i]->niters && dp; k++)
+      dp = blocks[i]->iters[k].kind == IR_ITER_SPATIAL || !ir_expr_uses_var(blocks[i]->iters[k].binding, l->var);
+  free(blocks);
+  return dp;
 }
 
 /* Whether the loop with uid `loop_uid` encloses statement uid. */
@@ -612,9 +616,10 @@ int sch_compute_location_candidates(sch_t *s, int block_uid, int **out, int *n, 
   *n = 0;
   if (!b) return tn_err_set(err, TN_EINVAL, "the block no longer exists");
   *can_inline = !b->init && legal(s, trial_inline, block_uid, -1);
-  ir_block_t *cons[MAX_BLOCKS];
-  int ncons = TN_MIN(ir_consumers(s->f, b, cons, MAX_BLOCKS), MAX_BLOCKS);
+  int ncons = ir_consumers(s->f, b, NULL, 0);
   if (ncons == 0) return TN_OK;
+  ir_block_t **cons = tn_xmalloc(sizeof *cons * (size_t)ncons);
+  ir_consumers(s->f, b, cons, ncons);
   ir_loop_t **loops;
   int nloops = ir_enclosing_loops(s->f, cons[0]->uid, &loops);
   int depth = common_depth(s->f, cons, ncons, loops, nloops), last_dp = -1;
@@ -635,5 +640,6 @@ int sch_compute_location_candidates(sch_t *s, int block_uid, int **out, int *n, 
     }
   }
   free(loops);
+  free(cons);
   return TN_OK;
 }
