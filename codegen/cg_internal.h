@@ -179,6 +179,7 @@ typedef struct cg_ctx {
 
   /* helpers the source needs */
   bool need_fdiv[2], need_minmax[2], need_half, need_bf16, need_fp64, need_cp_async;
+  uint64_t intrin_used; /* tensor intrinsics called, by registry index (ir/intrin.h) */
 } cg_ctx_t;
 
 /* Records the first error; returns its code. */
@@ -303,6 +304,11 @@ void cg_promo_open(cg_ctx_t *c, cg_promo_t *p);
 void cg_promo_close(cg_ctx_t *c, cg_promo_t *p);
 /* "tuned_accN[...]" when b is the promoted buffer of the block printed now. */
 const char *cg_promo_ref(const cg_ctx_t *c, const ir_buffer_t *b);
+/* intrin.c: a block marked by tensorize prints as its intrinsic's call
+ * (true; errors go to c->rc); false for other blocks.  cg_intrin_helpers
+ * appends the implementations the module called. */
+bool cg_intrin_emit(cg_ctx_t *c, const ir_stmt_t *s);
+void cg_intrin_helpers(const cg_ctx_t *c, tn_buf_t *o);
 /* xreduce.c: the whole reduce nest of a cross-thread reduction. */
 void cg_emit_xreduce(cg_ctx_t *c, const cg_xred_t *x);
 

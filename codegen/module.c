@@ -140,6 +140,7 @@ static void helper_text(cg_ctx_t *c, tn_buf_t *o) {
   if (c->need_bf16 && c->d->target == CG_TARGET_C) tn_buf_put(o, c_bf16_helpers);
   if (c->need_bf16 && c->d->target == CG_TARGET_OPENCL) tn_buf_put(o, opencl_bf16_helpers);
   if (c->need_cp_async && c->d->target == CG_TARGET_CUDA) tn_buf_put(o, cg_cp_async_helpers);
+  cg_intrin_helpers(c, o);
 }
 
 /* ---- C ------------------------------------------------------------------------ */

@@ -343,6 +343,7 @@ static void emit_init(cg_ctx_t *c, const ir_block_t *b) {
 static void emit_block(cg_ctx_t *c, const ir_stmt_t *s) {
   const ir_block_t *b = &s->u.block;
   bool leaf = b->body && b->body->kind == IR_S_STORE;
+  if (cg_intrin_emit(c, s)) return;
   cg_sync_before(c, s);
   cg_line(c, "{  /* block %s */", cg_comment_name(c, b->name));
   c->ind++;

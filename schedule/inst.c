@@ -322,6 +322,24 @@ static int ap_rfactor(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, 
   return take_uids(o, &out, 1);
 }
 
+static int ap_blockize(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o, tn_err_t *err) {
+  (void)d, (void)nd;
+  int64_t loop = 0;
+  int rc, out;
+  if ((rc = arg_rv(s, in, 0, SCH_RV_LOOP, &loop, err)) < 0 || (rc = sch_prim_blockize(s, (int)loop, &out, err)) < 0)
+    return rc;
+  return take_uids(o, &out, 1);
+}
+
+static int ap_tensorize(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o, tn_err_t *err) {
+  (void)d, (void)nd, (void)o;
+  int64_t uid = 0;
+  const char *name = NULL;
+  int rc;
+  if ((rc = arg_node(s, in, 0, &uid, err)) < 0 || (rc = attr_str(in, 0, &name, err)) < 0) return rc;
+  return sch_prim_tensorize(s, (int)uid, name, err);
+}
+
 static int ap_sample_tile(sch_t *s, const sch_inst_t *in, const int64_t *dec, int ndec, apply_out_t *o,
                           tn_err_t *err) {
   int64_t uid = 0, n = 0, maxi = 0;
@@ -434,6 +452,8 @@ static const kind_info_t kinds[SCH_INST__COUNT] = {
     [SCH_REVERSE_COMPUTE_INLINE] = {"ReverseComputeInline", "reverse_compute_inline", 1, 1, 0, 0, SCH_RV_LOOP, false, false, ap_rinline},
     [SCH_DECOMPOSE_REDUCTION] = {"DecomposeReduction", "decompose_reduction", 2, 2, 0, 0, SCH_RV_BLOCK, false, false, ap_decompose},
     [SCH_RFACTOR] = {"RFactor", "rfactor", 1, 1, 1, 1, SCH_RV_BLOCK, false, false, ap_rfactor},
+    [SCH_BLOCKIZE] = {"Blockize", "blockize", 1, 1, 0, 0, SCH_RV_BLOCK, false, false, ap_blockize},
+    [SCH_TENSORIZE] = {"Tensorize", "tensorize", 1, 1, 1, 1, SCH_RV_BLOCK, false, false, ap_tensorize},
     [SCH_SAMPLE_PERFECT_TILE] = {"SamplePerfectTile", "sample_perfect_tile", 1, 1, 2, 2, SCH_RV_EXPR, true, true, ap_sample_tile},
     [SCH_SAMPLE_CATEGORICAL] = {"SampleCategorical", "sample_categorical", 0, 0, 2, 2, SCH_RV_EXPR, true, true, ap_sample_cat},
     [SCH_SAMPLE_COMPUTE_LOCATION] = {"SampleComputeLocation", "sample_compute_location", 1, 1, 0, 0, SCH_RV_LOOP, true, true, ap_sample_loc},
@@ -606,6 +626,16 @@ int sch_decompose_reduction(sch_t *s, sch_rv_t b, sch_rv_t l, sch_rv_t *out, tn_
 int sch_rfactor(sch_t *s, sch_rv_t l, int factor_axis, sch_rv_t *out, tn_err_t *err) {
   sch_arg_t in[1] = {sch_arg_rv(l)}, attrs[1] = {sch_arg_int(factor_axis)};
   return run(s, SCH_RFACTOR, in, 1, attrs, 1, out, NULL, err);
+}
+
+int sch_blockize(sch_t *s, sch_rv_t l, sch_rv_t *out, tn_err_t *err) {
+  sch_arg_t in[1] = {sch_arg_rv(l)};
+  return run(s, SCH_BLOCKIZE, in, 1, NULL, 0, out, NULL, err);
+}
+
+int sch_tensorize(sch_t *s, sch_rv_t b, const char *intrin, tn_err_t *err) {
+  sch_arg_t in[1] = {sch_arg_rv(b)}, attrs[1] = {sch_arg_str(intrin)};
+  return run(s, SCH_TENSORIZE, in, 1, attrs, 1, NULL, NULL, err);
 }
 
 int sch_sample_perfect_tile(sch_t *s, sch_rv_t l, int n, int max_innermost, sch_rv_t *out, tn_err_t *err) {

@@ -85,6 +85,8 @@ typedef enum sch_inst_kind {
   SCH_REVERSE_COMPUTE_INLINE,/* [b] [] -> */
   SCH_DECOMPOSE_REDUCTION,   /* [b, l] [] -> b (the init block) */
   SCH_RFACTOR,               /* [l] [factor_axis] -> b (the rfactor block) */
+  SCH_BLOCKIZE,              /* [l] [] -> b (the new outer block) */
+  SCH_TENSORIZE,             /* [b|l] [intrinsic name] -> (a loop is blockized first) */
   SCH_SAMPLE_PERFECT_TILE,   /* [l] [n, max_innermost_factor] -> v1..vn; decision: n ints */
   SCH_SAMPLE_CATEGORICAL,    /* [] [[candidates], [probs]] -> v; decision: index */
   SCH_SAMPLE_COMPUTE_LOCATION,/* [b] [] -> l; decision: -2 inline, -1 root, k >= 0 loop index */
@@ -201,6 +203,15 @@ int sch_compute_inline(sch_t *s, sch_rv_t block, tn_err_t *err);
 int sch_reverse_compute_inline(sch_t *s, sch_rv_t block, tn_err_t *err);
 int sch_decompose_reduction(sch_t *s, sch_rv_t block, sch_rv_t loop, sch_rv_t *out, tn_err_t *err);
 int sch_rfactor(sch_t *s, sch_rv_t loop, int factor_axis, sch_rv_t *out, tn_err_t *err);
+/* The perfect loop nest under `loop` (down to one compute block) becomes the
+ * body of a new block ("<name>_o") whose iterators are the inner block's
+ * divided by the extent the loops inside cover; the inner block's bindings
+ * become outer * extent + inner. */
+int sch_blockize(sch_t *s, sch_rv_t loop, sch_rv_t *out, tn_err_t *err);
+/* Marks a block (or the block blockize makes of a loop) for replacement by a
+ * tensor intrinsic's call (ir/intrin.h) after checking that its nest
+ * computes exactly the intrinsic's description. */
+int sch_tensorize(sch_t *s, sch_rv_t block_or_loop, const char *intrin, tn_err_t *err);
 
 int sch_sample_perfect_tile(sch_t *s, sch_rv_t loop, int n, int max_innermost_factor,
                             sch_rv_t *out, tn_err_t *err);

@@ -4,6 +4,7 @@
  * compiles the CUDA output with NVRTC, and checks key lines of the source
  * and the launch configuration. */
 #include "codegen/codegen.h"
+#include "ir/intrin.h"
 #include "measure/measure.h"
 #include "schedule/schedule.h"
 #include "testutil.h"
@@ -266,7 +267,8 @@ static char *check_c(const ir_func_t *f, const ir_func_t *ref) {
   snprintf(so, sizeof so, "%s/k.so", dir);
   snprintf(log, sizeof log, "%s/log", dir);
   write_file(path, m->source);
-  snprintf(cmd, sizeof cmd, "cc -O2 -fopenmp -shared -fPIC -o %s %s -lm > %s 2>&1", so, path, log);
+  /* -march=native as the cc builder: tensor intrinsics use the host's vector units */
+  snprintf(cmd, sizeof cmd, "cc -O2 -march=native -fopenmp -shared -fPIC -o %s %s -lm > %s 2>&1", so, path, log);
   if (system(cmd) != 0) {
     char *l = read_small(log);
     ck_abort_msg("cc failed:\n%s\n%s", l, m->source);
@@ -1495,6 +1497,82 @@ START_TEST(test_names_and_targets) {
 }
 END_TEST
 
+/* ---- tensor intrinsics ---------------------------------------------------------- */
+
+
+/* matmul (or batch matmul: `batch` leading loops) tiled for an MR x NR
+ * intrinsic with uneven splits (i by mr, j by nr, k by kc), the reduction
+ * decomposed and the k1 i1 j1 nest tensorized; `gpu` binds j0 and i0. */
+static ir_func_t *sched_matmul_intrin(const ir_func_t *orig, int batch, const char *intrin, int mr, int nr, int kc,
+                                      bool gpu) {
+  sch_t *s = sch_create(orig, 1);
+  sch_rv_t b, l[8], ip[2], jp[2], kp[2], init;
+  int nl = 0;
+  SCH_OK(sch_get_block(s, "C", &b, err));
+  SCH_OK(sch_get_loops(s, b, l, &nl, err));
+  sch_arg_t fi[2] = {sch_arg_none(), sch_arg_int(mr)}, fj[2] = {sch_arg_none(), sch_arg_int(nr)},
+            fk[2] = {sch_arg_none(), sch_arg_int(kc)};
+  SCH_OK(sch_split(s, l[batch], fi, 2, ip, err));
+  SCH_OK(sch_split(s, l[batch + 1], fj, 2, jp, err));
+  SCH_OK(sch_split(s, l[batch + 2], fk, 2, kp, err));
+  sch_rv_t order[6] = {jp[0], ip[0], kp[0], kp[1], ip[1], jp[1]};
+  SCH_OK(sch_reorder(s, order, 6, err));
+  if (gpu) {
+    SCH_OK(sch_bind(s, jp[0], "blockIdx.x", err));
+    SCH_OK(sch_bind(s, ip[0], "threadIdx.x", err));
+  }
+  SCH_OK(sch_decompose_reduction(s, b, kp[0], &init, err));
+  SCH_OK(sch_tensorize(s, kp[1], intrin, err));
+  ir_func_t *f = ir_func_copy(sch_func(s));
+  sch_free(s);
+  return f;
+}
+
+START_TEST(test_c_tensor_intrinsics) {
+  static const struct {
+    const char *wl, *sets, *intrin;
+    int batch, mr, nr, kc;
+  } cases[] = {
+      {"matmul.tw", "M=48,N=32,K=40", "f32_fma_6x16_avx2", 0, 6, 16, 8},  /* whole tiles */
+      {"matmul.tw", "M=61,N=37,K=29", "f32_fma_6x16_avx2", 0, 6, 16, 8},  /* tails of i, j and k */
+      {"matmul.tw", "M=7,N=50,K=3", "f32_fma_4x24_avx2", 0, 4, 24, 16},   /* k shorter than its tile */
+      {"matmul.tw", "M=20,N=16,K=9", "f32_fma_8x8_avx2", 0, 8, 8, 9},
+      {"batch_matmul.tw", "BATCH=3,M=10,N=33,K=17", "f32_fma_2x32_avx2", 1, 2, 32, 5},
+  };
+  const ir_intrin_t *any = ir_intrin_find("f32_fma_6x16_avx2");
+  ck_assert_ptr_nonnull(any);
+  if (!ir_intrin_host_supports(any)) {
+    fprintf(stderr, "test_c_tensor_intrinsics: skipped, this CPU has no AVX2+FMA\n");
+    return;
+  }
+  for (size_t i = 0; i < TN_ARRAY_LEN(cases); i++) {
+    ir_workload_t *w = load_wl(cases[i].wl, cases[i].sets);
+    ir_func_t *f = sched_matmul_intrin(w->func, cases[i].batch, cases[i].intrin, cases[i].mr, cases[i].nr, cases[i].kc, false);
+    char *src = check_c(f, w->func);
+    char call[96];
+    snprintf(call, sizeof call, "tuned_intrin_%s(", cases[i].intrin);
+    ck_assert_int_eq(count(src, call), 2); /* the definition and the one call */
+    HAS(src, "#include <immintrin.h>\n");
+    HAS(src, "_mm256_fmadd_ps(");
+    free(src);
+    ir_func_free(f);
+    ir_workload_free(w);
+  }
+}
+END_TEST
+
+START_TEST(test_gpu_tensor_intrinsic_refused) {
+  ir_workload_t *w = load_wl("matmul.tw", "M=12,N=16,K=8");
+  ir_func_t *f = sched_matmul_intrin(w->func, 0, "f32_fma_6x16_avx2", 6, 16, 8, true);
+  cg_module_t *m = NULL;
+  tn_err_t err = {0};
+  ck_assert_int_ne(cg_lower(f, CG_TARGET_OPENCL, "kern", &m, &err), 0);
+  ck_assert_msg(strstr(err.msg, "intrinsic f32_fma_6x16_avx2 has no implementation in opencl code"), "%s", err.msg);
+  ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("codegen");
   TCase *c = tcase_create("c");
@@ -1506,6 +1584,8 @@ static Suite *make_suite(void) {
   tcase_add_test(c, test_c_big_caches_on_heap);
   tcase_add_test(c, test_c_gpu_schedules_run_serially);
   tcase_add_test(c, test_names_and_targets);
+  tcase_add_test(c, test_c_tensor_intrinsics);
+  tcase_add_test(c, test_gpu_tensor_intrinsic_refused);
   suite_add_tcase(s, c);
   TCase *g = tcase_create("gpu");
   tcase_set_timeout(g, 300);

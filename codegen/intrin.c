@@ -1,0 +1,192 @@
+/* intrin.c — tensor intrinsics in generated code: a block that tensorize
+ * marked (IR_ANN_TENSORIZE) prints as one call of the intrinsic's
+ * implementation instead of its loop nest, and the implementations the
+ * module called are printed among its helpers.  The call's arguments come
+ * from ir_intrin_match on the block and from the buffers' storage (a sized
+ * or compacted buffer has its own strides): how many of each iterator's
+ * extent run (the tails of uneven splits), then per operand a pointer to
+ * the element at the tile's origin and its stride along each iterator. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cg_internal.h"
+#include "ir/intrin.h"
+
+/* ---- implementations ---------------------------------------------------------- */
+
+/* float32 C[MR, NR] += A[MR, K] B[K, NR] on AVX2 + FMA: MR x NR/8 ymm
+ * accumulators loaded once, K rank-1 updates (NR/8 loads of B, one
+ * broadcast of A per row), stored once.  A partial tile (n_i < MR or
+ * n_j < NR: the tail of an uneven split) takes the same path with masked
+ * columns and the last valid row repeated into the rows past n_i, which are
+ * never stored. */
+static void avx2_mm_source(const ir_intrin_t *in, tn_buf_t *o) {
+  int mr = in->mr, nv = in->nr / 8;
+  tn_buf_printf(o,
+                "static inline __attribute__((always_inline)) void tuned_intrin_%s(\n"
+                "    int64_t n_i, int64_t n_j, int64_t n_k, const float *restrict A, int64_t A_i, int64_t A_k,\n"
+                "    const float *restrict B, int64_t B_k, int64_t B_j, float *restrict C, int64_t C_i, int64_t C_j) {\n"
+                "  (void)B_j, (void)C_j; /* 1: checked where the call was generated */\n",
+                in->name);
+  for (int pass = 0; pass < 2; pass++) {
+    bool full = pass == 0;
+    if (full) {
+      tn_buf_printf(o, "  if (n_i == %d && n_j == %d) {\n", mr, in->nr);
+    } else {
+      tn_buf_put(o, "  if (n_i <= 0 || n_j <= 0) return;\n  {\n");
+      tn_buf_put(o, "    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);\n");
+      for (int v = 0; v < nv; v++)
+        tn_buf_printf(o, "    const __m256i m%d = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n_j - %d)), lane);\n", v,
+                      8 * v);
+    }
+    for (int r = 0; r < mr; r++) {
+      if (full)
+        tn_buf_printf(o, "    const int64_t r%d = %d;\n", r, r);
+      else
+        tn_buf_printf(o, "    const int64_t r%d = %d < n_i ? %d : n_i - 1;\n", r, r, r);
+    }
+    for (int r = 0; r < mr; r++)
+      for (int v = 0; v < nv; v++) {
+        if (full)
+          tn_buf_printf(o, "    __m256 c%d_%d = _mm256_loadu_ps(C + r%d * C_i + %d);\n", r, v, r, 8 * v);
+        else
+          tn_buf_printf(o, "    __m256 c%d_%d = _mm256_maskload_ps(C + r%d * C_i + %d, m%d);\n", r, v, r, 8 * v, v);
+      }
+    tn_buf_put(o, "    for (int64_t k = 0; k < n_k; k++) {\n      const float *b = B + k * B_k;\n");
+    for (int v = 0; v < nv; v++) {
+      if (full)
+        tn_buf_printf(o, "      const __m256 b%d = _mm256_loadu_ps(b + %d);\n", v, 8 * v);
+      else
+        tn_buf_printf(o, "      const __m256 b%d = _mm256_maskload_ps(b + %d, m%d);\n", v, 8 * v, v);
+    }
+    tn_buf_put(o, "      __m256 a;\n");
+    for (int r = 0; r < mr; r++) {
+      tn_buf_printf(o, "      a = _mm256_broadcast_ss(A + r%d * A_i + k * A_k);\n", r);
+      for (int v = 0; v < nv; v++) tn_buf_printf(o, "      c%d_%d = _mm256_fmadd_ps(a, b%d, c%d_%d);\n", r, v, v, r, v);
+    }
+    tn_buf_put(o, "    }\n");
+    for (int r = 0; r < mr; r++)
+      for (int v = 0; v < nv; v++) {
+        if (full)
+          tn_buf_printf(o, "    _mm256_storeu_ps(C + r%d * C_i + %d, c%d_%d);\n", r, 8 * v, r, v);
+        else
+          tn_buf_printf(o, "    if (%d < n_i) _mm256_maskstore_ps(C + %d * C_i + %d, m%d, c%d_%d);\n", r, r, 8 * v, v,
+                        r, v);
+      }
+    tn_buf_put(o, full ? "    return;\n  }\n" : "  }\n");
+  }
+  tn_buf_put(o, "}\n");
+}
+
+void cg_intrin_helpers(const cg_ctx_t *c, tn_buf_t *o) {
+  if (!c->intrin_used || c->d->target != CG_TARGET_C) return;
+  tn_buf_put(o, "#include <immintrin.h>\n");
+  for (int i = 0; i < ir_intrin_count(); i++)
+    if (c->intrin_used & (1ull << i)) avx2_mm_source(ir_intrin_at(i), o);
+}
+
+/* ---- the call ------------------------------------------------------------------ */
+
+static int registry_index(const ir_intrin_t *in) {
+  for (int i = 0; i < ir_intrin_count(); i++)
+    if (ir_intrin_at(i) == in) return i;
+  return -1;
+}
+
+/* The operand's storage offset over the loops outside the block, and its
+ * stride along each of the block's inner loops. */
+static ir_expr_t *operand_offset(cg_ctx_t *c, const ir_intrin_match_t *m, const ir_intrin_operand_t *op,
+                                 int64_t *stride, bool *affine) {
+  ir_expr_t *flat = cg_flat_index_loops(c, m->inner, op->buf, op->idx);
+  flat = ir_simplify(c->scratch, cg_subst_bindings(c, m->outer, flat), &c->bounds);
+  ir_var_t *from[IR_INTRIN_MAX_ITERS];
+  ir_expr_t *zero[IR_INTRIN_MAX_ITERS];
+  int n = 0;
+  *affine = true;
+  for (int t = 0; t < m->niters; t++) {
+    stride[t] = 0;
+    if (!m->loop[t]) continue;
+    if (!ir_affine_coef_of(flat, m->loop[t]->var, IR_AFFINE_ATOMS | IR_AFFINE_CASTS, &stride[t])) *affine = false;
+    from[n] = m->loop[t]->var;
+    zero[n++] = ir_int(c->scratch, 0);
+  }
+  return ir_simplify(c->scratch, ir_expr_subst(c->scratch, flat, from, zero, n), &c->bounds);
+}
+
+bool cg_intrin_emit(cg_ctx_t *c, const ir_stmt_t *s) {
+  const ir_block_t *b = &s->u.block;
+  const ir_annot_t *an = ir_annot_get(b->annots, b->nannots, IR_ANN_TENSORIZE);
+  if (!an) return false;
+  const ir_intrin_t *in = an->is_str ? ir_intrin_find(an->sval) : NULL;
+  if (!in) {
+    cg_fail(c, TN_EINVAL, "block \"%s\" is marked for an unknown tensor intrinsic", b->name);
+    return true;
+  }
+  if (c->d->target != CG_TARGET_C) {
+    cg_fail(c, TN_EUNSUPPORTED, "block \"%s\": intrinsic %s has no implementation in %s code", b->name, in->name,
+            cg_target_name(c->d->target));
+    return true;
+  }
+  tn_err_t e = {0};
+  ir_intrin_match_t m;
+  if (ir_intrin_match(c->scratch, b, in, &m, &e) < 0) {
+    cg_fail(c, e.code ? e.code : TN_EINVAL, "%s", e.msg);
+    return true;
+  }
+  tn_buf_t call;
+  tn_buf_init(&call);
+  tn_buf_printf(&call, "tuned_intrin_%s(", in->name);
+  for (int t = 0; t < m.niters; t++) {
+    if (t) tn_buf_put(&call, ", ");
+    if (m.count[t])
+      cg_print_expr(c, cg_subst_bindings(c, b, m.count[t]), &call);
+    else
+      tn_buf_printf(&call, "%lld", (long long)m.extent[t]);
+  }
+  for (int p = 0; p < m.noperands && !c->rc; p++) {
+    const ir_intrin_operand_t *op = &m.op[p];
+    const cg_buf_t *cb = &c->bufs[op->buf->id];
+    if (cg_promo_ref(c, op->buf) || cg_half_storage(c, op->buf) || cg_bf16_storage(op->buf)) {
+      cg_fail(c, TN_EUNSUPPORTED, "block \"%s\": intrinsic %s cannot take the address of %s", b->name, in->name,
+              op->buf->name);
+      break;
+    }
+    int64_t stride[IR_INTRIN_MAX_ITERS];
+    bool affine;
+    ir_expr_t *off = operand_offset(c, &m, op, stride, &affine);
+    if (!affine) {
+      cg_fail(c, TN_EUNSUPPORTED, "block \"%s\": %s's storage index is not affine in the tile's loops", b->name,
+              op->buf->name);
+      break;
+    }
+    tn_buf_printf(&call, ", %s + (", cb->name);
+    cg_print_expr(c, off, &call);
+    tn_buf_put(&call, ")");
+    for (int u = 0; u < op->nuse; u++) {
+      int t = op->use[u];
+      char pair[64];
+      snprintf(pair, sizeof pair, "%s.%s", op->name, m.iter_name[t]);
+      if (m.loop[t] && stride[t] != 1 && strstr(in->unit, pair))
+        cg_fail(c, TN_EUNSUPPORTED, "block \"%s\": intrinsic %s needs %s stored contiguously along %s", b->name,
+                in->name, op->buf->name, m.iter_name[t]);
+      tn_buf_printf(&call, ", %lld", (long long)stride[t]);
+    }
+  }
+  tn_buf_put(&call, ");");
+  ir_expr_t *guard = m.guard;
+  if (b->predicate) guard = guard ? ir_bin(c->scratch, IR_E_AND, guard, b->predicate) : b->predicate;
+  cg_line(c, "/* block %s: intrinsic %s */", cg_comment_name(c, b->name), in->name);
+  if (guard) {
+    tn_buf_t g;
+    tn_buf_init(&g);
+    cg_print_expr(c, cg_subst_bindings(c, b, guard), &g);
+    cg_line(c, "if (%s) %s", tn_buf_str(&g), tn_buf_str(&call));
+    tn_buf_free(&g);
+  } else {
+    cg_line(c, "%s", tn_buf_str(&call));
+  }
+  tn_buf_free(&call);
+  int idx = registry_index(in);
+  if (idx >= 0) c->intrin_used |= 1ull << idx;
+  return true;
+}
