@@ -34,8 +34,8 @@ const ir_stmt_t *cg_strip_seq(const ir_stmt_t *s) {
 }
 
 int64_t cg_buf_numel(const cg_buf_t *cb) {
-  int64_t n = 1;
-  for (int d = 0; d < cb->b->ndim; d++) n *= cb->ext[d];
+  int64_t st[IR_MAX_DIMS];
+  int64_t n = cg_buf_strides(cb, st);
   for (int i = 0; i < cb->nvt; i++) n *= cb->vt[i]->extent;
   return cb->pipe ? n * cb->pipe_stages : n;
 }
@@ -741,6 +741,7 @@ int cg_analyse(cg_ctx_t *c) {
     cg_name_unique(c, tn_arena_printf(c->scratch->arena, "%s_kernel%d", c->entry, k));
   register_params(c);
   register_allocs(c, &f->root->u.block);
+  cg_layout_analyse(c);
   walk_t w = {.loops = tn_xmalloc(sizeof *w.loops * 32), .cap = 32};
   for (int k = 0; k < c->nroots && !c->rc; k++) {
     w.kernel = k;

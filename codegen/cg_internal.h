@@ -83,6 +83,10 @@ typedef struct cg_buf {
    * chosen by the loop's variable modulo the stages. */
   const ir_loop_t *pipe;
   int pipe_stages;
+  /* storage_align (layout.c): the stride of dimension align_axis padded to
+   * align_factor * n + align_offset elements; align_axis -1: none */
+  int align_axis;
+  int64_t align_factor, align_offset;
 } cg_buf_t;
 
 /* A loop annotated IR_ANN_PIPELINE_STAGES (GPU) whose body is copies into
@@ -217,6 +221,11 @@ const ir_stmt_t *cg_strip_seq(const ir_stmt_t *s);
 const ir_stmt_t *cg_loop_stmt(const ir_loop_t *l);
 const ir_stmt_t *cg_block_stmt(const ir_block_t *b);
 int64_t cg_buf_numel(const cg_buf_t *cb); /* of the storage (sized extents, vthread slices) */
+/* layout.c: the element stride of each dimension, returning the elements
+ * of one copy (before vthread slices and pipeline stages); and the pass
+ * that reads the storage_align annotations. */
+int64_t cg_buf_strides(const cg_buf_t *cb, int64_t *stride);
+void cg_layout_analyse(cg_ctx_t *c);
 /* Bytes of one element of a buffer as stored by this target. */
 int cg_elem_bytes(const cg_ctx_t *c, const ir_buffer_t *b);
 const char *cg_storage_type(const cg_ctx_t *c, const ir_buffer_t *b);

@@ -105,11 +105,7 @@ static ir_expr_t *dim_index(cg_ctx_t *c, const ir_block_t *blk, const cg_buf_t *
 static ir_expr_t *flat_index(cg_ctx_t *c, const ir_block_t *blk, const ir_buffer_t *b,
                              ir_expr_t *const *idx, bool over_loops) {
   const cg_buf_t *cb = &c->bufs[b->id];
-  int64_t numel = 1, stride[IR_MAX_DIMS];
-  for (int d = b->ndim - 1; d >= 0; d--) {
-    stride[d] = numel;
-    numel *= cb->ext[d];
-  }
+  int64_t stride[IR_MAX_DIMS], numel = cg_buf_strides(cb, stride);
   bool wide = numel > INT32_MAX;
   ir_dtype_t it = wide ? IR_INT64 : IR_INT32;
   ir_expr_t *flat = NULL;

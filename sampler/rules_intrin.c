@@ -9,7 +9,11 @@
  * i and j are split by the intrinsic's register tile (uneven splits get a
  * predicate; the intrinsic's masked path runs the tails), the remaining outer
  * parts and k by sampled perfect tiles.  The parallel/vectorize/unroll rule
- * later fuses and parallelises j0 i0.  The block is annotated with the
+ * later fuses and parallelises j0 i0.  A second space per intrinsic packs B:
+ * each KC x NC panel is copied under k0 into a buffer whose rows are padded
+ * to 64 n + 16 floats (storage_align), so that the micro-kernel's KC rows of
+ * B fall into different cache sets instead of the one a power-of-two row
+ * stride maps them all to; the copy costs 1/MC of the multiply-adds.  The block is annotated with the
  * intrinsic; after the reduction is decomposed, rewrite-tensorize blockizes
  * the k1 i2 j2 nest and tensorizes it.  One design space per intrinsic that
  * fits the shape (at most two, in the registry's order of preference); when
@@ -29,6 +33,7 @@
 typedef struct roles {
   int i, j, k;
   int64_t m, n;
+  const char *b; /* the operand read along j (by name: forks have their own functions) */
 } roles_t;
 
 static bool uses(ir_expr_t *const *idx, int n, const ir_var_t *v) {
@@ -75,6 +80,7 @@ static bool matmul_roles(const ir_block_t *b, roles_t *r) {
     }
   }
   if (r->i < 0 || r->j < 0 || r->k < 0) return false;
+  r->b = B->u.load.buf->name;
   r->m = b->iters[r->i].extent;
   r->n = b->iters[r->j].extent;
   return true;
@@ -113,7 +119,7 @@ static int split_outer(sch_t *s, sch_rv_t loop, int64_t tile, int max_inner, sch
 }
 
 static int tile_for(smp_ctx_t *c, smp_state_t *st, const char *block, const roles_t *r, const ir_intrin_t *in,
-                    smp_states_t *out, tn_err_t *err) {
+                    bool pack, smp_states_t *out, tn_err_t *err) {
   sch_t *s = st->s;
   sch_rv_t b, loops[SCH_MAX_RVS_OUT];
   int nl = 0;
@@ -138,6 +144,19 @@ static int tile_for(smp_ctx_t *c, smp_state_t *st, const char *block, const role
   for (size_t q = 0; q < TN_ARRAY_LEN(rest); q++) order[n++] = rest[q];
   SMP_TRY(sch_reorder(s, order, n, err));
   smp_note(st, "multi-level-tiling-with-intrinsic(%s: %s", block, in->name);
+  if (pack) {
+    const ir_block_t *cur = &sch_rv_stmt(s, b)->u.block;
+    int index = -1;
+    for (int q = 0; q < cur->nreads; q++)
+      if (!strcmp(cur->reads[q].buf->name, r->b)) index = q;
+    if (index < 0) return tn_err_set(err, TN_EINVAL, "block \"%s\" no longer reads %s", block, r->b);
+    sch_rv_t cache;
+    int ndim = cur->reads[index].buf->ndim;
+    SMP_TRY(sch_cache_read(s, b, index, "local", &cache, err));
+    SMP_TRY(sch_compute_at(s, cache, k[0], true, err));
+    SMP_TRY(sch_storage_align(s, cache, 0, ndim - 2, 64, 16, err));
+    smp_note(st, "%s packed under k0", r->b);
+  }
   /* an elementwise consumer (bias, activation) runs per j0 i0 tile, after its reduction */
   const ir_func_t *f = sch_func(s);
   ir_block_t *cons[2];
@@ -174,14 +193,14 @@ int smp_rule_multi_level_tiling_intrin(smp_ctx_t *c, smp_state_t *st, const char
     smp_states_push(out, *st);
     return TN_OK;
   }
-  for (int i = 0; i < n; i++) {
-    bool last = i == n - 1;
+  for (int i = 0; i < 2 * n; i++) {
+    bool last = i == 2 * n - 1;
     smp_state_t fork, *ns = st;
     if (!last) {
       SMP_TRY(smp_fork(c, st, &fork, err));
       ns = &fork;
     }
-    int rc = tile_for(c, ns, block, &r, choices[i], out, err);
+    int rc = tile_for(c, ns, block, &r, choices[i / 2], i % 2 == 1, out, err);
     if (rc < 0) {
       smp_state_free(ns);
       if (!last) smp_state_free(st);

@@ -340,6 +340,20 @@ static int ap_tensorize(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd
   return sch_prim_tensorize(s, (int)uid, name, err);
 }
 
+static int ap_storage_align(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o,
+                            tn_err_t *err) {
+  (void)d, (void)nd, (void)o;
+  int64_t blk = 0, index = 0, axis = 0, factor = 0, offset = 0;
+  int rc;
+  if ((rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err)) < 0 || (rc = attr_int(in, 0, 0, &index, err)) < 0 ||
+      (rc = attr_int(in, 1, 0, &axis, err)) < 0 || (rc = attr_int(in, 2, 0, &factor, err)) < 0 ||
+      (rc = attr_int(in, 3, 0, &offset, err)) < 0)
+    return rc;
+  if (index < 0 || index > INT32_MAX || axis < 0 || axis > INT32_MAX)
+    return tn_err_set(err, TN_EINVAL, "buffer index and axis must be small non-negative integers");
+  return sch_prim_storage_align(s, (int)blk, (int)index, (int)axis, factor, offset, err);
+}
+
 static int ap_sample_tile(sch_t *s, const sch_inst_t *in, const int64_t *dec, int ndec, apply_out_t *o,
                           tn_err_t *err) {
   int64_t uid = 0, n = 0, maxi = 0;
@@ -454,6 +468,7 @@ static const kind_info_t kinds[SCH_INST__COUNT] = {
     [SCH_RFACTOR] = {"RFactor", "rfactor", 1, 1, 1, 1, SCH_RV_BLOCK, false, false, ap_rfactor},
     [SCH_BLOCKIZE] = {"Blockize", "blockize", 1, 1, 0, 0, SCH_RV_BLOCK, false, false, ap_blockize},
     [SCH_TENSORIZE] = {"Tensorize", "tensorize", 1, 1, 1, 1, SCH_RV_BLOCK, false, false, ap_tensorize},
+    [SCH_STORAGE_ALIGN] = {"StorageAlign", "storage_align", 1, 1, 4, 4, SCH_RV_BLOCK, false, false, ap_storage_align},
     [SCH_SAMPLE_PERFECT_TILE] = {"SamplePerfectTile", "sample_perfect_tile", 1, 1, 2, 2, SCH_RV_EXPR, true, true, ap_sample_tile},
     [SCH_SAMPLE_CATEGORICAL] = {"SampleCategorical", "sample_categorical", 0, 0, 2, 2, SCH_RV_EXPR, true, true, ap_sample_cat},
     [SCH_SAMPLE_COMPUTE_LOCATION] = {"SampleComputeLocation", "sample_compute_location", 1, 1, 0, 0, SCH_RV_LOOP, true, true, ap_sample_loc},
@@ -636,6 +651,13 @@ int sch_blockize(sch_t *s, sch_rv_t l, sch_rv_t *out, tn_err_t *err) {
 int sch_tensorize(sch_t *s, sch_rv_t b, const char *intrin, tn_err_t *err) {
   sch_arg_t in[1] = {sch_arg_rv(b)}, attrs[1] = {sch_arg_str(intrin)};
   return run(s, SCH_TENSORIZE, in, 1, attrs, 1, NULL, NULL, err);
+}
+
+int sch_storage_align(sch_t *s, sch_rv_t b, int buffer_index, int axis, int64_t factor, int64_t offset,
+                      tn_err_t *err) {
+  sch_arg_t in[1] = {sch_arg_rv(b)},
+            attrs[4] = {sch_arg_int(buffer_index), sch_arg_int(axis), sch_arg_int(factor), sch_arg_int(offset)};
+  return run(s, SCH_STORAGE_ALIGN, in, 1, attrs, 4, NULL, NULL, err);
 }
 
 int sch_sample_perfect_tile(sch_t *s, sch_rv_t l, int n, int max_innermost, sch_rv_t *out, tn_err_t *err) {

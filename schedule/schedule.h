@@ -87,6 +87,7 @@ typedef enum sch_inst_kind {
   SCH_RFACTOR,               /* [l] [factor_axis] -> b (the rfactor block) */
   SCH_BLOCKIZE,              /* [l] [] -> b (the new outer block) */
   SCH_TENSORIZE,             /* [b|l] [intrinsic name] -> (a loop is blockized first) */
+  SCH_STORAGE_ALIGN,         /* [b] [buffer_index, axis, factor, offset] -> */
   SCH_SAMPLE_PERFECT_TILE,   /* [l] [n, max_innermost_factor] -> v1..vn; decision: n ints */
   SCH_SAMPLE_CATEGORICAL,    /* [] [[candidates], [probs]] -> v; decision: index */
   SCH_SAMPLE_COMPUTE_LOCATION,/* [b] [] -> l; decision: -2 inline, -1 root, k >= 0 loop index */
@@ -212,6 +213,10 @@ int sch_blockize(sch_t *s, sch_rv_t loop, sch_rv_t *out, tn_err_t *err);
  * tensor intrinsic's call (ir/intrin.h) after checking that its nest
  * computes exactly the intrinsic's description. */
 int sch_tensorize(sch_t *s, sch_rv_t block_or_loop, const char *intrin, tn_err_t *err);
+/* Pads the stride of dimension `axis` of the temporary the block writes
+ * (its write buffer `buffer_index`) to factor * n + offset elements. */
+int sch_storage_align(sch_t *s, sch_rv_t block, int buffer_index, int axis, int64_t factor, int64_t offset,
+                      tn_err_t *err);
 
 int sch_sample_perfect_tile(sch_t *s, sch_rv_t loop, int n, int max_innermost_factor,
                             sch_rv_t *out, tn_err_t *err);

@@ -1504,7 +1504,7 @@ END_TEST
  * intrinsic with uneven splits (i by mr, j by nr, k by kc), the reduction
  * decomposed and the k1 i1 j1 nest tensorized; `gpu` binds j0 and i0. */
 static ir_func_t *sched_matmul_intrin(const ir_func_t *orig, int batch, const char *intrin, int mr, int nr, int kc,
-                                      bool gpu) {
+                                      bool gpu, bool pack) {
   sch_t *s = sch_create(orig, 1);
   sch_rv_t b, l[8], ip[2], jp[2], kp[2], init;
   int nl = 0;
@@ -1521,6 +1521,12 @@ static ir_func_t *sched_matmul_intrin(const ir_func_t *orig, int batch, const ch
     SCH_OK(sch_bind(s, jp[0], "blockIdx.x", err));
     SCH_OK(sch_bind(s, ip[0], "threadIdx.x", err));
   }
+  if (pack) { /* B's panel copied under k0, rows padded to 64 n + 16 floats */
+    sch_rv_t cache;
+    SCH_OK(sch_cache_read(s, b, 1, "local", &cache, err));
+    SCH_OK(sch_compute_at(s, cache, kp[0], true, err));
+    SCH_OK(sch_storage_align(s, cache, 0, batch, 64, 16, err));
+  }
   SCH_OK(sch_decompose_reduction(s, b, kp[0], &init, err));
   SCH_OK(sch_tensorize(s, kp[1], intrin, err));
   ir_func_t *f = ir_func_copy(sch_func(s));
@@ -1532,12 +1538,17 @@ START_TEST(test_c_tensor_intrinsics) {
   static const struct {
     const char *wl, *sets, *intrin;
     int batch, mr, nr, kc;
+    bool pack;
+    const char *text; /* in the source */
   } cases[] = {
-      {"matmul.tw", "M=48,N=32,K=40", "f32_fma_6x16_avx2", 0, 6, 16, 8},  /* whole tiles */
-      {"matmul.tw", "M=61,N=37,K=29", "f32_fma_6x16_avx2", 0, 6, 16, 8},  /* tails of i, j and k */
-      {"matmul.tw", "M=7,N=50,K=3", "f32_fma_4x24_avx2", 0, 4, 24, 16},   /* k shorter than its tile */
-      {"matmul.tw", "M=20,N=16,K=9", "f32_fma_8x8_avx2", 0, 8, 8, 9},
-      {"batch_matmul.tw", "BATCH=3,M=10,N=33,K=17", "f32_fma_2x32_avx2", 1, 2, 32, 5},
+      {"matmul.tw", "M=48,N=32,K=40", "f32_fma_6x16_avx2", 0, 6, 16, 8, false, "A + ("},  /* whole tiles */
+      {"matmul.tw", "M=61,N=37,K=29", "f32_fma_6x16_avx2", 0, 6, 16, 8, false, "tuned_min_i32(6, "}, /* tails of i, j, k */
+      {"matmul.tw", "M=7,N=50,K=3", "f32_fma_4x24_avx2", 0, 4, 24, 16, false, "tuned_min_i32(4, "}, /* k < its tile */
+      {"matmul.tw", "M=20,N=16,K=9", "f32_fma_8x8_avx2", 0, 8, 8, 9, false, "C + ("},
+      {"batch_matmul.tw", "BATCH=3,M=10,N=33,K=17", "f32_fma_2x32_avx2", 1, 2, 32, 5, false, "B + ("},
+      /* B packed with rows of 37 floats padded to 80 (64 n + 16) */
+      {"matmul.tw", "M=61,N=37,K=29", "f32_fma_6x16_avx2", 0, 6, 16, 8, true, "B_local + ("},
+      {"batch_matmul.tw", "BATCH=2,M=12,N=40,K=9", "f32_fma_6x16_avx2", 1, 6, 16, 4, true, "B_local + ("},
   };
   const ir_intrin_t *any = ir_intrin_find("f32_fma_6x16_avx2");
   ck_assert_ptr_nonnull(any);
@@ -1547,13 +1558,16 @@ START_TEST(test_c_tensor_intrinsics) {
   }
   for (size_t i = 0; i < TN_ARRAY_LEN(cases); i++) {
     ir_workload_t *w = load_wl(cases[i].wl, cases[i].sets);
-    ir_func_t *f = sched_matmul_intrin(w->func, cases[i].batch, cases[i].intrin, cases[i].mr, cases[i].nr, cases[i].kc, false);
+    ir_func_t *f = sched_matmul_intrin(w->func, cases[i].batch, cases[i].intrin, cases[i].mr, cases[i].nr, cases[i].kc,
+                                       false, cases[i].pack);
     char *src = check_c(f, w->func);
     char call[96];
     snprintf(call, sizeof call, "tuned_intrin_%s(", cases[i].intrin);
     ck_assert_int_eq(count(src, call), 2); /* the definition and the one call */
     HAS(src, "#include <immintrin.h>\n");
     HAS(src, "_mm256_fmadd_ps(");
+    HAS(src, cases[i].text);
+    if (cases[i].pack) HAS(src, " * 80 + ");
     free(src);
     ir_func_free(f);
     ir_workload_free(w);
@@ -1563,7 +1577,7 @@ END_TEST
 
 START_TEST(test_gpu_tensor_intrinsic_refused) {
   ir_workload_t *w = load_wl("matmul.tw", "M=12,N=16,K=8");
-  ir_func_t *f = sched_matmul_intrin(w->func, 0, "f32_fma_6x16_avx2", 6, 16, 8, true);
+  ir_func_t *f = sched_matmul_intrin(w->func, 0, "f32_fma_6x16_avx2", 6, 16, 8, true, false);
   cg_module_t *m = NULL;
   tn_err_t err = {0};
   ck_assert_int_ne(cg_lower(f, CG_TARGET_OPENCL, "kern", &m, &err), 0);

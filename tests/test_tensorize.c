@@ -202,6 +202,34 @@ START_TEST(t_tensorize_replays) {
 }
 END_TEST
 
+START_TEST(t_storage_align) {
+  ir_workload_t *w = TU_LOAD("matmul", {"M", 24}, {"N", 32}, {"K", 16});
+  sch_t *s = sch_create(w->func, 1);
+  sch_rv_t b, cache;
+  OK(sch_get_block(s, "C", &b, err));
+  tn_err_t e = {0};
+  ck_assert_int_lt(sch_storage_align(s, b, 0, 0, 64, 16, &e), 0);
+  ck_assert_msg(strstr(e.msg, "buffer C is a parameter"), "%s", e.msg);
+  OK(sch_cache_read(s, b, 1, "local", &cache, err));
+  ck_assert_int_lt(sch_storage_align(s, cache, 0, 1, 64, 16, &e), 0);
+  ck_assert_msg(strstr(e.msg, "axis 1 has no stride to pad (0 .. 0)"), "%s", e.msg);
+  ck_assert_int_lt(sch_storage_align(s, cache, 0, 0, 16, 16, &e), 0);
+  ck_assert_msg(strstr(e.msg, "0 <= offset < factor"), "%s", e.msg);
+  ck_assert_int_lt(sch_storage_align(s, cache, 1, 0, 64, 16, &e), 0);
+  ck_assert_msg(strstr(e.msg, "no write buffer 1"), "%s", e.msg);
+  OK(sch_storage_align(s, cache, 0, 0, 64, 16, err));
+  char *txt = tu_ir_text(sch_func(s));
+  ck_assert_msg(strstr(txt, "T.block_attr({\"storage_align\": \"0:64:16\"})"), "%s", txt);
+  free(txt);
+  tu_assert_same_outputs(w->func, sch_func(s), 2); /* the IR's indices are unchanged */
+  char *json = sch_trace_to_json(sch_get_trace(s));
+  ck_assert_msg(strstr(json, "[\"StorageAlign\", [\"b"), "%s", json);
+  free(json);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
 static tn_target_t cpu_target(void) {
   tn_target_t t;
   tn_err_t err = {0};
@@ -221,9 +249,12 @@ START_TEST(t_design_space) {
   ir_workload_t *w = TU_LOAD("matmul", {"M", 1026}, {"N", 1024}, {"K", 64});
   smp_space_t sp;
   ck_assert_msg(smp_generate(w->func, &t, 1, &sp, &err) == 0, "%s", err.msg);
-  ck_assert_int_eq(sp.n, 2);
-  ck_assert_msg(strstr(sp.descs[0], "multi-level-tiling-with-intrinsic(C: f32_fma_6x16_avx2"), "%s", sp.descs[0]);
-  ck_assert_msg(strstr(sp.descs[1], "f32_fma_4x24_avx2"), "%s", sp.descs[1]);
+  ck_assert_int_eq(sp.n, 4); /* per intrinsic: B as it is, B packed */
+  ck_assert_msg(strstr(sp.descs[0], "multi-level-tiling-with-intrinsic(C: f32_fma_6x16_avx2)"), "%s", sp.descs[0]);
+  ck_assert_msg(strstr(sp.descs[1], "multi-level-tiling-with-intrinsic(C: f32_fma_6x16_avx2, B packed under k0)"), "%s",
+                sp.descs[1]);
+  ck_assert_msg(strstr(sp.descs[2], "f32_fma_4x24_avx2)"), "%s", sp.descs[2]);
+  ck_assert_msg(strstr(sp.descs[3], "f32_fma_4x24_avx2, B packed under k0)"), "%s", sp.descs[3]);
   for (int i = 0; i < sp.n; i++)
     for (uint64_t seed = 1; seed <= 3; seed++) {
       sch_t *s = NULL;
@@ -255,7 +286,8 @@ END_TEST
 
 static Suite *make_suite(void) {
   Suite *s = suite_create("tensorize");
-  TU_TCASE(s, "intrinsics", 60, t_registry, t_blockize, t_match, t_refusals, t_tensorize_replays);
+  TU_TCASE(s, "intrinsics", 60, t_registry, t_blockize, t_match, t_refusals, t_tensorize_replays,
+           t_storage_align);
   TU_TCASE(s, "space", 120, t_design_space);
   return s;
 }
