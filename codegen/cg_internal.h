@@ -318,6 +318,9 @@ const char *cg_promo_ref(const cg_ctx_t *c, const ir_buffer_t *b);
  * appends the implementations the module called. */
 bool cg_intrin_emit(cg_ctx_t *c, const ir_stmt_t *s);
 void cg_intrin_helpers(const cg_ctx_t *c, tn_buf_t *o);
+/* The attribute line the C entry function needs for the intrinsics it calls
+ * (their CPU features), "" when none. */
+void cg_intrin_entry_attr(const cg_ctx_t *c, tn_buf_t *o);
 /* xreduce.c: the whole reduce nest of a cross-thread reduction. */
 void cg_emit_xreduce(cg_ctx_t *c, const cg_xred_t *x);
 

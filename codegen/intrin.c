@@ -20,10 +20,44 @@
  * n_j < NR: the tail of an uneven split) takes the same path with masked
  * columns and the last valid row repeated into the rows past n_i, which are
  * never stored. */
-static void avx2_mm_source(const ir_intrin_t *in, tn_buf_t *o) {
+/* `__attribute__((target("avx2,fma")))`: the features the module's
+ * intrinsics need, so that the source compiles without -march flags (a
+ * kernel fetched from the daemon is built by its user). */
+static void target_attr(uint64_t used, tn_buf_t *o) {
+  tn_buf_t f;
+  tn_buf_init(&f);
+  for (int i = 0; i < ir_intrin_count(); i++) {
+    if (!(used & (1ull << i))) continue;
+    const char *p = ir_intrin_at(i)->features;
+    while (*p) {
+      while (*p == ' ') p++;
+      size_t n = strcspn(p, " ");
+      if (!n) break;
+      char feat[32];
+      snprintf(feat, sizeof feat, "%.*s", (int)n, p);
+      bool seen = false;
+      for (const char *q = tn_buf_str(&f); (q = strstr(q, feat)); q += n)
+        seen |= (q == tn_buf_str(&f) || q[-1] == ',') && (q[n] == ',' || q[n] == 0);
+      if (!seen) tn_buf_printf(&f, "%s%s", f.len ? "," : "", feat);
+      p += n;
+    }
+  }
+  if (f.len) tn_buf_printf(o, "__attribute__((target(\"%s\")))", tn_buf_str(&f));
+  tn_buf_free(&f);
+}
+
+void cg_intrin_entry_attr(const cg_ctx_t *c, tn_buf_t *o) {
+  if (!c->intrin_used || c->d->target != CG_TARGET_C) return;
+  target_attr(c->intrin_used, o);
+  tn_buf_put(o, "\n");
+}
+
+static void avx2_mm_source(const ir_intrin_t *in, int index, tn_buf_t *o) {
   int mr = in->mr, nv = in->nr / 8;
+  tn_buf_put(o, "static inline __attribute__((always_inline)) ");
+  target_attr(1ull << index, o);
   tn_buf_printf(o,
-                "static inline __attribute__((always_inline)) void tuned_intrin_%s(\n"
+                " void tuned_intrin_%s(\n"
                 "    int64_t n_i, int64_t n_j, int64_t n_k, const float *restrict A, int64_t A_i, int64_t A_k,\n"
                 "    const float *restrict B, int64_t B_k, int64_t B_j, float *restrict C, int64_t C_i, int64_t C_j) {\n"
                 "  (void)B_j, (void)C_j; /* 1: checked where the call was generated */\n",
@@ -82,7 +116,7 @@ void cg_intrin_helpers(const cg_ctx_t *c, tn_buf_t *o) {
   if (!c->intrin_used || c->d->target != CG_TARGET_C) return;
   tn_buf_put(o, "#include <immintrin.h>\n");
   for (int i = 0; i < ir_intrin_count(); i++)
-    if (c->intrin_used & (1ull << i)) avx2_mm_source(ir_intrin_at(i), o);
+    if (c->intrin_used & (1ull << i)) avx2_mm_source(ir_intrin_at(i), i, o);
 }
 
 /* ---- the call ------------------------------------------------------------------ */

@@ -318,6 +318,17 @@ typedef struct mstate {
   ir_bounds_t bounds;
 } mstate_t;
 
+/* The description's last line (its statement), for messages. */
+static const char *desc_statement(const char *desc) {
+  static __thread char line[160];
+  size_t n = strlen(desc);
+  while (n && desc[n - 1] == '\n') n--;
+  size_t start = n;
+  while (start && desc[start - 1] != '\n') start--;
+  snprintf(line, sizeof line, "%.*s", (int)(n - start), desc + start);
+  return line;
+}
+
 static int match_body(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in, ir_intrin_match_t *m,
                       mstate_t *st, tn_err_t *err) {
   (void)f;
@@ -334,19 +345,19 @@ static int match_body(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *
   const ir_stmt_t *ds = db->body, *as = m->inner->body;
   if (!bind_access(&bd, ds->u.store.buf, ds->u.store.idx, as->u.store.buf, as->u.store.idx) ||
       !match_expr(&bd, ds->u.store.value, as->u.store.value))
-    return tn_err_set(err, TN_EINVAL, "block \"%s\" does not compute what intrinsic %s does (%s)", m->inner->name,
-                      in->name, "C[i, j] = C[i, j] + A[i, k] * B[k, j] on float32, one access per tensor");
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" does not compute what intrinsic %s does (%s, one access per tensor)",
+                      m->inner->name, in->name, desc_statement(in->desc));
   m->niters = db->niters;
   for (int t = 0; t < db->niters; t++) {
     const char *nm = db->iters[t].var->name; /* the parser's iterators are v_<index> */
-    m->iter_name[t] = strncmp(nm, "v_", 2) ? nm : nm + 2;
+    snprintf(m->iter_name[t], sizeof m->iter_name[t], "%s", strncmp(nm, "v_", 2) ? nm : nm + 2);
     m->extent[t] = 1;
   }
   m->noperands = df->nparams;
   for (int p = 0; p < df->nparams; p++) {
     const ir_buffer_t *dbuf = df->params[p];
     ir_intrin_operand_t *op = &m->op[p];
-    op->name = dbuf->name;
+    snprintf(op->name, sizeof op->name, "%s", dbuf->name);
     op->buf = st->to[dbuf->id];
     op->output = dbuf->role == IR_BUF_OUTPUT;
     op->idx = (ir_expr_t **)st->aidx[dbuf->id];

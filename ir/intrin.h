@@ -42,7 +42,7 @@ int ir_intrin_desc(const ir_intrin_t *in, ir_workload_t **out, tn_err_t *err);
 
 /* One operand of a matched intrinsic, in the description's parameter order. */
 typedef struct ir_intrin_operand {
-  const char *name;           /* the description's name ("A") */
+  char name[32];              /* the description's name ("A") */
   ir_buffer_t *buf;           /* the program's buffer bound to it */
   bool output;
   ir_expr_t **idx;            /* the inner block's indices of its access (over the inner block's iterators) */
@@ -58,7 +58,7 @@ typedef struct ir_intrin_match {
   const ir_intrin_t *intrin;
   const ir_block_t *outer, *inner;
   int niters;                         /* the description's iterators, in its block's order */
-  const char *iter_name[IR_INTRIN_MAX_ITERS];
+  char iter_name[IR_INTRIN_MAX_ITERS][32];
   const ir_loop_t *loop[IR_INTRIN_MAX_ITERS]; /* the inner loop bound to each (NULL: extent 1) */
   int64_t extent[IR_INTRIN_MAX_ITERS];        /* that loop's extent (1 without one) */
   /* How many of the extent run at this point of the outer loops, from the

@@ -16,7 +16,8 @@
  * stride maps them all to; the copy costs 1/MC of the multiply-adds.  The block is annotated with the
  * intrinsic; after the reduction is decomposed, rewrite-tensorize blockizes
  * the k1 i2 j2 nest and tensorizes it.  One design space per intrinsic that
- * fits the shape (at most two, in the registry's order of preference); when
+ * fits the shape (at most two, in the registry's order of preference), each
+ * with B read in place and with B packed; when
  * none fits, the plain multi-level tiling rule takes the block. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +27,9 @@
 #include "smp_internal.h"
 
 #define MAX_CHOICES 2
-/* The share of padded work (uneven register tiles) an intrinsic may add. */
-#define MAX_WASTE 0.10
+/* The share of padded work (uneven register tiles) an intrinsic may add:
+ * the masked tails cost about a full tile each. */
+#define MAX_WASTE 0.25
 
 /* Iterator roles of a matmul-like block: -1 when absent. */
 typedef struct roles {
