@@ -14,12 +14,6 @@
 
 /* ---- implementations ---------------------------------------------------------- */
 
-/* float32 C[MR, NR] += A[MR, K] B[K, NR] on AVX2 + FMA: MR x NR/8 ymm
- * accumulators loaded once, K rank-1 updates (NR/8 loads of B, one
- * broadcast of A per row), stored once.  A partial tile (n_i < MR or
- * n_j < NR: the tail of an uneven split) takes the same path with masked
- * columns and the last valid row repeated into the rows past n_i, which are
- * never stored. */
 /* `__attribute__((target("avx2,fma")))`: the features the module's
  * intrinsics need, so that the source compiles without -march flags (a
  * kernel fetched from the daemon is built by its user). */
@@ -52,8 +46,33 @@ void cg_intrin_entry_attr(const cg_ctx_t *c, tn_buf_t *o) {
   tn_buf_put(o, "\n");
 }
 
-static void avx2_mm_source(const ir_intrin_t *in, int index, tn_buf_t *o) {
-  int mr = in->mr, nv = in->nr / 8;
+/* The vector instructions an implementation is printed with. */
+typedef struct isa {
+  int lanes;
+  const char *vec, *load, *store, *bcast, *fma;
+  /* partial tiles: a lane mask from the lanes left (%1$s), a masked load
+   * (%1$s pointer, %2$s mask) and a masked store (%1$s pointer, %2$s mask, %3$s value) */
+  const char *mask_decl, *mask_load, *mask_store;
+} isa_t;
+
+static const isa_t avx2 = {
+    8, "__m256", "_mm256_loadu_ps(%s)", "_mm256_storeu_ps(%s, %s)", "_mm256_broadcast_ss(%s)", "_mm256_fmadd_ps",
+    "const __m256i %s = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(%s)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));",
+    "_mm256_maskload_ps(%1$s, %2$s)", "_mm256_maskstore_ps(%1$s, %2$s, %3$s)"};
+static const isa_t avx512 = {
+    16, "__m512", "_mm512_loadu_ps(%s)", "_mm512_storeu_ps(%s, %s)", "_mm512_set1_ps(*(%s))", "_mm512_fmadd_ps",
+    "const __mmask16 %s = (__mmask16)((%s) >= 16 ? 0xffff : (%2$s) <= 0 ? 0 : (1u << (%2$s)) - 1);",
+    "_mm512_maskz_loadu_ps(%2$s, %1$s)", "_mm512_mask_storeu_ps(%1$s, %2$s, %3$s)"};
+
+/* float32 C[MR, NR] += A[MR, K] B[K, NR]: MR x NR/lanes vector accumulators
+ * loaded once, K rank-1 updates (NR/lanes loads of B, one broadcast of A per
+ * row), stored once.  A partial tile (n_i < MR or n_j < NR: the tail of an
+ * uneven split) takes the same path with masked columns and the last valid
+ * row repeated into the rows past n_i, which are never stored. */
+static void mm_source(const ir_intrin_t *in, int index, tn_buf_t *o) {
+  const isa_t *x = in->lanes == 16 ? &avx512 : &avx2;
+  int mr = in->mr, nv = in->nr / x->lanes;
+  char p[96], q[96];
   tn_buf_put(o, "static inline __attribute__((always_inline)) ");
   target_attr(1ull << index, o);
   tn_buf_printf(o,
@@ -68,10 +87,13 @@ static void avx2_mm_source(const ir_intrin_t *in, int index, tn_buf_t *o) {
       tn_buf_printf(o, "  if (n_i == %d && n_j == %d) {\n", mr, in->nr);
     } else {
       tn_buf_put(o, "  if (n_i <= 0 || n_j <= 0) return;\n  {\n");
-      tn_buf_put(o, "    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);\n");
-      for (int v = 0; v < nv; v++)
-        tn_buf_printf(o, "    const __m256i m%d = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n_j - %d)), lane);\n", v,
-                      8 * v);
+      for (int v = 0; v < nv; v++) {
+        snprintf(p, sizeof p, "m%d", v);
+        snprintf(q, sizeof q, "n_j - %d", x->lanes * v);
+        tn_buf_put(o, "    ");
+        tn_buf_printf(o, x->mask_decl, p, q);
+        tn_buf_put(o, "\n");
+      }
     }
     for (int r = 0; r < mr; r++) {
       if (full)
@@ -81,31 +103,50 @@ static void avx2_mm_source(const ir_intrin_t *in, int index, tn_buf_t *o) {
     }
     for (int r = 0; r < mr; r++)
       for (int v = 0; v < nv; v++) {
+        snprintf(p, sizeof p, "C + r%d * C_i + %d", r, x->lanes * v);
+        snprintf(q, sizeof q, "m%d", v);
+        tn_buf_printf(o, "    %s c%d_%d = ", x->vec, r, v);
         if (full)
-          tn_buf_printf(o, "    __m256 c%d_%d = _mm256_loadu_ps(C + r%d * C_i + %d);\n", r, v, r, 8 * v);
+          tn_buf_printf(o, x->load, p);
         else
-          tn_buf_printf(o, "    __m256 c%d_%d = _mm256_maskload_ps(C + r%d * C_i + %d, m%d);\n", r, v, r, 8 * v, v);
+          tn_buf_printf(o, x->mask_load, p, q);
+        tn_buf_put(o, ";\n");
       }
     tn_buf_put(o, "    for (int64_t k = 0; k < n_k; k++) {\n      const float *b = B + k * B_k;\n");
     for (int v = 0; v < nv; v++) {
+      snprintf(p, sizeof p, "b + %d", x->lanes * v);
+      snprintf(q, sizeof q, "m%d", v);
+      tn_buf_printf(o, "      const %s b%d = ", x->vec, v);
       if (full)
-        tn_buf_printf(o, "      const __m256 b%d = _mm256_loadu_ps(b + %d);\n", v, 8 * v);
+        tn_buf_printf(o, x->load, p);
       else
-        tn_buf_printf(o, "      const __m256 b%d = _mm256_maskload_ps(b + %d, m%d);\n", v, 8 * v, v);
+        tn_buf_printf(o, x->mask_load, p, q);
+      tn_buf_put(o, ";\n");
     }
-    tn_buf_put(o, "      __m256 a;\n");
+    tn_buf_printf(o, "      %s a;\n", x->vec);
     for (int r = 0; r < mr; r++) {
-      tn_buf_printf(o, "      a = _mm256_broadcast_ss(A + r%d * A_i + k * A_k);\n", r);
-      for (int v = 0; v < nv; v++) tn_buf_printf(o, "      c%d_%d = _mm256_fmadd_ps(a, b%d, c%d_%d);\n", r, v, v, r, v);
+      snprintf(p, sizeof p, "A + r%d * A_i + k * A_k", r);
+      tn_buf_put(o, "      a = ");
+      tn_buf_printf(o, x->bcast, p);
+      tn_buf_put(o, ";\n");
+      for (int v = 0; v < nv; v++) tn_buf_printf(o, "      c%d_%d = %s(a, b%d, c%d_%d);\n", r, v, x->fma, v, r, v);
     }
     tn_buf_put(o, "    }\n");
     for (int r = 0; r < mr; r++)
       for (int v = 0; v < nv; v++) {
-        if (full)
-          tn_buf_printf(o, "    _mm256_storeu_ps(C + r%d * C_i + %d, c%d_%d);\n", r, 8 * v, r, v);
-        else
-          tn_buf_printf(o, "    if (%d < n_i) _mm256_maskstore_ps(C + %d * C_i + %d, m%d, c%d_%d);\n", r, r, 8 * v, v,
-                        r, v);
+        char val[32];
+        snprintf(val, sizeof val, "c%d_%d", r, v);
+        snprintf(q, sizeof q, "m%d", v);
+        if (full) {
+          snprintf(p, sizeof p, "C + r%d * C_i + %d", r, x->lanes * v);
+          tn_buf_put(o, "    ");
+          tn_buf_printf(o, x->store, p, val);
+        } else {
+          snprintf(p, sizeof p, "C + %d * C_i + %d", r, x->lanes * v);
+          tn_buf_printf(o, "    if (%d < n_i) ", r);
+          tn_buf_printf(o, x->mask_store, p, q, val);
+        }
+        tn_buf_put(o, ";\n");
       }
     tn_buf_put(o, full ? "    return;\n  }\n" : "  }\n");
   }
@@ -116,7 +157,7 @@ void cg_intrin_helpers(const cg_ctx_t *c, tn_buf_t *o) {
   if (!c->intrin_used || c->d->target != CG_TARGET_C) return;
   tn_buf_put(o, "#include <immintrin.h>\n");
   for (int i = 0; i < ir_intrin_count(); i++)
-    if (c->intrin_used & (1ull << i)) avx2_mm_source(ir_intrin_at(i), i, o);
+    if (c->intrin_used & (1ull << i)) mm_source(ir_intrin_at(i), i, o);
 }
 
 /* ---- the call ------------------------------------------------------------------ */

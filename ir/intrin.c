@@ -24,13 +24,24 @@
 #define MM_AVX2(MR, NR)                                                                                  \
   {"f32_fma_" #MR "x" #NR "_avx2",                                                                      \
    "float32 C[" #MR "x" #NR "] += A[" #MR "xK] B[Kx" #NR "], accumulators in ymm registers (AVX2+FMA)",  \
-   MM_DESC(MR, NR), "k", "C.j B.j", "avx2 fma", MR, NR}
+   MM_DESC(MR, NR), "k", "C.j B.j", "avx2 fma", MR, NR, 8}
+#define MM_AVX512(MR, NR)                                                                                \
+  {"f32_fma_" #MR "x" #NR "_avx512",                                                                    \
+   "float32 C[" #MR "x" #NR "] += A[" #MR "xK] B[Kx" #NR "], accumulators in zmm registers (AVX-512F)",  \
+   MM_DESC(MR, NR), "k", "C.j B.j", "avx512f", MR, NR, 16}
 
-/* AVX2 has 16 ymm registers: MR * NR / 8 accumulators plus NR / 8 for a row
- * of B and one broadcast of A.  6x16 (12 accumulators) is the classic shape;
- * 4x24 the other; the smaller ones fit extents that 6 and 24 do not divide.
- * FMA latency x 2 ports needs ~10 accumulators in flight: 8 cap the speed. */
+/* AVX-512 has 32 zmm registers: MR * NR / 16 accumulators plus NR / 16 for
+ * a row of B (the broadcast of A is an operand of the FMA).  AVX2 has 16 ymm
+ * registers: MR * NR / 8 accumulators plus NR / 8 for B and one broadcast of
+ * A: 6x16 (12 accumulators) is the classic shape, 4x24 the other; the
+ * smaller ones fit extents that 6 and 24 do not divide.  FMA latency x 2
+ * ports needs ~10 accumulators in flight: 8 cap the speed.  Hosts with
+ * AVX-512 take its shapes first (the rule picks the first two that fit). */
 static const ir_intrin_t registry[] = {
+    MM_AVX512(12, 32),
+    MM_AVX512(6, 64),
+    MM_AVX512(8, 32),
+    MM_AVX512(4, 64),
     MM_AVX2(6, 16),
     MM_AVX2(4, 24),
     MM_AVX2(4, 16),
@@ -253,9 +264,10 @@ static int predicate_count(ir_func_t *f, ir_expr_t *p, const ir_var_t *x, int64_
   return TN_OK;
 }
 
-/* The operand access's element offset, as a coefficient per inner loop. */
+/* The operand access's element offset, as a coefficient per inner loop
+ * (and, where dimcoef is not NULL, each index's: dimcoef[d * ns->n + l]). */
 static int access_strides(const ir_intrin_operand_t *op, const ir_block_t *inner, const nest_t *ns,
-                          int64_t *coef, ir_func_t *f) {
+                          int64_t *coef, int64_t *dimcoef, ir_func_t *f) {
   int64_t rs[IR_MAX_DIMS];
   row_strides(op->buf, rs);
   ir_var_t **from = tn_xmalloc(sizeof from[0] * (size_t)(inner->niters + 1));
@@ -272,6 +284,7 @@ static int access_strides(const ir_intrin_operand_t *op, const ir_block_t *inner
         break;
       }
       coef[l] += c * rs[d];
+      if (dimcoef) dimcoef[d * ns->n + l] = c;
     }
   }
   free(from);
@@ -288,23 +301,36 @@ static int span_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Distinct points of the output's iterators land on distinct elements. */
-static bool injective(const ir_intrin_match_t *m, const ir_intrin_operand_t *op) {
-  span_t sp[IR_INTRIN_MAX_ITERS];
-  int n = 0;
-  for (int u = 0; u < op->nuse; u++) {
-    int t = op->use[u];
-    if (m->extent[t] <= 1) continue;
-    if (op->stride[t] <= 0) return false;
-    sp[n++] = (span_t){op->stride[t], m->extent[t]};
+/* Distinct points of the output's iterators land on distinct elements:
+ * each iterator moves one index, and the iterators of one index do not
+ * overlap (index by index, as the indices of the elements that run are in
+ * range: a tail past the buffer's edge is masked by the predicate). */
+static bool injective(ir_func_t *f, const ir_intrin_match_t *m, const ir_intrin_operand_t *op, const nest_t *ns) {
+  int64_t *dc = tn_xcalloc((size_t)(op->buf->ndim * ns->n + 1), sizeof *dc), *flat = tn_xmalloc(sizeof *flat * (size_t)(ns->n + 1));
+  bool ok = access_strides(op, m->inner, ns, flat, dc, f) == TN_OK;
+  for (int d = 0; d < op->buf->ndim && ok; d++) {
+    span_t sp[IR_INTRIN_MAX_ITERS];
+    int n = 0;
+    for (int t = 0; t < m->niters && ok; t++) {
+      if (!m->loop[t] || m->extent[t] <= 1) continue;
+      int l = 0;
+      while (ns->loops[l] != m->loop[t]) l++;
+      int64_t c = dc[d * ns->n + l];
+      if (!c) continue;
+      for (int e = 0; e < op->buf->ndim && ok; e++) ok = e == d || !dc[e * ns->n + l]; /* one index only */
+      if (c < 0) ok = false;
+      sp[n++] = (span_t){c, m->extent[t]};
+    }
+    qsort(sp, (size_t)n, sizeof sp[0], span_cmp);
+    int64_t reach = 0; /* largest value reached by the smaller coefficients */
+    for (int i = 0; i < n && ok; i++) {
+      ok = sp[i].stride > reach;
+      reach += sp[i].stride * (sp[i].extent - 1);
+    }
   }
-  qsort(sp, (size_t)n, sizeof sp[0], span_cmp);
-  int64_t reach = 0; /* largest offset reached by the smaller strides */
-  for (int i = 0; i < n; i++) {
-    if (sp[i].stride <= reach) return false;
-    reach += sp[i].stride * (sp[i].extent - 1);
-  }
-  return true;
+  free(dc);
+  free(flat);
+  return ok;
 }
 
 typedef struct mstate {
@@ -382,7 +408,7 @@ static int bind_loops(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m,
   const nest_t *ns = &st->ns;
   st->coef = tn_xmalloc(sizeof st->coef[0] * (size_t)(m->noperands * (ns->n + 1)));
   for (int p = 0; p < m->noperands; p++)
-    if (access_strides(&m->op[p], m->inner, ns, st->coef + p * ns->n, f) < 0)
+    if (access_strides(&m->op[p], m->inner, ns, st->coef + p * ns->n, NULL, f) < 0)
       return tn_err_set(err, TN_EINVAL, "block \"%s\": %s's index is not affine in the loops inside \"%s\"",
                         m->inner->name, m->op[p].buf->name, m->outer->name);
   unsigned dsig[IR_INTRIN_MAX_ITERS] = {0};
@@ -418,7 +444,7 @@ static int bind_loops(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m,
   return TN_OK;
 }
 
-static int check_strides(const ir_intrin_t *in, ir_intrin_match_t *m, tn_err_t *err) {
+static int check_strides(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m, const nest_t *ns, tn_err_t *err) {
   for (int p = 0; p < m->noperands; p++) {
     const ir_intrin_operand_t *op = &m->op[p];
     for (int u = 0; u < op->nuse; u++) {
@@ -430,7 +456,7 @@ static int check_strides(const ir_intrin_t *in, ir_intrin_match_t *m, tn_err_t *
                           "block \"%s\": intrinsic %s needs %s (%s) contiguous along %s, its stride is %lld",
                           m->outer->name, in->name, op->name, op->buf->name, m->iter_name[t], (long long)op->stride[t]);
     }
-    if (op->output && !injective(m, op))
+    if (op->output && !injective(f, m, op, ns))
       return tn_err_set(err, TN_EINVAL, "block \"%s\": intrinsic %s would write an element of %s twice",
                         m->outer->name, in->name, op->buf->name);
   }
@@ -488,7 +514,7 @@ int ir_intrin_match(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in
     rc = match_body(f, outer, in, m, &st, err);
   }
   if (rc == TN_OK) rc = bind_loops(f, in, m, &st, err);
-  if (rc == TN_OK) rc = check_strides(in, m, err);
+  if (rc == TN_OK) rc = check_strides(f, in, m, &st.ns, err);
   if (rc == TN_OK) rc = match_predicate(f, in, m, &st, err);
   ir_workload_free(st.desc);
   free(st.ns.loops);

@@ -27,6 +27,7 @@ typedef struct ir_intrin {
   const char *unit;     /* "C.j B.j": operand.iterator pairs that must have stride 1 */
   const char *features; /* CPU features the implementation needs ("avx2 fma"), "" none */
   int mr, nr;           /* for matmul-like intrinsics: the register tile (rows, columns); 0 else */
+  int lanes;            /* floats per vector register: 8 (AVX2), 16 (AVX-512) */
 } ir_intrin_t;
 
 /* The registry, in order of preference (bigger register tiles first). */

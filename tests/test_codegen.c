@@ -1549,6 +1549,11 @@ START_TEST(test_c_tensor_intrinsics) {
       /* B packed with rows of 37 floats padded to 80 (64 n + 16) */
       {"matmul.tw", "M=61,N=37,K=29", "f32_fma_6x16_avx2", 0, 6, 16, 8, true, "B_local + ("},
       {"batch_matmul.tw", "BATCH=2,M=12,N=40,K=9", "f32_fma_6x16_avx2", 1, 6, 16, 4, true, "B_local + ("},
+      /* AVX-512 (skipped where the host has none) */
+      {"matmul.tw", "M=36,N=64,K=20", "f32_fma_12x32_avx512", 0, 12, 32, 8, false, "_mm512_fmadd_ps("},
+      {"matmul.tw", "M=29,N=70,K=13", "f32_fma_6x64_avx512", 0, 6, 64, 8, true, "_mm512_mask_storeu_ps("},
+      {"batch_matmul.tw", "BATCH=2,M=9,N=31,K=5", "f32_fma_8x32_avx512", 1, 8, 32, 4, false, "_mm512_maskz_loadu_ps("},
+      {"matmul.tw", "M=5,N=100,K=7", "f32_fma_4x64_avx512", 0, 4, 64, 16, false, "tuned_min_i32(4, "},
   };
   const ir_intrin_t *any = ir_intrin_find("f32_fma_6x16_avx2");
   ck_assert_ptr_nonnull(any);
@@ -1557,6 +1562,11 @@ START_TEST(test_c_tensor_intrinsics) {
     return;
   }
   for (size_t i = 0; i < TN_ARRAY_LEN(cases); i++) {
+    if (!ir_intrin_host_supports(ir_intrin_find(cases[i].intrin))) {
+      fprintf(stderr, "test_c_tensor_intrinsics: %s skipped, this CPU lacks %s\n", cases[i].intrin,
+              ir_intrin_find(cases[i].intrin)->features);
+      continue;
+    }
     ir_workload_t *w = load_wl(cases[i].wl, cases[i].sets);
     ir_func_t *f = sched_matmul_intrin(w->func, cases[i].batch, cases[i].intrin, cases[i].mr, cases[i].nr, cases[i].kc,
                                        false, cases[i].pack);
@@ -1565,9 +1575,9 @@ START_TEST(test_c_tensor_intrinsics) {
     snprintf(call, sizeof call, "tuned_intrin_%s(", cases[i].intrin);
     ck_assert_int_eq(count(src, call), 2); /* the definition and the one call */
     HAS(src, "#include <immintrin.h>\n");
-    HAS(src, "_mm256_fmadd_ps(");
+    HAS(src, ir_intrin_find(cases[i].intrin)->lanes == 16 ? "_mm512_fmadd_ps(" : "_mm256_fmadd_ps(");
     HAS(src, cases[i].text);
-    if (cases[i].pack) HAS(src, " * 80 + ");
+    if (cases[i].pack) HAS(src, cases[i].mr == 6 && cases[i].nr == 64 ? " * 80 + " : " * 80 + ");
     free(src);
     ir_func_free(f);
     ir_workload_free(w);
