@@ -36,6 +36,8 @@ typedef struct roles {
   int i, j, k;
   int64_t m, n;
   const char *b; /* the operand read along j (by name: forks have their own functions) */
+  int jdim;      /* the index of b that j runs along; not its last: b is packed transposed */
+  int bdims;
 } roles_t;
 
 static bool uses(ir_expr_t *const *idx, int n, const ir_var_t *v) {
@@ -60,9 +62,17 @@ static bool matmul_roles(const ir_block_t *b, roles_t *r) {
   const ir_expr_t *last_c = st->u.store.idx[st->u.store.n - 1];
   if (last_c->kind != IR_E_VAR) return false;
   /* B: the load whose last index is C's last index */
-  const ir_expr_t *A = x, *B = y;
-  if (x->u.load.n && ir_expr_equal(x->u.load.idx[x->u.load.n - 1], last_c)) A = y, B = x;
-  if (!B->u.load.n || !ir_expr_equal(B->u.load.idx[B->u.load.n - 1], last_c)) return false;
+  /* B: the load one of whose indices is C's last (j); a dense layer's
+   * weights W[j, k] are B transposed */
+  int jx = -1, jy = -1;
+  for (int d = 0; d < x->u.load.n; d++)
+    if (ir_expr_equal(x->u.load.idx[d], last_c)) jx = d;
+  for (int d = 0; d < y->u.load.n; d++)
+    if (ir_expr_equal(y->u.load.idx[d], last_c)) jy = d;
+  if ((jx < 0) == (jy < 0)) return false;
+  const ir_expr_t *A = jx < 0 ? x : y, *B = jx < 0 ? y : x;
+  r->jdim = jx < 0 ? jy : jx;
+  r->bdims = B->u.load.n;
   r->i = r->j = r->k = -1;
   for (int t = 0; t < b->niters; t++) {
     const ir_var_t *var = b->iters[t].var;
@@ -120,6 +130,8 @@ static int split_outer(sch_t *s, sch_rv_t loop, int64_t tile, int max_inner, sch
   return TN_OK;
 }
 
+static bool transposed(const roles_t *r) { return r->jdim != r->bdims - 1; }
+
 static int tile_for(smp_ctx_t *c, smp_state_t *st, const char *block, const roles_t *r, const ir_intrin_t *in,
                     bool pack, smp_states_t *out, tn_err_t *err) {
   sch_t *s = st->s;
@@ -156,8 +168,15 @@ static int tile_for(smp_ctx_t *c, smp_state_t *st, const char *block, const role
     int ndim = cur->reads[index].buf->ndim;
     SMP_TRY(sch_cache_read(s, b, index, "local", &cache, err));
     SMP_TRY(sch_compute_at(s, cache, k[0], true, err));
+    if (transposed(r)) { /* j's dimension last, so that the panel's rows are contiguous along j */
+      int perm[IR_MAX_DIMS], np = 0;
+      for (int d = 0; d < ndim; d++)
+        if (d != r->jdim) perm[np++] = d;
+      perm[np++] = r->jdim;
+      SMP_TRY(sch_transform_layout(s, cache, 0, true, perm, np, err));
+    }
     SMP_TRY(sch_storage_align(s, cache, 0, ndim - 2, 64, 16, err));
-    smp_note(st, "%s packed under k0", r->b);
+    smp_note(st, "%s packed%s under k0", r->b, transposed(r) ? " transposed" : "");
   }
   /* an elementwise consumer (bias, activation) runs per j0 i0 tile, after its reduction */
   const ir_func_t *f = sch_func(s);
@@ -195,7 +214,9 @@ int smp_rule_multi_level_tiling_intrin(smp_ctx_t *c, smp_state_t *st, const char
     smp_states_push(out, *st);
     return TN_OK;
   }
-  for (int i = 0; i < 2 * n; i++) {
+  /* per intrinsic: B in place (not when transposed: the intrinsic reads rows of B), B packed */
+  int first = transposed(&r) ? 1 : 0;
+  for (int i = first; i < 2 * n; i += 1 + first) {
     bool last = i == 2 * n - 1;
     smp_state_t fork, *ns = st;
     if (!last) {

@@ -354,6 +354,30 @@ static int ap_storage_align(sch_t *s, const sch_inst_t *in, const int64_t *d, in
   return sch_prim_storage_align(s, (int)blk, (int)index, (int)axis, factor, offset, err);
 }
 
+static int ap_transform_layout(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o,
+                               tn_err_t *err) {
+  (void)d, (void)nd, (void)o;
+  int64_t blk = 0, index = 0;
+  const char *side = NULL;
+  int rc;
+  if ((rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err)) < 0 || (rc = attr_int(in, 0, 0, &index, err)) < 0 ||
+      (rc = attr_str(in, 1, &side, err)) < 0)
+    return rc;
+  if (strcmp(side, "read") && strcmp(side, "write"))
+    return tn_err_set(err, TN_EINVAL, "attribute 1 must be \"read\" or \"write\", got \"%s\"", side);
+  if (in->nattrs < 3 || in->attrs[2].kind != SCH_ARG_LIST || in->attrs[2].n > IR_MAX_DIMS)
+    return tn_err_set(err, TN_EINVAL, "attribute 2 must be the permutation, a list of at most %d integers", IR_MAX_DIMS);
+  int perm[IR_MAX_DIMS];
+  for (int i = 0; i < in->attrs[2].n; i++) {
+    const sch_arg_t *a = &in->attrs[2].items[i];
+    if (a->kind != SCH_ARG_INT || a->i < 0 || a->i >= IR_MAX_DIMS)
+      return tn_err_set(err, TN_EINVAL, "permutation entry %d must be an integer in 0 .. %d", i, IR_MAX_DIMS - 1);
+    perm[i] = (int)a->i;
+  }
+  if (index < 0 || index > INT32_MAX) return tn_err_set(err, TN_EINVAL, "buffer index %lld", (long long)index);
+  return sch_prim_transform_layout(s, (int)blk, (int)index, !strcmp(side, "write"), perm, in->attrs[2].n, err);
+}
+
 static int ap_sample_tile(sch_t *s, const sch_inst_t *in, const int64_t *dec, int ndec, apply_out_t *o,
                           tn_err_t *err) {
   int64_t uid = 0, n = 0, maxi = 0;
@@ -469,6 +493,7 @@ static const kind_info_t kinds[SCH_INST__COUNT] = {
     [SCH_BLOCKIZE] = {"Blockize", "blockize", 1, 1, 0, 0, SCH_RV_BLOCK, false, false, ap_blockize},
     [SCH_TENSORIZE] = {"Tensorize", "tensorize", 1, 1, 1, 1, SCH_RV_BLOCK, false, false, ap_tensorize},
     [SCH_STORAGE_ALIGN] = {"StorageAlign", "storage_align", 1, 1, 4, 4, SCH_RV_BLOCK, false, false, ap_storage_align},
+    [SCH_TRANSFORM_LAYOUT] = {"TransformLayout", "transform_layout", 1, 1, 3, 3, SCH_RV_BLOCK, false, false, ap_transform_layout},
     [SCH_SAMPLE_PERFECT_TILE] = {"SamplePerfectTile", "sample_perfect_tile", 1, 1, 2, 2, SCH_RV_EXPR, true, true, ap_sample_tile},
     [SCH_SAMPLE_CATEGORICAL] = {"SampleCategorical", "sample_categorical", 0, 0, 2, 2, SCH_RV_EXPR, true, true, ap_sample_cat},
     [SCH_SAMPLE_COMPUTE_LOCATION] = {"SampleComputeLocation", "sample_compute_location", 1, 1, 0, 0, SCH_RV_LOOP, true, true, ap_sample_loc},
@@ -658,6 +683,16 @@ int sch_storage_align(sch_t *s, sch_rv_t b, int buffer_index, int axis, int64_t 
   sch_arg_t in[1] = {sch_arg_rv(b)},
             attrs[4] = {sch_arg_int(buffer_index), sch_arg_int(axis), sch_arg_int(factor), sch_arg_int(offset)};
   return run(s, SCH_STORAGE_ALIGN, in, 1, attrs, 4, NULL, NULL, err);
+}
+
+int sch_transform_layout(sch_t *s, sch_rv_t b, int buffer_index, bool write, const int *perm, int n, tn_err_t *err) {
+  if (n < 0 || n > IR_MAX_DIMS) return tn_err_set(err, TN_EINVAL, "transform_layout: at most %d dimensions", IR_MAX_DIMS);
+  sch_arg_t items[IR_MAX_DIMS];
+  for (int i = 0; i < n; i++) items[i] = sch_arg_int(perm[i]);
+  sch_arg_t in[1] = {sch_arg_rv(b)},
+            attrs[3] = {sch_arg_int(buffer_index), sch_arg_str(write ? "write" : "read"),
+                        {.kind = SCH_ARG_LIST, .items = items, .n = n}};
+  return run(s, SCH_TRANSFORM_LAYOUT, in, 1, attrs, 3, NULL, NULL, err);
 }
 
 int sch_sample_perfect_tile(sch_t *s, sch_rv_t l, int n, int max_innermost, sch_rv_t *out, tn_err_t *err) {

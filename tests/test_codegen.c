@@ -1525,6 +1525,12 @@ static ir_func_t *sched_matmul_intrin(const ir_func_t *orig, int batch, const ch
     sch_rv_t cache;
     SCH_OK(sch_cache_read(s, b, 1, "local", &cache, err));
     SCH_OK(sch_compute_at(s, cache, kp[0], true, err));
+    const ir_buffer_t *bb = orig->params[1];
+    if (bb->ndim == batch + 2 && bb->shape[batch] != orig->params[0]->shape[batch + 1]) { /* B[.., N, K]: transpose */
+      int perm[3] = {0, 1, 2};
+      perm[batch] = batch + 1, perm[batch + 1] = batch;
+      SCH_OK(sch_transform_layout(s, cache, 0, true, perm, batch + 2, err));
+    }
     SCH_OK(sch_storage_align(s, cache, 0, batch, 64, 16, err));
   }
   SCH_OK(sch_decompose_reduction(s, b, kp[0], &init, err));
@@ -1549,6 +1555,8 @@ START_TEST(test_c_tensor_intrinsics) {
       /* B packed with rows of 37 floats padded to 80 (64 n + 16) */
       {"matmul.tw", "M=61,N=37,K=29", "f32_fma_6x16_avx2", 0, 6, 16, 8, true, "B_local + ("},
       {"batch_matmul.tw", "BATCH=2,M=12,N=40,K=9", "f32_fma_6x16_avx2", 1, 6, 16, 4, true, "B_local + ("},
+      /* B transposed (N x K), packed as K x N */
+      {"matmul_bt.tw", "M=23,N=45,K=19", "f32_fma_6x16_avx2", 0, 6, 16, 8, true, "B_local + ("},
       /* AVX-512 (skipped where the host has none) */
       {"matmul.tw", "M=36,N=64,K=20", "f32_fma_12x32_avx512", 0, 12, 32, 8, false, "_mm512_fmadd_ps("},
       {"matmul.tw", "M=29,N=70,K=13", "f32_fma_6x64_avx512", 0, 6, 64, 8, true, "_mm512_mask_storeu_ps("},

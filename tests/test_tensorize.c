@@ -230,6 +230,45 @@ START_TEST(t_storage_align) {
 }
 END_TEST
 
+START_TEST(t_transform_layout) {
+  ir_workload_t *w = TU_LOAD("matmul_bt", {"M", 12}, {"N", 20}, {"K", 8});
+  sch_t *s = sch_create(w->func, 1);
+  sch_rv_t b, cache;
+  OK(sch_get_block(s, "C", &b, err));
+  tn_err_t e = {0};
+  int perm[2] = {1, 0}, bad[2] = {1, 1};
+  ck_assert_int_lt(sch_transform_layout(s, b, 0, true, perm, 2, &e), 0);
+  ck_assert_msg(strstr(e.msg, "buffer C is a parameter"), "%s", e.msg);
+  OK(sch_cache_read(s, b, 1, "local", &cache, err));
+  ck_assert_int_lt(sch_transform_layout(s, cache, 0, true, bad, 2, &e), 0);
+  ck_assert_msg(strstr(e.msg, "must be a permutation of 0 .. 1"), "%s", e.msg);
+  ck_assert_int_lt(sch_transform_layout(s, cache, 0, true, perm, 1, &e), 0);
+  ck_assert_msg(strstr(e.msg, "has 2 dimensions; the permutation has 1"), "%s", e.msg);
+  ck_assert_int_lt(sch_transform_layout(s, cache, 0, false, perm, 2, &e), 0);
+  ck_assert_msg(strstr(e.msg, "reads 1 buffers; no read buffer 0") || strstr(e.msg, "buffer B is a parameter"), "%s",
+                e.msg);
+  OK(sch_transform_layout(s, cache, 0, true, perm, 2, err));
+  char *txt = tu_ir_text(sch_func(s));
+  /* B_local is [K, N] now: stored as B_local[k, j], read by C as B_local[v_k, v_j] */
+  ck_assert_msg(strstr(txt, "B_local = T.alloc_buffer((8, 20)"), "%s", txt);
+  ck_assert_msg(strstr(txt, "B_local[v_k, v_j]"), "%s", txt);
+  free(txt);
+  tu_assert_same_outputs(w->func, sch_func(s), 4);
+  char *json = sch_trace_to_json(sch_get_trace(s));
+  ck_assert_msg(strstr(json, "[\"TransformLayout\", [\"b"), "%s", json);
+  sch_trace_t *t = NULL;
+  sch_t *r = NULL;
+  ck_assert_msg(sch_trace_from_json(json, strlen(json), &t, &e) == 0, "%s", e.msg);
+  ck_assert_msg(sch_replay(w->func, t, 1, &r, &e) == 0, "%s", e.msg);
+  ck_assert_uint_eq(ir_func_hash(sch_func(r)), ir_func_hash(sch_func(s)));
+  sch_free(r);
+  sch_trace_free(t);
+  free(json);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
 static tn_target_t cpu_target(void) {
   tn_target_t t;
   tn_err_t err = {0};
@@ -276,8 +315,8 @@ START_TEST(t_design_space) {
     }
   smp_space_free(&sp);
   ir_workload_free(w);
-  /* no intrinsic fits 3 x 1024 (6 would pad i by 100 %) or a transposed B: the plain tiling */
-  const char *cases[][2] = {{"matmul", "M=3"}, {"matmul_bt", "M=64,N=64,K=64"}};
+  /* no intrinsic fits 3 x 1024 (6 would pad i by 100 %) or a row of a dense layer: the plain tiling */
+  const char *cases[][2] = {{"matmul", "M=3"}, {"dense_bias_relu", "IN=64,OUT=32"}};
   for (size_t c = 0; c < TN_ARRAY_LEN(cases); c++) {
     w = tu_load_sets(cases[c][0], cases[c][1]);
     ck_assert_msg(smp_generate(w->func, &t, 1, &sp, &err) == 0, "%s", err.msg);
@@ -291,7 +330,7 @@ END_TEST
 static Suite *make_suite(void) {
   Suite *s = suite_create("tensorize");
   TU_TCASE(s, "intrinsics", 60, t_registry, t_blockize, t_match, t_refusals, t_tensorize_replays,
-           t_storage_align);
+           t_storage_align, t_transform_layout);
   TU_TCASE(s, "space", 120, t_design_space);
   return s;
 }
