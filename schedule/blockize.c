@@ -1,5 +1,7 @@
 /* blockize.c — blockize (the loop nest under a loop becomes the body of a new
- * block whose iterators are the outer parts of the inner block's) and
+ * block whose iterators are the outer parts of the inner block's; unlike
+ * TVM, the inner block's bindings stay over the loops, so every pass that
+ * reads a binding as a function of loops sees the same program) and
  * tensorize (a block nest matched against an intrinsic's description is
  * marked for the code generators to replace by the intrinsic's call). */
 #include <stdio.h>
@@ -186,11 +188,13 @@ int sch_prim_blockize(sch_t *s, int loop_uid, int *out, tn_err_t *err) {
     oi->extent = (ii->extent + sp[i].r - 1) / sp[i].r;
     oi->kind = ii->kind;
     oi->binding = sp[i].outer_binding;
+    /* the inner block keeps its bindings over the loops (the code generators
+     * and analyses read bindings as functions of loops); seen from the outer
+     * block the iterator is vo * r + inner, which is what its regions say */
     ir_expr_t *vo = ir_varref(f, oi->var);
     if (sp[i].r > 1) vo = ir_bin(f, IR_E_MUL, vo, ir_int(f, sp[i].r));
-    ii->binding = sp[i].inner_part ? ir_bin(f, IR_E_ADD, vo, sp[i].inner_part) : vo;
     from[i] = ii->var;
-    to[i] = ii->binding;
+    to[i] = sp[i].inner_part ? ir_bin(f, IR_E_ADD, vo, sp[i].inner_part) : vo;
   }
   ob->nreads = b->nreads;
   ob->reads = TN_NEWN(f->arena, ir_region_t, b->nreads ? b->nreads : 1);

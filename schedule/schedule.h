@@ -207,8 +207,8 @@ int sch_decompose_reduction(sch_t *s, sch_rv_t block, sch_rv_t loop, sch_rv_t *o
 int sch_rfactor(sch_t *s, sch_rv_t loop, int factor_axis, sch_rv_t *out, tn_err_t *err);
 /* The perfect loop nest under `loop` (down to one compute block) becomes the
  * body of a new block ("<name>_o") whose iterators are the inner block's
- * divided by the extent the loops inside cover; the inner block's bindings
- * become outer * extent + inner. */
+ * divided by the extent the loops inside cover (its regions are over them);
+ * the inner block's bindings stay as they were, over the loops. */
 int sch_blockize(sch_t *s, sch_rv_t loop, sch_rv_t *out, tn_err_t *err);
 /* Marks a block (or the block blockize makes of a loop) for replacement by a
  * tensor intrinsic's call (ir/intrin.h) after checking that its nest
