@@ -1,6 +1,6 @@
 /* expr.c — printing expressions and buffer accesses as C-family source:
  * literals, operators with minimal parentheses, floor division, math calls,
- * row-major flattening (rebased for sized shared/local buffers) and half
+ * row-major flattening (rebased for sized temporaries) and half
  * conversions, all spelled through the dialect table. */
 #include "cg_internal.h"
 
