@@ -1461,7 +1461,9 @@ START_TEST(test_c_promoted_across_reduction_loops) {
   HAS(src, "tuned_acc0[(((i_2) * 3 + j_2) * 8 + i_3) * 4 + j_3] = tuned_acc0[(((i_2) * 3 + j_2) * 8 + i_3) * 4 + j_3] + ");
   BEFORE(src, "float tuned_acc0[192];", "for (int k_0 = 0; k_0 < 10; ++k_0) {");
   BEFORE(src, "for (int k_0 = 0; k_0 < 10; ++k_0) {", "for (int k_1 = 0; k_1 < 2; ++k_1) {");
+  /* loaded once, from the tile rebased to start at 0 and indexed by one flat sum */
   ck_assert_int_eq(count(src, "tuned_acc0[(((i_2) * 3 + j_2) * 8 + i_3) * 4 + j_3] = C_global["), 1);
+  HAS(src, "tuned_acc0[(((i_2) * 3 + j_2) * 8 + i_3) * 4 + j_3] = C_global[i_2 * 96 + i_3 * 12 + j_2 * 4 + j_3];");
   free(src);
   sch_free(s);
 
