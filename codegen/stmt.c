@@ -136,6 +136,7 @@ int cg_emit_allocs(cg_ctx_t *c, const ir_loop_t *l) {
 void cg_emit_frees(cg_ctx_t *c, const ir_loop_t *l) {
   c->ind--;
   cg_line(c, "} else {");
+  if (c->in_parallel) cg_line(c, "#pragma omp atomic write"); /* threads may fail at once */
   cg_line(c, "  tuned_status = -1;");
   cg_line(c, "}");
   for (int i = 0; i < c->nbufs; i++)
