@@ -773,34 +773,6 @@ START_TEST(test_c_big_caches_on_heap) {
     free(src);
     ir_func_free(f);
 
-    f = sched_square_cache(w->func, IR_LOOP_SERIAL, scopes[k]);
-    src = check_c(f, w->func);
-    HAS(src, "  int tuned_status = 0;\n  float *A_local = (float *)malloc(sizeof(float) * 20480);\n"
-             "  if (!A_local) {\n");
-    free(src);
-    ir_func_free(f);
-
-    f = sched_square_cache(w->func, IR_LOOP_VECTORIZED, scopes[k]);
-    src = check_c(f, w->func);
-    HAS(src, "  for (int i_0 = 0; i_0 < 2; ++i_0) {\n"
-             "    float *A_local = (float *)malloc(sizeof(float) * 20480);\n    if (A_local) {\n");
-    HAS(src, "tuned_status = -1;");
-    HAS(src, "free(A_local);");
-    free(src);
-    ir_func_free(f);
-
-    /* under the parallel loop and a (unit) vectorized one: per iteration, and
-     * a thread whose malloc fails sets the status atomically */
-    f = sched_square_cache(w->func, IR_LOOP_PARALLEL, scopes[k]);
-    ir_loop_t *i0 = &f->root->u.block.body->u.loop;
-    i0->body = loop(f, ir_var_new(f, "u", IR_INT32), 1, IR_LOOP_VECTORIZED, NULL, i0->body);
-    src = check_c(f, w->func);
-    HAS(src, "  #pragma omp parallel for\n  for (int i_0 = 0; i_0 < 2; ++i_0) {\n    {\n      int u = 0;\n"
-             "      float *A_local = (float *)malloc(sizeof(float) * 20480);\n");
-    HAS(src, "} else {\n      #pragma omp atomic write\n        tuned_status = -1;\n");
-    free(src);
-    ir_func_free(f);
-
     f = sched_square_cache(w->func, -1, scopes[k]);
     src = check_c(f, w->func);
     HAS(src, "float *A_local = (float *)malloc(sizeof(float) * 40960);");
@@ -808,6 +780,34 @@ START_TEST(test_c_big_caches_on_heap) {
     free(src);
     ir_func_free(f);
   }
+  /* placement does not depend on the scope: global only from here */
+  ir_func_t *f = sched_square_cache(w->func, IR_LOOP_SERIAL, IR_SCOPE_GLOBAL);
+  char *src = check_c(f, w->func);
+  HAS(src, "  int tuned_status = 0;\n  float *A_local = (float *)malloc(sizeof(float) * 20480);\n"
+           "  if (!A_local) {\n");
+  free(src);
+  ir_func_free(f);
+
+  f = sched_square_cache(w->func, IR_LOOP_VECTORIZED, IR_SCOPE_GLOBAL);
+  src = check_c(f, w->func);
+  HAS(src, "  for (int i_0 = 0; i_0 < 2; ++i_0) {\n"
+           "    float *A_local = (float *)malloc(sizeof(float) * 20480);\n    if (A_local) {\n");
+  HAS(src, "tuned_status = -1;");
+  HAS(src, "free(A_local);");
+  free(src);
+  ir_func_free(f);
+
+  /* under the parallel loop and a (unit) vectorized one: per iteration, and
+   * a thread whose malloc fails sets the status atomically */
+  f = sched_square_cache(w->func, IR_LOOP_PARALLEL, IR_SCOPE_GLOBAL);
+  ir_loop_t *i0 = &f->root->u.block.body->u.loop;
+  i0->body = loop(f, ir_var_new(f, "u", IR_INT32), 1, IR_LOOP_VECTORIZED, NULL, i0->body);
+  src = check_c(f, w->func);
+  HAS(src, "  #pragma omp parallel for\n  for (int i_0 = 0; i_0 < 2; ++i_0) {\n    {\n      int u = 0;\n"
+           "      float *A_local = (float *)malloc(sizeof(float) * 20480);\n");
+  HAS(src, "} else {\n      #pragma omp atomic write\n        tuned_status = -1;\n");
+  free(src);
+  ir_func_free(f);
   ir_workload_free(w);
 }
 END_TEST
