@@ -48,7 +48,7 @@ const cg_dialect_t *cg_dialect_for(cg_target_t t);
  * loops) and its axis (0..2). */
 ir_tag_class_t cg_loop_tag(const ir_loop_t *l, int *axis);
 
-/* One access of a shared/local temporary, for sizing. */
+/* One access of a sized temporary, for placing and sizing it. */
 typedef struct cg_site {
   const ir_buffer_t *buf;
   const ir_block_t *blk;
@@ -65,9 +65,12 @@ typedef struct cg_buf {
   const ir_buffer_t *b;
   const char *name;             /* C identifier */
   bool param;                   /* function / kernel argument */
-  bool heap;                    /* C: malloc'ed at the entry (global temps, top-level caches) */
-  bool heap_at_loop;            /* C: malloc'ed at its allocation point (too big for the stack) */
-  bool sized;                   /* shared/local temp: extents/min from the region used */
+  bool heap;                    /* C: malloc'ed at the entry (used by several top-level nests, or
+                                   too big for the stack and under no parallel loop) */
+  bool heap_at_loop;            /* C: malloc'ed at every iteration of its allocation point */
+  const ir_loop_t *par_at;      /* C: malloc'ed once per thread in this parallel loop's region */
+  bool sized;                   /* extents/min from the region used under alloc_at (every temp
+                                   but GPU workspaces) */
   int64_t ext[IR_MAX_DIMS];     /* storage extents */
   ir_expr_t *min[IR_MAX_DIMS];  /* index base over outer loop variables; NULL = 0 */
   const ir_loop_t *alloc_at;    /* allocation point; NULL = function / kernel top */
@@ -114,8 +117,10 @@ typedef struct cg_xred {
 #define CG_PROMO_MAX_TILE 8
 typedef struct cg_promo {
   const ir_loop_t *loop;                  /* the serial loop L */
-  const ir_loop_t *tile[CG_PROMO_MAX_TILE]; /* the perfect nest inside it */
+  const ir_loop_t *tile[CG_PROMO_MAX_TILE]; /* the spatial loops of the perfect nest inside it */
   int ntile;
+  const ir_loop_t *red[CG_PROMO_MAX_TILE];  /* its reduction loops (the element stays put) */
+  int nred;
   int64_t elems;
   const ir_block_t *blk;  /* the update block */
   const ir_stmt_t *store; /* its store */
