@@ -13,11 +13,13 @@
  * each KC x NC panel is copied under k0 into a buffer whose rows are padded
  * to 64 n + 16 floats (storage_align), so that the micro-kernel's KC rows of
  * B fall into different cache sets instead of the one a power-of-two row
- * stride maps them all to; the copy costs 1/MC of the multiply-adds.  The block is annotated with the
+ * stride maps them all to; the copy costs 1/MC of the multiply-adds.  A
+ * third packs the MC x KC block of A the same way (its MR rows, read at once,
+ * otherwise share one cache set when K is a power of two).  The block is annotated with the
  * intrinsic; after the reduction is decomposed, rewrite-tensorize blockizes
  * the k1 i2 j2 nest and tensorizes it.  One design space per intrinsic that
  * fits the shape (at most two, in the registry's order of preference), each
- * with B read in place and with B packed; when
+ * with B read in place, B packed, A and B packed; when
  * none fits, the plain multi-level tiling rule takes the block. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +37,7 @@
 typedef struct roles {
   int i, j, k;
   int64_t m, n;
-  const char *b; /* the operand read along j (by name: forks have their own functions) */
+  const char *a, *b; /* the operands read along i and j (by name: forks have their own functions) */
   int jdim;      /* the index of b that j runs along; not its last: b is packed transposed */
   int bdims;
 } roles_t;
@@ -72,6 +74,7 @@ static bool matmul_roles(const ir_block_t *b, roles_t *r) {
   if ((jx < 0) == (jy < 0)) return false;
   const ir_expr_t *A = jx < 0 ? x : y, *B = jx < 0 ? y : x;
   r->jdim = jx < 0 ? jy : jx;
+  r->a = A->u.load.buf->name;
   r->bdims = B->u.load.n;
   r->i = r->j = r->k = -1;
   for (int t = 0; t < b->niters; t++) {
@@ -132,8 +135,35 @@ static int split_outer(sch_t *s, sch_rv_t loop, int64_t tile, int max_inner, sch
 
 static bool transposed(const roles_t *r) { return r->jdim != r->bdims - 1; }
 
+/* What a space copies under k0. */
+enum { PACK_NONE, PACK_B, PACK_AB };
+
+/* Copies the block's input `name` under loop `at` into a buffer whose rows
+ * are padded to 64 n + 16 floats; with last >= 0, that dimension is moved
+ * last (a transposed B's j). */
+static int pack_operand(sch_t *s, sch_rv_t b, const char *block, const char *name, sch_rv_t at, int last,
+                        tn_err_t *err) {
+  const ir_block_t *cur = &sch_rv_stmt(s, b)->u.block;
+  int index = -1;
+  for (int q = 0; q < cur->nreads; q++)
+    if (!strcmp(cur->reads[q].buf->name, name)) index = q;
+  if (index < 0) return tn_err_set(err, TN_EINVAL, "block \"%s\" no longer reads %s", block, name);
+  int ndim = cur->reads[index].buf->ndim;
+  sch_rv_t cache;
+  SMP_TRY(sch_cache_read(s, b, index, "local", &cache, err));
+  SMP_TRY(sch_compute_at(s, cache, at, true, err));
+  if (last >= 0) {
+    int perm[IR_MAX_DIMS], np = 0;
+    for (int d = 0; d < ndim; d++)
+      if (d != last) perm[np++] = d;
+    perm[np++] = last;
+    SMP_TRY(sch_transform_layout(s, cache, 0, true, perm, np, err));
+  }
+  return sch_storage_align(s, cache, 0, ndim - 2, 64, 16, err);
+}
+
 static int tile_for(smp_ctx_t *c, smp_state_t *st, const char *block, const roles_t *r, const ir_intrin_t *in,
-                    bool pack, smp_states_t *out, tn_err_t *err) {
+                    int pack, smp_states_t *out, tn_err_t *err) {
   sch_t *s = st->s;
   sch_rv_t b, loops[SCH_MAX_RVS_OUT];
   int nl = 0;
@@ -158,26 +188,9 @@ static int tile_for(smp_ctx_t *c, smp_state_t *st, const char *block, const role
   for (size_t q = 0; q < TN_ARRAY_LEN(rest); q++) order[n++] = rest[q];
   SMP_TRY(sch_reorder(s, order, n, err));
   smp_note(st, "multi-level-tiling-with-intrinsic(%s: %s", block, in->name);
-  if (pack) {
-    const ir_block_t *cur = &sch_rv_stmt(s, b)->u.block;
-    int index = -1;
-    for (int q = 0; q < cur->nreads; q++)
-      if (!strcmp(cur->reads[q].buf->name, r->b)) index = q;
-    if (index < 0) return tn_err_set(err, TN_EINVAL, "block \"%s\" no longer reads %s", block, r->b);
-    sch_rv_t cache;
-    int ndim = cur->reads[index].buf->ndim;
-    SMP_TRY(sch_cache_read(s, b, index, "local", &cache, err));
-    SMP_TRY(sch_compute_at(s, cache, k[0], true, err));
-    if (transposed(r)) { /* j's dimension last, so that the panel's rows are contiguous along j */
-      int perm[IR_MAX_DIMS], np = 0;
-      for (int d = 0; d < ndim; d++)
-        if (d != r->jdim) perm[np++] = d;
-      perm[np++] = r->jdim;
-      SMP_TRY(sch_transform_layout(s, cache, 0, true, perm, np, err));
-    }
-    SMP_TRY(sch_storage_align(s, cache, 0, ndim - 2, 64, 16, err));
-    smp_note(st, "%s packed%s under k0", r->b, transposed(r) ? " transposed" : "");
-  }
+  if (pack >= PACK_B) SMP_TRY(pack_operand(s, b, block, r->b, k[0], transposed(r) ? r->jdim : -1, err));
+  if (pack >= PACK_AB) SMP_TRY(pack_operand(s, b, block, r->a, k[0], -1, err));
+  if (pack) smp_note(st, "%s packed%s under k0", pack == PACK_AB ? "A and B" : "B", transposed(r) ? " (B transposed)" : "");
   /* an elementwise consumer (bias, activation) runs per j0 i0 tile, after its reduction */
   const ir_func_t *f = sch_func(s);
   ir_block_t *cons[2];
@@ -214,16 +227,19 @@ int smp_rule_multi_level_tiling_intrin(smp_ctx_t *c, smp_state_t *st, const char
     smp_states_push(out, *st);
     return TN_OK;
   }
-  /* per intrinsic: B in place (not when transposed: the intrinsic reads rows of B), B packed */
-  int first = transposed(&r) ? 1 : 0;
-  for (int i = first; i < 2 * n; i += 1 + first) {
-    bool last = i == 2 * n - 1;
+  /* per intrinsic: B in place (not when transposed: the intrinsic reads rows
+   * of B), B packed, A and B packed (more than 8 rows of A a power of two
+   * apart share one set of an 8-way cache) */
+  int first = transposed(&r) ? PACK_B : PACK_NONE, per = PACK_AB + 1;
+  for (int i = 0; i < n * per; i++) {
+    if (i % per < first) continue;
+    bool last = i == n * per - 1;
     smp_state_t fork, *ns = st;
     if (!last) {
       SMP_TRY(smp_fork(c, st, &fork, err));
       ns = &fork;
     }
-    int rc = tile_for(c, ns, block, &r, choices[i / 2], i % 2 == 1, out, err);
+    int rc = tile_for(c, ns, block, &r, choices[i / per], i % per, out, err);
     if (rc < 0) {
       smp_state_free(ns);
       if (!last) smp_state_free(st);

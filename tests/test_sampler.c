@@ -26,9 +26,9 @@ typedef struct wl_case {
 
 /* Small sizes so that the evaluator is quick and tiles are interesting. */
 static const wl_case_t workloads[] = {
-    {"matmul", "M=64,N=64,K=64", {3, 1, 1}, 4},             /* 6x16 and 4x24, B in place or packed */
-    {"matmul_bt", "M=64,N=64,K=64", {3, 1, 1}, 2},          /* B packed transposed, two intrinsics */
-    {"batch_matmul", "BATCH=2,M=32,N=32,K=16", {3, 1, 1}, 4}, /* 6x16 and 4x16 */
+    {"matmul", "M=64,N=64,K=64", {3, 1, 1}, 6},             /* two intrinsics; nothing, B, A and B packed */
+    {"matmul_bt", "M=64,N=64,K=64", {3, 1, 1}, 4},          /* B packed transposed (and A), two intrinsics */
+    {"batch_matmul", "BATCH=2,M=32,N=32,K=16", {3, 1, 1}, 6}, /* two intrinsics */
     {"conv2d", "C=8,F=16,H=8,W=8", {3, 1, 1}, 0},
     {"dense_bias_relu", "IN=64,OUT=32", {5, 1, 1}, 0},
     {"row_sum", "M=8,N=256", {3, 2, 2}, 0},

@@ -288,16 +288,18 @@ START_TEST(t_design_space) {
    * AVX-512, 12x32 (i padded to 1032) and 6x64 come first */
   bool avx512 = ir_intrin_host_supports(ir_intrin_find("f32_fma_12x32_avx512"));
   const char *first = avx512 ? "f32_fma_12x32_avx512" : six16, *second = avx512 ? "f32_fma_6x64_avx512" : "f32_fma_4x24_avx2";
-  char want[4][128];
-  snprintf(want[0], sizeof want[0], "multi-level-tiling-with-intrinsic(C: %s)", first);
-  snprintf(want[1], sizeof want[1], "multi-level-tiling-with-intrinsic(C: %s, B packed under k0)", first);
-  snprintf(want[2], sizeof want[2], "%s)", second);
-  snprintf(want[3], sizeof want[3], "%s, B packed under k0)", second);
+  char want[6][128];
+  for (int i = 0; i < 2; i++) {
+    const char *in = i ? second : first;
+    snprintf(want[3 * i], sizeof want[0], "multi-level-tiling-with-intrinsic(C: %s)", in);
+    snprintf(want[3 * i + 1], sizeof want[0], "multi-level-tiling-with-intrinsic(C: %s, B packed under k0)", in);
+    snprintf(want[3 * i + 2], sizeof want[0], "multi-level-tiling-with-intrinsic(C: %s, A and B packed under k0)", in);
+  }
   ir_workload_t *w = TU_LOAD("matmul", {"M", 1026}, {"N", 1024}, {"K", 64});
   smp_space_t sp;
   ck_assert_msg(smp_generate(w->func, &t, 1, &sp, &err) == 0, "%s", err.msg);
-  ck_assert_int_eq(sp.n, 4); /* per intrinsic: B as it is, B packed */
-  for (int i = 0; i < 4; i++) ck_assert_msg(strstr(sp.descs[i], want[i]), "space %d: %s (want %s)", i, sp.descs[i], want[i]);
+  ck_assert_int_eq(sp.n, 6); /* per intrinsic: as they are, B packed, A and B packed */
+  for (int i = 0; i < 6; i++) ck_assert_msg(strstr(sp.descs[i], want[i]), "space %d: %s (want %s)", i, sp.descs[i], want[i]);
   for (int i = 0; i < sp.n; i++)
     for (uint64_t seed = 1; seed <= 3; seed++) {
       sch_t *s = NULL;
