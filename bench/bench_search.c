@@ -73,7 +73,7 @@ static void overhead_one(const char *tname, int size, int batches, int seed) {
   srch_task_t task = {.workload = w, .weight = 1};
   srch_ctx_t c;
   tn_err_t err = {0};
-  if (srch_ctx_init(&c, &task, 1, &t, &o, NULL, &err) < 0) {
+  if (srch_ctx_init(&c, &task, 1, &t, &o, NULL, NULL, &err) < 0) {
     fprintf(stderr, "bench_search: %s\n", err.msg);
     exit(1);
   }

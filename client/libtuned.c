@@ -326,6 +326,12 @@ static int job_from(const cJSON *o, tuned_job_t *j, tuned_error_t *err) {
   j->run_errors = (int64_t)num_of(f, "run_error", 0);
   j->timeouts = (int64_t)num_of(f, "timeout", 0);
   j->wrong_results = (int64_t)num_of(f, "wrong_result", 0);
+  j->too_slow = (int64_t)num_of(f, "too_slow", 0);
+  const cJSON *base = cJSON_GetObjectItemCaseSensitive(o, "baseline");
+  if (cJSON_IsObject(base)) {
+    j->baseline_median_secs = num_of(base, "median_secs", 0);
+    j->baseline_gflops = num_of(base, "gflops", 0);
+  }
   return 0;
 }
 
@@ -362,7 +368,7 @@ int tuned_cancel(tuned_client_t *c, int64_t job, tuned_job_t *out, tuned_error_t
 }
 
 tuned_submit_t tuned_submit_defaults(void) {
-  return (tuned_submit_t){.seed = -1};
+  return (tuned_submit_t){.seed = -1, .remeasure = -1, .baseline = -1};
 }
 
 int tuned_submit(tuned_client_t *c, const tuned_submit_t *s, int64_t *job, char hash[17], tuned_error_t *err) {
@@ -386,6 +392,8 @@ int tuned_submit(tuned_client_t *c, const tuned_submit_t *s, int64_t *job, char 
   if (s->seed >= 0) cJSON_AddNumberToObject(p, "seed", (double)s->seed);
   if (s->strategy) cJSON_AddStringToObject(p, "strategy", s->strategy);
   if (s->model) cJSON_AddStringToObject(p, "model", s->model);
+  if (s->remeasure >= 0) cJSON_AddNumberToObject(p, "remeasure", s->remeasure);
+  if (s->baseline >= 0) cJSON_AddBoolToObject(p, "baseline", s->baseline > 0);
   cJSON *r = NULL;
   int rc = call_json(c, "tune.submit", p, NULL, NULL, &r, err);
   if (rc == 0) {

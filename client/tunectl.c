@@ -22,7 +22,8 @@
 enum {
   O_SET, O_TARGET, O_DAEMON_TARGET, O_TRACE, O_EMIT, O_KERNEL_EMIT, O_TRIALS, O_SECONDS, O_DATA_SEED,
   O_SEARCH_SEED, O_REPEAT_MS, O_NO_FLUSH, O_DB, O_STRATEGY, O_MODEL, O_WAIT, O_STATE, O_STATUS, O_LIMIT, O_K,
-  O_OUT, O_BASELINE, O_MAX_REGRESSION, O_COMPARE, O_DAEMON, O_JSON, O_JSON_OUT, O_SOCKET, O_COUNT
+  O_OUT, O_BASELINE, O_MAX_REGRESSION, O_COMPARE, O_DAEMON, O_JSON, O_JSON_OUT, O_SOCKET, O_REMEASURE,
+  O_NO_REMEASURE, O_NO_BASELINE, O_COUNT
 };
 #define OPT(name) (1u << O_##name)
 _Static_assert(O_COUNT <= 32, "a command's options are a 32-bit mask");
@@ -69,7 +70,8 @@ static const opt_spec_t options[O_COUNT] = {
     [O_MODEL] = {"model", 0, "M", K_TEXT, F(model), 0, 0, "cost model: xgb (default) or random"},
     [O_WAIT] = {"wait", 0, NULL, K_FLAG, F(wait), 0, 0, "follow the job until it ends"},
     [O_STATE] = {"state", 0, "S", K_TEXT, F(state), 0, 0, "queued, running, done, cancelled or failed"},
-    [O_STATUS] = {"status", 0, "S", K_TEXT, F(status), 0, 0, "ok, build_error, run_error, timeout or wrong_result"},
+    [O_STATUS] = {"status", 0, "S", K_TEXT, F(status), 0, 0,
+                  "ok, build_error, run_error, timeout, wrong_result or too_slow"},
     [O_LIMIT] = {"limit", 0, "N", K_INT, F(limit), 1, 0, "at most N rows"},
     [O_K] = {NULL, 'k', "K", K_INT, F(k), 1, 0, "how many records (default 1)"},
     [O_OUT] = {NULL, 'o', "OUT", K_TEXT, F(out), 0, 0, "write to OUT instead of stdout"},
@@ -81,6 +83,12 @@ static const opt_spec_t options[O_COUNT] = {
     [O_DAEMON] = {"daemon", 0, NULL, K_FLAG, F(daemon), 0, 0, "tune through the daemon instead of in this process"},
     [O_JSON] = {"json", 0, NULL, K_FLAG, F(json), 0, 0, "print JSON instead of text"},
     [O_JSON_OUT] = {"json", 0, "OUT", K_TEXT, F(json_out), 0, 0, "write the results to OUT"},
+    [O_REMEASURE] = {"remeasure", 0, "N", K_INT, F(remeasure), 0, 64,
+                     "re-measure the best N candidates at the end (default 8; 0: off)"},
+    [O_NO_REMEASURE] = {"no-remeasure", 0, NULL, K_FLAG, F(no_remeasure), 0, 0,
+                        "keep the first measurements: no re-measure at the end"},
+    [O_NO_BASELINE] = {"no-baseline", 0, NULL, K_FLAG, F(no_baseline), 0, 0,
+                       "do not measure the unscheduled program"},
     [O_SOCKET] = {"socket", 0, "PATH", K_TEXT, F(socket), 0, 0,
                   "the daemon's socket (default: $TUNED_SOCKET, else\n"
                   "$XDG_RUNTIME_DIR/tuned/tuned.sock, else /tmp/tuned-$UID/tuned.sock)"},
@@ -174,28 +182,40 @@ static const command_t commands[] = {
      .run = tco_space},
     {.name = "tune",
      .usage = "FILE --target T --trials N [--seed S] [--db PATH] [--strategy evolutionary|replay] "
-              "[--model xgb|random] [--no-flush] [--set NAME=VALUE ...] [--json]",
+              "[--model xgb|random] [--remeasure N | --no-remeasure] [--no-baseline] [--no-flush] "
+              "[--set NAME=VALUE ...] [--json]",
      .min_pos = 1, .max_pos = 1,
      .opts = OPT(SET) | OPT(TARGET) | OPT(TRIALS) | OPT(SEARCH_SEED) | OPT(DB) | OPT(STRATEGY) | OPT(MODEL) |
-             OPT(NO_FLUSH) | OPT(JSON),
+             OPT(REMEASURE) | OPT(NO_REMEASURE) | OPT(NO_BASELINE) | OPT(NO_FLUSH) | OPT(JSON),
      .need = OPT(TARGET) | OPT(TRIALS), .summary = "tune a workload in this process (no daemon)",
      .help = "Searches the target's design spaces for the fastest verified kernel: an\n"
              "evolutionary search ranked by the cost model (XGBoost, or random), or random\n"
              "replays of the design spaces (--strategy replay).  Every candidate is built,\n"
              "run in a worker process, verified and timed (on GPUs with the L2 cache\n"
-             "flushed before every timed repeat unless --no-flush; a candidate whose\n"
-             "checked run is over 10x the fastest so far is timed by that run alone, and\n"
-             "one still running at 100x the fastest (and 2 s) is stopped as a timeout).\n"
-             "--seed seeds the search (the same seed proposes the same first candidates).\n"
-             "With --db, records go to that SQLite database as each batch completes, and\n"
-             "traces recorded there for the workload and target are never measured again;\n"
-             "without it nothing is kept after the run (dedup within the run only).\n"
-             "Progress goes to stderr (a live line on a terminal, one line per batch\n"
-             "otherwise).  Ctrl-C stops after the current candidate and still prints the\n"
-             "summary (a second Ctrl-C quits at once).  The summary counts trials by\n"
-             "status and compares the best kernel with the unscheduled program measured in\n"
-             "the same run, then prints the best trace.  Exits 0 when a verified kernel was\n"
-             "found, 130 after Ctrl-C.\n",
+             "flushed before every timed repeat unless --no-flush).  A candidate whose\n"
+             "checked run is over 10x the fastest verified run so far is timed by that run\n"
+             "alone; one whose checked run is still going at 100x the fastest (and 2 s) is\n"
+             "stopped early and counted as too_slow (before any verified run, nothing is\n"
+             "stopped before the 30 s timeout).  --seed seeds the search (the same seed\n"
+             "proposes the same first candidates).\n"
+             "With --db, records go to that SQLite database as each batch completes;\n"
+             "traces recorded there for the workload and target are never measured again\n"
+             "as trials, the fastest recorded run bounds the first candidates, and the\n"
+             "XGBoost model starts trained on every record of the target there (it is\n"
+             "saved there after the run); without it nothing is kept after the run.\n"
+             "At the end the best --remeasure candidates (default 8; this run's and the\n"
+             "database's) are measured again in 3 interleaved rounds and the winner is\n"
+             "chosen on those times (the first time of the luckiest candidate is biased\n"
+             "fast); their records get the re-measured times.  --no-remeasure keeps the\n"
+             "first times.  Then the unscheduled program is measured, once per workload\n"
+             "and target with --db (later runs read it from there); --no-baseline skips it.\n"
+             "Progress goes to stderr after every measured batch (a live line on a\n"
+             "terminal, one line per batch otherwise).  Ctrl-C stops after the current\n"
+             "candidate (no re-measure, no new baseline) and still prints the summary (a\n"
+             "second Ctrl-C quits at once).  The summary counts trials by status, gives\n"
+             "the best kernel (re-measured and first time) and its speed-up over the\n"
+             "unscheduled program, then prints the best trace.  Exits 0 when a verified\n"
+             "kernel was found, 130 after Ctrl-C.\n",
      .run = tco_tune},
     {.name = "bench",
      .usage = "SUITE.json --trials N --json OUT [--baseline BASE.json] [--max-regression P] [--target T] [--seed S] "
@@ -217,15 +237,19 @@ static const command_t commands[] = {
 
     /* daemon */
     {.name = "submit",
-     .usage = "FILE [--set NAME=VALUE ...] [--target T] [--trials N] [--seconds S] [--seed S] [--wait] [--json]",
+     .usage = "FILE [--set NAME=VALUE ...] [--target T] [--trials N] [--seconds S] [--seed S] "
+              "[--remeasure N | --no-remeasure] [--no-baseline] [--wait] [--json]",
      .min_pos = 1, .max_pos = 1,
-     .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(TRIALS) | OPT(SECONDS) | OPT(SEARCH_SEED) | OPT(WAIT) | OPT(JSON),
+     .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(TRIALS) | OPT(SECONDS) | OPT(SEARCH_SEED) | OPT(REMEASURE) |
+             OPT(NO_REMEASURE) | OPT(NO_BASELINE) | OPT(WAIT) | OPT(JSON),
      .needs_daemon = true, .summary = "submit a tuning job to the daemon",
      .help = "Checks the workload here, sends its text and the --set overrides to the\n"
              "daemon and prints the job id and the workload hash.  --trials is the number\n"
-             "of candidates to measure, --seconds an optional wall-time budget.  With\n"
-             "--wait, follows the job (a progress bar on a terminal, one line per batch\n"
-             "otherwise) and exits 1 unless it ends `done`.\n",
+             "of candidates to measure, --seconds an optional wall-time budget (the\n"
+             "re-measure of the best --remeasure candidates, default 8, and the\n"
+             "measurement of the unscheduled program come after it; see `tunectl tune\n"
+             "--help`).  With --wait, follows the job (a progress bar on a terminal, one\n"
+             "line per batch otherwise) and exits 1 unless it ends `done`.\n",
      .run = tcd_submit},
     {.name = "status", .usage = "[JOB] [--json]", .min_pos = 0, .max_pos = 1, .opts = OPT(JSON), .needs_daemon = true,
      .summary = "show the daemon's state, or one job's",
@@ -256,7 +280,7 @@ static const command_t commands[] = {
      .min_pos = 0, .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(STATUS) | OPT(LIMIT) | OPT(JSON),
      .needs_daemon = true, .summary = "list tuning records",
      .help = "Lists measured candidates (all workloads, or one), optionally of one target\n"
-             "and one status (ok, build_error, run_error, timeout, wrong_result).\n" WORKLOAD_HELP,
+             "and one status (ok, build_error, run_error, timeout, wrong_result, too_slow).\n" WORKLOAD_HELP,
      .run = tcd_records},
     {.name = "best", .usage = "FILE|HASH [--set NAME=VALUE ...] [--target T] [-k K] [--json]", .min_pos = 1,
      .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(K) | OPT(JSON), .needs_daemon = true,
@@ -558,7 +582,7 @@ static int parse_command_line(const command_t *c, int argc, char **argv, tc_args
 /* ---- main ---------------------------------------------------------------------------- */
 
 static int run_command(const command_t *c, int argc, char **argv, const char *socket) {
-  tc_args_t a = {.name = c->name, .socket = socket, .trials = -1, .seed = -1, .limit = -1, .k = -1,
+  tc_args_t a = {.name = c->name, .socket = socket, .trials = -1, .seed = -1, .limit = -1, .k = -1, .remeasure = -1,
                  .arena = tn_arena_new()};
   int rc = parse_command_line(c, argc, argv, &a);
   if (rc == 1) {

@@ -25,9 +25,9 @@ typedef struct tc_args {
   const char *socket; /* --socket, before or after the command (NULL: libtuned's default) */
   const char *trace, *target, *emit, *out, *state, *status, *baseline, *max_regression, *compare, *json_out;
   const char *db, *strategy, *model;
-  int64_t trials, seed, limit, k;
+  int64_t trials, seed, limit, k, remeasure;
   double seconds, repeat_ms;
-  bool json, wait, daemon, no_flush;
+  bool json, wait, daemon, no_flush, no_remeasure, no_baseline;
   tn_arena_t *arena;
 } tc_args_t;
 

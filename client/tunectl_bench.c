@@ -152,7 +152,7 @@ typedef struct bench_out {
   bool found;
   double gflops, median_secs, seconds;
   int64_t trials;
-  int64_t failures[4]; /* build_error, run_error, timeout, wrong_result */
+  int64_t failures[5]; /* build_error, run_error, timeout, wrong_result, too_slow */
 } bench_out_t;
 
 static int load_item(const tc_args_t *o, const char *suite_dir, const cJSON *spec, bench_item_t *it) {
@@ -210,8 +210,8 @@ static int tune_local(const tc_args_t *o, const tn_target_t *t, bench_item_t *it
   out->gflops = r.best[0].found ? r.best[0].gflops : 0;
   out->median_secs = r.best[0].found ? r.best[0].median_secs : 0;
   out->trials = r.trials_done;
-  static const ms_status_t fails[4] = {MS_BUILD_ERROR, MS_RUN_ERROR, MS_TIMEOUT, MS_WRONG_RESULT};
-  for (int i = 0; i < 4; i++) out->failures[i] = r.failures[fails[i]];
+  static const ms_status_t fails[5] = {MS_BUILD_ERROR, MS_RUN_ERROR, MS_TIMEOUT, MS_WRONG_RESULT, MS_TOO_SLOW};
+  for (int i = 0; i < 5; i++) out->failures[i] = r.failures[fails[i]];
   srch_result_free(&r);
   return 0;
 }
@@ -225,6 +225,7 @@ static int tune_daemon(const tc_args_t *o, tuned_client_t *c, const char *target
   s.target = target;
   s.trials = (int)o->trials;
   s.seed = (int64_t)tc_seed(o);
+  s.baseline = 0; /* the results have no use for the unscheduled program */
   int64_t job;
   tuned_job_t j;
   tuned_error_t err = {0};
@@ -242,7 +243,7 @@ static int tune_daemon(const tc_args_t *o, tuned_client_t *c, const char *target
   out->median_secs = j.best_median_secs;
   out->trials = j.trials_done;
   out->failures[0] = j.build_errors, out->failures[1] = j.run_errors;
-  out->failures[2] = j.timeouts, out->failures[3] = j.wrong_results;
+  out->failures[2] = j.timeouts, out->failures[3] = j.wrong_results, out->failures[4] = j.too_slow;
   return 0;
 }
 
@@ -258,8 +259,8 @@ static cJSON *result_json(const bench_item_t *it, const bench_out_t *r) {
   cJSON_AddNumberToObject(j, "median_secs", r->median_secs);
   cJSON_AddNumberToObject(j, "trials", (double)r->trials);
   cJSON *f = cJSON_AddObjectToObject(j, "failures");
-  static const char *const names[4] = {"build_error", "run_error", "timeout", "wrong_result"};
-  for (int i = 0; i < 4; i++) cJSON_AddNumberToObject(f, names[i], (double)r->failures[i]);
+  static const char *const names[5] = {"build_error", "run_error", "timeout", "wrong_result", "too_slow"};
+  for (int i = 0; i < 5; i++) cJSON_AddNumberToObject(f, names[i], (double)r->failures[i]);
   cJSON_AddNumberToObject(j, "seconds", r->seconds);
   return j;
 }

@@ -256,8 +256,16 @@ static void print_job(const cJSON *r) {
   } else {
     printf("none yet\n");
   }
-  printf("failures  %lld build_error, %lld run_error, %lld timeout, %lld wrong_result\n", (long long)j.build_errors,
-         (long long)j.run_errors, (long long)j.timeouts, (long long)j.wrong_results);
+  if (j.baseline_median_secs > 0) {
+    printf("baseline  unscheduled program ");
+    print_secs(stdout, j.baseline_median_secs);
+    printf(", %.3f GFLOP/s", j.baseline_gflops);
+    if (j.best_record && j.best_median_secs > 0) printf(" (best: %.1fx faster)", j.baseline_median_secs / j.best_median_secs);
+    printf("\n");
+  }
+  printf("failures  %lld build_error, %lld run_error, %lld timeout, %lld wrong_result, %lld too_slow\n",
+         (long long)j.build_errors, (long long)j.run_errors, (long long)j.timeouts, (long long)j.wrong_results,
+         (long long)j.too_slow);
   if (j.error[0]) printf("error     %s\n", j.error);
 }
 
@@ -280,6 +288,14 @@ int tcd_submit(tc_args_t *o) {
   s.trials = o->trials > 0 ? (int)o->trials : 0;
   s.seconds = o->seconds;
   s.seed = o->seed;
+  if (o->no_remeasure && o->remeasure > 0) {
+    fprintf(stderr, "tunectl submit: --remeasure %lld and --no-remeasure contradict each other\n",
+            (long long)o->remeasure);
+    free(params);
+    return 2;
+  }
+  s.remeasure = o->no_remeasure ? 0 : (int)o->remeasure;
+  s.baseline = o->no_baseline ? 0 : -1;
   tuned_client_t *c = connect_daemon(o);
   int rc = 1;
   int64_t job = 0;

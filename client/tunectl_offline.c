@@ -418,8 +418,15 @@ int tco_tune(tc_args_t *o) {
   if (lookup_target("tune", o->target, &t) < 0) return 1;
   ir_workload_t *w = load_workload("tune", o);
   if (!w) return 1;
+  if (o->no_remeasure && o->remeasure > 0) {
+    fprintf(stderr, "tunectl tune: --remeasure %lld and --no-remeasure contradict each other\n",
+            (long long)o->remeasure);
+    ir_workload_free(w);
+    return 2;
+  }
   tct_args_t a = {.workload = w, .target = &t, .trials = (int)o->trials, .db = o->db, .strategy = o->strategy,
-                  .model = o->model, .seed = tc_seed(o), .json = o->json, .no_flush = o->no_flush};
+                  .model = o->model, .seed = tc_seed(o), .json = o->json, .no_flush = o->no_flush,
+                  .remeasure = o->no_remeasure ? 0 : (int)o->remeasure, .no_baseline = o->no_baseline};
   int rc = tct_tune(&a);
   ir_workload_free(w);
   return rc;

@@ -1,7 +1,8 @@
 /* tunectl_tune.c — `tunectl tune`: tunes one workload in this process (no
  * daemon), shows progress on stderr, stops cleanly on Ctrl-C, and ends with
- * a summary: counts by status, the best kernel, the naive program measured
- * in the same run, and the best trace. */
+ * a summary: counts by status, the best kernel (re-measured), the
+ * unscheduled program (measured once per workload and target, kept in the
+ * database) and the best trace. */
 #include <cJSON.h>
 #include <signal.h>
 #include <stdio.h>
@@ -38,29 +39,30 @@ typedef struct ui {
   bool line_open; /* a live line is on the terminal */
 } ui_t;
 
+/* After every measured batch; the re-measure and the baseline speak
+ * through on_log. */
 static void on_progress(const srch_progress_t *p, void *ctx) {
   ui_t *u = ctx;
+  if (p->stage != SRCH_STAGE_SEARCH) return;
   char best[64] = "no verified kernel yet";
   if (p->best_secs > 0) snprintf(best, sizeof best, "best %.1f GFLOP/s (%.4g ms)", p->best_gflops, p->best_secs * 1e3);
-  fprintf(stderr, "%s%d/%d trials, %s, failures: build %d, run %d, timeout %d, wrong %d, %.0f s%s",
+  fprintf(stderr, "%s%d/%d trials, %s, failures: build %d, run %d, timeout %d, too slow %d, wrong %d, %.0f s%s",
           u->tty ? "\r\033[K" : "", p->trials_done, p->trials_total, best, p->failures[MS_BUILD_ERROR],
-          p->failures[MS_RUN_ERROR], p->failures[MS_TIMEOUT], p->failures[MS_WRONG_RESULT], p->elapsed_s,
-          u->tty ? "" : "\n");
+          p->failures[MS_RUN_ERROR], p->failures[MS_TIMEOUT], p->failures[MS_TOO_SLOW], p->failures[MS_WRONG_RESULT],
+          p->elapsed_s, u->tty ? "" : "\n");
   fflush(stderr);
   u->line_open = u->tty;
 }
 
-static void measure_naive(const tct_args_t *a, ms_result_t *r) {
-  cg_module_t *m = NULL;
-  tn_err_t err = {0};
-  ms_options_t mo = {.seed = 1};
-  mo.run.flush_l2 = ms_flush_by_default(a->target->kind) && !a->no_flush; /* timed as the candidates are */
-  ms_result_init(r);
-  /* the unscheduled program as the target runs it (srch_lower with no trace) */
-  if (srch_lower(a->workload->func, a->target, NULL, 1, NULL, &m, NULL, &err) < 0)
-    ms_result_fail(r, MS_BUILD_ERROR, "%s", err.msg);
-  else if (ms_measure(a->workload->func, a->target, &m, 1, &mo, r, &err) < 0) ms_result_fail(r, MS_RUN_ERROR, "%s", err.msg);
-  cg_module_free(m);
+/* The search's messages (warm start of the cost model, re-measure,
+ * baseline); debug ones are not shown. */
+static void on_log(srch_log_level_t level, const char *msg, void *ctx) {
+  ui_t *u = ctx;
+  if (level == SRCH_LOG_DEBUG) return;
+  if (u->line_open) fputc('\n', stderr);
+  u->line_open = false;
+  fprintf(stderr, "%s%s\n", level == SRCH_LOG_WARN ? "warning: " : "", msg);
+  fflush(stderr);
 }
 
 /* The best kernel against the target's peaks (false: no peaks, no kernel). */
@@ -69,34 +71,88 @@ static bool best_roofline(const tct_args_t *a, const srch_best_t *b, tn_roofline
   return b->found && tn_target_roofline(a->target, ir_func_flops(f), ir_func_bytes(f), b->median_secs, rl);
 }
 
-static void print_text(const tct_args_t *a, const srch_result_t *r, const ms_result_t *naive) {
+static void print_remeasure_text(const srch_remeasure_t *rm) {
+  printf("remeasure  %d candidates, %d rounds (re-measured/first ms):", rm->n, rm->rounds);
+  for (int i = 0; i < rm->n; i++) {
+    const srch_remeasured_t *x = &rm->items[i];
+    if (x->status == MS_OK) printf(" %.4g/%.4g", x->median_secs * 1e3, x->first_secs * 1e3);
+    else printf(" %s/%.4g", ms_status_name(x->status), x->first_secs * 1e3);
+  }
+  printf("\n");
+}
+
+static void print_text(const tct_args_t *a, const srch_result_t *r) {
   const srch_best_t *b = &r->best[0];
+  const srch_baseline_t *nv = &r->baseline[0];
   const int *f = r->failures;
   printf("workload   %s (", a->workload->name);
   for (int i = 0; i < a->workload->nparams; i++)
     printf("%s%s=%lld", i ? ", " : "", a->workload->params[i].name, (long long)a->workload->params[i].value);
   printf("), %.4g GFLOP per run\n", ir_func_flops(a->workload->func) * 1e-9);
   printf("target     %s\n", a->target->name);
-  printf("trials     %d%s: ok %d, build error %d, run error %d, timeout %d, wrong result %d\n", r->trials_done,
-         r->stopped ? " (stopped)" : "", f[MS_OK], f[MS_BUILD_ERROR], f[MS_RUN_ERROR], f[MS_TIMEOUT], f[MS_WRONG_RESULT]);
+  printf("trials     %d%s: ok %d, build error %d, run error %d, timeout %d, too slow %d, wrong result %d\n",
+         r->trials_done, r->stopped ? " (stopped)" : "", f[MS_OK], f[MS_BUILD_ERROR], f[MS_RUN_ERROR], f[MS_TIMEOUT],
+         f[MS_TOO_SLOW], f[MS_WRONG_RESULT]);
   tn_roofline_t rl;
   char line[256];
-  if (b->found) printf("best       %.4g ms median, %.1f GFLOP/s\n", b->median_secs * 1e3, b->gflops);
+  if (b->found && b->remeasured)
+    printf("best       %.4g ms median, %.1f GFLOP/s (re-measured; first measured %.4g ms, %.1f GFLOP/s)\n",
+           b->median_secs * 1e3, b->gflops, b->first_secs * 1e3, b->gflops * b->median_secs / b->first_secs);
+  else if (b->found) printf("best       %.4g ms median, %.1f GFLOP/s\n", b->median_secs * 1e3, b->gflops);
   else printf("best       none (no verified candidate)\n");
+  if (r->remeasure[0].n > 0) print_remeasure_text(&r->remeasure[0]);
   if (best_roofline(a, b, &rl)) {
     tn_roofline_text(&rl, line, sizeof line);
     printf("roofline   %s\n", line);
   }
-  if (naive->status == MS_OK) printf("naive      %.4g ms median, %.2f GFLOP/s\n", naive->median_secs * 1e3, naive->gflops);
-  else printf("naive      %s: %s\n", ms_status_name(naive->status), naive->error);
-  if (b->found && naive->status == MS_OK) printf("speed-up   %.1fx over the naive program\n", naive->median_secs / b->median_secs);
+  if (!nv->have) printf("naive      not measured (%s)\n", a->no_baseline ? "--no-baseline" : "stopped");
+  else if (nv->status == MS_OK)
+    printf("naive      %.4g ms median, %.2f GFLOP/s%s\n", nv->median_secs * 1e3, nv->gflops,
+           nv->cached ? " (measured before, from the database)" : "");
+  else printf("naive      %s: %s\n", ms_status_name(nv->status), nv->error);
+  if (b->found && nv->have && nv->status == MS_OK)
+    printf("speed-up   %.1fx over the naive program\n", nv->median_secs / b->median_secs);
   printf("elapsed    %.1f s; search CPU s: sampling %.2f, mutation %.2f, features %.2f, prediction %.2f\n",
          r->elapsed_s, r->phase_s[0], r->phase_s[1], r->phase_s[2], r->phase_s[3]);
   if (b->found) printf("\nbest trace:\n%s\n", b->trace_json);
 }
 
-static void print_json_summary(const tct_args_t *a, const srch_result_t *r, const ms_result_t *naive) {
+static cJSON *remeasure_json(const srch_remeasure_t *rm) {
+  if (rm->n == 0) return cJSON_CreateNull();
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "rounds", rm->rounds);
+  cJSON *arr = cJSON_AddArrayToObject(o, "candidates");
+  for (int i = 0; i < rm->n; i++) {
+    const srch_remeasured_t *x = &rm->items[i];
+    cJSON *c = cJSON_CreateObject();
+    if (x->db_id > 0) cJSON_AddNumberToObject(c, "record_id", (double)x->db_id);
+    cJSON_AddStringToObject(c, "status", ms_status_name(x->status));
+    cJSON_AddNumberToObject(c, "first_median_secs", x->first_secs);
+    if (x->status == MS_OK) cJSON_AddNumberToObject(c, "median_secs", x->median_secs);
+    else cJSON_AddNullToObject(c, "median_secs");
+    cJSON_AddNumberToObject(c, "samples", x->nsamples);
+    cJSON_AddItemToArray(arr, c);
+  }
+  return o;
+}
+
+static cJSON *naive_json(const srch_baseline_t *nv) {
+  if (!nv->have) return cJSON_CreateNull();
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "status", ms_status_name(nv->status));
+  if (nv->status == MS_OK) {
+    cJSON_AddNumberToObject(o, "median_secs", nv->median_secs);
+    cJSON_AddNumberToObject(o, "gflops", nv->gflops);
+  } else {
+    cJSON_AddStringToObject(o, "error", nv->error);
+  }
+  cJSON_AddBoolToObject(o, "cached", nv->cached);
+  return o;
+}
+
+static void print_json_summary(const tct_args_t *a, const srch_result_t *r) {
   const srch_best_t *b = &r->best[0];
+  const srch_baseline_t *nv = &r->baseline[0];
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "workload", a->workload->name);
   cJSON_AddStringToObject(j, "target", a->target->name);
@@ -108,6 +164,9 @@ static void print_json_summary(const tct_args_t *a, const srch_result_t *r, cons
     cJSON *best = cJSON_AddObjectToObject(j, "best");
     cJSON_AddNumberToObject(best, "median_secs", b->median_secs);
     cJSON_AddNumberToObject(best, "gflops", b->gflops);
+    cJSON_AddBoolToObject(best, "remeasured", b->remeasured);
+    cJSON_AddNumberToObject(best, "first_median_secs", b->first_secs);
+    cJSON_AddNumberToObject(best, "first_gflops", b->gflops * b->median_secs / b->first_secs);
     tn_roofline_t rl;
     if (best_roofline(a, b, &rl)) tn_roofline_add_json(&rl, cJSON_AddObjectToObject(best, "roofline"));
     if (b->db_id > 0) cJSON_AddNumberToObject(best, "record_id", (double)b->db_id);
@@ -116,15 +175,9 @@ static void print_json_summary(const tct_args_t *a, const srch_result_t *r, cons
   } else {
     cJSON_AddNullToObject(j, "best");
   }
-  cJSON *nv = cJSON_AddObjectToObject(j, "naive");
-  cJSON_AddStringToObject(nv, "status", ms_status_name(naive->status));
-  if (naive->status == MS_OK) {
-    cJSON_AddNumberToObject(nv, "median_secs", naive->median_secs);
-    cJSON_AddNumberToObject(nv, "gflops", naive->gflops);
-    if (b->found) cJSON_AddNumberToObject(j, "speedup", naive->median_secs / b->median_secs);
-  } else {
-    cJSON_AddStringToObject(nv, "error", naive->error);
-  }
+  cJSON_AddItemToObject(j, "remeasure", remeasure_json(&r->remeasure[0]));
+  cJSON_AddItemToObject(j, "naive", naive_json(nv));
+  if (b->found && nv->have && nv->status == MS_OK) cJSON_AddNumberToObject(j, "speedup", nv->median_secs / b->median_secs);
   cJSON_AddNumberToObject(j, "elapsed_s", r->elapsed_s);
   cJSON *ph = cJSON_AddObjectToObject(j, "search_cpu_s");
   static const char *const names[] = {"sampling", "mutation", "features", "prediction"};
@@ -157,11 +210,13 @@ int tct_tune(const tct_args_t *a) {
   srch_opts_default(&o);
   if (parse_choices(a, &o) < 0) return 2;
   o.no_flush = a->no_flush;
+  if (a->remeasure >= 0) o.remeasure = a->remeasure;
+  o.baseline = !a->no_baseline;
   ui_t u = {.a = a, .tty = isatty(STDERR_FILENO)};
   struct sigaction sa = {.sa_handler = on_sigint}, old;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old);
-  srch_callbacks_t cb = {.on_progress = on_progress, .should_stop = should_stop, .ctx = &u};
+  srch_callbacks_t cb = {.on_progress = on_progress, .should_stop = should_stop, .ctx = &u, .on_log = on_log};
   srch_task_t task = {.workload = a->workload, .weight = 1};
   srch_result_t r;
   tn_err_t err = {0};
@@ -176,12 +231,9 @@ int tct_tune(const tct_args_t *a) {
     sigaction(SIGINT, &old, NULL);
     return 1;
   }
-  ms_result_t naive;
-  measure_naive(a, &naive);
-  if (a->json) print_json_summary(a, &r, &naive);
-  else print_text(a, &r, &naive);
+  if (a->json) print_json_summary(a, &r);
+  else print_text(a, &r);
   int status = r.stopped ? 130 : r.best[0].found ? 0 : 1;
-  ms_result_clear(&naive);
   srch_result_free(&r);
   sigaction(SIGINT, &old, NULL);
   return status;

@@ -21,7 +21,9 @@ typedef struct tct_args {
   const char *model;    /* xgb (default) | random */
   uint64_t seed;
   bool json;
-  bool no_flush; /* --no-flush */
+  bool no_flush;    /* --no-flush */
+  int remeasure;    /* --remeasure N (0 also for --no-remeasure); -1: the default (8) */
+  bool no_baseline; /* --no-baseline */
 } tct_args_t;
 
 /* Runs the command; returns the exit status (0: a verified kernel was

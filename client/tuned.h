@@ -93,9 +93,12 @@ typedef struct tuned_submit {
   int64_t seed;            /* < 0: the daemon's default */
   const char *strategy;    /* "evolutionary" | "replay"; NULL: default */
   const char *model;       /* "xgb" | "random"; NULL: default */
+  int remeasure;           /* best candidates re-measured at the end; < 0: the daemon's default (8), 0: none */
+  int baseline;            /* measure the unscheduled program: < 0 default (yes), 0 no, > 0 yes */
 } tuned_submit_t;
 
-/* A tuned_submit_t with the defaults above (seed -1, everything else 0/NULL). */
+/* A tuned_submit_t with the defaults above (seed, remeasure and baseline -1,
+ * everything else 0/NULL). */
 TUNED_API tuned_submit_t tuned_submit_defaults(void);
 
 /* Submits a tuning job; sets *job to its id and, when hash is not NULL, the
@@ -125,6 +128,8 @@ typedef struct tuned_job {
   double best_median_secs, best_gflops;
   int64_t build_errors, run_errors, timeouts, wrong_results;
   char error[512];         /* "" when none */
+  int64_t too_slow;        /* candidates stopped early, far slower than the best so far */
+  double baseline_median_secs, baseline_gflops; /* the unscheduled program; 0: not measured (yet) */
 } tuned_job_t;
 
 /* True for done, cancelled and failed. */

@@ -75,7 +75,8 @@ typedef struct cm_xgb_config {
   int nthread;            /* XGBoost threads (>= 1) */
   uint64_t seed;          /* XGBoost seed and the warm-up RNG */
   int warmup_samples;     /* random predictions until this many samples: 64 */
-  double retrain_growth;  /* retrain when data grew by this fraction: 0.2 */
+  double retrain_growth;  /* retrain when data grew by this fraction: 0.2 ... */
+  int retrain_samples;    /* ... or by this many samples (a batch): 64 */
   int max_rounds;         /* boosting rounds at most: 300 */
   int early_stop_rounds;  /* stop when training p-rmse did not improve: 50 */
   int max_depth;          /* 10 */
@@ -101,7 +102,9 @@ bool cm_have_xgboost(void);
 
 /* Adds measured samples (features are copied) and, for XGBoost, retrains
  * from scratch on all data when at least warmup_samples exist and the data
- * grew by retrain_growth since the last training.  Not thread-safe. */
+ * grew by retrain_growth or by retrain_samples since the last training (so a
+ * model warm-started on thousands of records still learns from every batch).
+ * Not thread-safe. */
 int cm_model_update(cm_model_t *m, const cm_sample_t *samples, int n, tn_err_t *err);
 
 /* Scores n candidates (higher = predicted faster: normalised throughput).
@@ -121,6 +124,16 @@ typedef struct cm_model_stats {
 } cm_model_stats_t;
 
 void cm_model_get_stats(const cm_model_t *m, cm_model_stats_t *out);
+
+/* The stored samples: how many, and sample i (its features point into the
+ * model's storage, valid until the next update or load). */
+int cm_model_nsamples(const cm_model_t *m);
+void cm_model_sample(const cm_model_t *m, int i, cm_sample_t *out, cm_feature_rows_t *rows);
+
+/* The save format's identity: bump it whenever the file layout or the
+ * meaning of any feature column changes, so that models saved by another
+ * build (their rows mean something else) are told apart, never mixed. */
+#define CM_MODEL_FORMAT 1
 
 /* Saves the model state — training data, RNG state and (XGBoost) the booster
  * as JSON — in one file / one malloc'ed buffer.  Loading replaces the state of

@@ -15,6 +15,7 @@ void cm_xgb_config_default(cm_xgb_config_t *c, int nthread, uint64_t seed) {
       .seed = seed,
       .warmup_samples = 64,
       .retrain_growth = 0.2,
+      .retrain_samples = 64,
       .max_rounds = 300,
       .early_stop_rounds = 50,
       .max_depth = 10,
@@ -144,7 +145,16 @@ int cmi_labels(const cm_model_t *m, float *labels) {
 static bool wants_training(const cm_model_t *m) {
   if (m->kind != CM_KIND_XGB || m->n < m->cfg.warmup_samples) return false;
   if (!m->booster || m->trained_on == 0) return true;
+  if (m->cfg.retrain_samples > 0 && m->n - m->trained_on >= m->cfg.retrain_samples) return true;
   return (double)m->n >= (double)m->trained_on * (1.0 + m->cfg.retrain_growth) - 1e-9;
+}
+
+int cm_model_nsamples(const cm_model_t *m) { return m->n; }
+
+void cm_model_sample(const cm_model_t *m, int i, cm_sample_t *out, cm_feature_rows_t *rows) {
+  *rows = (cm_feature_rows_t){.nrows = m->nrows[i], .ncols = CM_NUM_FEATURES,
+                              .data = m->nrows[i] ? m->rows + m->row0[i] * CM_NUM_FEATURES : NULL};
+  *out = (cm_sample_t){.workload = m->wl[i], .features = rows, .run_secs = m->secs[i]};
 }
 
 int cm_model_update(cm_model_t *m, const cm_sample_t *samples, int n, tn_err_t *err) {
@@ -180,7 +190,7 @@ int cm_model_predict(cm_model_t *m, const cm_feature_rows_t *cands, int n, doubl
  * ====================================================================== */
 
 #define MAGIC "TNCMODL1"
-#define FORMAT_VERSION 1
+#define FORMAT_VERSION CM_MODEL_FORMAT
 #define MAX_FILE_BYTES ((size_t)1 << 32)
 
 static void put_u64(tn_buf_t *b, uint64_t v) {

@@ -78,13 +78,22 @@ static bool should_stop(void *ctx) {
   return atomic_load(&((run_ctx_t *)ctx)->job->stop) != STOP_NONE;
 }
 
-/* srch_tune has committed the batch and written the job's progress row. */
+/* srch_tune has committed the batch (or the re-measure, or the baseline)
+ * and written the job's progress row. */
 static void on_progress(const srch_progress_t *p, void *ctx) {
   run_ctx_t *r = ctx;
   int64_t trials = r->base + p->trials_done;
-  td_log(TD_DEBUG, "batch measured", "job=%lld trials_done=%lld best_gflops=%.3f", (long long)r->job->id,
-         (long long)trials, p->best_gflops);
+  static const char *const what[] = {"batch measured", "best candidates re-measured", "unscheduled program timed"};
+  td_log(p->stage == SRCH_STAGE_SEARCH ? TD_DEBUG : TD_INFO, what[p->stage],
+         "job=%lld trials_done=%lld best_gflops=%.3f", (long long)r->job->id, (long long)trials, p->best_gflops);
   post(r->job, EV_PROGRESS, trials, p->failures);
+}
+
+/* The search's own messages (the cost model's warm start, the re-measure). */
+static void on_log(srch_log_level_t level, const char *msg, void *ctx) {
+  run_ctx_t *r = ctx;
+  td_log_level_t lv = level == SRCH_LOG_WARN ? TD_WARN : level == SRCH_LOG_INFO ? TD_INFO : TD_DEBUG;
+  if (td_log_enabled(lv)) td_log(lv, "search", "job=%lld msg=%s", (long long)r->job->id, td_q(msg));
 }
 
 /* Every measured candidate at debug level, with the window it had its
@@ -111,6 +120,9 @@ static void apply_options(const char *json, srch_opts_t *o) {
     o->model = strcmp(v->valuestring, "random") == 0 ? SRCH_MODEL_RANDOM : SRCH_MODEL_XGB;
   if ((v = cJSON_GetObjectItemCaseSensitive(j, "batch_size")) && cJSON_IsNumber(v)) o->batch_size = v->valueint;
   if ((v = cJSON_GetObjectItemCaseSensitive(j, "population")) && cJSON_IsNumber(v)) o->population = v->valueint;
+  if ((v = cJSON_GetObjectItemCaseSensitive(j, "remeasure")) && cJSON_IsNumber(v)) o->remeasure = v->valueint;
+  /* jobs measure the unscheduled program unless told not to (older jobs did not say) */
+  o->baseline = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "baseline"));
   cJSON_Delete(j);
 }
 
@@ -133,7 +145,8 @@ static int run_search(td_job_t *j, const db_job_t *row, const ir_workload_t *w,
   o.job_id = j->id;
   o.builder = j->mgr->builder;
   srch_task_t task = {w, 1.0};
-  srch_callbacks_t cb = {on_progress, on_batch, should_stop, &ctx};
+  srch_callbacks_t cb = {.on_progress = on_progress, .on_batch = on_batch, .should_stop = should_stop, .ctx = &ctx,
+                         .on_log = on_log};
   srch_result_t res;
   memset(&res, 0, sizeof res);
   int rc = srch_tune(&task, 1, t, &o, &cb, &res, err);
@@ -432,6 +445,27 @@ static cJSON *best_json(td_server_t *srv, const db_job_t *row, double flops) {
   return b;
 }
 
+/* The unscheduled program's time on the job's target (null until measured),
+ * and the best's speed-up over it. */
+static cJSON *baseline_json(td_server_t *srv, const db_job_t *row, double flops, const cJSON *best) {
+  tn_arena_t *a = tn_arena_new();
+  db_baseline_t b;
+  bool found = false;
+  tn_err_t err = {0};
+  cJSON *o = NULL;
+  if (db_baseline_get(srv->rdb, row->workload_hash, row->target_name, &b, &found, a, &err) == 0 && found) {
+    o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", db_status_name(b.status));
+    td_json_num(o, "median_secs", b.median_secs);
+    td_json_num(o, "gflops", flops > 0 && b.median_secs > 0 ? flops / b.median_secs * 1e-9 : NAN);
+    const cJSON *bm = cJSON_GetObjectItemCaseSensitive(best, "median_secs");
+    td_json_num(o, "speedup", cJSON_IsNumber(bm) && bm->valuedouble > 0 && b.median_secs > 0
+                                  ? b.median_secs / bm->valuedouble : NAN);
+  }
+  tn_arena_free(a);
+  return o ? o : cJSON_CreateNull();
+}
+
 cJSON *td_job_json(td_server_t *srv, int64_t id, tn_err_t *err) {
   tn_arena_t *a = tn_arena_new();
   db_job_t row;
@@ -458,7 +492,9 @@ cJSON *td_job_json(td_server_t *srv, int64_t id, tn_err_t *err) {
   cJSON_AddNumberToObject(o, "seconds", row.budget_seconds);
   cJSON_AddNumberToObject(o, "seed", (double)row.seed);
   cJSON_AddItemToObject(o, "options", td_json_embed(row.options ? row.options : "{}"));
-  cJSON_AddItemToObject(o, "best", best_json(srv, &row, have_w ? w.flops : 0));
+  cJSON *best = best_json(srv, &row, have_w ? w.flops : 0);
+  cJSON_AddItemToObject(o, "best", best);
+  cJSON_AddItemToObject(o, "baseline", baseline_json(srv, &row, have_w ? w.flops : 0, best));
   cJSON *f = cJSON_AddObjectToObject(o, "failures");
   for (int s = MS_BUILD_ERROR; s < MS_STATUS__COUNT; s++)
     cJSON_AddNumberToObject(f, ms_status_name((ms_status_t)s), live ? live->failures[s] : 0);

@@ -7,7 +7,7 @@
 
 #include "daemon/td.h"
 
-static const char *const statuses[] = {"ok", "build_error", "run_error", "timeout", "wrong_result", NULL};
+static const char *const statuses[] = {"ok", "build_error", "run_error", "timeout", "wrong_result", "too_slow", NULL};
 
 td_reply_t td_m_db_workloads(td_req_t *req) {
   int64_t limit, offset;

@@ -15,9 +15,10 @@ typedef struct submit {
   char *text;
   cJSON *overrides;     /* {"M": 64} or NULL */
   td_target_info_t target;
-  int64_t trials, seed, batch_size, population;
+  int64_t trials, seed, batch_size, population, remeasure;
   double seconds;
   int strategy, model;
+  bool baseline;
   int64_t job;          /* out */
   char hash[17];        /* out */
 } submit_t;
@@ -44,6 +45,8 @@ static char *options_json(const submit_t *s) {
   cJSON_AddStringToObject(o, "model", models[s->model]);
   if (s->batch_size) cJSON_AddNumberToObject(o, "batch_size", (double)s->batch_size);
   if (s->population) cJSON_AddNumberToObject(o, "population", (double)s->population);
+  cJSON_AddNumberToObject(o, "remeasure", (double)s->remeasure);
+  cJSON_AddBoolToObject(o, "baseline", s->baseline);
   char *t = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   return t;
@@ -126,7 +129,9 @@ td_reply_t td_m_tune_submit(td_req_t *req) {
       td_param_int(req, "batch_size", false, 0, 1, 4096, &s->batch_size) ||
       /* below 64 the search's fresh-sample round can spin once records exist
        * (init_min_unmeasured 50 + 20 % seeds); see the search module */
-      td_param_int(req, "population", false, 0, 64, 100000, &s->population))
+      td_param_int(req, "population", false, 0, 64, 100000, &s->population) ||
+      td_param_int(req, "remeasure", false, 8, 0, 64, &s->remeasure) ||
+      td_param_bool(req, "baseline", true, &s->baseline))
     return TD_REPLY;
   if (name && !valid_name(name))
     return td_req_error(req, TD_E_PARAMS, "invalid param \"name\": \"%s\" must be a file stem of letters, "

@@ -23,7 +23,7 @@
 #include "common/common.h"
 
 /* The schema version this build creates and understands. */
-#define DB_SCHEMA_VERSION 2
+#define DB_SCHEMA_VERSION 3
 
 typedef struct db db_t;
 
@@ -107,6 +107,7 @@ typedef enum db_status {
   DB_STATUS_RUN_ERROR,
   DB_STATUS_TIMEOUT,
   DB_STATUS_WRONG_RESULT,
+  DB_STATUS_TOO_SLOW, /* stopped early, far slower than the best so far (not verified) */
 } db_status_t;
 
 #define DB_STATUS_ANY (-1)
@@ -166,6 +167,13 @@ int db_record_exists(db_t *db, int64_t workload_id, int64_t target_id, const cha
  * records can be verified. */
 int db_record_set_verified(db_t *db, int64_t record_id, bool verified, tn_err_t *err);
 
+/* Replaces an ok record's times with a new measurement of the same trace
+ * (the search's re-measure of its best candidates: every sample of every
+ * round, and their median) and updates its `updated` time.  Other records
+ * -> TN_EINVAL. */
+int db_record_set_times(db_t *db, int64_t record_id, const double *run_secs, size_t n, double median_secs,
+                        tn_err_t *err);
+
 typedef struct db_records {
   db_record_t *items;
   size_t n;
@@ -193,6 +201,53 @@ int db_records_query(db_t *db, const db_query_t *q, db_records_t *out, tn_err_t 
  * compared across targets.  Unknown workload or target -> no records. */
 int db_best(db_t *db, const char *workload_hash, const char *target_name, size_t k,
             db_records_t *out, tn_err_t *err);
+
+/* ---- cost models (models.c) ------------------------------------------------ */
+
+/* The search's cost model of one target, saved after each tune: the model
+ * (cost_model/'s save format: its training data and booster) and the ids of
+ * the records its training samples came from, in sample order (0 for a
+ * sample without a record).  One row per (target, format): a build with
+ * another feature layout or file format keeps its own. */
+typedef struct db_cost_model {
+  int64_t target_id;
+  int format;
+  const void *model;
+  size_t model_len;
+  const int64_t *record_ids;
+  size_t nrecord_ids;
+  double updated; /* out: unix seconds */
+} db_cost_model_t;
+
+/* Inserts or replaces the (target, format) row. */
+int db_cost_model_put(db_t *db, const db_cost_model_t *m, tn_err_t *err);
+/* The target's model of this format when there is one, else the most
+ * recently saved one of another format (out->format says which; the caller
+ * decides what to do with it), else *found = false.  Blobs live in the
+ * arena.  A record-id list whose size is not a whole number of ids is
+ * TN_EINVAL (a damaged row). */
+int db_cost_model_get(db_t *db, int64_t target_id, int format, db_cost_model_t *out, bool *found, tn_arena_t *a,
+                      tn_err_t *err);
+
+/* ---- baselines (models.c) -------------------------------------------------- */
+
+/* The unscheduled program's measurement on a target: measured once per
+ * (workload, target) and kept for later tunes. */
+typedef struct db_baseline {
+  int64_t workload_id, target_id;
+  db_status_t status;
+  double median_secs;        /* NAN when there is no time */
+  const double *run_secs;
+  size_t n_runs;
+  const char *error;         /* NULL when none */
+  double created;            /* out */
+} db_baseline_t;
+
+/* Inserts or replaces the (workload, target) row. */
+int db_baseline_put(db_t *db, const db_baseline_t *b, tn_err_t *err);
+/* The row for (workload hash, target name), *found = false when none. */
+int db_baseline_get(db_t *db, const char *workload_hash, const char *target_name, db_baseline_t *out, bool *found,
+                    tn_arena_t *a, tn_err_t *err);
 
 /* ---- jobs --------------------------------------------------------------- */
 

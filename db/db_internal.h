@@ -52,6 +52,11 @@ double db_col_opt_real(sqlite3_stmt *st, int col);
 int db_canon_object(const char *text, const char *what, char **out, tn_err_t *err);
 bool db_is_hex16(const char *s);
 
+/* Run times as a JSON array text (%.17g: exact round trip; malloc'ed) and
+ * back (numbers only; NULL text: none). */
+char *db_run_secs_json(const double *v, size_t n);
+const double *db_read_run_secs(const char *text, size_t *n, tn_arena_t *a);
+
 /* Shared by records.c and jsonl.c. */
 int db_workload_ensure(db_t *db, const db_workload_t *w, int64_t *id, bool *added, tn_err_t *err);
 int db_target_put(db_t *db, const db_target_t *t, bool replace, int64_t *id, bool *added,

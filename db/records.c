@@ -257,7 +257,7 @@ void db_targets_free(db_targets_t *t) {
 /* ---- record helpers ------------------------------------------------------ */
 
 static const char *const status_names[] = {"ok", "build_error", "run_error", "timeout",
-                                           "wrong_result"};
+                                           "wrong_result", "too_slow"};
 
 const char *db_status_name(db_status_t s) {
   return (unsigned)s < TN_ARRAY_LEN(status_names) ? status_names[s] : "unknown";
@@ -272,7 +272,7 @@ int db_status_parse(const char *name, db_status_t *out, tn_err_t *err) {
   }
   return tn_err_set(err, TN_EINVAL,
                     "unknown record status '%s' (valid: ok, build_error, run_error, timeout, "
-                    "wrong_result)",
+                    "wrong_result, too_slow)",
                     name ? name : "(null)");
 }
 
@@ -303,8 +303,7 @@ double db_median(const double *v, size_t n) {
   return m;
 }
 
-/* The run times as a JSON array text (%.17g: exact round trip). */
-static char *run_secs_json(const double *v, size_t n) {
+char *db_run_secs_json(const double *v, size_t n) {
   tn_buf_t b;
   tn_buf_init(&b);
   tn_buf_putc(&b, '[');
@@ -397,7 +396,7 @@ int db_record_insert(db_t *db, db_record_t *r, const char *where, tn_err_t *err)
   db_trace_hash(r->trace, r->trace_hash);
   sqlite3_stmt *st = db_stmt(db, SQL_RECORD_INSERT, err);
   if (!st) return err ? err->code : TN_EIO;
-  char *runs = run_secs_json(r->run_secs, r->n_runs);
+  char *runs = db_run_secs_json(r->run_secs, r->n_runs);
   bind_record(st, r, runs);
   free(runs);
   rc = sqlite3_step(st);
@@ -483,9 +482,35 @@ int db_record_set_verified(db_t *db, int64_t record_id, bool verified, tn_err_t 
   return rc;
 }
 
+static const char SQL_RECORD_TIMES[] =
+    "UPDATE records SET run_secs = ?2, median_secs = ?3, updated = ?4 WHERE id = ?1 AND status = 'ok'";
+
+int db_record_set_times(db_t *db, int64_t record_id, const double *run_secs, size_t n, double median_secs,
+                        tn_err_t *err) {
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(run_secs[i]) || run_secs[i] < 0)
+      return tn_err_set(err, TN_EINVAL, "record %" PRId64 ": run %zu took %g s (need a finite time >= 0)",
+                        record_id, i, run_secs[i]);
+  if (n == 0 || !isfinite(median_secs) || median_secs <= 0)
+    return tn_err_set(err, TN_EINVAL, "record %" PRId64 ": new times need at least one run and a median > 0",
+                      record_id);
+  sqlite3_stmt *st = db_stmt(db, SQL_RECORD_TIMES, err);
+  if (!st) return err ? err->code : TN_EIO;
+  char *runs = db_run_secs_json(run_secs, n);
+  sqlite3_bind_int64(st, 1, record_id);
+  db_bind_text(st, 2, runs);
+  sqlite3_bind_double(st, 3, median_secs);
+  sqlite3_bind_double(st, 4, db_now());
+  free(runs);
+  int rc = db_step_done(db, st, "replacing a record's times", err);
+  if (!rc && sqlite3_changes(db->h) == 0)
+    rc = tn_err_set(err, TN_EINVAL, "no ok record with id %" PRId64 " (only ok records have times)", record_id);
+  return rc;
+}
+
 /* ---- record queries ------------------------------------------------------- */
 
-static const double *read_run_secs(const char *text, size_t *n, tn_arena_t *a) {
+const double *db_read_run_secs(const char *text, size_t *n, tn_arena_t *a) {
   *n = 0;
   cJSON *j = text ? cJSON_Parse(text) : NULL;
   int len = cJSON_IsArray(j) ? cJSON_GetArraySize(j) : 0;
@@ -509,7 +534,7 @@ void db_read_record(sqlite3_stmt *st, void *item, tn_arena_t *a) {
   r->trace = db_col_text(st, 5, a);
   const char *h = (const char *)sqlite3_column_text(st, 6);
   snprintf(r->trace_hash, sizeof r->trace_hash, "%s", h ? h : "");
-  r->run_secs = read_run_secs((const char *)sqlite3_column_text(st, 7), &r->n_runs, a);
+  r->run_secs = db_read_run_secs((const char *)sqlite3_column_text(st, 7), &r->n_runs, a);
   r->median_secs = db_col_opt_real(st, 8);
   db_status_parse((const char *)sqlite3_column_text(st, 9), &r->status, NULL);
   r->error = db_col_text(st, 10, a);

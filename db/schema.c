@@ -81,6 +81,60 @@ const char *const db_migrations[DB_SCHEMA_VERSION] = {
     "  finished REAL"
     ") STRICT;"
     "CREATE INDEX jobs_state ON jobs (state, id);",
+
+    /* 3: the too_slow status (SQLite cannot change a CHECK constraint, so the
+     * records table is rebuilt with its ids, as SQLite's "other kinds of table
+     * schema changes" describe; migrate runs this with foreign keys off and
+     * checks them before the commit); the cost model saved per target; the
+     * unscheduled program's time per (workload, target). */
+    "CREATE TABLE records_v3 ("
+    "  id INTEGER PRIMARY KEY,"
+    "  workload_id INTEGER NOT NULL REFERENCES workloads(id),"
+    "  target_id INTEGER NOT NULL REFERENCES targets(id),"
+    "  trace TEXT NOT NULL CHECK (json_valid(trace)),"
+    "  trace_hash TEXT NOT NULL CHECK (length(trace_hash) = 16),"
+    "  run_secs TEXT NOT NULL DEFAULT '[]' CHECK (json_type(run_secs) = 'array'),"
+    "  median_secs REAL,"
+    "  status TEXT NOT NULL"
+    "    CHECK (status IN ('ok','build_error','run_error','timeout','wrong_result','too_slow')),"
+    "  error TEXT,"
+    "  registers INTEGER,"
+    "  shared_bytes INTEGER,"
+    "  spill_bytes INTEGER,"
+    "  compiler TEXT,"
+    "  toolkit_version TEXT,"
+    "  arch TEXT,"
+    "  verified INTEGER NOT NULL DEFAULT 0 CHECK (verified IN (0, 1)),"
+    "  created REAL NOT NULL,"
+    "  updated REAL NOT NULL,"
+    "  UNIQUE (workload_id, target_id, trace_hash),"
+    "  CHECK (verified = 0 OR status = 'ok'),"
+    "  CHECK (status <> 'ok' OR median_secs IS NOT NULL)"
+    ") STRICT;"
+    "INSERT INTO records_v3 SELECT * FROM records;"
+    "DROP TABLE records;"
+    "ALTER TABLE records_v3 RENAME TO records;"
+    "CREATE INDEX records_best ON records (workload_id, target_id, verified, median_secs);"
+    "CREATE TABLE cost_models ("
+    "  target_id INTEGER NOT NULL REFERENCES targets(id),"
+    "  format INTEGER NOT NULL,"
+    "  model BLOB NOT NULL,"
+    "  record_ids BLOB NOT NULL,"
+    "  updated REAL NOT NULL,"
+    "  PRIMARY KEY (target_id, format)"
+    ") STRICT;"
+    "CREATE TABLE baselines ("
+    "  workload_id INTEGER NOT NULL REFERENCES workloads(id),"
+    "  target_id INTEGER NOT NULL REFERENCES targets(id),"
+    "  status TEXT NOT NULL"
+    "    CHECK (status IN ('ok','build_error','run_error','timeout','wrong_result','too_slow')),"
+    "  median_secs REAL,"
+    "  run_secs TEXT NOT NULL DEFAULT '[]' CHECK (json_type(run_secs) = 'array'),"
+    "  error TEXT,"
+    "  created REAL NOT NULL,"
+    "  PRIMARY KEY (workload_id, target_id),"
+    "  CHECK (status <> 'ok' OR median_secs IS NOT NULL)"
+    ") STRICT;",
 };
 
 /* ---- errors and statements ---------------------------------------------- */
@@ -238,6 +292,23 @@ int db_schema_version(db_t *db, int *version, tn_err_t *err) {
   return read_user_version(db, version, err);
 }
 
+/* Migrations run with foreign keys off (a rebuilt table is dropped while
+ * others refer to it); this is the check they would have made. */
+static int check_foreign_keys(db_t *db, tn_err_t *err) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db->h, "PRAGMA foreign_key_check", -1, &st, NULL) != SQLITE_OK)
+    return db_fail(db, err, "checking foreign keys");
+  int rc = sqlite3_step(st), ret = 0;
+  if (rc == SQLITE_ROW)
+    ret = tn_err_set(err, TN_EIO, "table %s row %lld refers to a missing row of %s",
+                     (const char *)sqlite3_column_text(st, 0), (long long)sqlite3_column_int64(st, 1),
+                     (const char *)sqlite3_column_text(st, 2));
+  else if (rc != SQLITE_DONE)
+    ret = db_fail(db, err, "checking foreign keys");
+  sqlite3_finalize(st);
+  return ret;
+}
+
 /* Applies step `i` unless another connection already did (checked inside
  * the write transaction, so two processes opening a new file agree). */
 static int migrate_step(db_t *db, int i, tn_err_t *err) {
@@ -249,6 +320,7 @@ static int migrate_step(db_t *db, int i, tn_err_t *err) {
     char bump[64];
     snprintf(bump, sizeof bump, "PRAGMA user_version = %d", i + 1);
     rc = db_exec(db, db_migrations[i], "applying a schema migration", err);
+    if (!rc) rc = check_foreign_keys(db, err);
     if (!rc) rc = db_exec(db, bump, "recording the schema version", err);
   }
   if (rc) {
@@ -299,8 +371,10 @@ static int configure(db_t *db, const char *path, tn_err_t *err) {
   bool memory = strcmp(path, ":memory:") == 0 || path[0] == 0;
   rc = pragma(db, "PRAGMA journal_mode=WAL", memory ? NULL : "wal", err);
   if (!rc) rc = pragma(db, "PRAGMA synchronous=NORMAL", NULL, err);
-  if (!rc) rc = pragma(db, "PRAGMA foreign_keys=ON", NULL, err);
+  /* foreign keys are off while migrating (see check_foreign_keys) */
+  if (!rc) rc = pragma(db, "PRAGMA foreign_keys=OFF", NULL, err);
   if (!rc) rc = migrate(db, err);
+  if (!rc) rc = pragma(db, "PRAGMA foreign_keys=ON", NULL, err);
   return rc;
 }
 

@@ -90,10 +90,12 @@ typedef enum ms_status {
   MS_RUN_ERROR,    /* launch failure, crash (signal named), device error */
   MS_TIMEOUT,      /* build or run exceeded its time limit */
   MS_WRONG_RESULT, /* output differs from the reference (or was not fully written) */
+  MS_TOO_SLOW,     /* stopped early: its checked run passed the bound set by the fastest
+                      verified run so far (ms_run_opts_t.slow_factor); not verified */
   MS_STATUS__COUNT
 } ms_status_t;
 
-/* "ok", "build_error", "run_error", "timeout", "wrong_result". */
+/* "ok", "build_error", "run_error", "timeout", "wrong_result", "too_slow". */
 const char *ms_status_name(ms_status_t s);
 int ms_status_parse(const char *s, ms_status_t *out);
 
@@ -259,8 +261,11 @@ typedef struct ms_run_opts {
                            alone (one sample, no warm-up): it cannot win, and repeating a
                            seconds-long kernel costs the search seconds.  A candidate still
                            running at 10 x slow_factor times that fastest run (and at least
-                           stop_min_s) is stopped: its worker is killed and restarted, the
-                           candidate reported as a timeout.  0: off */
+                           stop_min_s) after the worker loaded it (its checked run began;
+                           loading and compiling do not count) is stopped: its worker is
+                           killed and restarted, the candidate reported as MS_TOO_SLOW.  Before any verified run
+                           (ms_runner_note_best) neither applies: nothing is stopped before
+                           the timeout.  0: off */
   double stop_min_s;    /* floor of that stop; 0: 2 s */
   const char *worker;   /* worker executable; NULL: ms_worker_path() */
   const char *run_dir;  /* workload data and the worker's log; NULL: a fresh temp dir */
@@ -296,6 +301,16 @@ int ms_runner_worker_starts(const ms_runner_t *r);
  * both in the parameters' dtypes in one file the worker maps.  Keeps the
  * workload's FLOP and byte counts for GFLOP/s and GB/s. */
 int ms_runner_set_workload(ms_runner_t *r, const ir_func_t *f, uint64_t seed, tn_err_t *err);
+
+/* The fastest verified median of the workload so far, which slow_factor's
+ * bounds derive from (0: none yet).  The runner lowers it with every
+ * verified run; note_best lowers it with a time measured elsewhere (the
+ * database's best of an earlier run) and set_best replaces it (0: no
+ * bounds, e.g. for the unscheduled program, which is expected to be slow).
+ * ms_runner_set_workload resets it to 0. */
+double ms_runner_best(const ms_runner_t *r);
+void ms_runner_note_best(ms_runner_t *r, double secs);
+void ms_runner_set_best(ms_runner_t *r, double secs);
 
 /* Runs every candidate whose result has status OK (built), one after the
  * other in the worker, filling the run part of results[i].  Each candidate

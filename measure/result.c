@@ -8,7 +8,8 @@
 
 #include "measure.h"
 
-static const char *const status_names[] = {"ok", "build_error", "run_error", "timeout", "wrong_result"};
+static const char *const status_names[] = {"ok", "build_error", "run_error", "timeout", "wrong_result", "too_slow"};
+_Static_assert(TN_ARRAY_LEN(status_names) == MS_STATUS__COUNT, "a name per status");
 
 const char *ms_status_name(ms_status_t s) {
   return (unsigned)s < MS_STATUS__COUNT ? status_names[s] : "?";
@@ -118,7 +119,7 @@ int ms_result_from_json(const char *text, size_t len, ms_result_t *out, tn_err_t
     rc = tn_err_set(err, TN_EINVAL, "measurement result: expected a JSON object with a \"status\" string");
   } else if (ms_status_parse(st->valuestring, &out->status) < 0) {
     rc = tn_err_set(err, TN_EINVAL, "measurement result: unknown status \"%s\" (ok, build_error, run_error, "
-                    "timeout, wrong_result)", st->valuestring);
+                    "timeout, wrong_result, too_slow)", st->valuestring);
   } else {
     str(j, "error", out->error, sizeof out->error);
     out->median_secs = num(j, "median_secs", 0);

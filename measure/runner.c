@@ -389,6 +389,7 @@ static cJSON *run_request(const ms_runner_t *r, const ms_candidate_t *c, const m
   cJSON_AddNumberToObject(m, "max_repeats", r->o.max_repeats);
   cJSON_AddBoolToObject(m, "flush_l2", r->o.flush_l2);
   if (r->o.slow_factor > 0 && r->best > 0) cJSON_AddNumberToObject(m, "slow_secs", r->o.slow_factor * r->best);
+  cJSON_AddBoolToObject(m, "notify_start", true);
   return m;
 }
 
@@ -440,6 +441,30 @@ static void record_crash(ms_runner_t *r, int from, ms_result_t *res) {
                  tail[0] ? "; its output: " : "", tail);
 }
 
+/* How long a candidate may run once loaded before it is stopped early:
+ * 10 x slow_factor times the fastest verified run, at least stop_min_s;
+ * INFINITY before any verified run (or with slow_factor 0). */
+static double stop_secs(const ms_runner_t *r) {
+  return r->o.slow_factor > 0 && r->best > 0 ? TN_MAX(r->o.stop_min_s, 10 * r->o.slow_factor * r->best) : INFINITY;
+}
+
+/* Waits for the worker's reply to a run request: the timeout counts from
+ * the request, the early stop from the worker's {"started": true} (loading
+ * and compiling the candidate do not count against it).  TN_ERANGE when
+ * either passed first (*stopped says it was the early stop). */
+static int await_reply(ms_runner_t *r, cJSON **reply, bool *stopped, tn_err_t *e) {
+  double end = tn_now() + r->o.timeout_s, stop_at = INFINITY;
+  for (;;) {
+    double deadline = TN_MIN(end, stop_at);
+    int rc = ms_frame_recv(r->fd, deadline, reply, e);
+    if (rc == TN_ERANGE) *stopped = stop_at < end;
+    if (rc < 0 || !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(*reply, "started"))) return rc;
+    cJSON_Delete(*reply);
+    *reply = NULL;
+    stop_at = tn_now() + stop_secs(r);
+  }
+}
+
 /* Runs one built candidate. Returns < 0 only when the worker cannot start. */
 static int run_one(ms_runner_t *r, const ms_candidate_t *c, ms_result_t *res, tn_err_t *err) {
   cJSON *req = run_request(r, c, res, res), *reply = NULL;
@@ -455,22 +480,17 @@ static int run_one(ms_runner_t *r, const ms_candidate_t *c, ms_result_t *res, tn
     rc = ms_frame_send(r->fd, req, &e);
     if (rc < 0) reap(r, true); /* died between requests: start a fresh one */
   }
-  /* a candidate far slower than the fastest so far is stopped early */
-  double wait_s = r->o.timeout_s, stop_s = r->o.slow_factor > 0 && r->best > 0
-                                               ? TN_MAX(r->o.stop_min_s, 10 * r->o.slow_factor * r->best)
-                                               : INFINITY;
-  bool stopped = stop_s < wait_s;
-  if (stopped) wait_s = stop_s;
-  if (rc == TN_OK) rc = ms_frame_recv(r->fd, tn_now() + wait_s, &reply, &e);
+  bool stopped = false;
+  if (rc == TN_OK) rc = await_reply(r, &reply, &stopped, &e);
   if (rc == TN_ERANGE) {
     reap(r, true);
     if (stopped)
-      ms_result_fail(res, MS_TIMEOUT, "run stopped after %.1f s, %g times the fastest verified run so far (%.3g ms): "
-                     "the worker was killed (restarted for the next candidate)", wait_s, 10 * r->o.slow_factor,
-                     r->best * 1e3);
+      ms_result_fail(res, MS_TOO_SLOW, "stopped early: still running %.1f s after it started, %g times the fastest "
+                     "verified run so far (%.3g ms): the worker was killed (restarted for the next candidate)",
+                     stop_secs(r), 10 * r->o.slow_factor, r->best * 1e3);
     else
       ms_result_fail(res, MS_TIMEOUT, "run timed out after %.1f s: the worker was killed (restarted for the next "
-                     "candidate)", wait_s);
+                     "candidate)", r->o.timeout_s);
     res->ran = true;
   } else if (rc < 0) {
     record_crash(r, from, res);
@@ -483,6 +503,14 @@ static int run_one(ms_runner_t *r, const ms_candidate_t *c, ms_result_t *res, tn
   cJSON_Delete(reply);
   return TN_OK;
 }
+
+double ms_runner_best(const ms_runner_t *r) { return r->best; }
+
+void ms_runner_note_best(ms_runner_t *r, double secs) {
+  if (secs > 0 && isfinite(secs) && (r->best <= 0 || secs < r->best)) r->best = secs;
+}
+
+void ms_runner_set_best(ms_runner_t *r, double secs) { r->best = secs > 0 && isfinite(secs) ? secs : 0; }
 
 int ms_runner_run_batch(ms_runner_t *r, ms_candidate_t *const *cands, ms_result_t *results, int n,
                         tn_err_t *err) {

@@ -27,13 +27,16 @@
  *                 "dyn_shared_bytes": 0}, ...],
  *    "args": [{"param": 0}, ..., {"workspace": 65536}],
  *    "min_secs": 0.1, "min_repeats": 3, "max_repeats": 1000, "flush_l2": false,
- *    "slow_secs": 0.05 (optional)}
+ *    "slow_secs": 0.05 (optional), "notify_start": true (optional)}
  *     Poisons the outputs (0xFF bytes: NaN for floats, -1 for ints), runs
  *     every kernel once, compares each output with its reference (relative
  *     L2 error within ir_dtype_tolerance), then runs once more untimed
  *     (warm-up) and times repeats until min_secs in total and at least
  *     min_repeats, at most max_repeats.  When the checked run took longer
  *     than slow_secs, its time is the only sample (no warm-up, no repeats).
+ *     With notify_start, {"started": true} comes first, once the candidate
+ *     is loaded (dlopen, OpenCL program build, CUDA module load) and before
+ *     its checked run: the runner's early stop counts from there.
  *     -> {"status": "ok", "verify_error": 1e-7, "run_secs": [...],
  *         "window_ns": [start, end]}
  *      | {"status": "wrong_result", "verify_error": 0.5, "error": "...", "window_ns": [...]}
@@ -262,6 +265,7 @@ static double verify(wk_err_t *e, bool *ok) {
 
 typedef struct timing {
   double slow_secs; /* > 0: a checked run slower than this is the only sample */
+  bool notify_start; /* send {"started": true} once loaded, before the checked run */
   double min_secs;
   int min_repeats, max_repeats;
   bool flush;
@@ -305,6 +309,11 @@ static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_ru
   if (rc == 0) {
     rc = b->load(r, &e);
     if (rc == 0) rc = b->prepare(&e);
+    if (rc == 0 && t->notify_start) { /* loaded and compiled: the runner's early-stop clock starts now */
+      cJSON *m = cJSON_CreateObject();
+      cJSON_AddBoolToObject(m, "started", true);
+      reply(m);
+    }
     window[0] = mono_ns();
     if (rc == 0) rc = b->launch(&s, &e);
     if (rc == 0) rc = b->fetch(&e);
@@ -349,7 +358,8 @@ static void handle_run(const cJSON *req) {
     reply_error("run_error", &e);
     return;
   }
-  timing_t t = {jnum(req, "slow_secs", 0), jnum(req, "min_secs", 0.1), (int)jnum(req, "min_repeats", 3), (int)jnum(req, "max_repeats", 1000),
+  timing_t t = {jnum(req, "slow_secs", 0), cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "notify_start")),
+                jnum(req, "min_secs", 0.1), (int)jnum(req, "min_repeats", 3), (int)jnum(req, "max_repeats", 1000),
                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "flush_l2"))};
   t.min_repeats = TN_MAX(t.min_repeats, 1);
   t.max_repeats = TN_MAX(t.max_repeats, t.min_repeats);

@@ -83,7 +83,7 @@ bool srch_batch_wait(ms_builder_t *builder, srch_batch_t *b, int cap, bool (*sto
 
 /* The build directory of a measured candidate (under the builder's run dir)
  * is not needed any more (RemoveBuildArtifact, §7). */
-static void remove_artifact(const char *run_dir, ms_result_t *r) {
+void srch_remove_artifact(const char *run_dir, ms_result_t *r) {
   size_t n = strlen(run_dir);
   char *slash = strrchr(r->artifact, '/');
   if (!slash || strncmp(r->artifact, run_dir, n) != 0 || r->artifact[n] != '/') return;
@@ -99,7 +99,7 @@ void srch_batch_drain(ms_builder_t *builder, srch_batch_t *b) {
     if (b->tickets[i] >= 0) ms_build_wait(builder, b->tickets[i]);
   /* a stopped batch's unrun artifacts: a shared pool's dir outlives the search */
   for (int i = 0; i < b->nsubmitted; i++)
-    if (!b->measured[i]) remove_artifact(ms_builder_run_dir(builder), &b->res[i]);
+    if (!b->measured[i]) srch_remove_artifact(ms_builder_run_dir(builder), &b->res[i]);
 }
 
 int srch_batch_run(ms_runner_t *runner, const char *run_dir, srch_batch_t *b, bool (*stop)(void *ctx), void *ctx,
@@ -110,7 +110,7 @@ int srch_batch_run(ms_runner_t *runner, const char *run_dir, srch_batch_t *b, bo
       if (ms_runner_run_batch(runner, &b->mc[i], &b->res[i], 1, err) < 0) return err->code;
       if (b->res[i].status == MS_OK && !b->res[i].ran) return 0; /* stopped while waiting for the device */
     }
-    remove_artifact(run_dir, &b->res[i]);
+    srch_remove_artifact(run_dir, &b->res[i]);
     /* A run that failed while a stop was requested most likely died of the
      * same Ctrl-C (the worker shares the terminal): not a fact worth keeping. */
     if (b->res[i].status == MS_RUN_ERROR && stop(ctx)) return 0;

@@ -1,18 +1,31 @@
 /* commit.c — a measured batch into the tuning database: one record per
  * processed candidate (full trace, run times, status, build facts), all in
- * one transaction, as soon as the batch is done. */
+ * one transaction, as soon as the batch is done; and the mapping between
+ * measure/'s and db/'s statuses. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "search/srch_batch.h"
 
-static db_status_t db_status_of(ms_status_t s) {
+db_status_t srch_db_status(ms_status_t s) {
   switch (s) {
   case MS_OK: return DB_STATUS_OK;
   case MS_BUILD_ERROR: return DB_STATUS_BUILD_ERROR;
   case MS_RUN_ERROR: return DB_STATUS_RUN_ERROR;
   case MS_TIMEOUT: return DB_STATUS_TIMEOUT;
+  case MS_TOO_SLOW: return DB_STATUS_TOO_SLOW;
   default: return DB_STATUS_WRONG_RESULT;
+  }
+}
+
+ms_status_t srch_ms_status(db_status_t s) {
+  switch (s) {
+  case DB_STATUS_OK: return MS_OK;
+  case DB_STATUS_BUILD_ERROR: return MS_BUILD_ERROR;
+  case DB_STATUS_RUN_ERROR: return MS_RUN_ERROR;
+  case DB_STATUS_TIMEOUT: return MS_TIMEOUT;
+  case DB_STATUS_TOO_SLOW: return MS_TOO_SLOW;
+  default: return MS_WRONG_RESULT;
   }
 }
 
@@ -25,7 +38,7 @@ static void fill_record(const srch_ctx_t *c, const srch_batch_t *b, int i, db_re
   r->run_secs = res->run_secs;
   r->n_runs = res->run_secs ? (size_t)res->nrepeats : 0;
   r->median_secs = res->ran && res->median_secs > 0 ? res->median_secs : NAN;
-  r->status = db_status_of(res->status);
+  r->status = srch_db_status(res->status);
   r->verified = res->status == MS_OK;
   r->error = res->error[0] ? res->error : NULL;
   r->registers = res->build.registers;

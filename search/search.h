@@ -64,7 +64,16 @@ typedef struct srch_opts {
   const char *db_path;       /* tuning database (SQLite); NULL = none (no resume, no dedup across runs) */
   int64_t job_id;            /* > 0: progress is written to this job's row in the database */
   const char *work_dir;      /* build/run scratch; NULL = a fresh temp dir, removed at the end */
-  const char *model_path;    /* cost model file to load at start and save at the end; NULL = none */
+  const char *model_path;    /* cost model file to load at start and save at the end; NULL = none
+                                (then the database's model store below is not used) */
+  bool no_model_store;       /* with a database: neither warm-start the XGBoost model from the
+                                target's records nor save it there (both on by default) */
+  int remeasure;             /* 8: at the end, the best N distinct verified candidates of each task
+                                (this run's and the database's) are measured again in interleaved
+                                rounds and the winner chosen on those times; 0 = off */
+  int remeasure_rounds;      /* 3: rounds of the re-measure (every candidate once per round) */
+  bool baseline;             /* measure the unscheduled program once per (workload, target): kept in
+                                the database and read from there by later runs; false = off */
 } srch_opts_t;
 
 void srch_opts_default(srch_opts_t *o);
@@ -76,8 +85,17 @@ typedef struct srch_task {
   double weight; /* task scheduler weight; 1 */
 } srch_task_t;
 
-/* Progress, reported after every measured batch (and at the end). */
+/* What the search is doing when it reports. */
+typedef enum srch_stage {
+  SRCH_STAGE_SEARCH,    /* a batch was measured */
+  SRCH_STAGE_REMEASURE, /* the best candidates were re-measured (best_* are the re-measured winner's) */
+  SRCH_STAGE_BASELINE,  /* the unscheduled program was measured or read from the database */
+} srch_stage_t;
+
+/* Progress, reported after every measured batch, after each task's
+ * re-measure and after its baseline. */
 typedef struct srch_progress {
+  srch_stage_t stage;
   int task;                 /* index of the task the batch belonged to */
   int trials_done, trials_total;
   int failures[MS_STATUS__COUNT]; /* by status over all trials so far (failures[MS_OK] = ok count) */
@@ -95,6 +113,8 @@ typedef struct srch_record {
   int64_t db_id;            /* record id in the database (0: none / duplicate) */
 } srch_record_t;
 
+typedef enum srch_log_level { SRCH_LOG_DEBUG, SRCH_LOG_INFO, SRCH_LOG_WARN } srch_log_level_t;
+
 typedef struct srch_callbacks {
   void (*on_progress)(const srch_progress_t *p, void *ctx);
   void (*on_batch)(const srch_record_t *recs, int n, void *ctx);
@@ -102,6 +122,9 @@ typedef struct srch_callbacks {
    * (what was measured is kept and committed). */
   bool (*should_stop)(void *ctx);
   void *ctx;
+  /* What the search has to say (the cost model's warm start, a stored
+   * model it cannot use, the re-measure, the baseline); may be NULL. */
+  void (*on_log)(srch_log_level_t level, const char *msg, void *ctx);
 } srch_callbacks_t;
 
 typedef struct srch_best {
@@ -110,11 +133,42 @@ typedef struct srch_best {
   char *trace_json;         /* malloc'ed */
   double median_secs, gflops;
   int64_t db_id;
+  bool remeasured;          /* median_secs is its re-measure's (see srch_remeasure_t) */
+  double first_secs;        /* its median before the re-measure (= median_secs when not remeasured) */
 } srch_best_t;
+
+/* One candidate of the re-measure. */
+typedef struct srch_remeasured {
+  int64_t db_id;            /* its record (0 without a database) */
+  double first_secs;        /* its median when first measured (this run or recorded earlier) */
+  double median_secs;       /* median of every sample of every round; 0 when a round failed */
+  int nsamples;
+  ms_status_t status;       /* MS_OK, or how a round failed (it is then out of the running) */
+} srch_remeasured_t;
+
+/* A task's re-measure: the best `n` distinct verified candidates timed again
+ * in `rounds` interleaved rounds (round r runs them in order starting at
+ * candidate r mod n, so that none is always first or last), fastest
+ * re-measured first.  n = 0: none (off, stopped, or nothing verified). */
+typedef struct srch_remeasure {
+  int n, rounds;
+  srch_remeasured_t *items; /* malloc'ed */
+} srch_remeasure_t;
+
+/* A task's unscheduled program (srch_opts_t.baseline). */
+typedef struct srch_baseline {
+  bool have;                /* measured in this run or read from the database */
+  bool cached;              /* read from the database */
+  ms_status_t status;
+  double median_secs, gflops;
+  char *error;              /* malloc'ed; NULL when ok */
+} srch_baseline_t;
 
 typedef struct srch_result {
   int ntasks;
   srch_best_t *best;        /* per task (malloc'ed) */
+  srch_remeasure_t *remeasure; /* per task (malloc'ed) */
+  srch_baseline_t *baseline;   /* per task (malloc'ed) */
   int trials_done;
   int failures[MS_STATUS__COUNT];
   bool stopped;             /* should_stop ended it before the budget */
@@ -123,8 +177,12 @@ typedef struct srch_result {
 } srch_result_t;
 
 /* Tunes the tasks on target t.  Deterministic under opts->seed (given the same
- * measured times).  Never re-measures a trace already measured for the same
- * (workload, target), in this run or recorded in the database.  Errors are for
+ * measured times and database).  Never measures a trace already measured for
+ * the same (workload, target), in this run or recorded in the database, as a
+ * new trial (the re-measure of the best at the end times them again, and a
+ * database's record then gets the re-measured times).  With a database, the
+ * XGBoost model starts trained on every record of the target there and is
+ * saved there at the end (srch_opts_t.no_model_store).  Errors are for
  * setup failures (unknown target kind, database, no design space); candidate
  * failures are recorded, never fatal.  Several searches may run at once on
  * threads of one process: their candidates take turns on each device

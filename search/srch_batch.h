@@ -45,6 +45,10 @@ int srch_batch_run(ms_runner_t *runner, const char *run_dir, srch_batch_t *b, bo
  * fills db_ids (all 0 without a database). */
 int srch_batch_commit(srch_ctx_t *c, srch_batch_t *b, tn_err_t *err);
 
+/* Removes the build directory of a result's artifact when it lies right
+ * under run_dir (the builder's; best effort). */
+void srch_remove_artifact(const char *run_dir, ms_result_t *r);
+
 /* Removes a directory tree (best effort). */
 void srch_rm_tree(const char *path);
 

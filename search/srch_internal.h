@@ -75,8 +75,10 @@ uint64_t srch_seed_for(uint64_t base, uint64_t i);
 /* A measured record the evolutionary search seeds its population with. */
 typedef struct srch_measured {
   sch_trace_t *trace; /* parsed trace */
+  char *json;         /* its text, as recorded */
   uint64_t hash;
   double median_secs;
+  int64_t db_id;      /* its record (0: none) */
 } srch_measured_t;
 
 typedef struct srch_task_state {
@@ -98,6 +100,8 @@ typedef struct srch_task_state {
   srch_best_t best;            /* best verified over the database and this run */
   double *history;             /* best seconds after each joined batch (task scheduler) */
   int nhistory;
+  srch_remeasure_t remeasure;  /* the re-measure at the end (remeasure.c) */
+  srch_baseline_t baseline;    /* the unscheduled program (baseline.c) */
 } srch_task_state_t;
 
 /* Everything one srch_tune call shares. */
@@ -112,7 +116,13 @@ typedef struct srch_ctx {
   int ntasks;
   const srch_callbacks_t *cb;
   double phase_s[SRCH_PHASE__COUNT];
+  bool model_store;            /* the model is warm-started from and saved to the database */
+  int64_t *model_ids;          /* per model sample: its record id (0: none) */
+  int nmodel_ids, cap_model_ids;
 } srch_ctx_t;
+
+/* Passes a message to the caller's on_log (printf-style). */
+void srch_log(const srch_ctx_t *c, srch_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Sets up the task: design spaces, database rows, known trace hashes and
  * the best measured records. */
@@ -120,7 +130,8 @@ int srch_task_init(srch_ctx_t *c, srch_task_state_t *ts, const srch_task_t *task
                    tn_err_t *err);
 void srch_task_free(srch_task_state_t *ts);
 /* Records a verified measurement (keeps the list sorted, capped). */
-void srch_task_add_measured(srch_task_state_t *ts, const char *json, uint64_t hash, double median_secs);
+void srch_task_add_measured(srch_task_state_t *ts, const char *json, uint64_t hash, double median_secs,
+                            int64_t db_id);
 /* Updates the task's best with a verified measurement. */
 void srch_task_note_best(srch_task_state_t *ts, const char *json, double median_secs, int64_t db_id);
 
@@ -145,15 +156,53 @@ void srch_features(srch_ctx_t *c, srch_cand_t **cands, int n);
 
 /* ---- setup without measuring (tune.c): tests and the overhead benchmark -- */
 
-/* Validates the options, opens the database, creates the model and sets up
- * every task, as srch_tune does; *sched_seed (may be NULL) gets the task
- * scheduler's seed.  Free with srch_ctx_free even on failure. */
+/* Validates the options, opens the database, creates the model, sets up
+ * every task and warm-starts the model from the database, as srch_tune
+ * does (cb, which may be NULL, gets its log); *sched_seed (may be NULL)
+ * gets the task scheduler's seed.  Free with srch_ctx_free even on failure. */
 int srch_ctx_init(srch_ctx_t *c, const srch_task_t *tasks, int ntasks, const tn_target_t *t, const srch_opts_t *opts,
-                  uint64_t *sched_seed, tn_err_t *err);
+                  const srch_callbacks_t *cb, uint64_t *sched_seed, tn_err_t *err);
 void srch_ctx_free(srch_ctx_t *c);
 /* The task's strategy makes a batch of up to `want` candidates, which are
  * then marked as in flight (never proposed again). */
 int srch_generate(srch_ctx_t *c, int task, int want, srch_cand_t ***out, int *n, tn_err_t *err);
+
+/* ---- the cost model in the database (model_store.c) ----------------------- */
+
+/* With a database and the XGBoost model: trains c->model on every record of
+ * the target (features of records the stored model holds are reused, the
+ * others computed by replaying their traces on their workloads; records
+ * that cannot be replayed are skipped with a debug log, ok records that are
+ * not verified are not trusted).  A stored model this build cannot read is
+ * ignored with a warning.  Sets c->model_store.  Errors: database reads. */
+int srch_model_warm_start(srch_ctx_t *c, tn_err_t *err);
+/* Records which record each new model sample came from (call with every
+ * cm_model_update). */
+void srch_model_note_samples(srch_ctx_t *c, const int64_t *ids, int n);
+/* Saves c->model with its record ids for the target (a warning on failure). */
+void srch_model_save(srch_ctx_t *c);
+
+/* ---- the end of a search (remeasure.c, baseline.c) ------------------------ */
+
+/* Re-measures the task's best opts.remeasure distinct verified candidates
+ * in opts.remeasure_rounds interleaved rounds (built with builder, run with
+ * runner), fills ts->remeasure, makes the fastest re-measured one the
+ * task's best, and with a database gives their records the re-measured
+ * times (and a job its best record).  A stop leaves everything as it was.
+ * Errors: the worker cannot run, the database. */
+int srch_remeasure(srch_ctx_t *c, int task, ms_builder_t *builder, int build_cap, ms_runner_t *runner,
+                   bool (*stop)(void *ctx), void *stop_ctx, tn_err_t *err);
+/* The unscheduled program of the task as the database has it: fills
+ * ts->baseline and sets *found when there is one. */
+int srch_baseline_lookup(srch_ctx_t *c, int task, bool *found, tn_err_t *err);
+/* Builds and measures it (without the runner's bounds: it is expected to
+ * be slow), fills ts->baseline (not when a stop ended the wait for the
+ * device) and, when ok or a timeout, keeps it in the database. */
+int srch_baseline_measure(srch_ctx_t *c, int task, ms_builder_t *builder, ms_runner_t *runner, tn_err_t *err);
+
+/* Status names are shared by measure/ and db/: one maps onto the other. */
+db_status_t srch_db_status(ms_status_t s);
+ms_status_t srch_ms_status(db_status_t s);
 
 /* ---- task scheduler (task_scheduler.c) ---------------------------------- */
 

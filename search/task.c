@@ -44,7 +44,7 @@ static int load_best(srch_ctx_t *c, srch_task_state_t *ts, tn_err_t *err) {
     return err ? err->code : TN_EIO;
   for (size_t i = 0; i < recs.n; i++) {
     const db_record_t *r = &recs.items[i];
-    srch_task_add_measured(ts, r->trace, srch_trace_hash(r->trace), r->median_secs);
+    srch_task_add_measured(ts, r->trace, srch_trace_hash(r->trace), r->median_secs, r->id);
     srch_task_note_best(ts, r->trace, r->median_secs, r->id);
   }
   db_records_free(&recs);
@@ -77,15 +77,18 @@ int srch_task_init(srch_ctx_t *c, srch_task_state_t *ts, const srch_task_t *task
 void srch_task_free(srch_task_state_t *ts) {
   smp_space_free(&ts->space);
   srch_hashset_free(&ts->seen);
-  for (int i = 0; i < ts->nmeasured; i++) sch_trace_free(ts->measured[i].trace);
+  for (int i = 0; i < ts->nmeasured; i++) sch_trace_free(ts->measured[i].trace), free(ts->measured[i].json);
   free(ts->measured);
+  free(ts->remeasure.items);
+  free(ts->baseline.error);
   ms_runner_free(ts->runner);
   free(ts->best.trace_json);
   free(ts->history);
   memset(ts, 0, sizeof *ts);
 }
 
-void srch_task_add_measured(srch_task_state_t *ts, const char *json, uint64_t hash, double median_secs) {
+void srch_task_add_measured(srch_task_state_t *ts, const char *json, uint64_t hash, double median_secs,
+                            int64_t db_id) {
   if (!(median_secs > 0) || !isfinite(median_secs)) return;
   int pos = ts->nmeasured;
   while (pos > 0 && ts->measured[pos - 1].median_secs > median_secs) pos--;
@@ -95,9 +98,14 @@ void srch_task_add_measured(srch_task_state_t *ts, const char *json, uint64_t ha
   sch_trace_t *tr = NULL;
   if (sch_trace_from_json(json, strlen(json), &tr, NULL) < 0) return; /* unreadable: not a seed */
   if (!ts->measured) ts->measured = tn_xcalloc((size_t)ts->measured_cap, sizeof *ts->measured);
-  if (ts->nmeasured == ts->measured_cap) sch_trace_free(ts->measured[--ts->nmeasured].trace);
+  if (ts->nmeasured == ts->measured_cap) {
+    ts->nmeasured--;
+    sch_trace_free(ts->measured[ts->nmeasured].trace);
+    free(ts->measured[ts->nmeasured].json);
+  }
   memmove(&ts->measured[pos + 1], &ts->measured[pos], (size_t)(ts->nmeasured - pos) * sizeof *ts->measured);
-  ts->measured[pos] = (srch_measured_t){.trace = tr, .hash = hash, .median_secs = median_secs};
+  ts->measured[pos] = (srch_measured_t){.trace = tr, .json = tn_xstrdup(json), .hash = hash,
+                                        .median_secs = median_secs, .db_id = db_id};
   ts->nmeasured++;
 }
 

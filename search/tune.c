@@ -1,7 +1,9 @@
 /* tune.c — the tuning loop (metaschedule.md §7): the task scheduler picks a
  * task, its strategy generates a batch, the batch is built while the
  * previous one runs, and every measured batch is committed to the database,
- * reported, and fed to the cost model before the next one is generated. */
+ * reported, and fed to the cost model before the next one is generated;
+ * after the budget, each task's best candidates are re-measured and its
+ * unscheduled program timed, and the cost model is saved. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +26,9 @@ void srch_opts_default(srch_opts_t *o) {
                      .mutate_prob = 0.85,
                      .eps_greedy = 0.05,
                      .seed = 1,
-                     .run = {.slow_factor = 10}};
+                     .run = {.slow_factor = 10},
+                     .remeasure = 8,
+                     .remeasure_rounds = 3};
 }
 
 /* ---- setup ------------------------------------------------------------- */
@@ -39,6 +43,9 @@ static int check_opts(const srch_opts_t *o, tn_err_t *err) {
     return tn_err_set(err, TN_EINVAL, "search: init_measured_ratio, mutate_prob and eps_greedy must be in [0, 1]");
   if (o->genetic_iters < 0 || o->init_min_unmeasured < 0 || o->max_seconds < 0)
     return tn_err_set(err, TN_EINVAL, "search: genetic_iters, init_min_unmeasured and max_seconds must not be negative");
+  if (o->remeasure < 0 || (o->remeasure > 0 && o->remeasure_rounds < 1))
+    return tn_err_set(err, TN_EINVAL, "search: remeasure must not be negative and, when on, remeasure_rounds at least "
+                      "1, got %d and %d", o->remeasure, o->remeasure_rounds);
   if (o->strategy != SRCH_EVOLUTIONARY && o->strategy != SRCH_REPLAY_TRACE)
     return tn_err_set(err, TN_EINVAL, "search: unknown strategy %d (evolutionary or replay)", (int)o->strategy);
   return 0;
@@ -76,6 +83,7 @@ typedef struct loop {
   int trials_done;
   int failures[MS_STATUS__COUNT];
   bool stopped;                   /* should_stop said so */
+  bool epilogue;                  /* re-measure and baseline: past the time budget is fine */
   bool own_builder;               /* started here (not opts.builder, a shared pool) */
   srch_batch_t *pending;          /* the batch compiling while another runs */
   int build_cap;                  /* unfinished builds kept queued per batch */
@@ -93,7 +101,7 @@ static bool should_stop(void *ctx) {
   const srch_callbacks_t *cb = l->c->cb;
   if (l->pending) srch_batch_pump(l->builder, l->pending, l->build_cap);
   if (!l->stopped && cb && cb->should_stop && cb->should_stop(cb->ctx)) l->stopped = true;
-  return l->stopped || out_of_time(l);
+  return l->stopped || (!l->epilogue && out_of_time(l));
 }
 
 static int make_work_dir(loop_t *l, tn_err_t *err) {
@@ -135,6 +143,8 @@ static int ensure_runner(loop_t *l, int task, tn_err_t *err) {
   if (ms_flush_by_default(l->c->target->kind) && !l->c->opts.no_flush) ro.flush_l2 = true;
   if (ms_runner_new(&ro, &ts->runner, err) < 0 || ms_runner_set_workload(ts->runner, ts->func, 1, err) < 0)
     return tn_err_prefix(err, "search: workload %s", ts->workload->name);
+  /* the database's best bounds the first candidates already (slow_factor) */
+  if (ts->best.found) ms_runner_note_best(ts->runner, ts->best.median_secs);
   return 0;
 }
 
@@ -174,10 +184,11 @@ static int next_batch(loop_t *l, srch_batch_t *b, tn_err_t *err) {
 
 /* ---- after a batch ran --------------------------------------------------- */
 
-static void fill_progress(const loop_t *l, int task, srch_progress_t *p) {
+static void fill_progress(const loop_t *l, srch_stage_t stage, int task, srch_progress_t *p) {
   const srch_ctx_t *c = l->c;
   const srch_task_state_t *ts = &c->tasks[task];
-  *p = (srch_progress_t){.task = task, .trials_done = l->trials_done, .trials_total = c->opts.max_trials,
+  *p = (srch_progress_t){.stage = stage, .task = task, .trials_done = l->trials_done,
+                         .trials_total = c->opts.max_trials,
                          .best_secs = ts->best.found ? ts->best.median_secs : 0,
                          .best_gflops = ts->best.found ? ts->best.gflops : 0, .elapsed_s = tn_now() - l->t0};
   memcpy(p->failures, l->failures, sizeof p->failures);
@@ -193,6 +204,14 @@ static int update_job(loop_t *l, int task, tn_err_t *err) {
   return db_job_update(c->db, c->opts.job_id, &p, err);
 }
 
+static void report_progress(const loop_t *l, srch_stage_t stage, int task) {
+  const srch_callbacks_t *cb = l->c->cb;
+  if (!cb || !cb->on_progress) return;
+  srch_progress_t p;
+  fill_progress(l, stage, task, &p);
+  cb->on_progress(&p, cb->ctx);
+}
+
 static void report(loop_t *l, const srch_batch_t *b) {
   const srch_callbacks_t *cb = l->c->cb;
   if (!cb) return;
@@ -206,11 +225,7 @@ static void report(loop_t *l, const srch_batch_t *b) {
     cb->on_batch(recs, n, cb->ctx);
     free(recs);
   }
-  if (cb->on_progress) {
-    srch_progress_t p;
-    fill_progress(l, b->task, &p);
-    cb->on_progress(&p, cb->ctx);
-  }
+  report_progress(l, SRCH_STAGE_SEARCH, b->task);
 }
 
 /* The measured candidates teach the model (failures as failures). */
@@ -218,19 +233,23 @@ static int update_model(srch_ctx_t *c, srch_batch_t *b, tn_err_t *err) {
   if (c->opts.strategy == SRCH_REPLAY_TRACE || b->nmeasured == 0) return 0;
   srch_cand_t **cands = tn_xcalloc((size_t)b->nmeasured, sizeof *cands);
   cm_sample_t *s = tn_xcalloc((size_t)b->nmeasured, sizeof *s);
+  int64_t *ids = tn_xcalloc((size_t)b->nmeasured, sizeof *ids);
   int n = 0;
   for (int i = 0; i < b->n; i++) {
     if (!b->measured[i]) continue;
     const ms_result_t *r = &b->res[i];
     cands[n] = b->cands[i];
+    ids[n] = b->db_ids[i];
     s[n++] = (cm_sample_t){.workload = c->tasks[b->task].key,
                            .run_secs = r->status == MS_OK && r->median_secs > 0 ? r->median_secs : CM_FAILED};
   }
   srch_features(c, cands, n);
   for (int i = 0; i < n; i++) s[i].features = &cands[i]->feat;
   int rc = cm_model_update(c->model, s, n, err);
+  if (rc == 0) srch_model_note_samples(c, ids, n);
   free(cands);
   free(s);
+  free(ids);
   return rc;
 }
 
@@ -255,7 +274,7 @@ static int finish_batch(loop_t *l, srch_batch_t *b, tn_err_t *err) {
     l->trials_done++;
     ts->trials_done++;
     if (r->status == MS_OK && r->median_secs > 0) {
-      srch_task_add_measured(ts, b->cands[i]->json, b->cands[i]->hash, r->median_secs);
+      srch_task_add_measured(ts, b->cands[i]->json, b->cands[i]->hash, r->median_secs, b->db_ids[i]);
       srch_task_note_best(ts, b->cands[i]->json, r->median_secs, b->db_ids[i]);
     }
   }
@@ -314,6 +333,32 @@ static int run_loop(loop_t *l, tn_err_t *err) {
   return rc;
 }
 
+/* ---- after the budget ---------------------------------------------------- */
+
+/* Per task: the re-measure of the best candidates, then the unscheduled
+ * program.  Both come after the time budget (they are short, and what the
+ * search found is worth little without them) but not after a stop. */
+static int epilogue(loop_t *l, tn_err_t *err) {
+  srch_ctx_t *c = l->c;
+  l->epilogue = true;
+  for (int i = 0; i < c->ntasks && !should_stop(l); i++) {
+    srch_task_state_t *ts = &c->tasks[i];
+    if (c->opts.remeasure > 0 && ts->nmeasured > 0) {
+      if (ensure_runner(l, i, err) < 0 ||
+          srch_remeasure(c, i, l->builder, l->build_cap, ts->runner, should_stop, l, err) < 0)
+        return err->code;
+      if (ts->remeasure.n > 0) report_progress(l, SRCH_STAGE_REMEASURE, i);
+    }
+    if (!c->opts.baseline || should_stop(l)) continue;
+    bool found = false;
+    if (srch_baseline_lookup(c, i, &found, err) < 0) return err->code;
+    if (!found && (ensure_runner(l, i, err) < 0 || srch_baseline_measure(c, i, l->builder, ts->runner, err) < 0))
+      return err->code;
+    if (ts->baseline.have) report_progress(l, SRCH_STAGE_BASELINE, i);
+  }
+  return 0;
+}
+
 /* ---- results ----------------------------------------------------------- */
 
 static void fill_result(const loop_t *l, srch_result_t *out) {
@@ -321,9 +366,19 @@ static void fill_result(const loop_t *l, srch_result_t *out) {
   *out = (srch_result_t){.ntasks = c->tasks ? c->ntasks : 0, .trials_done = l->trials_done, .stopped = l->stopped,
                          .elapsed_s = tn_now() - l->t0};
   out->best = tn_xcalloc((size_t)TN_MAX(out->ntasks, 1), sizeof *out->best);
+  out->remeasure = tn_xcalloc((size_t)TN_MAX(out->ntasks, 1), sizeof *out->remeasure);
+  out->baseline = tn_xcalloc((size_t)TN_MAX(out->ntasks, 1), sizeof *out->baseline);
   for (int i = 0; i < out->ntasks; i++) {
-    out->best[i] = c->tasks[i].best;
+    const srch_task_state_t *ts = &c->tasks[i];
+    out->best[i] = ts->best;
+    if (!out->best[i].remeasured) out->best[i].first_secs = out->best[i].median_secs;
     if (out->best[i].trace_json) out->best[i].trace_json = tn_xstrdup(out->best[i].trace_json);
+    out->remeasure[i] = ts->remeasure;
+    out->remeasure[i].items = tn_xcalloc((size_t)TN_MAX(ts->remeasure.n, 1), sizeof *ts->remeasure.items);
+    if (ts->remeasure.n)
+      memcpy(out->remeasure[i].items, ts->remeasure.items, (size_t)ts->remeasure.n * sizeof *ts->remeasure.items);
+    out->baseline[i] = ts->baseline;
+    if (ts->baseline.error) out->baseline[i].error = tn_xstrdup(ts->baseline.error);
   }
   memcpy(out->failures, l->failures, sizeof out->failures);
   memcpy(out->phase_s, c->phase_s, sizeof out->phase_s);
@@ -332,7 +387,11 @@ static void fill_result(const loop_t *l, srch_result_t *out) {
 void srch_result_free(srch_result_t *r) {
   if (!r) return;
   for (int i = 0; r->best && i < r->ntasks; i++) free(r->best[i].trace_json);
+  for (int i = 0; r->remeasure && i < r->ntasks; i++) free(r->remeasure[i].items);
+  for (int i = 0; r->baseline && i < r->ntasks; i++) free(r->baseline[i].error);
   free(r->best);
+  free(r->remeasure);
+  free(r->baseline);
   memset(r, 0, sizeof *r);
 }
 
@@ -363,8 +422,8 @@ static int check_args(const srch_task_t *tasks, int ntasks, const tn_target_t *t
 }
 
 int srch_ctx_init(srch_ctx_t *c, const srch_task_t *tasks, int ntasks, const tn_target_t *t, const srch_opts_t *opts,
-                  uint64_t *sched_seed, tn_err_t *err) {
-  *c = (srch_ctx_t){.target = t};
+                  const srch_callbacks_t *cb, uint64_t *sched_seed, tn_err_t *err) {
+  *c = (srch_ctx_t){.target = t, .cb = cb};
   if (check_args(tasks, ntasks, t, opts, err) < 0) return err->code;
   c->opts = *opts;
   c->ntasks = ntasks;
@@ -376,13 +435,14 @@ int srch_ctx_init(srch_ctx_t *c, const srch_task_t *tasks, int ntasks, const tn_
   for (int i = 0; i < c->ntasks; i++)
     if (srch_task_init(c, &c->tasks[i], &tasks[i], tn_rng_fork(&rng), err) < 0) return err->code;
   if (sched_seed) *sched_seed = tn_rng_fork(&rng);
-  return 0;
+  return srch_model_warm_start(c, err);
 }
 
 void srch_ctx_free(srch_ctx_t *c) {
   for (int i = 0; c->tasks && i < c->ntasks; i++) srch_task_free(&c->tasks[i]);
   free(c->tasks);
   cm_model_free(c->model);
+  free(c->model_ids);
   db_close(c->db);
   memset(c, 0, sizeof *c);
 }
@@ -411,16 +471,17 @@ int srch_tune(const srch_task_t *tasks, int ntasks, const tn_target_t *t, const 
   srch_ctx_t c;
   loop_t l = {.c = &c, .t0 = tn_now()};
   uint64_t sched_seed = 0;
-  int rc = srch_ctx_init(&c, tasks, ntasks, t, opts, &sched_seed, err);
-  c.cb = cb;
+  int rc = srch_ctx_init(&c, tasks, ntasks, t, opts, cb, &sched_seed, err);
   if (rc == 0) {
     srch_sched_init(&l.sched, c.ntasks, sched_seed);
     l.build_cap = 2 * c.nthreads;
     if (start_job(&l, err) < 0 || make_work_dir(&l, err) < 0 || start_builder(&l, err) < 0) rc = err->code;
   }
   if (rc == 0) rc = run_loop(&l, err);
+  if (rc == 0 && !l.stopped) rc = epilogue(&l, err);
   if (rc == 0 && c.opts.model_path && cm_model_save(c.model, c.opts.model_path, err) < 0)
     rc = tn_err_prefix(err, "search: saving the cost model");
+  if (rc == 0) srch_model_save(&c);
   fill_result(&l, out);
   teardown(&l);
   return rc;

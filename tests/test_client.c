@@ -204,6 +204,10 @@ START_TEST(t_submit_wait_jobs_status) {
   ck_assert_msg(strstr(r->out, "JOB") && strstr(r->out, g_hash) && strstr(r->out, "8/8"), "%s", r->out);
   r = ctl(0, "status %ld", g_job);
   ck_assert_msg(strstr(r->out, "state     done") && strstr(r->out, "trials    8 of 8"), "%s", r->out);
+  /* the job timed the unscheduled program; failures include too_slow */
+  ck_assert_msg(strstr(r->out, "\nbaseline  unscheduled program ") && strstr(r->out, "x faster)\n") &&
+                    strstr(r->out, " wrong_result, ") && strstr(r->out, " too_slow\n"),
+                "%s", r->out);
   j = parse_json(ctl(0, "status %ld --json", g_job)->out);
   ck_assert_str_eq(jstr(j, "state"), "done");
   double gflops = jnum(cJSON_GetObjectItemCaseSensitive(j, "best"), "gflops");
@@ -582,8 +586,9 @@ START_TEST(t_parse_kernel_job) {
   tuned_job_t j;
   ck_assert_int_eq(tuned_job_parse("{\"job\": 4, \"state\": \"running\", \"workload\": \"0123456789abcdef\", "
                                    "\"trials\": 64, \"trials_done\": 12, \"best\": {\"record\": 9, \"median_secs\": "
-                                   "0.5, \"gflops\": 3}, \"failures\": {\"build_error\": 2, \"wrong_result\": 1}, "
-                                   "\"error\": null}", &j, &err), 0);
+                                   "0.5, \"gflops\": 3}, \"failures\": {\"build_error\": 2, \"wrong_result\": 1, "
+                                   "\"too_slow\": 5}, \"baseline\": {\"status\": \"ok\", \"median_secs\": 2.5, "
+                                   "\"gflops\": 0.6, \"speedup\": 5}, \"error\": null}", &j, &err), 0);
   ck_assert_int_eq(j.id, 4);
   ck_assert_int_eq(j.state, TUNED_JOB_RUNNING);
   ck_assert(!tuned_job_finished(&j));
@@ -591,6 +596,9 @@ START_TEST(t_parse_kernel_job) {
   ck_assert_int_eq(j.best_record, 9);
   ck_assert_int_eq(j.build_errors, 2);
   ck_assert_int_eq(j.wrong_results, 1);
+  ck_assert_int_eq(j.too_slow, 5);
+  ck_assert_double_eq(j.baseline_median_secs, 2.5);
+  ck_assert_double_eq(j.baseline_gflops, 0.6);
   ck_assert_str_eq(j.error, "");
   ck_assert_int_eq(tuned_job_parse("{\"state\": \"done\"}", &j, &err), TUNED_E_PROTOCOL);
 }

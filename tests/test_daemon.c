@@ -542,6 +542,8 @@ START_TEST(submit_watch_best_kernel) {
     const cJSON *p = cJSON_GetObjectItem(n, "params");
     int done = (int)num(p, "trials_done");
     ck_assert_int_ge(done, last);
+    /* after a measured batch: the best so far travels with the progress */
+    if (done > 0) ck_assert_msg(cJSON_IsObject(cJSON_GetObjectItem(p, "best")), "no best at %d trials", done);
     last = done, notes++;
     bool final = strcmp(str(p, "state"), "running") != 0;
     if (final) ck_assert_str_eq(str(p, "state"), "done");
@@ -559,6 +561,15 @@ START_TEST(submit_watch_best_kernel) {
   ck_assert_str_eq(str(job, "target"), "cpu");
   ck_assert(cJSON_IsObject(cJSON_GetObjectItem(job, "best")));
   ck_assert(cJSON_IsObject(cJSON_GetObjectItem(job, "failures")));
+  ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(cJSON_GetObjectItem(job, "failures"), "too_slow")));
+  /* the job re-measured its best (default 8) and timed the unscheduled program */
+  const cJSON *opts = cJSON_GetObjectItem(job, "options");
+  ck_assert_int_eq((int)num(opts, "remeasure"), 8);
+  ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(opts, "baseline")));
+  const cJSON *base = cJSON_GetObjectItem(job, "baseline");
+  ck_assert_msg(cJSON_IsObject(base), "no baseline in the job");
+  ck_assert_str_eq(str(base, "status"), "ok");
+  ck_assert(num(base, "median_secs") > 0 && num(base, "gflops") > 0 && num(base, "speedup") > 0);
   cJSON_Delete(r);
 
   char p[128];

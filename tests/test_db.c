@@ -1,5 +1,6 @@
 /* test_db.c — suite "db": schema and migrations, upserts, batch insert with
- * dedup, target-aware top-k, jobs, JSON-lines round trips, two connections
+ * dedup, target-aware top-k, jobs, re-measured times, cost models and
+ * baselines, JSON-lines round trips, two connections
  * in two threads, and a real SIGKILL-while-committing crash test (the child
  * is the db_crash_child binary named by $DB_CRASH_CHILD). */
 #include <inttypes.h>
@@ -178,7 +179,7 @@ START_TEST(t_migrate_from_v1) {
   db_t *db = open_ok(path);
   int v = 0;
   OK(db_schema_version(db, &v, E));
-  ck_assert_int_eq(v, 2);
+  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
   tn_arena_t *a = tn_arena_new();
   db_workload_t w;
   OK(db_workload_get(db, "00000000000000b1", &w, a, E));
@@ -187,6 +188,165 @@ START_TEST(t_migrate_from_v1) {
   db_job_t job = {.workload_id = w.id, .target_id = t, .budget_trials = 8, .seed = 1};
   OK(db_job_create(db, &job, E));
   ck_assert_int_eq(job.id, 1);
+  tn_arena_free(a);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
+
+/* A version-2 database with records and a job pointing at one of them: the
+ * records table is rebuilt with its ids (the CHECK gains too_slow), the job
+ * still points at its record, foreign keys hold, and the new tables exist. */
+START_TEST(t_migrate_from_v2) {
+  const char *path = tmp_db("a.db");
+  raw_exec(path, db_migrations[0]);
+  raw_exec(path, db_migrations[1]);
+  raw_exec(path,
+           "PRAGMA user_version = 2;"
+           "INSERT INTO workloads (hash, name, source, created) VALUES ('00000000000000c1', 'old', 'src', 1.0);"
+           "INSERT INTO targets (name, kind, created) VALUES ('cpu', 'cpu', 1.0);"
+           "INSERT INTO records (id, workload_id, target_id, trace, trace_hash, run_secs, median_secs, status,"
+           " verified, created, updated) VALUES (7, 1, 1, '{}', '0000000000000007', '[0.5]', 0.5, 'ok', 1, 1, 1),"
+           " (9, 1, 1, '[]', '0000000000000009', '[]', NULL, 'timeout', 0, 1, 1);"
+           "INSERT INTO jobs (state, workload_id, target_id, budget_trials, best_record_id, seed, created, updated)"
+           " VALUES ('done', 1, 1, 8, 7, 1, 1, 1);");
+  db_t *db = open_ok(path);
+  int v = 0;
+  OK(db_schema_version(db, &v, E));
+  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
+  OK(db_check(db, E));
+  tn_arena_t *a = tn_arena_new();
+  db_job_t job;
+  OK(db_job_get(db, 1, &job, a, E));
+  ck_assert_int_eq(job.best_record_id, 7);
+  db_records_t best;
+  OK(db_best(db, "00000000000000c1", "cpu", 0, &best, E));
+  ck_assert_int_eq((int)best.n, 1);
+  ck_assert_int_eq(best.items[0].id, 7);
+  ck_assert_double_eq(best.items[0].median_secs, 0.5);
+  db_records_free(&best);
+  char buf[96];
+  db_record_t r = rec(1, 1, buf, 10, NAN, DB_STATUS_TOO_SLOW, false);
+  r.error = "stopped early";
+  OK(db_record_add_batch(db, &r, 1, NULL, E));
+  ck_assert_int_gt(r.id, 9);
+  tn_arena_free(a);
+  db_close(db);
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM records WHERE status = 'too_slow'"), 1);
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM sqlite_master WHERE name IN "
+                                    "('records_best', 'cost_models', 'baselines', 'records_v3')"), 3);
+  tmp_cleanup();
+}
+END_TEST
+
+/* The re-measure's times replace an ok record's; others are refused. */
+START_TEST(t_record_set_times) {
+  const char *path = tmp_db("a.db");
+  db_t *db = open_ok(path);
+  int64_t w = add_workload(db, "00000000000000d1", "w"), t = add_target(db, "cpu", "cpu");
+  char b1[96], b2[96];
+  db_record_t rs[2] = {rec(w, t, b1, 1, 2e-3, DB_STATUS_OK, true), rec(w, t, b2, 2, NAN, DB_STATUS_BUILD_ERROR, false)};
+  OK(db_record_add_batch(db, rs, 2, NULL, E));
+  const double again[4] = {4e-3, 5e-3, 3e-3, 6e-3};
+  OK(db_record_set_times(db, rs[0].id, again, 4, 4.5e-3, E));
+  db_records_t best;
+  OK(db_best(db, "00000000000000d1", "cpu", 1, &best, E));
+  ck_assert_int_eq((int)best.items[0].n_runs, 4);
+  ck_assert_double_eq(best.items[0].run_secs[2], 3e-3);
+  ck_assert_double_eq(best.items[0].median_secs, 4.5e-3);
+  ck_assert(best.items[0].updated >= best.items[0].created);
+  db_records_free(&best);
+  tn_err_t err = {0};
+  ck_assert_int_eq(db_record_set_times(db, rs[1].id, again, 4, 4.5e-3, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "no ok record with id"), "%s", err.msg);
+  ck_assert_int_eq(db_record_set_times(db, rs[0].id, again, 0, 4.5e-3, &err), TN_EINVAL);
+  const double bad[1] = {-1};
+  ck_assert_int_eq(db_record_set_times(db, rs[0].id, bad, 1, 1e-3, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "run 0 took -1 s"), "%s", err.msg);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
+
+/* Cost models per (target, format): round trip of the blob and the ids, the
+ * own format preferred, another one returned when it is the only one, a
+ * damaged id list refused. */
+START_TEST(t_cost_models) {
+  const char *path = tmp_db("a.db");
+  db_t *db = open_ok(path);
+  int64_t t = add_target(db, "cpu", "cpu"), t2 = add_target(db, "opencl", "opencl");
+  tn_arena_t *a = tn_arena_new();
+  db_cost_model_t got;
+  bool found = true;
+  OK(db_cost_model_get(db, t, 1, &got, &found, a, E));
+  ck_assert(!found);
+  const int64_t ids[3] = {5, 0, INT64_C(1) << 40};
+  db_cost_model_t m = {.target_id = t, .format = 1, .model = "MODEL-ONE", .model_len = 9, .record_ids = ids,
+                       .nrecord_ids = 3};
+  OK(db_cost_model_put(db, &m, E));
+  m.format = 2, m.model = "MODEL-TWO!", m.model_len = 10, m.nrecord_ids = 1;
+  OK(db_cost_model_put(db, &m, E));
+  OK(db_cost_model_get(db, t, 1, &got, &found, a, E));
+  ck_assert(found && got.format == 1 && got.model_len == 9 && memcmp(got.model, "MODEL-ONE", 9) == 0);
+  ck_assert_int_eq((int)got.nrecord_ids, 3);
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(got.record_ids[i], ids[i]);
+  ck_assert(got.updated > 0);
+  OK(db_cost_model_get(db, t, 2, &got, &found, a, E));
+  ck_assert(found && got.format == 2 && got.model_len == 10 && got.nrecord_ids == 1);
+  /* replaced, not added */
+  m.format = 1, m.model = "NEW", m.model_len = 3, m.nrecord_ids = 0;
+  OK(db_cost_model_put(db, &m, E));
+  OK(db_cost_model_get(db, t, 1, &got, &found, a, E));
+  ck_assert(found && got.model_len == 3 && got.nrecord_ids == 0);
+  /* only another format there: that one, so the caller can say why it is not used */
+  db_cost_model_t other = {.target_id = t2, .format = 7, .model = "X", .model_len = 1};
+  OK(db_cost_model_put(db, &other, E));
+  OK(db_cost_model_get(db, t2, 1, &got, &found, a, E));
+  ck_assert(found && got.format == 7);
+  tn_err_t err = {0};
+  ck_assert_int_eq(db_cost_model_put(db, &(db_cost_model_t){.target_id = t}, &err), TN_EINVAL);
+  db_close(db);
+  raw_exec(path, "UPDATE cost_models SET record_ids = x'010203' WHERE target_id = 2");
+  db = open_ok(path);
+  ck_assert_int_eq(db_cost_model_get(db, t2, 7, &got, &found, a, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "not a multiple of 8"), "%s", err.msg);
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM cost_models"), 3);
+  tn_arena_free(a);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
+
+/* The unscheduled program's time per (workload hash, target name). */
+START_TEST(t_baselines) {
+  const char *path = tmp_db("a.db");
+  db_t *db = open_ok(path);
+  int64_t w = add_workload(db, "00000000000000e1", "w"), t = add_target(db, "cpu", "cpu");
+  tn_arena_t *a = tn_arena_new();
+  db_baseline_t got;
+  bool found = true;
+  OK(db_baseline_get(db, "00000000000000e1", "cpu", &got, &found, a, E));
+  ck_assert(!found);
+  db_baseline_t b = {.workload_id = w, .target_id = t, .status = DB_STATUS_TIMEOUT, .median_secs = NAN,
+                     .error = "run timed out after 30.0 s"};
+  OK(db_baseline_put(db, &b, E));
+  OK(db_baseline_get(db, "00000000000000e1", "cpu", &got, &found, a, E));
+  ck_assert(found && got.status == DB_STATUS_TIMEOUT && isnan(got.median_secs) && got.n_runs == 0);
+  ck_assert_str_eq(got.error, "run timed out after 30.0 s");
+  b = (db_baseline_t){.workload_id = w, .target_id = t, .status = DB_STATUS_OK, .median_secs = 2e-3,
+                      .run_secs = runs3, .n_runs = 3};
+  OK(db_baseline_put(db, &b, E));
+  OK(db_baseline_get(db, "00000000000000e1", "cpu", &got, &found, a, E));
+  ck_assert(found && got.status == DB_STATUS_OK && got.median_secs == 2e-3 && got.n_runs == 3 && !got.error);
+  ck_assert_double_eq(got.run_secs[0], 3e-3);
+  OK(db_baseline_get(db, "00000000000000e1", "opencl", &got, &found, a, E));
+  ck_assert(!found);
+  tn_err_t err = {0};
+  b.median_secs = NAN;
+  ck_assert_int_eq(db_baseline_put(db, &b, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "an ok measurement needs a median"), "%s", err.msg);
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM baselines"), 1);
   tn_arena_free(a);
   db_close(db);
   tmp_cleanup();
@@ -203,7 +363,7 @@ START_TEST(t_version_too_new) {
   ck_assert_ptr_null(db);
   ck_assert_ptr_nonnull(strstr(err.msg, path));
   ck_assert_ptr_nonnull(strstr(err.msg, "schema version 99 is newer than this build"));
-  ck_assert_ptr_nonnull(strstr(err.msg, "(up to 2)"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "(up to 3)"));
   tmp_cleanup();
 
   /* A file that is not a database, and a directory that does not exist. */
@@ -1046,6 +1206,7 @@ static Suite *make_suite(void) {
   tcase_add_test(schema, t_migrate_empty);
   tcase_add_test(schema, t_reopen);
   tcase_add_test(schema, t_migrate_from_v1);
+  tcase_add_test(schema, t_migrate_from_v2);
   tcase_add_test(schema, t_version_too_new);
   suite_add_tcase(s, schema);
   TCase *data = tcase_create("data");
@@ -1056,6 +1217,9 @@ static Suite *make_suite(void) {
   tcase_add_test(data, t_jobs);
   tcase_add_test(data, t_export_import);
   tcase_add_test(data, t_import_bad_line);
+  tcase_add_test(data, t_record_set_times);
+  tcase_add_test(data, t_cost_models);
+  tcase_add_test(data, t_baselines);
   suite_add_tcase(s, data);
   TCase *stress = tcase_create("stress");
   tcase_set_timeout(stress, 120);

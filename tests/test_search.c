@@ -2,8 +2,10 @@
  * builders, the worker, SQLite): tuning small matmuls on the CPU and
  * OpenCL targets, determinism of the generated batches, dedup against the
  * database, job resumption, stopping (also while waiting for the device),
- * two searches sharing a build pool and the CPU, the replay-trace baseline
- * and the task scheduler. */
+ * two searches sharing a build pool and the CPU, the replay-trace baseline,
+ * the task scheduler, the cost model kept in the database, the early stop
+ * of hopeless candidates, the re-measure of the best and the unscheduled
+ * program's time. */
 #include "testutil.h"
 
 #include <math.h>
@@ -11,9 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include "common/target.h"
+#include "cost_model/cost_model.h"
 #include "db/db.h"
 #include "ir/ir.h"
 #include "measure/measure.h"
@@ -56,6 +60,7 @@ static srch_opts_t small_opts(int trials, uint64_t seed, const char *db) {
   o.db_path = db;
   o.run.min_secs = 0.002;
   o.run.min_repeats = 2;
+  o.remeasure = 0; /* the tests of the re-measure turn it on */
   return o;
 }
 
@@ -81,11 +86,15 @@ static void remove_db(char *p) {
 /* What the callbacks saw. */
 typedef struct seen {
   int batches, records, progress_calls, last_trials;
+  int stage_calls[3];     /* on_progress calls by srch_stage_t */
+  srch_stage_t last_stage;
+  char logs[8192];        /* on_log's messages, one per line, "W: " / "I: " / "D: " first */
   int stop_after_batches; /* > 0: should_stop turns true after this many batches */
   double stop_at;         /* > 0: should_stop turns true at this tn_now() */
   int polls;
   char **traces; /* every measured trace, in order */
   int64_t *ids;
+  double *medians; /* and its first median (0 when not ok) */
   int ntraces;
   bool bad_record;
   char why[256];
@@ -102,17 +111,35 @@ static void on_batch(const srch_record_t *recs, int n, void *ctx) {
     }
     s->traces = realloc(s->traces, (size_t)(s->ntraces + 1) * sizeof *s->traces);
     s->ids = realloc(s->ids, (size_t)(s->ntraces + 1) * sizeof *s->ids);
+    s->medians = realloc(s->medians, (size_t)(s->ntraces + 1) * sizeof *s->medians);
+    s->medians[s->ntraces] = r->status == MS_OK ? r->median_secs : 0;
     s->traces[s->ntraces] = strdup(recs[i].trace_json);
     s->ids[s->ntraces++] = recs[i].db_id;
   }
   s->records += n;
 }
 
+/* Batches first (trials grow with each), then per task its re-measure and
+ * its baseline (trials unchanged). */
 static void on_progress(const srch_progress_t *p, void *ctx) {
   seen_t *s = ctx;
-  s->progress_calls++;
-  ck_assert_int_gt(p->trials_done, s->last_trials);
+  s->stage_calls[p->stage]++;
+  if (p->stage == SRCH_STAGE_SEARCH) {
+    ck_assert_int_eq(s->last_stage, SRCH_STAGE_SEARCH);
+    s->progress_calls++;
+    ck_assert_int_gt(p->trials_done, s->last_trials);
+  } else {
+    ck_assert_int_eq(p->trials_done, s->last_trials);
+  }
+  s->last_stage = p->stage;
   s->last_trials = p->trials_done;
+}
+
+static void on_log(srch_log_level_t level, const char *msg, void *ctx) {
+  seen_t *s = ctx;
+  size_t n = strlen(s->logs);
+  snprintf(s->logs + n, sizeof s->logs - n, "%s: %s\n", level == SRCH_LOG_WARN ? "W" : level == SRCH_LOG_INFO ? "I" : "D",
+           msg);
 }
 
 static bool should_stop(void *ctx) {
@@ -125,10 +152,12 @@ static void seen_free(seen_t *s) {
   for (int i = 0; i < s->ntraces; i++) free(s->traces[i]);
   free(s->traces);
   free(s->ids);
+  free(s->medians);
 }
 
 static srch_callbacks_t callbacks(seen_t *s) {
-  return (srch_callbacks_t){.on_progress = on_progress, .on_batch = on_batch, .should_stop = should_stop, .ctx = s};
+  return (srch_callbacks_t){.on_progress = on_progress, .on_batch = on_batch, .should_stop = should_stop, .ctx = s,
+                            .on_log = on_log};
 }
 
 static int tune(const ir_workload_t *w, const char *tname, const srch_opts_t *o, seen_t *s, srch_result_t *r) {
@@ -252,7 +281,7 @@ static char **first_batch(const ir_workload_t *w, const char *tname, srch_strate
   o.nthreads = nthreads;
   srch_task_t task = {.workload = w, .weight = 1};
   srch_ctx_t c;
-  OK(srch_ctx_init(&c, &task, 1, &t, &o, NULL, &err_));
+  OK(srch_ctx_init(&c, &task, 1, &t, &o, NULL, NULL, &err_));
   srch_cand_t **cands = NULL;
   OK(srch_generate(&c, 0, 16, &cands, n, &err_));
   char **out = calloc((size_t)*n + 1, sizeof *out);
@@ -668,6 +697,397 @@ START_TEST(test_scheduler_gradient) {
 }
 END_TEST
 
+/* ---- the cost model in the database -------------------------------------- */
+
+static void raw_sql(const char *path, const char *sql) {
+  sqlite3 *h = NULL;
+  ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+  char *msg = NULL;
+  int rc = sqlite3_exec(h, sql, NULL, NULL, &msg);
+  ck_assert_msg(rc == SQLITE_OK, "%s: %s", sql, msg ? msg : "?");
+  sqlite3_close(h);
+}
+
+static int count_sql(const char *path, const char *sql) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *st = NULL;
+  ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+  int n = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return n;
+}
+
+/* Records of real candidates (generated by the search, not measured) with
+ * made-up times: n_ok verified ones, then n_fail build errors. */
+static void fake_records(const char *db_path, const ir_workload_t *w, int n_ok, int n_fail, uint64_t seed) {
+  tn_target_t t = target("cpu");
+  srch_opts_t o = small_opts(1000, seed, db_path);
+  o.population = 128;
+  o.init_min_unmeasured = 64;
+  o.no_model_store = true;
+  srch_task_t task = {.workload = w, .weight = 1};
+  srch_ctx_t c;
+  OK(srch_ctx_init(&c, &task, 1, &t, &o, NULL, NULL, &err_));
+  int total = n_ok + n_fail, k = 0;
+  db_record_t *recs = calloc((size_t)total, sizeof *recs);
+  double *secs = calloc((size_t)total, sizeof *secs);
+  while (k < total) {
+    srch_cand_t **cands = NULL;
+    int n = 0;
+    OK(srch_generate(&c, 0, 32, &cands, &n, &err_));
+    ck_assert_int_gt(n, 0);
+    for (int i = 0; i < n; i++) {
+      if (k < total) {
+        db_record_t *r = &recs[k];
+        db_record_init(r);
+        r->workload_id = c.tasks[0].workload_id;
+        r->target_id = c.target_id;
+        r->trace = strdup(cands[i]->json);
+        if (k < n_ok) {
+          secs[k] = 1e-4 * (1 + k % 7);
+          r->run_secs = &secs[k], r->n_runs = 1, r->median_secs = secs[k], r->verified = true;
+        } else {
+          r->status = DB_STATUS_BUILD_ERROR, r->error = "made up";
+        }
+        k++;
+      }
+      srch_cand_unref(cands[i]);
+    }
+    free(cands);
+  }
+  OK(db_record_add_batch(c.db, recs, (size_t)total, NULL, &err_));
+  for (int i = 0; i < total; i++) free((char *)recs[i].trace);
+  free(recs);
+  free(secs);
+  srch_ctx_free(&c);
+}
+
+/* Sets up a search on db_path (nothing measured) and returns its model's
+ * statistics; s gets the log. */
+static cm_model_stats_t warm_start(const ir_workload_t *w, const char *db_path, seen_t *s, bool save) {
+  tn_target_t t = target("cpu");
+  srch_opts_t o = small_opts(16, 9, db_path);
+  srch_task_t task = {.workload = w, .weight = 1};
+  srch_callbacks_t cb = callbacks(s);
+  srch_ctx_t c;
+  OK(srch_ctx_init(&c, &task, 1, &t, &o, &cb, NULL, &err_));
+  ck_assert(c.model_store);
+  cm_model_stats_t st;
+  cm_model_get_stats(c.model, &st);
+  ck_assert_int_eq(c.nmodel_ids, st.nsamples);
+  if (st.trained_on > 0) {
+    /* the first batch is ranked by the trained model: its scores are the
+     * booster's (the same on every call), not the untrained model's random numbers */
+    srch_cand_t **cands = NULL;
+    int n = 0;
+    OK(srch_generate(&c, 0, 8, &cands, &n, &err_));
+    ck_assert_int_eq(n, 8);
+    srch_features(&c, cands, n);
+    cm_feature_rows_t rows[8];
+    double a[8], b[8];
+    for (int i = 0; i < n; i++) rows[i] = cands[i]->feat;
+    OK(cm_model_predict(c.model, rows, n, a, &err_));
+    OK(cm_model_predict(c.model, rows, n, b, &err_));
+    for (int i = 0; i < n; i++) ck_assert(a[i] == b[i]);
+    for (int i = 0; i < n; i++) srch_cand_unref(cands[i]);
+    free(cands);
+  }
+  if (save) srch_model_save(&c);
+  srch_ctx_free(&c);
+  return st;
+}
+
+/* A second search on a database starts with a model trained on every record
+ * of the target (features recomputed from the traces, then reused from the
+ * saved model); a stored model that cannot be used is a warning. */
+START_TEST(test_model_warm_start) {
+  if (!cm_have_xgboost()) {
+    fprintf(stderr, "test_model_warm_start: skipped (built without XGBoost)\n");
+    return;
+  }
+  ir_workload_t *w = load("matmul.tw", 64), *w2 = load("matmul.tw", 48);
+  char *db_path = temp_db();
+  fake_records(db_path, w, 60, 10, 7);
+  fake_records(db_path, w2, 8, 0, 8); /* another workload of the target */
+  /* a workload that cannot be rebuilt, with a record; an ok record that is not verified */
+  db_t *db = NULL;
+  OK(db_open(db_path, &db, &err_));
+  int64_t bad_wl = 0;
+  db_workload_t bw = {.hash = "00000000000000ab", .name = "broken", .source = "this is not a workload"};
+  OK(db_workload_upsert(db, &bw, &bad_wl, &err_));
+  db_targets_t ts = {0};
+  OK(db_targets_list(db, &ts, &err_));
+  db_records_t some = query(db_path, w, "cpu");
+  db_record_t extra[2];
+  for (int i = 0; i < 2; i++) {
+    db_record_init(&extra[i]);
+    extra[i].workload_id = i == 0 ? bad_wl : some.items[0].workload_id;
+    extra[i].target_id = ts.items[0].id;
+    extra[i].trace = some.items[0].trace;
+    extra[i].median_secs = 1e-3;
+  }
+  extra[0].verified = true;
+  extra[1].trace = "{\"version\": 1, \"trace\": [[], []]}"; /* never replayed: not trusted */
+  OK(db_record_add_batch(db, extra, 2, NULL, &err_));
+  db_targets_free(&ts);
+  db_records_free(&some);
+  db_close(db);
+
+  /* 1: nothing stored: every usable record's features computed, trained before any measurement */
+  seen_t s = {0};
+  cm_model_stats_t st = warm_start(w, db_path, &s, true);
+  ck_assert_int_eq(st.nsamples, 78);
+  ck_assert_int_eq(st.trained_on, 78);
+  ck_assert_int_eq(st.ntrainings, 1);
+  ck_assert_int_gt(st.rounds, 0);
+  ck_assert_msg(strstr(s.logs, "I: cost model: 78 samples from 80 records of target cpu (0 features reused, 78 "
+                               "computed, 2 records skipped), trained on 78"), "%s", s.logs);
+  ck_assert_msg(strstr(s.logs, "D: cost model: workload 00000000000000ab cannot be rebuilt"), "%s", s.logs);
+  ck_assert_msg(strstr(s.logs, "D: cost model: 1 ok records of target cpu are not verified: not used"), "%s", s.logs);
+  ck_assert_int_eq(count_sql(db_path, "SELECT count(*) FROM cost_models"), 1);
+  ck_assert_int_eq(count_sql(db_path, "SELECT length(record_ids) FROM cost_models"), 78 * 8);
+
+  /* 2: the saved model holds exactly these records: loaded as it is, not trained */
+  memset(&s, 0, sizeof s);
+  st = warm_start(w, db_path, &s, false);
+  ck_assert_int_eq(st.nsamples, 78);
+  ck_assert_int_eq(st.trained_on, 78);
+  ck_assert_int_eq(st.ntrainings, 0);
+  ck_assert_msg(strstr(s.logs, "(78 features reused, 0 computed, 2 records skipped)"), "%s", s.logs);
+
+  /* 3: a damaged model, a foreign format, a damaged id list: warned about, retrained from the records */
+  static const struct {
+    const char *sql, *warning;
+  } bad[] = {
+      {"UPDATE cost_models SET model = x'0102030405060708'", "W: the stored cost model of target cpu cannot be read "
+                                                              "(not a tuned cost-model file"},
+      {"UPDATE cost_models SET format = 999", "W: the stored cost model of target cpu has format 999; this build "
+                                              "reads format 1: not used"},
+      {"UPDATE cost_models SET record_ids = x'01020304050607'", "W: the stored cost model of target cpu is damaged"},
+  };
+  for (size_t i = 0; i < TN_ARRAY_LEN(bad); i++) {
+    memset(&s, 0, sizeof s);
+    warm_start(w, db_path, &s, true); /* (re)writes a good one first */
+    raw_sql(db_path, bad[i].sql);
+    memset(&s, 0, sizeof s);
+    st = warm_start(w, db_path, &s, false);
+    ck_assert_msg(strstr(s.logs, bad[i].warning), "%s", s.logs);
+    ck_assert_int_eq(st.trained_on, 78);
+    ck_assert_int_eq(st.ntrainings, 1);
+    if (i == 1) raw_sql(db_path, "DELETE FROM cost_models");
+  }
+  remove_db(db_path);
+  ir_workload_free(w);
+  ir_workload_free(w2);
+}
+END_TEST
+
+/* ---- the end of a search ------------------------------------------------- */
+
+static db_record_t *record_by_id(db_records_t *recs, int64_t id) {
+  for (size_t i = 0; i < recs->n; i++)
+    if (recs->items[i].id == id) return &recs->items[i];
+  return NULL;
+}
+
+/* The bound on a candidate's first run comes from the best so far: never
+ * before one exists (the first candidate of a fresh database runs in full),
+ * already for the first candidate when the database has one; what it stops
+ * is too_slow, not a timeout. */
+START_TEST(test_early_stop) {
+  ir_workload_t *w = load("matmul.tw", 64);
+  char *db_path = temp_db();
+  srch_opts_t o = small_opts(4, 101, db_path);
+  o.batch_size = 4;
+  o.run.stop_min_s = 1e-6; /* a floor this low: the bound is 100x the best, at least 1 us */
+  seen_t s1 = {0}, s2 = {0};
+  srch_result_t r;
+  OK(tune(w, "cpu", &o, &s1, &r));
+  ck_assert_int_eq(s1.ntraces, 4);
+  db_records_t recs = query(db_path, w, "cpu");
+  db_record_t *first = record_by_id(&recs, s1.ids[0]);
+  ck_assert_msg(first && first->status == DB_STATUS_OK && first->n_runs >= 2, "the first candidate: %s",
+                first ? db_status_name(first->status) : "missing");
+  ck_assert_int_eq(r.failures[MS_TIMEOUT], 0);
+  int64_t best_id = r.best[0].db_id;
+  srch_result_free(&r);
+  db_records_free(&recs);
+  /* a best that fast in the database: the first candidate of the next run is stopped early */
+  db_t *db = NULL;
+  OK(db_open(db_path, &db, &err_));
+  double fast = 1e-9;
+  OK(db_record_set_times(db, best_id, &fast, 1, fast, &err_));
+  db_close(db);
+  o.seed = 102;
+  OK(tune(w, "cpu", &o, &s2, &r));
+  ck_assert_int_eq(s2.ntraces, 4);
+  ck_assert_int_ge(r.failures[MS_TOO_SLOW], 1);
+  ck_assert_int_eq(r.failures[MS_TIMEOUT], 0);
+  recs = query(db_path, w, "cpu");
+  first = record_by_id(&recs, s2.ids[0]);
+  ck_assert_msg(first && first->status == DB_STATUS_TOO_SLOW, "the first candidate: %s",
+                first ? db_status_name(first->status) : "missing");
+  ck_assert_msg(first->error && strstr(first->error, "stopped early"), "%s", first->error ? first->error : "");
+  ck_assert(!first->verified && isnan(first->median_secs));
+  db_records_free(&recs);
+  srch_result_free(&r);
+  seen_free(&s1);
+  seen_free(&s2);
+  remove_db(db_path);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* The best 4 of the run are measured again in 3 interleaved rounds; the
+ * winner is the fastest re-measured one, and the records get those times. */
+START_TEST(test_remeasure) {
+  ir_workload_t *w = load("matmul.tw", 64);
+  char *db_path = temp_db();
+  srch_opts_t o = small_opts(12, 111, db_path);
+  o.batch_size = 6;
+  o.remeasure = 4;
+  o.remeasure_rounds = 3;
+  seen_t s = {0};
+  srch_result_t r;
+  OK(tune(w, "cpu", &o, &s, &r));
+  ck_assert_int_eq(s.stage_calls[SRCH_STAGE_SEARCH], 2);
+  ck_assert_int_eq(s.stage_calls[SRCH_STAGE_REMEASURE], 1);
+  ck_assert_int_eq(s.stage_calls[SRCH_STAGE_BASELINE], 0);
+  ck_assert_msg(strstr(s.logs, "I: re-measuring the best 4 candidates of matmul in 3 interleaved rounds"), "%s", s.logs);
+  /* the 4 fastest first medians of the run */
+  double firsts[12];
+  int nok = 0;
+  for (int i = 0; i < s.ntraces; i++)
+    if (s.medians[i] > 0) firsts[nok++] = s.medians[i];
+  ck_assert_int_ge(nok, 4);
+  for (int i = 0; i < nok; i++)
+    for (int j = i + 1; j < nok; j++)
+      if (firsts[j] < firsts[i]) {
+        double t = firsts[i];
+        firsts[i] = firsts[j], firsts[j] = t;
+      }
+  const srch_remeasure_t *rm = &r.remeasure[0];
+  ck_assert_int_eq(rm->n, 4);
+  ck_assert_int_eq(rm->rounds, 3);
+  db_records_t recs = query(db_path, w, "cpu");
+  for (int i = 0; i < rm->n; i++) {
+    const srch_remeasured_t *x = &rm->items[i];
+    ck_assert_msg(x->status == MS_OK, "candidate %d: %s", i, ms_status_name(x->status));
+    /* 3 rounds of >= 2 repeats; of 1 (its checked run) for one over 10x the fastest */
+    ck_assert_int_ge(x->nsamples, i == 0 ? 3 * 2 : 3);
+    ck_assert(x->median_secs > 0);
+    if (i > 0) ck_assert(x->median_secs >= rm->items[i - 1].median_secs);
+    bool among = false;
+    for (int k = 0; k < 4; k++) among |= x->first_secs == firsts[k];
+    ck_assert_msg(among, "candidate %d (first %g s) is not one of the 4 fastest", i, x->first_secs);
+    db_record_t *rec = record_by_id(&recs, x->db_id);
+    ck_assert_ptr_nonnull(rec);
+    ck_assert_int_eq((int)rec->n_runs, x->nsamples);
+    ck_assert_double_eq_tol(rec->median_secs, x->median_secs, 1e-15);
+  }
+  ck_assert(r.best[0].found && r.best[0].remeasured);
+  ck_assert_int_eq(r.best[0].db_id, rm->items[0].db_id);
+  ck_assert(r.best[0].median_secs == rm->items[0].median_secs);
+  ck_assert(r.best[0].first_secs == rm->items[0].first_secs);
+  db_records_free(&recs);
+  if (cm_have_xgboost()) /* the model was saved for the target, a record id per sample */
+    ck_assert_int_eq(count_sql(db_path, "SELECT length(record_ids) / 8 FROM cost_models"), 12);
+  srch_result_free(&r);
+  seen_free(&s);
+
+  /* off */
+  memset(&s, 0, sizeof s);
+  o.remeasure = 0;
+  o.seed = 112;
+  OK(tune(w, "cpu", &o, &s, &r));
+  ck_assert_int_eq(r.remeasure[0].n, 0);
+  ck_assert(!r.best[0].remeasured && r.best[0].first_secs == r.best[0].median_secs);
+  ck_assert_int_eq(s.stage_calls[SRCH_STAGE_REMEASURE], 0);
+  srch_result_free(&r);
+  seen_free(&s);
+  o.remeasure = -1;
+  ck_assert_int_eq(tune(w, "cpu", &o, &s, &r), TN_EINVAL);
+  ck_assert_msg(strstr(err_.msg, "remeasure"), "%s", err_.msg);
+  srch_result_free(&r);
+  remove_db(db_path);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* The unscheduled program: measured once per (workload, target), read from
+ * the database after that; measured every time without one; not at all when
+ * off or stopped. */
+START_TEST(test_baseline) {
+  ir_workload_t *w = load("matmul.tw", 64);
+  char *db_path = temp_db();
+  srch_opts_t o = small_opts(4, 121, db_path);
+  o.batch_size = 4;
+  o.baseline = true;
+  seen_t s = {0};
+  srch_result_t r;
+  OK(tune(w, "cpu", &o, &s, &r));
+  const srch_baseline_t *b = &r.baseline[0];
+  ck_assert(b->have && !b->cached);
+  ck_assert_msg(b->status == MS_OK, "%s", b->error ? b->error : "");
+  ck_assert(b->median_secs > 0 && b->gflops > 0 && !b->error);
+  ck_assert_int_eq(s.stage_calls[SRCH_STAGE_BASELINE], 1);
+  ck_assert_msg(strstr(s.logs, "I: measuring the unscheduled matmul"), "%s", s.logs);
+  double secs = b->median_secs;
+  srch_result_free(&r);
+  db_t *db = NULL;
+  OK(db_open(db_path, &db, &err_));
+  tn_arena_t *a = tn_arena_new();
+  db_baseline_t row;
+  bool found = false;
+  char hash[17];
+  ir_hash_hex(ir_func_hash(w->func), hash);
+  OK(db_baseline_get(db, hash, "cpu", &row, &found, a, &err_));
+  ck_assert(found && row.status == DB_STATUS_OK && row.median_secs == secs && row.n_runs >= 2);
+  tn_arena_free(a);
+  db_close(db);
+  seen_free(&s);
+
+  /* again with the database: read from there */
+  memset(&s, 0, sizeof s);
+  o.seed = 122;
+  OK(tune(w, "cpu", &o, &s, &r));
+  ck_assert(r.baseline[0].have && r.baseline[0].cached && r.baseline[0].median_secs == secs);
+  ck_assert_msg(strstr(s.logs, "I: unscheduled matmul: measured before (from the database)"), "%s", s.logs);
+  srch_result_free(&r);
+  seen_free(&s);
+
+  /* without a database: measured */
+  memset(&s, 0, sizeof s);
+  o.db_path = NULL;
+  OK(tune(w, "cpu", &o, &s, &r));
+  ck_assert(r.baseline[0].have && !r.baseline[0].cached && r.baseline[0].status == MS_OK);
+  srch_result_free(&r);
+  seen_free(&s);
+
+  /* off, and stopped */
+  memset(&s, 0, sizeof s);
+  o.baseline = false;
+  OK(tune(w, "cpu", &o, &s, &r));
+  ck_assert(!r.baseline[0].have);
+  ck_assert_int_eq(s.stage_calls[SRCH_STAGE_BASELINE], 0);
+  srch_result_free(&r);
+  seen_free(&s);
+  memset(&s, 0, sizeof s);
+  s.stop_after_batches = 1;
+  o.baseline = true;
+  o.max_trials = 8;
+  OK(tune(w, "cpu", &o, &s, &r));
+  ck_assert(r.stopped && !r.baseline[0].have);
+  srch_result_free(&r);
+  seen_free(&s);
+  remove_db(db_path);
+  ir_workload_free(w);
+}
+END_TEST
+
 /* ---- OpenCL (PoCL) ----------------------------------------------------- */
 
 START_TEST(test_tune_opencl) {
@@ -727,7 +1147,14 @@ static Suite *make_suite(void) {
   tcase_add_test(tune_tc, test_replay_trace);
   tcase_add_test(tune_tc, test_two_tasks);
   tcase_add_test(tune_tc, test_tune_opencl);
+  tcase_add_test(tune_tc, test_early_stop);
+  tcase_add_test(tune_tc, test_remeasure);
+  tcase_add_test(tune_tc, test_baseline);
   suite_add_tcase(s, tune_tc);
+  TCase *store_tc = tcase_create("model_store");
+  tcase_set_timeout(store_tc, 120);
+  tcase_add_test(store_tc, test_model_warm_start);
+  suite_add_tcase(s, store_tc);
   return s;
 }
 

@@ -474,6 +474,64 @@ START_TEST(t_relocated) {
 }
 END_TEST
 
+/* tune with a database: the best candidates are re-measured and the
+ * summary gives both figures; the unscheduled program is measured once and
+ * read from the database the second time; --no-remeasure and --no-baseline
+ * leave them out; --remeasure N counts; contradicting options are refused. */
+START_TEST(t_tune_db) {
+  char dir[] = "/tmp/tunectl-tunedb-XXXXXX", args[PATH_MAX * 2];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  const char *base = "tune " W("matmul") " --set M=32 --set N=32 --set K=32 --target cpu --trials 4";
+  snprintf(args, sizeof args, "%s --db %s/t.db --seed 1", base, dir);
+  run_t *r = expect(args, 0, "(re-measured; first measured ", "measuring the unscheduled matmul\n");
+  ck_assert_msg(strstr(r->out, "\nremeasure  ") && strstr(r->out, " candidates, 3 rounds (re-measured/first ms): "),
+                "%s", r->out);
+  ck_assert_msg(strstr(r->out, "\nnaive      ") && !strstr(r->out, "from the database"), "%s", r->out);
+  ck_assert_msg(strstr(r->err, "re-measuring the best "), "%s", r->err);
+  snprintf(args, sizeof args, "%s --db %s/t.db --seed 2", base, dir);
+  r = expect(args, 0, " median, ", "unscheduled matmul: measured before (from the database)");
+  ck_assert_msg(strstr(r->out, "(measured before, from the database)\nspeed-up   "), "%s", r->out);
+  ck_assert_msg(strstr(r->err, "cost model: 4 samples from 4 records of target cpu (4 features reused"), "%s", r->err);
+  snprintf(args, sizeof args, "%s --db %s/t.db --seed 3 --remeasure 2 --json", base, dir);
+  r = expect(args, 0, NULL, NULL);
+  cJSON *j = cJSON_Parse(r->out), *best = cJSON_GetObjectItemCaseSensitive(j, "best");
+  cJSON *rm = cJSON_GetObjectItemCaseSensitive(j, "remeasure"), *nv = cJSON_GetObjectItemCaseSensitive(j, "naive");
+  ck_assert_msg(cJSON_IsObject(best) && cJSON_IsObject(rm) && cJSON_IsObject(nv), "%s", r->out);
+  ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(best, "remeasured")));
+  ck_assert(cJSON_GetObjectItemCaseSensitive(best, "first_median_secs")->valuedouble > 0);
+  ck_assert(cJSON_GetObjectItemCaseSensitive(best, "first_gflops")->valuedouble > 0);
+  ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(rm, "rounds")->valueint, 3);
+  cJSON *cands = cJSON_GetObjectItemCaseSensitive(rm, "candidates"), *first = cJSON_GetArrayItem(cands, 0);
+  ck_assert_int_eq(cJSON_GetArraySize(cands), 2);
+  ck_assert_double_eq(cJSON_GetObjectItemCaseSensitive(first, "median_secs")->valuedouble,
+                      cJSON_GetObjectItemCaseSensitive(best, "median_secs")->valuedouble);
+  ck_assert_double_eq(cJSON_GetObjectItemCaseSensitive(first, "record_id")->valuedouble,
+                      cJSON_GetObjectItemCaseSensitive(best, "record_id")->valuedouble);
+  ck_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(nv, "cached")));
+  ck_assert(cJSON_GetObjectItemCaseSensitive(j, "speedup")->valuedouble > 0);
+  ck_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "status_counts"),
+                                                            "too_slow")));
+  cJSON_Delete(j);
+  snprintf(args, sizeof args, "%s --seed 4 --no-remeasure --no-baseline --json", base);
+  r = expect(args, 0, NULL, NULL);
+  j = cJSON_Parse(r->out);
+  ck_assert_msg(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "remeasure")) &&
+                    cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "naive")) &&
+                    !cJSON_GetObjectItemCaseSensitive(j, "speedup"),
+                "%s", r->out);
+  ck_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "best"), "remeasured")));
+  cJSON_Delete(j);
+  snprintf(args, sizeof args, "%s --seed 4 --no-remeasure --no-baseline", base);
+  r = expect(args, 0, "\nnaive      not measured (--no-baseline)\n", NULL);
+  ck_assert_msg(!strstr(r->out, "\nremeasure") && !strstr(r->out, "re-measured"), "%s", r->out);
+  snprintf(args, sizeof args, "%s --remeasure 3 --no-remeasure", base);
+  expect(args, 2, NULL, "tunectl tune: --remeasure 3 and --no-remeasure contradict each other");
+  snprintf(args, sizeof args, "%s --remeasure 65", base);
+  expect(args, 2, NULL, "--remeasure");
+  tu_remove_tree(dir);
+}
+END_TEST
+
 static Suite *make(void) {
   Suite *s = suite_create("tunectl");
   TU_TCASE(s, "cli", 120, t_help, t_show, t_check, t_eval, t_errors, t_trace, t_bad_options, t_gnu_options,
@@ -481,6 +539,7 @@ static Suite *make(void) {
   TU_TCASE(s, "pretuned", 240, t_pretuned);
   TU_TCASE(s, "targets", 240, t_targets, t_relocated);
   TU_TCASE(s, "limits", 600, t_thousand_blocks, t_deep_nest);
+  TU_TCASE(s, "tune", 300, t_tune_db);
   return s;
 }
 
