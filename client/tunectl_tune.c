@@ -55,6 +55,7 @@ static void measure_naive(const tct_args_t *a, ms_result_t *r) {
   tn_err_t err = {0};
   ms_options_t mo = {.seed = 1};
   mo.run.flush_l2 = ms_flush_by_default(a->target->kind) && !a->no_flush; /* timed as the candidates are */
+  mo.run.min_secs = a->repeat_ms * 1e-3;
   ms_result_init(r);
   /* the unscheduled program as the target runs it (srch_lower with no trace) */
   if (srch_lower(a->workload->func, a->target, NULL, 1, NULL, &m, NULL, &err) < 0)
@@ -157,6 +158,7 @@ int tct_tune(const tct_args_t *a) {
   srch_opts_default(&o);
   if (parse_choices(a, &o) < 0) return 2;
   o.no_flush = a->no_flush;
+  o.run.min_secs = a->repeat_ms * 1e-3; /* 0: the runner's 0.1 s */
   ui_t u = {.a = a, .tty = isatty(STDERR_FILENO)};
   struct sigaction sa = {.sa_handler = on_sigint}, old;
   sigemptyset(&sa.sa_mask);

@@ -22,6 +22,7 @@ typedef struct tct_args {
   uint64_t seed;
   bool json;
   bool no_flush; /* --no-flush */
+  double repeat_ms; /* --repeat-ms N; 0: the default (100) */
 } tct_args_t;
 
 /* Runs the command; returns the exit status (0: a verified kernel was
