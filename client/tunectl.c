@@ -23,7 +23,7 @@ enum {
   O_SET, O_TARGET, O_DAEMON_TARGET, O_TRACE, O_EMIT, O_KERNEL_EMIT, O_TRIALS, O_SECONDS, O_DATA_SEED,
   O_SEARCH_SEED, O_REPEAT_MS, O_NO_FLUSH, O_DB, O_STRATEGY, O_MODEL, O_WAIT, O_STATE, O_STATUS, O_LIMIT, O_K,
   O_OUT, O_BASELINE, O_MAX_REGRESSION, O_COMPARE, O_DAEMON, O_JSON, O_JSON_OUT, O_SOCKET, O_REMEASURE,
-  O_NO_REMEASURE, O_NO_BASELINE, O_COUNT
+  O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_COUNT
 };
 #define OPT(name) (1u << O_##name)
 _Static_assert(O_COUNT <= 32, "a command's options are a 32-bit mask");
@@ -62,7 +62,13 @@ static const opt_spec_t options[O_COUNT] = {
     [O_DATA_SEED] = {"seed", 0, "S", K_INT, F(seed), 0, 0, "input data seed (default 1)"},
     [O_SEARCH_SEED] = {"seed", 0, "S", K_INT, F(seed), 0, 0, "search seed"},
     [O_REPEAT_MS] = {"repeat-ms", 0, "N", K_NUM, F(repeat_ms), 0, 1000000,
-                     "time repeats until N ms in total (default 100)"},
+                     "time repeats until they add up to N ms (default 100, at most\n"
+                     "1000000); at least 3 and at most 1000 repeats, after one\n"
+                     "untimed warm-up run"},
+    [O_CC] = {"cc", 0, "C", K_TEXT, F(cc), 0, 0,
+              "cpu and cuda-host builds: gcc, clang or auto (the system's cc / c++);\n"
+              "default: the target file's \"cc\" ($TUNED_CC / $TUNED_CXX, when set,\n"
+              "name any other compiler command instead)"},
     [O_NO_FLUSH] = {"no-flush", 0, NULL, K_FLAG, F(no_flush), 0, 0,
                     "GPUs: do not flush the L2 cache between timed repeats"},
     [O_DB] = {"db", 0, "PATH", K_TEXT, F(db), 0, 0, "tuning database (SQLite) to record into and dedup against"},
@@ -158,17 +164,22 @@ static const command_t commands[] = {
      .run = tco_emit},
     {.name = "run",
      .usage = "FILE --target T [--trace T.json] [--set NAME=VALUE ...] [--seed S] [--repeat-ms N] [--no-flush] "
-              "[--json]",
+              "[--cc C] [--json]",
      .min_pos = 1, .max_pos = 1,
-     .opts = OPT(SET) | OPT(TARGET) | OPT(TRACE) | OPT(DATA_SEED) | OPT(REPEAT_MS) | OPT(NO_FLUSH) | OPT(JSON),
+     .opts = OPT(SET) | OPT(TARGET) | OPT(TRACE) | OPT(DATA_SEED) | OPT(REPEAT_MS) | OPT(NO_FLUSH) | OPT(CC) |
+             OPT(JSON),
      .need = OPT(TARGET), .summary = "build, run, verify and time a scheduled workload",
      .help = "Replays the trace (if any) as the tuner does (up to its EnterPostproc, then\n"
              "the target's postprocessors), lowers the workload for the target (cpu: C,\n"
              "opencl: OpenCL C on the first OpenCL device, nvidia/...: CUDA C through\n"
-             "NVRTC and the CUDA driver), builds it, runs it in a separate worker\n"
-             "process, compares the output with the reference evaluator's and times\n"
-             "it: one warm-up, then repeats until N milliseconds in total (default 100);\n"
-             "on GPUs the L2 cache is flushed before every timed repeat unless --no-flush.\n"
+             "NVRTC and the CUDA driver), builds it (cpu: with the target's compiler,\n"
+             "see --cc; 30 s at most), runs it in a separate worker process, compares\n"
+             "the output with the reference evaluator's and times it.  Measurement: the\n"
+             "checked run, one untimed warm-up run, then timed repeats until they add\n"
+             "up to --repeat-ms (default 100 ms), at least 3 and at most 1000 of them;\n"
+             "the median is reported.  The run (checked run, warm-up and repeats) has\n"
+             "30 s; past that it is stopped as a timeout.  On GPUs the L2 cache is\n"
+             "flushed before every timed repeat unless --no-flush (never on the CPU).\n"
              "Prints the status, median time, GFLOP/s, GB/s, the verification result\n"
              "and what the compiler reported.  Exits 1 unless the status is ok.\n",
      .run = tco_run},
@@ -182,22 +193,27 @@ static const command_t commands[] = {
      .run = tco_space},
     {.name = "tune",
      .usage = "FILE --target T --trials N [--seed S] [--db PATH] [--strategy evolutionary|replay] "
-              "[--model xgb|random] [--remeasure N | --no-remeasure] [--no-baseline] [--no-flush] "
-              "[--set NAME=VALUE ...] [--json]",
+              "[--model xgb|random] [--remeasure N | --no-remeasure] [--no-baseline] [--repeat-ms N] [--no-flush] "
+              "[--cc C] [--set NAME=VALUE ...] [--json]",
      .min_pos = 1, .max_pos = 1,
      .opts = OPT(SET) | OPT(TARGET) | OPT(TRIALS) | OPT(SEARCH_SEED) | OPT(DB) | OPT(STRATEGY) | OPT(MODEL) |
-             OPT(REMEASURE) | OPT(NO_REMEASURE) | OPT(NO_BASELINE) | OPT(NO_FLUSH) | OPT(JSON),
+             OPT(REMEASURE) | OPT(NO_REMEASURE) | OPT(NO_BASELINE) | OPT(REPEAT_MS) | OPT(NO_FLUSH) | OPT(CC) |
+             OPT(JSON),
      .need = OPT(TARGET) | OPT(TRIALS), .summary = "tune a workload in this process (no daemon)",
      .help = "Searches the target's design spaces for the fastest verified kernel: an\n"
              "evolutionary search ranked by the cost model (XGBoost, or random), or random\n"
-             "replays of the design spaces (--strategy replay).  Every candidate is built,\n"
-             "run in a worker process, verified and timed (on GPUs with the L2 cache\n"
-             "flushed before every timed repeat unless --no-flush).  A candidate whose\n"
-             "checked run is over 10x the fastest verified run so far is timed by that run\n"
-             "alone; one whose checked run is still going at 100x the fastest (and 2 s) is\n"
-             "stopped early and counted as too_slow (before any verified run, nothing is\n"
-             "stopped before the 30 s timeout).  --seed seeds the search (the same seed\n"
-             "proposes the same first candidates).\n"
+             "replays of the design spaces (--strategy replay).  Every candidate is built\n"
+             "(cpu: with the target's compiler, see --cc; 30 s at most), run in a worker\n"
+             "process, verified and timed as `tunectl run` times: the checked run, one\n"
+             "untimed warm-up run, then timed repeats until they add up to --repeat-ms\n"
+             "(default 100 ms), at least 3 and at most 1000; the median counts; 30 s for\n"
+             "the whole run.  On GPUs the L2 cache is flushed before every timed repeat\n"
+             "unless --no-flush.  A candidate whose checked run is over 10x the fastest\n"
+             "verified run so far is timed by that run alone; one whose checked run is\n"
+             "still going at 100x the fastest (and 2 s) is stopped early and counted as\n"
+             "too_slow (before any verified run, nothing is stopped before the 30 s\n"
+             "timeout).  --seed seeds the search (the same seed proposes the same first\n"
+             "candidates).\n"
              "With --db, records go to that SQLite database as each batch completes;\n"
              "traces recorded there for the workload and target are never measured again\n"
              "as trials, the fastest recorded run bounds the first candidates, and the\n"

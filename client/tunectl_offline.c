@@ -244,10 +244,15 @@ out:
 
 /* Looks the target up in the config directory ("opencl" stands for
  * opencl/pocl-cpu). */
-static int lookup_target(const char *cmd, const char *name, tn_target_t *t) {
+/* The target by name, with --cc (when given) as its compiler. */
+static int lookup_target(const char *cmd, const tc_args_t *o, tn_target_t *t) {
   tn_err_t err = {0};
-  if (tn_target_lookup(name, NULL, t, &err) < 0) {
+  if (tn_target_lookup(o->target, NULL, t, &err) < 0) {
     fprintf(stderr, "tunectl %s: %s\n", cmd, err.msg);
+    return -1;
+  }
+  if (o->cc && tn_target_set_cc(t, o->cc, &err) < 0) {
+    fprintf(stderr, "tunectl %s: --cc: %s\n", cmd, err.msg);
     return -1;
   }
   return 0;
@@ -285,7 +290,7 @@ int tco_emit(tc_args_t *o) {
     return 2;
   }
   tn_target_t t;
-  if (lookup_target("emit", o->target, &t) < 0) return 1;
+  if (lookup_target("emit", o, &t) < 0) return 1;
   cg_target_t lang = ms_language_of(t.kind);
   cg_target_t want = kind <= 1 ? CG_TARGET_CUDA : kind == 2 ? CG_TARGET_OPENCL : kind == 3 ? CG_TARGET_C : lang;
   if (want != lang) {
@@ -357,7 +362,7 @@ static void print_run_text(const ms_result_t *r, const ir_workload_t *w, const t
 
 int tco_run(tc_args_t *o) {
   tn_target_t t;
-  if (lookup_target("run", o->target, &t) < 0) return 1;
+  if (lookup_target("run", o, &t) < 0) return 1;
   ir_workload_t *w = NULL;
   cg_module_t *m = lower("run", o, &t, &w);
   if (!m) return 1;
@@ -393,7 +398,7 @@ int tco_run(tc_args_t *o) {
 /* Prints the design spaces of the workload for the target, as traces. */
 int tco_space(tc_args_t *o) {
   tn_target_t t;
-  if (lookup_target("space", o->target, &t) < 0) return 1;
+  if (lookup_target("space", o, &t) < 0) return 1;
   ir_workload_t *w = load_workload("space", o);
   if (!w) return 1;
   smp_space_t sp;
@@ -415,7 +420,7 @@ int tco_space(tc_args_t *o) {
 
 int tco_tune(tc_args_t *o) {
   tn_target_t t;
-  if (lookup_target("tune", o->target, &t) < 0) return 1;
+  if (lookup_target("tune", o, &t) < 0) return 1;
   ir_workload_t *w = load_workload("tune", o);
   if (!w) return 1;
   if (o->no_remeasure && o->remeasure > 0) {
@@ -426,7 +431,8 @@ int tco_tune(tc_args_t *o) {
   }
   tct_args_t a = {.workload = w, .target = &t, .trials = (int)o->trials, .db = o->db, .strategy = o->strategy,
                   .model = o->model, .seed = tc_seed(o), .json = o->json, .no_flush = o->no_flush,
-                  .remeasure = o->no_remeasure ? 0 : (int)o->remeasure, .no_baseline = o->no_baseline};
+                  .remeasure = o->no_remeasure ? 0 : (int)o->remeasure, .no_baseline = o->no_baseline,
+                  .repeat_ms = o->repeat_ms};
   int rc = tct_tune(&a);
   ir_workload_free(w);
   return rc;

@@ -212,6 +212,7 @@ int tct_tune(const tct_args_t *a) {
   o.no_flush = a->no_flush;
   if (a->remeasure >= 0) o.remeasure = a->remeasure;
   o.baseline = !a->no_baseline;
+  o.run.min_secs = a->repeat_ms * 1e-3; /* 0: the runner's 0.1 s */
   ui_t u = {.a = a, .tty = isatty(STDERR_FILENO)};
   struct sigaction sa = {.sa_handler = on_sigint}, old;
   sigemptyset(&sa.sa_mask);

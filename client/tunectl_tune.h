@@ -22,6 +22,7 @@ typedef struct tct_args {
   uint64_t seed;
   bool json;
   bool no_flush;    /* --no-flush */
+  double repeat_ms; /* --repeat-ms N; 0: the default (100) */
   int remeasure;    /* --remeasure N (0 also for --no-remeasure); -1: the default (8) */
   bool no_baseline; /* --no-baseline */
 } tct_args_t;

@@ -51,6 +51,19 @@ static const field_t fields[] = {
     F(num_cores, 'i'), F(peak_gflops, 'd'), F(peak_gbps, 'd'), F(max_shared_memory_per_block_optin, 'l'),
 };
 
+bool tn_target_uses_cc(tn_target_kind_t k) { return k == TN_TARGET_CPU || k == TN_TARGET_CUDA_HOST; }
+
+int tn_target_set_cc(tn_target_t *t, const char *cc, tn_err_t *err) {
+  if (!tn_target_uses_cc(t->kind))
+    return tn_err_set(err, TN_EINVAL, "target %s: \"cc\" applies to cpu and cuda-host targets, not %s", t->name,
+                      tn_target_kind_name(t->kind));
+  if (strcmp(cc, "gcc") != 0 && strcmp(cc, "clang") != 0 && strcmp(cc, "auto") != 0)
+    return tn_err_set(err, TN_EINVAL, "target %s: unknown compiler \"%s\" for \"cc\" (expected gcc, clang or auto)",
+                      t->name, cc);
+  snprintf(t->cc, sizeof t->cc, "%s", cc);
+  return TN_OK;
+}
+
 int64_t tn_target_shared_limit(const tn_target_t *t) {
   return TN_MAX(t->max_shared_memory_per_block, t->max_shared_memory_per_block_optin);
 }
@@ -67,7 +80,7 @@ static int copy_str(char *dst, size_t cap, const cJSON *j, const char *key, bool
 /* Every key must be one the target uses: a misspelt or retired field would
  * otherwise be ignored without a word. */
 static int check_keys(const cJSON *j, const char *name, tn_err_t *err) {
-  static const char *const strs[] = {"name", "kind", "arch", "device"};
+  static const char *const strs[] = {"name", "kind", "arch", "device", "cc"};
   const cJSON *v;
   cJSON_ArrayForEach(v, j) {
     bool known = false;
@@ -112,6 +125,9 @@ int tn_target_from_json(const char *text, size_t len, tn_target_t *out, tn_err_t
     goto out;
   }
   if ((rc = check_keys(j, t.name, err)) < 0) goto out;
+  char cc[16] = "";
+  if ((rc = copy_str(cc, sizeof cc, j, "cc", false, err)) < 0) goto out;
+  if ((cc[0] || tn_target_uses_cc(t.kind)) && (rc = tn_target_set_cc(&t, cc[0] ? cc : "auto", err)) < 0) goto out;
   for (size_t i = 0; i < TN_ARRAY_LEN(fields); i++) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, fields[i].key);
     if (!v) continue;
@@ -147,6 +163,7 @@ char *tn_target_to_json(const tn_target_t *t) {
   cJSON_AddStringToObject(j, "kind", tn_target_kind_name(t->kind));
   cJSON_AddStringToObject(j, "arch", t->arch);
   cJSON_AddStringToObject(j, "device", t->device);
+  if (t->cc[0]) cJSON_AddStringToObject(j, "cc", t->cc);
   for (size_t i = 0; i < TN_ARRAY_LEN(fields); i++) {
     const char *p = (const char *)t + fields[i].off;
     double v = fields[i].type == 'i' ? *(const int *)p : fields[i].type == 'l' ? (double)*(const int64_t *)p

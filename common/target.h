@@ -32,7 +32,18 @@ typedef struct tn_target {
   /* CUDA: shared memory per block a kernel may opt into (dynamic shared
    * memory with cuFuncSetAttribute); 0: max_shared_memory_per_block only */
   int64_t max_shared_memory_per_block_optin;
+  /* cpu and cuda-host: the compiler family that builds candidates, "gcc"
+   * (gcc / g++), "clang" (clang / clang++) or "auto" (the system's cc / c++);
+   * "" for the other kinds.  $TUNED_CC / $TUNED_CXX replace it with any
+   * command (measure/build_cc.c). */
+  char cc[8];
 } tn_target_t;
+
+/* Whether targets of this kind are built by a host compiler (cpu, cuda-host). */
+bool tn_target_uses_cc(tn_target_kind_t k);
+/* Sets t->cc to "gcc", "clang" or "auto"; TN_EINVAL naming the value and the
+ * choices otherwise, or for a kind that has no host compiler. */
+int tn_target_set_cc(tn_target_t *t, const char *cc, tn_err_t *err);
 
 /* The most shared memory a kernel of the target may use per block. */
 int64_t tn_target_shared_limit(const tn_target_t *t);

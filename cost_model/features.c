@@ -128,7 +128,6 @@ float cm_feature_at(const cm_feature_rows_t *r, int row, int col) {
 /* Loops at stack positions >= 64 get no dependence bit (such nests do not
  * occur in practice; their loops then count as "not used by the access"). */
 #define MASK_LOOPS 64
-#define MAX_EXPR_DEPTH 256
 
 typedef struct access {
   const ir_buffer_t *buf;
@@ -169,6 +168,11 @@ typedef struct fx {
   const ir_buffer_t **row_buf; /* the buffer each row stores to */
   double *row_prod;  /* loop product of each row */
   const ir_loop_t **row_top; /* the outermost loop of each row's nest (its kernel on GPUs) */
+  /* The expression walks' own stack (an inlined chain nests thousands deep):
+   * a walk pushes above where it found it and returns it there, so a walk
+   * started inside another (expr_mask inside collect_loads) shares it. */
+  const ir_expr_t **stk;
+  int nstk, capstk;
 } fx_t;
 
 #define GROW(arr, n, cap)                                                   \
@@ -194,20 +198,38 @@ static const ir_iter_t *find_iter(const fx_t *x, const ir_var_t *v) {
   return NULL;
 }
 
+static void push(fx_t *x, const ir_expr_t *e) {
+  if (!e) return;
+  GROW(x->stk, x->nstk, x->capstk);
+  x->stk[x->nstk++] = e;
+}
+
+/* Pushes e's children so that they pop in order. */
+static void push_children(fx_t *x, const ir_expr_t *e) {
+  const ir_expr_t *ch[IR_EXPR_MAX_CHILDREN];
+  for (int i = ir_expr_children(e, ch) - 1; i >= 0; i--) push(x, ch[i]);
+}
+
 /* Loops (bits by stack position) an expression depends on, through the
  * bindings of the block iterators it uses. */
-static uint64_t expr_mask(const fx_t *x, const ir_expr_t *e, int depth) {
-  if (!e || depth > MAX_EXPR_DEPTH) return 0;
-  if (e->kind == IR_E_VAR) {
-    int k = loop_pos(x, e->u.var);
-    if (k >= 0) return k < MASK_LOOPS ? UINT64_C(1) << k : 0;
-    const ir_iter_t *it = find_iter(x, e->u.var);
-    return it ? expr_mask(x, it->binding, depth + 1) : 0;
-  }
-  const ir_expr_t *ch[IR_EXPR_MAX_CHILDREN];
-  int n = ir_expr_children(e, ch);
+static uint64_t expr_mask(fx_t *x, const ir_expr_t *root) {
   uint64_t m = 0;
-  for (int i = 0; i < n; i++) m |= expr_mask(x, ch[i], depth + 1);
+  int base = x->nstk;
+  push(x, root);
+  while (x->nstk > base) {
+    const ir_expr_t *e = x->stk[--x->nstk];
+    if (e->kind != IR_E_VAR) {
+      push_children(x, e);
+      continue;
+    }
+    int k = loop_pos(x, e->u.var);
+    if (k >= 0) {
+      m |= k < MASK_LOOPS ? UINT64_C(1) << k : 0;
+    } else {
+      const ir_iter_t *it = find_iter(x, e->u.var);
+      if (it) push(x, it->binding);
+    }
+  }
   return m;
 }
 
@@ -235,44 +257,44 @@ static int op_slot(const ir_expr_t *e) {
 
 static bool is_mul_of(const ir_expr_t *e, ir_dtype_t t) { return e->kind == IR_E_MUL && e->dtype == t; }
 
-static void count_ops(const fx_t *x, const ir_expr_t *e, double *c, int depth);
-
-/* a*b + c (or c - a*b) counts as one multiply-add. */
-static bool count_mad(const fx_t *x, const ir_expr_t *e, double *c, int depth) {
+/* a*b + c (or c - a*b) counts as one multiply-add: pushes a, b and c. */
+static bool count_mad(fx_t *x, const ir_expr_t *e, double *c) {
   if (e->kind != IR_E_ADD && e->kind != IR_E_SUB) return false;
   const ir_expr_t *a = e->u.bin.a, *b = e->u.bin.b;
   const ir_expr_t *mul = is_mul_of(a, e->dtype) ? a : is_mul_of(b, e->dtype) ? b : NULL;
   if (!mul) return false;
   c[op_class(e->dtype) + OP_MAD] += 1;
-  count_ops(x, mul->u.bin.a, c, depth + 1);
-  count_ops(x, mul->u.bin.b, c, depth + 1);
-  count_ops(x, mul == a ? b : a, c, depth + 1);
+  push(x, mul == a ? b : a);
+  push(x, mul->u.bin.b);
+  push(x, mul->u.bin.a);
   return true;
 }
 
 /* Adds the operators of e (and of the bindings of the iterators it uses,
  * which lowering would substitute into the indices) to c[NUM_OPS]. */
-static void count_ops(const fx_t *x, const ir_expr_t *e, double *c, int depth) {
-  if (!e || depth > MAX_EXPR_DEPTH) return;
-  if (e->kind == IR_E_VAR) {
-    const ir_iter_t *it = loop_pos(x, e->u.var) < 0 ? find_iter(x, e->u.var) : NULL;
-    if (it) count_ops(x, it->binding, c, depth + 1);
-    return;
+static void count_ops(fx_t *x, const ir_expr_t *root, double *c) {
+  int base = x->nstk;
+  push(x, root);
+  while (x->nstk > base) {
+    const ir_expr_t *e = x->stk[--x->nstk];
+    if (e->kind == IR_E_VAR) {
+      const ir_iter_t *it = loop_pos(x, e->u.var) < 0 ? find_iter(x, e->u.var) : NULL;
+      if (it) push(x, it->binding);
+      continue;
+    }
+    if (count_mad(x, e, c)) continue;
+    int slot = op_slot(e);
+    if (slot >= 0) c[slot] += 1;
+    push_children(x, e);
   }
-  if (count_mad(x, e, c, depth)) return;
-  int slot = op_slot(e);
-  if (slot >= 0) c[slot] += 1;
-  const ir_expr_t *ch[IR_EXPR_MAX_CHILDREN];
-  int n = ir_expr_children(e, ch);
-  for (int i = 0; i < n; i++) count_ops(x, ch[i], c, depth + 1);
 }
 
 /* Ops of one execution of the block's body store (value, indices, predicate). */
-static void block_ops(const fx_t *x, const ir_block_t *blk, double *c) {
+static void block_ops(fx_t *x, const ir_block_t *blk, double *c) {
   const ir_stmt_t *st = blk->body;
-  count_ops(x, st->u.store.value, c, 0);
-  for (int d = 0; d < st->u.store.n; d++) count_ops(x, st->u.store.idx[d], c, 0);
-  count_ops(x, blk->predicate, c, 0);
+  count_ops(x, st->u.store.value, c);
+  for (int d = 0; d < st->u.store.n; d++) count_ops(x, st->u.store.idx[d], c);
+  count_ops(x, blk->predicate, c);
 }
 
 /* ======================================================================
@@ -297,30 +319,33 @@ static void add_access(fx_t *x, const ir_buffer_t *b, ir_expr_t *const *idx, int
     }
   GROW(x->acc, x->nacc, x->capacc);
   uint64_t m = 0;
-  for (int d = 0; d < n; d++) m |= expr_mask(x, idx[d], 0);
+  for (int d = 0; d < n; d++) m |= expr_mask(x, idx[d]);
   x->acc[x->nacc++] = (access_t){.buf = b, .idx = idx, .read = !write, .write = write, .mask = m};
 }
 
-static void collect_loads(fx_t *x, const ir_expr_t *e, int depth) {
-  if (!e || depth > MAX_EXPR_DEPTH) return;
-  if (e->kind == IR_E_LOAD) add_access(x, e->u.load.buf, e->u.load.idx, e->u.load.n, false);
-  const ir_expr_t *ch[IR_EXPR_MAX_CHILDREN];
-  int n = ir_expr_children(e, ch);
-  for (int i = 0; i < n; i++) collect_loads(x, ch[i], depth + 1);
+/* The loads of e in pre-order (the order the accesses are listed in). */
+static void collect_loads(fx_t *x, const ir_expr_t *root) {
+  int base = x->nstk;
+  push(x, root);
+  while (x->nstk > base) {
+    const ir_expr_t *e = x->stk[--x->nstk];
+    if (e->kind == IR_E_LOAD) add_access(x, e->u.load.buf, e->u.load.idx, e->u.load.n, false);
+    push_children(x, e);
+  }
 }
 
 static void collect_store(fx_t *x, const ir_stmt_t *st) {
   if (!st || st->kind != IR_S_STORE) return;
   add_access(x, st->u.store.buf, st->u.store.idx, st->u.store.n, true);
-  collect_loads(x, st->u.store.value, 0);
-  for (int d = 0; d < st->u.store.n; d++) collect_loads(x, st->u.store.idx[d], 0);
+  collect_loads(x, st->u.store.value);
+  for (int d = 0; d < st->u.store.n; d++) collect_loads(x, st->u.store.idx[d]);
 }
 
 /* All accesses of a compute block: its store first, then loads, init. */
 static void collect_accesses(fx_t *x, const ir_block_t *blk) {
   x->nacc = 0;
   collect_store(x, blk->body);
-  collect_loads(x, blk->predicate, 0);
+  collect_loads(x, blk->predicate);
   collect_store(x, blk->init);
 }
 
@@ -622,7 +647,7 @@ static int thread_slot(const ir_loop_t *l) {
   }
 }
 
-static void group1(const fx_t *x, const store_t *s, double *v, double *float_ops) {
+static void group1(fx_t *x, const store_t *s, double *v, double *float_ops) {
   double c[NUM_OPS] = {0};
   block_ops(x, s->blk, c);
   *float_ops = 0;
@@ -973,6 +998,7 @@ int cm_features(const ir_func_t *f, const tn_target_t *t, cm_feature_rows_t *out
   free(x.loops);
   free(x.blocks);
   free(x.acc);
+  free(x.stk);
   free(x.row_prod);
   free(x.row_buf);
   free(x.row_top);

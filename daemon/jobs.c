@@ -179,7 +179,7 @@ static void job_main(void *arg) {
   if (!rc) rc = db_job_get(db, j->id, &row, a, &err);
   if (!rc) rc = db_workload_get(db, row.workload_hash, &wrow, a, &err);
   if (!rc) rc = td_workload_parse(wrow.name, wrow.source, wrow.params, &w, &err);
-  if (!rc) rc = tn_target_lookup(row.target_name, cfg->config_dir, &t, &err);
+  if (!rc) rc = td_target_lookup(&j->mgr->srv->machine, row.target_name, &t, &err);
   if (!rc) rc = db_job_update(db, j->id, &(db_job_progress_t){DB_JOB_RUNNING, -1, 0, NULL}, &err);
   if (!rc) {
     td_log(TD_INFO, "job started", "job=%lld workload=%s target=%s trials_done=%lld budget=%lld", (long long)j->id,

@@ -95,13 +95,26 @@ static void check_cuda(const td_machine_t *m, td_target_info_t *ti) {
   }
 }
 
+int td_target_lookup(const td_machine_t *m, const char *name, tn_target_t *t, tn_err_t *err) {
+  int rc = tn_target_lookup(name, m->config_dir, t, err);
+  if (!rc && m->cc && tn_target_uses_cc(t->kind)) rc = tn_target_set_cc(t, m->cc, err);
+  return rc;
+}
+
+/* A host-compiled target is usable where its compiler is installed. */
+static void check_cc(td_target_info_t *ti) {
+  tn_err_t why = {0};
+  ti->usable = ms_compiler_check(&ti->t, &why) == 0;
+  if (!ti->usable) snprintf(ti->reason, sizeof ti->reason, "%s", why.msg);
+}
+
 int td_target_check(const td_machine_t *m, const char *name, td_target_info_t *out, tn_err_t *err) {
   memset(out, 0, sizeof *out);
-  int rc = tn_target_lookup(name, m->config_dir, &out->t, err);
+  int rc = td_target_lookup(m, name, &out->t, err);
   if (rc) return rc;
   switch (out->t.kind) {
   case TN_TARGET_CPU:
-    out->usable = true;
+    check_cc(out);
     break;
   case TN_TARGET_OPENCL:
     out->usable = m->backends[MS_BACKEND_OPENCL].available;
@@ -112,8 +125,8 @@ int td_target_check(const td_machine_t *m, const char *name, td_target_info_t *o
   case TN_TARGET_CUDA:
     check_cuda(m, out);
     break;
-  case TN_TARGET_CUDA_HOST: /* the host's C++ compiler; a missing one fails each build, saying so */
-    out->usable = true;
+  case TN_TARGET_CUDA_HOST:
+    check_cc(out);
     break;
   }
   return 0;

@@ -76,10 +76,14 @@ typedef struct td_machine {
   char gpu_name[128];     /* CUDA device 0's name, "" when none */
   char gpu_target[64];    /* the nvidia/... target for that GPU, "" when unknown */
   const char *config_dir; /* the directory of target files (tn_config_dir or --configs) */
+  const char *cc;         /* --cc: the compiler of cpu and cuda-host jobs instead of the target
+                             files' "cc"; NULL: theirs */
 } td_machine_t;
 
 /* Probes the backends (once, at start-up). */
 void td_machine_probe(td_machine_t *m, const char *config_dir);
+/* The target by name with m->cc (if any) as its compiler. */
+int td_target_lookup(const td_machine_t *m, const char *name, tn_target_t *t, tn_err_t *err);
 /* Looks the target up and decides whether it is usable here.  Unknown names
  * fail (TN_EINVAL listing the known ones); a known but unusable target is
  * returned with usable = false and the reason. */

@@ -17,7 +17,7 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: tuned [--target NAME|auto] [--db PATH] [--socket PATH] [--jobs N]\n"
           "             [--log-level debug|info|warn|error] [--configs DIR] [--stop-timeout S]\n"
-          "             [--foreground]\n"
+          "             [--cc gcc|clang|auto] [--foreground]\n"
           "       tuned --backends | --version | --help\n"
           "\n"
           "tuned is the auto-tuning daemon: it serves JSON-RPC 2.0 (one message per line) on a\n"
@@ -40,6 +40,8 @@ static void usage(FILE *out) {
           "                  ../share/tuned/configs next to the executable, else the installed one)\n"
           "  --stop-timeout S  on SIGTERM, wait at most S seconds (default 300) for running\n"
           "                  jobs to commit their batch, then exit anyway (status 1; they resume)\n"
+          "  --cc C          the compiler of cpu and cuda-host jobs: gcc, clang or auto (the\n"
+          "                  system's cc / c++); default: each target file's \"cc\"\n"
           "  --foreground    accepted for compatibility: tuned always runs in the foreground\n"
           "  --backends      probe cpu, opencl and cuda (and the XGBoost cost model) and exit\n"
           "  --version       print the version\n"
@@ -47,10 +49,21 @@ static void usage(FILE *out) {
           "SIGTERM or SIGINT (or the server.shutdown method) stop it cleanly: running jobs\n"
           "commit their batch and are resumed at the next start.\n"
           "\n"
+          "Measurement (every job): each candidate is built (at most 30 s; a compiler past\n"
+          "that is killed), then run in a worker process: a checked run compared with the\n"
+          "reference evaluator, one untimed warm-up run, and timed repeats until they add\n"
+          "up to 100 ms, at least 3 and at most 1000 of them; the median is recorded.  The\n"
+          "run has 30 s.  A candidate whose checked run is over 10x the fastest so far is\n"
+          "timed by that run alone; one still running at 100x the fastest (and 2 s) is\n"
+          "stopped as a timeout.  On CUDA the L2 cache is flushed before every timed repeat,\n"
+          "never on the CPU.  Jobs time one candidate at a time per device.\n"
+          "\n"
           "environment:\n"
           "  TUNED_SOCKET       the socket when --socket is not given (tunectl reads it too)\n"
           "  TUNED_CONFIG_DIR   the target files when --configs is not given (tunectl reads it too)\n"
-          "  TUNED_CUDA_DRIVER  path of the CUDA driver library to dlopen (default libcuda.so.1)\n");
+          "  TUNED_CUDA_DRIVER  path of the CUDA driver library to dlopen (default libcuda.so.1)\n"
+          "  TUNED_CC, TUNED_CXX  a compiler command for cpu (C) / cuda-host (C++) builds instead\n"
+          "                     of the target's \"cc\" or --cc, e.g. \"ccache clang\"\n");
 }
 
 static int print_backends(void) {
@@ -74,7 +87,7 @@ static int print_backends(void) {
 }
 
 typedef struct args {
-  const char *target, *db, *socket, *log_level, *configs;
+  const char *target, *db, *socket, *log_level, *configs, *cc;
   int jobs;
   double stop_timeout;
 } args_t;
@@ -101,6 +114,13 @@ static int parse_args(int argc, char **argv, args_t *a) {
     else if ((v = opt_value(argc, argv, &i, "--socket"))) a->socket = v;
     else if ((v = opt_value(argc, argv, &i, "--log-level"))) a->log_level = v;
     else if ((v = opt_value(argc, argv, &i, "--configs"))) a->configs = v;
+    else if ((v = opt_value(argc, argv, &i, "--cc"))) {
+      if (strcmp(v, "gcc") != 0 && strcmp(v, "clang") != 0 && strcmp(v, "auto") != 0) {
+        fprintf(stderr, "tuned: --cc must be gcc, clang or auto, got '%s'\n", v);
+        return 2;
+      }
+      a->cc = v;
+    }
     else if ((v = opt_value(argc, argv, &i, "--jobs"))) {
       char *end;
       long n = strtol(v, &end, 10);
@@ -218,6 +238,7 @@ int main(int argc, char **argv) {
   td_log(TD_INFO, "target files", "dir=%s", td_q(cfg.config_dir));
   td_machine_t m;
   td_machine_probe(&m, cfg.config_dir);
+  m.cc = a.cc;
   if ((rc = choose_target(&a, &m, &cfg)) || (rc = fill_paths(&a, &cfg))) return rc;
   set_pocl_cache(&cfg);
   return td_server_run(&cfg, &m);

@@ -12,6 +12,7 @@ int ms_measure(const ir_func_t *f, const tn_target_t *t, cg_module_t *const *mod
   if (!f || !t || n < 0 || (n > 0 && (!mods || !results)))
     return tn_err_set(err, TN_EINVAL, "ms_measure: needs a workload, a target, modules and results");
   for (int i = 0; i < n; i++) ms_result_init(&results[i]);
+  if (ms_compiler_check(t, err) < 0) return err->code;
   char dir[MS_DIR_MAX];
   int rc = ms_make_temp_dir("tuned-measure", dir, sizeof dir, err);
   if (rc < 0) return rc;

@@ -167,8 +167,10 @@ typedef struct ms_build_opts {
 
 typedef struct ms_builder ms_builder_t;
 
-/* Starts the pool.  The C compiler is $CC (split on blanks, e.g. "ccache gcc")
- * or "cc".  When the environment has no POCL_CACHE_DIR, it is set here (and
+/* Starts the pool.  A cpu candidate is built by its target's "cc" (gcc,
+ * clang, or auto: the system's cc), a cuda-host one by the C++ compiler of
+ * that family (g++, clang++, c++); $TUNED_CC ($TUNED_CXX), split on blanks
+ * (e.g. "ccache gcc"), replaces either.  When the environment has no POCL_CACHE_DIR, it is set here (and
  * by ms_runner_new) to run_dir/pocl-cache, before the first OpenCL call of
  * the process, and the worker gets the same value, so its rebuild of a
  * source the builder compiled hits PoCL's cache.  PoCL reads the variable
@@ -176,6 +178,10 @@ typedef struct ms_builder ms_builder_t;
  * a run_dir that outlives every builder), since a removed run dir's cache is
  * recreated by PoCL. */
 int ms_builder_new(const ms_build_opts_t *o, ms_builder_t **out, tn_err_t *err);
+/* Whether the compiler that builds target t's candidates is installed (cpu
+ * and cuda-host; TN_OK for the other kinds): a missing one is an error
+ * naming it, where it was chosen, and how to choose another. */
+int ms_compiler_check(const tn_target_t *t, tn_err_t *err);
 /* Waits for queued builds, then stops the pool.  Builds stuck in NVRTC or the
  * OpenCL compiler past their timeout were already abandoned (see below) and do
  * not delay this. */

@@ -38,15 +38,22 @@ static void *workspace(void **ws, int64_t *sizes, int i, int64_t n) {
   return ws[i];
 }
 
+/* Keeps loaded for good whichever OpenMP runtime a candidate brought in
+ * (libgomp from gcc, libomp from clang): closing the candidate must not
+ * unload a runtime under its idle threads.  The worker's own reference
+ * covers the runtime it was linked with; this covers the others. */
+static void pin_openmp_runtimes(void) {
+  static const char *const names[] = {"libgomp.so.1", "libomp.so.5", "libomp.so", "libiomp5.so"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    void *h = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    if (h) dlclose(h); /* RTLD_NODELETE stays */
+  }
+}
+
 static int cpu_load(const wk_run_t *r, wk_err_t *e) {
-#ifdef _OPENMP
   cpu_lib = dlopen(r->artifact, RTLD_NOW | RTLD_LOCAL);
-#else
-  /* Without OpenMP of its own the worker must never unload the candidate's
-   * OpenMP runtime under its threads: keep every candidate mapped. */
-  cpu_lib = dlopen(r->artifact, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-#endif
   if (!cpu_lib) return wk_fail(e, "cannot load %s: %s", r->artifact, dlerror());
+  pin_openmp_runtimes();
   void *p = dlsym(cpu_lib, "tuned_entry");
   if (!p) {
     wk_fail(e, "%s has no tuned_entry function", r->artifact);

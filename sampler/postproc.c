@@ -63,8 +63,8 @@ static int fetch_one(sch_t *s, const fetch_task_t *task, tn_err_t *err) {
 static int pp_cooperative_fetch(sch_t *s, const tn_target_t *t, tn_err_t *err) {
   (void)t;
   const sch_trace_t *tr = sch_get_trace(s);
-  fetch_task_t tasks[64];
-  int ntasks = 0;
+  fetch_task_t *tasks = NULL;
+  int ntasks = 0, cap = 0, rc = TN_OK;
   int64_t tx = -1, ty = -1;
   for (int i = 0; i < tr->n; i++) { /* collected first: the trace grows below */
     const sch_inst_t *in = &tr->insts[i];
@@ -72,13 +72,17 @@ static int pp_cooperative_fetch(sch_t *s, const tn_target_t *t, tn_err_t *err) {
     if ((e = bound_extent(s, in, IR_TAG_THREAD_X)) > 0) tx = e;
     if ((e = bound_extent(s, in, IR_TAG_THREAD_Y)) > 0) ty = e;
     if (in->kind != SCH_ANNOTATE || in->nattrs < 1 || strcmp(in->attrs[0].s, SMP_ANN_COOP_FETCH) != 0) continue;
-    if (ntasks == (int)TN_ARRAY_LEN(tasks)) return tn_err_set(err, TN_EUNSUPPORTED, "more than %d cooperative fetches", ntasks);
+    if (ntasks == cap) {
+      cap = cap ? 2 * cap : 8;
+      tasks = tn_xrealloc(tasks, sizeof *tasks * (size_t)cap);
+    }
     const sch_arg_t *v = &in->inputs[1];
     int64_t lanes = v->kind == SCH_ARG_RV ? sch_rv_value(s, v->rv) : v->kind == SCH_ARG_INT ? v->i : 1;
     tasks[ntasks++] = (fetch_task_t){in->inputs[0].rv, lanes, tx, ty};
   }
-  for (int i = 0; i < ntasks; i++) SMP_TRY(fetch_one(s, &tasks[i], err));
-  return TN_OK;
+  for (int i = 0; i < ntasks && rc >= 0; i++) rc = fetch_one(s, &tasks[i], err);
+  free(tasks);
+  return rc < 0 ? rc : TN_OK;
 }
 
 /* ---- rewrite-unbound-block ----------------------------------------------- */

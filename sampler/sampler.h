@@ -108,15 +108,24 @@ const char *smp_mutator_name(smp_mutator_t m); /* "mutate-tile-size", ... */
  * 0.05, unroll 0.03, parallel 0.02).  Returns the count (<= SMP_MUT__COUNT). */
 int smp_mutators(const tn_target_t *t, smp_mutator_t *kinds, double *probs);
 
+/* What mutate-compute-location and mutate-parallel learn by replaying a
+ * trace, kept per trace content so that mutating one parent again does not
+ * replay it again.  Thread-safe; the caller owns it (one per population, say)
+ * and may pass NULL to the mutators for none. */
+typedef struct smp_memo smp_memo_t;
+smp_memo_t *smp_memo_new(void);
+void smp_memo_free(smp_memo_t *m); /* NULL is fine */
+
 /* Picks a mutator by probability (among those that apply) and returns a new
  * trace: `trace` up to its EnterPostproc with one decision (or, for
  * mutate-parallel, the annotation value) changed.  TN_ESTATE when no
  * mutator applies.  f is the unscheduled function (compute location and
- * parallel replay the trace to find their alternatives).  *used may be NULL. */
-int smp_mutate(const sch_trace_t *trace, const ir_func_t *f, const tn_target_t *t, tn_rng_t *rng,
+ * parallel replay the trace to find their alternatives; memo, which may be
+ * NULL, keeps what they found).  *used may be NULL. */
+int smp_mutate(const sch_trace_t *trace, const ir_func_t *f, const tn_target_t *t, tn_rng_t *rng, smp_memo_t *memo,
                sch_trace_t **out, smp_mutator_t *used, tn_err_t *err);
 /* One given mutator; TN_ESTATE when it does not apply to the trace. */
 int smp_mutate_with(smp_mutator_t m, const sch_trace_t *trace, const ir_func_t *f, const tn_target_t *t,
-                    tn_rng_t *rng, sch_trace_t **out, tn_err_t *err);
+                    tn_rng_t *rng, smp_memo_t *memo, sch_trace_t **out, tn_err_t *err);
 
 #endif

@@ -112,4 +112,14 @@ bool smp_block_has_select(const ir_block_t *b);
  * b's iterators, whose bindings are over loop variables); false if non-linear. */
 bool smp_access_coef(const ir_block_t *b, const ir_expr_t *e, const ir_var_t *v, int64_t *coef);
 
+/* ---- the mutators' memo (memo.c) ------------------------------------------ */
+
+/* The value kept under key (a malloc'ed array the memo owns), NULL if none
+ * or m is NULL. */
+int64_t *smp_memo_get(smp_memo_t *m, uint64_t key);
+/* Keeps val (malloc'ed; the memo takes it) under key and returns what is
+ * kept: val, or the equal value another thread put first (val is freed).
+ * With m NULL, returns val (the caller frees it). */
+int64_t *smp_memo_put(smp_memo_t *m, uint64_t key, int64_t *val);
+
 #endif

@@ -7,8 +7,6 @@
 
 #include "sch_internal.h"
 
-#define MAX_BLOCKS 512
-
 /* The range a moved block's iterator gets: [min, min + extent), min over the
  * variables of the target loop and the loops enclosing it. */
 typedef struct span {
@@ -24,19 +22,13 @@ typedef struct plan {
   ir_stmt_t *loop_stmt;
   ir_loop_t *loop;
   sch_path_t loop_path;
-  ir_block_t *under[MAX_BLOCKS]; /* the other side: consumers (or producers) under loop */
+  ir_block_t **under; /* the other side: consumers (or producers) under loop (malloc'ed) */
   int nunder;
   span_t *spans; /* per iterator of blk */
   int pos;       /* insertion index among the loop body's statements */
 } plan_t;
 
 /* ---- small tree helpers ------------------------------------------------ */
-
-static bool in_list(ir_block_t *const *list, int n, const ir_block_t *b) {
-  for (int i = 0; i < n; i++)
-    if (list[i] == b) return true;
-  return false;
-}
 
 /* Whether statement `anc` lies on the path from the root to uid. */
 static bool encloses(const ir_func_t *f, const ir_stmt_t *anc, int uid) {
@@ -58,19 +50,42 @@ static ir_stmt_t **body_items(ir_stmt_t **body, int *n) {
   return body;
 }
 
-/* Index of the statement of `body` holding block b, -1 if none does. */
-static int child_index(ir_stmt_t **body, const ir_block_t *b) {
+/* Which statement of a body holds each block under it: `blocks` sorted by
+ * address, `at[i]` the index of the statement holding blocks[i]. */
+typedef struct child_map {
+  struct child_entry {
+    const ir_block_t *b;
+    int at;
+  } *v;
   int n;
+} child_map_t;
+
+static int cmp_entry(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)((const struct child_entry *)a)->b, y = (uintptr_t)((const struct child_entry *)b)->b;
+  return (x > y) - (x < y);
+}
+
+static void child_map_build(ir_stmt_t **body, child_map_t *m) {
+  int n, cap = 0;
   ir_stmt_t **items = body_items(body, &n);
+  *m = (child_map_t){0};
   for (int i = 0; i < n; i++) {
-    if (items[i]->kind == IR_S_BLOCK && &items[i]->u.block == b) return i;
     ir_block_t **blocks;
     int k = ir_blocks_under(items[i], false, &blocks);
-    bool found = in_list(blocks, k, b);
+    if (m->n + k > cap) {
+      cap = TN_MAX(2 * cap, m->n + k);
+      m->v = tn_xrealloc(m->v, sizeof *m->v * (size_t)cap);
+    }
+    for (int j = 0; j < k; j++) m->v[m->n++] = (struct child_entry){blocks[j], i};
     free(blocks);
-    if (found) return i;
   }
-  return -1;
+  if (m->n) qsort(m->v, (size_t)m->n, sizeof *m->v, cmp_entry);
+}
+
+/* Index of the statement of the body holding block b, -1 if none does. */
+static int child_index(const child_map_t *m, const ir_block_t *b) {
+  struct child_entry key = {b, 0}, *e = m->n ? bsearch(&key, m->v, (size_t)m->n, sizeof *m->v, cmp_entry) : NULL;
+  return e ? e->at : -1;
 }
 
 static void body_insert(ir_func_t *f, ir_stmt_t **body, int pos, ir_stmt_t *item) {
@@ -182,28 +197,40 @@ static int check_writes(const plan_t *p, ir_block_t *const *all, int n, tn_err_t
   return TN_OK;
 }
 
-/* Collects the linked blocks under the loop and checks the ones outside. */
+static int cmp_ptr(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+  return (x > y) - (x < y);
+}
+
+/* Collects the linked blocks under the loop and checks the ones outside.
+ * The blocks under the loop come from one walk of its body, sorted for the
+ * membership test, so a function of n blocks costs O(n log n) here. */
 static int link_blocks(plan_t *p, tn_err_t *err) {
-  ir_block_t *all[MAX_BLOCKS];
-  int n = ir_collect_blocks(ir_func_root(p->f)->body, false, all, MAX_BLOCKS);
-  if (n > MAX_BLOCKS) return tn_err_set(err, TN_ERANGE, "more than %d blocks in the function", MAX_BLOCKS);
+  ir_block_t **all, **under;
+  int n = ir_blocks(p->f, &all), nu = ir_blocks_under(p->loop->body, false, &under);
   int rc = check_writes(p, all, n, err);
-  if (rc < 0) return rc;
-  bool under[MAX_BLOCKS];
+  if (rc < 0) goto out;
+  qsort(under, (size_t)nu, sizeof *under, cmp_ptr);
+  p->under = tn_xmalloc(sizeof *p->under * (size_t)(nu + 1));
   p->nunder = 0;
-  for (int i = 0; i < n; i++) {
-    under[i] = encloses(p->f, p->loop_stmt, all[i]->uid);
-    if (under[i] && all[i] != p->blk && link_buffer(p, all[i])) p->under[p->nunder++] = all[i];
+  for (int i = 0; i < n; i++)
+    if (all[i] != p->blk && bsearch(&all[i], under, (size_t)nu, sizeof *under, cmp_ptr) && link_buffer(p, all[i]))
+      p->under[p->nunder++] = all[i];
+  if (p->nunder == 0) {
+    rc = tn_err_set(err, TN_EINVAL, p->reverse ? "block \"%s\" does not read any buffer written under loop %s"
+                                               : "block \"%s\" does not produce any buffer read under loop %s",
+                    p->blk->name, sch_loop_name(p->loop));
+    goto out;
   }
-  if (p->nunder == 0)
-    return tn_err_set(err, TN_EINVAL, p->reverse ? "block \"%s\" does not read any buffer written under loop %s"
-                                                 : "block \"%s\" does not produce any buffer read under loop %s",
-                      p->blk->name, sch_loop_name(p->loop));
-  for (int i = 0; i < n; i++) {
-    const ir_buffer_t *buf = all[i] == p->blk || under[i] ? NULL : link_buffer(p, all[i]);
-    if (buf && (rc = check_outside(p, all[i], buf, err)) < 0) return rc;
+  for (int i = 0; i < n && rc == TN_OK; i++) {
+    bool inside = all[i] == p->blk || bsearch(&all[i], under, (size_t)nu, sizeof *under, cmp_ptr);
+    const ir_buffer_t *buf = inside ? NULL : link_buffer(p, all[i]);
+    if (buf) rc = check_outside(p, all[i], buf, err);
   }
-  return TN_OK;
+out:
+  free(all);
+  free(under);
+  return rc;
 }
 
 /* ---- regions ----------------------------------------------------------- */
@@ -464,8 +491,10 @@ static int plan_spans(plan_t *p, tn_err_t *err) {
 static int plan_position(plan_t *p, tn_err_t *err) {
   ir_stmt_t **body = &p->loop->body;
   int first = -1, last = -1;
+  child_map_t cm;
+  child_map_build(body, &cm);
   for (int i = 0; i < p->nunder; i++) {
-    int c = child_index(body, p->under[i]);
+    int c = child_index(&cm, p->under[i]);
     if (first < 0 || c < first) first = c;
     if (c > last) last = c;
   }
@@ -477,7 +506,7 @@ static int plan_position(plan_t *p, tn_err_t *err) {
     bool feeds = false, fed = false;
     for (int r = 0; r < b->nreads; r++) feeds |= ir_block_writes(o, b->reads[r].buf);
     for (int w = 0; w < b->nwrites; w++) fed |= ir_block_reads(o, b->writes[w].buf);
-    int c = child_index(body, o);
+    int c = child_index(&cm, o);
     if (!p->reverse && feeds && c >= p->pos)
       rc = tn_err_set(err, TN_EINVAL, "block \"%s\" feeds block \"%s\" but runs after its first consumer under loop %s",
                       o->name, b->name, sch_loop_name(p->loop));
@@ -486,6 +515,7 @@ static int plan_position(plan_t *p, tn_err_t *err) {
                       "under loop %s", o->name, b->name, sch_loop_name(p->loop));
   }
   free(blocks);
+  free(cm.v);
   return rc;
 }
 
@@ -548,6 +578,7 @@ int sch_prim_compute_at(sch_t *s, int block_uid, int loop_uid, bool reverse, boo
       (rc = plan_spans(p, err)) >= 0 && (rc = plan_position(p, err)) >= 0)
     apply_plan(p, preserve_unit_loops);
   ir_path_free(&p->loop_path);
+  free(p->under);
   free(p);
   return rc < 0 ? rc : TN_OK;
 }
@@ -568,9 +599,11 @@ static int trial_inline(sch_t *s, int block_uid, int loop_uid, tn_err_t *err) {
 /* Whether a primitive succeeds, tried on a throw-away copy of the function. */
 static bool legal(sch_t *s, trial_fn fn, int block_uid, int loop_uid) {
   ir_func_t *orig = s->f;
+  sch_index_drop(s); /* it describes orig, and the trial would update it */
   s->f = ir_func_copy(orig);
   tn_err_t e;
   bool ok = fn(s, block_uid, loop_uid, &e) == TN_OK;
+  sch_index_drop(s);
   ir_func_free(s->f);
   s->f = orig;
   return ok;

@@ -2,6 +2,7 @@
  * load of its buffer) and reverse_compute_inline (fold a consumer into the
  * store of its single producer); both then delete a block and its buffer. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sch_internal.h"
@@ -247,16 +248,16 @@ static int check_spatial_block(const ir_block_t *b, const char *role, tn_err_t *
   return TN_OK;
 }
 
-/* The buffer a block writes must be a temporary that only this block writes. */
-static int check_temp_written_once(const ir_func_t *f, const ir_block_t *b, const ir_buffer_t *buf, tn_err_t *err) {
+/* The buffer a block writes must be a temporary that only this block writes
+ * (u: the buffer's users). */
+static int check_temp_written_once(const ir_block_t *b, const ir_buffer_t *buf, const buf_users_t *u, tn_err_t *err) {
   if (buf->role != IR_BUF_TEMP)
     return tn_err_set(err, TN_EINVAL, "block \"%s\" writes %s, a parameter of the function; only a temporary buffer "
                       "can be inlined away", b->name, buf->name);
-  buf_users_t u = buffer_users(f, buf);
-  if (u.nw != 1) {
-    const ir_block_t *other = u.w[0] == b ? u.w[1] : u.w[0];
+  if (u->nw != 1) {
+    const ir_block_t *other = u->w[0] == b ? u->w[1] : u->w[0];
     return tn_err_set(err, TN_EINVAL, "buffer %s is written by %d blocks (\"%s\" and \"%s\"); inlining needs a single "
-                      "writer", buf->name, u.nw, b->name, name_of(other));
+                      "writer", buf->name, u->nw, b->name, name_of(other));
   }
   return TN_OK;
 }
@@ -290,47 +291,77 @@ static int check_inline_store(ir_func_t *f, const ir_block_t *b, ir_var_t **vars
   return TN_OK;
 }
 
-typedef struct consumer_rw {
-  ir_func_t *f;
-  ir_block_t *skip;
-  inliner_t in;
-} consumer_rw_t;
-
-static bool reads_buffer(const ir_block_t *b, const ir_buffer_t *buf) {
-  for (int i = 0; i < b->nreads; i++)
-    if (b->reads[i].buf == buf) return true;
-  return false;
+/* The users of buf as the index lists them (the first few kept by name). */
+static buf_users_t indexed_users(sch_index_t *x, const ir_buffer_t *buf) {
+  const sch_buf_users_t *iu = sch_index_users(x, buf);
+  buf_users_t u = {.buf = buf, .nw = iu->writers.n, .nr = iu->readers.n};
+  for (int i = 0; i < 4 && i < u.nw; i++) u.w[i] = iu->writers.v[i];
+  for (int i = 0; i < 4 && i < u.nr; i++) u.r[i] = iu->readers.v[i];
+  return u;
 }
 
-static bool rewrite_consumer(ir_stmt_t *s, void *p) {
-  consumer_rw_t *c = p;
-  if (s->kind != IR_S_BLOCK) return s->kind != IR_S_STORE;
-  ir_block_t *b = &s->u.block;
-  /* only a block whose read regions name the buffer can load it: the others'
-   * expressions need no walk (which made inlining a chain quadratic) */
-  bool leaf = b->body && b->body->kind == IR_S_STORE;
-  if (b != c->skip && (!leaf || reads_buffer(b, c->in.buf)) && block_map_loads(c->f, b, inline_load, &c->in))
-    ir_block_infer_regions(c->f, b);
-  return true;
+/* plan_removal from the index's parents instead of a path walk. */
+static int plan_removal_indexed(const sch_index_t *x, ir_stmt_t *bs, removal_t *r, tn_err_t *err) {
+  const ir_block_t *blk = &bs->u.block;
+  for (ir_stmt_t *s = bs, *parent; (parent = sch_index_parent(x, s)); s = parent) {
+    if (parent->kind == IR_S_SEQ && parent->u.seq.n > 1) {
+      *r = (removal_t){s, parent, sch_index_slot(x, parent)};
+      return r->seq_slot ? TN_OK : tn_err_set(err, TN_EINVAL, "block \"%s\" has no enclosing scope", blk->name);
+    }
+    if (parent->kind == IR_S_BLOCK)
+      return tn_err_set(err, TN_EINVAL, "block \"%s\" is the only block in the scope of block \"%s\"; removing it "
+                        "would leave the scope empty", blk->name, parent->u.block.name);
+  }
+  return tn_err_set(err, TN_EINVAL, "block \"%s\" has no enclosing scope", blk->name);
+}
+
+/* Substitutes b's value into the blocks reading buf (those whose read
+ * regions name it: only they can load it) and keeps the index current. */
+static void rewrite_consumers(ir_func_t *f, sch_index_t *x, ir_block_t *b, const inliner_t *in) {
+  const sch_blist_t *rl = &sch_index_users(x, in->buf)->readers;
+  int n = rl->n;
+  ir_block_t **readers = tn_xmalloc(sizeof *readers * (size_t)(n + 1));
+  memcpy(readers, rl->v, sizeof *readers * (size_t)n); /* the index's lists move as it is updated */
+  inliner_t ctx = *in;
+  for (int i = 0; i < n; i++)
+    if (readers[i] != b && block_map_loads(f, readers[i], inline_load, &ctx)) {
+      ir_block_infer_regions(f, readers[i]);
+      sch_index_block_rewritten(x, readers[i]);
+    }
+  free(readers);
+}
+
+/* Unlinks the removed statement, forgets it in the index, and drops buf
+ * from the allocations of the blocks above it (a buffer is allocated in a
+ * block enclosing all its users). */
+static void remove_inlined(sch_index_t *x, const removal_t *rm, ir_buffer_t *buf) {
+  ir_stmt_t *seq_parent = sch_index_parent(x, rm->seq);
+  apply_removal(rm);
+  sch_index_subtree_removed(x, rm->victim);
+  if (*rm->seq_slot != rm->seq) sch_index_reparent(x, *rm->seq_slot, seq_parent);
+  for (ir_stmt_t *s = rm->seq; s; s = sch_index_parent(x, s))
+    if (s->kind == IR_S_BLOCK) drop_alloc_visit(s, buf);
 }
 
 int sch_prim_compute_inline(sch_t *s, int block_uid, tn_err_t *err) {
   ir_func_t *f = s->f;
-  ir_block_t *b = sch_find_block(f, block_uid);
-  if (!b) return tn_err_set(err, TN_EINVAL, "the block no longer exists");
+  sch_index_t *x = sch_index_get(s);
+  ir_stmt_t *bs = sch_index_find(x, block_uid);
+  if (!bs || bs->kind != IR_S_BLOCK) return tn_err_set(err, TN_EINVAL, "the block no longer exists");
+  ir_block_t *b = &bs->u.block;
   if (&f->root->u.block == b) return tn_err_set(err, TN_EINVAL, "the root block cannot be inlined");
   ir_var_t *vars[IR_MAX_DIMS];
   removal_t rm;
   int rc;
   if ((rc = check_spatial_block(b, "", err)) < 0) return rc;
   ir_buffer_t *buf = b->body->u.store.buf;
-  if ((rc = check_temp_written_once(f, b, buf, err)) < 0 || (rc = check_inline_store(f, b, vars, err)) < 0 ||
-      (rc = plan_removal(f, b, &rm, err)) < 0)
+  buf_users_t u = indexed_users(x, buf);
+  if ((rc = check_temp_written_once(b, buf, &u, err)) < 0 || (rc = check_inline_store(f, b, vars, err)) < 0 ||
+      (rc = plan_removal_indexed(x, bs, &rm, err)) < 0)
     return rc;
-  consumer_rw_t c = {f, b, {buf, vars, buf->ndim, b->body->u.store.value}};
-  ir_stmt_walk(f->root, rewrite_consumer, &c);
-  apply_removal(&rm);
-  drop_alloc(f, buf);
+  inliner_t in = {buf, vars, buf->ndim, b->body->u.store.value};
+  rewrite_consumers(f, x, b, &in);
+  remove_inlined(x, &rm, buf);
   return TN_OK;
 }
 
@@ -398,8 +429,8 @@ static int check_reverse_inline(ir_func_t *f, ir_block_t *c, ir_block_t **prod, 
   ir_block_t *p = *prod;
   char role[300];
   snprintf(role, sizeof role, "(the producer of block \"%s\") ", c->name);
-  if ((rc = check_spatial_block(p, role, err)) < 0 || (rc = check_temp_written_once(f, p, *buf, err)) < 0) return rc;
   buf_users_t u = buffer_users(f, *buf);
+  if ((rc = check_spatial_block(p, role, err)) < 0 || (rc = check_temp_written_once(p, *buf, &u, err)) < 0) return rc;
   if (u.nr != 1)
     return tn_err_set(err, TN_EINVAL, "buffer %s is read by %d blocks (\"%s\" and \"%s\"); reverse_compute_inline needs "
                       "block \"%s\" to be its only reader", (*buf)->name, u.nr, name_of(u.r[0]), name_of(u.r[1]), c->name);

@@ -25,6 +25,14 @@ typedef struct kind_info {
   sch_rv_kind_t out_kind;
   bool pure, sampling;
   apply_fn apply;
+  /* Leaves the loops, blocks, names and regions as they were (or, for
+   * compute_inline, updates the lookup index itself): sch_apply keeps the
+   * index after it. */
+  bool keeps_index;
+  /* Checks everything before its first edit: no snapshot is needed to leave
+   * the function unchanged on error (one per inlined block made generating
+   * the design space of a long chain quadratic). */
+  bool checks_first;
 } kind_info_t;
 
 /* ---- argument decoding ------------------------------------------------- */
@@ -108,14 +116,16 @@ static int ap_get_block(sch_t *s, const sch_inst_t *in, const int64_t *dec, int 
   if (rc < 0) return rc;
   /* "root" names the root block, as in TVM: the sampler's ParallelizeVectorizeUnroll
    * rule annotates it (primitives that cannot take it say so). */
-  ir_stmt_t *b = ir_func_find_block(s->f, name);
+  ir_stmt_t *b = sch_index_block_named(s, name);
   if (!b) {
     tn_buf_t names;
     tn_buf_init(&names);
-    ir_block_t *all[256];
-    int n = ir_collect_blocks(s->f->root, false, all, 256);
-    for (int i = 0; i < n && i < 256; i++) tn_buf_printf(&names, "%s%s", i ? ", " : "", all[i]->name);
-    tn_err_set(err, TN_EINVAL, "no block named \"%s\" (blocks: %s)", name, tn_buf_str(&names));
+    ir_block_t **all;
+    int n = ir_blocks_under(s->f->root, false, &all), shown = TN_MIN(n, 32);
+    for (int i = 0; i < shown; i++) tn_buf_printf(&names, "%s%s", i ? ", " : "", all[i]->name);
+    if (n > shown) tn_buf_printf(&names, " and %d more", n - shown);
+    free(all);
+    tn_err_set(err, TN_EINVAL, "no block named \"%s\" (%d blocks: %s)", name, n, tn_buf_str(&names));
     tn_buf_free(&names);
     return TN_EINVAL;
   }
@@ -468,11 +478,11 @@ static int ap_nothing(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, 
 
 #define MANY SCH_MAX_RVS_OUT
 static const kind_info_t kinds[SCH_INST__COUNT] = {
-    [SCH_GET_BLOCK] = {"GetBlock", "get_block", 0, 0, 1, 2, SCH_RV_BLOCK, true, false, ap_get_block},
-    [SCH_GET_LOOPS] = {"GetLoops", "get_loops", 1, 1, 0, 0, SCH_RV_LOOP, true, false, ap_get_loops},
-    [SCH_GET_CHILD_BLOCKS] = {"GetChildBlocks", "get_child_blocks", 1, 1, 0, 0, SCH_RV_BLOCK, true, false, ap_get_children},
-    [SCH_GET_PRODUCERS] = {"GetProducers", "get_producers", 1, 1, 0, 0, SCH_RV_BLOCK, true, false, ap_get_producers},
-    [SCH_GET_CONSUMERS] = {"GetConsumers", "get_consumers", 1, 1, 0, 0, SCH_RV_BLOCK, true, false, ap_get_consumers},
+    [SCH_GET_BLOCK] = {"GetBlock", "get_block", 0, 0, 1, 2, SCH_RV_BLOCK, true, false, ap_get_block, .keeps_index = true},
+    [SCH_GET_LOOPS] = {"GetLoops", "get_loops", 1, 1, 0, 0, SCH_RV_LOOP, true, false, ap_get_loops, .keeps_index = true},
+    [SCH_GET_CHILD_BLOCKS] = {"GetChildBlocks", "get_child_blocks", 1, 1, 0, 0, SCH_RV_BLOCK, true, false, ap_get_children, .keeps_index = true},
+    [SCH_GET_PRODUCERS] = {"GetProducers", "get_producers", 1, 1, 0, 0, SCH_RV_BLOCK, true, false, ap_get_producers, .keeps_index = true},
+    [SCH_GET_CONSUMERS] = {"GetConsumers", "get_consumers", 1, 1, 0, 0, SCH_RV_BLOCK, true, false, ap_get_consumers, .keeps_index = true},
     [SCH_SPLIT] = {"Split", "split", 2, MANY, 0, 2, SCH_RV_LOOP, false, false, ap_split},
     [SCH_FUSE] = {"Fuse", "fuse", 1, MANY, 0, 1, SCH_RV_LOOP, false, false, ap_fuse},
     [SCH_REORDER] = {"Reorder", "reorder", 1, MANY, 0, 0, SCH_RV_LOOP, false, false, ap_reorder},
@@ -480,24 +490,24 @@ static const kind_info_t kinds[SCH_INST__COUNT] = {
     [SCH_VECTORIZE] = {"Vectorize", "vectorize", 1, 1, 0, 0, SCH_RV_LOOP, false, false, ap_vectorize},
     [SCH_UNROLL] = {"Unroll", "unroll", 1, 1, 0, 0, SCH_RV_LOOP, false, false, ap_unroll},
     [SCH_BIND] = {"Bind", "bind", 1, 1, 1, 1, SCH_RV_LOOP, false, false, ap_bind},
-    [SCH_ANNOTATE] = {"Annotate", "annotate", 2, 2, 1, 1, SCH_RV_LOOP, false, false, ap_annotate},
-    [SCH_UNANNOTATE] = {"Unannotate", "unannotate", 1, 1, 1, 1, SCH_RV_LOOP, false, false, ap_unannotate},
+    [SCH_ANNOTATE] = {"Annotate", "annotate", 2, 2, 1, 1, SCH_RV_LOOP, false, false, ap_annotate, .keeps_index = true, .checks_first = true},
+    [SCH_UNANNOTATE] = {"Unannotate", "unannotate", 1, 1, 1, 1, SCH_RV_LOOP, false, false, ap_unannotate, .keeps_index = true, .checks_first = true},
     [SCH_CACHE_READ] = {"CacheRead", "cache_read", 1, 2, 2, 2, SCH_RV_BLOCK, false, false, ap_cache_read},
     [SCH_CACHE_WRITE] = {"CacheWrite", "cache_write", 1, 2, 2, 2, SCH_RV_BLOCK, false, false, ap_cache_write},
     [SCH_COMPUTE_AT] = {"ComputeAt", "compute_at", 2, 2, 0, 2, SCH_RV_LOOP, false, false, ap_compute_at},
     [SCH_REVERSE_COMPUTE_AT] = {"ReverseComputeAt", "reverse_compute_at", 2, 2, 0, 2, SCH_RV_LOOP, false, false, ap_rcompute_at},
-    [SCH_COMPUTE_INLINE] = {"ComputeInline", "compute_inline", 1, 1, 0, 0, SCH_RV_LOOP, false, false, ap_inline},
-    [SCH_REVERSE_COMPUTE_INLINE] = {"ReverseComputeInline", "reverse_compute_inline", 1, 1, 0, 0, SCH_RV_LOOP, false, false, ap_rinline},
+    [SCH_COMPUTE_INLINE] = {"ComputeInline", "compute_inline", 1, 1, 0, 0, SCH_RV_LOOP, false, false, ap_inline, .keeps_index = true, .checks_first = true},
+    [SCH_REVERSE_COMPUTE_INLINE] = {"ReverseComputeInline", "reverse_compute_inline", 1, 1, 0, 0, SCH_RV_LOOP, false, false, ap_rinline, .checks_first = true},
     [SCH_DECOMPOSE_REDUCTION] = {"DecomposeReduction", "decompose_reduction", 2, 2, 0, 0, SCH_RV_BLOCK, false, false, ap_decompose},
     [SCH_RFACTOR] = {"RFactor", "rfactor", 1, 1, 1, 1, SCH_RV_BLOCK, false, false, ap_rfactor},
     [SCH_BLOCKIZE] = {"Blockize", "blockize", 1, 1, 0, 0, SCH_RV_BLOCK, false, false, ap_blockize},
     [SCH_TENSORIZE] = {"Tensorize", "tensorize", 1, 1, 1, 1, SCH_RV_BLOCK, false, false, ap_tensorize},
     [SCH_STORAGE_ALIGN] = {"StorageAlign", "storage_align", 1, 1, 4, 4, SCH_RV_BLOCK, false, false, ap_storage_align},
     [SCH_TRANSFORM_LAYOUT] = {"TransformLayout", "transform_layout", 1, 1, 3, 3, SCH_RV_BLOCK, false, false, ap_transform_layout},
-    [SCH_SAMPLE_PERFECT_TILE] = {"SamplePerfectTile", "sample_perfect_tile", 1, 1, 2, 2, SCH_RV_EXPR, true, true, ap_sample_tile},
-    [SCH_SAMPLE_CATEGORICAL] = {"SampleCategorical", "sample_categorical", 0, 0, 2, 2, SCH_RV_EXPR, true, true, ap_sample_cat},
-    [SCH_SAMPLE_COMPUTE_LOCATION] = {"SampleComputeLocation", "sample_compute_location", 1, 1, 0, 0, SCH_RV_LOOP, true, true, ap_sample_loc},
-    [SCH_ENTER_POSTPROC] = {"EnterPostproc", "enter_postproc", 0, 0, 0, 0, SCH_RV_LOOP, false, false, ap_nothing},
+    [SCH_SAMPLE_PERFECT_TILE] = {"SamplePerfectTile", "sample_perfect_tile", 1, 1, 2, 2, SCH_RV_EXPR, true, true, ap_sample_tile, .keeps_index = true},
+    [SCH_SAMPLE_CATEGORICAL] = {"SampleCategorical", "sample_categorical", 0, 0, 2, 2, SCH_RV_EXPR, true, true, ap_sample_cat, .keeps_index = true},
+    [SCH_SAMPLE_COMPUTE_LOCATION] = {"SampleComputeLocation", "sample_compute_location", 1, 1, 0, 0, SCH_RV_LOOP, true, true, ap_sample_loc, .keeps_index = true},
+    [SCH_ENTER_POSTPROC] = {"EnterPostproc", "enter_postproc", 0, 0, 0, 0, SCH_RV_LOOP, false, false, ap_nothing, .keeps_index = true},
 };
 
 const char *sch_inst_name(sch_inst_kind_t k) {
@@ -532,10 +542,11 @@ int sch_apply(sch_t *s, const sch_inst_t *inst, const int64_t *decision, int nde
                       inst->nattrs);
   /* Primitives check before they edit, but a snapshot makes "unchanged on
    * error" hold even for a check a primitive missed. */
-  ir_func_t *backup = k->pure || s->no_backup ? NULL : ir_func_copy(s->f);
+  ir_func_t *backup = k->pure || k->checks_first || s->no_backup ? NULL : ir_func_copy(s->f);
   apply_out_t o; /* 16 KB: only the counts are cleared (instructions fill what they report) */
   o.n = o.ndecision = 0;
   int rc = k->apply(s, inst, decision, ndecision, &o, err);
+  if (rc < 0 || !k->keeps_index) sch_index_drop(s);
   if (rc < 0) {
     if (backup) {
       ir_func_free(s->f);

@@ -96,6 +96,7 @@ int sch_replay_with(const ir_func_t *func, const sch_trace_t *trace, uint64_t se
    * (inlining a chain of n blocks leaves O(n^2) of them): a copy keeps only
    * the live tree.  Handles name statements by uid, which copies keep. */
   ir_func_t *live = ir_func_copy(s->f);
+  sch_index_drop(s);
   ir_func_free(s->f);
   s->f = live;
   *out = s;

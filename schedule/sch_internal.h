@@ -14,8 +14,11 @@ typedef struct sch_rv_entry {
   int64_t value; /* uid for blocks/loops (or SCH_LOC_*), the integer for exprs */
 } sch_rv_entry_t;
 
+typedef struct sch_index sch_index_t;
+
 struct sch {
   ir_func_t *f; /* owned; primitives edit it in place after their checks */
+  sch_index_t *idx; /* lookups over f (index.c), NULL until asked for */
   sch_rv_entry_t *rvs;
   int nrvs, rvcap;
   sch_trace_t *trace;
@@ -27,6 +30,53 @@ struct sch {
 };
 
 sch_rv_t sch_new_rv(sch_t *s, sch_rv_kind_t kind, int64_t value);
+
+/* ---- the lookup index (index.c) ------------------------------------------ */
+
+/* Blocks in a list that grows (each at most once). */
+typedef struct sch_blist {
+  ir_block_t **v;
+  int n, cap;
+} sch_blist_t;
+
+/* The blocks whose regions read / write one buffer, in tree order as built. */
+typedef struct sch_buf_users {
+  sch_blist_t readers, writers;
+} sch_buf_users_t;
+
+struct sch_index {
+  const ir_func_t *f;     /* the function described; another one (a trial copy) rebuilds */
+  ir_stmt_t **by_uid;     /* loop or block by uid, NULL when gone */
+  int nuid;
+  const ir_stmt_t **pkeys; /* statement -> parent statement (open addressing) */
+  ir_stmt_t **pvals;
+  size_t pcap;
+  ir_stmt_t **names; /* blocks by name (open addressing) */
+  size_t ncap;
+  bool dup_names;    /* two blocks share a name: lookups by name walk, as ir_func_find_block */
+  sch_buf_users_t *bufs; /* by buffer id */
+  int nbufs;
+};
+
+/* The index of s->f, built by one walk when absent or built for another
+ * function.  Valid until the tree changes: sch_apply drops it after every
+ * instruction that may change the tree (sch_inst keeps_index says which do
+ * not), and compute_inline, which keeps it, updates it with the calls below. */
+sch_index_t *sch_index_get(sch_t *s);
+void sch_index_drop(sch_t *s);
+ir_stmt_t *sch_index_find(const sch_index_t *x, int uid);
+ir_stmt_t *sch_index_parent(const sch_index_t *x, const ir_stmt_t *s);
+/* The pointer in the tree holding s (in its parent), NULL for the root. */
+ir_stmt_t **sch_index_slot(const sch_index_t *x, ir_stmt_t *s);
+/* The first block named so in tree order, NULL if none. */
+ir_stmt_t *sch_index_block_named(sch_t *s, const char *name);
+const sch_buf_users_t *sch_index_users(sch_index_t *x, const ir_buffer_t *buf);
+/* b's regions changed (it reads more buffers): adds it to their readers. */
+void sch_index_block_rewritten(sch_index_t *x, ir_block_t *b);
+/* s was unlinked from the tree: forgets its loops and blocks. */
+void sch_index_subtree_removed(sch_index_t *x, ir_stmt_t *s);
+/* s now hangs under `parent`. */
+void sch_index_reparent(sch_index_t *x, const ir_stmt_t *s, ir_stmt_t *parent);
 
 /* ---- tree utilities (tree.c) ------------------------------------------- */
 

@@ -129,6 +129,10 @@ void sch_trace_free(sch_trace_t *t);
 sch_trace_t *sch_trace_copy(const sch_trace_t *t);
 /* Appends a deep copy of inst (args, strings, lists, decision). */
 void sch_trace_append(sch_trace_t *t, const sch_inst_t *inst);
+/* A 64-bit hash of the first n instructions (kinds, arguments, handles and
+ * decisions): equal prefixes hash equal, so it keys what replaying them
+ * gives. */
+uint64_t sch_trace_hash(const sch_trace_t *t, int n);
 
 /* JSON form (see metaschedule.md §2.4): [instructions, decisions] wrapped in
  * {"version": 1, "trace": [...]} — `sch_trace_to_json` writes the wrapped form;

@@ -26,6 +26,7 @@ sch_t *sch_create(const ir_func_t *func, uint64_t seed) {
 
 void sch_free(sch_t *s) {
   if (!s) return;
+  sch_index_drop(s);
   ir_func_free(s->f);
   sch_trace_free(s->trace);
   free(s->rvs);

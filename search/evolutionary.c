@@ -150,6 +150,8 @@ typedef struct gen {
   double total;
   uint64_t base;
   srch_cand_t **child;           /* per slot: first successful mutation */
+  smp_memo_t *memo;              /* what the mutators replayed, per parent */
+  srch_cand_memo_t *made;        /* mutated traces made into candidates */
   int (*copies)[MAX_TRIES];      /* per slot: parents of the copy tries before it */
   int *ncopies, *last_parent;
 } gen_t;
@@ -178,8 +180,9 @@ static void gen_slot(void *ctx, int slot) {
       continue;
     }
     sch_trace_t *tr = NULL;
-    if (smp_mutate(sch_get_trace(g->pop->v[p]->sch), g->ts->func, g->c->target, &rng, &tr, NULL, NULL) < 0) continue;
-    g->child[slot] = srch_cand_make(g->ts->func, g->c->target, tr, tn_rng_next(&rng), NULL, NULL);
+    if (smp_mutate(sch_get_trace(g->pop->v[p]->sch), g->ts->func, g->c->target, &rng, g->memo, &tr, NULL, NULL) < 0)
+      continue;
+    g->child[slot] = srch_cand_memo_make(g->made, g->ts->func, g->c->target, tr, tn_rng_next(&rng));
     sch_trace_free(tr);
     if (g->child[slot]) return;
   }
@@ -188,9 +191,10 @@ static void gen_slot(void *ctx, int slot) {
 /* The next population: per slot a mutated child of a parent drawn by score,
  * or (probability 1 - mutate_prob) an unmutated copy of a parent not yet
  * copied in this generation, or, when every try failed, the last parent. */
-static void next_generation(srch_ctx_t *c, srch_task_state_t *ts, pool_t *pop) {
+static void next_generation(srch_ctx_t *c, srch_task_state_t *ts, pool_t *pop, smp_memo_t *memo,
+                            srch_cand_memo_t *made) {
   int n = c->opts.population;
-  gen_t g = {.c = c, .ts = ts, .pop = pop, .base = tn_rng_next(&ts->rng)};
+  gen_t g = {.c = c, .ts = ts, .pop = pop, .base = tn_rng_next(&ts->rng), .memo = memo, .made = made};
   g.cum = tn_xmalloc((size_t)pop->n * sizeof *g.cum);
   for (int i = 0; i < pop->n; i++) g.cum[i] = g.total += pop->v[i]->score;
   g.child = tn_xcalloc((size_t)n, sizeof *g.child);
@@ -257,12 +261,17 @@ int srch_evolve_batch(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_
   add_fresh(c, ts, &pop, &fresh);
   int rc = 0;
   if (fresh.n > 0) {
+    smp_memo_t *memo = smp_memo_new();
+    srch_cand_memo_t made;
+    srch_cand_memo_init(&made);
     for (int it = 0;; it++) {
       if ((rc = predict(c, &pop, err)) < 0) break;
       bests_push(&b, ts, &pop, want);
       if (it == c->opts.genetic_iters) break;
-      next_generation(c, ts, &pop);
+      next_generation(c, ts, &pop, memo, &made);
     }
+    srch_cand_memo_free(&made);
+    smp_memo_free(memo);
     if (rc == 0) *nout = pick_batch(ts, &b, &fresh, want, c->opts.eps_greedy, *out);
   }
   for (int i = 0; i < b.n; i++) srch_cand_unref(b.v[i].cand);

@@ -5,6 +5,8 @@
 #ifndef TUNED_SRCH_INTERNAL_H
 #define TUNED_SRCH_INTERNAL_H
 
+#include <pthread.h>
+
 #include "common/common.h"
 #include "common/target.h"
 #include "cost_model/cost_model.h"
@@ -43,6 +45,25 @@ srch_cand_t *srch_cand_ref(srch_cand_t *c);
 void srch_cand_unref(srch_cand_t *c); /* NULL is fine */
 /* The 64-bit value of db_trace_hash(json). */
 uint64_t srch_trace_hash(const char *json);
+
+/* Candidates made from fully decided traces (every sampling instruction
+ * has its decision), by trace content.  Such a trace replays to the same
+ * candidate whatever the seed, so making it again (a fresh sample of a space
+ * that samples nothing, a mutation that lands on a trace made before: in a
+ * small space most do) reuses the first one instead of replaying it.
+ * Thread-safe; failures are remembered too. */
+typedef struct srch_cand_memo {
+  pthread_mutex_t mu;
+  uint64_t *keys; /* 0 = empty */
+  srch_cand_t **cands; /* a reference each; NULL: the sampler rejected it */
+  size_t cap, n;
+} srch_cand_memo_t;
+
+void srch_cand_memo_init(srch_cand_memo_t *m);
+void srch_cand_memo_free(srch_cand_memo_t *m);
+/* srch_cand_make through the memo: a new reference, or NULL when rejected. */
+srch_cand_t *srch_cand_memo_make(srch_cand_memo_t *m, const ir_func_t *f, const tn_target_t *t,
+                                 const sch_trace_t *trace, uint64_t seed);
 
 /* ---- trace-hash set (dedup.c) ------------------------------------------- */
 

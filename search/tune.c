@@ -471,7 +471,13 @@ int srch_tune(const srch_task_t *tasks, int ntasks, const tn_target_t *t, const 
   srch_ctx_t c;
   loop_t l = {.c = &c, .t0 = tn_now()};
   uint64_t sched_seed = 0;
-  int rc = srch_ctx_init(&c, tasks, ntasks, t, opts, cb, &sched_seed, err);
+  int rc = t ? ms_compiler_check(t, err) : 0; /* a missing compiler fails every build: say so once, first */
+  if (rc == 0) {
+    rc = srch_ctx_init(&c, tasks, ntasks, t, opts, cb, &sched_seed, err);
+  } else {
+    memset(&c, 0, sizeof c);
+    c.cb = cb;
+  }
   if (rc == 0) {
     srch_sched_init(&l.sched, c.ntasks, sched_seed);
     l.build_cap = 2 * c.nthreads;

@@ -194,6 +194,8 @@ static const struct {
     {"cuda-host", "", TN_TARGET_CUDA_HOST, 1024, 32, 16, 49152, 232448, 0, 0, 0},
 };
 
+#define CPU_CC "gcc" /* configs/cpu.json and cpu/local.json */
+
 START_TEST(t_target_shipped) {
   tn_err_t e = {0};
   char **names;
@@ -223,6 +225,14 @@ START_TEST(t_target_shipped) {
   tn_target_t t;
   ck_assert_int_eq(tn_target_lookup("opencl", NULL, &t, &e), TN_OK); /* the alias */
   ck_assert_str_eq(t.name, "opencl/pocl-cpu");
+  ck_assert_str_eq(t.cc, ""); /* no host compiler */
+  /* the host compilers: the cpu target's is the one measured faster (README, "Targets") */
+  ck_assert_int_eq(tn_target_lookup("cpu", NULL, &t, &e), TN_OK);
+  ck_assert_str_eq(t.cc, CPU_CC);
+  ck_assert_int_eq(tn_target_lookup("cpu/local", NULL, &t, &e), TN_OK);
+  ck_assert_str_eq(t.cc, CPU_CC);
+  ck_assert_int_eq(tn_target_lookup("cuda-host", NULL, &t, &e), TN_OK);
+  ck_assert_str_eq(t.cc, "gcc");
 }
 END_TEST
 
@@ -304,6 +314,14 @@ START_TEST(t_target_bad_files) {
   refused(dir, "old", "unknown field \"sm_count\"", "peak_gflops");
   tu_put_file(dir, "huge.json", "{\"name\": \"huge\", \"kind\": \"cpu\", \"num_cores\": 1e12}");
   refused(dir, "huge", "\"num_cores\" must be a non-negative number", NULL);
+  /* the host compiler: one of three, and only where there is one */
+  tu_put_file(dir, "icc.json", "{\"name\": \"icc\", \"kind\": \"cpu\", \"cc\": \"icc\"}");
+  refused(dir, "icc", "target icc: unknown compiler \"icc\" for \"cc\" (expected gcc, clang or auto)", NULL);
+  tu_put_file(dir, "gpu.json", "{\"name\": \"gpu\", \"kind\": \"cuda\", \"arch\": \"sm_90\", \"cc\": \"gcc\", "
+                               "\"max_threads_per_block\": 1024, \"max_shared_memory_per_block\": 49152}");
+  refused(dir, "gpu", "target gpu: \"cc\" applies to cpu and cuda-host targets, not cuda", NULL);
+  tu_put_file(dir, "num.json", "{\"name\": \"num\", \"kind\": \"cpu\", \"cc\": 3}");
+  refused(dir, "num", "\"cc\" must be a string", NULL);
   /* names that climb out or are not names */
   refused(dir, "../etc/passwd", "bad target name", NULL);
   refused(dir, "lab/../lab/cpu", "bad target name", NULL);
@@ -333,6 +351,37 @@ START_TEST(t_target_bad_files) {
     refused(dir, "lab/cpu", path, "belongs to uid 4242");
   }
   tu_remove_tree(dir);
+}
+END_TEST
+
+/* "cc" is read, defaults to auto where a host compiler builds, goes back out
+ * in the target's JSON (records keep it) and can be set by name. */
+START_TEST(t_target_cc) {
+  tn_target_t t;
+  tn_err_t e = {0};
+  const char *x = "{\"name\": \"x\", \"kind\": \"cpu\"}";
+  ck_assert_int_eq(tn_target_from_json(x, strlen(x), &t, &e), TN_OK);
+  ck_assert_str_eq(t.cc, "auto");
+  ck_assert_int_eq(tn_target_set_cc(&t, "gcc", &e), TN_OK);
+  char *json = tn_target_to_json(&t);
+  ck_assert_msg(strstr(json, "\"cc\":\t\"gcc\""), "%s", json);
+  tn_target_t back;
+  ck_assert_int_eq(tn_target_from_json(json, strlen(json), &back, &e), TN_OK);
+  ck_assert_str_eq(back.cc, "gcc");
+  free(json);
+  ck_assert_int_eq(tn_target_set_cc(&t, "cl", &e), TN_EINVAL);
+  ck_assert_str_eq(t.cc, "gcc"); /* unchanged */
+  const char *h = "{\"name\": \"h\", \"kind\": \"cuda-host\", \"cc\": \"clang\", \"max_threads_per_block\": 1024, "
+                  "\"max_shared_memory_per_block\": 49152}";
+  ck_assert_msg(tn_target_from_json(h, strlen(h), &t, &e) == TN_OK, "%s", e.msg);
+  ck_assert_str_eq(t.cc, "clang");
+  ck_assert(tn_target_uses_cc(TN_TARGET_CPU) && tn_target_uses_cc(TN_TARGET_CUDA_HOST));
+  ck_assert(!tn_target_uses_cc(TN_TARGET_CUDA) && !tn_target_uses_cc(TN_TARGET_OPENCL));
+  ck_assert_int_eq(tn_target_lookup("nvidia/h100", NULL, &t, &e), TN_OK);
+  ck_assert_int_eq(tn_target_set_cc(&t, "gcc", &e), TN_EINVAL);
+  json = tn_target_to_json(&t);
+  ck_assert_ptr_null(strstr(json, "\"cc\""));
+  free(json);
 }
 END_TEST
 
@@ -369,7 +418,7 @@ END_TEST
 static Suite *make(void) {
   Suite *s = suite_create("common");
   TU_TCASE(s, "core", 0, t_err, t_arena, t_buf, t_rng, t_hash, t_gcd, t_half, t_bf16, t_identifiers, t_read_file);
-  TU_TCASE(s, "targets", 0, t_target_shipped, t_target_config_dir, t_target_bad_files, t_roofline);
+  TU_TCASE(s, "targets", 0, t_target_shipped, t_target_config_dir, t_target_bad_files, t_target_cc, t_roofline);
   return s;
 }
 

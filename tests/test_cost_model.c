@@ -744,6 +744,50 @@ START_TEST(t_errors) {
 }
 END_TEST
 
+/* A chain of 1,000 elementwise blocks inlined into one: its value nests
+ * 2,000 deep.  Every operator and the load of A at the bottom count (the
+ * walks once stopped at depth 256 and missed both). */
+START_TEST(t_deep_expression) {
+  tn_buf_t b;
+  tn_buf_init(&b);
+  tn_buf_put(&b, "param N = 8\ninput A: float32[N]\noutput B: float32[N]\n");
+  for (int i = 1; i < 1000; i++) tn_buf_printf(&b, "temp T%d: float32[N]\n", i);
+  for (int i = 1; i < 1000; i++) {
+    char src[16] = "A";
+    if (i > 1) snprintf(src, sizeof src, "T%d", i - 1);
+    tn_buf_printf(&b, "T%d[i] = %s[i] * 0.5 + 1.0\n", i, src);
+  }
+  tn_buf_put(&b, "B[i] = T999[i] + 1.0\n");
+  char *text = tn_buf_take(&b);
+  ir_workload_t *w = NULL;
+  OK(ir_workload_parse("chain.tw", text, strlen(text), NULL, 0, &w, &err_));
+  free(text);
+  sch_t *s = sch_create(w->func, 1);
+  for (int i = 999; i >= 1; i--) {
+    char name[16];
+    sch_rv_t rv;
+    snprintf(name, sizeof name, "T%d", i);
+    OK(sch_get_block(s, name, &rv, &err_));
+    OK(sch_compute_inline(s, rv, &err_));
+  }
+  cm_feature_rows_t r;
+  OK(cm_features(sch_func(s), NULL, &r));
+  ck_assert_int_eq(r.nrows, 1);
+  ASSERT_FEAT(&r, 0, "float_mad", cm_slog(999.0 * 8));
+  ASSERT_FEAT(&r, 0, "float_addsub", cm_slog(8));
+  int reads = 0;
+  for (int k = 0; k < 5; k++) {
+    char name[32];
+    snprintf(name, sizeof name, "buf%d_acc_read", k);
+    reads += feat(&r, 0, name) == 1;
+  }
+  ck_assert_int_eq(reads, 1); /* A */
+  cm_feature_rows_free(&r);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
 static Suite *make(void) {
   Suite *s = suite_create("cost_model");
   TCase *tf = tcase_create("features");
@@ -756,6 +800,7 @@ static Suite *make(void) {
   tcase_add_test(tf, t_unroll_annotation);
   tcase_add_test(tf, t_determinism_and_speed);
   tcase_add_test(tf, t_all_workloads);
+  tcase_add_test(tf, t_deep_expression);
   suite_add_tcase(s, tf);
   TCase *tm = tcase_create("models");
   tcase_set_timeout(tm, 240);

@@ -1114,6 +1114,20 @@ START_TEST(refused_targets) {
   ck_assert_int_eq(run_tuned(&d, badopt, &log), 2);
   ck_assert_msg(strstr(log, "--jobs"), "%s", log);
   free(log);
+  const char *badcc[] = {"--cc", "icc", NULL};
+  ck_assert_int_eq(run_tuned(&d, badcc, &log), 2);
+  ck_assert_msg(strstr(log, "tuned: --cc must be gcc, clang or auto, got 'icc'"), "%s", log);
+  free(log);
+  /* the CPU target's compiler is not installed: refused, saying which and how to choose another */
+  const char *cpu[] = {"--target", "cpu", "--cc", "clang", "--db", d.db, "--socket", d.sock, NULL};
+  const char *no_path[] = {"PATH=/nonexistent", NULL};
+  unlink(d.log);
+  pid = spawn_tuned(&d, cpu, no_path);
+  ck_assert_int_eq(wait_exit(pid, 60), 1);
+  log = read_log(&d);
+  ck_assert_msg(strstr(log, "target cpu refused: target cpu builds with clang") && strstr(log, "--cc gcc|clang|auto"),
+                "%s", log);
+  free(log);
   ck_assert_int_ne(access(d.db, F_OK), 0); /* nothing was created */
   rm_tree(d.dir);
 }

@@ -713,8 +713,8 @@ static ms_builder_t *small_cpu_build(double timeout_s, ir_workload_t **w, cg_mod
   return builder(timeout_s, 1);
 }
 
-/* A compiler that hangs is killed at the build timeout; with $CC back to
- * normal the same builder builds again. */
+/* A compiler that hangs is killed at the build timeout; with $TUNED_CC
+ * back to normal the same builder builds again. */
 START_TEST(t_build_timeout_cc) {
   ir_workload_t *w;
   cg_module_t *m;
@@ -728,22 +728,162 @@ START_TEST(t_build_timeout_cc) {
   ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   fchmod(fd, 0755);
   close(fd);
-  setenv("CC", script, 1);
+  setenv("TUNED_CC", script, 1);
   double t0 = tn_now();
   build_and_run(NULL, b, &c, &res, 1);
   ck_assert(tn_now() - t0 < 5);
   ck_assert_int_eq(res.status, MS_TIMEOUT);
   ck_assert_msg(strstr(res.error, "timed out after 0.5 s"), "%s", res.error);
   unlink(script);
-  setenv("CC", "no-such-compiler-xyz", 1);
+  setenv("TUNED_CC", "no-such-compiler-xyz", 1);
   build_and_run(NULL, b, &c, &res, 1);
   ck_assert_int_eq(res.status, MS_BUILD_ERROR);
   ck_assert_msg(strstr(res.error, "no-such-compiler-xyz"), "%s", res.error);
-  unsetenv("CC");
+  unsetenv("TUNED_CC");
   build_and_run(NULL, b, &c, &res, 1);
   ck_assert_msg(res.status == MS_OK, "%s", res.error);
   ms_result_clear(&res);
   teardown(b, c, m, w);
+}
+END_TEST
+
+/* Whether a program is in $PATH. */
+static bool installed(const char *prog) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", prog);
+  return system(cmd) == 0;
+}
+
+/* The target's "cc" picks the compiler, for real: the CPU matmul schedule
+ * built by gcc and by clang (each where installed; clang's OpenMP is
+ * LLVM's libomp), run in one worker in turn — gcc, clang, gcc — and each
+ * verified and timed; the build record names the compiler.  cuda-host
+ * builds with the family's C++ compiler. */
+START_TEST(t_compilers) {
+  static const char *const fams[] = {"gcc", "clang", "gcc"}, *const words[] = {"gcc", "clang", "gcc"};
+  ir_workload_t *w = tu_load_sets("matmul", "M=64,N=96,K=32");
+  cg_module_t *m = lower(w, "matmul_cpu", CG_TARGET_C);
+  ms_builder_t *b = builder(0, 1);
+  ms_runner_t *r = runner(w, 0);
+  int built = 0;
+  for (int i = 0; i < 3; i++) {
+    if (!installed(fams[i])) {
+      fprintf(stderr, "t_compilers: %s is not installed; its build is skipped\n", fams[i]);
+      continue;
+    }
+    tn_target_t t = target("cpu");
+    tn_err_t err = {0};
+    ck_assert_int_eq(tn_target_set_cc(&t, fams[i], &err), TN_OK);
+    ck_assert_msg(ms_compiler_check(&t, &err) == TN_OK, "%s", err.msg);
+    ms_candidate_t *c = from_module(&t, m);
+    ms_result_t res;
+    build_and_run(r, b, &c, &res, 1);
+    assert_measured_ok(&res, fams[i]);
+    ck_assert_msg(strstr(res.build.compiler, words[i]), "%s built by %s", fams[i], res.build.compiler);
+    ms_result_clear(&res);
+    ms_candidate_free(c);
+    built++;
+  }
+  ck_assert_int_gt(built, 0);
+  ck_assert_int_eq(ms_runner_worker_starts(r), 1); /* one worker ran both compilers' kernels */
+  ms_runner_free(r);
+  ms_builder_free(b);
+  cg_module_free(m);
+  ir_workload_free(w);
+  if (installed("clang")) { /* a chain of 300 blocks inlined: parentheses 600 deep (clang's default stops at 256) */
+    tn_buf_t text;
+    tn_buf_init(&text);
+    tn_buf_put(&text, "param N = 8\ninput A: float32[N]\noutput B: float32[N]\n");
+    for (int i = 1; i < 300; i++) tn_buf_printf(&text, "temp T%d: float32[N]\n", i);
+    for (int i = 1; i < 300; i++) tn_buf_printf(&text, "T%d[i] = %s%d[i] * 0.5 + 1.0\n", i, i == 1 ? "A" : "T", i - 1);
+    tn_buf_put(&text, "B[i] = T299[i] + 1.0\n");
+    char *src = tn_buf_take(&text), *a0 = strstr(src, "A0[i]");
+    memmove(a0 + 1, a0 + 2, strlen(a0 + 2) + 1); /* "A0" names the input A */
+    ir_workload_t *cw = tu_parse(src);
+    free(src);
+    sch_t *sc = sch_create(cw->func, 1);
+    tn_err_t err = {0};
+    for (int i = 299; i >= 1; i--) {
+      char name[16];
+      sch_rv_t rv;
+      snprintf(name, sizeof name, "T%d", i);
+      ck_assert_int_eq(sch_get_block(sc, name, &rv, &err), TN_OK);
+      ck_assert_msg(sch_compute_inline(sc, rv, &err) == TN_OK, "%s", err.msg);
+    }
+    cg_module_t *cm = NULL;
+    ck_assert_msg(cg_lower(sch_func(sc), CG_TARGET_C, NULL, &cm, &err) == TN_OK, "%s", err.msg);
+    tn_target_t t = target("cpu");
+    ck_assert_int_eq(tn_target_set_cc(&t, "clang", &err), TN_OK);
+    ms_candidate_t *c = from_module(&t, cm);
+    ms_builder_t *cb = builder(0, 1);
+    ms_runner_t *cr = runner(cw, 0);
+    ms_result_t res;
+    build_and_run(cr, cb, &c, &res, 1);
+    assert_measured_ok(&res, "inlined chain, clang");
+    ms_result_clear(&res);
+    ms_runner_free(cr);
+    sch_free(sc);
+    teardown(cb, c, cm, cw);
+  }
+  if (installed("clang++")) {
+    ir_workload_t *v = tu_load_sets("vector_add", "N=256");
+    cg_module_t *g = lower(v, "vector_add_gpu", CG_TARGET_CUDA);
+    tn_target_t t = target("cuda-host");
+    tn_err_t err = {0};
+    ck_assert_int_eq(tn_target_set_cc(&t, "clang", &err), TN_OK);
+    ms_candidate_t *c = from_module(&t, g);
+    ms_builder_t *bb = builder(0, 1);
+    ms_runner_t *rr = runner(v, 0);
+    ms_result_t res;
+    build_and_run(rr, bb, &c, &res, 1);
+    ck_assert_msg(res.status == MS_OK, "%s", res.error);
+    ck_assert_msg(strstr(res.build.compiler, "clang"), "%s", res.build.compiler);
+    ms_result_clear(&res);
+    teardown(bb, c, g, v);
+    ms_runner_free(rr);
+  } else {
+    fprintf(stderr, "t_compilers: clang++ is not installed; the cuda-host build with it is skipped\n");
+  }
+}
+END_TEST
+
+/* A compiler that is not installed is one clear error before any build:
+ * naming the compiler, the target's "cc" and the ways to choose another;
+ * $TUNED_CC names any command and is checked the same way. */
+START_TEST(t_compiler_missing) {
+  tn_target_t t = target("cpu");
+  tn_err_t err = {0};
+  ck_assert_int_eq(tn_target_set_cc(&t, "clang", &err), TN_OK);
+  char *path = getenv("PATH") ? tn_xstrdup(getenv("PATH")) : NULL;
+  setenv("PATH", "/nonexistent", 1);
+  ck_assert_int_eq(ms_compiler_check(&t, &err), TN_EINVAL);
+  ck_assert_str_eq(err.msg, "target cpu builds with clang (\"cc\": \"clang\"), which is not installed (not in $PATH); "
+                            "install it (scripts/install-deps), or choose another compiler with --cc gcc|clang|auto "
+                            "or $TUNED_CC");
+  tn_target_t h = target("cuda-host");
+  ck_assert_int_eq(ms_compiler_check(&h, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "target cuda-host builds with ") && strstr(err.msg, "$TUNED_CXX"), "%s", err.msg);
+  if (path) setenv("PATH", path, 1);
+  else unsetenv("PATH");
+  free(path);
+  setenv("TUNED_CC", "no-such-compiler-xyz -O1", 1);
+  ck_assert_int_eq(ms_compiler_check(&t, &err), TN_EINVAL);
+  ck_assert_str_eq(err.msg, "target cpu builds with $TUNED_CC = \"no-such-compiler-xyz -O1\", and no-such-compiler-xyz "
+                            "is not an executable file or in $PATH");
+  /* measuring says so before building anything */
+  ir_workload_t *w = tu_load_sets("vector_add", "N=64");
+  cg_module_t *m = lower(w, NULL, CG_TARGET_C);
+  ms_result_t res;
+  ck_assert_int_eq(ms_measure(w->func, &t, &m, 1, NULL, &res, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "no-such-compiler-xyz"), "%s", err.msg);
+  ms_result_clear(&res);
+  setenv("TUNED_CC", "sh", 1); /* any command found in $PATH passes the check */
+  ck_assert_int_eq(ms_compiler_check(&t, &err), TN_OK);
+  unsetenv("TUNED_CC");
+  tn_target_t g = target("nvidia/h100"); /* no host compiler: nothing to check */
+  ck_assert_int_eq(ms_compiler_check(&g, &err), TN_OK);
+  cg_module_free(m);
+  ir_workload_free(w);
 }
 END_TEST
 
@@ -758,7 +898,7 @@ START_TEST(t_build_pause) {
   char script[] = "/tmp/tuned-paused-cc-XXXXXX";
   tu_write_temp(script, "#!/bin/sh\nsleep 0.2\nexec cc \"$@\"\n");
   chmod(script, 0755);
-  setenv("CC", script, 1);
+  setenv("TUNED_CC", script, 1);
   ms_result_t res;
   double t0 = tn_now();
   ms_commands_pause(true);
@@ -768,7 +908,7 @@ START_TEST(t_build_pause) {
   ck_assert(!ms_build_done(b, tk));
   ms_commands_pause(false);
   ms_build_wait(b, tk);
-  unsetenv("CC");
+  unsetenv("TUNED_CC");
   ck_assert(tn_now() - t0 > 2.5);
   ck_assert_msg(res.status == MS_OK, "%s", res.error);
   ck_assert_msg(res.build.build_secs < 2.0, "build_secs %.3f counts the pause", res.build.build_secs);
@@ -1298,9 +1438,34 @@ START_TEST(t_tunectl_run) {
   ck_assert_ptr_nonnull(strstr(r->err, "missing --target"));
   r = tunectl("run " MM "--target cpu --repeat-ms -4");
   ck_assert_int_eq(r->status, 2);
-  r = tunectl("run --help");
+  r = tunectl("run " MM "--target cpu --cc icc");
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_str_eq(r->err, "tunectl run: --cc: target cpu: unknown compiler \"icc\" for \"cc\" (expected gcc, "
+                           "clang or auto)\n");
+  r = tunectl("run " MM TRACE("vector_add_gpu") "--target nvidia/h100 --cc gcc");
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->err, "\"cc\" applies to cpu and cuda-host targets, not cuda"));
+  if (installed("clang")) {
+    r = tunectl("run " MM TRACE("matmul_cpu") "--target cpu --repeat-ms 5 --cc clang");
+    ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
+    const char *line = strstr(r->out, "build     ");
+    ck_assert_msg(line && strstr(line, "clang version"), "%s", r->out);
+  } else {
+    fprintf(stderr, "t_tunectl_run: clang is not installed; tunectl run --cc clang is skipped\n");
+  }
+  r = tunectl("run --help"); /* every measurement setting, with its default and bounds */
   ck_assert_int_eq(r->status, 0);
   ck_assert_ptr_nonnull(strstr(r->out, "--repeat-ms N"));
+  ck_assert_ptr_nonnull(strstr(r->out, "default 100, at most\n                    1000000"));
+  ck_assert_ptr_nonnull(strstr(r->out, "at least 3 and at most 1000 repeats"));
+  ck_assert_ptr_nonnull(strstr(r->out, "untimed warm-up"));
+  ck_assert_ptr_nonnull(strstr(r->out, "30 s"));
+  ck_assert_ptr_nonnull(strstr(r->out, "--no-flush"));
+  ck_assert_ptr_nonnull(strstr(r->out, "--cc C"));
+  r = tunectl("tune --help");
+  ck_assert_int_eq(r->status, 0);
+  ck_assert_ptr_nonnull(strstr(r->out, "[--repeat-ms N] [--no-flush] [--cc C]"));
+  ck_assert_ptr_nonnull(strstr(r->out, "at least 3 and at most 1000"));
 }
 END_TEST
 
@@ -1393,6 +1558,8 @@ static Suite *make_suite(void) {
   tc = tcase_create("builder");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, t_build_timeout_cc);
+  tcase_add_test(tc, t_compilers);
+  tcase_add_test(tc, t_compiler_missing);
   if (WITH_CUDA) tcase_add_test(tc, t_build_timeout_nvrtc);
   tcase_add_test(tc, t_build_pause);
   tcase_add_test(tc, t_build_async);

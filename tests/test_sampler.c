@@ -662,7 +662,7 @@ static void check_mutator(const char *wl, const char *sets, const char *tname, i
   for (int n = 0; n < 10; n++) {
     sch_trace_t *c = candidate(w->func, &t, sp.traces[space], 100 + 10 * (uint64_t)n), *mt = NULL;
     tn_err_t err = {0};
-    int rc = smp_mutate_with(m, c, w->func, &t, &rng, &mt, &err);
+    int rc = smp_mutate_with(m, c, w->func, &t, &rng, NULL, &mt, &err);
     ck_assert_msg(rc == TN_OK, "%s on %s %s: %s", smp_mutator_name(m), wl, tname, err.msg);
     int at = -1;
     ck_assert_int_eq(changes(c, mt, &at), 1);
@@ -701,7 +701,7 @@ START_TEST(test_mutators) {
     tn_rng_t rng;
     tn_rng_seed(&rng, 3);
     tn_err_t err = {0};
-    ck_assert_int_eq(smp_mutate_with(SMP_MUT_PARALLEL, c, w->func, &t, &rng, &mt, &err), TN_OK);
+    ck_assert_int_eq(smp_mutate_with(SMP_MUT_PARALLEL, c, w->func, &t, &rng, NULL, &mt, &err), TN_OK);
     int at = -1;
     ck_assert_int_eq(changes(c, mt, &at), 1);
     ck_assert_int_eq(mt->insts[at].inputs[1].i, 0);
@@ -711,7 +711,7 @@ START_TEST(test_mutators) {
     ck_assert_msg(!strstr(ir, "T.parallel(") && strstr(ir, "T.vectorized(48)"), "%s", ir);
     free(ir);
     sch_free(s);
-    ck_assert_int_eq(smp_mutate_with(SMP_MUT_PARALLEL, mt, w->func, &t, &rng, &back, &err), TN_OK);
+    ck_assert_int_eq(smp_mutate_with(SMP_MUT_PARALLEL, mt, w->func, &t, &rng, NULL, &back, &err), TN_OK);
     ck_assert_int_eq(back->insts[at].inputs[1].i, 128); /* 8 cores x 16 jobs (the test target) */
     sch_trace_free(c), sch_trace_free(mt), sch_trace_free(back);
     smp_space_free(&sp);
@@ -744,7 +744,7 @@ START_TEST(test_mutate_dispatch) {
     sch_trace_t *mt = NULL;
     smp_mutator_t m;
     tn_err_t err = {0};
-    ck_assert_msg(smp_mutate(cand, w->func, &g, &rng, &mt, &m, &err) == TN_OK, "%s", err.msg);
+    ck_assert_msg(smp_mutate(cand, w->func, &g, &rng, NULL, &mt, &m, &err) == TN_OK, "%s", err.msg);
     used[m]++;
     int at = -1;
     ck_assert_int_eq(changes(cand, mt, &at), 1);
@@ -762,14 +762,14 @@ START_TEST(test_mutate_dispatch) {
   /* nothing to mutate for a GPU trace's parallel extent or compute location */
   sch_trace_t *mt = NULL;
   tn_err_t err = {0};
-  ck_assert_int_eq(smp_mutate_with(SMP_MUT_PARALLEL, cand, w->func, &g, &rng, &mt, &err), TN_ESTATE);
-  ck_assert_int_eq(smp_mutate_with(SMP_MUT_COMPUTE_LOCATION, cand, w->func, &g, &rng, &mt, &err), TN_ESTATE);
+  ck_assert_int_eq(smp_mutate_with(SMP_MUT_PARALLEL, cand, w->func, &g, &rng, NULL, &mt, &err), TN_ESTATE);
+  ck_assert_int_eq(smp_mutate_with(SMP_MUT_COMPUTE_LOCATION, cand, w->func, &g, &rng, NULL, &mt, &err), TN_ESTATE);
   ck_assert_ptr_nonnull(strstr(err.msg, "mutate-compute-location does not apply"));
   sch_trace_free(cand);
   smp_space_free(&sp);
   /* a trace without sampling instructions cannot mutate at all */
   sch_trace_t *empty = sch_trace_new();
-  ck_assert_int_eq(smp_mutate(empty, w->func, &c, &rng, &mt, NULL, &err), TN_ESTATE);
+  ck_assert_int_eq(smp_mutate(empty, w->func, &c, &rng, NULL, &mt, NULL, &err), TN_ESTATE);
   sch_trace_free(empty);
   ir_workload_free(w);
 }
@@ -787,8 +787,8 @@ START_TEST(test_mutate_determinism) {
     tn_rng_seed(&r2, (uint64_t)n);
     sch_trace_t *a = NULL, *b = NULL;
     tn_err_t err = {0};
-    ck_assert_int_eq(smp_mutate(cand, w->func, &t, &r1, &a, NULL, &err), TN_OK);
-    ck_assert_int_eq(smp_mutate(cand, w->func, &t, &r2, &b, NULL, &err), TN_OK);
+    ck_assert_int_eq(smp_mutate(cand, w->func, &t, &r1, NULL, &a, NULL, &err), TN_OK);
+    ck_assert_int_eq(smp_mutate(cand, w->func, &t, &r2, NULL, &b, NULL, &err), TN_OK);
     char *ja = sch_trace_to_json(a), *jb = sch_trace_to_json(b);
     ck_assert_str_eq(ja, jb);
     free(ja), free(jb);

@@ -2,6 +2,7 @@
  * compute_at, reverse_compute_at and SampleComputeLocation, checked through
  * the public API against the evaluator, exact printed text and error paths. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "schedule/schedule.h"
@@ -541,6 +542,113 @@ START_TEST(t_errors_access_shape) {
 }
 END_TEST
 
+/* ---- limits and the lookup index ----------------------------------------- */
+
+/* A chain of n elementwise blocks T1 .. T(n-1), B over N = 8. */
+static ir_workload_t *chain(int n) {
+  tn_buf_t b;
+  tn_buf_init(&b);
+  tn_buf_put(&b, "param N = 8\ninput A: float32[N]\noutput B: float32[N]\n");
+  for (int i = 1; i < n; i++) tn_buf_printf(&b, "temp T%d: float32[N]\n", i);
+  for (int i = 1; i < n; i++) {
+    char src[16] = "A";
+    if (i > 1) snprintf(src, sizeof src, "T%d", i - 1);
+    tn_buf_printf(&b, "T%d[i] = %s[i] * 0.5 + 1.0\n", i, src);
+  }
+  tn_buf_printf(&b, "B[i] = T%d[i] + 1.0\n", n - 1);
+  char *text = tn_buf_take(&b);
+  ir_workload_t *w = tu_parse(text);
+  free(text);
+  return w;
+}
+
+/* compute_at in a function of more than 512 blocks (it used to refuse them):
+ * the last producer goes under B's outer loop and still computes the same;
+ * SampleComputeLocation offers that loop; an illegal placement still names
+ * the block and the loop. */
+START_TEST(t_compute_at_many_blocks) {
+  fx_t x = {.w = chain(600)};
+  x.s = sch_create(x.w->func, 1);
+  sch_rv_t b = block(&x, "B"), l[2], io[2], t = block(&x, "T599"), loc;
+  loops(&x, b, l);
+  split2(&x, l[0], 4, io);
+  OK(&x, sch_sample_compute_location(x.s, t, &loc, &x.err));
+  OK(&x, sch_compute_at(x.s, t, io[0], false, &x.err));
+  assert_has(&x, "with T.block(\"T599\")");
+  sch_rv_t tl[2];
+  ck_assert_int_eq(loops(&x, block(&x, "T599"), tl), 2); /* i_0 and its own 4-wide loop */
+  assert_equivalent(&x);
+  /* T598 feeds T599, now under i_0, but has a consumer outside no loop of B */
+  sch_rv_t t598 = block(&x, "T598"), bl[2];
+  loops(&x, block(&x, "T2"), bl);
+  ck_assert_int_lt(sch_compute_at(x.s, t598, bl[0], false, &x.err), 0);
+  ck_assert_msg(strstr(x.err.msg, "T598") && strstr(x.err.msg, "loop"), "%s", x.err.msg);
+  /* an unknown name lists the first blocks and counts the rest */
+  sch_rv_t none;
+  ck_assert_int_lt(sch_get_block(x.s, "T600", &none, &x.err), 0);
+  ck_assert_msg(strstr(x.err.msg, "no block named \"T600\" (601 blocks: root, T1, T2, ") &&
+                strstr(x.err.msg, ", T31 and 569 more)"), "%s", x.err.msg);
+  fx_close(&x);
+}
+END_TEST
+
+/* compute_inline keeps the schedule's lookup index current: a consumer
+ * that gains reads (B reads T1 once T3 is inlined) is rewritten by the next
+ * inline, a sequence left with one statement is unwrapped, and the names of
+ * inlined blocks are gone; other primitives in between rebuild the index. */
+START_TEST(t_inline_index) {
+  static const char *src = "param N = 16\ninput A: float32[N]\noutput B: float32[N]\n"
+                           "temp T1: float32[N]\ntemp T2: float32[N]\ntemp T3: float32[N]\n"
+                           "T1[i] = A[i] * 2.0\nT2[i] = T1[i] + 1.0\nT3[i] = T1[i] * T2[i]\n"
+                           "B[i] = T3[i] + T2[i]\n";
+  fx_t x = {.w = tu_parse(src)};
+  x.s = sch_create(x.w->func, 1);
+  sch_rv_t l[1], io[2];
+  loops(&x, block(&x, "B"), l);
+  split2(&x, l[0], 4, io);
+  OK(&x, sch_compute_at(x.s, block(&x, "T3"), io[0], false, &x.err));
+  OK(&x, sch_compute_at(x.s, block(&x, "T2"), io[0], false, &x.err));
+  OK(&x, sch_compute_at(x.s, block(&x, "T1"), io[0], false, &x.err));
+  assert_equivalent(&x);
+  OK(&x, sch_compute_inline(x.s, block(&x, "T3"), &x.err));
+  OK(&x, sch_compute_inline(x.s, block(&x, "T1"), &x.err)); /* into T2 and B */
+  assert_equivalent(&x);
+  OK(&x, sch_compute_inline(x.s, block(&x, "T2"), &x.err)); /* i_0's body is B's nest alone */
+  assert_equivalent(&x);
+  char *t = tu_ir_text(sch_func(x.s));
+  ck_assert_msg(!strstr(t, "alloc_buffer") && !strstr(t, "T1[") && !strstr(t, "T2[") && strstr(t, "A[v_i]"), "%s", t);
+  free(t);
+  sch_rv_t gone;
+  ck_assert_int_lt(sch_get_block(x.s, "T2", &gone, &x.err), 0);
+  ck_assert_str_eq(x.err.msg, "get_block: no block named \"T2\" (2 blocks: root, B)");
+  ck_assert_int_lt(sch_compute_inline(x.s, block(&x, "B"), &x.err), 0); /* an output: refused, named */
+  ck_assert_msg(strstr(x.err.msg, "B"), "%s", x.err.msg);
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+/* Inlining a long chain one block at a time, consumer first as AutoInline
+ * does, and replaying the recorded trace give the same program. */
+START_TEST(t_inline_chain) {
+  fx_t x = {.w = chain(300)};
+  x.s = sch_create(x.w->func, 1);
+  for (int i = 299; i >= 1; i--) {
+    char name[16];
+    snprintf(name, sizeof name, "T%d", i);
+    OK(&x, sch_compute_inline(x.s, block(&x, name), &x.err));
+  }
+  assert_equivalent(&x);
+  sch_t *r = NULL;
+  OK(&x, sch_replay(x.w->func, sch_get_trace(x.s), 1, &r, &x.err));
+  char *a = tu_ir_text(sch_func(x.s)), *b = tu_ir_text(sch_func(r));
+  ck_assert_str_eq(a, b);
+  free(a), free(b);
+  sch_free(r);
+  fx_close(&x);
+}
+END_TEST
+
 static Suite *make(void) {
   Suite *s = suite_create("sch_data");
   TU_TCASE(s, "cache", 0, t_cache_read_text, t_cache_write_text, t_cache_read_twice);
@@ -551,6 +659,7 @@ static Suite *make(void) {
   TU_TCASE(s, "sample_location", 0, t_sample_location_window, t_sample_location_matmul,
            t_sample_location_softmax);
   TU_TCASE(s, "errors", 0, t_errors_cache, t_errors_compute_at, t_errors_access_shape);
+  TU_TCASE(s, "limits", 60, t_compute_at_many_blocks, t_inline_index, t_inline_chain);
   return s;
 }
 
