@@ -12,9 +12,11 @@ float64 reference, re-times it alone the way tuned's worker does (a warm-up,
 then repeats until 0.1 s and at least 3, the median) and prints one JSON
 object: the same shape as a bench/cpu/run row's "tuned" part.
 
-Needs TVM from PyPI (pip install apache-tvm; 0.27 on Python 3.11), which
-bench/cpu/run does not install: give it the Python that has TVM with
-TVM_PYTHON=/path/to/python.
+Needs TVM from PyPI: bench/cpu/install-tvm [VENV] makes a virtual environment
+with apache-tvm 0.27.0.post1 and the packages MetaSchedule needs (it pins
+apache-tvm-ffi 0.1.14.post0: the 0.1.15.post2 that pip picks by default
+segfaults in tvm.ir.save_json); bench/cpu/run runs this script when
+TVM_PYTHON names that environment's python.
 
   python3 bench/cpu/tvm_ms.py CASE [--set NAME=VALUE ...] --trials N [--seed S]
                               [--threads N] [--work-dir DIR] [--json OUT]
