@@ -690,7 +690,7 @@ int main(int argc, char **argv) {
   double bytes = (bv->bytes ? bv->bytes : k->bytes)(&c), flops = k->flops(&c);
   printf("{\"case\": \"%s\", \"params\": {", k->name);
   for (int j = 0; j < MAXP && k->pnames[j]; j++) printf("%s\"%s\": %ld", j ? ", " : "", k->pnames[j], c.p[j]);
-  printf("}, \"threads\": %d, \"library\": \"OpenBLAS %s\", \"metric\": \"%s\",\n", c.threads, openblas_get_config(),
+  printf("}, \"threads\": %d, \"library\": \"%s\", \"metric\": \"%s\",\n", c.threads, openblas_get_config(),
          k->metric);
   printf(" \"baseline\": \"%s\", \"what\": \"%s\", \"median_secs\": %.9g, \"min_secs\": %.9g, \"repeats\": %d,\n",
          bv->name, bv->what, res[best].median, res[best].min, res[best].repeats);

@@ -187,10 +187,15 @@ def main():
     ap.add_argument("--seed", type=int, default=1, help="search seed (default 1)")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="-num-cores and TVM_NUM_THREADS")
     ap.add_argument("--work-dir", help="keep MetaSchedule's logs and database here (default: a temporary dir)")
+    ap.add_argument("--retime", action="store_true",
+                    help="do not tune: take the best schedule from --work-dir's database (an earlier run's), "
+                         "check and time it")
     ap.add_argument("--json", metavar="OUT", help="also write the JSON here")
     a = ap.parse_args()
     if a.trials < 1:
         ap.error("--trials must be >= 1")
+    if a.retime and not (a.work_dir and os.path.exists(os.path.join(a.work_dir, "database_tuning_record.json"))):
+        ap.error("--retime needs the --work-dir of an earlier run (with its database_tuning_record.json)")
     p = dict(CASES[a.case])
     for kv in a.set:
         name, eq, val = kv.partition("=")
@@ -218,9 +223,12 @@ def main():
 
     work = a.work_dir or tempfile.mkdtemp(prefix="tvm_ms-")
     t0 = time.monotonic()
-    builder = ms.builder.LocalBuilder(max_workers=a.threads, f_build=build_without_intrinsics)
-    db = ms.tune_tir(mod, target, work, max_trials_global=a.trials, num_trials_per_iter=64, seed=a.seed,
-                     num_tuning_cores=a.threads, builder=builder)
+    if a.retime:
+        db = ms.database.JSONDatabase(work_dir=work, module_equality="structural")
+    else:
+        builder = ms.builder.LocalBuilder(max_workers=a.threads, f_build=build_without_intrinsics)
+        db = ms.tune_tir(mod, target, work, max_trials_global=a.trials, num_trials_per_iter=64, seed=a.seed,
+                         num_tuning_cores=a.threads, builder=builder)
     wall = time.monotonic() - t0
     sch = ms.tir_integration.compile_tir(db, mod, target)
     if sch is None:
@@ -251,9 +259,10 @@ def main():
     res = {
         "case": a.case, "params": p, "tool": "tvm-metaschedule", "version": tvm.__version__,
         "target": str(target), "threads": a.threads, "trials": a.trials, "seed": a.seed,
-        "wall_s": round(wall, 2), "measured": len(hist), "flops": flops,
+        "wall_s": None if a.retime else round(wall, 2), "retimed": a.retime, "measured": len(hist), "flops": flops,
         "search_best_secs": best if best < math.inf else None,
-        "median_secs": median(secs), "repeats": len(secs), "gflops": flops / median(secs) * 1e-9,
+        "median_secs": median(secs), "min_secs": min(secs), "repeats": len(secs),
+        "gflops": flops / median(secs) * 1e-9,
         "verify_rel_l2": err, "trial_to_90pct": t90,
         "best_so_far_secs": [b if b < math.inf else None for b in best_so_far],
     }
