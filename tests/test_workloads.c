@@ -49,7 +49,7 @@ static void run(const ir_func_t *f, ir_data_t *d) {
 typedef struct values {
   const char *name;
   int n;
-  double v[9];
+  double v[36]; /* conv2d_nhwc's 3 x 3 x 2 x 2 filter is the largest */
 } values_t;
 
 #define V(name, ...) {name, (int)(sizeof((double[]){__VA_ARGS__}) / sizeof(double)), {__VA_ARGS__}}
@@ -80,6 +80,19 @@ static const struct {
     {"matmul_bf16", "M=1,N=1,K=3", {V("A", 1, 0.00390625, 0.00390625), V("B", 1, 1, 1)}, V("C", 1.0078125)},
     {"matmul_f16", "M=1,N=1,K=3", {V("A", 1, 0.00048828125, 0.00048828125), V("B", 1, 1, 1)},
      V("C", 1.0009765625)},
+    {"gemv", "M=2,N=3", {V("A", 1, 2, 3, 4, 5, 6), V("x", 1, 2, -1)}, V("y", 2, 8)},
+    /* one pixel, two channels in, two out: only the filter's centre (r = s = 1) meets the
+     * pixel; Wt[1][1][c][f] is at ((1 * 3 + 1) * 2 + c) * 2 + f = 16 + 2c + f */
+    {"conv2d_nhwc", "H=1,W=1,C=2,F=2",
+     {V("X", 1, 2), V("Wt", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                      0, 0, 0, 0, 0, 0)},
+     V("Y", 1 * 1 + 2 * 3, 1 * 2 + 2 * 4)},
+    /* Z = [6.5, -0.75]; gelu_tanh of each */
+    {"dense_bias_gelu", "IN=3,OUT=2,B=1", {V("X", 1, 2, 3), V("W", 1, 1, 1, -1, 0, 0), V("bias", 0.5, 0.25)},
+     V("Y", 6.499999999999372, -0.17003944483437966)},
+    /* mean 2.5, variance 1.25 */
+    {"layer_norm", "M=1,N=4", {V("X", 1, 2, 3, 4), V("gamma", 1, 1, 2, 2), V("beta", 0, 0, 0, 1)},
+     V("Y", -1.3416354199689269, -0.447211806656309, 0.894423613312618, 3.6832708399378538)},
 };
 
 START_TEST(t_hand) {
@@ -114,6 +127,13 @@ static const struct {
     {"row_sum", NULL, "R", 128.0 * 4096, (128 * 4096 + 128) * 4},
     {"matmul_bf16", "M=256,N=256,K=256", "C", 2.0 * 256 * 256 * 256, 3 * 256 * 256 * 2},
     {"matmul_f16", "M=256,N=256,K=256", "C", 2.0 * 256 * 256 * 256, 3 * 256 * 256 * 2},
+    {"gemv", "M=512,N=256", "y", 2.0 * 512 * 256, (512 * 256 + 256 + 512) * 4},
+    {"conv2d_nhwc", NULL, "Y", 2.0 * 64 * 56 * 56 * 64 * 9, (64 * 56 * 56 * 2 + 64 * 64 * 9) * 4},
+    /* the GEMM, then 10 per output: bias add, 0.5 z, 1 + tanh, tanh, 0.797 (...), z + 0.0447 z z z (4) */
+    {"dense_bias_gelu", "B=16", "Y", 2.0 * 16 * 768 * 3072 + 10.0 * 16 * 3072,
+     (16 * 768 + 3072 * 768 + 3072 + 16 * 3072) * 4},
+    /* 1 (row sum) + 2 (sum of squares) + 12 per element of the normalisation */
+    {"layer_norm", "M=256", "Y", 15.0 * 256 * 1024, (2 * 256 * 1024 + 2 * 1024) * 4},
 };
 
 START_TEST(t_all) {
