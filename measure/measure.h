@@ -318,6 +318,13 @@ double ms_runner_best(const ms_runner_t *r);
 void ms_runner_note_best(ms_runner_t *r, double secs);
 void ms_runner_set_best(ms_runner_t *r, double secs);
 
+/* How long later candidates are timed: repeats until min_secs in total, at
+ * most max_repeats (never below min_repeats); the previous values go to
+ * *old_min_secs and *old_max_repeats (may be NULL).  The search's
+ * re-measure spreads one candidate's timing over its rounds with it. */
+void ms_runner_set_timing(ms_runner_t *r, double min_secs, int max_repeats, double *old_min_secs,
+                          int *old_max_repeats);
+
 /* Runs every candidate whose result has status OK (built), one after the
  * other in the worker, filling the run part of results[i].  Each candidate
  * holds its device (ms_device_acquire) from its request to the worker's

@@ -512,6 +512,14 @@ void ms_runner_note_best(ms_runner_t *r, double secs) {
 
 void ms_runner_set_best(ms_runner_t *r, double secs) { r->best = secs > 0 && isfinite(secs) ? secs : 0; }
 
+void ms_runner_set_timing(ms_runner_t *r, double min_secs, int max_repeats, double *old_min_secs,
+                          int *old_max_repeats) {
+  if (old_min_secs) *old_min_secs = r->o.min_secs;
+  if (old_max_repeats) *old_max_repeats = r->o.max_repeats;
+  if (min_secs > 0 && isfinite(min_secs)) r->o.min_secs = min_secs;
+  if (max_repeats > 0) r->o.max_repeats = TN_MAX(max_repeats, r->o.min_repeats);
+}
+
 int ms_runner_run_batch(ms_runner_t *r, ms_candidate_t *const *cands, ms_result_t *results, int n,
                         tn_err_t *err) {
   if (!r->load_msg) return tn_err_set(err, TN_ESTATE, "runner: no workload set (ms_runner_set_workload)");

@@ -43,9 +43,9 @@ static int make_cands(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_
   return n;
 }
 
-/* Runs every built candidate once per round; false when stopped. */
-static bool run_rounds(srch_ctx_t *c, srch_batch_t *b, ms_runner_t *runner, samples_t *smp,
-                       bool (*stop)(void *ctx), void *stop_ctx, int *rc, tn_err_t *err) {
+/* Every built candidate once per round; false when stopped. */
+static bool run_each_round(srch_ctx_t *c, srch_batch_t *b, ms_runner_t *runner, samples_t *smp,
+                           bool (*stop)(void *ctx), void *stop_ctx, int *rc, tn_err_t *err) {
   for (int i = 0; i < b->n; i++) smp[i].status = b->res[i].status;
   for (int round = 0; round < c->opts.remeasure_rounds; round++) {
     for (int k = 0; k < b->n; k++) {
@@ -63,6 +63,21 @@ static bool run_rounds(srch_ctx_t *c, srch_batch_t *b, ms_runner_t *runner, samp
     }
   }
   return true;
+}
+
+/* Runs every built candidate once per round; false when stopped.  Each
+ * round times a candidate for its share of the usual time and repeats, so
+ * that the re-measure costs about one measurement per candidate and its
+ * record keeps as many samples as a first measurement has at most. */
+static bool run_rounds(srch_ctx_t *c, srch_batch_t *b, ms_runner_t *runner, samples_t *smp,
+                       bool (*stop)(void *ctx), void *stop_ctx, int *rc, tn_err_t *err) {
+  double min_secs = 0;
+  int max_repeats = 0, rounds = c->opts.remeasure_rounds;
+  ms_runner_set_timing(runner, 0, 0, &min_secs, &max_repeats);
+  ms_runner_set_timing(runner, min_secs / rounds, max_repeats / rounds, NULL, NULL);
+  bool done = run_each_round(c, b, runner, smp, stop, stop_ctx, rc, err);
+  ms_runner_set_timing(runner, min_secs, max_repeats, NULL, NULL);
+  return done;
 }
 
 static int cmp_remeasured(const void *pa, const void *pb) {

@@ -71,7 +71,8 @@ typedef struct srch_opts {
   int remeasure;             /* 8: at the end, the best N distinct verified candidates of each task
                                 (this run's and the database's) are measured again in interleaved
                                 rounds and the winner chosen on those times; 0 = off */
-  int remeasure_rounds;      /* 3: rounds of the re-measure (every candidate once per round) */
+  int remeasure_rounds;      /* 3: rounds of the re-measure (every candidate once per round, timed
+                                for 1/rounds of run.min_secs and run.max_repeats) */
   bool baseline;             /* measure the unscheduled program once per (workload, target): kept in
                                 the database and read from there by later runs; false = off */
 } srch_opts_t;

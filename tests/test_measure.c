@@ -1299,6 +1299,20 @@ START_TEST(t_slow_cutoff) {
   build_and_run(r, b, &slowish, &res[2], 1);
   assert_measured_ok(&res[2], "a slow candidate with the bounds lifted");
   for (int i = 0; i < 3; i++) ms_result_clear(&res[i]);
+  /* the timing of later candidates (the re-measure's rounds): at most 5 repeats, never below min_repeats (3) */
+  double old_secs = 0;
+  int old_max = 0;
+  ms_runner_set_timing(r, 1e-6, 5, &old_secs, &old_max);
+  ck_assert(old_secs == 0.01 && old_max == 1000);
+  build_and_run(r, b, &cs[1], &res[0], 1);
+  assert_measured_ok(&res[0], "fast candidate, few repeats");
+  ck_assert_int_le(res[0].nrepeats, 5);
+  ms_runner_set_timing(r, 0, 1, &old_secs, &old_max);
+  ck_assert(old_secs == 1e-6 && old_max == 5);
+  ms_runner_set_best(r, 0); /* (its own time as the best could make a cold checked run the only sample) */
+  build_and_run(r, b, &cs[1], &res[1], 1);
+  ck_assert_int_eq(res[1].nrepeats, 3);
+  for (int i = 0; i < 2; i++) ms_result_clear(&res[i]);
   ms_runner_free(r);
   ms_candidate_free(slowish);
   ms_candidate_free(hopeless);
