@@ -1,7 +1,9 @@
 /* analysis.c — what the printers need to know before printing: names and
  * ranges of variables, thread tags and launch extents, cross-thread
- * reductions, and the size of every shared/local buffer (the region used
- * under its allocation point, rebased to start at 0). */
+ * reductions, and the place and size of every temporary (TVM's compact
+ * buffer allocation: allocated at the innermost loop holding all its uses,
+ * with the shape of the region one iteration of it touches, rebased to
+ * start at 0; GPU workspaces excepted). */
 #include "cg_internal.h"
 
 #include <stddef.h>
@@ -34,8 +36,8 @@ const ir_stmt_t *cg_strip_seq(const ir_stmt_t *s) {
 }
 
 int64_t cg_buf_numel(const cg_buf_t *cb) {
-  int64_t n = 1;
-  for (int d = 0; d < cb->b->ndim; d++) n *= cb->ext[d];
+  int64_t st[IR_MAX_DIMS];
+  int64_t n = cg_buf_strides(cb, st);
   for (int i = 0; i < cb->nvt; i++) n *= cb->vt[i]->extent;
   return cb->pipe ? n * cb->pipe_stages : n;
 }
@@ -205,12 +207,11 @@ static void register_allocs(cg_ctx_t *c, const ir_block_t *b) {
     cb->name = cg_name_unique(c, buf->name);
     cb->kernel = -1;
     for (int d = 0; d < buf->ndim; d++) cb->ext[d] = buf->shape[d];
-    if (buf->scope == IR_SCOPE_GLOBAL) {
-      cb->heap = !c->d->gpu;
-      cb->param = c->d->gpu;
-    } else {
-      cb->sized = true;
-    }
+    /* GPU kernels take global temporaries as workspace arguments (they live
+     * across kernels); everything else, and on the C target every temporary,
+     * is sized to the region used under its allocation point. */
+    if (buf->scope == IR_SCOPE_GLOBAL && c->d->gpu) cb->param = true;
+    else cb->sized = true;
   }
 }
 
@@ -431,8 +432,10 @@ const cg_xred_t *cg_xred_at(const cg_ctx_t *c, const ir_loop_t *top) {
 
 /* ---- buffer sizing ------------------------------------------------------- */
 
-/* Shared/local buffers bigger than this live on the heap on the C target
- * (threads of an OpenMP team have small stacks). */
+/* C target: temporaries allocated under a loop and bigger than this live on
+ * the heap (OpenMP threads' stacks are a few MiB, and allocation points
+ * nest); smaller ones are arrays on the stack, which also lets the compiler
+ * keep small ones in registers. */
 #define CG_STACK_MAX_BYTES (64 * 1024)
 /* Local memory of a CUDA thread: 512 KiB on every architecture since
  * sm_20, the stack included. */
@@ -610,6 +613,52 @@ static void find_vt_slices(cg_ctx_t *c, cg_buf_t *cb, const cg_site_t *const *S,
   }
 }
 
+static bool writes_buf(const ir_block_t *b, const ir_buffer_t *buf) {
+  const ir_stmt_t *parts[2] = {b->init, b->body};
+  for (int i = 0; i < 2; i++)
+    if (parts[i] && parts[i]->kind == IR_S_STORE && parts[i]->u.store.buf == buf) return true;
+  return false;
+}
+
+/* C target: a block that updates the buffer in a reduction over a loop
+ * enclosing the allocation point carries values from one iteration of that
+ * loop to the next, which a copy per iteration would lose; the buffer then
+ * lives above the outermost such loop.  Returns the loops that stay fixed. */
+static int lift_above_reductions(const cg_buf_t *cb, const cg_site_t *const *S, int ns, int np) {
+  for (int i = 0; i < ns; i++) {
+    const ir_block_t *b = S[i]->blk;
+    if (!b || !writes_buf(b, cb->b)) continue;
+    for (int j = 0; j < np; j++)
+      if (used_by_reduce(b, S[i]->loops[j]->var)) {
+        np = j;
+        break;
+      }
+  }
+  return np;
+}
+
+/* C target: where a temporary too big for the stack is malloc'ed.  Its
+ * storage has the same size at every iteration of the loops that enclose
+ * its allocation point and every iteration is done with it before the next
+ * starts, so one buffer per thread serves them all: at the entry when no
+ * parallel loop encloses it, else at the start of the OpenMP region of the
+ * parallel loop that does (par_at) -- a malloc per thread and call, not one
+ * per iteration.  Not past a vectorized loop: its SIMD lanes would share the
+ * buffer; it is then malloc'ed and freed at every iteration (heap_at_loop). */
+static void place_heap(cg_buf_t *cb, const cg_site_t *s, int np) {
+  const ir_loop_t *par = NULL;
+  for (int j = 0; j < np; j++) {
+    const ir_loop_t *l = s->loops[j];
+    if (l->kind == IR_LOOP_VECTORIZED) {
+      cb->heap_at_loop = true;
+      return;
+    }
+    if (!par && l->kind == IR_LOOP_PARALLEL && l->extent > 1) par = l;
+  }
+  cb->heap = par == NULL;
+  cb->par_at = par;
+}
+
 static void size_buffer(cg_ctx_t *c, cg_buf_t *cb) {
   const cg_site_t **S = tn_xmalloc(sizeof(*S) * (size_t)(c->nsites ? c->nsites : 1));
   int ns = 0;
@@ -627,6 +676,7 @@ static void size_buffer(cg_ctx_t *c, cg_buf_t *cb) {
       goto done;
     }
   int np = common_prefix(S, ns);
+  if (!c->d->gpu) np = lift_above_reductions(cb, S, ns, np);
   cb->alloc_at = np ? S[0]->loops[np - 1] : NULL;
   if (c->d->gpu && cb->b->scope == IR_SCOPE_SHARED) cb->alloc_at = NULL; /* kernel top */
   if (c->d->gpu && cb->b->scope == IR_SCOPE_LOCAL) find_vt_slices(c, cb, S, ns, np);
@@ -640,7 +690,7 @@ static void size_buffer(cg_ctx_t *c, cg_buf_t *cb) {
             CG_GPU_LOCAL_MAX_BYTES / 1024);
   if (!c->d->gpu) {
     cb->heap = cb->alloc_at == NULL;
-    cb->heap_at_loop = !cb->heap && bytes > CG_STACK_MAX_BYTES;
+    if (!cb->heap && bytes > CG_STACK_MAX_BYTES) place_heap(cb, S[0], np);
   }
 done:
   free(S);
@@ -741,6 +791,7 @@ int cg_analyse(cg_ctx_t *c) {
     cg_name_unique(c, tn_arena_printf(c->scratch->arena, "%s_kernel%d", c->entry, k));
   register_params(c);
   register_allocs(c, &f->root->u.block);
+  cg_layout_analyse(c);
   walk_t w = {.loops = tn_xmalloc(sizeof *w.loops * 32), .cap = 32};
   for (int k = 0; k < c->nroots && !c->rc; k++) {
     w.kernel = k;

@@ -48,7 +48,7 @@ const cg_dialect_t *cg_dialect_for(cg_target_t t);
  * loops) and its axis (0..2). */
 ir_tag_class_t cg_loop_tag(const ir_loop_t *l, int *axis);
 
-/* One access of a shared/local temporary, for sizing. */
+/* One access of a sized temporary, for placing and sizing it. */
 typedef struct cg_site {
   const ir_buffer_t *buf;
   const ir_block_t *blk;
@@ -65,9 +65,12 @@ typedef struct cg_buf {
   const ir_buffer_t *b;
   const char *name;             /* C identifier */
   bool param;                   /* function / kernel argument */
-  bool heap;                    /* C: malloc'ed at the entry (global temps, top-level caches) */
-  bool heap_at_loop;            /* C: malloc'ed at its allocation point (too big for the stack) */
-  bool sized;                   /* shared/local temp: extents/min from the region used */
+  bool heap;                    /* C: malloc'ed at the entry (used by several top-level nests, or
+                                   too big for the stack and under no parallel loop) */
+  bool heap_at_loop;            /* C: malloc'ed at every iteration of its allocation point */
+  const ir_loop_t *par_at;      /* C: malloc'ed once per thread in this parallel loop's region */
+  bool sized;                   /* extents/min from the region used under alloc_at (every temp
+                                   but GPU workspaces) */
   int64_t ext[IR_MAX_DIMS];     /* storage extents */
   ir_expr_t *min[IR_MAX_DIMS];  /* index base over outer loop variables; NULL = 0 */
   const ir_loop_t *alloc_at;    /* allocation point; NULL = function / kernel top */
@@ -83,6 +86,10 @@ typedef struct cg_buf {
    * chosen by the loop's variable modulo the stages. */
   const ir_loop_t *pipe;
   int pipe_stages;
+  /* storage_align (layout.c): the stride of dimension align_axis padded to
+   * align_factor * n + align_offset elements; align_axis -1: none */
+  int align_axis;
+  int64_t align_factor, align_offset;
 } cg_buf_t;
 
 /* A loop annotated IR_ANN_PIPELINE_STAGES (GPU) whose body is copies into
@@ -110,8 +117,10 @@ typedef struct cg_xred {
 #define CG_PROMO_MAX_TILE 8
 typedef struct cg_promo {
   const ir_loop_t *loop;                  /* the serial loop L */
-  const ir_loop_t *tile[CG_PROMO_MAX_TILE]; /* the perfect nest inside it */
+  const ir_loop_t *tile[CG_PROMO_MAX_TILE]; /* the spatial loops of the perfect nest inside it */
   int ntile;
+  const ir_loop_t *red[CG_PROMO_MAX_TILE];  /* its reduction loops (the element stays put) */
+  int nred;
   int64_t elems;
   const ir_block_t *blk;  /* the update block */
   const ir_stmt_t *store; /* its store */
@@ -179,6 +188,7 @@ typedef struct cg_ctx {
 
   /* helpers the source needs */
   bool need_fdiv[2], need_minmax[2], need_half, need_bf16, need_fp64, need_cp_async;
+  uint64_t intrin_used; /* tensor intrinsics called, by registry index (ir/intrin.h) */
 } cg_ctx_t;
 
 /* Records the first error; returns its code. */
@@ -216,6 +226,11 @@ const ir_stmt_t *cg_strip_seq(const ir_stmt_t *s);
 const ir_stmt_t *cg_loop_stmt(const ir_loop_t *l);
 const ir_stmt_t *cg_block_stmt(const ir_block_t *b);
 int64_t cg_buf_numel(const cg_buf_t *cb); /* of the storage (sized extents, vthread slices) */
+/* layout.c: the element stride of each dimension, returning the elements
+ * of one copy (before vthread slices and pipeline stages); and the pass
+ * that reads the storage_align annotations. */
+int64_t cg_buf_strides(const cg_buf_t *cb, int64_t *stride);
+void cg_layout_analyse(cg_ctx_t *c);
 /* Bytes of one element of a buffer as stored by this target. */
 int cg_elem_bytes(const cg_ctx_t *c, const ir_buffer_t *b);
 const char *cg_storage_type(const cg_ctx_t *c, const ir_buffer_t *b);
@@ -303,6 +318,14 @@ void cg_promo_open(cg_ctx_t *c, cg_promo_t *p);
 void cg_promo_close(cg_ctx_t *c, cg_promo_t *p);
 /* "tuned_accN[...]" when b is the promoted buffer of the block printed now. */
 const char *cg_promo_ref(const cg_ctx_t *c, const ir_buffer_t *b);
+/* intrin.c: a block marked by tensorize prints as its intrinsic's call
+ * (true; errors go to c->rc); false for other blocks.  cg_intrin_helpers
+ * appends the implementations the module called. */
+bool cg_intrin_emit(cg_ctx_t *c, const ir_stmt_t *s);
+void cg_intrin_helpers(const cg_ctx_t *c, tn_buf_t *o);
+/* The attribute line the C entry function needs for the intrinsics it calls
+ * (their CPU features), "" when none. */
+void cg_intrin_entry_attr(const cg_ctx_t *c, tn_buf_t *o);
 /* xreduce.c: the whole reduce nest of a cross-thread reduction. */
 void cg_emit_xreduce(cg_ctx_t *c, const cg_xred_t *x);
 

@@ -1,34 +1,37 @@
 /* promote.c — register accumulators on the C target.
  *
- * A serial loop L whose body is a small perfect nest (the "tile": loops of
- * constant extent) around one reduction update block, `X[v..] = X[v..] op
- * f(...)` with X indexed by the block's spatial iterators, updates the same
- * tile of X on every iteration of L.  TVM's LLVM backend keeps such a tile in
- * registers (scalar promotion); gcc does not move these loads and stores out
- * of L by itself, so every multiply-add of a tiled matmul costs a load and a
- * store of the accumulator.  Here the tile is copied into a local array
- * before L, the update reads and writes the array, and the array is copied
- * back after L; once the tile loops are unrolled and vectorised, gcc keeps
- * the array in vector registers.
+ * A serial reduction loop L whose body is a perfect nest of loops around
+ * one reduction update block, `X[v..] = X[v..] op f(...)` with X indexed by
+ * the block's spatial iterators, updates the same tile of X on every
+ * iteration of L: the elements that the spatial loops of the nest (the
+ * "tile" loops) reach.  The nest may hold further reduction loops between
+ * the tile loops (the k_0 i_2 j_2 k_1 i_3 j_3 nest of a multi-level tiling):
+ * they change what is added, not where.  TVM's LLVM backend keeps such a
+ * tile in registers (scalar promotion); gcc does not move these loads and
+ * stores out of L by itself, so every multiply-add of a tiled matmul costs
+ * a load and a store of the accumulator.  Here the tile is copied into a
+ * local array before L, the update reads and writes the array, and the
+ * array is copied back after L; once the tile loops are unrolled and
+ * vectorised, gcc keeps the array in vector registers.  The outermost loop
+ * that qualifies wins (emission asks from the outside in), so the tile is
+ * loaded and stored once for all the reduction loops it spans.
  *
  * Conditions (each one needed for the rewrite to compute the same values):
- * L and the tile loops are serial/unrolled/vectorized; the block has no
- * predicate, no init and no allocations; every index of X is a distinct
- * spatial iterator, and every load of X in the update reads that same
- * element; L's variable feeds reduce iterators and no spatial one (so the
- * element does not change with L) and the tile loops feed only spatial iterators (so distinct
- * tile points are distinct elements: bindings are bijective). */
+ * L and the nest's loops are serial/unrolled (tile loops may also be
+ * vectorized); the block has no predicate, no init and no allocations; X
+ * is not stored as 16-bit floats (each store rounds); every index of X is
+ * a distinct spatial iterator, and every load of X in the update reads that
+ * same element; L and the inner reduction loops feed reduce iterators and
+ * no spatial one (so the element does not change with them) and the tile
+ * loops feed only spatial iterators (so distinct tile points are distinct
+ * elements: bindings are bijective). */
 #include "cg_internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #define PROMO_MAX_ELEMS 256 /* 32 AVX registers' worth of floats */
-#define PROMO_MIN_TRIPS 4   /* below this the copies cost as much as they save */
-
-static bool plain_loop(const ir_loop_t *l) {
-  return l->kind == IR_LOOP_SERIAL || l->kind == IR_LOOP_UNROLLED || l->kind == IR_LOOP_VECTORIZED;
-}
+#define PROMO_MIN_TRIPS 2   /* updates of each element under L: one would save nothing */
 
 /* v appears in the binding of some iterator of kind `kind` of b. */
 static bool feeds(const ir_block_t *b, const ir_var_t *v, ir_iter_kind_t kind) {
@@ -57,49 +60,80 @@ static bool loads_match(const ir_expr_t *e, const ir_buffer_t *x, ir_expr_t *con
   return true;
 }
 
+/* Sorts the perfect nest under L into tile loops (spatial only) and inner
+ * reduction loops (reduce only, feeding nothing, or of extent 1: the
+ * element does not change with them); returns the block, NULL when the
+ * nest does not qualify.  *trips: how often L and the inner reduction loops
+ * update one element (counted up to PROMO_MIN_TRIPS). */
+static const ir_block_t *sort_nest(const ir_loop_t *l, cg_promo_t *p, int64_t *trips) {
+  const ir_stmt_t *t = cg_strip_seq(l->body);
+  const ir_loop_t *nest[2 * CG_PROMO_MAX_TILE];
+  int n = 0;
+  while (t && t->kind == IR_S_LOOP) {
+    if (n == (int)TN_ARRAY_LEN(nest)) return NULL;
+    nest[n++] = &t->u.loop;
+    t = cg_strip_seq(t->u.loop.body);
+  }
+  if (!t || t->kind != IR_S_BLOCK) return NULL;
+  const ir_block_t *b = &t->u.block;
+  if (feeds(b, l->var, IR_ITER_SPATIAL) || !feeds(b, l->var, IR_ITER_REDUCE)) return NULL;
+  *trips = l->extent;
+  p->elems = 1;
+  for (int i = 0; i < n; i++) {
+    const ir_loop_t *il = nest[i];
+    bool sp = il->extent > 1 && feeds(b, il->var, IR_ITER_SPATIAL);
+    bool rd = il->extent > 1 && feeds(b, il->var, IR_ITER_REDUCE);
+    if (sp && rd) return NULL;
+    if (il->extent == 1) { /* its variable is 0 throughout: nothing to index */
+      if (p->nred == CG_PROMO_MAX_TILE) return NULL;
+      p->red[p->nred++] = il;
+    } else if (sp) {
+      if (il->kind != IR_LOOP_SERIAL && il->kind != IR_LOOP_UNROLLED && il->kind != IR_LOOP_VECTORIZED) return NULL;
+      if (p->ntile == CG_PROMO_MAX_TILE || (p->elems *= il->extent) > PROMO_MAX_ELEMS) return NULL;
+      p->tile[p->ntile++] = il;
+    } else {
+      /* a vectorized reduction loop would carry the accumulator across lanes */
+      if (il->kind != IR_LOOP_SERIAL && il->kind != IR_LOOP_UNROLLED) return NULL;
+      if (p->nred == CG_PROMO_MAX_TILE) return NULL;
+      p->red[p->nred++] = il;
+      if (*trips < PROMO_MIN_TRIPS) *trips *= il->extent;
+    }
+  }
+  return b;
+}
+
 bool cg_promo_find(const cg_ctx_t *c, const ir_stmt_t *s, cg_promo_t *p) {
   const ir_loop_t *l = &s->u.loop;
   memset(p, 0, sizeof *p);
-  if (c->d->gpu || l->kind != IR_LOOP_SERIAL || l->extent < PROMO_MIN_TRIPS || c->promo) return false;
-  const ir_stmt_t *t = cg_strip_seq(l->body);
-  int64_t elems = 1;
-  while (t && t->kind == IR_S_LOOP) {
-    const ir_loop_t *tl = &t->u.loop;
-    if (!plain_loop(tl) || p->ntile == CG_PROMO_MAX_TILE) return false;
-    elems *= tl->extent;
-    if (elems > PROMO_MAX_ELEMS) return false;
-    p->tile[p->ntile++] = tl;
-    t = cg_strip_seq(tl->body);
-  }
-  if (!t || t->kind != IR_S_BLOCK) return false;
-  const ir_block_t *b = &t->u.block;
+  if (c->d->gpu || (l->kind != IR_LOOP_SERIAL && l->kind != IR_LOOP_UNROLLED) || c->promo) return false;
+  int64_t trips = 0;
+  const ir_block_t *b = sort_nest(l, p, &trips);
+  if (!b || trips < PROMO_MIN_TRIPS) return false;
   const ir_stmt_t *st = b->body;
   if (b->predicate || b->init || b->nallocs || !st || st->kind != IR_S_STORE) return false;
   const ir_buffer_t *x = st->u.store.buf;
-  if (cg_half_storage(c, x) || st->u.store.n != x->ndim) return false;
+  if (cg_half_storage(c, x) || cg_bf16_storage(x) || st->u.store.n != x->ndim) return false;
   for (int d = 0; d < st->u.store.n; d++) {
     if (!is_spatial_iter(b, st->u.store.idx[d])) return false;
     for (int e = 0; e < d; e++)
       if (st->u.store.idx[e]->u.var == st->u.store.idx[d]->u.var) return false;
   }
   if (!loads_match(st->u.store.value, x, st->u.store.idx, st->u.store.n)) return false;
-  if (feeds(b, l->var, IR_ITER_SPATIAL) || !feeds(b, l->var, IR_ITER_REDUCE)) return false;
-  for (int i = 0; i < p->ntile; i++)
-    if (feeds(b, p->tile[i]->var, IR_ITER_REDUCE)) return false;
   p->loop = l;
   p->blk = b;
   p->store = st;
-  p->elems = elems;
   return true;
 }
 
 /* The tile loops as plain, fully unrolled loops around `line` (printed with
- * the block's iterators declared), in a scope where L's variable is 0: it
- * feeds only reduce iterators, which the copies do not use. */
+ * the block's iterators declared), in a scope where the variables of L and
+ * of the inner reduction loops are 0: they feed only reduce iterators (or
+ * nothing), which the copies do not use. */
 static void copy_nest(cg_ctx_t *c, const cg_promo_t *p, bool in) {
   cg_line(c, "{");
   c->ind++;
   cg_line(c, "int %s = 0;", cg_var(c, p->loop->var));
+  for (int i = 0; i < p->nred; i++) cg_line(c, "int %s = 0;", cg_var(c, p->red[i]->var));
   for (int i = 0; i < p->ntile; i++) {
     const ir_loop_t *tl = p->tile[i];
     const char *v = cg_var(c, tl->var);

@@ -106,7 +106,7 @@ static void sync_loop_end(cg_ctx_t *c, const ir_loop_t *l) {
 static bool allocated_here(const cg_ctx_t *c, const cg_buf_t *cb, const ir_loop_t *l) {
   if (!cb->b || !cb->sized || !cb->used || cb->alloc_at != l) return false;
   if (c->d->gpu) return cb->kernel == c->kernel && cb->b->scope == IR_SCOPE_LOCAL;
-  return !cb->heap;
+  return !cb->heap && !cb->par_at;
 }
 
 int cg_emit_allocs(cg_ctx_t *c, const ir_loop_t *l) {
@@ -136,6 +136,7 @@ int cg_emit_allocs(cg_ctx_t *c, const ir_loop_t *l) {
 void cg_emit_frees(cg_ctx_t *c, const ir_loop_t *l) {
   c->ind--;
   cg_line(c, "} else {");
+  if (c->in_parallel) cg_line(c, "#pragma omp atomic write"); /* threads may fail at once */
   cg_line(c, "  tuned_status = -1;");
   cg_line(c, "}");
   for (int i = 0; i < c->nbufs; i++)
@@ -207,27 +208,77 @@ static void emit_pragmas(cg_ctx_t *c, const ir_stmt_t *s) {
   else cg_line(c, "#pragma GCC unroll %lld", (long long)TN_MIN(l->extent, 64));
 }
 
+/* C: opens the OpenMP region of parallel loop l when temporaries are
+ * malloc'ed once per thread in it (cb->par_at, see analysis.c); *cond gets
+ * the test that they all exist.  A thread whose malloc failed makes the
+ * function return -1 and skips its iterations (every thread must still
+ * reach the `omp for`). */
+static bool open_thread_heap(cg_ctx_t *c, const ir_loop_t *l, tn_buf_t *cond) {
+  for (int i = 0; i < c->nbufs; i++) {
+    const cg_buf_t *cb = &c->bufs[i];
+    if (!cb->b || !cb->used || cb->par_at != l) continue;
+    if (!cond->len) {
+      cg_line(c, "#pragma omp parallel");
+      cg_line(c, "{");
+      c->ind++;
+    }
+    const char *t = cg_storage_type(c, cb->b);
+    cg_line(c, "%s *%s = (%s *)malloc(sizeof(%s) * %lld);  /* one per thread */", t, cb->name, t, t,
+            (long long)cg_buf_numel(cb));
+    tn_buf_printf(cond, "%s%s", cond->len ? " && " : "", cb->name);
+  }
+  if (!cond->len) return false;
+  cg_line(c, "if (!(%s)) {", tn_buf_str(cond));
+  cg_line(c, "#pragma omp atomic write");
+  cg_line(c, "  tuned_status = -1;");
+  cg_line(c, "}");
+  cg_line(c, "#pragma omp for");
+  return true;
+}
+
+static void close_thread_heap(cg_ctx_t *c, const ir_loop_t *l) {
+  for (int i = 0; i < c->nbufs; i++) {
+    const cg_buf_t *cb = &c->bufs[i];
+    if (cb->b && cb->used && cb->par_at == l) cg_line(c, "free(%s);", cb->name);
+  }
+  c->ind--;
+  cg_line(c, "}");
+}
+
 static void emit_for(cg_ctx_t *c, const ir_stmt_t *s) {
   const ir_loop_t *l = &s->u.loop;
   const char *v = cg_var(c, l->var);
   bool par = !c->d->gpu && l->kind == IR_LOOP_PARALLEL && !c->in_parallel && l->extent > 1;
+  tn_buf_t cond;
+  tn_buf_init(&cond);
+  bool region = par && open_thread_heap(c, l, &cond);
   if (l->extent == 1) {
     cg_line(c, "{");
     c->ind++;
     cg_line(c, "int %s = 0;", v);
   } else {
-    emit_pragmas(c, s);
+    if (!region) emit_pragmas(c, s);
     cg_line(c, "for (int %s = 0; %s < %lld; ++%s) {", v, v, (long long)l->extent, v);
     c->ind++;
   }
   c->in_parallel += par;
   cg_stack_push(c, l);
+  if (region) {
+    cg_line(c, "if (%s) {", tn_buf_str(&cond));
+    c->ind++;
+  }
   body_with_allocs(c, l);
+  if (region) {
+    c->ind--;
+    cg_line(c, "}");
+  }
   sync_loop_end(c, l);
   cg_stack_pop(c);
   c->in_parallel -= par;
   c->ind--;
   cg_line(c, "}");
+  if (region) close_thread_heap(c, l);
+  tn_buf_free(&cond);
 }
 
 /* A loop bound to blockIdx/threadIdx: its variable is the hardware index
@@ -343,6 +394,7 @@ static void emit_init(cg_ctx_t *c, const ir_block_t *b) {
 static void emit_block(cg_ctx_t *c, const ir_stmt_t *s) {
   const ir_block_t *b = &s->u.block;
   bool leaf = b->body && b->body->kind == IR_S_STORE;
+  if (cg_intrin_emit(c, s)) return;
   cg_sync_before(c, s);
   cg_line(c, "{  /* block %s */", cg_comment_name(c, b->name));
   c->ind++;

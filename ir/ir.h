@@ -280,6 +280,11 @@ ir_stmt_t *ir_store(ir_func_t *f, ir_buffer_t *b, ir_expr_t *const *idx, int n, 
 #define IR_ANN_PIPELINE_STAGES "software_pipeline_stages"
 #define IR_PIPELINE_MAX_STAGES 8
 
+/* Block annotation "AXIS:FACTOR:OFFSET" (schedule's storage_align): the
+ * buffer the block writes is laid out with the stride of dimension AXIS
+ * padded to FACTOR * n + OFFSET elements.  Only the code generators read it. */
+#define IR_ANN_STORAGE_ALIGN "storage_align"
+
 /* Sets or replaces an annotation on a loop or block. */
 void ir_annot_set_int(ir_func_t *f, ir_annot_t **annots, int *n, const char *key, int64_t v);
 void ir_annot_set_str(ir_func_t *f, ir_annot_t **annots, int *n, const char *key, const char *v);

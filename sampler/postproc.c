@@ -318,6 +318,7 @@ static const postproc_t gpu_postprocs[] = {
 static const postproc_t cpu_postprocs[] = {
     {SMP_STAGE_PARALLEL_VECTORIZE_UNROLL, pp_parallel_vectorize_unroll},
     {SMP_STAGE_REDUCTION_BLOCK, pp_reduction_block},
+    {SMP_STAGE_TENSORIZE, smp_pp_rewrite_tensorize},
 };
 
 int smp_postprocess(sch_t *s, const tn_target_t *t, smp_stage_t *stage, tn_err_t *err) {

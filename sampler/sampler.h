@@ -20,6 +20,7 @@
 #define SMP_ANN_VECTORIZE "meta_schedule.vectorize"
 #define SMP_ANN_UNROLL_EXPLICIT "meta_schedule.unroll_explicit"
 #define SMP_ANN_UNROLL_IMPLICIT "meta_schedule.unroll_implicit"
+#define SMP_ANN_AUTO_TENSORIZE "meta_schedule.auto_tensorize" /* block: an intrinsic's name */
 #define SMP_ANN_RANDOM_COMPUTE_PRODUCER "meta_schedule.random_compute_producer"
 #define SMP_ANN_AUTO_UNROLL "pragma_auto_unroll_max_step" /* on loops, read by codegen */
 #define SMP_ANN_UNROLL_EXPLICIT_PRAGMA "pragma_unroll_explicit"
@@ -54,6 +55,7 @@ typedef enum smp_stage {
   SMP_STAGE_PARALLEL_VECTORIZE_UNROLL,
   SMP_STAGE_REDUCTION_BLOCK,
   SMP_STAGE_VERIFY,        /* verify-gpu-code: the target's limits */
+  SMP_STAGE_TENSORIZE,     /* rewrite-tensorize: a block marked for an intrinsic did not match it */
   SMP_STAGE__COUNT
 } smp_stage_t;
 
@@ -72,7 +74,7 @@ int smp_sample(const ir_func_t *f, const tn_target_t *t, const sch_trace_t *trac
 /* Runs the postprocessors on a replayed schedule (records EnterPostproc
  * first).  GPU: rewrite-cooperative-fetch, rewrite-unbound-block,
  * rewrite-parallel-vectorize-unroll, rewrite-reduction-block, verify; CPU:
- * rewrite-parallel-vectorize-unroll, rewrite-reduction-block. */
+ * rewrite-parallel-vectorize-unroll, rewrite-reduction-block, rewrite-tensorize. */
 int smp_postprocess(sch_t *s, const tn_target_t *t, smp_stage_t *stage, tn_err_t *err);
 
 /* The limits verify checks, measured on a scheduled GPU function (the

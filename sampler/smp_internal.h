@@ -42,6 +42,8 @@ void smp_note(smp_state_t *st, const char *fmt, ...) __attribute__((format(print
 typedef int (*smp_rule_fn)(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err);
 
 int smp_rule_multi_level_tiling(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err);
+int smp_rule_multi_level_tiling_intrin(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,
+                                       tn_err_t *err);
 int smp_rule_inline_const_scalars(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err);
 int smp_rule_auto_inline(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err);
 int smp_rule_cross_thread_reduction(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err);
@@ -58,6 +60,9 @@ int smp_rule_random_compute_location(smp_ctx_t *c, smp_state_t *st, const char *
  * anything was bound (false: already bound or tiled).  TN_ESTATE when the
  * block has no leading data-parallel loop to bind. */
 int smp_bind_block(sch_t *s, const tn_target_t *t, const char *block, bool sample, bool *done, tn_err_t *err);
+
+/* The rewrite-tensorize postprocessor (rules_intrin.c). */
+int smp_pp_rewrite_tensorize(sch_t *s, const tn_target_t *t, tn_err_t *err);
 
 /* The verify postprocessor (verify.c). */
 int smp_verify_gpu(sch_t *s, const tn_target_t *t, tn_err_t *err);

@@ -66,6 +66,7 @@ static const rule_t cpu_rules[] = {
     {"inline-constant-scalars", smp_rule_inline_const_scalars},
     {"auto-inline", smp_rule_auto_inline},
     {"add-rfactor", smp_rule_add_rfactor},
+    {"multi-level-tiling-with-intrinsic", smp_rule_multi_level_tiling_intrin},
     {"multi-level-tiling", smp_rule_multi_level_tiling},
     {"parallel-vectorize-unroll", smp_rule_parallel_vectorize_unroll},
     {"random-compute-location", smp_rule_random_compute_location},
@@ -285,6 +286,7 @@ static const char *const stage_names[SMP_STAGE__COUNT] = {
     [SMP_STAGE_PARALLEL_VECTORIZE_UNROLL] = "rewrite-parallel-vectorize-unroll",
     [SMP_STAGE_REDUCTION_BLOCK] = "rewrite-reduction-block",
     [SMP_STAGE_VERIFY] = "verify",
+    [SMP_STAGE_TENSORIZE] = "rewrite-tensorize",
 };
 
 const char *smp_stage_name(smp_stage_t st) { return (unsigned)st < SMP_STAGE__COUNT ? stage_names[st] : "?"; }

@@ -332,6 +332,62 @@ static int ap_rfactor(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, 
   return take_uids(o, &out, 1);
 }
 
+static int ap_blockize(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o, tn_err_t *err) {
+  (void)d, (void)nd;
+  int64_t loop = 0;
+  int rc, out;
+  if ((rc = arg_rv(s, in, 0, SCH_RV_LOOP, &loop, err)) < 0 || (rc = sch_prim_blockize(s, (int)loop, &out, err)) < 0)
+    return rc;
+  return take_uids(o, &out, 1);
+}
+
+static int ap_tensorize(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o, tn_err_t *err) {
+  (void)d, (void)nd, (void)o;
+  int64_t uid = 0;
+  const char *name = NULL;
+  int rc;
+  if ((rc = arg_node(s, in, 0, &uid, err)) < 0 || (rc = attr_str(in, 0, &name, err)) < 0) return rc;
+  return sch_prim_tensorize(s, (int)uid, name, err);
+}
+
+static int ap_storage_align(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o,
+                            tn_err_t *err) {
+  (void)d, (void)nd, (void)o;
+  int64_t blk = 0, index = 0, axis = 0, factor = 0, offset = 0;
+  int rc;
+  if ((rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err)) < 0 || (rc = attr_int(in, 0, 0, &index, err)) < 0 ||
+      (rc = attr_int(in, 1, 0, &axis, err)) < 0 || (rc = attr_int(in, 2, 0, &factor, err)) < 0 ||
+      (rc = attr_int(in, 3, 0, &offset, err)) < 0)
+    return rc;
+  if (index < 0 || index > INT32_MAX || axis < 0 || axis > INT32_MAX)
+    return tn_err_set(err, TN_EINVAL, "buffer index and axis must be small non-negative integers");
+  return sch_prim_storage_align(s, (int)blk, (int)index, (int)axis, factor, offset, err);
+}
+
+static int ap_transform_layout(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o,
+                               tn_err_t *err) {
+  (void)d, (void)nd, (void)o;
+  int64_t blk = 0, index = 0;
+  const char *side = NULL;
+  int rc;
+  if ((rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err)) < 0 || (rc = attr_int(in, 0, 0, &index, err)) < 0 ||
+      (rc = attr_str(in, 1, &side, err)) < 0)
+    return rc;
+  if (strcmp(side, "read") && strcmp(side, "write"))
+    return tn_err_set(err, TN_EINVAL, "attribute 1 must be \"read\" or \"write\", got \"%s\"", side);
+  if (in->nattrs < 3 || in->attrs[2].kind != SCH_ARG_LIST || in->attrs[2].n > IR_MAX_DIMS)
+    return tn_err_set(err, TN_EINVAL, "attribute 2 must be the permutation, a list of at most %d integers", IR_MAX_DIMS);
+  int perm[IR_MAX_DIMS];
+  for (int i = 0; i < in->attrs[2].n; i++) {
+    const sch_arg_t *a = &in->attrs[2].items[i];
+    if (a->kind != SCH_ARG_INT || a->i < 0 || a->i >= IR_MAX_DIMS)
+      return tn_err_set(err, TN_EINVAL, "permutation entry %d must be an integer in 0 .. %d", i, IR_MAX_DIMS - 1);
+    perm[i] = (int)a->i;
+  }
+  if (index < 0 || index > INT32_MAX) return tn_err_set(err, TN_EINVAL, "buffer index %lld", (long long)index);
+  return sch_prim_transform_layout(s, (int)blk, (int)index, !strcmp(side, "write"), perm, in->attrs[2].n, err);
+}
+
 static int ap_sample_tile(sch_t *s, const sch_inst_t *in, const int64_t *dec, int ndec, apply_out_t *o,
                           tn_err_t *err) {
   int64_t uid = 0, n = 0, maxi = 0;
@@ -444,6 +500,10 @@ static const kind_info_t kinds[SCH_INST__COUNT] = {
     [SCH_REVERSE_COMPUTE_INLINE] = {"ReverseComputeInline", "reverse_compute_inline", 1, 1, 0, 0, SCH_RV_LOOP, false, false, ap_rinline, .checks_first = true},
     [SCH_DECOMPOSE_REDUCTION] = {"DecomposeReduction", "decompose_reduction", 2, 2, 0, 0, SCH_RV_BLOCK, false, false, ap_decompose},
     [SCH_RFACTOR] = {"RFactor", "rfactor", 1, 1, 1, 1, SCH_RV_BLOCK, false, false, ap_rfactor},
+    [SCH_BLOCKIZE] = {"Blockize", "blockize", 1, 1, 0, 0, SCH_RV_BLOCK, false, false, ap_blockize},
+    [SCH_TENSORIZE] = {"Tensorize", "tensorize", 1, 1, 1, 1, SCH_RV_BLOCK, false, false, ap_tensorize},
+    [SCH_STORAGE_ALIGN] = {"StorageAlign", "storage_align", 1, 1, 4, 4, SCH_RV_BLOCK, false, false, ap_storage_align},
+    [SCH_TRANSFORM_LAYOUT] = {"TransformLayout", "transform_layout", 1, 1, 3, 3, SCH_RV_BLOCK, false, false, ap_transform_layout},
     [SCH_SAMPLE_PERFECT_TILE] = {"SamplePerfectTile", "sample_perfect_tile", 1, 1, 2, 2, SCH_RV_EXPR, true, true, ap_sample_tile, .keeps_index = true},
     [SCH_SAMPLE_CATEGORICAL] = {"SampleCategorical", "sample_categorical", 0, 0, 2, 2, SCH_RV_EXPR, true, true, ap_sample_cat, .keeps_index = true},
     [SCH_SAMPLE_COMPUTE_LOCATION] = {"SampleComputeLocation", "sample_compute_location", 1, 1, 0, 0, SCH_RV_LOOP, true, true, ap_sample_loc, .keeps_index = true},
@@ -617,6 +677,33 @@ int sch_decompose_reduction(sch_t *s, sch_rv_t b, sch_rv_t l, sch_rv_t *out, tn_
 int sch_rfactor(sch_t *s, sch_rv_t l, int factor_axis, sch_rv_t *out, tn_err_t *err) {
   sch_arg_t in[1] = {sch_arg_rv(l)}, attrs[1] = {sch_arg_int(factor_axis)};
   return run(s, SCH_RFACTOR, in, 1, attrs, 1, out, NULL, err);
+}
+
+int sch_blockize(sch_t *s, sch_rv_t l, sch_rv_t *out, tn_err_t *err) {
+  sch_arg_t in[1] = {sch_arg_rv(l)};
+  return run(s, SCH_BLOCKIZE, in, 1, NULL, 0, out, NULL, err);
+}
+
+int sch_tensorize(sch_t *s, sch_rv_t b, const char *intrin, tn_err_t *err) {
+  sch_arg_t in[1] = {sch_arg_rv(b)}, attrs[1] = {sch_arg_str(intrin)};
+  return run(s, SCH_TENSORIZE, in, 1, attrs, 1, NULL, NULL, err);
+}
+
+int sch_storage_align(sch_t *s, sch_rv_t b, int buffer_index, int axis, int64_t factor, int64_t offset,
+                      tn_err_t *err) {
+  sch_arg_t in[1] = {sch_arg_rv(b)},
+            attrs[4] = {sch_arg_int(buffer_index), sch_arg_int(axis), sch_arg_int(factor), sch_arg_int(offset)};
+  return run(s, SCH_STORAGE_ALIGN, in, 1, attrs, 4, NULL, NULL, err);
+}
+
+int sch_transform_layout(sch_t *s, sch_rv_t b, int buffer_index, bool write, const int *perm, int n, tn_err_t *err) {
+  if (n < 0 || n > IR_MAX_DIMS) return tn_err_set(err, TN_EINVAL, "transform_layout: at most %d dimensions", IR_MAX_DIMS);
+  sch_arg_t items[IR_MAX_DIMS];
+  for (int i = 0; i < n; i++) items[i] = sch_arg_int(perm[i]);
+  sch_arg_t in[1] = {sch_arg_rv(b)},
+            attrs[3] = {sch_arg_int(buffer_index), sch_arg_str(write ? "write" : "read"),
+                        {.kind = SCH_ARG_LIST, .items = items, .n = n}};
+  return run(s, SCH_TRANSFORM_LAYOUT, in, 1, attrs, 3, NULL, NULL, err);
 }
 
 int sch_sample_perfect_tile(sch_t *s, sch_rv_t l, int n, int max_innermost, sch_rv_t *out, tn_err_t *err) {

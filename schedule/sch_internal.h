@@ -145,6 +145,15 @@ int sch_compute_location_candidates(sch_t *s, int block_uid, int **out, int *n, 
 int sch_prim_decompose_reduction(sch_t *s, int block_uid, int loop_uid, int *out, tn_err_t *err);
 int sch_prim_rfactor(sch_t *s, int loop_uid, int factor_axis, int *out, tn_err_t *err);
 
+/* tensorization (blockize.c) */
+int sch_prim_blockize(sch_t *s, int loop_uid, int *out, tn_err_t *err);
+int sch_prim_tensorize(sch_t *s, int uid, const char *intrin, tn_err_t *err);
+/* layout.c */
+int sch_prim_transform_layout(sch_t *s, int block_uid, int buffer_index, bool write, const int *perm, int n,
+                              tn_err_t *err);
+int sch_prim_storage_align(sch_t *s, int block_uid, int buffer_index, int axis, int64_t factor, int64_t offset,
+                           tn_err_t *err);
+
 /* sampling (sampling.c): pure functions of the RNG */
 /* Draws n factors whose product is extent, innermost <= max_innermost (<= 0:
  * unbounded).  Returns TN_EINVAL if impossible. */

@@ -85,6 +85,10 @@ typedef enum sch_inst_kind {
   SCH_REVERSE_COMPUTE_INLINE,/* [b] [] -> */
   SCH_DECOMPOSE_REDUCTION,   /* [b, l] [] -> b (the init block) */
   SCH_RFACTOR,               /* [l] [factor_axis] -> b (the rfactor block) */
+  SCH_BLOCKIZE,              /* [l] [] -> b (the new outer block) */
+  SCH_TENSORIZE,             /* [b|l] [intrinsic name] -> (a loop is blockized first) */
+  SCH_STORAGE_ALIGN,         /* [b] [buffer_index, axis, factor, offset] -> */
+  SCH_TRANSFORM_LAYOUT,      /* [b] [buffer_index, "read"|"write", [permutation]] -> */
   SCH_SAMPLE_PERFECT_TILE,   /* [l] [n, max_innermost_factor] -> v1..vn; decision: n ints */
   SCH_SAMPLE_CATEGORICAL,    /* [] [[candidates], [probs]] -> v; decision: index */
   SCH_SAMPLE_COMPUTE_LOCATION,/* [b] [] -> l; decision: -2 inline, -1 root, k >= 0 loop index */
@@ -205,6 +209,25 @@ int sch_compute_inline(sch_t *s, sch_rv_t block, tn_err_t *err);
 int sch_reverse_compute_inline(sch_t *s, sch_rv_t block, tn_err_t *err);
 int sch_decompose_reduction(sch_t *s, sch_rv_t block, sch_rv_t loop, sch_rv_t *out, tn_err_t *err);
 int sch_rfactor(sch_t *s, sch_rv_t loop, int factor_axis, sch_rv_t *out, tn_err_t *err);
+/* The perfect loop nest under `loop` (down to one compute block) becomes the
+ * body of a new block ("<name>_o") whose iterators are the inner block's
+ * divided by the extent the loops inside cover (its regions are over them);
+ * the inner block's bindings stay as they were, over the loops. */
+int sch_blockize(sch_t *s, sch_rv_t loop, sch_rv_t *out, tn_err_t *err);
+/* Marks a block (or the block blockize makes of a loop) for replacement by a
+ * tensor intrinsic's call (ir/intrin.h) after checking that its nest
+ * computes exactly the intrinsic's description. */
+int sch_tensorize(sch_t *s, sch_rv_t block_or_loop, const char *intrin, tn_err_t *err);
+/* Permutes the dimensions of a temporary the block reads or writes (its
+ * buffer `buffer_index` of that side): new dimension d is old dimension
+ * perm[d], in every access, region and the shape (TVM's transform_layout
+ * for index maps that are permutations). */
+int sch_transform_layout(sch_t *s, sch_rv_t block, int buffer_index, bool write, const int *perm, int n,
+                         tn_err_t *err);
+/* Pads the stride of dimension `axis` of the temporary the block writes
+ * (its write buffer `buffer_index`) to factor * n + offset elements. */
+int sch_storage_align(sch_t *s, sch_rv_t block, int buffer_index, int axis, int64_t factor, int64_t offset,
+                      tn_err_t *err);
 
 int sch_sample_perfect_tile(sch_t *s, sch_rv_t loop, int n, int max_innermost_factor,
                             sch_rv_t *out, tn_err_t *err);

@@ -4,6 +4,7 @@
  * compiles the CUDA output with NVRTC, and checks key lines of the source
  * and the launch configuration. */
 #include "codegen/codegen.h"
+#include "ir/intrin.h"
 #include "measure/measure.h"
 #include "schedule/schedule.h"
 #include "testutil.h"
@@ -266,7 +267,8 @@ static char *check_c(const ir_func_t *f, const ir_func_t *ref) {
   snprintf(so, sizeof so, "%s/k.so", dir);
   snprintf(log, sizeof log, "%s/log", dir);
   write_file(path, m->source);
-  snprintf(cmd, sizeof cmd, "cc -O2 -fopenmp -shared -fPIC -o %s %s -lm > %s 2>&1", so, path, log);
+  /* -march=native as the cc builder: tensor intrinsics use the host's vector units */
+  snprintf(cmd, sizeof cmd, "cc -O2 -march=native -fopenmp -shared -fPIC -o %s %s -lm > %s 2>&1", so, path, log);
   if (system(cmd) != 0) {
     char *l = read_small(log);
     ck_abort_msg("cc failed:\n%s\n%s", l, m->source);
@@ -461,6 +463,10 @@ static int count(const char *hay, const char *needle) {
 
 #define HAS(src, text) ck_assert_msg(strstr((src), (text)) != NULL, "missing \"%s\" in:\n%s", (text), (src))
 #define LACKS(src, text) ck_assert_msg(strstr((src), (text)) == NULL, "unexpected \"%s\" in:\n%s", (text), (src))
+/* Both texts are in src, a first. */
+#define BEFORE(src, a, b)                                                                       \
+  ck_assert_msg(strstr((src), (a)) && strstr((src), (b)) && strstr((src), (a)) < strstr((src), (b)), \
+                "expected \"%s\" before \"%s\" in:\n%s", (a), (b), (src))
 
 /* ======================================================================
  * Hand-made schedules
@@ -567,28 +573,29 @@ static ir_func_t *sched_matmul_cpu(const ir_func_t *orig, int64_t M, int64_t N, 
   return f;
 }
 
-/* square 256x160 through a local copy of A: per i_0 (2, parallel) 128x160
- * floats (80 KiB: on the heap at the loop), or the whole 256x160 at the top. */
-static ir_func_t *sched_square_cache(const ir_func_t *orig, bool outer) {
+/* square 256x160 through a copy of A (of the given scope): per i_0 (2
+ * iterations of kind `outer`) 128x160 floats (80 KiB: too big for the
+ * stack), or with outer < 0 the whole 256x160 at the top. */
+static ir_func_t *sched_square_cache(const ir_func_t *orig, int outer, ir_scope_t scope) {
   ir_func_t *f = ir_func_copy(orig);
   ir_buffer_t *A = f->params[0], *B = f->params[1];
-  int64_t shape[2] = {256, 160}, rows = outer ? 128 : 256;
-  ir_buffer_t *Al = ir_buffer_new(f, "A_local", IR_FLOAT32, 2, shape, IR_SCOPE_LOCAL, IR_BUF_TEMP);
+  int64_t shape[2] = {256, 160}, rows = outer >= 0 ? 128 : 256;
+  ir_buffer_t *Al = ir_buffer_new(f, "A_local", IR_FLOAT32, 2, shape, scope, IR_BUF_TEMP);
   add_allocs(f, &Al, 1);
   ir_var_t *i0 = ir_var_new(f, "i_0", IR_INT32), *a0 = ir_var_new(f, "ax0", IR_INT32),
            *a1 = ir_var_new(f, "ax1", IR_INT32), *i1 = ir_var_new(f, "i_1", IR_INT32),
            *j = ir_var_new(f, "j", IR_INT32);
   ir_var_t *cv[2] = {ir_var_new(f, "v0", IR_INT32), ir_var_new(f, "v1", IR_INT32)};
   ir_var_t *bv[2] = {ir_var_new(f, "v_i", IR_INT32), ir_var_new(f, "v_j", IR_INT32)};
-  ir_expr_t *cb[2] = {outer ? mad(f, i0, 128, a0) : V(f, a0), V(f, a1)};
-  ir_expr_t *bb[2] = {outer ? mad(f, i0, 128, i1) : V(f, i1), V(f, j)};
+  ir_expr_t *cb[2] = {outer >= 0 ? mad(f, i0, 128, a0) : V(f, a0), V(f, a1)};
+  ir_expr_t *bb[2] = {outer >= 0 ? mad(f, i0, 128, i1) : V(f, i1), V(f, j)};
   ir_stmt_t *copy = block(f, "A_local", 2, cv, shape, "SS", cb, NULL,
                           store2(f, Al, cv[0], cv[1], load2(f, A, cv[0], cv[1])));
   ir_expr_t *sq = ir_bin(f, IR_E_MUL, load2(f, Al, bv[0], bv[1]), load2(f, Al, bv[0], bv[1]));
   ir_stmt_t *comp = block(f, "B", 2, bv, shape, "SS", bb, NULL, store2(f, B, bv[0], bv[1], sq));
   ir_stmt_t *body = seq2(f, loop(f, a0, rows, 0, NULL, loop(f, a1, 160, 0, NULL, copy)),
                          loop(f, i1, rows, 0, NULL, loop(f, j, 160, 0, NULL, comp)));
-  set_root(f, outer ? loop(f, i0, 2, IR_LOOP_PARALLEL, NULL, body) : body);
+  set_root(f, outer >= 0 ? loop(f, i0, 2, (ir_loop_kind_t)outer, NULL, body) : body);
   return f;
 }
 
@@ -747,19 +754,60 @@ START_TEST(test_c_matmul_local) {
 }
 END_TEST
 
+/* A temporary too big for the stack is malloc'ed once per thread at the
+ * start of the parallel loop's OpenMP region, once per call at the entry
+ * when no parallel loop encloses it, and at every iteration only under a
+ * vectorized loop (whose lanes must not share it); in each case sized to the
+ * 128 x 160 rows one iteration of i_0 uses, whatever the buffer's scope. */
 START_TEST(test_c_big_caches_on_heap) {
   ir_workload_t *w = load_wl("square.tw", "M=256,N=160");
-  ir_func_t *f = sched_square_cache(w->func, true);
+  const ir_scope_t scopes[2] = {IR_SCOPE_LOCAL, IR_SCOPE_GLOBAL};
+  for (int k = 0; k < 2; k++) {
+    ir_func_t *f = sched_square_cache(w->func, IR_LOOP_PARALLEL, scopes[k]);
+    char *src = check_c(f, w->func);
+    HAS(src, "  #pragma omp parallel\n  {\n"
+             "    float *A_local = (float *)malloc(sizeof(float) * 20480);  /* one per thread */\n"
+             "    if (!(A_local)) {\n    #pragma omp atomic write\n      tuned_status = -1;\n    }\n"
+             "    #pragma omp for\n    for (int i_0 = 0; i_0 < 2; ++i_0) {\n      if (A_local) {\n");
+    HAS(src, "A_local[ax0 * 160 + v1] = A[v0 * 160 + v1];"); /* rows rebased to i_0 * 128 */
+    HAS(src, "    free(A_local);\n  }\n  return tuned_status;");
+    LACKS(src, "omp parallel for");
+    free(src);
+    ir_func_free(f);
+
+    f = sched_square_cache(w->func, -1, scopes[k]);
+    src = check_c(f, w->func);
+    HAS(src, "float *A_local = (float *)malloc(sizeof(float) * 40960);");
+    HAS(src, "if (!A_local) {");
+    free(src);
+    ir_func_free(f);
+  }
+  /* placement does not depend on the scope: global only from here */
+  ir_func_t *f = sched_square_cache(w->func, IR_LOOP_SERIAL, IR_SCOPE_GLOBAL);
   char *src = check_c(f, w->func);
-  HAS(src, "float *A_local = (float *)malloc(sizeof(float) * 20480);");
+  HAS(src, "  int tuned_status = 0;\n  float *A_local = (float *)malloc(sizeof(float) * 20480);\n"
+           "  if (!A_local) {\n");
+  free(src);
+  ir_func_free(f);
+
+  f = sched_square_cache(w->func, IR_LOOP_VECTORIZED, IR_SCOPE_GLOBAL);
+  src = check_c(f, w->func);
+  HAS(src, "  for (int i_0 = 0; i_0 < 2; ++i_0) {\n"
+           "    float *A_local = (float *)malloc(sizeof(float) * 20480);\n    if (A_local) {\n");
   HAS(src, "tuned_status = -1;");
   HAS(src, "free(A_local);");
   free(src);
   ir_func_free(f);
-  f = sched_square_cache(w->func, false);
+
+  /* under the parallel loop and a (unit) vectorized one: per iteration, and
+   * a thread whose malloc fails sets the status atomically */
+  f = sched_square_cache(w->func, IR_LOOP_PARALLEL, IR_SCOPE_GLOBAL);
+  ir_loop_t *i0 = &f->root->u.block.body->u.loop;
+  i0->body = loop(f, ir_var_new(f, "u", IR_INT32), 1, IR_LOOP_VECTORIZED, NULL, i0->body);
   src = check_c(f, w->func);
-  HAS(src, "float *A_local = (float *)malloc(sizeof(float) * 40960);");
-  HAS(src, "if (!A_local) {");
+  HAS(src, "  #pragma omp parallel for\n  for (int i_0 = 0; i_0 < 2; ++i_0) {\n    {\n      int u = 0;\n"
+           "      float *A_local = (float *)malloc(sizeof(float) * 20480);\n");
+  HAS(src, "} else {\n      #pragma omp atomic write\n        tuned_status = -1;\n");
   free(src);
   ir_func_free(f);
   ir_workload_free(w);
@@ -1246,6 +1294,30 @@ static sch_t *tile_promote(const ir_func_t *f, int64_t ti, int64_t tj) {
   return s;
 }
 
+/* MetaSchedule's CPU multi-level tiling (SSRSRS) of matmul: i_0 j_0 i_1 j_1
+ * k_0 i_2 j_2 k_1 i_3 j_3 with i_0 j_0 fused and parallel, i_3 unrolled,
+ * j_3 vectorized, a global write cache at j_1 (its tile: (i_2 i_3) x (j_2
+ * j_3)), the reduction decomposed at k_0. */
+static sch_t *mlt_cpu(const ir_func_t *f, const int64_t fi[4], const int64_t fj[4], const int64_t fk[2]) {
+  sch_t *s = sch_create(f, 1);
+  sch_rv_t b, l[3], is[4], js[4], ks[2], cw, init;
+  int n;
+  SCH_OK(sch_get_block(s, "C", &b, err));
+  SCH_OK(sch_get_loops(s, b, l, &n, err));
+  sch_split_n(s, l[0], fi, 4, is);
+  sch_split_n(s, l[1], fj, 4, js);
+  sch_split_n(s, l[2], fk, 2, ks);
+  sch_rv_t order[10] = {is[0], js[0], is[1], js[1], ks[0], is[2], js[2], ks[1], is[3], js[3]};
+  SCH_OK(sch_reorder(s, order, 10, err));
+  SCH_OK(sch_cache_write(s, b, 0, "global", &cw, err));
+  SCH_OK(sch_reverse_compute_at(s, cw, js[1], true, err));
+  SCH_OK(sch_parallel(s, fuse2(s, is[0], js[0]), err));
+  SCH_OK(sch_unroll(s, is[3], err));
+  SCH_OK(sch_vectorize(s, js[3], err));
+  SCH_OK(sch_decompose_reduction(s, b, ks[0], &init, err));
+  return s;
+}
+
 /* softmax with every stage computed at the rows' blockIdx loop, each
  * reduction across 32 threads. */
 static sch_t *softmax_rows(const ir_func_t *f) {
@@ -1332,7 +1404,10 @@ START_TEST(test_schedule_module_cpu) {
   sch_free(s);
   s = tile_cpu(w->func, "global");
   src = check_c(sch_func(s), w->func);
-  HAS(src, "float *C_global = (float *)malloc(sizeof(float) * 3072);");
+  /* the write cache is the 8 x 16 tile of one (i_0, j_0), not the whole C */
+  HAS(src, "float C_global[128];");
+  HAS(src, "C[v0 * 48 + v1] = C_global[ax0 * 16 + ax1];");
+  LACKS(src, "malloc(");
   free(src);
   sch_free(s);
   ir_workload_free(w);
@@ -1361,6 +1436,87 @@ START_TEST(test_c_promoted_accumulators) {
   src = check_c(w->func, w->func);
   ck_assert_msg(!strstr(src, "tuned_acc"), "%s", src);
   free(src);
+  /* k_0 i_1 k_1 j_1 with k_1 unrolled: the tile spans both reduction loops */
+  s = tile_cpu(w->func, "local");
+  src = check_c(sch_func(s), w->func);
+  HAS(src, "float tuned_acc0[128];");
+  HAS(src, "tuned_acc0[(i_1) * 16 + j_1] = C_local[i_1 * 16 + j_1];");
+  BEFORE(src, "float tuned_acc0[128];", "for (int k_0 = 0; k_0 < 5; ++k_0) {");
+  free(src);
+  sch_free(s);
+  ir_workload_free(w);
+
+  /* bfloat16 accumulation rounds at every update: never promoted */
+  w = text_wl("param M = 8, N = 16, K = 12\ninput A: bfloat16[M, K]\ninput B: bfloat16[K, N]\n"
+              "output C: bfloat16[M, N]\nC[i, j] = sum(k < K: A[i, k] * B[k, j])\n");
+  s = tile_promote(w->func, 4, 16);
+  src = check_c(sch_func(s), w->func);
+  LACKS(src, "tuned_acc");
+  free(src);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* A multi-level tiling with spatial loops between its reduction loops:
+ * the accumulators are promoted around k_0 when the tile that k_0 spans
+ * fits in registers (loaded and stored once per tile, whatever k_1's
+ * extent), else around k_1 even when k_1 has only 2 iterations; the global
+ * write cache is the (i_2 i_3) x (j_2 j_3) tile, on the stack of each
+ * iteration of the parallel loop. */
+START_TEST(test_c_promoted_across_reduction_loops) {
+  ir_workload_t *w = load_wl("matmul.tw", "M=64,N=48,K=20");
+  static const int64_t fi[4] = {2, 2, 2, 8}, fj[4] = {2, 2, 3, 4}, fk[2] = {10, 2};
+  sch_t *s = mlt_cpu(w->func, fi, fj, fk);
+  char *src = check_c(sch_func(s), w->func);
+  HAS(src, "float C_global[192];"); /* 16 x 12 */
+  LACKS(src, "malloc(");
+  HAS(src, "float tuned_acc0[192];"); /* 2 x 3 x 8 x 4 */
+  HAS(src, "tuned_acc0[(((i_2) * 3 + j_2) * 8 + i_3) * 4 + j_3] = tuned_acc0[(((i_2) * 3 + j_2) * 8 + i_3) * 4 + j_3] + ");
+  BEFORE(src, "float tuned_acc0[192];", "for (int k_0 = 0; k_0 < 10; ++k_0) {");
+  BEFORE(src, "for (int k_0 = 0; k_0 < 10; ++k_0) {", "for (int k_1 = 0; k_1 < 2; ++k_1) {");
+  /* loaded once, from the tile rebased to start at 0 and indexed by one flat sum */
+  ck_assert_int_eq(count(src, "tuned_acc0[(((i_2) * 3 + j_2) * 8 + i_3) * 4 + j_3] = C_global["), 1);
+  HAS(src, "tuned_acc0[(((i_2) * 3 + j_2) * 8 + i_3) * 4 + j_3] = C_global[i_2 * 96 + i_3 * 12 + j_2 * 4 + j_3];");
+  free(src);
+  sch_free(s);
+
+  static const int64_t gi[4] = {2, 1, 4, 8}, gj[4] = {2, 1, 6, 4};
+  s = mlt_cpu(w->func, gi, gj, fk);
+  src = check_c(sch_func(s), w->func);
+  HAS(src, "float C_global[768];"); /* 32 x 24 */
+  HAS(src, "float tuned_acc0[32];"); /* 8 x 4: 32 x 24 is too many registers */
+  BEFORE(src, "for (int j_2 = 0; j_2 < 6; ++j_2) {", "float tuned_acc0[32];");
+  BEFORE(src, "float tuned_acc0[32];", "for (int k_1 = 0; k_1 < 2; ++k_1) {");
+  free(src);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* A temporary that a reduction over loop j updates is live across j's
+ * iterations although all its uses are under j: it is allocated above j
+ * (a copy per iteration of j would lose the partial sums). */
+START_TEST(test_c_temp_carried_by_reduction) {
+  ir_workload_t *w = text_wl("param M = 6, N = 40\ninput A: float32[M, N]\ntemp T: float32[M]\n"
+                             "output B: float32[M]\nT[i] = sum(j < N: A[i, j])\nB[i] = T[i] * 2.0\n");
+  ir_func_t *f = ir_func_copy(w->func);
+  ir_buffer_t *A = f->params[0], *B = f->params[1], *T = f->root->u.block.allocs[0];
+  ck_assert_str_eq(T->name, "T");
+  ir_var_t *i = ir_var_new(f, "i", IR_INT32), *j = ir_var_new(f, "j", IR_INT32);
+  ir_var_t *tv[2] = {ir_var_new(f, "v_i", IR_INT32), ir_var_new(f, "v_j", IR_INT32)}, *bv = ir_var_new(f, "w_i", IR_INT32);
+  int64_t text[2] = {6, 40}, bext = 6;
+  ir_expr_t *tb[2] = {V(f, i), V(f, j)}, *bb = V(f, i), *ti = V(f, tv[0]), *bi = V(f, bv);
+  ir_stmt_t *tblk = block(f, "T", 2, tv, text, "SR", tb, ir_store(f, T, &ti, 1, ir_float(f, IR_FLOAT32, 0)),
+                          ir_store(f, T, &ti, 1, add(f, ir_load(f, T, &ti, 1), load2(f, A, tv[0], tv[1]))));
+  /* B is written at every j: the last write, after the whole sum, stays */
+  ir_stmt_t *bblk = block(f, "B", 1, &bv, &bext, "S", &bb, NULL,
+                          ir_store(f, B, &bi, 1, ir_bin(f, IR_E_MUL, ir_load(f, T, &bi, 1), ir_float(f, IR_FLOAT32, 2))));
+  set_root(f, loop(f, i, 6, IR_LOOP_PARALLEL, NULL, loop(f, j, 40, IR_LOOP_SERIAL, NULL, seq2(f, tblk, bblk))));
+  char *src = check_c(f, w->func);
+  HAS(src, "for (int i = 0; i < 6; ++i) {\n    float T[1];\n    for (int j = 0; j < 40; ++j) {");
+  free(src);
+  ir_func_free(f);
   ir_workload_free(w);
 }
 END_TEST
@@ -1495,6 +1651,113 @@ START_TEST(test_names_and_targets) {
 }
 END_TEST
 
+/* ---- tensor intrinsics ---------------------------------------------------------- */
+
+
+/* matmul (or batch matmul: `batch` leading loops) tiled for an MR x NR
+ * intrinsic with uneven splits (i by mr, j by nr, k by kc), the reduction
+ * decomposed and the k1 i1 j1 nest tensorized; `gpu` binds j0 and i0. */
+static ir_func_t *sched_matmul_intrin(const ir_func_t *orig, int batch, const char *intrin, int mr, int nr, int kc,
+                                      bool gpu, bool pack) {
+  sch_t *s = sch_create(orig, 1);
+  sch_rv_t b, l[8], ip[2], jp[2], kp[2], init;
+  int nl = 0;
+  SCH_OK(sch_get_block(s, "C", &b, err));
+  SCH_OK(sch_get_loops(s, b, l, &nl, err));
+  sch_arg_t fi[2] = {sch_arg_none(), sch_arg_int(mr)}, fj[2] = {sch_arg_none(), sch_arg_int(nr)},
+            fk[2] = {sch_arg_none(), sch_arg_int(kc)};
+  SCH_OK(sch_split(s, l[batch], fi, 2, ip, err));
+  SCH_OK(sch_split(s, l[batch + 1], fj, 2, jp, err));
+  SCH_OK(sch_split(s, l[batch + 2], fk, 2, kp, err));
+  sch_rv_t order[6] = {jp[0], ip[0], kp[0], kp[1], ip[1], jp[1]};
+  SCH_OK(sch_reorder(s, order, 6, err));
+  if (gpu) {
+    SCH_OK(sch_bind(s, jp[0], "blockIdx.x", err));
+    SCH_OK(sch_bind(s, ip[0], "threadIdx.x", err));
+  }
+  if (pack) { /* B's panel copied under k0, rows padded to 64 n + 16 floats */
+    sch_rv_t cache;
+    SCH_OK(sch_cache_read(s, b, 1, "local", &cache, err));
+    SCH_OK(sch_compute_at(s, cache, kp[0], true, err));
+    const ir_buffer_t *bb = orig->params[1];
+    if (bb->ndim == batch + 2 && bb->shape[batch] != orig->params[0]->shape[batch + 1]) { /* B[.., N, K]: transpose */
+      int perm[3] = {0, 1, 2};
+      perm[batch] = batch + 1, perm[batch + 1] = batch;
+      SCH_OK(sch_transform_layout(s, cache, 0, true, perm, batch + 2, err));
+    }
+    SCH_OK(sch_storage_align(s, cache, 0, batch, 64, 16, err));
+  }
+  SCH_OK(sch_decompose_reduction(s, b, kp[0], &init, err));
+  SCH_OK(sch_tensorize(s, kp[1], intrin, err));
+  ir_func_t *f = ir_func_copy(sch_func(s));
+  sch_free(s);
+  return f;
+}
+
+START_TEST(test_c_tensor_intrinsics) {
+  static const struct {
+    const char *wl, *sets, *intrin;
+    int batch, mr, nr, kc;
+    bool pack;
+    const char *text; /* in the source */
+  } cases[] = {
+      {"matmul.tw", "M=48,N=32,K=40", "f32_fma_6x16_avx2", 0, 6, 16, 8, false, "A + ("},  /* whole tiles */
+      {"matmul.tw", "M=61,N=37,K=29", "f32_fma_6x16_avx2", 0, 6, 16, 8, false, "tuned_min_i32(6, "}, /* tails of i, j, k */
+      {"matmul.tw", "M=7,N=50,K=3", "f32_fma_4x24_avx2", 0, 4, 24, 16, false, "tuned_min_i32(4, "}, /* k < its tile */
+      {"matmul.tw", "M=20,N=16,K=9", "f32_fma_8x8_avx2", 0, 8, 8, 9, false, "C + ("},
+      {"batch_matmul.tw", "BATCH=3,M=10,N=33,K=17", "f32_fma_2x32_avx2", 1, 2, 32, 5, false, "B + ("},
+      /* B packed: a panel of KC x NR floats per tile; rows of 32 floats padded to 80 (64 n + 16) */
+      {"matmul.tw", "M=61,N=37,K=29", "f32_fma_6x16_avx2", 0, 6, 16, 8, true, "float B_local[128];"},
+      {"batch_matmul.tw", "BATCH=2,M=12,N=40,K=9", "f32_fma_2x32_avx2", 1, 2, 32, 4, true, "ax1 * 80 + ax2]"},
+      /* B transposed (N x K), packed as K x N */
+      {"matmul_bt.tw", "M=23,N=45,K=19", "f32_fma_6x16_avx2", 0, 6, 16, 8, true, "B_local + ("},
+      /* AVX-512 (skipped where the host has none) */
+      {"matmul.tw", "M=36,N=64,K=20", "f32_fma_12x32_avx512", 0, 12, 32, 8, false, "_mm512_fmadd_ps("},
+      {"matmul.tw", "M=29,N=70,K=13", "f32_fma_6x64_avx512", 0, 6, 64, 8, true, "B_local[ax0 * 80 + ax1]"},
+      {"batch_matmul.tw", "BATCH=2,M=9,N=31,K=5", "f32_fma_8x32_avx512", 1, 8, 32, 4, false, "_mm512_maskz_loadu_ps("},
+      {"matmul.tw", "M=5,N=100,K=7", "f32_fma_4x64_avx512", 0, 4, 64, 16, false, "tuned_min_i32(4, "},
+  };
+  const ir_intrin_t *any = ir_intrin_find("f32_fma_6x16_avx2");
+  ck_assert_ptr_nonnull(any);
+  if (!ir_intrin_host_supports(any)) {
+    fprintf(stderr, "test_c_tensor_intrinsics: skipped, this CPU has no AVX2+FMA\n");
+    return;
+  }
+  for (size_t i = 0; i < TN_ARRAY_LEN(cases); i++) {
+    if (!ir_intrin_host_supports(ir_intrin_find(cases[i].intrin))) {
+      fprintf(stderr, "test_c_tensor_intrinsics: %s skipped, this CPU lacks %s\n", cases[i].intrin,
+              ir_intrin_find(cases[i].intrin)->features);
+      continue;
+    }
+    ir_workload_t *w = load_wl(cases[i].wl, cases[i].sets);
+    ir_func_t *f = sched_matmul_intrin(w->func, cases[i].batch, cases[i].intrin, cases[i].mr, cases[i].nr, cases[i].kc,
+                                       false, cases[i].pack);
+    char *src = check_c(f, w->func);
+    char call[96];
+    snprintf(call, sizeof call, "tuned_intrin_%s(", cases[i].intrin);
+    ck_assert_int_eq(count(src, call), 2); /* the definition and the one call */
+    HAS(src, "#include <immintrin.h>\n");
+    HAS(src, ir_intrin_find(cases[i].intrin)->lanes == 16 ? "_mm512_fmadd_ps(" : "_mm256_fmadd_ps(");
+    HAS(src, cases[i].text);
+    free(src);
+    ir_func_free(f);
+    ir_workload_free(w);
+  }
+}
+END_TEST
+
+START_TEST(test_gpu_tensor_intrinsic_refused) {
+  ir_workload_t *w = load_wl("matmul.tw", "M=12,N=16,K=8");
+  ir_func_t *f = sched_matmul_intrin(w->func, 0, "f32_fma_6x16_avx2", 6, 16, 8, true, false);
+  cg_module_t *m = NULL;
+  tn_err_t err = {0};
+  ck_assert_int_ne(cg_lower(f, CG_TARGET_OPENCL, "kern", &m, &err), 0);
+  ck_assert_msg(strstr(err.msg, "intrinsic f32_fma_6x16_avx2 has no implementation in opencl code"), "%s", err.msg);
+  ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("codegen");
   TCase *c = tcase_create("c");
@@ -1506,6 +1769,8 @@ static Suite *make_suite(void) {
   tcase_add_test(c, test_c_big_caches_on_heap);
   tcase_add_test(c, test_c_gpu_schedules_run_serially);
   tcase_add_test(c, test_names_and_targets);
+  tcase_add_test(c, test_c_tensor_intrinsics);
+  tcase_add_test(c, test_gpu_tensor_intrinsic_refused);
   suite_add_tcase(s, c);
   TCase *g = tcase_create("gpu");
   tcase_set_timeout(g, 300);
@@ -1526,6 +1791,8 @@ static Suite *make_suite(void) {
   tcase_add_test(sc, test_schedule_module_gpu);
   tcase_add_test(sc, test_schedule_module_cpu);
   tcase_add_test(sc, test_c_promoted_accumulators);
+  tcase_add_test(sc, test_c_promoted_across_reduction_loops);
+  tcase_add_test(sc, test_c_temp_carried_by_reduction);
   suite_add_tcase(s, sc);
   TCase *e = tcase_create("errors");
   tcase_add_test(e, test_errors);

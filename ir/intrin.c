@@ -1,0 +1,525 @@
+/* intrin.c — the registry of tensor intrinsics and the structural match of a
+ * block nest against an intrinsic's description (see intrin.h). */
+#include "ir/intrin.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/analysis.h"
+
+/* ---- the registry ---------------------------------------------------------- */
+
+/* C[MR, NR] += A[MR, K] B[K, NR]: the outer product over vector registers that
+ * BLIS-style micro-kernels are built from.  K is free: the call runs the whole
+ * inner reduction with the accumulators in registers. */
+#define MM_DESC(MR, NR)                                                                                  \
+  "# C[MR, NR] += A[MR, K] * B[K, NR], K given at run time\n"                                          \
+  "param MR = " #MR ", NR = " #NR ", K = 4\n"                                                           \
+  "input A: float32[MR, K]\n"                                                                           \
+  "input B: float32[K, NR]\n"                                                                           \
+  "output C: float32[MR, NR]\n"                                                                         \
+  "C[i, j] = sum(k < K: A[i, k] * B[k, j])\n"
+
+#define MM_AVX2(MR, NR)                                                                                  \
+  {"f32_fma_" #MR "x" #NR "_avx2",                                                                      \
+   "float32 C[" #MR "x" #NR "] += A[" #MR "xK] B[Kx" #NR "], accumulators in ymm registers (AVX2+FMA)",  \
+   MM_DESC(MR, NR), "k", "C.j B.j", "avx2 fma", MR, NR, 8}
+#define MM_AVX512(MR, NR)                                                                                \
+  {"f32_fma_" #MR "x" #NR "_avx512",                                                                    \
+   "float32 C[" #MR "x" #NR "] += A[" #MR "xK] B[Kx" #NR "], accumulators in zmm registers (AVX-512F)",  \
+   MM_DESC(MR, NR), "k", "C.j B.j", "avx512f", MR, NR, 16}
+
+/* AVX-512 has 32 zmm registers: MR * NR / 16 accumulators plus NR / 16 for
+ * a row of B (the broadcast of A is an operand of the FMA).  AVX2 has 16 ymm
+ * registers: MR * NR / 8 accumulators plus NR / 8 for B and one broadcast of
+ * A: 6x16 (12 accumulators) is the classic shape, 4x24 the other; the
+ * smaller ones fit extents that 6 and 24 do not divide.  FMA latency x 2
+ * ports needs ~10 accumulators in flight: 8 cap the speed.  Hosts with
+ * AVX-512 take its shapes first (the rule picks the first two that fit). */
+static const ir_intrin_t registry[] = {
+    MM_AVX512(12, 32),
+    MM_AVX512(6, 64),
+    MM_AVX512(8, 32),
+    MM_AVX512(4, 64),
+    MM_AVX2(6, 16),
+    MM_AVX2(4, 24),
+    MM_AVX2(4, 16),
+    MM_AVX2(8, 8),
+    MM_AVX2(2, 32),
+};
+
+int ir_intrin_count(void) { return (int)(sizeof registry / sizeof registry[0]); }
+
+const ir_intrin_t *ir_intrin_at(int i) { return i >= 0 && i < ir_intrin_count() ? &registry[i] : NULL; }
+
+const ir_intrin_t *ir_intrin_find(const char *name) {
+  for (int i = 0; name && i < ir_intrin_count(); i++)
+    if (!strcmp(registry[i].name, name)) return &registry[i];
+  return NULL;
+}
+
+static bool host_has(const char *feat) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (!strcmp(feat, "avx2")) return __builtin_cpu_supports("avx2");
+  if (!strcmp(feat, "fma")) return __builtin_cpu_supports("fma");
+  if (!strcmp(feat, "avx512f")) return __builtin_cpu_supports("avx512f");
+#endif
+  (void)feat;
+  return false;
+}
+
+bool ir_intrin_host_supports(const ir_intrin_t *in) {
+  const char *p = in->features;
+  while (*p) {
+    while (*p == ' ') p++;
+    size_t n = strcspn(p, " ");
+    if (!n) break;
+    char feat[32];
+    if (n >= sizeof feat) return false;
+    memcpy(feat, p, n);
+    feat[n] = 0;
+    if (!host_has(feat)) return false;
+    p += n;
+  }
+  return true;
+}
+
+int ir_intrin_desc(const ir_intrin_t *in, ir_workload_t **out, tn_err_t *err) {
+  char path[96];
+  snprintf(path, sizeof path, "intrinsic %s", in->name);
+  return ir_workload_parse(path, in->desc, strlen(in->desc), NULL, 0, out, err);
+}
+
+/* ---- matching ---------------------------------------------------------------- */
+
+static const ir_stmt_t *strip_seq(const ir_stmt_t *s) {
+  while (s && s->kind == IR_S_SEQ && s->u.seq.n == 1) s = s->u.seq.items[0];
+  return s;
+}
+
+/* The description's buffers bound to the program's, with the index list of
+ * the (single) access of each on both sides. */
+typedef struct binding {
+  int n;                  /* description buffer ids 0 .. n */
+  ir_buffer_t **to;
+  ir_expr_t *const **didx, *const **aidx;
+} binding_t;
+
+static bool idx_equal(ir_expr_t *const *a, ir_expr_t *const *b, int n) {
+  for (int i = 0; i < n; i++)
+    if (!ir_expr_equal(a[i], b[i])) return false;
+  return true;
+}
+
+static bool bind_access(binding_t *bd, const ir_buffer_t *d, ir_expr_t *const *didx, ir_buffer_t *a,
+                        ir_expr_t *const *aidx) {
+  if (d->id < 0 || d->id >= bd->n || d->dtype != a->dtype) return false;
+  if (bd->to[d->id]) /* the same buffer, the same element on both sides */
+    return bd->to[d->id] == a && idx_equal(bd->didx[d->id], didx, d->ndim) && idx_equal(bd->aidx[d->id], aidx, a->ndim);
+  for (int i = 0; i < bd->n; i++)
+    if (bd->to[i] == a) return false; /* two operands cannot share a buffer */
+  bd->to[d->id] = a;
+  bd->didx[d->id] = didx;
+  bd->aidx[d->id] = aidx;
+  return true;
+}
+
+static void bind_save(const binding_t *bd, binding_t *copy) {
+  memcpy(copy->to, bd->to, sizeof bd->to[0] * (size_t)bd->n);
+  memcpy(copy->didx, bd->didx, sizeof bd->didx[0] * (size_t)bd->n);
+  memcpy(copy->aidx, bd->aidx, sizeof bd->aidx[0] * (size_t)bd->n);
+}
+
+static bool match_expr(binding_t *bd, const ir_expr_t *d, const ir_expr_t *a);
+
+/* Commutative operators match either way round. */
+static bool match_commuted(binding_t *bd, const ir_expr_t *d, const ir_expr_t *a) {
+  binding_t saved = {bd->n, NULL, NULL, NULL};
+  ir_buffer_t *to[IR_INTRIN_MAX_OPERANDS * 4];
+  ir_expr_t *const *di[IR_INTRIN_MAX_OPERANDS * 4], *const *ai[IR_INTRIN_MAX_OPERANDS * 4];
+  if (bd->n > (int)(sizeof to / sizeof to[0])) return false;
+  saved.to = to, saved.didx = di, saved.aidx = ai;
+  bind_save(bd, &saved);
+  if (match_expr(bd, d->u.bin.a, a->u.bin.a) && match_expr(bd, d->u.bin.b, a->u.bin.b)) return true;
+  bind_save(&saved, bd);
+  if (match_expr(bd, d->u.bin.a, a->u.bin.b) && match_expr(bd, d->u.bin.b, a->u.bin.a)) return true;
+  bind_save(&saved, bd);
+  return false;
+}
+
+static bool match_expr(binding_t *bd, const ir_expr_t *d, const ir_expr_t *a) {
+  if (!d || !a || d->kind != a->kind || d->dtype != a->dtype) return false;
+  switch (d->kind) {
+  case IR_E_INT: return d->u.ival == a->u.ival;
+  case IR_E_FLOAT: return d->u.fval == a->u.fval;
+  case IR_E_VAR: return false; /* iterators in values: not in any description */
+  case IR_E_LOAD: return bind_access(bd, d->u.load.buf, d->u.load.idx, a->u.load.buf, a->u.load.idx);
+  case IR_E_ADD:
+  case IR_E_MUL:
+  case IR_E_MIN:
+  case IR_E_MAX: return match_commuted(bd, d, a);
+  default: break;
+  }
+  const ir_expr_t *dk[IR_EXPR_MAX_CHILDREN], *ak[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(d, dk);
+  if (ir_expr_children(a, ak) != n) return false;
+  if (d->kind == IR_E_CALL && d->u.call.fn != a->u.call.fn) return false;
+  for (int i = 0; i < n; i++)
+    if (!match_expr(bd, dk[i], ak[i])) return false;
+  return true;
+}
+
+/* Row-major element strides of a buffer. */
+static void row_strides(const ir_buffer_t *b, int64_t *st) {
+  int64_t s = 1;
+  for (int d = b->ndim - 1; d >= 0; d--) {
+    st[d] = s;
+    s *= b->shape[d];
+  }
+}
+
+typedef struct nest {
+  const ir_loop_t **loops;
+  int n;
+} nest_t;
+
+/* outer's body: loops down to one compute block. */
+static int inner_nest(const ir_block_t *outer, const ir_intrin_t *in, nest_t *ns, const ir_block_t **inner,
+                      tn_err_t *err) {
+  int cap = 8;
+  ns->loops = tn_xmalloc(sizeof ns->loops[0] * (size_t)cap);
+  ns->n = 0;
+  const ir_stmt_t *s = strip_seq(outer->body);
+  while (s && s->kind == IR_S_LOOP) {
+    const ir_loop_t *l = &s->u.loop;
+    if (l->kind == IR_LOOP_PARALLEL || l->kind == IR_LOOP_THREAD)
+      return tn_err_set(err, TN_EINVAL,
+                        "block \"%s\" cannot take intrinsic %s: loop %s inside it is %s (the call runs the nest "
+                        "on one thread)",
+                        outer->name, in->name, l->var->name, l->kind == IR_LOOP_PARALLEL ? "parallel" : "bound to a thread");
+    if (ns->n == cap) ns->loops = tn_xrealloc(ns->loops, sizeof ns->loops[0] * (size_t)(cap *= 2));
+    ns->loops[ns->n++] = l;
+    s = strip_seq(l->body);
+  }
+  if (!s || s->kind != IR_S_BLOCK || !s->u.block.body || s->u.block.body->kind != IR_S_STORE)
+    return tn_err_set(err, TN_EINVAL,
+                      "block \"%s\" cannot take intrinsic %s: its body must be a perfect loop nest around one "
+                      "compute block (blockize the loop above the tile)",
+                      outer->name, in->name);
+  *inner = &s->u.block;
+  if ((*inner)->init)
+    return tn_err_set(err, TN_EINVAL,
+                      "block \"%s\" cannot take intrinsic %s: block \"%s\" still has its init (decompose the "
+                      "reduction first)",
+                      outer->name, in->name, (*inner)->name);
+  return TN_OK;
+}
+
+/* Whether the name is in a space-separated list. */
+static bool in_list(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; (p = strstr(p, name)); p += n)
+    if ((p == list || p[-1] == ' ') && (p[n] == 0 || p[n] == ' ' || p[n] == '.')) return true;
+  return false;
+}
+
+/* Splits conjunctions. */
+static void conjuncts(ir_expr_t *e, ir_expr_t ***out, int *n, int *cap) {
+  if (!e) return;
+  if (e->kind == IR_E_AND) {
+    conjuncts(e->u.bin.a, out, n, cap);
+    conjuncts(e->u.bin.b, out, n, cap);
+    return;
+  }
+  if (*n == *cap) *out = tn_xrealloc(*out, sizeof (*out)[0] * (size_t)(*cap = *cap ? *cap * 2 : 8));
+  (*out)[(*n)++] = e;
+}
+
+static ir_expr_t *and_expr(ir_func_t *f, ir_expr_t *a, ir_expr_t *b) { return a ? ir_bin(f, IR_E_AND, a, b) : b; }
+
+/* One conjunct over an inner loop x: `P > 0` with P = R + c x, c < 0, gives
+ * x < ceil(R / -c), the count of x's values that run. */
+static int predicate_count(ir_func_t *f, ir_expr_t *p, const ir_var_t *x, int64_t extent, ir_expr_t **count,
+                           const ir_bounds_t *bounds) {
+  ir_expr_t *pos;
+  switch (p->kind) {
+  case IR_E_LT: pos = ir_bin(f, IR_E_SUB, p->u.bin.b, p->u.bin.a); break;
+  case IR_E_LE: pos = ir_bin(f, IR_E_ADD, ir_bin(f, IR_E_SUB, p->u.bin.b, p->u.bin.a), ir_int(f, 1)); break;
+  case IR_E_GT: pos = ir_bin(f, IR_E_SUB, p->u.bin.a, p->u.bin.b); break;
+  case IR_E_GE: pos = ir_bin(f, IR_E_ADD, ir_bin(f, IR_E_SUB, p->u.bin.a, p->u.bin.b), ir_int(f, 1)); break;
+  default: return TN_EINVAL;
+  }
+  int64_t c = 0;
+  if (!ir_affine_coef_of(pos, x, IR_AFFINE_ATOMS | IR_AFFINE_CASTS, &c) || c >= 0) return TN_EINVAL;
+  ir_var_t *from[1] = {(ir_var_t *)x};
+  ir_expr_t *zero[1] = {ir_int(f, 0)};
+  ir_expr_t *rest = ir_expr_subst(f, pos, from, zero, 1);
+  if (ir_expr_uses_var(rest, x)) return TN_EINVAL;
+  int64_t m = -c;
+  ir_expr_t *n = ir_bin(f, IR_E_FLOORDIV, ir_bin(f, IR_E_ADD, rest, ir_int(f, m - 1)), ir_int(f, m));
+  n = ir_bin(f, IR_E_MIN, ir_int(f, extent), ir_bin(f, IR_E_MAX, ir_int(f, 0), n));
+  if (*count) n = ir_bin(f, IR_E_MIN, *count, n);
+  *count = ir_simplify(f, n, bounds);
+  return TN_OK;
+}
+
+/* The operand access's element offset, as a coefficient per inner loop
+ * (and, where dimcoef is not NULL, each index's: dimcoef[d * ns->n + l]). */
+static int access_strides(const ir_intrin_operand_t *op, const ir_block_t *inner, const nest_t *ns,
+                          int64_t *coef, int64_t *dimcoef, ir_func_t *f) {
+  int64_t rs[IR_MAX_DIMS];
+  row_strides(op->buf, rs);
+  ir_var_t **from = tn_xmalloc(sizeof from[0] * (size_t)(inner->niters + 1));
+  ir_expr_t **to = tn_xmalloc(sizeof to[0] * (size_t)(inner->niters + 1));
+  for (int i = 0; i < inner->niters; i++) from[i] = inner->iters[i].var, to[i] = inner->iters[i].binding;
+  int rc = TN_OK;
+  for (int l = 0; l < ns->n; l++) coef[l] = 0;
+  for (int d = 0; d < op->buf->ndim && rc == TN_OK; d++) {
+    ir_expr_t *e = ir_expr_subst(f, op->idx[d], from, to, inner->niters);
+    for (int l = 0; l < ns->n; l++) {
+      int64_t c = 0;
+      if (!ir_affine_coef_of(e, ns->loops[l]->var, IR_AFFINE_ATOMS | IR_AFFINE_CASTS, &c)) {
+        rc = TN_EINVAL;
+        break;
+      }
+      coef[l] += c * rs[d];
+      if (dimcoef) dimcoef[d * ns->n + l] = c;
+    }
+  }
+  free(from);
+  free(to);
+  return rc;
+}
+
+typedef struct span {
+  int64_t stride, extent;
+} span_t;
+
+static int span_cmp(const void *a, const void *b) {
+  int64_t x = ((const span_t *)a)->stride, y = ((const span_t *)b)->stride;
+  return x < y ? -1 : x > y;
+}
+
+/* Distinct points of the output's iterators land on distinct elements:
+ * each iterator moves one index, and the iterators of one index do not
+ * overlap (index by index, as the indices of the elements that run are in
+ * range: a tail past the buffer's edge is masked by the predicate). */
+static bool injective(ir_func_t *f, const ir_intrin_match_t *m, const ir_intrin_operand_t *op, const nest_t *ns) {
+  int64_t *dc = tn_xcalloc((size_t)(op->buf->ndim * ns->n + 1), sizeof *dc), *flat = tn_xmalloc(sizeof *flat * (size_t)(ns->n + 1));
+  bool ok = access_strides(op, m->inner, ns, flat, dc, f) == TN_OK;
+  for (int d = 0; d < op->buf->ndim && ok; d++) {
+    span_t sp[IR_INTRIN_MAX_ITERS];
+    int n = 0;
+    for (int t = 0; t < m->niters && ok; t++) {
+      if (!m->loop[t] || m->extent[t] <= 1) continue;
+      int l = 0;
+      while (ns->loops[l] != m->loop[t]) l++;
+      int64_t c = dc[d * ns->n + l];
+      if (!c) continue;
+      for (int e = 0; e < op->buf->ndim && ok; e++) ok = e == d || !dc[e * ns->n + l]; /* one index only */
+      if (c < 0) ok = false;
+      sp[n++] = (span_t){c, m->extent[t]};
+    }
+    qsort(sp, (size_t)n, sizeof sp[0], span_cmp);
+    int64_t reach = 0; /* largest value reached by the smaller coefficients */
+    for (int i = 0; i < n && ok; i++) {
+      ok = sp[i].stride > reach;
+      reach += sp[i].stride * (sp[i].extent - 1);
+    }
+  }
+  free(dc);
+  free(flat);
+  return ok;
+}
+
+typedef struct mstate {
+  ir_workload_t *desc;
+  nest_t ns;
+  ir_buffer_t *to[IR_INTRIN_MAX_OPERANDS * 4];
+  ir_expr_t *const *didx[IR_INTRIN_MAX_OPERANDS * 4], *const *aidx[IR_INTRIN_MAX_OPERANDS * 4];
+  int64_t *coef; /* per operand, per inner loop */
+  ir_expr_t **conj;
+  int nconj, capconj;
+  ir_bounds_t bounds;
+} mstate_t;
+
+/* The description's last line (its statement), for messages. */
+static const char *desc_statement(const char *desc) {
+  static __thread char line[160];
+  size_t n = strlen(desc);
+  while (n && desc[n - 1] == '\n') n--;
+  size_t start = n;
+  while (start && desc[start - 1] != '\n') start--;
+  snprintf(line, sizeof line, "%.*s", (int)(n - start), desc + start);
+  return line;
+}
+
+static int match_body(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in, ir_intrin_match_t *m,
+                      mstate_t *st, tn_err_t *err) {
+  (void)f;
+  const ir_func_t *df = st->desc->func;
+  ir_block_t **dblocks = NULL;
+  int ndb = ir_blocks(df, &dblocks);
+  const ir_block_t *db = ndb == 1 ? dblocks[0] : NULL;
+  free(dblocks);
+  if (!db || db->body->kind != IR_S_STORE || db->niters > IR_INTRIN_MAX_ITERS || df->nparams > IR_INTRIN_MAX_OPERANDS ||
+      df->next_buf_id > (int)(sizeof st->to / sizeof st->to[0]))
+    return tn_err_set(err, TN_EINVAL, "intrinsic %s: its description must be one compute block of at most %d "
+                      "iterators and %d tensors", in->name, IR_INTRIN_MAX_ITERS, IR_INTRIN_MAX_OPERANDS);
+  binding_t bd = {df->next_buf_id, st->to, st->didx, st->aidx};
+  const ir_stmt_t *ds = db->body, *as = m->inner->body;
+  if (!bind_access(&bd, ds->u.store.buf, ds->u.store.idx, as->u.store.buf, as->u.store.idx) ||
+      !match_expr(&bd, ds->u.store.value, as->u.store.value))
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" does not compute what intrinsic %s does (%s, one access per tensor)",
+                      m->inner->name, in->name, desc_statement(in->desc));
+  m->niters = db->niters;
+  for (int t = 0; t < db->niters; t++) {
+    const char *nm = db->iters[t].var->name; /* the parser's iterators are v_<index> */
+    snprintf(m->iter_name[t], sizeof m->iter_name[t], "%s", strncmp(nm, "v_", 2) ? nm : nm + 2);
+    m->extent[t] = 1;
+  }
+  m->noperands = df->nparams;
+  for (int p = 0; p < df->nparams; p++) {
+    const ir_buffer_t *dbuf = df->params[p];
+    ir_intrin_operand_t *op = &m->op[p];
+    snprintf(op->name, sizeof op->name, "%s", dbuf->name);
+    op->buf = st->to[dbuf->id];
+    op->output = dbuf->role == IR_BUF_OUTPUT;
+    op->idx = (ir_expr_t **)st->aidx[dbuf->id];
+    if (!op->buf) return tn_err_set(err, TN_EINVAL, "intrinsic %s: tensor %s is not used", in->name, dbuf->name);
+    op->nuse = dbuf->ndim;
+    for (int d = 0; d < dbuf->ndim; d++) {
+      const ir_expr_t *e = st->didx[dbuf->id][d];
+      op->use[d] = -1;
+      for (int t = 0; t < db->niters; t++)
+        if (e->kind == IR_E_VAR && e->u.var == db->iters[t].var) op->use[d] = t;
+      if (op->use[d] < 0)
+        return tn_err_set(err, TN_EINVAL, "intrinsic %s: %s's index %d is not one iterator", in->name, dbuf->name, d);
+    }
+  }
+  (void)outer;
+  return TN_OK;
+}
+
+/* Binds every inner loop of extent > 1 to the description iterator used by
+ * the same operands. */
+static int bind_loops(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m, mstate_t *st, tn_err_t *err) {
+  const nest_t *ns = &st->ns;
+  st->coef = tn_xmalloc(sizeof st->coef[0] * (size_t)(m->noperands * (ns->n + 1)));
+  for (int p = 0; p < m->noperands; p++)
+    if (access_strides(&m->op[p], m->inner, ns, st->coef + p * ns->n, NULL, f) < 0)
+      return tn_err_set(err, TN_EINVAL, "block \"%s\": %s's index is not affine in the loops inside \"%s\"",
+                        m->inner->name, m->op[p].buf->name, m->outer->name);
+  unsigned dsig[IR_INTRIN_MAX_ITERS] = {0};
+  for (int p = 0; p < m->noperands; p++)
+    for (int u = 0; u < m->op[p].nuse; u++) dsig[m->op[p].use[u]] |= 1u << p;
+  for (int l = 0; l < ns->n; l++) {
+    if (ns->loops[l]->extent == 1) continue;
+    unsigned sig = 0;
+    for (int p = 0; p < m->noperands; p++)
+      if (st->coef[p * ns->n + l]) sig |= 1u << p;
+    int t = 0;
+    while (t < m->niters && dsig[t] != sig) t++;
+    if (t == m->niters)
+      return tn_err_set(err, TN_EINVAL, "block \"%s\": loop %s (extent %lld) plays no role of intrinsic %s's iterators",
+                        m->outer->name, ns->loops[l]->var->name, (long long)ns->loops[l]->extent, in->name);
+    if (m->loop[t])
+      return tn_err_set(err, TN_EINVAL, "block \"%s\": loops %s and %s both play %s's iterator %s (fuse them first)",
+                        m->outer->name, m->loop[t]->var->name, ns->loops[l]->var->name, in->name, m->iter_name[t]);
+    m->loop[t] = ns->loops[l];
+    m->extent[t] = ns->loops[l]->extent;
+    for (int p = 0; p < m->noperands; p++) m->op[p].stride[t] = st->coef[p * ns->n + l];
+  }
+  /* fixed extents */
+  const ir_block_t *db = NULL;
+  ir_block_t **dblocks = NULL;
+  if (ir_blocks(st->desc->func, &dblocks) == 1) db = dblocks[0];
+  free(dblocks);
+  for (int t = 0; t < m->niters && db; t++)
+    if (!in_list(in->free_iters, m->iter_name[t]) && m->extent[t] != db->iters[t].extent)
+      return tn_err_set(err, TN_EINVAL, "block \"%s\": intrinsic %s needs iterator %s of extent %lld, the loop %s%s has %lld",
+                        m->outer->name, in->name, m->iter_name[t], (long long)db->iters[t].extent,
+                        m->loop[t] ? "" : "(none)", m->loop[t] ? m->loop[t]->var->name : "", (long long)m->extent[t]);
+  return TN_OK;
+}
+
+static int check_strides(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m, const nest_t *ns, tn_err_t *err) {
+  for (int p = 0; p < m->noperands; p++) {
+    const ir_intrin_operand_t *op = &m->op[p];
+    for (int u = 0; u < op->nuse; u++) {
+      int t = op->use[u];
+      char pair[64];
+      snprintf(pair, sizeof pair, "%s.%s", op->name, m->iter_name[t]);
+      if (m->extent[t] > 1 && in_list(in->unit, pair) && op->stride[t] != 1)
+        return tn_err_set(err, TN_EINVAL,
+                          "block \"%s\": intrinsic %s needs %s (%s) contiguous along %s, its stride is %lld",
+                          m->outer->name, in->name, op->name, op->buf->name, m->iter_name[t], (long long)op->stride[t]);
+    }
+    if (op->output && !injective(f, m, op, ns))
+      return tn_err_set(err, TN_EINVAL, "block \"%s\": intrinsic %s would write an element of %s twice",
+                        m->outer->name, in->name, op->buf->name);
+  }
+  return TN_OK;
+}
+
+static int match_predicate(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m, mstate_t *st, tn_err_t *err) {
+  if (!m->inner->predicate) return TN_OK;
+  const nest_t *ns = &st->ns;
+  /* extent-1 loops inside are 0 */
+  int nz = 0;
+  ir_var_t **zv = tn_xmalloc(sizeof zv[0] * (size_t)(ns->n + 1));
+  ir_expr_t **zs = tn_xmalloc(sizeof zs[0] * (size_t)(ns->n + 1));
+  for (int l = 0; l < ns->n; l++)
+    if (ns->loops[l]->extent == 1) zv[nz] = ns->loops[l]->var, zs[nz++] = ir_int(f, 0);
+  ir_expr_t *p = ir_expr_subst(f, m->inner->predicate, zv, zs, nz);
+  free(zv);
+  free(zs);
+  conjuncts(p, &st->conj, &st->nconj, &st->capconj);
+  for (int i = 0; i < st->nconj; i++) {
+    ir_expr_t *c = st->conj[i];
+    int t = -1, uses = 0;
+    for (int u = 0; u < m->niters; u++)
+      if (m->loop[u] && ir_expr_uses_var(c, m->loop[u]->var)) t = u, uses++;
+    if (!uses) {
+      m->guard = and_expr(f, m->guard, c);
+      continue;
+    }
+    if (uses > 1 || predicate_count(f, c, m->loop[t]->var, m->extent[t], &m->count[t], &st->bounds) < 0) {
+      tn_buf_t txt;
+      tn_buf_init(&txt);
+      ir_print_expr(c, &txt);
+      int rc = tn_err_set(err, TN_EINVAL,
+                          "block \"%s\": intrinsic %s takes predicates that bound one loop from above, not %s",
+                          m->outer->name, in->name, tn_buf_str(&txt));
+      tn_buf_free(&txt);
+      return rc;
+    }
+  }
+  return TN_OK;
+}
+
+int ir_intrin_match(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in, ir_intrin_match_t *m,
+                    tn_err_t *err) {
+  memset(m, 0, sizeof *m);
+  m->intrin = in;
+  m->outer = outer;
+  mstate_t st;
+  memset(&st, 0, sizeof st);
+  ir_bounds_init(&st.bounds);
+  int rc = inner_nest(outer, in, &st.ns, &m->inner, err);
+  if (rc == TN_OK) rc = ir_intrin_desc(in, &st.desc, err);
+  if (rc == TN_OK) {
+    for (int l = 0; l < st.ns.n; l++) ir_bounds_set(&st.bounds, st.ns.loops[l]->var, 0, st.ns.loops[l]->extent - 1);
+    rc = match_body(f, outer, in, m, &st, err);
+  }
+  if (rc == TN_OK) rc = bind_loops(f, in, m, &st, err);
+  if (rc == TN_OK) rc = check_strides(f, in, m, &st.ns, err);
+  if (rc == TN_OK) rc = match_predicate(f, in, m, &st, err);
+  ir_workload_free(st.desc);
+  free(st.ns.loops);
+  free(st.coef);
+  free(st.conj);
+  ir_bounds_free(&st.bounds);
+  return rc;
+}

@@ -1,0 +1,81 @@
+/* intrin.h — tensor intrinsics: small computations that a target performs as
+ * one call (a register-blocked FMA micro-kernel on AVX2, later tensor-core
+ * fragments on GPUs), kept in one registry.  Each intrinsic is a
+ * *description* — a workload in the .tw language whose one compute block is
+ * the computation the call replaces — plus what its implementations need
+ * (target features, unit strides).  The code generators hold the
+ * implementations (codegen/intrin.c); the schedule's tensorize primitive and
+ * the code generators agree on what a block nest means through
+ * ir_intrin_match.  Prefix: ir_intrin_. */
+#ifndef TUNED_IR_INTRIN_H
+#define TUNED_IR_INTRIN_H
+
+#include "ir/ir.h"
+
+/* Block annotation (string: the intrinsic's name) that tensorize puts on the
+ * block whose body it matched; code generators replace that body by a call. */
+#define IR_ANN_TENSORIZE "tensorize"
+
+#define IR_INTRIN_MAX_ITERS 4
+#define IR_INTRIN_MAX_OPERANDS 4
+
+typedef struct ir_intrin {
+  const char *name;     /* "f32_fma_6x16_avx2" */
+  const char *summary;  /* one line, for listings */
+  const char *desc;     /* .tw source; its one compute block's update is the computation */
+  const char *free_iters; /* iterators whose extent the call takes at run time ("k"; "" none) */
+  const char *unit;     /* "C.j B.j": operand.iterator pairs that must have stride 1 */
+  const char *features; /* CPU features the implementation needs ("avx2 fma"), "" none */
+  int mr, nr;           /* for matmul-like intrinsics: the register tile (rows, columns); 0 else */
+  int lanes;            /* floats per vector register: 8 (AVX2), 16 (AVX-512) */
+} ir_intrin_t;
+
+/* The registry, in order of preference (bigger register tiles first). */
+int ir_intrin_count(void);
+const ir_intrin_t *ir_intrin_at(int i);
+const ir_intrin_t *ir_intrin_find(const char *name);
+/* Whether the CPU this process runs on has every feature the intrinsic
+ * needs (the CPU targets compile with -march=native, so the host decides). */
+bool ir_intrin_host_supports(const ir_intrin_t *in);
+/* The description, parsed (never fails for registry entries: a test parses
+ * them all); free with ir_workload_free. */
+int ir_intrin_desc(const ir_intrin_t *in, ir_workload_t **out, tn_err_t *err);
+
+/* One operand of a matched intrinsic, in the description's parameter order. */
+typedef struct ir_intrin_operand {
+  char name[32];              /* the description's name ("A") */
+  ir_buffer_t *buf;           /* the program's buffer bound to it */
+  bool output;
+  ir_expr_t **idx;            /* the inner block's indices of its access (over the inner block's iterators) */
+  int nuse;                   /* description iterators its index uses, in index order */
+  int use[IR_INTRIN_MAX_ITERS];
+  int64_t stride[IR_INTRIN_MAX_ITERS]; /* element stride along each description iterator (0: unused) */
+} ir_intrin_operand_t;
+
+/* A block nest matched against a description: `outer` (a block whose body is
+ * a perfect loop nest around one compute block) computes, for every point of
+ * the loops outside it, the description's update over the inner loops. */
+typedef struct ir_intrin_match {
+  const ir_intrin_t *intrin;
+  const ir_block_t *outer, *inner;
+  int niters;                         /* the description's iterators, in its block's order */
+  char iter_name[IR_INTRIN_MAX_ITERS][32];
+  const ir_loop_t *loop[IR_INTRIN_MAX_ITERS]; /* the inner loop bound to each (NULL: extent 1) */
+  int64_t extent[IR_INTRIN_MAX_ITERS];        /* that loop's extent (1 without one) */
+  /* How many of the extent run at this point of the outer loops, from the
+   * inner block's predicate (`x < bound - rest` tails of uneven splits):
+   * NULL = all of them; else an expression over loop variables outside
+   * `outer` (and its iterators' bindings). */
+  ir_expr_t *count[IR_INTRIN_MAX_ITERS];
+  ir_expr_t *guard;                   /* conjuncts of the predicate without inner loops; NULL none */
+  int noperands;
+  ir_intrin_operand_t op[IR_INTRIN_MAX_OPERANDS];
+} ir_intrin_match_t;
+
+/* Matches block `outer` of f against the intrinsic; expressions are built in
+ * f's arena.  On failure returns < 0 with a message naming the block, the
+ * intrinsic and the reason. */
+int ir_intrin_match(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in, ir_intrin_match_t *m,
+                    tn_err_t *err);
+
+#endif

@@ -1,0 +1,288 @@
+/* rules_intrin.c — multi-level tiling with a tensor intrinsic (MetaSchedule's
+ * MultiLevelTilingWithIntrin) on CPU targets, and its postprocessor.
+ *
+ * A float32 matmul-like block C[.., i, j] += A[.., i, k] * B[.., k, j] is
+ * tiled as the BLIS loops around a register-blocked micro-kernel:
+ *
+ *   batch.. j0 i0 | k0 | j1 i1 | k1 i2 j2        (i2 = MR, j2 = NR, k1 = KC)
+ *
+ * i and j are split by the intrinsic's register tile (uneven splits get a
+ * predicate; the intrinsic's masked path runs the tails), the remaining outer
+ * parts and k by sampled perfect tiles.  The parallel/vectorize/unroll rule
+ * later fuses and parallelises j0 i0.  A second space per intrinsic packs B:
+ * each KC x NC panel is copied under k0 into a buffer whose rows are padded
+ * to 64 n + 16 floats (storage_align), so that the micro-kernel's KC rows of
+ * B fall into different cache sets instead of the one a power-of-two row
+ * stride maps them all to; the copy costs 1/MC of the multiply-adds.  A
+ * third packs the MC x KC block of A the same way (its MR rows, read at once,
+ * otherwise share one cache set when K is a power of two).  The block is annotated with the
+ * intrinsic; after the reduction is decomposed, rewrite-tensorize blockizes
+ * the k1 i2 j2 nest and tensorizes it.  One design space per intrinsic that
+ * fits the shape (at most two, in the registry's order of preference), each
+ * with B read in place, B packed, A and B packed; when
+ * none fits, the plain multi-level tiling rule takes the block. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/intrin.h"
+#include "smp_internal.h"
+
+#define MAX_CHOICES 2
+/* The share of padded work (uneven register tiles) an intrinsic may add:
+ * the masked tails cost about a full tile each. */
+#define MAX_WASTE 0.25
+
+/* Iterator roles of a matmul-like block: -1 when absent. */
+typedef struct roles {
+  int i, j, k;
+  int64_t m, n;
+  const char *a, *b; /* the operands read along i and j (by name: forks have their own functions) */
+  int jdim;      /* the index of b that j runs along; not its last: b is packed transposed */
+  int bdims;
+} roles_t;
+
+static bool uses(ir_expr_t *const *idx, int n, const ir_var_t *v) {
+  for (int d = 0; d < n; d++)
+    if (ir_expr_uses_var(idx[d], v)) return true;
+  return false;
+}
+
+/* C[...] = C[...] + X[...] * Y[...] on float32 with one reduction iterator
+ * k; j indexes the last dimension of C and of B (the operand whose last
+ * index is C's), i the remaining iterator of A and C. */
+static bool matmul_roles(const ir_block_t *b, roles_t *r) {
+  const ir_stmt_t *st = b->body;
+  if (!st || st->kind != IR_S_STORE || st->u.store.buf->dtype != IR_FLOAT32 || st->u.store.n < 2) return false;
+  const ir_expr_t *v = st->u.store.value;
+  if (v->kind != IR_E_ADD) return false;
+  const ir_expr_t *acc = v->u.bin.a, *mul = v->u.bin.b;
+  if (mul->kind != IR_E_MUL) acc = v->u.bin.b, mul = v->u.bin.a;
+  if (mul->kind != IR_E_MUL || acc->kind != IR_E_LOAD || acc->u.load.buf != st->u.store.buf) return false;
+  const ir_expr_t *x = mul->u.bin.a, *y = mul->u.bin.b;
+  if (x->kind != IR_E_LOAD || y->kind != IR_E_LOAD || x->u.load.buf == y->u.load.buf) return false;
+  const ir_expr_t *last_c = st->u.store.idx[st->u.store.n - 1];
+  if (last_c->kind != IR_E_VAR) return false;
+  /* B: the load whose last index is C's last index */
+  /* B: the load one of whose indices is C's last (j); a dense layer's
+   * weights W[j, k] are B transposed */
+  int jx = -1, jy = -1;
+  for (int d = 0; d < x->u.load.n; d++)
+    if (ir_expr_equal(x->u.load.idx[d], last_c)) jx = d;
+  for (int d = 0; d < y->u.load.n; d++)
+    if (ir_expr_equal(y->u.load.idx[d], last_c)) jy = d;
+  if ((jx < 0) == (jy < 0)) return false;
+  const ir_expr_t *A = jx < 0 ? x : y, *B = jx < 0 ? y : x;
+  r->jdim = jx < 0 ? jy : jx;
+  r->a = A->u.load.buf->name;
+  r->bdims = B->u.load.n;
+  r->i = r->j = r->k = -1;
+  for (int t = 0; t < b->niters; t++) {
+    const ir_var_t *var = b->iters[t].var;
+    bool inA = uses(A->u.load.idx, A->u.load.n, var), inB = uses(B->u.load.idx, B->u.load.n, var),
+         inC = uses(st->u.store.idx, st->u.store.n, var);
+    if (b->iters[t].kind == IR_ITER_REDUCE) {
+      if (!inA || !inB || inC || r->k >= 0) return false;
+      r->k = t;
+    } else if (var == last_c->u.var) {
+      if (inA || !inB) return false;
+      r->j = t;
+    } else if (inA && !inB && inC) {
+      if (r->i >= 0) return false;
+      r->i = t;
+    } else if (!(inA && inB && inC)) { /* a batch iterator indexes everything */
+      return false;
+    }
+  }
+  if (r->i < 0 || r->j < 0 || r->k < 0) return false;
+  r->b = B->u.load.buf->name;
+  r->m = b->iters[r->i].extent;
+  r->n = b->iters[r->j].extent;
+  return true;
+}
+
+static double waste(int64_t extent, int tile) {
+  return (double)((extent + tile - 1) / tile * tile) / (double)extent - 1.0;
+}
+
+/* Intrinsics for an m x n output, best first. */
+static int choose(const tn_target_t *t, const roles_t *r, const ir_intrin_t **out) {
+  (void)t;
+  int n = 0;
+  for (int i = 0; i < ir_intrin_count() && n < MAX_CHOICES; i++) {
+    const ir_intrin_t *in = ir_intrin_at(i);
+    if (!in->mr || !ir_intrin_host_supports(in)) continue;
+    double w = (1.0 + waste(r->m, in->mr)) * (1.0 + waste(r->n, in->nr)) - 1.0;
+    if (w <= MAX_WASTE) out[n++] = in;
+  }
+  return n;
+}
+
+static int split_outer(sch_t *s, sch_rv_t loop, int64_t tile, int max_inner, sch_rv_t *outer, sch_rv_t *mid,
+                       sch_rv_t *inner, tn_err_t *err) {
+  sch_rv_t parts[2], fac[2];
+  sch_arg_t f[2] = {sch_arg_none(), sch_arg_int(tile)};
+  SMP_TRY(sch_split(s, loop, f, 2, parts, err));
+  *inner = parts[1];
+  SMP_TRY(sch_sample_perfect_tile(s, parts[0], 2, max_inner, fac, err));
+  sch_arg_t g[2] = {sch_arg_rv(fac[0]), sch_arg_rv(fac[1])};
+  sch_rv_t p2[2];
+  SMP_TRY(sch_split(s, parts[0], g, 2, p2, err));
+  *outer = p2[0];
+  *mid = p2[1];
+  return TN_OK;
+}
+
+static bool transposed(const roles_t *r) { return r->jdim != r->bdims - 1; }
+
+/* What a space copies under k0. */
+enum { PACK_NONE, PACK_B, PACK_AB };
+
+/* Copies the block's input `name` under loop `at` into a buffer whose rows
+ * are padded to 64 n + 16 floats; with last >= 0, that dimension is moved
+ * last (a transposed B's j). */
+static int pack_operand(sch_t *s, sch_rv_t b, const char *block, const char *name, sch_rv_t at, int last,
+                        tn_err_t *err) {
+  const ir_block_t *cur = &sch_rv_stmt(s, b)->u.block;
+  int index = -1;
+  for (int q = 0; q < cur->nreads; q++)
+    if (!strcmp(cur->reads[q].buf->name, name)) index = q;
+  if (index < 0) return tn_err_set(err, TN_EINVAL, "block \"%s\" no longer reads %s", block, name);
+  int ndim = cur->reads[index].buf->ndim;
+  sch_rv_t cache;
+  SMP_TRY(sch_cache_read(s, b, index, "local", &cache, err));
+  SMP_TRY(sch_compute_at(s, cache, at, true, err));
+  if (last >= 0) {
+    int perm[IR_MAX_DIMS], np = 0;
+    for (int d = 0; d < ndim; d++)
+      if (d != last) perm[np++] = d;
+    perm[np++] = last;
+    SMP_TRY(sch_transform_layout(s, cache, 0, true, perm, np, err));
+  }
+  return sch_storage_align(s, cache, 0, ndim - 2, 64, 16, err);
+}
+
+static int tile_for(smp_ctx_t *c, smp_state_t *st, const char *block, const roles_t *r, const ir_intrin_t *in,
+                    int pack, smp_states_t *out, tn_err_t *err) {
+  sch_t *s = st->s;
+  sch_rv_t b, loops[SCH_MAX_RVS_OUT];
+  int nl = 0;
+  SMP_TRY(sch_get_block(s, block, &b, err));
+  const ir_block_t *blk = &sch_rv_stmt(s, b)->u.block;
+  int niters = blk->niters;
+  SMP_TRY(sch_annotate(s, b, SMP_ANN_TILING, sch_arg_str("intrin"), err));
+  SMP_TRY(sch_annotate(s, b, SMP_ANN_AUTO_TENSORIZE, sch_arg_str(in->name), err));
+  SMP_TRY(sch_get_loops(s, b, loops, &nl, err));
+  if (nl != niters) return tn_err_set(err, TN_EINVAL, "block \"%s\" has %d loops for %d iterators", block, nl, niters);
+  sch_rv_t i0, i1, i2, j0, j1, j2, kf[2], k[2];
+  SMP_TRY(split_outer(s, loops[r->i], in->mr, 64, &i0, &i1, &i2, err));
+  SMP_TRY(split_outer(s, loops[r->j], in->nr, 64, &j0, &j1, &j2, err));
+  SMP_TRY(sch_sample_perfect_tile(s, loops[r->k], 2, 512, kf, err));
+  sch_arg_t g[2] = {sch_arg_rv(kf[0]), sch_arg_rv(kf[1])};
+  SMP_TRY(sch_split(s, loops[r->k], g, 2, k, err));
+  sch_rv_t order[SCH_MAX_RVS_OUT];
+  int n = 0;
+  for (int t = 0; t < nl; t++)
+    if (t != r->i && t != r->j && t != r->k) order[n++] = loops[t]; /* batch */
+  sch_rv_t rest[] = {j0, i0, k[0], j1, i1, k[1], i2, j2};
+  for (size_t q = 0; q < TN_ARRAY_LEN(rest); q++) order[n++] = rest[q];
+  SMP_TRY(sch_reorder(s, order, n, err));
+  smp_note(st, "multi-level-tiling-with-intrinsic(%s: %s", block, in->name);
+  if (pack >= PACK_B) SMP_TRY(pack_operand(s, b, block, r->b, k[0], transposed(r) ? r->jdim : -1, err));
+  if (pack >= PACK_AB) SMP_TRY(pack_operand(s, b, block, r->a, k[0], -1, err));
+  if (pack) smp_note(st, "%s packed%s under k0", pack == PACK_AB ? "A and B" : "B", transposed(r) ? " (B transposed)" : "");
+  /* an elementwise consumer (bias, activation) runs per j0 i0 tile, after its reduction */
+  const ir_func_t *f = sch_func(s);
+  ir_block_t *cons[2];
+  if (ir_consumers(f, &sch_rv_stmt(s, b)->u.block, cons, 2) == 1 && smp_is_write_cache_like(cons[0])) {
+    smp_state_t keep;
+    SMP_TRY(smp_fork(c, st, &keep, err));
+    sch_rv_t cb;
+    char name[128];
+    snprintf(name, sizeof name, "%s", cons[0]->name);
+    int rc = sch_get_block(s, name, &cb, err);
+    if (rc == TN_OK) rc = sch_reverse_compute_at(s, cb, i0, true, err);
+    if (rc < 0) {
+      smp_state_free(&keep);
+      return rc;
+    }
+    smp_note(st, "consumer %s at the tile)", name);
+    smp_note(&keep, "consumer %s not moved)", name);
+    smp_states_push(out, keep);
+  } else {
+    tn_buf_put(&st->desc, ")");
+  }
+  smp_states_push(out, *st);
+  return TN_OK;
+}
+
+int smp_rule_multi_level_tiling_intrin(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,
+                                       tn_err_t *err) {
+  const ir_block_t *b = c->gpu || !strcmp(block, "root") ? NULL : smp_block(sch_func(st->s), block);
+  roles_t r;
+  const ir_intrin_t *choices[MAX_CHOICES];
+  int n = 0;
+  if (b && smp_needs_multi_level_tiling(sch_func(st->s), b) && matmul_roles(b, &r)) n = choose(c->t, &r, choices);
+  if (n == 0) {
+    smp_states_push(out, *st);
+    return TN_OK;
+  }
+  /* per intrinsic: B in place (not when transposed: the intrinsic reads rows
+   * of B), B packed, A and B packed (more than 8 rows of A a power of two
+   * apart share one set of an 8-way cache) */
+  int first = transposed(&r) ? PACK_B : PACK_NONE, per = PACK_AB + 1;
+  for (int i = 0; i < n * per; i++) {
+    if (i % per < first) continue;
+    bool last = i == n * per - 1;
+    smp_state_t fork, *ns = st;
+    if (!last) {
+      SMP_TRY(smp_fork(c, st, &fork, err));
+      ns = &fork;
+    }
+    int rc = tile_for(c, ns, block, &r, choices[i / per], i % per, out, err);
+    if (rc < 0) {
+      smp_state_free(ns);
+      if (!last) smp_state_free(st);
+      return rc;
+    }
+  }
+  return TN_OK;
+}
+
+/* ---- rewrite-tensorize ----------------------------------------------------------- */
+
+/* Tensorizes the k1 i2 j2 nest of every update block the rule annotated (the
+ * reduction is decomposed by now: the init block keeps the annotation, and
+ * loses it here). */
+int smp_pp_rewrite_tensorize(sch_t *s, const tn_target_t *t, tn_err_t *err) {
+  (void)t;
+  for (bool again = true; again;) {
+    again = false;
+    ir_block_t **all;
+    int n = ir_blocks(sch_func(s), &all);
+    char *name = NULL, *intrin = NULL;
+    bool update = false;
+    for (int i = 0; i < n && !name; i++) {
+      const ir_annot_t *a = ir_annot_get(all[i]->annots, all[i]->nannots, SMP_ANN_AUTO_TENSORIZE);
+      if (!a || !a->is_str) continue;
+      name = tn_xstrdup(all[i]->name);
+      intrin = tn_xstrdup(a->sval);
+      /* the update reads the buffer it writes; the init only writes it */
+      update = all[i]->nwrites == 1 && ir_block_reads(all[i], all[i]->writes[0].buf);
+    }
+    free(all);
+    if (!name) break;
+    sch_rv_t b, loops[SCH_MAX_RVS_OUT];
+    int nl = 0, rc = sch_get_block(s, name, &b, err);
+    if (rc == TN_OK) rc = sch_unannotate(s, b, SMP_ANN_AUTO_TENSORIZE, err);
+    if (rc == TN_OK && update) rc = sch_get_loops(s, b, loops, &nl, err);
+    if (rc == TN_OK && update && nl < 3)
+      rc = tn_err_set(err, TN_EINVAL, "block \"%s\" has %d loops; the intrinsic's tile needs 3", name, nl);
+    if (rc == TN_OK && update) rc = sch_tensorize(s, loops[nl - 3], intrin, err);
+    free(name);
+    free(intrin);
+    if (rc < 0) return rc;
+    again = true;
+  }
+  return TN_OK;
+}

@@ -1,0 +1,161 @@
+/* layout.c — transform_layout (a temporary's dimensions permuted: every
+ * access, region and the shape) and storage_align: the stride of one dimension of a buffer a block
+ * writes is padded to factor * n + offset elements (TVM's StorageAlign),
+ * e.g. so that the rows of a packed panel do not all fall into one cache
+ * set.  Recorded as the block annotation IR_ANN_STORAGE_ALIGN, which the
+ * code generators read when they lay the buffer out; the IR's indices, and
+ * so the reference evaluator, are unchanged. */
+#include <stdio.h>
+
+#include "sch_internal.h"
+
+int sch_prim_storage_align(sch_t *s, int block_uid, int buffer_index, int axis, int64_t factor, int64_t offset,
+                           tn_err_t *err) {
+  ir_block_t *b = sch_find_block(s->f, block_uid);
+  if (!b) return tn_err_set(err, TN_EINVAL, "the block no longer exists");
+  if (buffer_index < 0 || buffer_index >= b->nwrites)
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" writes %d buffers; no write buffer %d", b->name, b->nwrites,
+                      buffer_index);
+  const ir_buffer_t *buf = b->writes[buffer_index].buf;
+  if (buf->role != IR_BUF_TEMP)
+    return tn_err_set(err, TN_EINVAL, "buffer %s is a parameter: its layout is the caller's", buf->name);
+  if (axis < 0 || axis >= buf->ndim - 1)
+    return tn_err_set(err, TN_EINVAL, "buffer %s has %d dimensions; axis %d has no stride to pad (0 .. %d)",
+                      buf->name, buf->ndim, axis, buf->ndim - 2);
+  if (factor < 1 || factor > (1 << 20) || offset < 0 || offset >= factor)
+    return tn_err_set(err, TN_EINVAL, "factor %lld and offset %lld: need 1 <= factor <= 2^20 and 0 <= offset < factor",
+                      (long long)factor, (long long)offset);
+  char v[96];
+  snprintf(v, sizeof v, "%d:%lld:%lld", axis, (long long)factor, (long long)offset);
+  ir_annot_set_str(s->f, &b->annots, &b->nannots, IR_ANN_STORAGE_ALIGN, v);
+  return TN_OK;
+}
+
+/* ---- transform_layout (permutations) ------------------------------------------ */
+
+/* e with every access to x re-indexed: new index d = old index perm[d]. */
+static ir_expr_t *permute_loads(ir_func_t *f, ir_expr_t *e, const ir_buffer_t *x, const int *perm) {
+  if (!e) return NULL;
+  ir_expr_t *r;
+  switch (e->kind) {
+  case IR_E_INT: case IR_E_FLOAT: case IR_E_VAR: return e;
+  case IR_E_LOAD: {
+    ir_expr_t *idx[IR_MAX_DIMS];
+    bool same = e->u.load.buf != x;
+    for (int d = 0; d < e->u.load.n; d++) {
+      idx[d] = permute_loads(f, e->u.load.idx[d], x, perm);
+      same &= idx[d] == e->u.load.idx[d];
+    }
+    if (same) return e;
+    if (e->u.load.buf != x) return ir_load(f, e->u.load.buf, idx, e->u.load.n);
+    ir_expr_t *p[IR_MAX_DIMS];
+    for (int d = 0; d < e->u.load.n; d++) p[d] = idx[perm[d]];
+    return ir_load(f, e->u.load.buf, p, e->u.load.n);
+  }
+  case IR_E_NOT: case IR_E_NEG: case IR_E_CAST: {
+    ir_expr_t *a = permute_loads(f, e->u.un, x, perm);
+    if (a == e->u.un) return e;
+    r = TN_NEW(f->arena, ir_expr_t);
+    *r = *e;
+    r->u.un = a;
+    return r;
+  }
+  case IR_E_SELECT: {
+    ir_expr_t *c = permute_loads(f, e->u.sel.cond, x, perm), *t = permute_loads(f, e->u.sel.t, x, perm),
+              *el = permute_loads(f, e->u.sel.f, x, perm);
+    if (c == e->u.sel.cond && t == e->u.sel.t && el == e->u.sel.f) return e;
+    r = TN_NEW(f->arena, ir_expr_t);
+    *r = *e;
+    r->u.sel.cond = c, r->u.sel.t = t, r->u.sel.f = el;
+    return r;
+  }
+  case IR_E_CALL: {
+    ir_expr_t *a[2] = {NULL, NULL};
+    bool same = true;
+    for (int i = 0; i < e->u.call.n; i++) {
+      a[i] = permute_loads(f, e->u.call.args[i], x, perm);
+      same &= a[i] == e->u.call.args[i];
+    }
+    if (same) return e;
+    r = TN_NEW(f->arena, ir_expr_t);
+    *r = *e;
+    for (int i = 0; i < e->u.call.n; i++) r->u.call.args[i] = a[i];
+    return r;
+  }
+  default: { /* binary */
+    ir_expr_t *a = permute_loads(f, e->u.bin.a, x, perm), *b = permute_loads(f, e->u.bin.b, x, perm);
+    if (a == e->u.bin.a && b == e->u.bin.b) return e;
+    r = TN_NEW(f->arena, ir_expr_t);
+    *r = *e;
+    r->u.bin.a = a, r->u.bin.b = b;
+    return r;
+  }
+  }
+}
+
+typedef struct permute {
+  ir_func_t *f;
+  const ir_buffer_t *x;
+  const int *perm;
+} permute_t;
+
+static void permute_regions(ir_func_t *f, ir_region_t *rs, int n, const ir_buffer_t *x, const int *perm) {
+  for (int i = 0; i < n; i++) {
+    if (rs[i].buf != x) continue;
+    ir_range_t *dims = TN_NEWN(f->arena, ir_range_t, x->ndim);
+    for (int d = 0; d < x->ndim; d++) dims[d] = rs[i].dims[perm[d]];
+    rs[i].dims = dims;
+  }
+}
+
+static bool permute_visit(ir_stmt_t *s, void *p) {
+  permute_t *pm = p;
+  ir_func_t *f = pm->f;
+  if (s->kind == IR_S_STORE) {
+    ir_expr_t **idx = TN_NEWN(f->arena, ir_expr_t *, s->u.store.n ? s->u.store.n : 1);
+    for (int d = 0; d < s->u.store.n; d++) idx[d] = permute_loads(f, s->u.store.idx[d], pm->x, pm->perm);
+    if (s->u.store.buf == pm->x) {
+      ir_expr_t **q = TN_NEWN(f->arena, ir_expr_t *, s->u.store.n);
+      for (int d = 0; d < s->u.store.n; d++) q[d] = idx[pm->perm[d]];
+      idx = q;
+    }
+    s->u.store.idx = idx;
+    s->u.store.value = permute_loads(f, s->u.store.value, pm->x, pm->perm);
+    return false;
+  }
+  if (s->kind == IR_S_BLOCK) {
+    ir_block_t *b = &s->u.block;
+    for (int i = 0; i < b->niters; i++) b->iters[i].binding = permute_loads(f, b->iters[i].binding, pm->x, pm->perm);
+    b->predicate = permute_loads(f, b->predicate, pm->x, pm->perm);
+    permute_regions(f, b->reads, b->nreads, pm->x, pm->perm);
+    permute_regions(f, b->writes, b->nwrites, pm->x, pm->perm);
+  }
+  return true;
+}
+
+int sch_prim_transform_layout(sch_t *s, int block_uid, int buffer_index, bool write, const int *perm, int n,
+                              tn_err_t *err) {
+  ir_block_t *b = sch_find_block(s->f, block_uid);
+  if (!b) return tn_err_set(err, TN_EINVAL, "the block no longer exists");
+  int nr = write ? b->nwrites : b->nreads;
+  if (buffer_index < 0 || buffer_index >= nr)
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" %s %d buffers; no %s buffer %d", b->name,
+                      write ? "writes" : "reads", nr, write ? "write" : "read", buffer_index);
+  ir_buffer_t *x = (write ? b->writes : b->reads)[buffer_index].buf;
+  if (x->role != IR_BUF_TEMP)
+    return tn_err_set(err, TN_EINVAL, "buffer %s is a parameter: its layout is the caller's", x->name);
+  if (n != x->ndim)
+    return tn_err_set(err, TN_EINVAL, "buffer %s has %d dimensions; the permutation has %d", x->name, x->ndim, n);
+  bool seen[IR_MAX_DIMS] = {false};
+  for (int d = 0; d < n; d++) {
+    if (perm[d] < 0 || perm[d] >= n || seen[perm[d]])
+      return tn_err_set(err, TN_EINVAL, "the layout of %s must be a permutation of 0 .. %d", x->name, n - 1);
+    seen[perm[d]] = true;
+  }
+  permute_t pm = {s->f, x, perm};
+  ir_stmt_walk(s->f->root, permute_visit, &pm);
+  int64_t *shape = TN_NEWN(s->f->arena, int64_t, n);
+  for (int d = 0; d < n; d++) shape[d] = x->shape[perm[d]];
+  x->shape = shape;
+  return TN_OK;
+}
