@@ -44,12 +44,12 @@ static inline TCase *tu_tcase_add(Suite *s, const char *name, double timeout, co
 /* What a command run through the shell printed, and how it exited. */
 typedef struct tu_run {
   int status; /* exit code, -1 when killed by a signal */
-  char out[65536];
+  char out[262144];
   char err[8192];
 } tu_run_t;
 
 /* Runs `cmd` through the shell into *r: stdout, stderr (through a temporary
- * file) and the exit code; output beyond the buffers is cut. */
+ * file) and the exit code; output beyond the buffers is read and dropped. */
 static inline tu_run_t *tu_run_capture(const char *cmd, tu_run_t *r) {
   memset(r, 0, sizeof *r);
   char errpath[] = "/tmp/tuned-test-err-XXXXXX";
@@ -63,6 +63,9 @@ static inline tu_run_t *tu_run_capture(const char *cmd, tu_run_t *r) {
   ck_assert_ptr_nonnull(p);
   size_t n = fread(r->out, 1, sizeof r->out - 1, p);
   r->out[n] = 0;
+  char sink[4096]; /* drain what does not fit: the command must not die of SIGPIPE */
+  while (fread(sink, 1, sizeof sink, p) > 0) {
+  }
   int st = pclose(p);
   r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   FILE *e = fopen(errpath, "r");
