@@ -263,8 +263,9 @@ typedef struct ms_run_opts {
   int max_repeats;      /* 0: 1000 */
   bool flush_l2;        /* overwrite a large buffer between repeats (CUDA 256 MiB, host 64 MiB) */
   double slow_factor;   /* > 0: a candidate whose checked run takes over slow_factor times the
-                           fastest verified run of this workload so far is timed by that run
-                           alone (one sample, no warm-up): it cannot win, and repeating a
+                           fastest verified run of this workload so far (and over 10 ms: a
+                           microsecond kernel's cold first run is easily 10x its warm time) is
+                           timed by that run alone (one sample, no warm-up): it cannot win, and repeating a
                            seconds-long kernel costs the search seconds.  A candidate still
                            running at 10 x slow_factor times that fastest run (and at least
                            stop_min_s) after the worker loaded it (its checked run began;

@@ -24,6 +24,10 @@ extern char **environ;
 #define HELLO_TIMEOUT_S 30.0
 #define LOAD_TIMEOUT_S 120.0
 #define LOG_TAIL 1024
+/* A checked run under this is never the only sample (slow_factor): timing
+ * repeats of it costs little, and a microsecond kernel's cold first run is
+ * easily 10x its warm time. */
+#define SLOW_MIN_S 0.01
 #define PAGE 4096
 #define EVAL_MAX_BYTES ((size_t)8 << 30)
 
@@ -388,7 +392,8 @@ static cJSON *run_request(const ms_runner_t *r, const ms_candidate_t *c, const m
   cJSON_AddNumberToObject(m, "min_repeats", r->o.min_repeats);
   cJSON_AddNumberToObject(m, "max_repeats", r->o.max_repeats);
   cJSON_AddBoolToObject(m, "flush_l2", r->o.flush_l2);
-  if (r->o.slow_factor > 0 && r->best > 0) cJSON_AddNumberToObject(m, "slow_secs", r->o.slow_factor * r->best);
+  if (r->o.slow_factor > 0 && r->best > 0)
+    cJSON_AddNumberToObject(m, "slow_secs", TN_MAX(r->o.slow_factor * r->best, SLOW_MIN_S));
   cJSON_AddBoolToObject(m, "notify_start", true);
   return m;
 }

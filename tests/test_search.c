@@ -976,8 +976,8 @@ START_TEST(test_remeasure) {
   for (int i = 0; i < rm->n; i++) {
     const srch_remeasured_t *x = &rm->items[i];
     ck_assert_msg(x->status == MS_OK, "candidate %d: %s", i, ms_status_name(x->status));
-    /* 3 rounds of >= 2 repeats; of 1 (its checked run) for one over 10x the fastest */
-    ck_assert_int_ge(x->nsamples, i == 0 ? 3 * 2 : 3);
+    /* 3 rounds of >= 2 repeats; of 1 (its checked run) for one over 10x the fastest and 10 ms */
+    ck_assert_int_ge(x->nsamples, x->median_secs < 0.01 || i == 0 ? 3 * 2 : 3);
     ck_assert(x->median_secs > 0);
     if (i > 0) ck_assert(x->median_secs >= rm->items[i - 1].median_secs);
     bool among = false;
