@@ -41,6 +41,21 @@ static sch_t *tiled(ir_workload_t *w, int mr, int nr, int kc, bool decompose, sc
   return s;
 }
 
+/* s's trace, written as JSON, holds `needle` and replays on w to the same function. */
+static void assert_replays(const ir_workload_t *w, const sch_t *s, const char *needle) {
+  char *json = sch_trace_to_json(sch_get_trace(s));
+  ck_assert_msg(strstr(json, needle), "%s", json);
+  sch_trace_t *t = NULL;
+  sch_t *r = NULL;
+  tn_err_t e = {0};
+  ck_assert_msg(sch_trace_from_json(json, strlen(json), &t, &e) == 0, "%s", e.msg);
+  ck_assert_msg(sch_replay(w->func, t, 1, &r, &e) == 0, "%s", e.msg);
+  ck_assert_uint_eq(ir_func_hash(sch_func(r)), ir_func_hash(sch_func(s)));
+  sch_free(r);
+  sch_trace_free(t);
+  free(json);
+}
+
 START_TEST(t_registry) {
   ck_assert_int_ge(ir_intrin_count(), 4);
   for (int i = 0; i < ir_intrin_count(); i++) {
@@ -80,18 +95,7 @@ START_TEST(t_blockize) {
                 "%s", txt);
   free(txt);
   tu_assert_same_outputs(w->func, sch_func(s), 3);
-  /* the instruction replays from its JSON */
-  char *json = sch_trace_to_json(sch_get_trace(s));
-  ck_assert_msg(strstr(json, "[\"Blockize\", [\"l"), "%s", json);
-  sch_trace_t *t = NULL;
-  sch_t *r = NULL;
-  tn_err_t e = {0};
-  ck_assert_msg(sch_trace_from_json(json, strlen(json), &t, &e) == 0, "%s", e.msg);
-  ck_assert_msg(sch_replay(w->func, t, 1, &r, &e) == 0, "%s", e.msg);
-  ck_assert_uint_eq(ir_func_hash(sch_func(r)), ir_func_hash(sch_func(s)));
-  sch_free(r);
-  sch_trace_free(t);
-  free(json);
+  assert_replays(w, s, "[\"Blockize\", [\"l");
   sch_free(s);
   ir_workload_free(w);
 }
@@ -185,18 +189,8 @@ START_TEST(t_tensorize_replays) {
   ck_assert_msg(strstr(txt, "T.block_attr({\"tensorize\": \"f32_fma_6x16_avx2\"})"), "%s", txt);
   free(txt);
   tu_assert_same_outputs(w->func, sch_func(s), 5);
-  char *json = sch_trace_to_json(sch_get_trace(s));
-  ck_assert_msg(strstr(json, "[\"Tensorize\", [\"l"), "%s", json);
-  ck_assert_msg(strstr(json, "[\"f32_fma_6x16_avx2\"]"), "%s", json);
-  sch_trace_t *t = NULL;
-  sch_t *r = NULL;
-  tn_err_t e = {0};
-  ck_assert_msg(sch_trace_from_json(json, strlen(json), &t, &e) == 0, "%s", e.msg);
-  ck_assert_msg(sch_replay(w->func, t, 1, &r, &e) == 0, "%s", e.msg);
-  ck_assert_uint_eq(ir_func_hash(sch_func(r)), ir_func_hash(sch_func(s)));
-  sch_free(r);
-  sch_trace_free(t);
-  free(json);
+  assert_replays(w, s, "[\"Tensorize\", [\"l");
+  assert_replays(w, s, "[\"f32_fma_6x16_avx2\"]");
   sch_free(s);
   ir_workload_free(w);
 }
@@ -222,9 +216,7 @@ START_TEST(t_storage_align) {
   ck_assert_msg(strstr(txt, "T.block_attr({\"storage_align\": \"0:64:16\"})"), "%s", txt);
   free(txt);
   tu_assert_same_outputs(w->func, sch_func(s), 2); /* the IR's indices are unchanged */
-  char *json = sch_trace_to_json(sch_get_trace(s));
-  ck_assert_msg(strstr(json, "[\"StorageAlign\", [\"b"), "%s", json);
-  free(json);
+  assert_replays(w, s, "[\"StorageAlign\", [\"b");
   sch_free(s);
   ir_workload_free(w);
 }
@@ -254,16 +246,7 @@ START_TEST(t_transform_layout) {
   ck_assert_msg(strstr(txt, "B_local[v_k, v_j]"), "%s", txt);
   free(txt);
   tu_assert_same_outputs(w->func, sch_func(s), 4);
-  char *json = sch_trace_to_json(sch_get_trace(s));
-  ck_assert_msg(strstr(json, "[\"TransformLayout\", [\"b"), "%s", json);
-  sch_trace_t *t = NULL;
-  sch_t *r = NULL;
-  ck_assert_msg(sch_trace_from_json(json, strlen(json), &t, &e) == 0, "%s", e.msg);
-  ck_assert_msg(sch_replay(w->func, t, 1, &r, &e) == 0, "%s", e.msg);
-  ck_assert_uint_eq(ir_func_hash(sch_func(r)), ir_func_hash(sch_func(s)));
-  sch_free(r);
-  sch_trace_free(t);
-  free(json);
+  assert_replays(w, s, "[\"TransformLayout\", [\"b");
   sch_free(s);
   ir_workload_free(w);
 }
