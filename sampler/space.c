@@ -149,10 +149,12 @@ static int post_order_apply(smp_ctx_t *c, const rule_t *rules, int nrules, smp_s
   const char **names = NULL;
   int nb = collect_names(c->f, &names, err);
   if (nb < 0) return nb;
+  long dropped = 0; /* states past the cap: said in the first space's description */
   for (int r = 0; r < nrules; r++) {
     for (int b = nb - 1; b >= 0; b--) {
       smp_states_t next = {0};
       for (int i = 0; i < states->n; i++) {
+        if (next.n >= MAX_SPACES) dropped++;
         int rc = next.n >= MAX_SPACES ? (smp_state_free(&states->v[i]), TN_OK)
                                       : apply_rule(c, &rules[r], &states->v[i], names[b], &next, err);
         if (rc < 0) {
@@ -165,10 +167,16 @@ static int post_order_apply(smp_ctx_t *c, const rule_t *rules, int nrules, smp_s
       }
       free(states->v);
       *states = next;
-      while (states->n > MAX_SPACES) smp_state_free(&states->v[--states->n]);
+      while (states->n > MAX_SPACES) {
+        smp_state_free(&states->v[--states->n]);
+        dropped++;
+      }
     }
   }
   free(names);
+  if (dropped && states->n)
+    smp_note(&states->v[0], "!design spaces: the rules forked past %d spaces; %ld forks were dropped", MAX_SPACES,
+             dropped);
   return TN_OK;
 }
 

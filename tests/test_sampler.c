@@ -191,6 +191,24 @@ START_TEST(test_space_counts) {
 }
 END_TEST
 
+/* Four chained matmuls fork past the cap of 64 spaces (3 or 6 spaces each):
+ * the first space says how many forks were dropped. */
+START_TEST(test_space_cap_said) {
+  ir_workload_t *w = tu_parse("param N = 16\ninput A: float32[N, N]\ninput B: float32[N, N]\n"
+                              "temp C1: float32[N, N]\ntemp C2: float32[N, N]\ntemp C3: float32[N, N]\n"
+                              "output C4: float32[N, N]\n"
+                              "C1[i, j] = sum(k < N: A[i, k] * B[k, j])\nC2[i, j] = sum(k < N: C1[i, k] * B[k, j])\n"
+                              "C3[i, j] = sum(k < N: C2[i, k] * B[k, j])\nC4[i, j] = sum(k < N: C3[i, k] * B[k, j])\n");
+  tn_target_t t = target("cpu");
+  smp_space_t sp = generate(w->func, &t, 1);
+  ck_assert_int_eq(sp.n, 64);
+  ck_assert_msg(strstr(sp.descs[0], "!design spaces: the rules forked past 64 spaces; "), "%s", sp.descs[0]);
+  ck_assert_msg(strstr(sp.descs[0], " forks were dropped"), "%s", sp.descs[0]);
+  smp_space_free(&sp);
+  ir_workload_free(w);
+}
+END_TEST
+
 /* GPU matmul: the SSSRRSRS tiling with its binds, caches and annotations. */
 START_TEST(test_gpu_matmul_space) {
   ir_workload_t *w = tu_load_sets("matmul", "M=64,N=64,K=64");
@@ -804,6 +822,7 @@ static Suite *make_suite(void) {
   Suite *s = suite_create("sampler");
   TCase *spaces = tcase_create("spaces");
   tcase_add_test(spaces, test_space_counts);
+  tcase_add_test(spaces, test_space_cap_said);
   tcase_add_test(spaces, test_gpu_matmul_space);
   tcase_add_test(spaces, test_cpu_matmul_space);
   tcase_add_test(spaces, test_rule_fingerprints);
