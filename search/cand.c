@@ -88,13 +88,20 @@ srch_cand_t *srch_cand_memo_make(srch_cand_memo_t *m, const ir_func_t *f, const 
     pthread_mutex_unlock(&m->mu);
     if (known) return c;
   }
-  c = srch_cand_make(f, t, trace, seed, NULL, NULL);
-  if (!key) return c;
+  /* the seed comes from the trace, not from the caller: whichever thread
+   * makes a memoised trace first, the candidate is the same (the search is
+   * deterministic for any number of threads) */
+  (void)seed;
+  c = srch_cand_make(f, t, trace, key, NULL, NULL);
   pthread_mutex_lock(&m->mu);
   if ((m->n + 1) * 2 > m->cap) memo_grow(m);
   size_t i = memo_slot(m, key);
-  if (!m->keys[i]) /* else another thread made the same candidate first */
+  if (!m->keys[i]) {
     m->keys[i] = key, m->cands[i] = c ? srch_cand_ref(c) : NULL, m->n++;
+  } else { /* another thread made the same candidate first: take that one, as a later call would */
+    if (c) srch_cand_unref(c);
+    c = m->cands[i] ? srch_cand_ref(m->cands[i]) : NULL;
+  }
   pthread_mutex_unlock(&m->mu);
   return c;
 }

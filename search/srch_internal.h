@@ -61,7 +61,9 @@ typedef struct srch_cand_memo {
 
 void srch_cand_memo_init(srch_cand_memo_t *m);
 void srch_cand_memo_free(srch_cand_memo_t *m);
-/* srch_cand_make through the memo: a new reference, or NULL when rejected. */
+/* srch_cand_make through the memo: a new reference, or NULL when rejected.
+ * The candidate's seed is the trace's hash (not `seed`), so that it does not
+ * depend on which thread made it first. */
 srch_cand_t *srch_cand_memo_make(srch_cand_memo_t *m, const ir_func_t *f, const tn_target_t *t,
                                  const sch_trace_t *trace, uint64_t seed);
 
