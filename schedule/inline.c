@@ -11,7 +11,6 @@
 
 /* Called on every load after its indices were rebuilt; returns the
  * replacement (or the load itself). */
-typedef ir_expr_t *(*load_fn)(ir_func_t *f, ir_expr_t *load, void *ctx);
 
 static ir_expr_t *copy_node(ir_func_t *f, const ir_expr_t *e) {
   ir_expr_t *r = TN_NEW(f->arena, ir_expr_t);
@@ -21,7 +20,7 @@ static ir_expr_t *copy_node(ir_func_t *f, const ir_expr_t *e) {
 
 /* Rebuilds e bottom-up with fn applied to each load; unchanged subtrees are
  * shared, so a pure observer fn leaves e as it is. */
-static ir_expr_t *map_loads(ir_func_t *f, ir_expr_t *e, load_fn fn, void *ctx) {
+ir_expr_t *sch_map_loads(ir_func_t *f, ir_expr_t *e, sch_load_fn fn, void *ctx) {
   if (!e) return NULL;
   ir_expr_t *r;
   switch (e->kind) {
@@ -30,21 +29,21 @@ static ir_expr_t *map_loads(ir_func_t *f, ir_expr_t *e, load_fn fn, void *ctx) {
     ir_expr_t *idx[IR_MAX_DIMS];
     bool same = true;
     for (int i = 0; i < e->u.load.n; i++) {
-      idx[i] = map_loads(f, e->u.load.idx[i], fn, ctx);
+      idx[i] = sch_map_loads(f, e->u.load.idx[i], fn, ctx);
       same &= idx[i] == e->u.load.idx[i];
     }
     return fn(f, same ? e : ir_load(f, e->u.load.buf, idx, e->u.load.n), ctx);
   }
   case IR_E_NOT: case IR_E_NEG: case IR_E_CAST: {
-    ir_expr_t *a = map_loads(f, e->u.un, fn, ctx);
+    ir_expr_t *a = sch_map_loads(f, e->u.un, fn, ctx);
     if (a == e->u.un) return e;
     r = copy_node(f, e);
     r->u.un = a;
     return r;
   }
   case IR_E_SELECT: {
-    ir_expr_t *c = map_loads(f, e->u.sel.cond, fn, ctx), *t = map_loads(f, e->u.sel.t, fn, ctx);
-    ir_expr_t *el = map_loads(f, e->u.sel.f, fn, ctx);
+    ir_expr_t *c = sch_map_loads(f, e->u.sel.cond, fn, ctx), *t = sch_map_loads(f, e->u.sel.t, fn, ctx);
+    ir_expr_t *el = sch_map_loads(f, e->u.sel.f, fn, ctx);
     if (c == e->u.sel.cond && t == e->u.sel.t && el == e->u.sel.f) return e;
     r = copy_node(f, e);
     r->u.sel.cond = c, r->u.sel.t = t, r->u.sel.f = el;
@@ -54,7 +53,7 @@ static ir_expr_t *map_loads(ir_func_t *f, ir_expr_t *e, load_fn fn, void *ctx) {
     ir_expr_t *args[2] = {NULL, NULL};
     bool same = true;
     for (int i = 0; i < e->u.call.n && i < 2; i++) {
-      args[i] = map_loads(f, e->u.call.args[i], fn, ctx);
+      args[i] = sch_map_loads(f, e->u.call.args[i], fn, ctx);
       same &= args[i] == e->u.call.args[i];
     }
     if (same) return e;
@@ -63,7 +62,7 @@ static ir_expr_t *map_loads(ir_func_t *f, ir_expr_t *e, load_fn fn, void *ctx) {
     return r;
   }
   default: {
-    ir_expr_t *a = map_loads(f, e->u.bin.a, fn, ctx), *b = map_loads(f, e->u.bin.b, fn, ctx);
+    ir_expr_t *a = sch_map_loads(f, e->u.bin.a, fn, ctx), *b = sch_map_loads(f, e->u.bin.b, fn, ctx);
     if (a == e->u.bin.a && b == e->u.bin.b) return e;
     r = copy_node(f, e);
     r->u.bin.a = a, r->u.bin.b = b;
@@ -73,23 +72,23 @@ static ir_expr_t *map_loads(ir_func_t *f, ir_expr_t *e, load_fn fn, void *ctx) {
 }
 
 /* Applies map_loads to a store's value and indices; true if anything changed. */
-static bool store_map_loads(ir_func_t *f, ir_stmt_t *st, load_fn fn, void *ctx) {
+static bool store_map_loads(ir_func_t *f, ir_stmt_t *st, sch_load_fn fn, void *ctx) {
   if (!st || st->kind != IR_S_STORE) return false;
-  ir_expr_t *v = map_loads(f, st->u.store.value, fn, ctx);
+  ir_expr_t *v = sch_map_loads(f, st->u.store.value, fn, ctx);
   bool changed = v != st->u.store.value;
   st->u.store.value = v;
   for (int i = 0; i < st->u.store.n; i++) {
-    ir_expr_t *x = map_loads(f, st->u.store.idx[i], fn, ctx);
+    ir_expr_t *x = sch_map_loads(f, st->u.store.idx[i], fn, ctx);
     changed |= x != st->u.store.idx[i];
     st->u.store.idx[i] = x;
   }
   return changed;
 }
 
-static bool block_map_loads(ir_func_t *f, ir_block_t *b, load_fn fn, void *ctx) {
+static bool block_map_loads(ir_func_t *f, ir_block_t *b, sch_load_fn fn, void *ctx) {
   bool changed = store_map_loads(f, b->init, fn, ctx);
   changed |= store_map_loads(f, b->body, fn, ctx);
-  ir_expr_t *p = map_loads(f, b->predicate, fn, ctx);
+  ir_expr_t *p = sch_map_loads(f, b->predicate, fn, ctx);
   changed |= p != b->predicate;
   b->predicate = p;
   return changed;
@@ -134,7 +133,7 @@ static ir_expr_t *scan_load(ir_func_t *f, ir_expr_t *load, void *ctx) {
 
 static load_scan_t scan_loads(ir_func_t *f, ir_expr_t *e, const ir_buffer_t *buf) {
   load_scan_t s = {.buf = buf};
-  map_loads(f, e, scan_load, &s);
+  sch_map_loads(f, e, scan_load, &s);
   return s;
 }
 
@@ -462,7 +461,7 @@ int sch_prim_reverse_compute_inline(sch_t *s, int block_uid, tn_err_t *err) {
   /* C[g(u)] = h(B[u], ...) with u := P's store indices and B[...] := P's value. */
   ir_expr_t **pidx = p->body->u.store.idx;
   inliner_t in = {buf, NULL, 0, p->body->u.store.value};
-  ir_expr_t *value = ir_expr_subst(f, map_loads(f, c->body->u.store.value, inline_load, &in), vars, pidx, buf->ndim);
+  ir_expr_t *value = ir_expr_subst(f, sch_map_loads(f, c->body->u.store.value, inline_load, &in), vars, pidx, buf->ndim);
   const ir_stmt_t *cst = c->body;
   ir_expr_t *idx[IR_MAX_DIMS];
   for (int d = 0; d < cst->u.store.n; d++) idx[d] = ir_expr_subst(f, cst->u.store.idx[d], vars, pidx, buf->ndim);

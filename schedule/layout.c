@@ -33,71 +33,25 @@ int sch_prim_storage_align(sch_t *s, int block_uid, int buffer_index, int axis, 
 
 /* ---- transform_layout (permutations) ------------------------------------------ */
 
-/* e with every access to x re-indexed: new index d = old index perm[d]. */
-static ir_expr_t *permute_loads(ir_func_t *f, ir_expr_t *e, const ir_buffer_t *x, const int *perm) {
-  if (!e) return NULL;
-  ir_expr_t *r;
-  switch (e->kind) {
-  case IR_E_INT: case IR_E_FLOAT: case IR_E_VAR: return e;
-  case IR_E_LOAD: {
-    ir_expr_t *idx[IR_MAX_DIMS];
-    bool same = e->u.load.buf != x;
-    for (int d = 0; d < e->u.load.n; d++) {
-      idx[d] = permute_loads(f, e->u.load.idx[d], x, perm);
-      same &= idx[d] == e->u.load.idx[d];
-    }
-    if (same) return e;
-    if (e->u.load.buf != x) return ir_load(f, e->u.load.buf, idx, e->u.load.n);
-    ir_expr_t *p[IR_MAX_DIMS];
-    for (int d = 0; d < e->u.load.n; d++) p[d] = idx[perm[d]];
-    return ir_load(f, e->u.load.buf, p, e->u.load.n);
-  }
-  case IR_E_NOT: case IR_E_NEG: case IR_E_CAST: {
-    ir_expr_t *a = permute_loads(f, e->u.un, x, perm);
-    if (a == e->u.un) return e;
-    r = TN_NEW(f->arena, ir_expr_t);
-    *r = *e;
-    r->u.un = a;
-    return r;
-  }
-  case IR_E_SELECT: {
-    ir_expr_t *c = permute_loads(f, e->u.sel.cond, x, perm), *t = permute_loads(f, e->u.sel.t, x, perm),
-              *el = permute_loads(f, e->u.sel.f, x, perm);
-    if (c == e->u.sel.cond && t == e->u.sel.t && el == e->u.sel.f) return e;
-    r = TN_NEW(f->arena, ir_expr_t);
-    *r = *e;
-    r->u.sel.cond = c, r->u.sel.t = t, r->u.sel.f = el;
-    return r;
-  }
-  case IR_E_CALL: {
-    ir_expr_t *a[2] = {NULL, NULL};
-    bool same = true;
-    for (int i = 0; i < e->u.call.n; i++) {
-      a[i] = permute_loads(f, e->u.call.args[i], x, perm);
-      same &= a[i] == e->u.call.args[i];
-    }
-    if (same) return e;
-    r = TN_NEW(f->arena, ir_expr_t);
-    *r = *e;
-    for (int i = 0; i < e->u.call.n; i++) r->u.call.args[i] = a[i];
-    return r;
-  }
-  default: { /* binary */
-    ir_expr_t *a = permute_loads(f, e->u.bin.a, x, perm), *b = permute_loads(f, e->u.bin.b, x, perm);
-    if (a == e->u.bin.a && b == e->u.bin.b) return e;
-    r = TN_NEW(f->arena, ir_expr_t);
-    *r = *e;
-    r->u.bin.a = a, r->u.bin.b = b;
-    return r;
-  }
-  }
-}
-
 typedef struct permute {
   ir_func_t *f;
   const ir_buffer_t *x;
   const int *perm;
 } permute_t;
+
+/* A load of x re-indexed: new index d = old index perm[d]. */
+static ir_expr_t *permute_load(ir_func_t *f, ir_expr_t *load, void *p) {
+  const permute_t *pm = p;
+  if (load->u.load.buf != pm->x) return load;
+  ir_expr_t *idx[IR_MAX_DIMS];
+  for (int d = 0; d < load->u.load.n; d++) idx[d] = load->u.load.idx[pm->perm[d]];
+  return ir_load(f, load->u.load.buf, idx, load->u.load.n);
+}
+
+static ir_expr_t *permute_loads(ir_func_t *f, ir_expr_t *e, const ir_buffer_t *x, const int *perm) {
+  permute_t pm = {f, x, perm};
+  return sch_map_loads(f, e, permute_load, &pm);
+}
 
 static void permute_regions(ir_func_t *f, ir_region_t *rs, int n, const ir_buffer_t *x, const int *perm) {
   for (int i = 0; i < n; i++) {

@@ -107,6 +107,11 @@ void sch_bounds_for(const ir_func_t *f, int uid, ir_stmt_t *s, ir_bounds_t *b);
 /* A printable name for a loop (its variable) / block, for error messages. */
 const char *sch_loop_name(const ir_loop_t *l);
 
+/* Rebuilds e bottom-up with fn applied to each load (inline.c); unchanged
+ * subtrees are shared, so a pure observer fn leaves e as it is. */
+typedef ir_expr_t *(*sch_load_fn)(ir_func_t *f, ir_expr_t *load, void *ctx);
+ir_expr_t *sch_map_loads(ir_func_t *f, ir_expr_t *e, sch_load_fn fn, void *ctx);
+
 /* ---- primitives (one concern per file, uid-based, checks first) -------- */
 
 /* queries (tree.c) */
