@@ -88,11 +88,13 @@ srch_cand_t *srch_cand_memo_make(srch_cand_memo_t *m, const ir_func_t *f, const 
     pthread_mutex_unlock(&m->mu);
     if (known) return c;
   }
-  /* the seed comes from the trace, not from the caller: whichever thread
-   * makes a memoised trace first, the candidate is the same (the search is
-   * deterministic for any number of threads) */
-  (void)seed;
-  c = srch_cand_make(f, t, trace, key, NULL, NULL);
+  /* A fully decided trace takes its seed from its hash, not from the caller:
+   * whichever thread makes a memoised trace first, the candidate is the same
+   * (the search is deterministic for any number of threads).  A trace that
+   * still samples is not memoised and samples with the caller's seed: one
+   * seed for all of them made every fresh sample of a space the same. */
+  c = srch_cand_make(f, t, trace, key ? key : seed, NULL, NULL);
+  if (!key) return c;
   pthread_mutex_lock(&m->mu);
   if ((m->n + 1) * 2 > m->cap) memo_grow(m);
   size_t i = memo_slot(m, key);

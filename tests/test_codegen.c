@@ -387,6 +387,22 @@ static void run_opencl(const ir_func_t *f, const ir_func_t *ref, const cg_module
 #endif
 
 #if CG_TEST_NVRTC
+/* The PTX of src for arch (malloc'ed); a failed compile fails the test. */
+static char *nvrtc_ptx(const char *src, const char *arch) {
+  nvrtcProgram p;
+  ck_assert_int_eq(nvrtcCreateProgram(&p, src, "kern.cu", 0, NULL, NULL), NVRTC_SUCCESS);
+  char opt[64];
+  snprintf(opt, sizeof opt, "--gpu-architecture=%s", arch);
+  const char *opts[] = {opt, "-I" TUNED_CUDA_INCLUDE};
+  ck_assert_int_eq(nvrtcCompileProgram(p, 2, opts), NVRTC_SUCCESS);
+  size_t n = 0;
+  ck_assert_int_eq(nvrtcGetPTXSize(p, &n), NVRTC_SUCCESS);
+  char *ptx = tn_xcalloc(n + 1, 1);
+  ck_assert_int_eq(nvrtcGetPTX(p, ptx), NVRTC_SUCCESS);
+  nvrtcDestroyProgram(&p);
+  return ptx;
+}
+
 static void nvrtc_compile(const char *src, const char *arch) {
   nvrtcProgram p;
   ck_assert_int_eq(nvrtcCreateProgram(&p, src, "kern.cu", 0, NULL, NULL), NVRTC_SUCCESS);
@@ -1138,7 +1154,24 @@ START_TEST(test_gpu_fused_softmax) {
   ir_workload_t *w = load_wl("softmax.tw", "M=5,N=70");
   ir_func_t *f = sched_rows(w->func, 5, 70, 32, 1);
   gpu_out_t o = check_gpu(f, w->func);
-  HAS(o.cuda, "float *__restrict__ rmax");
+  /* rmax and rsum are written by one thread and read by all after a
+   * barrier: not restrict, or NVRTC may read them before the barrier (it
+   * did on an H100 with a two-kernel softmax); A is only read */
+  HAS(o.cuda, "float *rmax,");
+  HAS(o.cuda, "float *rsum)");
+  HAS(o.cuda, "float *__restrict__ A");
+#if CG_TEST_NVRTC
+  {
+    /* the normalisation after the last barrier reads the row's max and
+     * sum from global memory, with a coherent load */
+    char *ptx = nvrtc_ptx(o.cuda, "sm_90");
+    const char *last = NULL;
+    for (const char *q = strstr(ptx, "bar.sync"); q; q = strstr(q + 1, "bar.sync")) last = q;
+    ck_assert_ptr_nonnull(last);
+    ck_assert_msg(strstr(last, "ld.global.f32"), "no global read after the last barrier:\n%s", ptx);
+    free(ptx);
+  }
+#endif
   HAS(o.cuda, "fmaxf(tuned_red");
   ck_assert_int_ge(count(o.opencl, "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);"), 3);
   HAS(o.cuda_json, "\"role\":\t\"workspace\"");
@@ -1155,6 +1188,46 @@ START_TEST(test_gpu_fused_softmax) {
   o = check_gpu(f, w->func);
   gpu_out_free(&o);
   ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(test_gpu_no_restrict_across_barrier) {
+  /* the softmax candidate that verified wrong on an H100 (bench/gpu/traces):
+   * kernel 1 sums a row across threads, thread 0 writes rsum, a barrier,
+   * then every thread divides by rsum.  rsum restrict-qualified, NVRTC
+   * loaded it before the barrier in the threads other than 0. */
+  ir_workload_t *w = load_wl("softmax.tw", "M=8,N=1024");
+  char path[512], *text = NULL;
+  size_t len;
+  tn_err_t err = {0};
+  snprintf(path, sizeof path, "%s/bench/gpu/traces/softmax4096_restrict_race.json", TUNED_SOURCE_ROOT);
+  ck_assert_msg(tn_read_file(path, 1 << 20, &text, &len, &err) == TN_OK, "%s", err.msg);
+  sch_trace_t *t = NULL;
+  ck_assert_msg(sch_trace_from_json(text, len, &t, &err) == TN_OK, "%s", err.msg);
+  sch_t *s = NULL;
+  ck_assert_msg(sch_replay(w->func, t, 1, &s, &err) == TN_OK, "%s", err.msg);
+  cg_module_t *m = lower_ok(sch_func(s), CG_TARGET_CUDA);
+  ck_assert_int_eq(m->nkernels, 2);
+  const char *k1 = strstr(m->source, "kern_kernel1(");
+  ck_assert_ptr_nonnull(k1);
+  /* kernel 0 writes and reads rmax, kernel 1 writes and reads rsum */
+  HAS(m->source, "kern_kernel0(float *__restrict__ A, float *__restrict__ S, float *rmax, float *__restrict__ rsum)");
+  HAS(k1, "kern_kernel1(float *__restrict__ A, float *__restrict__ S, float *__restrict__ rmax, float *rsum)");
+  run_cuda_host(w->func, m);
+#if CG_TEST_NVRTC
+  char *ptx = nvrtc_ptx(m->source, "sm_90");
+  const char *entry = strstr(ptx, ".entry kern_kernel1"), *last = NULL;
+  ck_assert_ptr_nonnull(entry);
+  for (const char *q = strstr(entry, "bar.sync"); q; q = strstr(q + 1, "bar.sync")) last = q;
+  ck_assert_ptr_nonnull(last);
+  ck_assert_msg(strstr(last, "ld.global.f32"), "rsum is not read after the last barrier:\n%.1500s", last);
+  free(ptx);
+#endif
+  cg_module_free(m);
+  sch_free(s);
+  sch_trace_free(t);
+  free(text);
   ir_workload_free(w);
 }
 END_TEST
@@ -1785,6 +1858,7 @@ static Suite *make_suite(void) {
   tcase_add_test(g, test_gpu_cross_thread_reduction);
   tcase_add_test(g, test_gpu_cross_thread_decomposed);
   tcase_add_test(g, test_gpu_fused_softmax);
+  tcase_add_test(g, test_gpu_no_restrict_across_barrier);
   suite_add_tcase(s, g);
   TCase *sc = tcase_create("schedules");
   tcase_set_timeout(sc, 300);

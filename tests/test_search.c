@@ -326,6 +326,38 @@ END_TEST
 START_TEST(test_determinism_evolutionary_gpu) { check_determinism("nvidia/h100", SRCH_EVOLUTIONARY); }
 END_TEST
 
+/* Fresh samples of a design space draw their decisions from the seed they
+ * are given: one seed for all of them (the trace's hash, 0 for a trace that
+ * still samples) made every fresh sample the same, and at matmul 3072^3 on
+ * a GPU that one sample exceeded shared memory: the tune measured nothing. */
+START_TEST(test_fresh_samples_differ) {
+  ir_workload_t *w = load("matmul.tw", 3072);
+  tn_target_t t = target("nvidia/h100");
+  smp_space_t sp;
+  OK(smp_generate(w->func, &t, 1, &sp, &err_));
+  ck_assert_int_ge(sp.n, 1);
+  srch_cand_memo_t memo;
+  srch_cand_memo_init(&memo);
+  uint64_t hashes[32];
+  int valid = 0, distinct = 0;
+  for (uint64_t seed = 1; seed <= 32; seed++) {
+    srch_cand_t *c = srch_cand_memo_make(&memo, w->func, &t, sp.traces[0], seed * 0x9e3779b97f4a7c15ULL);
+    if (!c) continue;
+    bool seen = false;
+    for (int i = 0; i < valid; i++) seen |= hashes[i] == c->hash;
+    distinct += !seen;
+    hashes[valid++] = c->hash;
+    srch_cand_unref(c);
+  }
+  /* most random tilings of 3072^3 do not fit; some do, and differ */
+  ck_assert_int_ge(valid, 2);
+  ck_assert_int_ge(distinct, 2);
+  srch_cand_memo_free(&memo);
+  smp_space_free(&sp);
+  ir_workload_free(w);
+}
+END_TEST
+
 /* The same seed through srch_tune: the first batch measured is the same. */
 START_TEST(test_determinism_tune) {
   ir_workload_t *w = load("matmul.tw", 64);
@@ -1128,6 +1160,7 @@ static Suite *make_suite(void) {
   TCase *gen = tcase_create("generate");
   tcase_set_timeout(gen, 120);
   tcase_add_test(gen, test_determinism_evolutionary);
+  tcase_add_test(gen, test_fresh_samples_differ);
   tcase_add_test(gen, test_determinism_evolutionary_gpu);
   tcase_add_test(gen, test_determinism_replay_gpu);
   tcase_add_test(gen, test_scheduler_gradient);
