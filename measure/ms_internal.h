@@ -23,8 +23,9 @@ void ms_remove_tree(const char *path);
 int ms_write_file(const char *path, const void *data, size_t n, tn_err_t *err);
 
 /* Sets POCL_CACHE_DIR once per process (when the environment has none) to
- * dir; returns the value in effect afterwards. */
-const char *ms_pocl_cache_init(const char *dir);
+ * the per-user cache (~/.cache/tuned/pocl), else to fallback; returns the
+ * value in effect afterwards. */
+const char *ms_pocl_cache_init(const char *fallback);
 
 /* ---- child processes (util.c) --------------------------------------------- */
 

@@ -84,11 +84,42 @@ int ms_write_file(const char *path, const void *data, size_t n, tn_err_t *err) {
 
 static pthread_mutex_t pocl_lock = PTHREAD_MUTEX_INITIALIZER;
 
-const char *ms_pocl_cache_init(const char *dir) {
+/* Whether dir (created 0700 where missing, parents included) is a real
+ * directory of ours that nobody else can write to or read. */
+static bool private_dir(const char *dir) {
+  char buf[MS_PATH_MAX];
+  if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return false;
+  for (char *p = buf + 1;; p++) {
+    if (*p != '/' && *p) continue;
+    char c = *p;
+    *p = 0;
+    if (mkdir(buf, 0700) < 0 && errno != EEXIST) return false;
+    if (!c) break;
+    *p = c;
+  }
+  struct stat st;
+  return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0;
+}
+
+/* PoCL reads POCL_CACHE_DIR once per process, so the cache must outlive
+ * every build pool and runner of the process: a cache in a pool's run
+ * directory (removed with the pool) failed every later OpenCL build.  The
+ * per-user cache $XDG_CACHE_HOME/tuned/pocl (else ~/.cache/tuned/pocl; a
+ * kernel's cache entry is keyed by its source and device), or where that is
+ * not a private directory of ours, `fallback`, which the caller keeps. */
+const char *ms_pocl_cache_init(const char *fallback) {
   pthread_mutex_lock(&pocl_lock);
   const char *cur = getenv("POCL_CACHE_DIR");
   if (!cur || !*cur) {
-    ms_mkdirs(dir, NULL);
+    char dir[MS_PATH_MAX];
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n = -1;
+    if (xdg && xdg[0] == '/') n = snprintf(dir, sizeof dir, "%s/tuned/pocl", xdg);
+    else if (home && home[0] == '/') n = snprintf(dir, sizeof dir, "%s/.cache/tuned/pocl", home);
+    if (n < 0 || n >= (int)sizeof dir || !private_dir(dir)) {
+      ms_mkdirs(fallback, NULL);
+      snprintf(dir, sizeof dir, "%s", fallback);
+    }
     setenv("POCL_CACHE_DIR", dir, 1);
     cur = getenv("POCL_CACHE_DIR");
   }

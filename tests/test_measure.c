@@ -940,7 +940,7 @@ START_TEST(t_build_timeout_nvrtc) {
 }
 END_TEST
 
-/* Submit / done / wait; the builder sets POCL_CACHE_DIR under its run dir. */
+/* Submit / done / wait; the builder sets POCL_CACHE_DIR. */
 START_TEST(t_build_async) {
   unsetenv("POCL_CACHE_DIR");
   ir_workload_t *w = tu_load_sets("vector_add", "N=2048");
@@ -962,12 +962,44 @@ START_TEST(t_build_async) {
     ck_assert_ptr_nonnull(strstr(res[i].artifact, ms_builder_run_dir(b)));
   }
   ck_assert(ms_build_done(b, tk[0])); /* waited tickets count as done */
-  const char *cache = getenv("POCL_CACHE_DIR");
-  ck_assert_ptr_nonnull(cache);
-  ck_assert_ptr_nonnull(strstr(cache, ms_builder_run_dir(b)));
+  ck_assert_ptr_nonnull(getenv("POCL_CACHE_DIR"));
   for (int i = 0; i < 4; i++) ms_result_clear(&res[i]), ms_candidate_free(cs[i]);
   ms_builder_free(b);
   cg_module_free(mc);
+  cg_module_free(mo);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* OpenCL builds of one process after its first build pool is gone: PoCL
+ * reads POCL_CACHE_DIR once per process, and it pointed into the first
+ * pool's run directory, removed with the pool, so every later OpenCL build
+ * failed (tunectl bench --target opencl: the second workload was all build
+ * errors).  The cache now lives as long as the process needs it. */
+START_TEST(t_build_opencl_after_pool) {
+  if (!WITH_OPENCL) return;
+  unsetenv("POCL_CACHE_DIR");
+  ir_workload_t *w = tu_load_sets("vector_add", "N=2048");
+  tn_target_t ocl = target("opencl/pocl-cpu");
+  cg_module_t *mo = lower(w, "vector_add_gpu", CG_TARGET_OPENCL);
+  ms_candidate_t *c = from_module(&ocl, mo);
+  char first_dir[MS_PATH_MAX];
+  for (int round = 0; round < 2; round++) {
+    ms_builder_t *b = builder(0, 1);
+    if (round == 0) snprintf(first_dir, sizeof first_dir, "%s", ms_builder_run_dir(b));
+    ms_result_t res;
+    ms_build_wait(b, ms_build_submit(b, c, &res));
+    ck_assert_msg(res.status == MS_OK, "round %d: %s", round, res.error);
+    ms_result_clear(&res);
+    ms_builder_free(b);
+  }
+  const char *cache = getenv("POCL_CACHE_DIR");
+  ck_assert_ptr_nonnull(cache);
+  ck_assert_msg(strncmp(cache, first_dir, strlen(first_dir)) != 0, "the PoCL cache %s is inside a pool's run dir", cache);
+  struct stat st;
+  ck_assert_int_eq(stat(cache, &st), 0);
+  ck_assert_int_eq(st.st_mode & 0777, 0700);
+  ms_candidate_free(c);
   cg_module_free(mo);
   ir_workload_free(w);
 }
@@ -1577,6 +1609,7 @@ static Suite *make_suite(void) {
   if (WITH_CUDA) tcase_add_test(tc, t_build_timeout_nvrtc);
   tcase_add_test(tc, t_build_pause);
   tcase_add_test(tc, t_build_async);
+  tcase_add_test(tc, t_build_opencl_after_pool);
   tcase_add_test(tc, t_build_cancel);
   tcase_add_test(tc, t_runner_misc);
   tcase_add_test(tc, t_slow_cutoff);
