@@ -90,6 +90,23 @@ int tuned_connect(const char *socket_path, tuned_client_t **out, tuned_error_t *
     close(fd);
     return set_err(err, TUNED_E_CONNECT, "cannot connect to %s: %s", path, strerror(e));
   }
+  /* Only a daemon of ours (or root's) gets our workloads and serves us
+   * kernels: whoever made the socket's directory (/tmp/tuned-$UID can be
+   * made by anyone first), the process that answers is what counts. */
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+    int e = errno;
+    close(fd);
+    return set_err(err, TUNED_E_CONNECT, "cannot tell who serves %s: %s", path, strerror(e));
+  }
+  if (cred.uid != getuid() && cred.uid != 0) {
+    close(fd);
+    return set_err(err, TUNED_E_CONNECT,
+                   "refusing %s: the process serving it (pid %d) runs as uid %u, not as you (uid %u); "
+                   "start your own daemon, or pass --socket/TUNED_SOCKET",
+                   path, (int)cred.pid, (unsigned)cred.uid, (unsigned)getuid());
+  }
   tuned_client_t *c = calloc(1, sizeof *c);
   if (!c) {
     close(fd);

@@ -65,7 +65,8 @@ typedef struct tuned_client tuned_client_t;
 TUNED_API int tuned_default_socket(char *buf, size_t size);
 
 /* Connects to the daemon at socket_path (NULL or "": the default above).
- * TUNED_E_CONNECT when nothing listens there; the message names the path. */
+ * TUNED_E_CONNECT when nothing listens there, or when the process that
+ * listens runs as another user (root excepted); the message names the path. */
 TUNED_API int tuned_connect(const char *socket_path, tuned_client_t **out, tuned_error_t *err);
 TUNED_API void tuned_close(tuned_client_t *c); /* NULL is fine */
 TUNED_API const char *tuned_socket_path(const tuned_client_t *c);

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -726,6 +727,51 @@ START_TEST(t_timeout) {
 }
 END_TEST
 
+/* A socket served by another user's process (here: a child that became
+ * nobody) is refused before anything is sent, whoever owns its directory.
+ * Needs root to become another user; skipped otherwise. */
+START_TEST(t_foreign_daemon) {
+  if (geteuid() != 0) {
+    fprintf(stderr, "t_foreign_daemon: skipped (not root: cannot run a server as another user)\n");
+    return;
+  }
+  char dir[] = "/tmp/tuned-client-foreign-XXXXXX", path[64];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  ck_assert_int_eq(chmod(dir, 0777), 0);
+  snprintf(path, sizeof path, "%s/tuned.sock", dir);
+  int ready[2];
+  ck_assert_int_eq(pipe(ready), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) || listen(fd, 4)) _exit(3);
+    if (write(ready[1], "x", 1) != 1) _exit(4);
+    int c = accept(fd, NULL, NULL);
+    char buf[256];
+    ssize_t n = c >= 0 ? read(c, buf, sizeof buf) : -1; /* 0: the client closed without a word */
+    _exit(n == 0 ? 0 : 5);
+  }
+  char x;
+  ck_assert_int_eq(read(ready[0], &x, 1), 1);
+  tuned_client_t *c = NULL;
+  tuned_error_t err = {0};
+  ck_assert_int_eq(tuned_connect(path, &c, &err), TUNED_E_CONNECT);
+  ck_assert_ptr_null(c);
+  ck_assert_msg(strstr(err.message, "runs as uid 65534, not as you (uid 0)") && strstr(err.message, path), "%s",
+                err.message);
+  int st = 0;
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the foreign server saw a message or failed: %d", st);
+  unlink(path);
+  rmdir(dir);
+  close(ready[0]);
+  close(ready[1]);
+}
+END_TEST
+
 /* ---- pkg-config and bench ----------------------------------------------------------- */
 
 START_TEST(t_pkgconfig) {
@@ -865,7 +911,7 @@ END_TEST
 
 static Suite *make_suite(void) {
   Suite *s = suite_create("client");
-  TU_TCASE(s, "offline", 60, t_no_daemon, t_default_socket, t_parse_kernel_job, t_fake_server, t_timeout,
+  TU_TCASE(s, "offline", 60, t_no_daemon, t_default_socket, t_parse_kernel_job, t_fake_server, t_timeout, t_foreign_daemon,
            t_pkgconfig, t_bench_compare);
   TCase *tc = TU_TCASE(s, "daemon", 300, t_ping_targets, t_submit_wait_jobs_status, t_best_records, t_kernel,
                        t_export_import, t_libtuned, t_example_host, t_errors, t_cancel);
