@@ -266,10 +266,15 @@ static cJSON *result_json(const bench_item_t *it, const bench_out_t *r) {
 }
 
 static int write_json(const tc_args_t *o, const char *path, const cJSON *doc) {
+  tn_err_t err = {0};
+  FILE *f = tn_open_out(path, false, &err);
+  if (!f) {
+    fprintf(stderr, "tunectl %s: %s\n", o->name, err.msg);
+    return -1;
+  }
   char *text = cJSON_Print(doc);
-  FILE *f = fopen(path, "w");
-  int bad = !f || fprintf(f, "%s\n", text) < 0;
-  if (f) bad |= fclose(f) != 0;
+  int bad = fprintf(f, "%s\n", text) < 0;
+  bad |= fclose(f) != 0;
   if (bad) fprintf(stderr, "tunectl %s: cannot write %s: %s\n", o->name, path, strerror(errno));
   free(text);
   return bad ? -1 : 0;

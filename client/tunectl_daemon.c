@@ -624,8 +624,9 @@ static FILE *open_out(const tc_args_t *o, bool binary) {
     }
     return stdout;
   }
-  FILE *f = fopen(o->out, binary ? "wb" : "w");
-  if (!f) fprintf(stderr, "tunectl %s: cannot write %s: %s\n", o->name, o->out, strerror(errno));
+  tn_err_t err = {0};
+  FILE *f = tn_open_out(o->out, binary, &err);
+  if (!f) fprintf(stderr, "tunectl %s: %s\n", o->name, err.msg);
   return f;
 }
 

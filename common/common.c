@@ -2,10 +2,12 @@
 #include "common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -226,6 +228,25 @@ char *tn_buf_take(tn_buf_t *b) {
 }
 
 /* ---- files ------------------------------------------------------------- */
+
+FILE *tn_open_out(const char *path, bool binary, tn_err_t *err) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ELOOP) {
+    tn_err_set(err, TN_EINVAL, "%s is a symbolic link: not written through (remove it, or name the file it points to)",
+               path);
+    return NULL;
+  }
+  if (fd < 0) {
+    tn_err_set(err, TN_EIO, "cannot write %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  FILE *f = fdopen(fd, binary ? "wb" : "w");
+  if (!f) {
+    tn_err_set(err, TN_EIO, "cannot write %s: %s", path, strerror(errno));
+    close(fd);
+  }
+  return f;
+}
 
 int tn_read_file(const char *path, size_t max_bytes, char **out, size_t *len, tn_err_t *err) {
   FILE *f = fopen(path, "rb");

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -98,6 +99,12 @@ char *tn_buf_take(tn_buf_t *b);
 /* Reads a whole file (NUL-terminated, *len excludes the NUL).  Files larger
  * than max_bytes are refused with TN_ENOMEM. */
 int tn_read_file(const char *path, size_t max_bytes, char **out, size_t *len, tn_err_t *err);
+
+/* Opens path for writing (created 0644 or truncated) as a user-named output
+ * (-o FILE): a symbolic link there is refused, not followed, so a link
+ * planted in a shared directory cannot redirect what we write.  NULL with
+ * err set on failure. */
+FILE *tn_open_out(const char *path, bool binary, tn_err_t *err);
 
 /* ---- RNG ----------------------------------------------------------------- */
 

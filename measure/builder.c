@@ -263,7 +263,7 @@ int ms_builder_new(const ms_build_opts_t *o, ms_builder_t **out, tn_err_t *err) 
       free(c);
       return err ? err->code : TN_EIO;
     }
-  } else if (ms_make_temp_dir("tuned-build", c->run_dir, sizeof c->run_dir, err) < 0) {
+  } else if (ms_temp_dir_new("tuned-build", c->run_dir, sizeof c->run_dir, err) < 0) {
     free(c);
     return err ? err->code : TN_EIO;
   } else {
@@ -320,7 +320,7 @@ void ms_builder_free(ms_builder_t *b) {
   c->all = NULL;
   /* A thread still stuck in a compiler may write into its job's directory
    * later; those writes fail harmlessly and their result is discarded. */
-  if (c->own_dir) ms_remove_tree(c->run_dir);
+  if (c->own_dir) ms_temp_dir_remove(c->run_dir);
   core_unref_locked(c);
   free(b);
 }

@@ -14,7 +14,7 @@ int ms_measure(const ir_func_t *f, const tn_target_t *t, cg_module_t *const *mod
   for (int i = 0; i < n; i++) ms_result_init(&results[i]);
   if (ms_compiler_check(t, err) < 0) return err->code;
   char dir[MS_DIR_MAX];
-  int rc = ms_make_temp_dir("tuned-measure", dir, sizeof dir, err);
+  int rc = ms_temp_dir_new("tuned-measure", dir, sizeof dir, err);
   if (rc < 0) return rc;
   ms_build_opts_t bo = o->build;
   ms_run_opts_t ro = o->run;
@@ -41,6 +41,6 @@ int ms_measure(const ir_func_t *f, const tn_target_t *t, cg_module_t *const *mod
   free(cands);
   ms_builder_free(b);
   ms_runner_free(r);
-  ms_remove_tree(dir);
+  ms_temp_dir_remove(dir);
   return rc;
 }

@@ -52,6 +52,15 @@ cg_target_t ms_language_of(tn_target_kind_t k);
  * "libcuda.so.1"); libcuda is never linked. */
 void ms_backend_probe(ms_backend_t b, ms_backend_status_t *st);
 
+/* Temporary directories "<$TMPDIR or /tmp>/<stem>-XXXXXX" that a process
+ * owns (an flock'ed .owner file inside) until ms_temp_dir_remove; a
+ * directory whose maker died without removing it (SIGKILL) is removed by
+ * the next ms_temp_dir_new of the same user, or by ms_temp_dirs_sweep, which
+ * returns how many it removed. */
+int ms_temp_dir_new(const char *stem, char *out, size_t size, tn_err_t *err);
+void ms_temp_dir_remove(const char *path);
+int ms_temp_dirs_sweep(void);
+
 /* ======================================================================
  * Candidates (candidate.c)
  * ====================================================================== */

@@ -14,8 +14,6 @@
 /* Longest run directory: files under it (".../b000001/cand.cubin") fit MS_PATH_MAX. */
 #define MS_DIR_MAX 384
 
-/* mkdtemp under $TMPDIR (or /tmp) with the given stem: "<tmp>/<stem>-XXXXXX". */
-int ms_make_temp_dir(const char *stem, char *out, size_t size, tn_err_t *err);
 /* mkdir -p. */
 int ms_mkdirs(const char *path, tn_err_t *err);
 /* rm -rf (best effort; never follows symlinks out of the tree). */

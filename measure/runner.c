@@ -233,7 +233,7 @@ int ms_runner_new(const ms_run_opts_t *o, ms_runner_t **out, tn_err_t *err) {
     snprintf(r->run_dir, sizeof r->run_dir, "%s", o->run_dir);
     rc = ms_mkdirs(r->run_dir, err);
   } else if (rc == TN_OK) {
-    rc = ms_make_temp_dir("tuned-run", r->run_dir, sizeof r->run_dir, err);
+    rc = ms_temp_dir_new("tuned-run", r->run_dir, sizeof r->run_dir, err);
     r->own_dir = rc == TN_OK;
   }
   if (rc < 0) {
@@ -254,7 +254,7 @@ void ms_runner_free(ms_runner_t *r) {
   cJSON_Delete(r->load_msg);
   free(r->params);
   if (r->data_path[0]) unlink(r->data_path);
-  if (r->own_dir) ms_remove_tree(r->run_dir);
+  if (r->own_dir) ms_temp_dir_remove(r->run_dir);
   free(r);
 }
 

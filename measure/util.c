@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,13 +20,87 @@
 
 extern char **environ;
 
-int ms_make_temp_dir(const char *stem, char *out, size_t size, tn_err_t *err) {
+/* ---- temporary directories ----------------------------------------------
+ * Each holds ".owner", a file that the process which made the directory
+ * keeps open under an exclusive flock for the directory's life.  A SIGKILL
+ * releases the lock and removes nothing; the next temp directory made on
+ * this machine by any process of the same user removes every tuned-* dir
+ * in $TMPDIR whose .owner it can lock (its maker is gone).  The lock file is
+ * locked before it gets its name, so a sweep never sees it unlocked. */
+
+typedef struct held_dir {
+  char *path;
+  int fd;
+} held_dir_t;
+
+static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
+static held_dir_t *held;
+static int nheld, held_cap;
+
+static const char *temp_root(void) {
   const char *tmp = getenv("TMPDIR");
-  if (!tmp || !*tmp) tmp = "/tmp";
+  return tmp && *tmp ? tmp : "/tmp";
+}
+
+int ms_temp_dirs_sweep(void) {
+  const char *tmp = temp_root();
+  DIR *d = opendir(tmp);
+  if (!d) return 0;
+  int removed = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (strncmp(e->d_name, "tuned-", 6) != 0) continue;
+    char dir[MS_PATH_MAX], lock[MS_PATH_MAX + 8];
+    if ((size_t)snprintf(dir, sizeof dir, "%s/%s", tmp, e->d_name) >= sizeof dir) continue;
+    struct stat st;
+    if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) continue;
+    snprintf(lock, sizeof lock, "%s/.owner", dir);
+    int fd = open(lock, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue; /* not ours to judge: no owner file */
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      ms_remove_tree(dir);
+      removed++;
+    }
+    close(fd);
+  }
+  closedir(d);
+  return removed;
+}
+
+int ms_temp_dir_new(const char *stem, char *out, size_t size, tn_err_t *err) {
+  const char *tmp = temp_root();
+  ms_temp_dirs_sweep();
   if ((size_t)snprintf(out, size, "%s/%s-XXXXXX", tmp, stem) >= size)
     return tn_err_set(err, TN_EINVAL, "temp dir path under %s is too long", tmp);
   if (!mkdtemp(out)) return tn_err_set(err, TN_EIO, "cannot create a temp dir %s: %s", out, strerror(errno));
+  char part[MS_PATH_MAX + 16], lock[MS_PATH_MAX + 16];
+  snprintf(part, sizeof part, "%s/.owner.new", out);
+  snprintf(lock, sizeof lock, "%s/.owner", out);
+  int fd = open(part, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0 || rename(part, lock) < 0) {
+    int e = errno;
+    if (fd >= 0) close(fd);
+    ms_remove_tree(out);
+    return tn_err_set(err, TN_EIO, "cannot mark the temp dir %s as ours: %s", out, strerror(e));
+  }
+  pthread_mutex_lock(&held_mu);
+  if (nheld == held_cap) held = tn_xrealloc(held, sizeof *held * (size_t)(held_cap = held_cap ? 2 * held_cap : 8));
+  held[nheld++] = (held_dir_t){tn_xstrdup(out), fd};
+  pthread_mutex_unlock(&held_mu);
   return TN_OK;
+}
+
+void ms_temp_dir_remove(const char *path) {
+  ms_remove_tree(path);
+  pthread_mutex_lock(&held_mu);
+  for (int i = 0; i < nheld; i++)
+    if (strcmp(held[i].path, path) == 0) {
+      close(held[i].fd);
+      free(held[i].path);
+      held[i] = held[--nheld];
+      break;
+    }
+  pthread_mutex_unlock(&held_mu);
 }
 
 int ms_mkdirs(const char *path, tn_err_t *err) {

@@ -111,10 +111,8 @@ static int make_work_dir(loop_t *l, tn_err_t *err) {
       return tn_err_set(err, TN_EIO, "search: cannot create %s: %s", l->work_dir, strerror(errno));
     return 0;
   }
-  const char *tmp = getenv("TMPDIR");
-  snprintf(l->work_dir, sizeof l->work_dir, "%s/tuned-search-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(l->work_dir)) return tn_err_set(err, TN_EIO, "search: cannot create a temp dir in %s: %s",
-                                               tmp && *tmp ? tmp : "/tmp", strerror(errno));
+  int rc = ms_temp_dir_new("tuned-search", l->work_dir, sizeof l->work_dir, err);
+  if (rc < 0) return tn_err_prefix(err, "search");
   l->own_work_dir = true;
   return 0;
 }
@@ -459,7 +457,7 @@ int srch_generate(srch_ctx_t *c, int task, int want, srch_cand_t ***out, int *n,
 static void teardown(loop_t *l) {
   if (l->own_builder) ms_builder_free(l->builder);
   srch_ctx_free(l->c);
-  if (l->own_work_dir) srch_rm_tree(l->work_dir);
+  if (l->own_work_dir) ms_temp_dir_remove(l->work_dir);
 }
 
 int srch_tune(const srch_task_t *tasks, int ntasks, const tn_target_t *t, const srch_opts_t *opts,

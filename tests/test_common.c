@@ -157,6 +157,47 @@ START_TEST(t_identifiers) {
 }
 END_TEST
 
+/* -o FILE: written, truncated on a rewrite; a symbolic link there is
+ * refused (its target untouched), a missing directory said. */
+START_TEST(t_open_out) {
+  char dir[] = "/tmp/tuned-open-out-XXXXXX", path[64], link_path[64], victim[64];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/out.json", dir);
+  snprintf(link_path, sizeof link_path, "%s/link.json", dir);
+  snprintf(victim, sizeof victim, "%s/victim", dir);
+  tn_err_t e = {0};
+  for (int round = 0; round < 2; round++) {
+    FILE *f = tn_open_out(path, false, &e);
+    ck_assert_msg(f, "%s", e.msg);
+    fputs(round ? "two\n" : "first and longer\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+  }
+  char *s = NULL;
+  size_t n = 0;
+  ck_assert_int_eq(tn_read_file(path, 100, &s, &n, &e), TN_OK);
+  ck_assert_str_eq(s, "two\n");
+  free(s);
+  FILE *v = fopen(victim, "w");
+  fputs("precious\n", v);
+  fclose(v);
+  ck_assert_int_eq(symlink(victim, link_path), 0);
+  ck_assert_ptr_null(tn_open_out(link_path, true, &e));
+  ck_assert_int_eq(e.code, TN_EINVAL);
+  ck_assert_msg(strstr(e.msg, "link.json is a symbolic link: not written through"), "%s", e.msg);
+  ck_assert_int_eq(tn_read_file(victim, 100, &s, &n, &e), TN_OK);
+  ck_assert_str_eq(s, "precious\n");
+  free(s);
+  char missing[96];
+  snprintf(missing, sizeof missing, "%s/no/such/dir.json", dir);
+  ck_assert_ptr_null(tn_open_out(missing, false, &e));
+  ck_assert_msg(e.code == TN_EIO && strstr(e.msg, "No such file or directory"), "%s", e.msg);
+  unlink(link_path);
+  unlink(victim);
+  unlink(path);
+  rmdir(dir);
+}
+END_TEST
+
 START_TEST(t_read_file) {
   char *s = NULL;
   size_t n = 0;
@@ -417,7 +458,8 @@ END_TEST
 
 static Suite *make(void) {
   Suite *s = suite_create("common");
-  TU_TCASE(s, "core", 0, t_err, t_arena, t_buf, t_rng, t_hash, t_gcd, t_half, t_bf16, t_identifiers, t_read_file);
+  TU_TCASE(s, "core", 0, t_err, t_arena, t_buf, t_rng, t_hash, t_gcd, t_half, t_bf16, t_identifiers, t_read_file,
+           t_open_out);
   TU_TCASE(s, "targets", 0, t_target_shipped, t_target_config_dir, t_target_bad_files, t_target_cc, t_roofline);
   return s;
 }

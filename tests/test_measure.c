@@ -1005,6 +1005,62 @@ START_TEST(t_build_opencl_after_pool) {
 }
 END_TEST
 
+/* A temp dir whose process was SIGKILLed (nothing removed it) is removed by
+ * the next sweep; a live process's dir and a foreign tuned-* dir without an
+ * owner file are left alone; ms_temp_dir_remove removes one's own. */
+static pid_t temp_dir_child(int fd, bool die) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    char dir[MS_PATH_MAX];
+    tn_err_t err = {0};
+    if (ms_temp_dir_new("tuned-sweeptest", dir, sizeof dir, &err) < 0) _exit(2);
+    if (write(fd, dir, sizeof dir) != (ssize_t)sizeof dir) _exit(3);
+    if (die) raise(SIGKILL);
+    pause();
+    _exit(0);
+  }
+  return pid;
+}
+
+START_TEST(t_temp_dir_sweep) {
+  char tmp[] = "/tmp/tuned-sweep-root-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(tmp));
+  setenv("TMPDIR", tmp, 1);
+  int p[2];
+  ck_assert_int_eq(pipe(p), 0);
+  char dead[MS_PATH_MAX], alive[MS_PATH_MAX], bare[MS_PATH_MAX + 16], mine[MS_PATH_MAX];
+  pid_t a = temp_dir_child(p[1], false);
+  ck_assert_int_eq(read(p[0], alive, sizeof alive), (ssize_t)sizeof alive);
+  pid_t d = temp_dir_child(p[1], true);
+  ck_assert_int_eq(read(p[0], dead, sizeof dead), (ssize_t)sizeof dead);
+  int st;
+  ck_assert_int_eq(waitpid(d, &st, 0), d);
+  ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  snprintf(bare, sizeof bare, "%s/tuned-bare", tmp); /* no .owner: not ours to judge */
+  ck_assert_int_eq(mkdir(bare, 0700), 0);
+  struct stat sb;
+  ck_assert_int_eq(stat(dead, &sb), 0); /* the SIGKILL left it behind... */
+  tn_err_t err = {0};
+  ck_assert_msg(ms_temp_dir_new("tuned-mine", mine, sizeof mine, &err) == TN_OK, "%s", err.msg);
+  ck_assert_int_ne(stat(dead, &sb), 0); /* ...the next new temp dir swept it */
+  ck_assert_int_eq(stat(alive, &sb), 0);
+  ck_assert_int_eq(stat(bare, &sb), 0);
+  ck_assert_int_eq(ms_temp_dirs_sweep(), 0); /* ours is held too */
+  ck_assert_int_eq(stat(mine, &sb), 0);
+  kill(a, SIGKILL);
+  ck_assert_int_eq(waitpid(a, &st, 0), a);
+  ck_assert_int_eq(ms_temp_dirs_sweep(), 1);
+  ck_assert_int_ne(stat(alive, &sb), 0);
+  ms_temp_dir_remove(mine);
+  ck_assert_int_ne(stat(mine, &sb), 0);
+  ck_assert_int_eq(rmdir(bare), 0);
+  ck_assert_int_eq(rmdir(tmp), 0);
+  unsetenv("TMPDIR");
+  close(p[0]);
+  close(p[1]);
+}
+END_TEST
+
 /* A queued build withdrawn with ms_build_cancel finishes at once; one that
  * is compiling is left alone. */
 START_TEST(t_build_cancel) {
@@ -1610,6 +1666,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, t_build_pause);
   tcase_add_test(tc, t_build_async);
   tcase_add_test(tc, t_build_opencl_after_pool);
+  tcase_add_test(tc, t_temp_dir_sweep);
   tcase_add_test(tc, t_build_cancel);
   tcase_add_test(tc, t_runner_misc);
   tcase_add_test(tc, t_slow_cutoff);
