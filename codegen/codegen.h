@@ -7,8 +7,10 @@
  * C target: one function
  *     int <entry>(float *restrict A, float *restrict B, ...)   (f->params order)
  * returning 0, or -1 when a temporary buffer could not be allocated, and a
- * wrapper `int tuned_entry(void **args)` that calls it with args[i] cast to
- * the parameter's pointer type (what a CPU runner dlsym()s).  float16 data is
+ * wrapper `int tuned_entry_<entry>(void **args)` that calls it with args[i]
+ * cast to the parameter's pointer type (what a CPU runner dlsym()s; named
+ * after the entry, so that kernels with different entries link into one
+ * program).  float16 data is
  * stored as uint16_t (IEEE half bits) and computed in float.
  *
  * A runner that dlopen()s the built library should pass RTLD_NODELETE:
@@ -69,8 +71,14 @@ typedef struct cg_module {
   int nparams;
 } cg_module_t;
 
-/* Lowers f for target.  entry must be a valid identifier (tn_is_identifier)
- * of at most CG_ENTRY_MAX characters; NULL means CG_ENTRY_DEFAULT.  Errors
+/* Whether s can name an entry point: an identifier (tn_is_identifier) of
+ * at most CG_ENTRY_MAX characters that is not a C library function or
+ * macro of the headers generated code includes (exit, sinf, errno), not
+ * macro-like (M_PI, NAME) and without a leading underscore. */
+bool cg_entry_usable(const char *s);
+
+/* Lowers f for target.  entry must be usable (cg_entry_usable); NULL means
+ * CG_ENTRY_DEFAULT.  Errors
  * (TN_EINVAL unless said otherwise) name the block or loop: an unbound root
  * statement on a GPU target, loops bound to one thread tag with different
  * extents, an unknown thread tag, a cross-thread reduction that cannot be

@@ -1,5 +1,5 @@
 /* module.c — cg_lower: runs the analyses, prints the C function (with its
- * heap temporaries and the tuned_entry wrapper) or one GPU kernel per root
+ * heap temporaries and the tuned_entry_<entry> wrapper) or one GPU kernel per root
  * statement (with shared declarations and launch extents), and assembles
  * the module; plus target names and the launch configuration as JSON. */
 #include "cg_internal.h"
@@ -188,7 +188,7 @@ static void emit_c(cg_ctx_t *c, cg_module_t *m, tn_buf_t *src) {
   c->ind = 0;
   cg_line(c, "}");
   cg_line(c, "%s", "");
-  cg_line(c, "int tuned_entry(void **args) {");
+  cg_line(c, "int tuned_entry_%s(void **args) {", c->entry);
   tn_buf_t call;
   tn_buf_init(&call);
   for (int p = 0; p < c->f->nparams; p++) {
@@ -392,10 +392,11 @@ int cg_lower(const ir_func_t *f, cg_target_t target, const char *entry, cg_modul
   if (!f) return tn_err_set(err, TN_EINVAL, "cg_lower: no function given");
   if (!d) return tn_err_set(err, TN_EINVAL, "unknown target %d (valid: c, cuda, opencl)", (int)target);
   if (!entry) entry = CG_ENTRY_DEFAULT;
-  if (!tn_is_identifier(entry) || strlen(entry) > CG_ENTRY_MAX)
+  if (!cg_entry_usable(entry))
     return tn_err_set(err, TN_EINVAL,
                       "entry name \"%s\" is not usable: it must be an identifier of at most %d "
-                      "characters that is not a reserved word of C, CUDA or OpenCL",
+                      "characters that is not a reserved word of C, CUDA or OpenCL, a C library function or "
+                      "macro (exit, sinf, errno), all capitals (a macro's style) or led by '_'",
                       entry, CG_ENTRY_MAX);
   ir_func_t *own = d->gpu ? cg_inject_vthreads(f) : NULL;
   if (own) f = own;

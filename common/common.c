@@ -302,7 +302,7 @@ static const char *const reserved[] = {
     "read_only", "read_write", "register", "reinterpret_cast", "requires", "restrict",
     "return", "sampler_t", "short", "signed", "sizeof", "size_t", "static", "static_assert",
     "static_cast", "struct", "switch", "template", "this", "threadIdx", "thread_local",
-    "throw", "true", "try", "typedef", "typeid", "typename", "uchar", "uint", "ulong",
+    "throw", "true", "try", "typedef", "typeid", "typename", "typeof", "typeof_unqual", "uchar", "uint", "ulong",
     "union", "unsigned", "ushort", "using", "virtual", "void", "volatile", "warpSize",
     "wchar_t", "while", "write_only", "xor", "xor_eq",
 };
@@ -313,6 +313,7 @@ static int cmp_str(const void *a, const void *b) {
 
 bool tn_is_reserved_word(const char *s) {
   if (strncmp(s, "__", 2) == 0 || strncmp(s, "tuned_", 6) == 0) return true;
+  if (s[0] == '_' && s[1] >= 'A' && s[1] <= 'Z') return true; /* C reserves _X names (_Float16, _Bool) */
   return bsearch(&s, reserved, TN_ARRAY_LEN(reserved), sizeof reserved[0], cmp_str) != NULL;
 }
 

@@ -124,7 +124,7 @@ static void kernel_work(td_req_t *req) {
   db_record_t best;
   if (lookup(req, k, &w, &best)) return;
   if (!k->entry[0]) {
-    bool ok = w.name && strlen(w.name) <= CG_ENTRY_MAX && tn_is_identifier(w.name);
+    bool ok = w.name && cg_entry_usable(w.name);
     snprintf(k->entry, sizeof k->entry, "%s", ok ? w.name : CG_ENTRY_DEFAULT);
   }
   cg_module_t *mod = NULL;
@@ -174,9 +174,10 @@ td_reply_t td_m_kernel_get(td_req_t *req) {
   if (!k->hash[0] == !text)
     return td_req_error(req, TD_E_PARAMS, "give exactly one of the params \"workload\" (a hash) and "
                         "\"workload_text\" (the workload's source)");
-  if (entry && !tn_is_identifier(entry))
-    return td_req_error(req, TD_E_PARAMS, "invalid param \"entry\": \"%s\" is not a C identifier (or is "
-                        "reserved)", entry);
+  if (entry && !cg_entry_usable(entry))
+    return td_req_error(req, TD_E_PARAMS, "invalid param \"entry\": \"%s\" is not a C identifier, or is "
+                        "reserved (C, CUDA or OpenCL words, C library names such as exit, all capitals, a "
+                        "leading '_')", entry);
   if (entry) snprintf(k->entry, sizeof k->entry, "%s", entry);
   snprintf(k->name, sizeof k->name, "%s", name ? name : "workload");
   if (text) k->text = tn_xstrdup(text);

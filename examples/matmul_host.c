@@ -113,7 +113,9 @@ static int run_c(const tuned_kernel_t *k, problem_t *p) {
   /* RTLD_NODELETE: OpenMP worker threads of the kernel outlive dlclose. */
   void *h = rc == 0 ? dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) : NULL;
   int (*entry)(void **) = NULL;
-  void *sym = h ? dlsym(h, "tuned_entry") : NULL;
+  char name[128]; /* the wrapper is named after the kernel's entry */
+  snprintf(name, sizeof name, "tuned_entry_%s", k->entry);
+  void *sym = h ? dlsym(h, name) : NULL;
   memcpy(&entry, &sym, sizeof sym);
   if (!entry) {
     fprintf(stderr, "matmul_host: cannot build or load the kernel (%s): %s\n", cmd, rc ? "cc failed" : dlerror());

@@ -206,10 +206,10 @@ extern const char ms_cuda_host_header[]; /* measure/cuda_host.h (cuda_host_heade
 static const char *const cuda_ptr_type[] = {"unsigned char", "int", "long long", "__half", "float", "double",
                                             "__nv_bfloat16"};
 
-/* The launcher: tuned_entry runs the candidate's kernels in order over
- * their grids, as the CUDA worker would launch them. */
+/* The launcher: tuned_entry_<first kernel's name> runs the candidate's
+ * kernels in order over their grids, as the CUDA worker would launch them. */
 static void launcher(const ms_candidate_t *cand, tn_buf_t *o) {
-  tn_buf_put(o, "\nextern \"C\" int tuned_entry(void **args) {\n");
+  tn_buf_printf(o, "\nextern \"C\" int tuned_entry_%s(void **args) {\n", cand->kernels[0].name);
   for (int k = 0; k < cand->nkernels; k++) {
     const cg_kernel_t *kd = &cand->kernels[k];
     tn_buf_printf(o, "  tuned_host::launch(\"%s\", dim3{%lldu, %lldu, %lldu}, dim3{%lldu, %lldu, %lldu}, [&] {\n    %s(",

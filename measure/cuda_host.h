@@ -2,7 +2,7 @@
  *
  * The "cuda-host" target's builder (measure/build_cc.c) compiles a
  * candidate's exact CUDA source as C++ with this header in front and a
- * launcher behind (`int tuned_entry(void **args)`, one tuned_host::launch per
+ * launcher behind (`int tuned_entry_<kernel>(void **args)`, one tuned_host::launch per
  * kernel), so that the worker's CPU backend runs and verifies it like any
  * CPU candidate.  A kernel is run block after block; the threads of a block
  * are coroutines (ucontext) that run one at a time, each until its next

@@ -83,7 +83,7 @@ typedef struct ms_candidate {
 int ms_candidate_from_module(const tn_target_t *t, const cg_module_t *m, ms_candidate_t **out,
                              tn_err_t *err);
 /* From raw parts (hand-written or planted sources).  C sources must define
- * `int tuned_entry(void **args)`; GPU sources the kernels named in kernels. */
+ * `int tuned_entry_<kernels[0].name>(void **args)`; GPU sources the kernels named in kernels. */
 int ms_candidate_new(const tn_target_t *t, const char *source, const cg_kernel_t *kernels,
                      int nkernels, const cg_param_t *params, int nparams, ms_candidate_t **out,
                      tn_err_t *err);

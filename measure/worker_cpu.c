@@ -1,5 +1,5 @@
 /* worker_cpu.c — the worker's CPU backend: dlopen of the candidate's .so,
- * `int tuned_entry(void **args)` called on the mapped inputs (read-only, so
+ * `int tuned_entry_<entry>(void **args)` called on the mapped inputs (read-only, so
  * a write into an input faults) and the worker's output buffers, timed with
  * CLOCK_MONOTONIC. */
 #include <dlfcn.h>
@@ -54,9 +54,13 @@ static int cpu_load(const wk_run_t *r, wk_err_t *e) {
   cpu_lib = dlopen(r->artifact, RTLD_NOW | RTLD_LOCAL);
   if (!cpu_lib) return wk_fail(e, "cannot load %s: %s", r->artifact, dlerror());
   pin_openmp_runtimes();
-  void *p = dlsym(cpu_lib, "tuned_entry");
+  /* tuned_entry_<entry>: C modules have one "kernel", named as the entry;
+   * the cuda-host launcher is named after the first kernel */
+  char sym[sizeof r->kernels[0].name + 16];
+  snprintf(sym, sizeof sym, "tuned_entry_%s", r->nkernels > 0 ? r->kernels[0].name : "");
+  void *p = dlsym(cpu_lib, sym);
   if (!p) {
-    wk_fail(e, "%s has no tuned_entry function", r->artifact);
+    wk_fail(e, "%s has no %s function", r->artifact, sym);
     dlclose(cpu_lib);
     cpu_lib = NULL;
     return -1;
@@ -87,7 +91,7 @@ static int cpu_launch(double *secs, wk_err_t *e) {
   int rc = cpu_entry(cpu_args);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   *secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-  if (rc != 0) return wk_fail(e, "tuned_entry returned %d (a temporary buffer could not be allocated)", rc);
+  if (rc != 0) return wk_fail(e, "the kernel returned %d (a temporary buffer could not be allocated)", rc);
   return 0;
 }
 

@@ -269,7 +269,7 @@ END_TEST
 START_TEST(t_kernel) {
   run_t *r = ctl(0, "kernel %s --emit source", g_hash);
   ck_assert_msg(strstr(r->out, "int matmul(float *restrict A, float *restrict B, float *restrict C)") &&
-                    strstr(r->out, "int tuned_entry(void **args)"),
+                    strstr(r->out, "int tuned_entry_matmul(void **args)"),
                 "%s", r->out);
   cJSON *j = parse_json(ctl(0, "kernel " MM32 " --emit json")->out);
   ck_assert_str_eq(jstr(j, "language"), "c");

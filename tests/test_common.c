@@ -152,6 +152,8 @@ START_TEST(t_identifiers) {
   ck_assert(!tn_is_identifier("kernel"));
   ck_assert(!tn_is_identifier("__x"));
   ck_assert(!tn_is_identifier("tuned_buf"));
+  ck_assert(!tn_is_identifier("_Float16")); /* C reserves _X names */
+  ck_assert(!tn_is_identifier("typeof"));
   ck_assert(tn_is_reserved_word("while"));
   ck_assert(!tn_is_reserved_word("whilst"));
 }

@@ -338,7 +338,7 @@ END_TEST
 
 /* ---- planted bad candidates ----------------------------------------------------- */
 
-#define ENTRY "int tuned_entry(void **args) {\n  const float *A = args[0], *B = args[1];\n  float *C = args[2];\n"
+#define ENTRY "int tuned_entry_default_function(void **args) {\n  const float *A = args[0], *B = args[1];\n  float *C = args[2];\n"
 
 static const char *const bad_c[] = {
     /* out-of-bounds write: 16 GiB past the output */
@@ -1311,11 +1311,11 @@ START_TEST(t_slow_cutoff) {
   /* the generated kernel, 20 ms slower */
   tn_buf_t src;
   tn_buf_init(&src);
-  const char *entry = strstr(m->source, "int tuned_entry(void **args) {");
+  const char *entry = strstr(m->source, "int tuned_entry_default_function(void **args) {");
   ck_assert_ptr_nonnull(entry);
   tn_buf_put(&src, "#include <unistd.h>\n");
   tn_buf_printf(&src, "%.*s", (int)(entry - m->source), m->source);
-  tn_buf_printf(&src, "int tuned_entry(void **args) {\n  usleep(20000);%s", entry + strlen("int tuned_entry(void **args) {"));
+  tn_buf_printf(&src, "int tuned_entry_default_function(void **args) {\n  usleep(20000);%s", entry + strlen("int tuned_entry_default_function(void **args) {"));
   ms_candidate_t *cs[3] = {planted(&t, m, tn_buf_str(&src)), from_module(&t, m), planted(&t, m, tn_buf_str(&src))};
   ms_builder_t *b = builder(0, 0);
   ms_run_opts_t o = {.timeout_s = 10, .min_secs = 0.01, .slow_factor = 10};
@@ -1345,7 +1345,7 @@ START_TEST(t_slow_cutoff) {
   tn_buf_reset(&src);
   tn_buf_put(&src, "#include <unistd.h>\n");
   tn_buf_printf(&src, "%.*s", (int)(entry - m->source), m->source);
-  tn_buf_printf(&src, "int tuned_entry(void **args) {\n  usleep(3000000);%s", entry + strlen("int tuned_entry(void **args) {"));
+  tn_buf_printf(&src, "int tuned_entry_default_function(void **args) {\n  usleep(3000000);%s", entry + strlen("int tuned_entry_default_function(void **args) {"));
   ms_candidate_t *hopeless = planted(&t, m, tn_buf_str(&src));
   ms_candidate_t *run2[3] = {cs[1], hopeless, cs[1]};
   o.stop_min_s = 0.05;
@@ -1367,7 +1367,7 @@ START_TEST(t_slow_cutoff) {
   tn_buf_reset(&src);
   tn_buf_put(&src, "#include <unistd.h>\n");
   tn_buf_printf(&src, "%.*s", (int)(entry - m->source), m->source);
-  tn_buf_printf(&src, "int tuned_entry(void **args) {\n  usleep(300000);%s", entry + strlen("int tuned_entry(void **args) {"));
+  tn_buf_printf(&src, "int tuned_entry_default_function(void **args) {\n  usleep(300000);%s", entry + strlen("int tuned_entry_default_function(void **args) {"));
   ms_candidate_t *slowish = planted(&t, m, tn_buf_str(&src));
   ck_assert_msg(ms_runner_new(&o, &r, &err) == TN_OK, "%s", err.msg);
   ck_assert_msg(ms_runner_set_workload(r, w->func, 4, &err) == TN_OK, "%s", err.msg);
@@ -1603,7 +1603,7 @@ START_TEST(t_tunectl_emit) {
   r = tunectl("emit " MM TRACE("matmul_cpu") "--target cpu --emit c");
   ck_assert_msg(r->status == 0, "%s", r->err);
   ck_assert_ptr_nonnull(strstr(r->out, "#pragma omp parallel for"));
-  ck_assert_ptr_nonnull(strstr(r->out, "int tuned_entry(void **args)"));
+  ck_assert_ptr_nonnull(strstr(r->out, "int tuned_entry_default_function(void **args)"));
   r = tunectl("emit " MM TRACE("matmul_shared") "--target nvidia/tesla-t4 --emit launch");
   ck_assert_msg(r->status == 0, "%s", r->err);
   ck_assert_ptr_nonnull(strstr(r->out, "\"grid\":\t[2, 2, 1]"));
