@@ -40,6 +40,10 @@ static inline uint64_t tc_seed(const tc_args_t *a) {
  * argument `what`; -1 after a message that names the command, `what`, the
  * range and the text. */
 int tc_parse_int(const tc_args_t *a, const char *what, const char *text, int64_t min, int64_t max, int64_t *out);
+/* Whether this machine can run the candidates of target t (whose backend
+ * is probed); says why not on stderr, as `tunectl CMD: ...`. */
+struct tn_target;
+bool tc_can_measure(const char *cmd, const struct tn_target *t);
 
 /* Every handler runs one command on its parsed command line and returns the
  * exit code: 0 ok, 1 failure, 2 a bad command line. */

@@ -294,6 +294,7 @@ static int run_suite(const tc_args_t *o, const cJSON *suite, const char *dir, co
     fprintf(stderr, "tunectl bench: %s\n", err.msg);
     return -1;
   }
+  if (!o->daemon && !tc_can_measure("bench", &t)) return -1;
   const cJSON *spec;
   int rc = 0;
   cJSON_ArrayForEach(spec, cJSON_GetObjectItemCaseSensitive(suite, "workloads")) {

@@ -418,9 +418,25 @@ int tco_space(tc_args_t *o) {
   return 0;
 }
 
+/* Whether this machine can run t's candidates; says why not.  A tune
+ * without the device would fill the database with run errors that count as
+ * measured for good. */
+bool tc_can_measure(const char *cmd, const tn_target_t *t) {
+  ms_backend_t b = ms_backend_of(t->kind);
+  ms_backend_status_t st;
+  ms_backend_probe(b, &st);
+  if (st.available) return true;
+  fprintf(stderr,
+          "tunectl %s: cannot measure on %s here: the %s backend is %s (%s); tune on a machine with the "
+          "device, or look at kernels without it with `tunectl emit` and `tunectl space`\n",
+          cmd, t->name, ms_backend_name(b), st.compiled ? "unavailable" : "not in this build", st.detail);
+  return false;
+}
+
 int tco_tune(tc_args_t *o) {
   tn_target_t t;
   if (lookup_target("tune", o, &t) < 0) return 1;
+  if (!tc_can_measure("tune", &t)) return 2;
   ir_workload_t *w = load_workload("tune", o);
   if (!w) return 1;
   if (o->no_remeasure && o->remeasure > 0) {

@@ -67,6 +67,26 @@ static cJSON *records_json(td_server_t *srv, const db_records_t *rs, flops_cache
   return o;
 }
 
+/* A target that a query names must exist: in the database (imported records
+ * keep theirs) or as a target file; otherwise an empty answer would read as
+ * "nothing tuned there yet" for a misspelt name.  -1 with the error set. */
+static int check_query_target(td_req_t *req, const char *name) {
+  if (!name) return 0;
+  db_targets_t ts;
+  tn_err_t err = {0};
+  if (db_targets_list(req->srv->rdb, &ts, &err)) {
+    td_req_tn_error(req, TD_E_INTERNAL, &err);
+    return -1;
+  }
+  bool found = false;
+  for (size_t i = 0; i < ts.n && !found; i++) found = strcmp(ts.items[i].name, name) == 0;
+  db_targets_free(&ts);
+  td_target_info_t info;
+  if (found || td_target_check(&req->srv->machine, name, &info, &err) == 0) return 0;
+  td_req_error(req, TD_E_PARAMS, "invalid param \"target\": %s (nor is it in the database)", err.msg);
+  return -1;
+}
+
 td_reply_t td_m_db_records(td_req_t *req) {
   char hash[17];
   const char *target;
@@ -75,7 +95,7 @@ td_reply_t td_m_db_records(td_req_t *req) {
   if (td_param_hash(req, "workload", false, hash) || td_param_str(req, "target", false, 63, &target) ||
       td_param_enum(req, "status", statuses, -1, &status) ||
       td_param_int(req, "limit", false, 100, 1, 1000, &limit) ||
-      td_param_int(req, "offset", false, 0, 0, INT64_C(1) << 40, &offset))
+      td_param_int(req, "offset", false, 0, 0, INT64_C(1) << 40, &offset) || check_query_target(req, target))
     return TD_REPLY;
   db_query_t q = db_query_all();
   q.workload_hash = hash[0] ? hash : NULL;
@@ -96,7 +116,7 @@ td_reply_t td_m_db_best(td_req_t *req) {
   const char *target;
   int64_t k;
   if (td_param_hash(req, "workload", true, hash) || td_param_str(req, "target", false, 63, &target) ||
-      td_param_int(req, "k", false, 1, 1, 100, &k))
+      td_param_int(req, "k", false, 1, 1, 100, &k) || check_query_target(req, target))
     return TD_REPLY;
   if (!target) target = req->srv->cfg.target;
   tn_err_t err = {0};
@@ -160,7 +180,8 @@ td_reply_t td_m_db_export(td_req_t *req) {
   req->data = x;
   req->free_data = xfer_free;
   const char *target;
-  if (td_param_hash(req, "workload", false, x->hash) || td_param_str(req, "target", false, 63, &target))
+  if (td_param_hash(req, "workload", false, x->hash) || td_param_str(req, "target", false, 63, &target) ||
+      check_query_target(req, target))
     return TD_REPLY;
   if (target) snprintf(x->target, sizeof x->target, "%s", target);
   return td_req_queue_work(req, export_work, export_done);

@@ -1,10 +1,13 @@
 /* schema.c — opening a database: pragmas (WAL), versioned migrations,
  * transactions, the statement cache and SQLite error reporting. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cJSON.h>
 
@@ -381,8 +384,17 @@ static int configure(db_t *db, const char *path, tn_err_t *err) {
 int db_open(const char *path, db_t **out, tn_err_t *err) {
   *out = NULL;
   if (!path) return tn_err_set(err, TN_EINVAL, "db_open: no database path given");
+  bool file = path[0] && strcmp(path, ":memory:") != 0 && strncmp(path, "file:", 5) != 0;
+  struct stat st;
+  if (file && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+    return tn_err_set(err, TN_EINVAL, "database '%s' is a symbolic link: not opened through it (name the file it "
+                      "points to)", path);
+  if (file) { /* a new database is the user's alone (SQLite would make it 0644; -wal and -shm follow it) */
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) close(fd);
+  }
   db_t *db = tn_xcalloc(1, sizeof *db);
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
   int rc = 0;
   if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
     rc = db->h ? db_fail(db, err, "opening")

@@ -972,6 +972,10 @@ START_TEST(bad_input) {
   expect_error(&c, "db.best", "{\"workload\":\"0000000000000000\"}", -32001, "no workload");
   expect_error(&c, "db.records", "{\"status\":\"great\"}", -32602, "\"status\"");
   expect_error(&c, "db.records", "{\"limit\":0}", -32602, "\"limit\"");
+  /* a misspelt target is an error, not an empty list */
+  expect_error(&c, "db.records", "{\"target\":\"nvidia/h1000\"}", -32602, "nvidia/h1000");
+  expect_error(&c, "db.best", "{\"workload\":\"0000000000000000\",\"target\":\"cpuu\"}", -32602, "cpuu");
+  expect_error(&c, "db.export", "{\"target\":\"bogus\"}", -32602, "(nor is it in the database)");
   expect_error(&c, "kernel.get", "{\"workload\":\"0000000000000000\"}", -32001, "no workload");
   expect_error(&c, "kernel.get", "{}", -32602, "exactly one");
   expect_error(&c, "kernel.get", "{\"workload_text\":\"param N = 8\\ninput A: float32[N]\\noutput B: float32[N]\\n"

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -149,6 +150,35 @@ START_TEST(t_migrate_empty) {
   ck_assert_int_eq(rc & 0xff, SQLITE_CONSTRAINT);
   ck_assert_ptr_nonnull(strstr(sqlite3_errmsg(h), "cannot store TEXT value in REAL column"));
   sqlite3_close(h);
+  tmp_cleanup();
+}
+END_TEST
+
+/* A new database and its WAL are the user's alone (0600; SQLite alone made
+ * 0644 files), and a symbolic link in the database's place is refused. */
+START_TEST(t_private_files) {
+  const char *path = tmp_db("p.db");
+  mode_t old = umask(022);
+  db_t *db = open_ok(path);
+  add_workload(db, "00000000000000b1", "x");
+  char wal[PATH_MAX];
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  struct stat st;
+  ck_assert_int_eq(stat(path, &st), 0);
+  ck_assert_int_eq(st.st_mode & 0777, 0600);
+  ck_assert_int_eq(stat(wal, &st), 0);
+  ck_assert_int_eq(st.st_mode & 0777, 0600);
+  db_close(db);
+  umask(old);
+  char link_path[PATH_MAX];
+  snprintf(link_path, sizeof link_path, "%s.link", path);
+  ck_assert_int_eq(symlink(path, link_path), 0);
+  db_t *l = NULL;
+  tn_err_t err = {0};
+  ck_assert_int_eq(db_open(link_path, &l, &err), TN_EINVAL);
+  ck_assert_ptr_null(l);
+  ck_assert_msg(strstr(err.msg, ".link' is a symbolic link: not opened through it"), "%s", err.msg);
+  unlink(link_path);
   tmp_cleanup();
 }
 END_TEST
@@ -1205,6 +1235,7 @@ static Suite *make_suite(void) {
   TCase *schema = tcase_create("schema");
   tcase_add_test(schema, t_migrate_empty);
   tcase_add_test(schema, t_reopen);
+  tcase_add_test(schema, t_private_files);
   tcase_add_test(schema, t_migrate_from_v1);
   tcase_add_test(schema, t_migrate_from_v2);
   tcase_add_test(schema, t_version_too_new);

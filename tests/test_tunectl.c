@@ -481,6 +481,24 @@ END_TEST
  * summary gives both figures; the unscheduled program is measured once and
  * read from the database the second time; --no-remeasure and --no-baseline
  * leave them out; --remeasure N counts; contradicting options are refused. */
+/* A tune for a device this machine cannot run (here: the CUDA driver
+ * pointed at nothing) is refused before anything is measured or stored:
+ * the run errors it would record would count as measured for good. */
+START_TEST(t_tune_no_device) {
+  char dir[] = "/tmp/tunectl-nodev-XXXXXX", args[PATH_MAX * 2], db[PATH_MAX];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(db, sizeof db, "%s/t.db", dir);
+  snprintf(args, sizeof args, "tune " W("vector_add") " --target nvidia/h100 --trials 2 --db %s", db);
+  run_t *r = tunectl_env("TUNED_CUDA_DRIVER=/nonexistent/libcuda.so.1", args);
+  ck_assert_msg(r->status == 2, "exit %d\n%s", r->status, r->err);
+  ck_assert_msg(strstr(r->err, "tunectl tune: cannot measure on nvidia/h100 here: the cuda backend is "), "%s", r->err);
+  ck_assert_msg(strstr(r->err, "/nonexistent/libcuda.so.1"), "%s", r->err);
+  struct stat st;
+  ck_assert_int_ne(stat(db, &st), 0); /* no database made, no row written */
+  rmdir(dir);
+}
+END_TEST
+
 START_TEST(t_tune_db) {
   char dir[] = "/tmp/tunectl-tunedb-XXXXXX", args[PATH_MAX * 2];
   ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -542,7 +560,7 @@ static Suite *make(void) {
   TU_TCASE(s, "pretuned", 240, t_pretuned);
   TU_TCASE(s, "targets", 240, t_targets, t_relocated);
   TU_TCASE(s, "limits", 600, t_thousand_blocks, t_deep_nest);
-  TU_TCASE(s, "tune", 300, t_tune_db);
+  TU_TCASE(s, "tune", 300, t_tune_db, t_tune_no_device);
   return s;
 }
 
