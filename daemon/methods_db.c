@@ -1,11 +1,13 @@
 /* methods_db.c — database queries: db.workloads, db.records and db.best on
  * the loop's read connection (indexed; limits keep each answer to a few
- * milliseconds of work), db.export and db.import on the thread pool. */
+ * milliseconds of work), db.export and db.import (each line's workload hash
+ * and trace checked) on the thread pool. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon/td.h"
+#include "schedule/schedule.h"
 
 static const char *const statuses[] = {"ok", "build_error", "run_error", "timeout", "wrong_result", "too_slow", NULL};
 
@@ -187,10 +189,38 @@ td_reply_t td_m_db_export(td_req_t *req) {
   return td_req_queue_work(req, export_work, export_done);
 }
 
+/* Nothing imported is taken on trust: the workload's source must hash to
+ * the hash the record is filed under (else a kernel would be served for
+ * another workload), and the trace must replay on that workload (else an
+ * invalid trace with a tiny median would become the best for good). */
+static int import_check(void *ctx, const db_import_item_t *it, tn_err_t *err) {
+  (void)ctx;
+  ir_workload_t *w = NULL;
+  if (td_workload_parse(it->workload_name, it->workload_source, it->workload_params, &w, err))
+    return tn_err_prefix(err, "workload %s does not parse", it->workload_hash);
+  char hex[17];
+  ir_hash_hex(ir_func_hash(w->func), hex);
+  int rc = TN_OK;
+  if (strcmp(hex, it->workload_hash) != 0) {
+    rc = tn_err_set(err, TN_EINVAL, "workload hash %s does not match its source and parameters (which hash to %s): "
+                    "the line was altered or made elsewhere", it->workload_hash, hex);
+  } else {
+    sch_trace_t *t = NULL;
+    sch_t *s = NULL;
+    if (sch_trace_from_json(it->trace, strlen(it->trace), &t, err) < 0 ||
+        sch_replay(w->func, t, 1, &s, err) < 0)
+      rc = tn_err_prefix(err, "the trace does not replay on workload %s (%s)", hex, it->workload_name);
+    sch_free(s);
+    sch_trace_free(t);
+  }
+  ir_workload_free(w);
+  return rc;
+}
+
 static void import_work(td_req_t *req) {
   xfer_t *x = req->data;
   uv_mutex_lock(&req->srv->wdb_lock);
-  x->rc = db_import_jsonl(req->srv->wdb, x->jsonl, strlen(x->jsonl), &x->stats, &x->err);
+  x->rc = db_import_jsonl_checked(req->srv->wdb, x->jsonl, strlen(x->jsonl), import_check, NULL, &x->stats, &x->err);
   uv_mutex_unlock(&req->srv->wdb_lock);
 }
 

@@ -339,4 +339,20 @@ typedef struct db_import_stats {
 int db_import_jsonl(db_t *db, const char *text, size_t len, db_import_stats_t *stats,
                     tn_err_t *err);
 
+/* What an import check sees of one line (strings valid during the call). */
+typedef struct db_import_item {
+  const char *workload_hash, *workload_name, *workload_source;
+  const char *workload_params; /* JSON object text */
+  const char *target_name;
+  const char *trace;
+} db_import_item_t;
+/* Returns 0, or an error (with err set) that fails the line and the import. */
+typedef int (*db_import_check_fn)(void *ctx, const db_import_item_t *it, tn_err_t *err);
+
+/* db_import_jsonl with check called on every record line before it is
+ * stored (the database layer cannot parse workloads or replay traces; the
+ * daemon's check does). */
+int db_import_jsonl_checked(db_t *db, const char *text, size_t len, db_import_check_fn check, void *check_ctx,
+                            db_import_stats_t *stats, tn_err_t *err);
+
 #endif

@@ -179,33 +179,36 @@ static int want_object_text(const cJSON *o, const char *path, const char *key, c
   return *out ? 0 : tn_err_set(err, TN_ENOMEM, "out of memory");
 }
 
-static int import_workload(db_t *db, const cJSON *line, int64_t *id, db_import_stats_t *s,
-                           tn_err_t *err) {
+/* The line's workload, read into it (strings owned by line; *params
+ * malloc'ed) and added when missing. */
+static int import_workload(db_t *db, const cJSON *line, int64_t *id, db_import_item_t *it, char **params,
+                           db_import_stats_t *s, tn_err_t *err) {
   const cJSON *o = field(line, "workload");
   if (!cJSON_IsObject(o)) return tn_err_set(err, TN_EINVAL, "field 'workload' must be an object");
   db_workload_t w = {0};
-  char *params = NULL;
   int rc = want_string(o, "workload.", "hash", false, &w.hash, err);
   if (!rc) rc = want_string(o, "workload.", "name", false, &w.name, err);
   if (!rc) rc = want_string(o, "workload.", "source", false, &w.source, err);
   if (!rc) rc = want_number(o, "workload.", "flops", true, 0, &w.flops, err);
   if (!rc) rc = want_number(o, "workload.", "bytes", true, 0, &w.bytes, err);
-  if (!rc) rc = want_object_text(o, "workload.", "params", &params, err);
-  w.params = params;
+  if (!rc) rc = want_object_text(o, "workload.", "params", params, err);
+  w.params = *params;
+  it->workload_hash = w.hash, it->workload_name = w.name, it->workload_source = w.source;
+  it->workload_params = *params;
   bool added = false;
   if (!rc) rc = db_workload_ensure(db, &w, id, &added, err);
-  free(params);
   s->workloads_added += added;
   return rc;
 }
 
-static int import_target(db_t *db, const cJSON *line, int64_t *id, db_import_stats_t *s,
+static int import_target(db_t *db, const cJSON *line, int64_t *id, db_import_item_t *it, db_import_stats_t *s,
                          tn_err_t *err) {
   const cJSON *o = field(line, "target");
   if (!cJSON_IsObject(o)) return tn_err_set(err, TN_EINVAL, "field 'target' must be an object");
   db_target_t t = {0};
   char *json = NULL;
   int rc = want_string(o, "target.", "name", false, &t.name, err);
+  it->target_name = t.name;
   if (!rc) rc = want_string(o, "target.", "kind", false, &t.kind, err);
   if (!rc) rc = want_string(o, "target.", "arch", true, &t.arch, err);
   if (!rc) rc = want_object_text(o, "target.", "json", &json, err);
@@ -265,18 +268,28 @@ static int read_record_fields(const cJSON *line, db_record_t *r, tn_err_t *err) 
   return 0;
 }
 
-static int import_line(db_t *db, const cJSON *line, db_import_stats_t *s, tn_err_t *err) {
+typedef struct import_ctx {
+  db_import_check_fn check;
+  void *check_ctx;
+} import_ctx_t;
+
+static int import_line(db_t *db, const cJSON *line, const import_ctx_t *ic, db_import_stats_t *s, tn_err_t *err) {
   if (!cJSON_IsObject(line)) return tn_err_set(err, TN_EINVAL, "expected a JSON object");
   db_record_t r;
   db_record_init(&r);
   double *runs = NULL;
-  int rc = import_workload(db, line, &r.workload_id, s, err);
-  if (!rc) rc = import_target(db, line, &r.target_id, s, err);
+  char *params = NULL;
+  db_import_item_t it = {0};
+  int rc = import_workload(db, line, &r.workload_id, &it, &params, s, err);
+  if (!rc) rc = import_target(db, line, &r.target_id, &it, s, err);
   if (!rc) rc = read_runs(line, &runs, &r.n_runs, err);
   r.run_secs = runs;
   if (!rc) rc = read_record_fields(line, &r, err);
+  it.trace = r.trace;
+  if (!rc && ic->check) rc = ic->check(ic->check_ctx, &it, err);
   if (!rc) rc = db_record_insert(db, &r, "record", err);
   free(runs);
+  free(params);
   if (!rc) {
     s->inserted += !r.duplicate;
     s->duplicates += r.duplicate;
@@ -292,7 +305,7 @@ static bool blank(const char *s, size_t n) {
   return true;
 }
 
-static int parse_and_import(db_t *db, const char *s, size_t n, db_import_stats_t *st,
+static int parse_and_import(db_t *db, const char *s, size_t n, const import_ctx_t *ic, db_import_stats_t *st,
                             tn_err_t *err) {
   const char *end = NULL;
   cJSON *j = cJSON_ParseWithLengthOpts(s, n, &end, false);
@@ -300,13 +313,19 @@ static int parse_and_import(db_t *db, const char *s, size_t n, db_import_stats_t
     size_t col = end && end >= s && end <= s + n ? (size_t)(end - s) + 1 : 1;
     return tn_err_set(err, TN_EINVAL, "invalid JSON near column %zu", col);
   }
-  int rc = import_line(db, j, st, err);
+  int rc = import_line(db, j, ic, st, err);
   cJSON_Delete(j);
   return rc;
 }
 
 int db_import_jsonl(db_t *db, const char *text, size_t len, db_import_stats_t *stats,
                     tn_err_t *err) {
+  return db_import_jsonl_checked(db, text, len, NULL, NULL, stats, err);
+}
+
+int db_import_jsonl_checked(db_t *db, const char *text, size_t len, db_import_check_fn check, void *check_ctx,
+                            db_import_stats_t *stats, tn_err_t *err) {
+  import_ctx_t ic = {check, check_ctx};
   db_import_stats_t local;
   db_import_stats_t *s = stats ? stats : &local;
   memset(s, 0, sizeof *s);
@@ -319,7 +338,7 @@ int db_import_jsonl(db_t *db, const char *text, size_t len, db_import_stats_t *s
     lineno++;
     if (!blank(text + pos, n)) {
       s->lines++;
-      rc = parse_and_import(db, text + pos, n, s, err);
+      rc = parse_and_import(db, text + pos, n, &ic, s, err);
       if (rc) {
         tn_err_prefix(err, "line %zu", lineno);
         if (err) err->line = (int)lineno;

@@ -646,6 +646,32 @@ START_TEST(submit_watch_best_kernel) {
   free(jsonl);
   cJSON_Delete(ip);
 
+  /* imported lines are checked, not trusted: a record filed under another
+   * workload's hash, and a trace that does not replay on its workload (with
+   * its trace_hash left out so that only the replay can catch it) */
+  for (int k = 0; k < 2; k++) {
+    cJSON *line = cJSON_Parse(jsonl_line);
+    if (k == 0) {
+      cJSON_ReplaceItemInObject(cJSON_GetObjectItem(line, "workload"), "hash", cJSON_CreateString("0123456789abcdef"));
+    } else {
+      cJSON_DeleteItemFromObject(line, "trace_hash");
+      cJSON_ReplaceItemInObject(line, "trace", cJSON_CreateString("{\"version\": 1, \"trace\": [[[\"GetBlock\", [], "
+                                                                   "[\"nosuch\", \"main\"], [\"b0\"]]], []]}"));
+      cJSON_ReplaceItemInObject(line, "median_secs", cJSON_CreateNumber(1e-12));
+    }
+    char *bad = cJSON_PrintUnformatted(line);
+    cJSON *bp = cJSON_CreateObject();
+    cJSON_AddStringToObject(bp, "jsonl", bad);
+    char *bps = cJSON_PrintUnformatted(bp);
+    expect_error(&c, "db.import", bps, -32602,
+                 k == 0 ? "line 1: workload hash 0123456789abcdef does not match its source and parameters"
+                        : "line 1: the trace does not replay on workload");
+    free(bps);
+    cJSON_Delete(bp);
+    free(bad);
+    cJSON_Delete(line);
+  }
+
 #if TUNED_HAVE_CUDA
   kernel_for_imported_gpu_record(&c, jsonl_line, s.hash);
 #endif
