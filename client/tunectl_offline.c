@@ -194,7 +194,8 @@ int tco_eval(tc_args_t *o) {
   tn_err_t err = {0};
   int rc = 1;
   double t0 = tn_now();
-  if (ir_data_new(f, tc_seed(o), EVAL_MAX_BYTES, &d, &err) < 0 || ir_eval(f, d, &err) < 0) {
+  if (ir_eval_check_work(f, &err) < 0 || ir_data_new(f, tc_seed(o), EVAL_MAX_BYTES, &d, &err) < 0 ||
+      ir_eval(f, d, &err) < 0) {
     fprintf(stderr, "tunectl eval: %s: %s\n", o->pos[0], err.msg);
     goto out;
   }
@@ -439,6 +440,12 @@ int tco_tune(tc_args_t *o) {
   if (!tc_can_measure("tune", &t)) return 2;
   ir_workload_t *w = load_workload("tune", o);
   if (!w) return 1;
+  tn_err_t werr = {0};
+  if (ir_eval_check_work(w->func, &werr) < 0) { /* before anything is stored */
+    fprintf(stderr, "tunectl tune: %s: %s\n", o->pos[0], werr.msg);
+    ir_workload_free(w);
+    return 1;
+  }
   if (o->no_remeasure && o->remeasure > 0) {
     fprintf(stderr, "tunectl tune: --remeasure %lld and --no-remeasure contradict each other\n",
             (long long)o->remeasure);

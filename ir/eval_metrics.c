@@ -4,6 +4,7 @@
 #include "ir.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 double ir_rel_l2_error(const double *ref, const double *got, int64_t n) {
   double num = 0, den = 0;
@@ -75,4 +76,37 @@ double ir_func_bytes(const ir_func_t *f) {
   for (int i = 0; i < f->nparams; i++)
     n += (double)ir_buffer_numel(f->params[i]) * ir_dtype_bytes(f->params[i]->dtype);
   return n;
+}
+
+static double stmt_updates(const ir_stmt_t *s, double times) {
+  if (!s) return 0;
+  double n = 0;
+  switch (s->kind) {
+  case IR_S_SEQ:
+    for (int i = 0; i < s->u.seq.n; i++) n += stmt_updates(s->u.seq.items[i], times);
+    return n;
+  case IR_S_LOOP: return stmt_updates(s->u.loop.body, times * (double)s->u.loop.extent);
+  case IR_S_BLOCK: return stmt_updates(s->u.block.init, times) + stmt_updates(s->u.block.body, times);
+  case IR_S_STORE: return times;
+  }
+  return 0;
+}
+
+double ir_func_updates(const ir_func_t *f) { return stmt_updates(f->root, 1); }
+
+double ir_eval_max_updates(void) {
+  const char *e = getenv("TUNED_EVAL_MAX_UPDATES");
+  char *end = NULL;
+  double v = e && *e ? strtod(e, &end) : 0;
+  return e && *e && end && !*end && v > 0 ? v : IR_EVAL_MAX_UPDATES;
+}
+
+int ir_eval_check_work(const ir_func_t *f, tn_err_t *err) {
+  double n = ir_func_updates(f), cap = ir_eval_max_updates();
+  if (n <= cap) return TN_OK;
+  return tn_err_set(err, TN_ERANGE,
+                    "%s needs %.3g element updates to compute its reference result, over the cap of %.3g "
+                    "(hours of work, unstoppable once started): refused; make the problem smaller, or raise "
+                    "$TUNED_EVAL_MAX_UPDATES",
+                    f->name, n, cap);
 }

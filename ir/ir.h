@@ -483,6 +483,16 @@ double ir_dtype_tolerance(ir_dtype_t t);
 /* Floating-point operations of one run (arithmetic on values, not indices:
  * matmul M*N*K -> 2*M*N*K) and compulsory bytes (all parameters once). */
 double ir_func_flops(const ir_func_t *f);
+/* Element updates (stores, inits included) one evaluation performs. */
+double ir_func_updates(const ir_func_t *f);
+/* The most element updates a reference evaluation may take: the reference
+ * evaluator runs at about 1e9 updates/s on a few cores and cannot be
+ * stopped midway, so larger problems are refused before it starts (2^38,
+ * minutes of work: matmul 4096^3 is 2^36; $TUNED_EVAL_MAX_UPDATES overrides). */
+#define IR_EVAL_MAX_UPDATES 274877906944.0
+double ir_eval_max_updates(void);
+/* TN_ERANGE, naming the function, the count and the cap, when f is over it. */
+int ir_eval_check_work(const ir_func_t *f, tn_err_t *err);
 double ir_func_bytes(const ir_func_t *f);
 
 #endif

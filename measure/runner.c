@@ -296,7 +296,8 @@ static int write_data(ms_runner_t *r, const ir_func_t *f, const ir_data_t *d, tn
 
 int ms_runner_set_workload(ms_runner_t *r, const ir_func_t *f, uint64_t seed, tn_err_t *err) {
   ir_data_t *d = NULL;
-  int rc = ir_data_new(f, seed, EVAL_MAX_BYTES, &d, err);
+  int rc = ir_eval_check_work(f, err);
+  if (rc == TN_OK) rc = ir_data_new(f, seed, EVAL_MAX_BYTES, &d, err);
   if (rc == TN_OK) rc = ir_eval(f, d, err);
   if (rc < 0) {
     ir_data_free(d);

@@ -990,6 +990,10 @@ START_TEST(bad_input) {
   expect_error(&c, "tune.submit", with(sub, "params", "{\"M\":\"big\"}"), -32602, "\"params\"");
   expect_error(&c, "tune.submit", with(sub, "target", "\"nvidia/tesla-p100\""), -32003, "refused");
   expect_error(&c, "tune.submit", with(sub, "target", "\"bogus\""), -32602, "unknown target");
+  expect_error(&c, "tune.submit",
+               "{\"workload\":\"param N = 4, R = 2147483647\\ninput A: float32[N, N]\\noutput B: float32[N]\\n"
+               "B[i] = sum(j < R, k < R: A[i, 0])\\n\",\"name\":\"huge\"}",
+               -32002, "element updates to compute its reference result, over the cap");
   expect_error(&c, "tune.submit", "{\"workload\":\"x\",\"trials\":8,\"trials\":9}", -32602, "duplicate param");
   expect_error(&c, "tune.submit", "{\"workload\":\"input A: float32[M]\\n\",\"name\":\"mm\"}", -32002, "mm.tw:1:");
   expect_error(&c, "tune.submit", "{\"workload\":42}", -32602, "\"workload\"");

@@ -408,7 +408,8 @@ END_TEST
 static run_t *tunectl_env(const char *env, const char *args) {
   static run_t r;
   char cmd[8192];
-  snprintf(cmd, sizeof cmd, "%s '%s' %s", env, getenv("TUNECTL"), args);
+  int n = snprintf(cmd, sizeof cmd, "%s '%s' %s", env, getenv("TUNECTL"), args);
+  ck_assert_msg(n > 0 && n < (int)sizeof cmd, "command too long: %s", args);
   return tu_run_capture(cmd, &r);
 }
 
@@ -499,6 +500,38 @@ START_TEST(t_tune_no_device) {
 }
 END_TEST
 
+/* A workload whose reference result would take hours (2^31 x 2^31 reduction
+ * steps per output) is refused before anything runs or is stored, by eval,
+ * tune and run; the cap can be raised. */
+START_TEST(t_eval_work_cap) {
+  char dir[] = "/tmp/tunectl-cap-XXXXXX", wl[PATH_MAX], args[PATH_MAX * 2], db[PATH_MAX];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(wl, sizeof wl, "%s/huge.tw", dir);
+  snprintf(db, sizeof db, "%s/t.db", dir);
+  tu_put_file(dir, "huge.tw", "param N = 4, R = 2147483647\ninput A: float32[N, N]\noutput B: float32[N]\n"
+                  "B[i] = sum(j < R, k < R: A[i, 0])\n");
+  const char *cmds[3] = {"eval %s", "tune %s --target cpu --trials 2 --db %s", "run %s --target cpu"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(args, sizeof args, cmds[i], wl, db);
+    double t0 = tn_now();
+    run_t *r = expect(args, 1, NULL, "needs 3.69e+19 element updates to compute its reference result, over the cap");
+    ck_assert_msg(tn_now() - t0 < 30, "%s took %.1f s", args, tn_now() - t0);
+    ck_assert_msg(strstr(r->err, "$TUNED_EVAL_MAX_UPDATES"), "%s", r->err);
+  }
+  struct stat st;
+  ck_assert_int_ne(stat(db, &st), 0);
+  /* under the cap (4 x 64 x 64 updates) with a lowered cap: refused too */
+  tu_put_file(dir, "huge.tw", "param N = 4, R = 64\ninput A: float32[N, N]\noutput B: float32[N]\n"
+                  "B[i] = sum(j < R, k < R: A[i, 0])\n");
+  snprintf(args, sizeof args, "eval %s", wl);
+  ck_assert_int_eq(tunectl(args)->status, 0);
+  run_t *r = tunectl_env("TUNED_EVAL_MAX_UPDATES=1000", args);
+  ck_assert_msg(r->status == 1 && strstr(r->err, "over the cap of 1e+03"), "%d %s", r->status, r->err);
+  unlink(wl);
+  rmdir(dir);
+}
+END_TEST
+
 START_TEST(t_tune_db) {
   char dir[] = "/tmp/tunectl-tunedb-XXXXXX", args[PATH_MAX * 2];
   ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -560,7 +593,7 @@ static Suite *make(void) {
   TU_TCASE(s, "pretuned", 240, t_pretuned);
   TU_TCASE(s, "targets", 240, t_targets, t_relocated);
   TU_TCASE(s, "limits", 600, t_thousand_blocks, t_deep_nest);
-  TU_TCASE(s, "tune", 300, t_tune_db, t_tune_no_device);
+  TU_TCASE(s, "tune", 300, t_tune_db, t_tune_no_device, t_eval_work_cap);
   return s;
 }
 
