@@ -338,6 +338,9 @@ static void print_run_text(const ms_result_t *r, const ir_workload_t *w, const t
     for (int i = 1; i < r->nrepeats; i++) lo = fmin(lo, r->run_secs[i]), hi = fmax(hi, r->run_secs[i]);
     printf("median    %.6f ms over %d repeats (min %.6f ms, max %.6f ms)\n", r->median_secs * 1e3, r->nrepeats,
            lo * 1e3, hi * 1e3);
+    char cupti[512];
+    ms_cupti_text(r, cupti, sizeof cupti);
+    if (cupti[0]) printf("cupti     %s\n", cupti);
     printf("speed     %.3f GFLOP/s, %.3f GB/s\n", r->gflops, r->gbps);
     tn_roofline_t rl;
     char line[256];

@@ -23,7 +23,7 @@
 #include "common/common.h"
 
 /* The schema version this build creates and understands. */
-#define DB_SCHEMA_VERSION 3
+#define DB_SCHEMA_VERSION 4
 
 typedef struct db db_t;
 
@@ -133,6 +133,13 @@ typedef struct db_record {
   int registers, shared_bytes, spill_bytes; /* -1 when unknown */
   const char *compiler, *toolkit_version, *arch; /* NULL when unknown */
   bool verified;              /* result checked against the reference */
+  /* CUDA: the median of the kernels' own durations (CUPTI's activity
+   * records of the same timed runs); NAN when unknown.  times_disagree: it
+   * differs from median_secs (CUDA events) by over 10 % (ms_times_disagree).
+   * Both are the first measurement's: a re-measure replaces only the event
+   * times. */
+  double cupti_median_secs;
+  bool times_disagree;
   bool duplicate;             /* out (add_batch): trace already recorded */
   double created, updated;    /* out: unix seconds */
 } db_record_t;

@@ -53,7 +53,7 @@ static bool run_each_round(srch_ctx_t *c, srch_batch_t *b, ms_runner_t *runner, 
       if (smp[i].status != MS_OK) continue;
       if (stop(stop_ctx)) return false;
       ms_result_t r = b->res[i]; /* the build's record: the artifact, nothing run yet */
-      r.run_secs = NULL;
+      r.run_secs = NULL, r.profile = NULL;
       if ((*rc = ms_runner_run_batch(runner, &b->mc[i], &r, 1, err)) < 0) return false;
       bool waited_out = r.status == MS_OK && !r.ran; /* stopped while waiting for the device */
       if (r.status == MS_OK && r.ran) samples_add(&smp[i], &r);

@@ -1546,11 +1546,125 @@ START_TEST(t_tunectl_emit) {
 }
 END_TEST
 
+/* ---- CUPTI ------------------------------------------------------------------- */
+
+/* The flag: CUPTI's kernel time more than 10 % away from the event time, in
+ * either direction; an unknown time never disagrees. */
+START_TEST(t_times_disagree) {
+  ck_assert(!ms_times_disagree(1e-3, 1.05e-3));
+  ck_assert(!ms_times_disagree(1e-3, 0.95e-3));
+  ck_assert(ms_times_disagree(1e-3, 1.11e-3));
+  ck_assert(ms_times_disagree(1e-3, 0.85e-3));
+  ck_assert(ms_times_disagree(2.0, 0.5));
+  ck_assert(!ms_times_disagree(0, 1e-3));
+  ck_assert(!ms_times_disagree(1e-3, 0));
+  ck_assert(!ms_times_disagree(NAN, 1e-3));
+
+  ms_result_t r;
+  ms_result_init(&r);
+  r.median_secs = 2e-3;
+  double far[] = {2.6e-3, 2.4e-3, 2.5e-3}, near[] = {1.95e-3, 1.9e-3, 2.1e-3, 1.99e-3};
+  ms_result_set_cupti(&r, far, 3); /* 25 % slower than the events say */
+  ck_assert_double_eq(r.cupti_median_secs, 2.5e-3);
+  ck_assert(r.times_disagree);
+  ms_result_set_cupti(&r, near, 4);
+  ck_assert_double_eq_tol(r.cupti_median_secs, 1.97e-3, 1e-12);
+  ck_assert(!r.times_disagree);
+  char line[512];
+  ms_cupti_text(&r, line, sizeof line);
+  ck_assert_str_eq(line, "1.970000 ms kernel time (CUPTI), 1.5 % below the CUDA events");
+  ms_result_set_cupti(&r, far, 3);
+  ms_cupti_text(&r, line, sizeof line);
+  ck_assert_msg(strstr(line, "2.500000 ms kernel time (CUPTI), 25.0 % above the CUDA events: DISAGREE"), "%s", line);
+  ms_result_set_cupti(&r, NULL, 0); /* no CUPTI: the event time alone */
+  ck_assert_double_eq(r.cupti_median_secs, 0);
+  ck_assert(!r.times_disagree);
+  ms_cupti_text(&r, line, sizeof line);
+  ck_assert_str_eq(line, "");
+
+  /* both kept in the JSON record, and read back */
+  r.status = MS_OK;
+  ms_result_set_cupti(&r, far, 3);
+  char *j = ms_result_to_json(&r);
+  ck_assert_ptr_nonnull(strstr(j, "\"cupti_median_secs\":\t0.0025"));
+  ck_assert_ptr_nonnull(strstr(j, "\"times_disagree\":\ttrue"));
+  ms_result_t back;
+  tn_err_t err = {0};
+  ck_assert_int_eq(ms_result_from_json(j, strlen(j), &back, &err), TN_OK);
+  ck_assert_double_eq(back.cupti_median_secs, 2.5e-3);
+  ck_assert(back.times_disagree);
+  free(j);
+  ms_result_clear(&back);
+  ms_result_set_cupti(&r, NULL, 0);
+  snprintf(r.cupti_error, sizeof r.cupti_error, "CUPTI not found: libcupti.so.13");
+  j = ms_result_to_json(&r);
+  ck_assert_ptr_null(strstr(j, "cupti_median_secs"));
+  ck_assert_ptr_null(strstr(j, "times_disagree"));
+  ck_assert_int_eq(ms_result_from_json(j, strlen(j), &back, &err), TN_OK);
+  ck_assert_double_eq(back.cupti_median_secs, 0);
+  ck_assert_str_eq(back.cupti_error, "CUPTI not found: libcupti.so.13");
+  free(j);
+  ms_result_clear(&back);
+  ms_result_clear(&r);
+}
+END_TEST
+
+/* Kernel records (in CUPTI's order, not necessarily by start) into per-launch
+ * times: the last launches are the timed ones, a launch's kernels add up. */
+START_TEST(t_cupti_launch_secs) {
+  /* 3 launches of 2 kernels: the checked run, the warm-up, one sample */
+  ms_span_t spans[] = {{5000, 5600}, {1000, 1400}, {9000, 9250}, {1500, 1900}, {9300, 9700}, {5700, 6000}};
+  double out[2];
+  char why[256] = "";
+  ck_assert_int_eq(ms_cupti_launch_secs(spans, 6, 2, 1, out, why, sizeof why), 1);
+  ck_assert_double_eq_tol(out[0], 650e-9, 1e-15);
+  ck_assert_int_eq(ms_cupti_launch_secs(spans, 6, 2, 2, out, why, sizeof why), 2);
+  ck_assert_double_eq_tol(out[0], 900e-9, 1e-15);
+  ck_assert_double_eq_tol(out[1], 650e-9, 1e-15);
+  ck_assert_int_eq(ms_cupti_launch_secs(spans, 6, 1, 3, out, why, sizeof why), 3);
+  ck_assert_int_eq(ms_cupti_launch_secs(spans, 6, 2, 4, out, why, sizeof why), -1);
+  ck_assert_msg(strstr(why, "recorded 6 kernels") && strstr(why, "4 timed launches of 2 kernels"), "%s", why);
+}
+END_TEST
+
+/* The range profiler's configuration for the profile metrics, built by
+ * CUPTI's host API (no GPU needed) for Hopper, Ampere and Ada chips; an
+ * unknown metric or chip is a clear error. */
+START_TEST(t_cupti_config) {
+  static const char *const chips[] = {"GH100", "GA100", "AD102"};
+  tn_err_t err = {0};
+  ms_cupti_config_t c;
+  for (size_t i = 0; i < TN_ARRAY_LEN(chips); i++) {
+    ck_assert_msg(ms_cupti_config(chips[i], ms_profile_metrics, MS_PROFILE_NMETRICS, &c, &err) == TN_OK, "%s: %s",
+                  chips[i], err.msg);
+    ck_assert_uint_gt(c.size, 64);
+    ck_assert_ptr_nonnull(c.image);
+    ck_assert_int_ge(c.passes, 1);
+    ms_cupti_config_free(&c);
+  }
+  const char *bad[] = {"gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_elpased"};
+  ck_assert_int_eq(ms_cupti_config("GH100", bad, 2, &c, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "unknown metric \"dram__throughput.avg.pct_of_peak_sustained_elpased\"") &&
+                    strstr(err.msg, "GH100"),
+                "%s", err.msg);
+  ck_assert_ptr_null(c.image);
+  ck_assert_int_eq(ms_cupti_config("GX999", ms_profile_metrics, 1, &c, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "\"GX999\"") && strstr(err.msg, "GH100"), "%s", err.msg); /* lists the known chips */
+  ck_assert_int_eq(ms_cupti_config("", ms_profile_metrics, 1, &c, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "no chip name"));
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("measure");
   TCase *tc = tcase_create("records");
   tcase_add_test(tc, t_status_json);
   tcase_add_test(tc, t_ptxas_parse);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("cupti");
+  tcase_add_test(tc, t_times_disagree);
+  tcase_add_test(tc, t_cupti_launch_secs);
+  if (WITH_CUDA) tcase_add_test(tc, t_cupti_config);
   suite_add_tcase(s, tc);
   tc = tcase_create("course");
   tcase_set_timeout(tc, 300);
