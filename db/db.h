@@ -181,6 +181,10 @@ int db_record_set_verified(db_t *db, int64_t record_id, bool verified, tn_err_t 
 int db_record_set_times(db_t *db, int64_t record_id, const double *run_secs, size_t n, double median_secs,
                         tn_err_t *err);
 
+/* The record with this id (strings in arena); an unknown id is TN_EINVAL
+ * naming it. */
+int db_record_get(db_t *db, int64_t id, db_record_t *out, tn_arena_t *arena, tn_err_t *err);
+
 typedef struct db_records {
   db_record_t *items;
   size_t n;

@@ -556,6 +556,24 @@ void db_read_record(sqlite3_stmt *st, void *item, tn_arena_t *a) {
   r->times_disagree = sqlite3_column_int(st, 21) != 0;
 }
 
+static const char SQL_RECORD_GET[] = "SELECT " RECORD_COLS RECORD_FROM " WHERE r.id = ?1";
+
+int db_record_get(db_t *db, int64_t id, db_record_t *out, tn_arena_t *arena, tn_err_t *err) {
+  db_record_init(out);
+  sqlite3_stmt *st = db_stmt(db, SQL_RECORD_GET, err);
+  if (!st) return err ? err->code : TN_EIO;
+  sqlite3_bind_int64(st, 1, id);
+  int rc = sqlite3_step(st), ret = 0;
+  if (rc == SQLITE_ROW)
+    db_read_record(st, out, arena);
+  else if (rc == SQLITE_DONE)
+    ret = tn_err_set(err, TN_EINVAL, "no record with id %" PRId64 " in the database", id);
+  else
+    ret = db_fail(db, err, "reading a record");
+  sqlite3_reset(st);
+  return ret;
+}
+
 db_query_t db_query_all(void) { return (db_query_t){.status = DB_STATUS_ANY}; }
 
 int db_prepare_query(db_t *db, const db_query_t *q, const char *cols, const char *order,

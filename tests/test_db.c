@@ -281,6 +281,16 @@ START_TEST(t_migrate_from_v3) {
   ck_assert_double_eq(got.items[2].cupti_median_secs, 1.98e-3);
   ck_assert(!got.items[2].times_disagree);
   db_records_free(&got);
+  tn_arena_t *a = tn_arena_new();
+  db_record_t one;
+  OK(db_record_get(db, rs[0].id, &one, a, E));
+  ck_assert_str_eq(one.trace, "{\"version\": 1, \"trace\": [{\"tag\": 1}]}");
+  ck_assert_str_eq(one.target_name, "nvidia/h100");
+  ck_assert_str_eq(one.workload_hash, "00000000000000d1");
+  ck_assert_double_eq(one.cupti_median_secs, 1.25e-3);
+  ck_assert_int_eq(db_record_get(db, 4242, &one, a, &err), TN_EINVAL);
+  ck_assert_str_eq(err.msg, "no record with id 4242 in the database");
+  tn_arena_free(a);
   tn_buf_t out;
   tn_buf_init(&out);
   OK(db_export_jsonl(db, &q, &out, E));

@@ -1655,6 +1655,67 @@ START_TEST(t_cupti_config) {
 }
 END_TEST
 
+/* tunectl profile: documented; on a machine without a GPU (this one) a clear
+ * error and exit 1, on one with a GPU the Nsight-Compute-like table; a target
+ * that is not CUDA, a record without --db, an unknown record or database are
+ * clear errors too. */
+START_TEST(t_tunectl_profile) {
+  run_t *r = tunectl("profile --help");
+  ck_assert_int_eq(r->status, 0);
+  for (int i = 0; i < MS_PROFILE_NMETRICS; i++) ck_assert_ptr_nonnull(strstr(r->out, ms_profile_metrics[i]));
+  ck_assert_ptr_nonnull(strstr(r->out, "RECORD_ID --db PATH"));
+  ms_backend_status_t st;
+  ms_backend_probe(MS_BACKEND_CUDA, &st);
+  r = tunectl("profile " SRC("workloads/vector_add.tw") " --set N=4096 " TRACE("vector_add_gpu") "--target nvidia/h100");
+  if (st.available) {
+    ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
+    ck_assert_ptr_nonnull(strstr(r->out, "Duration"));
+    ck_assert_ptr_nonnull(strstr(r->out, "Achieved Occupancy"));
+    ck_assert_ptr_nonnull(strstr(r->out, "Block Size"));
+  } else {
+    ck_assert_int_eq(r->status, 1);
+    ck_assert_msg(strstr(r->err, "tunectl profile: no GPU to profile nvidia/h100 on: ") &&
+                      strstr(r->err, st.detail) && strstr(r->err, "needs an NVIDIA GPU"),
+                  "%s", r->err);
+    ck_assert_str_eq(r->out, "");
+  }
+  r = tunectl("profile " MM "--target cuda-host");
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->err, "target cuda-host runs CUDA C on the CPU"));
+  ck_assert_ptr_nonnull(strstr(r->err, "needs a CUDA target"));
+  r = tunectl("profile " MM);
+  ck_assert_int_eq(r->status, 2);
+  ck_assert_ptr_nonnull(strstr(r->err, "a workload file needs --target T"));
+  r = tunectl("profile 7");
+  ck_assert_int_eq(r->status, 2);
+  ck_assert_ptr_nonnull(strstr(r->err, "7 is a record id: give the database it is in with --db PATH"));
+  r = tunectl("profile 7 --db /nonexistent/tuned.db");
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->err, "/nonexistent/tuned.db: no such database"));
+  /* a record of a CPU tune: found, rebuilt, refused for its target */
+  char dir[] = "/tmp/tuned-profile-XXXXXX", cmd[512];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd, "tune " SRC("workloads/vector_add.tw") " --set N=1024 --target cpu --trials 1 "
+           "--no-remeasure --no-baseline --db %s/t.db", dir);
+  r = tunectl(cmd);
+  ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
+  snprintf(cmd, sizeof cmd, "profile 1 --db %s/t.db", dir);
+  r = tunectl(cmd);
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_msg(strstr(r->err, "target cpu runs C on the CPU"), "%s", r->err);
+  snprintf(cmd, sizeof cmd, "profile 99 --db %s/t.db", dir);
+  r = tunectl(cmd);
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_msg(strstr(r->err, "no record with id 99 in the database"), "%s", r->err);
+  snprintf(cmd, sizeof cmd, "profile 1 --db %s/t.db --trace x.json", dir);
+  r = tunectl(cmd);
+  ck_assert_int_eq(r->status, 2);
+  ck_assert_ptr_nonnull(strstr(r->err, "a record brings its own trace"));
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("measure");
   TCase *tc = tcase_create("records");
@@ -1706,6 +1767,7 @@ static Suite *make_suite(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, t_tunectl_run);
   tcase_add_test(tc, t_tunectl_emit);
+  tcase_add_test(tc, t_tunectl_profile);
   suite_add_tcase(s, tc);
   return s;
 }
