@@ -101,6 +101,7 @@ int ms_cupti_launch_secs(ms_span_t *spans, int nspans, int per_launch, int want,
   X(prof_init, cuptiProfilerInitialize)                                                                         \
   X(prof_deinit, cuptiProfilerDeInitialize)                                                                     \
   X(chip_name, cuptiDeviceGetChipName)                                                                          \
+  X(availability, cuptiProfilerGetCounterAvailability)                                                          \
   X(rp_enable, cuptiRangeProfilerEnable)                                                                        \
   X(rp_disable, cuptiRangeProfilerDisable)                                                                      \
   X(rp_set_config, cuptiRangeProfilerSetConfig)                                                                 \
@@ -122,7 +123,7 @@ static struct {
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 
-/* Candidates for libcupti: $TUNED_CUPTI alone when set; else beside the
+/* Candidates for libcupti: $TUNED_CUPTI alone when set ("off": none); else beside the
  * libnvrtc this process uses, in that toolkit's extras/CUPTI/lib64, under
  * $CUDA_HOME and the configured toolkit root, then the loader's path. */
 static int cupti_candidates(char paths[][MS_PATH_MAX], int max) {
@@ -157,6 +158,11 @@ static int cupti_candidates(char paths[][MS_PATH_MAX], int max) {
 }
 
 static void load_cupti(void) {
+  const char *env = getenv("TUNED_CUPTI");
+  if (env && strcmp(env, "off") == 0) {
+    snprintf(cp.error, sizeof cp.error, "CUPTI is off (TUNED_CUPTI=off)");
+    return;
+  }
   char paths[12][MS_PATH_MAX];
   int n = cupti_candidates(paths, 12);
   for (int i = 0; i < n && !cp.lib; i++)
@@ -205,13 +211,14 @@ static const char *cupti_msg(CUptiResult rc) {
 
 /* A host object for chip with the metrics added, one at a time so that an
  * unknown one is named. */
-static int host_new(const char *chip, const char *const *metrics, int n, CUpti_Profiler_Host_Object **out, char *why,
-                    size_t whysize) {
+static int host_new(const char *chip, const uint8_t *availability, const char *const *metrics, int n,
+                    CUpti_Profiler_Host_Object **out, char *why, size_t whysize) {
   *out = NULL;
   if (cupti_load(why, whysize) < 0) return -1;
   CUpti_Profiler_Host_Initialize_Params ip = {.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE,
                                               .profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER,
-                                              .pChipName = chip};
+                                              .pChipName = chip,
+                                              .pCounterAvailabilityImage = availability};
   CUptiResult rc = cp.host_init(&ip);
   if (rc != CUPTI_SUCCESS) {
     CUpti_Profiler_Host_GetSupportedChips_Params sc = {.structSize =
@@ -276,7 +283,7 @@ int ms_cupti_config(const char *chip, const char *const *metrics, int n, ms_cupt
   CUpti_Profiler_Host_Object *h = NULL;
   if (!chip || !*chip) return tn_err_set(err, TN_EINVAL, "profile: no chip name (e.g. GH100, AD102, GA100)");
   if (n < 1) return tn_err_set(err, TN_EINVAL, "profile: no metrics");
-  int rc = host_new(chip, metrics, n, &h, why, sizeof why);
+  int rc = host_new(chip, NULL, metrics, n, &h, why, sizeof why);
   if (rc == 0) rc = host_image(h, out, why, sizeof why);
   host_free(h);
   if (rc < 0) {
@@ -352,7 +359,7 @@ typedef struct profile_state {
   CUpti_Profiler_Host_Object *host;
   CUpti_RangeProfiler_Object *rp;
   ms_cupti_config_t config;
-  uint8_t *data;
+  uint8_t *data, *availability;
   size_t data_size;
   bool prof_inited;
 } profile_state_t;
@@ -366,6 +373,7 @@ static void profile_end(profile_state_t *s) {
   host_free(s->host);
   ms_cupti_config_free(&s->config);
   free(s->data);
+  free(s->availability);
   if (s->prof_inited) {
     CUpti_Profiler_DeInitialize_Params dp = {.structSize = CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE};
     cp.prof_deinit(&dp);
@@ -382,7 +390,15 @@ static int profile_begin(profile_state_t *s, void *ctx, const char *const *metri
   CUpti_Device_GetChipName_Params cn = {.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE, .deviceIndex = 0};
   CP_TRY(cp.chip_name(&cn), "cuptiDeviceGetChipName");
   snprintf(chip, chipsize, "%s", cn.pChipName ? cn.pChipName : "?");
-  if (host_new(chip, metrics, n, &s->host, why, whysize) < 0 || host_image(s->host, &s->config, why, whysize) < 0)
+  /* which counters this device can collect now, so the config uses only those */
+  CUpti_Profiler_GetCounterAvailability_Params ca = {
+      .structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE, .ctx = (CUcontext)ctx};
+  CP_TRY(cp.availability(&ca), "cuptiProfilerGetCounterAvailability (size)");
+  s->availability = tn_xcalloc(1, TN_MAX(ca.counterAvailabilityImageSize, 1));
+  ca.pCounterAvailabilityImage = s->availability;
+  CP_TRY(cp.availability(&ca), "cuptiProfilerGetCounterAvailability");
+  if (host_new(chip, s->availability, metrics, n, &s->host, why, whysize) < 0 ||
+      host_image(s->host, &s->config, why, whysize) < 0)
     return -1;
   CUpti_RangeProfiler_Enable_Params ep = {.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE,
                                           .ctx = (CUcontext)ctx};
@@ -416,7 +432,7 @@ static int profile_begin(profile_state_t *s, void *ctx, const char *const *metri
                                              .numNestingLevels = 1,
                                              .minNestingLevel = 1,
                                              .passIndex = 0,
-                                             .targetNestingLevel = 0};
+                                             .targetNestingLevel = 1};
   CP_TRY(cp.rp_set_config(&sc), "cuptiRangeProfilerSetConfig");
   return 0;
 }
@@ -425,14 +441,20 @@ static int profile_begin(profile_state_t *s, void *ctx, const char *const *metri
  * evaluates every metric of every range. */
 static int profile_collect(profile_state_t *s, const char *const *metrics, int n, int (*launch)(void *arg),
                            void *arg, int max_ranges, double *values, int *nranges, char *why, size_t whysize) {
-  CUpti_RangeProfiler_Start_Params st = {.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE,
-                                         .pRangeProfilerObject = s->rp};
-  CP_TRY(cp.rp_start(&st), "cuptiRangeProfilerStart");
-  int lrc = launch(arg);
+  /* Kernel replay collects every pass within one launch; were it to need
+   * more (a replay mode that cannot), the launch is repeated per pass. */
   CUpti_RangeProfiler_Stop_Params sp = {.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE,
                                         .pRangeProfilerObject = s->rp};
-  CP_TRY(cp.rp_stop(&sp), "cuptiRangeProfilerStop");
-  if (lrc < 0) return snprintf(why, whysize, "the kernels failed to run under the profiler"), -1;
+  for (int pass = 0; pass <= s->config.passes && !sp.isAllPassSubmitted; pass++) {
+    CUpti_RangeProfiler_Start_Params st = {.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE,
+                                           .pRangeProfilerObject = s->rp};
+    CP_TRY(cp.rp_start(&st), "cuptiRangeProfilerStart");
+    int lrc = launch(arg);
+    CP_TRY(cp.rp_stop(&sp), "cuptiRangeProfilerStop");
+    if (lrc < 0) return snprintf(why, whysize, "the kernels failed to run under the profiler"), -1;
+  }
+  if (!sp.isAllPassSubmitted)
+    return snprintf(why, whysize, "the range profiler still wants passes after %d launches", s->config.passes + 1), -1;
   CUpti_RangeProfiler_DecodeData_Params dd = {.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE,
                                               .pRangeProfilerObject = s->rp};
   CP_TRY(cp.rp_decode(&dd), "cuptiRangeProfilerDecodeData");

@@ -172,7 +172,7 @@ int ms_result_from_json(const char *text, size_t len, ms_result_t *out, tn_err_t
  * ====================================================================== */
 
 /* libcupti is loaded with dlopen like the driver, never linked: $TUNED_CUPTI
- * when set, else libcupti.so.<CUDA major> beside the libnvrtc in use, in the
+ * when set ("off": CUPTI is not used), else libcupti.so.<CUDA major> beside the libnvrtc in use, in the
  * toolkit's extras/CUPTI/lib64, lib64 or lib (the toolkit of libnvrtc,
  * $CUDA_HOME, -Dctk_root), else on the loader's path. */
 

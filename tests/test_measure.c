@@ -1716,6 +1716,22 @@ START_TEST(t_tunectl_profile) {
 }
 END_TEST
 
+/* TUNED_CUPTI=off and a path that is no library: no CUPTI, said so (the
+ * measurement keeps its event times). Each test runs in its own process, so
+ * the library is looked up afresh. */
+START_TEST(t_cupti_unavailable) {
+  static const char *const cases[][2] = {{"off", "CUPTI is off (TUNED_CUPTI=off)"},
+                                         {"/nonexistent/libcupti.so.13", "/nonexistent/libcupti.so.13"}};
+  setenv("TUNED_CUPTI", cases[_i][0], 1);
+  ms_cupti_config_t c;
+  tn_err_t err = {0};
+  ck_assert_int_eq(ms_cupti_config("GH100", ms_profile_metrics, MS_PROFILE_NMETRICS, &c, &err), TN_EUNSUPPORTED);
+  ck_assert_msg(strstr(err.msg, cases[_i][1]), "%s", err.msg);
+  ck_assert_ptr_null(c.image);
+  unsetenv("TUNED_CUPTI");
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("measure");
   TCase *tc = tcase_create("records");
@@ -1726,6 +1742,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, t_times_disagree);
   tcase_add_test(tc, t_cupti_launch_secs);
   if (WITH_CUDA) tcase_add_test(tc, t_cupti_config);
+  if (WITH_CUDA) tcase_add_loop_test(tc, t_cupti_unavailable, 0, 2);
   suite_add_tcase(s, tc);
   tc = tcase_create("course");
   tcase_set_timeout(tc, 300);
