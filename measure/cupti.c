@@ -297,11 +297,13 @@ int ms_cupti_config(const char *chip, const char *const *metrics, int n, ms_cupt
 
 #define ACT_BUFFER_BYTES ((size_t)4 << 20)
 
+/* Kernel records so far; CUPTI may hand buffers over from its own thread. */
 static struct {
+  pthread_mutex_t lock;
   ms_span_t *spans;
   int n, cap;
   bool on;
-} act;
+} act = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_records) {
   *buf = aligned_alloc(8, ACT_BUFFER_BYTES);
@@ -312,19 +314,23 @@ static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_r
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid) {
   (void)ctx, (void)stream, (void)size;
   CUpti_Activity *rec = NULL;
+  pthread_mutex_lock(&act.lock);
   while (cp.act_next(buf, valid, &rec) == CUPTI_SUCCESS) {
     if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && rec->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
     const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
     if (act.n == act.cap) act.spans = tn_xrealloc(act.spans, sizeof *act.spans * (size_t)(act.cap = act.cap * 2 + 256));
     act.spans[act.n++] = (ms_span_t){k->start, k->end};
   }
+  pthread_mutex_unlock(&act.lock);
   free(buf);
 }
 
 int ms_cupti_trace_start(char *why, size_t whysize) {
   if (act.on) return 0;
   if (cupti_load(why, whysize) < 0) return -1;
-  CP_TRY(cp.act_register(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
+  static bool registered; /* once per process; the profiler stops and restarts tracing */
+  if (!registered) CP_TRY(cp.act_register(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks");
+  registered = true;
   CP_TRY(cp.act_enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable (CONCURRENT_KERNEL)");
   act.on = true;
   return 0;
@@ -334,22 +340,28 @@ void ms_cupti_trace_stop(void) {
   if (!act.on) return;
   cp.act_disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   cp.act_flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  pthread_mutex_lock(&act.lock);
   act.n = 0;
+  pthread_mutex_unlock(&act.lock);
   act.on = false;
 }
 
 void ms_cupti_trace_reset(void) {
   if (!act.on) return;
   cp.act_flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  pthread_mutex_lock(&act.lock);
   act.n = 0;
+  pthread_mutex_unlock(&act.lock);
 }
 
 int ms_cupti_trace_take(int per_launch, int want, double *out, char *why, size_t whysize) {
   if (!act.on) return snprintf(why, whysize, "CUPTI kernel tracing is off"), -1;
   /* The launches were synchronised: a forced flush hands over every record. */
   CP_TRY(cp.act_flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
+  pthread_mutex_lock(&act.lock);
   int n = ms_cupti_launch_secs(act.spans, act.n, per_launch, want, out, why, whysize);
   act.n = 0;
+  pthread_mutex_unlock(&act.lock);
   return n;
 }
 

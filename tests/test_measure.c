@@ -1716,6 +1716,38 @@ START_TEST(t_tunectl_profile) {
 }
 END_TEST
 
+/* A profile request travels runner -> worker -> result: on the CPU backend,
+ * which has no hardware profiler, the timing stands and the profile says
+ * why it is empty; no CUPTI time is claimed. */
+START_TEST(t_profile_request_cpu) {
+  ir_workload_t *w = tu_load_sets("vector_add", "N=1024");
+  cg_module_t *m = lower(w, NULL, CG_TARGET_C);
+  tn_target_t cpu = target("cpu");
+  ms_candidate_t *c = from_module(&cpu, m);
+  ms_builder_t *b = builder(0, 0);
+  ms_run_opts_t o = {.min_secs = 0.01, .profile_metrics = ms_profile_metrics, .profile_nmetrics = MS_PROFILE_NMETRICS};
+  ms_runner_t *r = NULL;
+  tn_err_t err = {0};
+  ck_assert_msg(ms_runner_new(&o, &r, &err) == TN_OK, "%s", err.msg);
+  ck_assert_msg(ms_runner_set_workload(r, w->func, 1, &err) == TN_OK, "%s", err.msg);
+  ms_result_t res;
+  build_and_run(r, b, &c, &res, 1);
+  assert_measured_ok(&res, "CPU candidate with a profile request");
+  ck_assert_ptr_nonnull(res.profile);
+  ck_assert_msg(strstr(res.profile, "\"error\":\"the cpu backend has no hardware profiler"), "%s", res.profile);
+  ck_assert_double_eq(res.cupti_median_secs, 0);
+  ck_assert(!res.times_disagree);
+  ck_assert_str_eq(res.cupti_error, "");
+  char *j = ms_result_to_json(&res);
+  ck_assert_ptr_nonnull(strstr(j, "\"profile\":"));
+  free(j);
+  ms_result_clear(&res);
+  ck_assert_ptr_null(res.profile);
+  ms_runner_free(r);
+  teardown(b, c, m, w);
+}
+END_TEST
+
 /* TUNED_CUPTI=off and a path that is no library: no CUPTI, said so (the
  * measurement keeps its event times). Each test runs in its own process, so
  * the library is looked up afresh. */
@@ -1743,6 +1775,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, t_cupti_launch_secs);
   if (WITH_CUDA) tcase_add_test(tc, t_cupti_config);
   if (WITH_CUDA) tcase_add_loop_test(tc, t_cupti_unavailable, 0, 2);
+  tcase_add_test(tc, t_profile_request_cpu);
   suite_add_tcase(s, tc);
   tc = tcase_create("course");
   tcase_set_timeout(tc, 300);
