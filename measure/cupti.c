@@ -53,10 +53,11 @@ static int cmp_span(const void *a, const void *b) {
 int ms_cupti_launch_secs(ms_span_t *spans, int nspans, int per_launch, int want, double *out, char *why,
                          size_t whysize) {
   if (per_launch < 1 || want < 0) return snprintf(why, whysize, "bad grouping of kernel records"), -1;
-  if (nspans < want * per_launch)
+  /* every launch runs all its kernels: a count that is no multiple lost some */
+  if (nspans < want * per_launch || nspans % per_launch != 0)
     return snprintf(why, whysize,
-                    "CUPTI recorded %d kernels, fewer than the %d timed launches of %d kernel%s (records lost)",
-                    nspans, want, per_launch, per_launch > 1 ? "s" : ""),
+                    "CUPTI recorded %d kernels, not whole launches of %d kernel%s covering the %d timed ones "
+                    "(records lost)", nspans, per_launch, per_launch > 1 ? "s" : "", want),
            -1;
   qsort(spans, (size_t)nspans, sizeof *spans, cmp_span);
   /* The timed repeats are the last launches: earlier records belong to the
