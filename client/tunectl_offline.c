@@ -555,8 +555,8 @@ static int profile_source(tc_args_t *o, profile_src_t *src) {
 }
 
 /* Only an NVIDIA GPU has the counters: says why not when this is no such
- * target or machine. */
-static int profile_check_device(const tn_target_t *t) {
+ * target, or (profile_check_device) no such machine. */
+static int profile_check_target(const tn_target_t *t) {
   if (t->kind != TN_TARGET_CUDA) {
     fprintf(stderr, "tunectl profile: target %s runs %s: profiling reads an NVIDIA GPU's hardware counters "
             "(CUPTI's range profiler), so it needs a CUDA target (nvidia/...)%s\n", t->name,
@@ -564,6 +564,10 @@ static int profile_check_device(const tn_target_t *t) {
             t->kind == TN_TARGET_CUDA_HOST ? "; `tunectl run` checks and times kernels on the host harness" : "");
     return 1;
   }
+  return 0;
+}
+
+static int profile_check_device(const tn_target_t *t) {
   ms_backend_status_t st;
   ms_backend_probe(MS_BACKEND_CUDA, &st);
   if (!st.available) {
@@ -653,9 +657,11 @@ static int print_profile(const ms_result_t *r, const cg_module_t *m, const profi
 int tco_profile(tc_args_t *o) {
   profile_src_t src = {0};
   int rc = profile_source(o, &src);
-  if (rc == 0) rc = profile_check_device(&src.t);
+  if (rc == 0) rc = profile_check_target(&src.t);
+  /* lowered before the device is looked at: a bad trace is reported anywhere */
   cg_module_t *m = NULL;
   if (rc == 0 && !(m = lower_with("profile", o, &src.t, src.w, src.trace, src.label))) rc = 1;
+  if (rc == 0) rc = profile_check_device(&src.t);
   if (rc == 0) {
     ms_options_t mo = {.seed = tc_seed(o)};
     mo.run.flush_l2 = ms_flush_by_default(src.t.kind) && !o->no_flush;

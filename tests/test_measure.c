@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "db/db.h"
 #include "measure/measure.h"
 #include "schedule/schedule.h"
 #include "testir.h"
@@ -1714,6 +1715,33 @@ START_TEST(t_tunectl_profile) {
   r = tunectl(cmd);
   ck_assert_int_eq(r->status, 2);
   ck_assert_ptr_nonnull(strstr(r->err, "a record brings its own trace"));
+  /* a real H100 record (the pre-tuned database): its workload is rebuilt and
+   * its trace lowered to CUDA C before the device is asked for */
+  char path[128], *text = NULL;
+  size_t len = 0;
+  tn_err_t err = {0};
+  db_t *db = NULL;
+  snprintf(path, sizeof path, "%s/h.db", dir);
+  ck_assert_msg(tn_read_file(SRC("configs/pretuned/nvidia-h100.jsonl"), 1 << 24, &text, &len, &err) == TN_OK, "%s",
+                err.msg);
+  ck_assert_msg(db_open(path, &db, &err) == TN_OK && db_import_jsonl(db, text, len, NULL, &err) == TN_OK, "%s",
+                err.msg);
+  db_close(db);
+  free(text);
+  snprintf(cmd, sizeof cmd, "profile 1 --db %s", path);
+  r = tunectl(cmd);
+  if (st.available) {
+    ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
+    ck_assert_ptr_nonnull(strstr(r->out, "record 1)"));
+  } else {
+    ck_assert_int_eq(r->status, 1);
+    ck_assert_msg(strstr(r->err, "tunectl profile: no GPU to profile nvidia/h100 on: "), "%s", r->err);
+  }
+  /* the same record on the CPU harness: refused for its target, not its data */
+  snprintf(cmd, sizeof cmd, "profile 1 --db %s --target cuda-host", path);
+  r = tunectl(cmd);
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_msg(strstr(r->err, "target cuda-host runs CUDA C on the CPU"), "%s", r->err);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   ck_assert_int_eq(system(cmd), 0);
 }
