@@ -136,8 +136,7 @@ typedef struct db_record {
   /* CUDA: the median of the kernels' own durations (CUPTI's activity
    * records of the same timed runs); NAN when unknown.  times_disagree: it
    * differs from median_secs (CUDA events) by over 10 % (ms_times_disagree).
-   * Both are the first measurement's: a re-measure replaces only the event
-   * times. */
+   * A re-measure replaces both with its own (db_record_set_cupti). */
   double cupti_median_secs;
   bool times_disagree;
   bool duplicate;             /* out (add_batch): trace already recorded */
@@ -178,6 +177,10 @@ int db_record_set_verified(db_t *db, int64_t record_id, bool verified, tn_err_t 
  * (the search's re-measure of its best candidates: every sample of every
  * round, and their median) and updates its `updated` time.  Other records
  * -> TN_EINVAL. */
+/* Sets an ok record's CUPTI kernel time (NAN: unknown) and disagreement
+ * flag, as a re-measure finds them beside its new event times.  Other
+ * records, or a time that is not finite and >= 0 -> TN_EINVAL. */
+int db_record_set_cupti(db_t *db, int64_t record_id, double cupti_median_secs, bool times_disagree, tn_err_t *err);
 int db_record_set_times(db_t *db, int64_t record_id, const double *run_secs, size_t n, double median_secs,
                         tn_err_t *err);
 

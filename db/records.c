@@ -487,6 +487,25 @@ int db_record_set_verified(db_t *db, int64_t record_id, bool verified, tn_err_t 
   return rc;
 }
 
+static const char SQL_RECORD_CUPTI[] =
+    "UPDATE records SET cupti_median_secs = ?2, times_disagree = ?3, updated = ?4 WHERE id = ?1 AND status = 'ok'";
+
+int db_record_set_cupti(db_t *db, int64_t record_id, double cupti_median_secs, bool times_disagree, tn_err_t *err) {
+  if (!isnan(cupti_median_secs) && (!isfinite(cupti_median_secs) || cupti_median_secs < 0))
+    return tn_err_set(err, TN_EINVAL, "record %" PRId64 ": CUPTI median %g s is not a finite time >= 0", record_id,
+                      cupti_median_secs);
+  sqlite3_stmt *st = db_stmt(db, SQL_RECORD_CUPTI, err);
+  if (!st) return err ? err->code : TN_EIO;
+  sqlite3_bind_int64(st, 1, record_id);
+  db_bind_opt_real(st, 2, cupti_median_secs);
+  sqlite3_bind_int(st, 3, times_disagree && !isnan(cupti_median_secs));
+  sqlite3_bind_double(st, 4, db_now());
+  int rc = db_step_done(db, st, "setting a record's CUPTI time", err);
+  if (!rc && sqlite3_changes(db->h) == 0)
+    rc = tn_err_set(err, TN_EINVAL, "no ok record with id %" PRId64 " (only ok records have times)", record_id);
+  return rc;
+}
+
 static const char SQL_RECORD_TIMES[] =
     "UPDATE records SET run_secs = ?2, median_secs = ?3, updated = ?4 WHERE id = ?1 AND status = 'ok'";
 

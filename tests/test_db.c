@@ -290,6 +290,19 @@ START_TEST(t_migrate_from_v3) {
   ck_assert_double_eq(one.cupti_median_secs, 1.25e-3);
   ck_assert_int_eq(db_record_get(db, 4242, &one, a, &err), TN_EINVAL);
   ck_assert_str_eq(err.msg, "no record with id 4242 in the database");
+  /* a re-measure's CUPTI time and flag replace the first ones; unknown clears the flag */
+  OK(db_record_set_cupti(db, rs[0].id, 0.95e-3, false, E));
+  OK(db_record_get(db, rs[0].id, &one, a, E));
+  ck_assert_double_eq(one.cupti_median_secs, 0.95e-3);
+  ck_assert(!one.times_disagree);
+  OK(db_record_set_cupti(db, rs[0].id, NAN, true, E));
+  OK(db_record_get(db, rs[0].id, &one, a, E));
+  ck_assert(isnan(one.cupti_median_secs) && !one.times_disagree);
+  ck_assert_int_eq(db_record_set_cupti(db, rs[0].id, -2e-3, false, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "CUPTI median -0.002 s"));
+  ck_assert_int_eq(db_record_set_cupti(db, 4242, 1e-3, false, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "no ok record with id 4242"));
+  OK(db_record_set_cupti(db, rs[0].id, 1.25e-3, true, E)); /* back, for the export below */
   tn_arena_free(a);
   tn_buf_t out;
   tn_buf_init(&out);
