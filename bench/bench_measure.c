@@ -147,7 +147,7 @@ static void bench_worker(const char *label, const char *target, cg_target_t lang
     printf("%-12s not measured: %s: %.200s\n", label, ms_status_name(rs[0].status), rs[0].error);
     goto out;
   }
-  for (int i = 1; i < k; i++) rs[i] = rs[0], rs[i].run_secs = NULL;
+  for (int i = 1; i < k; i++) rs[i] = rs[0], rs[i].run_secs = NULL, rs[i].profile = NULL;
   double t0 = tn_now();
   if (ms_runner_start(r, &err) < 0) die("worker", &err);
   double start = tn_now() - t0;

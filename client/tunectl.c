@@ -23,10 +23,10 @@ enum {
   O_SET, O_TARGET, O_DAEMON_TARGET, O_TRACE, O_EMIT, O_KERNEL_EMIT, O_TRIALS, O_SECONDS, O_DATA_SEED,
   O_SEARCH_SEED, O_REPEAT_MS, O_NO_FLUSH, O_DB, O_STRATEGY, O_MODEL, O_WAIT, O_STATE, O_STATUS, O_LIMIT, O_K,
   O_OUT, O_BASELINE, O_MAX_REGRESSION, O_COMPARE, O_DAEMON, O_JSON, O_JSON_OUT, O_SOCKET, O_REMEASURE,
-  O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_COUNT
+  O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_COUNT
 };
-#define OPT(name) (1u << O_##name)
-_Static_assert(O_COUNT <= 32, "a command's options are a 32-bit mask");
+#define OPT(name) (UINT64_C(1) << O_##name)
+_Static_assert(O_COUNT <= 64, "a command's options are a 64-bit mask");
 
 /* How an option's value is read. */
 typedef enum opt_kind {
@@ -72,6 +72,7 @@ static const opt_spec_t options[O_COUNT] = {
     [O_NO_FLUSH] = {"no-flush", 0, NULL, K_FLAG, F(no_flush), 0, 0,
                     "GPUs: do not flush the L2 cache between timed repeats"},
     [O_DB] = {"db", 0, "PATH", K_TEXT, F(db), 0, 0, "tuning database (SQLite) to record into and dedup against"},
+    [O_PROFILE_DB] = {"db", 0, "PATH", K_TEXT, F(db), 0, 0, "the tuning database (SQLite) RECORD_ID is in"},
     [O_STRATEGY] = {"strategy", 0, "S", K_TEXT, F(strategy), 0, 0, "evolutionary (default) or replay (random replays)"},
     [O_MODEL] = {"model", 0, "M", K_TEXT, F(model), 0, 0, "cost model: xgb (default) or random"},
     [O_WAIT] = {"wait", 0, NULL, K_FLAG, F(wait), 0, 0, "follow the job until it ends"},
@@ -110,8 +111,8 @@ typedef struct command {
   const char *name;
   const char *usage;   /* the arguments after the name, as `usage:` shows them */
   int min_pos, max_pos; /* how many positional arguments */
-  uint32_t opts;       /* the options it takes (OPT bits) */
-  uint32_t need;       /* the options it cannot do without */
+  uint64_t opts;       /* the options it takes (OPT bits) */
+  uint64_t need;       /* the options it cannot do without */
   bool needs_daemon;   /* talks to tuned: listed apart, takes --socket */
   const char *summary; /* its line in `tunectl --help` */
   const char *help;    /* what `tunectl CMD --help` says above the options */
@@ -183,6 +184,33 @@ static const command_t commands[] = {
              "Prints the status, median time, GFLOP/s, GB/s, the verification result\n"
              "and what the compiler reported.  Exits 1 unless the status is ok.\n",
      .run = tco_run},
+    {.name = "profile",
+     .usage = "RECORD_ID --db PATH [--target T] | FILE --target T [--trace T.json] [--set NAME=VALUE ...] "
+              "[--seed S] [--no-flush] [--json]",
+     .min_pos = 1, .max_pos = 1,
+     .opts = OPT(PROFILE_DB) | OPT(TARGET) | OPT(TRACE) | OPT(SET) | OPT(DATA_SEED) | OPT(NO_FLUSH) |
+             OPT(JSON),
+     .summary = "profile a kernel on the GPU with CUPTI (a table like Nsight Compute's)",
+     .help = "Builds the kernel for a CUDA target (a record of the database given by --db,\n"
+             "with its stored workload, parameters, trace and target, which --target\n"
+             "overrides; or a workload file with --trace), runs, verifies and times it\n"
+             "as `tunectl run` does, then\n"
+             "runs it once more under CUPTI's range profiler (one range per kernel,\n"
+             "kernel replay: a kernel is replayed as many passes as its counters need)\n"
+             "and prints, per kernel, a table like Nsight Compute's: Duration\n"
+             "(gpu__time_duration.sum), DRAM Throughput in GB/s (dram__bytes.sum.per_second;\n"
+             "with the share of the target's bandwidth) and in % of peak\n"
+             "(dram__throughput.avg.pct_of_peak_sustained_elapsed), Compute (SM)\n"
+             "Throughput (sm__throughput.avg.pct_of_peak_sustained_elapsed), Achieved\n"
+             "Occupancy (sm__warps_active.avg.pct_of_peak_sustained_active), then from\n"
+             "NVRTC and the launch configuration: registers per thread, shared memory per\n"
+             "block (static + dynamic), grid and block.  A last line gives the CUDA-event\n"
+             "median and CUPTI's kernel time beside it.  --json prints the measurement\n"
+             "record with the raw metrics (\"profile\") and the launch configuration.\n"
+             "CUPTI is loaded as tunectl run loads it ($TUNED_CUPTI or the toolkit's).\n"
+             "Needs an NVIDIA GPU with its driver: without one, or for a target that is\n"
+             "not CUDA (cpu, opencl, cuda-host), it says so and exits 1.\n",
+     .run = tco_profile},
     {.name = "space", .usage = "FILE --target T [--set NAME=VALUE ...]", .min_pos = 1, .max_pos = 1,
      .opts = OPT(SET) | OPT(TARGET), .need = OPT(TARGET), .summary = "print the design spaces of a workload as traces",
      .help = "Applies the target's schedule rules (multi-level tiling, inlining, rfactor or\n"
@@ -352,7 +380,7 @@ static const command_t *find_command(const char *name) {
 }
 
 /* The options c takes: its own, and --socket for every daemon command. */
-static uint32_t accepted(const command_t *c) {
+static uint64_t accepted(const command_t *c) {
   return c->opts | (c->needs_daemon ? OPT(SOCKET) : 0);
 }
 
@@ -421,7 +449,7 @@ static void print_option(FILE *out, const opt_spec_t *o) {
 static void command_help(const command_t *c, FILE *out) {
   fprintf(out, "usage: tunectl %s %s\n\n%s\noptions:\n", c->name, c->usage, c->help);
   for (int i = 0; i < O_COUNT; i++)
-    if (accepted(c) & (1u << i)) print_option(out, &options[i]);
+    if (accepted(c) & (UINT64_C(1) << i)) print_option(out, &options[i]);
   fprintf(out, "  %-16s  show this help\n", "-h, --help");
 }
 
@@ -555,7 +583,7 @@ static int parse_command_line(const command_t *c, int argc, char **argv, tc_args
   int n = 0;
   size_t ns = strlen(shorts);
   for (int i = 0; i < O_COUNT; i++) {
-    if (!(accepted(c) & (1u << i))) continue;
+    if (!(accepted(c) & (UINT64_C(1) << i))) continue;
     const opt_spec_t *o = &options[i];
     int has_arg = o->kind == K_FLAG ? no_argument : required_argument;
     if (o->name) longs[n++] = (struct option){o->name, has_arg, NULL, LONG_VAL(i)};
@@ -565,7 +593,7 @@ static int parse_command_line(const command_t *c, int argc, char **argv, tc_args
   shorts[ns] = 0;
   longs[n++] = (struct option){"help", no_argument, NULL, 'h'};
   longs[n] = (struct option){0};
-  uint32_t given = 0;
+  uint64_t given = 0;
   optind = 0; /* start afresh: main() read the options before the command */
   opterr = 0;
   for (int ch; (ch = getopt_long(argc, argv, shorts, longs, NULL)) != -1;) {
@@ -579,7 +607,7 @@ static int parse_command_line(const command_t *c, int argc, char **argv, tc_args
     } else {
       int i = option_index(ch);
       if (take_option(a, &options[i], optarg) < 0) return -1;
-      given |= 1u << i;
+      given |= UINT64_C(1) << i;
     }
   }
   while (optind < argc) /* the arguments after `--` */
@@ -587,7 +615,7 @@ static int parse_command_line(const command_t *c, int argc, char **argv, tc_args
   char name[32];
   const char *missing = a->npos < c->min_pos ? positional_name(c, a->npos, a->arena) : NULL;
   for (int i = 0; !missing && i < O_COUNT; i++)
-    if (c->need & ~given & (1u << i)) missing = spelling(&options[i], name);
+    if (c->need & ~given & (UINT64_C(1) << i)) missing = spelling(&options[i], name);
   if (missing) {
     fprintf(stderr, "tunectl %s: missing %s (usage: tunectl %s %s)\n", c->name, missing, c->name, c->usage);
     return -1;

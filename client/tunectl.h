@@ -55,6 +55,7 @@ int tco_eval(tc_args_t *a);
 int tco_trace_check(tc_args_t *a);
 int tco_emit(tc_args_t *a);
 int tco_run(tc_args_t *a);
+int tco_profile(tc_args_t *a);
 int tco_space(tc_args_t *a);
 int tco_tune(tc_args_t *a);
 

@@ -1,7 +1,8 @@
 /* tunectl_offline.c — tunectl's offline commands: show, check, eval,
- * trace-check, emit, run, space and tune work on workload files in this
+ * trace-check, emit, run, profile, space and tune work on workload files in this
  * process, without a daemon.  Their options are parsed in tunectl.c. */
 #include <cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "client/tunectl.h"
 #include "client/tunectl_tune.h"
 #include "codegen/codegen.h"
+#include "db/db.h"
 #include "common/target.h"
 #include "ir/ir.h"
 #include "measure/measure.h"
@@ -50,29 +52,40 @@ static void print_json(cJSON *j) {
   cJSON_Delete(j);
 }
 
-/* Reads and replays o->trace on w; prints the error and returns NULL on
- * failure.  With a target, the replay is the tuner's: up to the trace's
- * EnterPostproc, then that target's postprocessors (annotations such as
- * meta_schedule.parallel become loops, reductions are decomposed, GPU limits
- * are verified). */
+/* Replays trace text (named label in messages) on w; prints the error and
+ * returns NULL on failure.  With a target, the replay is the tuner's: up to
+ * the trace's EnterPostproc, then that target's postprocessors (annotations
+ * such as meta_schedule.parallel become loops, reductions are decomposed,
+ * GPU limits are verified). */
+static sch_t *replay_text(const char *cmd, tc_args_t *o, ir_workload_t *w, const tn_target_t *post, const char *label,
+                          const char *text, size_t len, int *ninsts) {
+  tn_err_t err = {0};
+  sch_trace_t *t = NULL;
+  sch_t *s = NULL;
+  if (sch_trace_from_json(text, len, &t, &err) < 0) {
+    fprintf(stderr, "tunectl %s: %s: %s\n", cmd, label, err.msg);
+  } else if (post ? srch_schedule(w->func, post, t, tc_seed(o), &s, NULL, &err) < 0
+                  : sch_replay(w->func, t, tc_seed(o), &s, &err) < 0) {
+    fprintf(stderr, "tunectl %s: %s does not apply to %s%s%s: %s\n", cmd, label, o->pos[0], post ? " on " : "",
+            post ? post->name : "", err.msg);
+  } else if (ninsts) {
+    *ninsts = t->n;
+  }
+  sch_trace_free(t);
+  return s;
+}
+
+/* Reads and replays o->trace on w (see replay_text). */
 static sch_t *replay_trace(const char *cmd, tc_args_t *o, ir_workload_t *w, const tn_target_t *post, int *ninsts) {
   char *text = NULL;
   size_t len = 0;
   tn_err_t err = {0};
-  sch_trace_t *t = NULL;
   sch_t *s = NULL;
-  if (tn_read_file(o->trace, (size_t)16 << 20, &text, &len, &err) < 0 ||
-      sch_trace_from_json(text, len, &t, &err) < 0) {
+  if (tn_read_file(o->trace, (size_t)16 << 20, &text, &len, &err) < 0)
     fprintf(stderr, "tunectl %s: %s: %s\n", cmd, o->trace, err.msg);
-  } else if (post ? srch_schedule(w->func, post, t, tc_seed(o), &s, NULL, &err) < 0
-                  : sch_replay(w->func, t, tc_seed(o), &s, &err) < 0) {
-    fprintf(stderr, "tunectl %s: %s does not apply to %s%s%s: %s\n", cmd, o->trace, o->pos[0],
-            post ? " on " : "", post ? post->name : "", err.msg);
-  } else if (ninsts) {
-    *ninsts = t->n;
-  }
+  else
+    s = replay_text(cmd, o, w, post, o->trace, text, len, ninsts);
   free(text);
-  sch_trace_free(t);
   return s;
 }
 
@@ -259,24 +272,37 @@ static int lookup_target(const char *cmd, const tc_args_t *o, tn_target_t *t) {
   return 0;
 }
 
-/* Loads the workload, replays the trace if any with t's postprocessors and
- * lowers for t's language, as the tuner does (srch_schedule, then
+/* Replays the trace text if any (named label) on w with t's postprocessors
+ * and lowers for t's language, as the tuner does (srch_schedule, then
  * srch_lower_schedule); without a trace the program is lowered as written. */
-static cg_module_t *lower(const char *cmd, tc_args_t *o, const tn_target_t *t, ir_workload_t **wout) {
+static cg_module_t *lower_with(const char *cmd, tc_args_t *o, const tn_target_t *t, ir_workload_t *w,
+                               const char *trace, const char *label) {
   cg_target_t lang = ms_language_of(t->kind);
-  ir_workload_t *w = load_workload(cmd, o);
-  if (!w) return NULL;
   sch_t *s = NULL;
   cg_module_t *m = NULL;
   tn_err_t err = {0};
-  if (!o->trace) s = sch_create(w->func, tc_seed(o));
-  else s = replay_trace(cmd, o, w, t, NULL);
-  if (s) {
-    if (srch_lower_schedule(s, t, NULL, &m, &err) < 0)
-      fprintf(stderr, "tunectl %s: cannot generate %s code for %s%s%s: %s\n", cmd, cg_target_name(lang), o->pos[0],
-              o->trace ? " with " : "", o->trace ? o->trace : "", err.msg);
-  }
+  if (!trace) s = sch_create(w->func, tc_seed(o));
+  else s = replay_text(cmd, o, w, t, label, trace, strlen(trace), NULL);
+  if (s && srch_lower_schedule(s, t, NULL, &m, &err) < 0)
+    fprintf(stderr, "tunectl %s: cannot generate %s code for %s%s%s: %s\n", cmd, cg_target_name(lang), o->pos[0],
+            trace ? " with " : "", trace ? label : "", err.msg);
   sch_free(s);
+  return m;
+}
+
+/* Loads the workload file and lowers it with o->trace if any (lower_with). */
+static cg_module_t *lower(const char *cmd, tc_args_t *o, const tn_target_t *t, ir_workload_t **wout) {
+  ir_workload_t *w = load_workload(cmd, o);
+  if (!w) return NULL;
+  char *text = NULL;
+  size_t len = 0;
+  tn_err_t err = {0};
+  cg_module_t *m = NULL;
+  if (o->trace && tn_read_file(o->trace, (size_t)16 << 20, &text, &len, &err) < 0)
+    fprintf(stderr, "tunectl %s: %s: %s\n", cmd, o->trace, err.msg);
+  else
+    m = lower_with(cmd, o, t, w, text, o->trace);
+  free(text);
   if (m && wout) *wout = w;
   else ir_workload_free(w);
   return m;
@@ -339,6 +365,9 @@ static void print_run_text(const ms_result_t *r, const ir_workload_t *w, const t
     for (int i = 1; i < r->nrepeats; i++) lo = fmin(lo, r->run_secs[i]), hi = fmax(hi, r->run_secs[i]);
     printf("median    %.6f ms over %d repeats (min %.6f ms, max %.6f ms)\n", r->median_secs * 1e3, r->nrepeats,
            lo * 1e3, hi * 1e3);
+    char cupti[512];
+    ms_cupti_text(r, cupti, sizeof cupti);
+    if (cupti[0]) printf("cupti     %s\n", cupti);
     printf("speed     %.3f GFLOP/s, %.3f GB/s\n", r->gflops, r->gbps);
     tn_roofline_t rl;
     char line[256];
@@ -458,5 +487,221 @@ int tco_tune(tc_args_t *o) {
                   .repeat_ms = o->repeat_ms};
   int rc = tct_tune(&a);
   ir_workload_free(w);
+  return rc;
+}
+
+/* ---- profile ---------------------------------------------------------------- */
+
+/* What `tunectl profile` profiles: a workload (a file, or rebuilt from a
+ * record's stored text and parameters), the trace text if any (the file of
+ * --trace, or the record's) and the target. */
+typedef struct profile_src {
+  ir_workload_t *w;
+  char *trace;
+  char label[64]; /* the trace's name in messages */
+  tn_target_t t;
+  int64_t record; /* 0: a workload file */
+} profile_src_t;
+
+static bool is_record_id(const char *s) {
+  if (!*s) return false;
+  for (; *s; s++)
+    if (*s < '0' || *s > '9') return false;
+  return true;
+}
+
+/* The record's workload, trace and (unless --target) target from --db. */
+static int profile_record(tc_args_t *o, profile_src_t *src) {
+  if (!o->db) {
+    fprintf(stderr, "tunectl profile: %s is a record id: give the database it is in with --db PATH (or give a "
+            "workload file)\n", o->pos[0]);
+    return 2;
+  }
+  if (o->trace || o->nsets) {
+    fprintf(stderr, "tunectl profile: a record brings its own trace and parameters: --trace and --set are for "
+            "workload files\n");
+    return 2;
+  }
+  db_t *db = NULL;
+  tn_err_t err = {0};
+  tn_arena_t *a = tn_arena_new();
+  db_record_t r;
+  db_workload_t wl;
+  int rc = 1;
+  src->record = strtoll(o->pos[0], NULL, 10);
+  if (access(o->db, R_OK) != 0) /* db_open would create it */
+    tn_err_set(&err, TN_EIO, "no such database: %s", strerror(errno));
+  bool found = !err.msg[0] && db_open(o->db, &db, &err) == 0 && db_record_get(db, src->record, &r, a, &err) == 0 &&
+               db_workload_get(db, r.workload_hash, &wl, a, &err) == 0;
+  if (!found) {
+    fprintf(stderr, "tunectl profile: %s: %s\n", o->db, err.msg);
+  } else if (tn_target_lookup(o->target ? o->target : r.target_name, NULL, &src->t, &err) < 0) {
+    fprintf(stderr, "tunectl profile: record %s: %s\n", o->pos[0], err.msg);
+  } else {
+    /* the stored parameters become --set overrides of the stored text */
+    cJSON *ps = cJSON_Parse(wl.params ? wl.params : "{}"), *p;
+    ir_param_set_t sets[64];
+    int n = 0;
+    cJSON_ArrayForEach(p, ps) {
+      if (cJSON_IsNumber(p) && n < 64) sets[n++] = (ir_param_set_t){.name = p->string, .value = (int64_t)p->valuedouble};
+    }
+    char path[96];
+    snprintf(path, sizeof path, "%.80s.tw", wl.name && wl.name[0] ? wl.name : "workload");
+    if (ir_workload_parse(path, wl.source, strlen(wl.source), sets, n, &src->w, &err) < 0) {
+      fprintf(stderr, "tunectl profile: record %s: its workload does not parse: %s\n", o->pos[0], err.msg);
+    } else {
+      src->trace = tn_xstrdup(r.trace);
+      snprintf(src->label, sizeof src->label, "the trace of record %s", o->pos[0]);
+      rc = 0;
+    }
+    cJSON_Delete(ps);
+  }
+  db_close(db);
+  tn_arena_free(a);
+  return rc;
+}
+
+static int profile_source(tc_args_t *o, profile_src_t *src) {
+  if (is_record_id(o->pos[0])) return profile_record(o, src);
+  if (!o->target) {
+    fprintf(stderr, "tunectl profile: a workload file needs --target T\n");
+    return 2;
+  }
+  tn_err_t err = {0};
+  if (lookup_target("profile", o, &src->t) < 0 || !(src->w = load_workload("profile", o))) return 1;
+  if (o->trace && tn_read_file(o->trace, (size_t)16 << 20, &src->trace, NULL, &err) < 0) {
+    fprintf(stderr, "tunectl profile: %s: %s\n", o->trace, err.msg);
+    return 1;
+  }
+  snprintf(src->label, sizeof src->label, "%.63s", o->trace ? o->trace : "");
+  return 0;
+}
+
+/* Only an NVIDIA GPU has the counters: says why not when this is no such
+ * target, or (profile_check_device) no such machine. */
+static int profile_check_target(const tn_target_t *t) {
+  if (t->kind != TN_TARGET_CUDA) {
+    fprintf(stderr, "tunectl profile: target %s runs %s: profiling reads an NVIDIA GPU's hardware counters "
+            "(CUPTI's range profiler), so it needs a CUDA target (nvidia/...)%s\n", t->name,
+            t->kind == TN_TARGET_CUDA_HOST ? "CUDA C on the CPU" : t->kind == TN_TARGET_CPU ? "C on the CPU" : "OpenCL",
+            t->kind == TN_TARGET_CUDA_HOST ? "; `tunectl run` checks and times kernels on the host harness" : "");
+    return 1;
+  }
+  return 0;
+}
+
+static int profile_check_device(const tn_target_t *t) {
+  ms_backend_status_t st;
+  ms_backend_probe(MS_BACKEND_CUDA, &st);
+  if (!st.available) {
+    fprintf(stderr, "tunectl profile: no GPU to profile %s on: %s. CUPTI's range profiler needs an NVIDIA GPU and "
+            "its driver; on this machine `tunectl run --target cuda-host` checks the kernel on the CPU\n", t->name,
+            st.detail);
+    return 1;
+  }
+  return 0;
+}
+
+/* A metric of kernel k from the profile (NAN when absent). */
+static double metric(const cJSON *kernel, const char *name) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(kernel, "metrics"), name);
+  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* Nsight Compute's "GPU Speed Of Light" and "Launch Statistics" lines for
+ * one kernel: CUPTI's metrics, then what NVRTC and the launch configuration
+ * say. */
+static void print_profile_kernel(const cJSON *k, const cg_kernel_t *ck, const ms_result_t *r, const tn_target_t *t) {
+  double gbps = metric(k, ms_profile_metrics[1]) * 1e-9;
+  printf("  %-34s %-16s %14.2f\n", "Duration", "usecond", metric(k, ms_profile_metrics[0]) * 1e-3);
+  printf("  %-34s %-16s %14.2f", "DRAM Throughput", "Gbyte/second", gbps);
+  if (t->peak_gbps > 0) printf("   (%.1f %% of the target's %.0f GB/s)", gbps / t->peak_gbps * 100, t->peak_gbps);
+  printf("\n  %-34s %-16s %14.2f\n", "DRAM Throughput", "%", metric(k, ms_profile_metrics[2]));
+  printf("  %-34s %-16s %14.2f\n", "Compute (SM) Throughput", "%", metric(k, ms_profile_metrics[3]));
+  printf("  %-34s %-16s %14.2f\n", "Achieved Occupancy", "%", metric(k, ms_profile_metrics[4]));
+  if (r->build.registers >= 0) printf("  %-34s %-16s %14d\n", "Registers Per Thread", "register/thread", r->build.registers);
+  if (ck) {
+    int64_t shared = ck->static_shared_bytes + ck->dyn_shared_bytes;
+    printf("  %-34s %-16s %14.2f\n", "Shared Memory Per Block", "Kbyte/block", (double)shared / 1024);
+    printf("  %-34s %-16s %14lld\n", "Grid Size", "", (long long)(ck->grid[0] * ck->grid[1] * ck->grid[2]));
+    printf("  %-34s %-16s %14lld\n", "Block Size", "", (long long)(ck->block[0] * ck->block[1] * ck->block[2]));
+    printf("    grid (%lld, %lld, %lld), block (%lld, %lld, %lld)\n", (long long)ck->grid[0], (long long)ck->grid[1],
+           (long long)ck->grid[2], (long long)ck->block[0], (long long)ck->block[1], (long long)ck->block[2]);
+  }
+}
+
+/* The table, or the JSON record with the launch configuration added. */
+static int print_profile(const ms_result_t *r, const cg_module_t *m, const profile_src_t *src, const tc_args_t *o) {
+  cJSON *p = r->profile ? cJSON_Parse(r->profile) : NULL;
+  const cJSON *e = cJSON_GetObjectItemCaseSensitive(p, "error");
+  const cJSON *ks = cJSON_GetObjectItemCaseSensitive(p, "kernels"), *k;
+  int rc = 0;
+  if (r->status != MS_OK) {
+    fprintf(stderr, "tunectl profile: the kernel did not run correctly (%s): %s\n", ms_status_name(r->status), r->error);
+    rc = 1;
+  } else if (!p || cJSON_IsString(e) || cJSON_GetArraySize(ks) == 0) {
+    fprintf(stderr, "tunectl profile: the profiler gave nothing: %s\n",
+            cJSON_IsString(e) ? e->valuestring : "no profile in the worker's reply");
+    rc = 1;
+  } else if (o->json) {
+    char *text = ms_result_to_json(r);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    cJSON_AddStringToObject(j, "workload", src->w->name);
+    cJSON_AddStringToObject(j, "target", src->t.name);
+    if (src->record) cJSON_AddNumberToObject(j, "record", (double)src->record);
+    char *launch = cg_module_launch_json(m);
+    cJSON_AddItemToObject(j, "launch", cJSON_Parse(launch));
+    free(launch);
+    print_json(j);
+  } else {
+    const cJSON *chip = cJSON_GetObjectItemCaseSensitive(p, "chip");
+    int i = 0;
+    cJSON_ArrayForEach(k, ks) {
+      const cJSON *name = cJSON_GetObjectItemCaseSensitive(k, "name");
+      const char *kn = cJSON_IsString(name) ? name->valuestring : "?";
+      const cg_kernel_t *ck = NULL;
+      for (int j = 0; j < m->nkernels; j++)
+        if (strcmp(m->kernels[j].name, kn) == 0) ck = &m->kernels[j];
+      printf("%s%s (%s, %s", i++ ? "\n" : "", kn, src->w->name, cJSON_IsString(chip) ? chip->valuestring : "?");
+      if (src->record) printf(", record %lld", (long long)src->record);
+      printf(")\n");
+      print_profile_kernel(k, ck, r, &src->t);
+    }
+    printf("\nCUDA events: median %.6f ms over %d repeats", r->median_secs * 1e3, r->nrepeats);
+    char cupti[512];
+    ms_cupti_text(r, cupti, sizeof cupti);
+    printf("%s%s\n", cupti[0] ? "; " : "", cupti);
+  }
+  cJSON_Delete(p);
+  return rc;
+}
+
+int tco_profile(tc_args_t *o) {
+  profile_src_t src = {0};
+  int rc = profile_source(o, &src);
+  if (rc == 0) rc = profile_check_target(&src.t);
+  /* lowered before the device is looked at: a bad trace is reported anywhere */
+  cg_module_t *m = NULL;
+  if (rc == 0 && !(m = lower_with("profile", o, &src.t, src.w, src.trace, src.label))) rc = 1;
+  if (rc == 0) rc = profile_check_device(&src.t);
+  if (rc == 0) {
+    ms_options_t mo = {.seed = tc_seed(o)};
+    mo.run.flush_l2 = ms_flush_by_default(src.t.kind) && !o->no_flush;
+    mo.run.profile_metrics = ms_profile_metrics;
+    mo.run.profile_nmetrics = MS_PROFILE_NMETRICS;
+    ms_result_t r;
+    tn_err_t err = {0};
+    if (ms_measure(src.w->func, &src.t, &m, 1, &mo, &r, &err) < 0) {
+      fprintf(stderr, "tunectl profile: %s\n", err.msg);
+      rc = 1;
+    } else {
+      rc = print_profile(&r, m, &src, o);
+      ms_result_clear(&r);
+    }
+  }
+  cg_module_free(m);
+  ir_workload_free(src.w);
+  free(src.trace);
   return rc;
 }

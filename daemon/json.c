@@ -40,6 +40,8 @@ cJSON *td_record_json(const db_record_t *r, double flops) {
   bool timed = isfinite(r->median_secs) && r->median_secs > 0 && flops > 0;
   td_json_num(o, "gflops", timed ? flops / r->median_secs * 1e-9 : NAN);
   cJSON_AddBoolToObject(o, "verified", r->verified);
+  td_json_num(o, "cupti_median_secs", r->cupti_median_secs); /* CUDA: CUPTI's kernel time, null elsewhere */
+  cJSON_AddBoolToObject(o, "times_disagree", r->times_disagree);
   add_str_or_null(o, "error", r->error);
   add_int_or_null(o, "registers", r->registers);
   add_int_or_null(o, "shared_bytes", r->shared_bytes);

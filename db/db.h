@@ -23,7 +23,7 @@
 #include "common/common.h"
 
 /* The schema version this build creates and understands. */
-#define DB_SCHEMA_VERSION 3
+#define DB_SCHEMA_VERSION 4
 
 typedef struct db db_t;
 
@@ -133,6 +133,12 @@ typedef struct db_record {
   int registers, shared_bytes, spill_bytes; /* -1 when unknown */
   const char *compiler, *toolkit_version, *arch; /* NULL when unknown */
   bool verified;              /* result checked against the reference */
+  /* CUDA: the median of the kernels' own durations (CUPTI's activity
+   * records of the same timed runs); NAN when unknown.  times_disagree: it
+   * differs from median_secs (CUDA events) by over 10 % (ms_times_disagree).
+   * A re-measure replaces both with its own (db_record_set_cupti). */
+  double cupti_median_secs;
+  bool times_disagree;
   bool duplicate;             /* out (add_batch): trace already recorded */
   double created, updated;    /* out: unix seconds */
 } db_record_t;
@@ -171,8 +177,16 @@ int db_record_set_verified(db_t *db, int64_t record_id, bool verified, tn_err_t 
  * (the search's re-measure of its best candidates: every sample of every
  * round, and their median) and updates its `updated` time.  Other records
  * -> TN_EINVAL. */
+/* Sets an ok record's CUPTI kernel time (NAN: unknown) and disagreement
+ * flag, as a re-measure finds them beside its new event times.  Other
+ * records, or a time that is not finite and >= 0 -> TN_EINVAL. */
+int db_record_set_cupti(db_t *db, int64_t record_id, double cupti_median_secs, bool times_disagree, tn_err_t *err);
 int db_record_set_times(db_t *db, int64_t record_id, const double *run_secs, size_t n, double median_secs,
                         tn_err_t *err);
+
+/* The record with this id (strings in arena); an unknown id is TN_EINVAL
+ * naming it. */
+int db_record_get(db_t *db, int64_t id, db_record_t *out, tn_arena_t *arena, tn_err_t *err);
 
 typedef struct db_records {
   db_record_t *items;

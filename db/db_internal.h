@@ -69,7 +69,9 @@ int db_record_insert(db_t *db, db_record_t *r, const char *where, tn_err_t *err)
 #define RECORD_COLS                                                                          \
   "r.id, r.workload_id, r.target_id, w.hash, t.name, r.trace, r.trace_hash, r.run_secs,"   \
   " r.median_secs, r.status, r.error, r.registers, r.shared_bytes, r.spill_bytes,"          \
-  " r.compiler, r.toolkit_version, r.arch, r.verified, r.created, r.updated"
+  " r.compiler, r.toolkit_version, r.arch, r.verified, r.created, r.updated,"               \
+  " r.cupti_median_secs, r.times_disagree"
+#define RECORD_NCOLS 22
 #define RECORD_FROM                                                                          \
   " FROM records r JOIN workloads w ON w.id = r.workload_id"                                 \
   " JOIN targets t ON t.id = r.target_id"

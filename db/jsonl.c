@@ -12,7 +12,7 @@
 
 /* ---- export ------------------------------------------------------------------ */
 
-/* RECORD_COLS (0..19) followed by these (20..27). */
+/* RECORD_COLS (RECORD_NCOLS of them) followed by these. */
 #define EXPORT_COLS                                                                          \
   RECORD_COLS ", w.name, w.source, w.params, w.flops, w.bytes, t.kind, t.arch, t.json"
 
@@ -54,20 +54,20 @@ static void add_raw_json(cJSON *o, const char *key, const unsigned char *text) {
 static cJSON *export_workload(sqlite3_stmt *st, const db_record_t *r) {
   cJSON *w = cJSON_CreateObject();
   cJSON_AddStringToObject(w, "hash", r->workload_hash);
-  cJSON_AddStringToObject(w, "name", (const char *)sqlite3_column_text(st, 20));
-  cJSON_AddStringToObject(w, "source", (const char *)sqlite3_column_text(st, 21));
-  add_raw_json(w, "params", sqlite3_column_text(st, 22));
-  add_number(w, "flops", sqlite3_column_double(st, 23));
-  add_number(w, "bytes", sqlite3_column_double(st, 24));
+  cJSON_AddStringToObject(w, "name", (const char *)sqlite3_column_text(st, RECORD_NCOLS));
+  cJSON_AddStringToObject(w, "source", (const char *)sqlite3_column_text(st, RECORD_NCOLS + 1));
+  add_raw_json(w, "params", sqlite3_column_text(st, RECORD_NCOLS + 2));
+  add_number(w, "flops", sqlite3_column_double(st, RECORD_NCOLS + 3));
+  add_number(w, "bytes", sqlite3_column_double(st, RECORD_NCOLS + 4));
   return w;
 }
 
 static cJSON *export_target(sqlite3_stmt *st, const db_record_t *r) {
   cJSON *t = cJSON_CreateObject();
   cJSON_AddStringToObject(t, "name", r->target_name);
-  cJSON_AddStringToObject(t, "kind", (const char *)sqlite3_column_text(st, 25));
-  cJSON_AddStringToObject(t, "arch", (const char *)sqlite3_column_text(st, 26));
-  add_raw_json(t, "json", sqlite3_column_text(st, 27));
+  cJSON_AddStringToObject(t, "kind", (const char *)sqlite3_column_text(st, RECORD_NCOLS + 5));
+  cJSON_AddStringToObject(t, "arch", (const char *)sqlite3_column_text(st, RECORD_NCOLS + 6));
+  add_raw_json(t, "json", sqlite3_column_text(st, RECORD_NCOLS + 7));
   return t;
 }
 
@@ -95,6 +95,10 @@ static cJSON *export_row(sqlite3_stmt *st, tn_arena_t *a) {
   add_opt_string(o, "toolkit_version", r.toolkit_version);
   add_opt_string(o, "arch", r.arch);
   cJSON_AddBoolToObject(o, "verified", r.verified);
+  if (!isnan(r.cupti_median_secs)) {
+    add_number(o, "cupti_median_secs", r.cupti_median_secs);
+    cJSON_AddBoolToObject(o, "times_disagree", r.times_disagree);
+  }
   add_number(o, "created", r.created);
   add_number(o, "updated", r.updated);
   return o;
@@ -256,6 +260,11 @@ static int read_record_fields(const cJSON *line, db_record_t *r, tn_err_t *err) 
   if (!rc && verified && !cJSON_IsBool(verified))
     rc = tn_err_set(err, TN_EINVAL, "field 'verified' must be true or false");
   r->verified = cJSON_IsTrue(verified);
+  const cJSON *disagree = field(line, "times_disagree");
+  if (!rc) rc = want_number(line, "", "cupti_median_secs", true, NAN, &r->cupti_median_secs, err);
+  if (!rc && disagree && !cJSON_IsBool(disagree))
+    rc = tn_err_set(err, TN_EINVAL, "field 'times_disagree' must be true or false");
+  r->times_disagree = cJSON_IsTrue(disagree);
   double now = db_now();
   if (!rc) rc = want_number(line, "", "created", true, now, &r->created, err);
   if (!rc) rc = want_number(line, "", "updated", true, r->created, &r->updated, err);

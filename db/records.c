@@ -278,7 +278,7 @@ int db_status_parse(const char *name, db_status_t *out, tn_err_t *err) {
 
 void db_record_init(db_record_t *r) {
   memset(r, 0, sizeof *r);
-  r->median_secs = NAN;
+  r->median_secs = r->cupti_median_secs = NAN;
   r->status = DB_STATUS_OK;
   r->registers = r->shared_bytes = r->spill_bytes = -1;
 }
@@ -328,6 +328,9 @@ static int check_record(const db_record_t *r, const char *where, tn_err_t *err) 
   if (!isnan(r->median_secs) && (!isfinite(r->median_secs) || r->median_secs < 0))
     return tn_err_set(err, TN_EINVAL, "%s: median %g s is not a finite time >= 0", where,
                       r->median_secs);
+  if (!isnan(r->cupti_median_secs) && (!isfinite(r->cupti_median_secs) || r->cupti_median_secs < 0))
+    return tn_err_set(err, TN_EINVAL, "%s: CUPTI median %g s is not a finite time >= 0", where,
+                      r->cupti_median_secs);
   if (r->status == DB_STATUS_OK && isnan(r->median_secs))
     return tn_err_set(err, TN_EINVAL, "%s: an ok record needs a median time", where);
   if (r->verified && r->status != DB_STATUS_OK)
@@ -363,8 +366,8 @@ static int check_refs(db_t *db, const db_record_t *r, const char *where, tn_err_
 static const char SQL_RECORD_INSERT[] =
     "INSERT INTO records (workload_id, target_id, trace, trace_hash, run_secs, median_secs,"
     " status, error, registers, shared_bytes, spill_bytes, compiler, toolkit_version, arch,"
-    " verified, created, updated)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
+    " verified, created, updated, cupti_median_secs, times_disagree)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
     " ON CONFLICT (workload_id, target_id, trace_hash) DO NOTHING RETURNING id";
 
 static void bind_record(sqlite3_stmt *st, const db_record_t *r, const char *run_secs) {
@@ -385,6 +388,8 @@ static void bind_record(sqlite3_stmt *st, const db_record_t *r, const char *run_
   sqlite3_bind_int(st, 15, r->verified);
   sqlite3_bind_double(st, 16, r->created);
   sqlite3_bind_double(st, 17, r->updated);
+  db_bind_opt_real(st, 18, r->cupti_median_secs);
+  sqlite3_bind_int(st, 19, r->times_disagree);
 }
 
 int db_record_insert(db_t *db, db_record_t *r, const char *where, tn_err_t *err) {
@@ -482,6 +487,25 @@ int db_record_set_verified(db_t *db, int64_t record_id, bool verified, tn_err_t 
   return rc;
 }
 
+static const char SQL_RECORD_CUPTI[] =
+    "UPDATE records SET cupti_median_secs = ?2, times_disagree = ?3, updated = ?4 WHERE id = ?1 AND status = 'ok'";
+
+int db_record_set_cupti(db_t *db, int64_t record_id, double cupti_median_secs, bool times_disagree, tn_err_t *err) {
+  if (!isnan(cupti_median_secs) && (!isfinite(cupti_median_secs) || cupti_median_secs < 0))
+    return tn_err_set(err, TN_EINVAL, "record %" PRId64 ": CUPTI median %g s is not a finite time >= 0", record_id,
+                      cupti_median_secs);
+  sqlite3_stmt *st = db_stmt(db, SQL_RECORD_CUPTI, err);
+  if (!st) return err ? err->code : TN_EIO;
+  sqlite3_bind_int64(st, 1, record_id);
+  db_bind_opt_real(st, 2, cupti_median_secs);
+  sqlite3_bind_int(st, 3, times_disagree && !isnan(cupti_median_secs));
+  sqlite3_bind_double(st, 4, db_now());
+  int rc = db_step_done(db, st, "setting a record's CUPTI time", err);
+  if (!rc && sqlite3_changes(db->h) == 0)
+    rc = tn_err_set(err, TN_EINVAL, "no ok record with id %" PRId64 " (only ok records have times)", record_id);
+  return rc;
+}
+
 static const char SQL_RECORD_TIMES[] =
     "UPDATE records SET run_secs = ?2, median_secs = ?3, updated = ?4 WHERE id = ?1 AND status = 'ok'";
 
@@ -547,6 +571,26 @@ void db_read_record(sqlite3_stmt *st, void *item, tn_arena_t *a) {
   r->verified = sqlite3_column_int(st, 17) != 0;
   r->created = sqlite3_column_double(st, 18);
   r->updated = sqlite3_column_double(st, 19);
+  r->cupti_median_secs = db_col_opt_real(st, 20);
+  r->times_disagree = sqlite3_column_int(st, 21) != 0;
+}
+
+static const char SQL_RECORD_GET[] = "SELECT " RECORD_COLS RECORD_FROM " WHERE r.id = ?1";
+
+int db_record_get(db_t *db, int64_t id, db_record_t *out, tn_arena_t *arena, tn_err_t *err) {
+  db_record_init(out);
+  sqlite3_stmt *st = db_stmt(db, SQL_RECORD_GET, err);
+  if (!st) return err ? err->code : TN_EIO;
+  sqlite3_bind_int64(st, 1, id);
+  int rc = sqlite3_step(st), ret = 0;
+  if (rc == SQLITE_ROW)
+    db_read_record(st, out, arena);
+  else if (rc == SQLITE_DONE)
+    ret = tn_err_set(err, TN_EINVAL, "no record with id %" PRId64 " in the database", id);
+  else
+    ret = db_fail(db, err, "reading a record");
+  sqlite3_reset(st);
+  return ret;
 }
 
 db_query_t db_query_all(void) { return (db_query_t){.status = DB_STATUS_ANY}; }

@@ -138,6 +138,13 @@ const char *const db_migrations[DB_SCHEMA_VERSION] = {
     "  PRIMARY KEY (workload_id, target_id),"
     "  CHECK (status <> 'ok' OR median_secs IS NOT NULL)"
     ") STRICT;",
+
+    /* 4: CUPTI's kernel time beside the CUDA-event median, and whether the
+     * two disagree by over 10 %; existing records have neither. */
+    "ALTER TABLE records ADD COLUMN cupti_median_secs REAL"
+    "  CHECK (cupti_median_secs IS NULL OR cupti_median_secs >= 0);"
+    "ALTER TABLE records ADD COLUMN times_disagree INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (times_disagree IN (0, 1));",
 };
 
 /* ---- errors and statements ---------------------------------------------- */

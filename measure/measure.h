@@ -140,6 +140,18 @@ typedef struct ms_result {
    * through the warm-up to the end of the last timed repeat; 0 when it
    * never ran (or crashed).  Windows on one device never overlap. */
   int64_t window_start_ns, window_end_ns;
+  /* CUDA: the median of the kernels' own durations as CUPTI's activity API
+   * recorded them for the same timed launches (summed over a launch's
+   * kernels); 0 when CUPTI gave none (not CUDA, not loadable).  The CUDA
+   * events also count launch gaps between kernels; a difference over
+   * MS_TIMES_DISAGREE of the event median sets times_disagree. */
+  double cupti_median_secs;
+  bool times_disagree;
+  char cupti_error[256]; /* why there is no CUPTI time (said once per runner; empty otherwise) */
+  /* With ms_run_opts_t.profile_metrics: JSON text (malloc'ed), {"chip":
+   * "GH100", "kernels": [{"name": ..., "metrics": {NAME: value, ...}}, ...]}
+   * or {"error": "why not"}; NULL otherwise. */
+  char *profile;
   char error[MS_ERROR_MAX];   /* empty when OK */
 } ms_result_t;
 
@@ -154,6 +166,8 @@ double ms_median(const double *xs, int n);
 /* The record as a JSON object (malloc'ed text, free() it):
  * {"status": "ok", "error": "", "median_secs": ..., "run_secs": [...],
  *  "gflops": ..., "gbps": ..., "verify_error": ...,
+ *  "cupti_median_secs": ..., "times_disagree": true (when CUPTI timed it),
+ *  "cupti_error": "..." (when CUPTI could not, said once),
  *  "window_ns": [start, end] (when it ran),
  *  "build": {"compiler": ..., "arch": ..., "seconds": ..., "registers": ...,
  *            "shared_bytes": ..., "spill_bytes": ..., "stack_bytes": ...}}
@@ -161,6 +175,58 @@ double ms_median(const double *xs, int n);
 char *ms_result_to_json(const ms_result_t *r);
 /* Parses that form back (the artifact path is not part of it). */
 int ms_result_from_json(const char *text, size_t len, ms_result_t *out, tn_err_t *err);
+
+/* ======================================================================
+ * CUPTI (cupti.c)
+ * ====================================================================== */
+
+/* libcupti is loaded with dlopen like the driver, never linked: $TUNED_CUPTI
+ * when set ("off": CUPTI is not used), else libcupti.so.<CUDA major> beside the libnvrtc in use, in the
+ * toolkit's extras/CUPTI/lib64, lib64 or lib (the toolkit of libnvrtc,
+ * $CUDA_HOME, -Dctk_root), else on the loader's path. */
+
+/* A CUPTI kernel time that differs from the CUDA-event time by more than
+ * this fraction of the event time is flagged. */
+#define MS_TIMES_DISAGREE 0.10
+/* Whether the two medians disagree; false when either is unknown (<= 0). */
+bool ms_times_disagree(double event_secs, double cupti_secs);
+/* r's CUPTI median from the CUPTI times secs[0..n) of its timed launches
+ * (n == 0: none) and the flag against r->median_secs, which must be set. */
+void ms_result_set_cupti(ms_result_t *r, const double *secs, int n);
+/* One line on r's CUPTI time for people: "0.512 ms kernel time (CUPTI),
+ * 3.1 % below the CUDA events", with "DISAGREE" when flagged, or why there
+ * is none; "" when there is nothing to say (not CUDA, said before). */
+void ms_cupti_text(const ms_result_t *r, char *buf, size_t size);
+
+/* One kernel's execution as CUPTI recorded it (device nanoseconds). */
+typedef struct ms_span {
+  uint64_t start, end;
+} ms_span_t;
+/* The device seconds of the last `want` launches of per_launch kernels each
+ * from the kernel records spans[0..n) (any order; sorted here), into
+ * out[0..want): each launch's kernels' durations summed.  Returns want, or
+ * -1 with why filled when there are too few records. */
+int ms_cupti_launch_secs(ms_span_t *spans, int n, int per_launch, int want, double *out, char *why,
+                         size_t whysize);
+
+/* The metrics of `tunectl profile`, with Nsight Compute's names: duration,
+ * DRAM bytes per second, DRAM and SM throughput in % of peak, achieved
+ * occupancy (active warps in % of the maximum). */
+#define MS_PROFILE_NMETRICS 5
+extern const char *const ms_profile_metrics[MS_PROFILE_NMETRICS];
+
+/* A range-profiler configuration for a metric list on one chip. */
+typedef struct ms_cupti_config {
+  uint8_t *image; /* the config image the range profiler is set up with */
+  size_t size;
+  int passes;     /* replays of a kernel it takes to collect the metrics */
+} ms_cupti_config_t;
+/* Builds the configuration with CUPTI's profiler host API, which needs no
+ * GPU: chip is CUPTI's name ("GH100", "AD102", "GA100").  An unknown chip
+ * (the message lists the known ones) or metric (named) is TN_EINVAL; no
+ * CUPTI, TN_EUNSUPPORTED saying why. */
+int ms_cupti_config(const char *chip, const char *const *metrics, int n, ms_cupti_config_t *out, tn_err_t *err);
+void ms_cupti_config_free(ms_cupti_config_t *c);
 
 /* ======================================================================
  * Builders (builder.c, build_cc.c, build_cuda.c, build_opencl.c)
@@ -283,6 +349,10 @@ typedef struct ms_run_opts {
                            (ms_runner_note_best) neither applies: nothing is stopped before
                            the timeout.  0: off */
   double stop_min_s;    /* floor of that stop; 0: 2 s */
+  /* n > 0: every verified candidate is also profiled with these metrics
+   * (CUDA: CUPTI's range profiler; ms_result_t.profile) */
+  const char *const *profile_metrics;
+  int profile_nmetrics;
   const char *worker;   /* worker executable; NULL: ms_worker_path() */
   const char *run_dir;  /* workload data and the worker's log; NULL: a fresh temp dir */
   /* Polled (with stop_ctx) while a candidate waits for its device, which

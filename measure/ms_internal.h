@@ -75,4 +75,23 @@ bool ms_opencl_device_is_cpu(void);
 /* Checks threads per block against the target (GPU kernels); 0 or sets res. */
 int ms_check_block_limits(const ms_candidate_t *cand, ms_result_t *res);
 
+/* ---- CUPTI in the worker (cupti.c) ---------------------------------------- */
+
+/* Loads CUPTI and records every kernel's duration from now on (the activity
+ * API's concurrent-kernel records); -1 with the reason in why. */
+int ms_cupti_trace_start(char *why, size_t whysize);
+void ms_cupti_trace_stop(void);
+/* Forgets the records so far (call with the device idle). */
+void ms_cupti_trace_reset(void);
+/* After a synchronise: the last `want` launches' device seconds since the
+ * reset (see ms_cupti_launch_secs), into out; then forgets the records. */
+int ms_cupti_trace_take(int per_launch, int want, double *out, char *why, size_t whysize);
+/* Runs launch(arg) once under the range profiler on CUDA context ctx (one
+ * auto range per kernel, kernel replay) and evaluates metrics[0..n) for
+ * each kernel: values[k * n + m], *nranges kernels (at most max_ranges).
+ * chip gets CUPTI's chip name.  -1 with why filled on failure. */
+int ms_cupti_profile(void *ctx, const char *const *metrics, int n, int (*launch)(void *arg), void *arg,
+                     int max_ranges, double *values, int *nranges, char *chip, size_t chipsize, char *why,
+                     size_t whysize);
+
 #endif

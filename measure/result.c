@@ -34,6 +34,7 @@ void ms_result_init(ms_result_t *r) {
 
 void ms_result_clear(ms_result_t *r) {
   free(r->run_secs);
+  free(r->profile);
   ms_result_init(r);
 }
 
@@ -82,6 +83,13 @@ char *ms_result_to_json(const ms_result_t *r) {
     cJSON_AddItemToArray(w, cJSON_CreateNumber((double)r->window_start_ns));
     cJSON_AddItemToArray(w, cJSON_CreateNumber((double)r->window_end_ns));
   }
+  if (r->cupti_median_secs > 0) {
+    cJSON_AddNumberToObject(j, "cupti_median_secs", r->cupti_median_secs);
+    cJSON_AddBoolToObject(j, "times_disagree", r->times_disagree);
+  }
+  if (r->cupti_error[0]) cJSON_AddStringToObject(j, "cupti_error", r->cupti_error);
+  cJSON *prof = r->profile ? cJSON_Parse(r->profile) : NULL;
+  if (prof) cJSON_AddItemToObject(j, "profile", prof);
   cJSON *b = cJSON_AddObjectToObject(j, "build");
   cJSON_AddStringToObject(b, "compiler", r->build.compiler);
   cJSON_AddStringToObject(b, "arch", r->build.arch);
@@ -139,6 +147,11 @@ int ms_result_from_json(const char *text, size_t len, ms_result_t *out, tn_err_t
       out->window_start_ns = (int64_t)num_at(w, 0);
       out->window_end_ns = (int64_t)num_at(w, 1);
     }
+    out->cupti_median_secs = TN_MAX(num(j, "cupti_median_secs", 0), 0);
+    out->times_disagree = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "times_disagree"));
+    str(j, "cupti_error", out->cupti_error, sizeof out->cupti_error);
+    const cJSON *prof = cJSON_GetObjectItemCaseSensitive(j, "profile");
+    if (cJSON_IsObject(prof)) out->profile = cJSON_PrintUnformatted(prof);
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "build");
     str(b, "compiler", out->build.compiler, sizeof out->build.compiler);
     str(b, "arch", out->build.arch, sizeof out->build.arch);

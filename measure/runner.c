@@ -53,6 +53,7 @@ struct ms_runner {
   int nparams;
   double flops, bytes;
   double best; /* fastest verified median of this workload so far (slow_factor) */
+  bool cupti_said; /* why CUPTI gave no times went into a result once */
 };
 
 /* ---- finding the worker ---------------------------------------------------- */
@@ -396,7 +397,32 @@ static cJSON *run_request(const ms_runner_t *r, const ms_candidate_t *c, const m
   if (r->o.slow_factor > 0 && r->best > 0)
     cJSON_AddNumberToObject(m, "slow_secs", TN_MAX(r->o.slow_factor * r->best, SLOW_MIN_S));
   cJSON_AddBoolToObject(m, "notify_start", true);
+  if (r->o.profile_nmetrics > 0) {
+    cJSON *p = cJSON_AddArrayToObject(m, "profile");
+    for (int i = 0; i < r->o.profile_nmetrics; i++)
+      cJSON_AddItemToArray(p, cJSON_CreateString(r->o.profile_metrics[i]));
+  }
   return m;
+}
+
+/* The reply's CUPTI times (or why there are none: once per runner) and
+ * profile into res. */
+static void take_device_times(ms_runner_t *r, const cJSON *reply, ms_result_t *res) {
+  const cJSON *dev = cJSON_GetObjectItemCaseSensitive(reply, "cupti_secs"), *x;
+  const cJSON *why = cJSON_GetObjectItemCaseSensitive(reply, "cupti_error");
+  int n = cJSON_GetArraySize(dev), k = 0;
+  double *secs = tn_xmalloc(sizeof *secs * (size_t)TN_MAX(n, 1));
+  cJSON_ArrayForEach(x, dev) {
+    if (cJSON_IsNumber(x) && x->valuedouble > 0) secs[k++] = x->valuedouble;
+  }
+  ms_result_set_cupti(res, secs, k);
+  free(secs);
+  if (k == 0 && cJSON_IsString(why) && !r->cupti_said) {
+    snprintf(res->cupti_error, sizeof res->cupti_error, "%s", why->valuestring);
+    r->cupti_said = true;
+  }
+  const cJSON *prof = cJSON_GetObjectItemCaseSensitive(reply, "profile");
+  if (cJSON_IsObject(prof)) res->profile = cJSON_PrintUnformatted(prof);
 }
 
 /* Fills res from the worker's reply. */
@@ -429,6 +455,7 @@ static void take_reply(ms_runner_t *r, const cJSON *reply, ms_result_t *res) {
     res->gbps = r->bytes / res->median_secs * 1e-9;
     if (r->best <= 0 || res->median_secs < r->best) r->best = res->median_secs;
   }
+  take_device_times(r, reply, res);
 }
 
 /* The worker died during a request (EOF): says how, with its last words. */

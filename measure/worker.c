@@ -27,7 +27,8 @@
  *                 "dyn_shared_bytes": 0}, ...],
  *    "args": [{"param": 0}, ..., {"workspace": 65536}],
  *    "min_secs": 0.1, "min_repeats": 3, "max_repeats": 1000, "flush_l2": false,
- *    "slow_secs": 0.05 (optional), "notify_start": true (optional)}
+ *    "slow_secs": 0.05 (optional), "notify_start": true (optional),
+ *    "profile": ["gpu__time_duration.sum", ...] (optional)}
  *     Poisons the outputs (0xFF bytes: NaN for floats, -1 for ints), runs
  *     every kernel once, compares each output with its reference (relative
  *     L2 error within ir_dtype_tolerance), then runs once more untimed
@@ -37,8 +38,16 @@
  *     With notify_start, {"started": true} comes first, once the candidate
  *     is loaded (dlopen, OpenCL program build, CUDA module load) and before
  *     its checked run: the runner's early stop counts from there.
+ *     With profile, a verified candidate is then run once more under the
+ *     hardware profiler (CUDA: CUPTI's range profiler, one range per
+ *     kernel) and the metrics are evaluated.
  *     -> {"status": "ok", "verify_error": 1e-7, "run_secs": [...],
- *         "window_ns": [start, end]}
+ *         "window_ns": [start, end],
+ *         "cupti_secs": [...] (CUDA: the kernels' own durations of the same
+ *           samples, from CUPTI's activity records)
+ *         | "cupti_error": "why there are none" (CUDA),
+ *         "profile": {"chip": "GH100", "kernels": [{"name": ..., "metrics":
+ *           {"gpu__time_duration.sum": ..., ...}}]} | {"error": "..."}}
  *      | {"status": "wrong_result", "verify_error": 0.5, "error": "...", "window_ns": [...]}
  *     window_ns: CLOCK_MONOTONIC nanoseconds from the checked run's launch
  *     to the end of the last timed repeat (or of the verification).
@@ -269,6 +278,7 @@ typedef struct timing {
   double min_secs;
   int min_repeats, max_repeats;
   bool flush;
+  const cJSON *profile; /* metric names: profile the candidate after timing it */
 } timing_t;
 
 /* Warm-up, then timed repeats into secs (grown as needed). */
@@ -296,13 +306,54 @@ static int64_t mono_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+#define MAX_METRICS 64
+
+/* Profiles the loaded candidate: {"chip": "GH100", "kernels": [{"name":
+ * ..., "metrics": {"gpu__time_duration.sum": ..., ...}}, ...]}, or
+ * {"error": "..."} (the timing stands either way). */
+static cJSON *profile_candidate(const wk_backend_t *b, const wk_run_t *r, const cJSON *metrics) {
+  cJSON *p = cJSON_CreateObject(), *x;
+  const char *names[MAX_METRICS];
+  int n = 0;
+  char chip[64] = "", why[MS_ERROR_MAX] = "";
+  cJSON_ArrayForEach(x, metrics) {
+    if (cJSON_IsString(x) && n < MAX_METRICS) names[n++] = x->valuestring;
+  }
+  double *values = tn_xcalloc((size_t)TN_MAX(r->nkernels * n, 1), sizeof *values);
+  int nk = 0;
+  if (!b->profile)
+    snprintf(why, sizeof why, "the %s backend has no hardware profiler (CUPTI profiles CUDA kernels only)", b->name);
+  else if (n == 0)
+    snprintf(why, sizeof why, "profile: no metric names");
+  else if (b->profile(names, n, values, &nk, chip, sizeof chip, why, sizeof why) == 0)
+    why[0] = '\0';
+  if (why[0]) {
+    cJSON_AddStringToObject(p, "error", why);
+  } else {
+    cJSON_AddStringToObject(p, "chip", chip);
+    cJSON *ks = cJSON_AddArrayToObject(p, "kernels");
+    for (int k = 0; k < nk; k++) {
+      cJSON *kj = cJSON_CreateObject(), *m = cJSON_AddObjectToObject(kj, "metrics");
+      cJSON_AddStringToObject(kj, "name", k < r->nkernels ? r->kernels[k].name : "?");
+      for (int i = 0; i < n; i++) cJSON_AddNumberToObject(m, names[i], values[k * n + i]);
+      cJSON_AddItemToArray(ks, kj);
+    }
+  }
+  free(values);
+  return p;
+}
+
 /* Runs, verifies and times one candidate on backend b. */
 static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_run_t *r, const timing_t *t) {
   wk_err_t e = {0};
   double s = 0, *secs = NULL, verr = -1;
   int n = 0, rc = 0;
   int64_t window[2] = {0, 0}; /* the checked run's launch .. the last timed repeat's end */
-  bool ok = false;
+  bool ok = false, tracing = false;
+  char dev_why[256] = "";
+  double *dev = NULL; /* the device's own times of the samples (CUPTI) */
+  int ndev = 0;
+  cJSON *prof = NULL;
   if (!backend_ready[which] && (rc = b->init(&e)) == 0) backend_ready[which] = true;
   if (rc == 0 && backend_bound_gen[which] != W.gen && (rc = b->bind(&W, &e)) == 0)
     backend_bound_gen[which] = W.gen;
@@ -314,6 +365,7 @@ static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_ru
       cJSON_AddBoolToObject(m, "started", true);
       reply(m);
     }
+    if (rc == 0 && b->trace_begin) tracing = b->trace_begin(dev_why, sizeof dev_why) == 0;
     window[0] = mono_ns();
     if (rc == 0) rc = b->launch(&s, &e);
     if (rc == 0) rc = b->fetch(&e);
@@ -325,10 +377,17 @@ static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_ru
       rc = time_runs(b, t, &secs, &n, &e);
     }
     window[1] = mono_ns();
+    if (rc == 0 && ok && tracing && n > 0) {
+      dev = tn_xmalloc(sizeof *dev * (size_t)n);
+      ndev = TN_MAX(b->traced(n, dev, dev_why, sizeof dev_why), 0);
+    }
+    if (rc == 0 && ok && t->profile) prof = profile_candidate(b, r, t->profile);
     b->unload();
   }
   if (rc < 0) {
     free(secs);
+    free(dev);
+    cJSON_Delete(prof);
     reply_error("run_error", &e);
     return;
   }
@@ -340,7 +399,15 @@ static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_ru
   for (int i = 0; i < 2; i++) cJSON_AddItemToArray(win, cJSON_CreateNumber((double)window[i]));
   cJSON *a = cJSON_AddArrayToObject(m, "run_secs");
   for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(secs[i]));
+  if (ndev > 0) {
+    cJSON *d = cJSON_AddArrayToObject(m, "cupti_secs");
+    for (int i = 0; i < ndev; i++) cJSON_AddItemToArray(d, cJSON_CreateNumber(dev[i]));
+  } else if (b->trace_begin && ok) {
+    cJSON_AddStringToObject(m, "cupti_error", dev_why[0] ? dev_why : "CUPTI recorded no kernel");
+  }
+  if (prof) cJSON_AddItemToObject(m, "profile", prof);
   free(secs);
+  free(dev);
   reply(m);
 }
 
@@ -360,7 +427,9 @@ static void handle_run(const cJSON *req) {
   }
   timing_t t = {jnum(req, "slow_secs", 0), cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "notify_start")),
                 jnum(req, "min_secs", 0.1), (int)jnum(req, "min_repeats", 3), (int)jnum(req, "max_repeats", 1000),
-                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "flush_l2"))};
+                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "flush_l2")),
+                cJSON_GetObjectItemCaseSensitive(req, "profile")};
+  if (t.profile && !cJSON_IsArray(t.profile)) t.profile = NULL;
   t.min_repeats = TN_MAX(t.min_repeats, 1);
   t.max_repeats = TN_MAX(t.max_repeats, t.min_repeats);
   run_candidate(b, which, &r, &t);

@@ -69,6 +69,17 @@ typedef struct wk_backend {
   int (*fetch)(wk_err_t *e);                        /* outputs into the params' host buffers */
   void (*flush)(void);                              /* evict caches between repeats */
   void (*unload)(void);                             /* forget the artifact */
+  /* Optional (NULL: the backend has none).  Device times: trace_begin
+   * starts recording the kernels' own durations (-1 with why: none this
+   * time); traced, after the launches, gives the last `want` launches'
+   * durations in out (-1 with why). */
+  int (*trace_begin)(char *why, size_t whysize);
+  int (*traced)(int want, double *out, char *why, size_t whysize);
+  /* Runs every kernel once under the hardware profiler and evaluates
+   * metrics[0..n) per kernel into values[k * n + m]; *nkernels of them, and
+   * the chip's name.  -1 with why. */
+  int (*profile)(const char *const *metrics, int n, double *values, int *nkernels, char *chip, size_t chipsize,
+                 char *why, size_t whysize);
 } wk_backend_t;
 
 extern const wk_backend_t wk_cpu_backend, wk_opencl_backend, wk_cuda_backend;

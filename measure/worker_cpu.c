@@ -107,4 +107,4 @@ static void cpu_unload(void) {
 }
 
 const wk_backend_t wk_cpu_backend = {"cpu", cpu_init, cpu_bind, cpu_load, cpu_prepare,
-                                     cpu_launch, cpu_fetch, wk_flush_host_cache, cpu_unload};
+                                     cpu_launch, cpu_fetch, wk_flush_host_cache, cpu_unload, NULL, NULL, NULL};

@@ -229,13 +229,40 @@ static void cuda_unload(void) {
   cu.mod = NULL;
 }
 
+/* Kernel durations from CUPTI's activity records, beside the events. */
+static int cuda_trace_begin(char *why, size_t whysize) {
+  if (ms_cupti_trace_start(why, whysize) < 0) return -1;
+  ms_cupti_trace_reset(); /* the device is idle: earlier candidates' records go */
+  return 0;
+}
+
+static int cuda_traced(int want, double *out, char *why, size_t whysize) {
+  return ms_cupti_trace_take(cu.run->nkernels, want, out, why, whysize);
+}
+
+static int launch_once(void *arg) {
+  double secs;
+  return cuda_launch(&secs, arg);
+}
+
+static int cuda_profile(const char *const *metrics, int n, double *values, int *nkernels, char *chip, size_t chipsize,
+                        char *why, size_t whysize) {
+  wk_err_t e = {0};
+  int rc = ms_cupti_profile(cu.ctx, metrics, n, launch_once, &e, cu.run->nkernels, values, nkernels, chip, chipsize,
+                            why, whysize);
+  if (rc < 0 && e.msg[0]) snprintf(why, whysize, "%s", e.msg); /* the launch's own error says more */
+  return rc;
+}
+
 const wk_backend_t wk_cuda_backend = {"cuda", cuda_init, cuda_bind, cuda_load, cuda_prepare,
-                                      cuda_launch, cuda_fetch, cuda_flush, cuda_unload};
+                                      cuda_launch, cuda_fetch, cuda_flush, cuda_unload,
+                                      cuda_trace_begin, cuda_traced, cuda_profile};
 #else
 static int no_cuda(wk_err_t *e) { return wk_fail(e, "this build has no CUDA support"); }
 static int no_bind(const wk_workload_t *w, wk_err_t *e) { return (void)w, no_cuda(e); }
 static int no_load(const wk_run_t *r, wk_err_t *e) { return (void)r, no_cuda(e); }
 static int no_launch(double *s, wk_err_t *e) { return (void)s, no_cuda(e); }
 static void no_op(void) {}
-const wk_backend_t wk_cuda_backend = {"cuda", no_cuda, no_bind, no_load, no_cuda, no_launch, no_cuda, no_op, no_op};
+const wk_backend_t wk_cuda_backend = {"cuda", no_cuda, no_bind, no_load, no_cuda, no_launch, no_cuda, no_op, no_op,
+                                      NULL, NULL, NULL};
 #endif

@@ -175,12 +175,13 @@ static void ocl_unload(void) {
 }
 
 const wk_backend_t wk_opencl_backend = {"opencl", ocl_init, ocl_bind, ocl_load, ocl_prepare,
-                                        ocl_launch, ocl_fetch, wk_flush_host_cache, ocl_unload};
+                                        ocl_launch, ocl_fetch, wk_flush_host_cache, ocl_unload, NULL, NULL, NULL};
 #else
 static int no_ocl(wk_err_t *e) { return wk_fail(e, "this build has no OpenCL support"); }
 static int no_bind(const wk_workload_t *w, wk_err_t *e) { return (void)w, no_ocl(e); }
 static int no_load(const wk_run_t *r, wk_err_t *e) { return (void)r, no_ocl(e); }
 static int no_launch(double *s, wk_err_t *e) { return (void)s, no_ocl(e); }
 static void no_op(void) {}
-const wk_backend_t wk_opencl_backend = {"opencl", no_ocl, no_bind, no_load, no_ocl, no_launch, no_ocl, no_op, no_op};
+const wk_backend_t wk_opencl_backend = {"opencl", no_ocl, no_bind, no_load, no_ocl, no_launch, no_ocl, no_op, no_op,
+                                        NULL, NULL, NULL};
 #endif

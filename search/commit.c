@@ -40,6 +40,8 @@ static void fill_record(const srch_ctx_t *c, const srch_batch_t *b, int i, db_re
   r->median_secs = res->ran && res->median_secs > 0 ? res->median_secs : NAN;
   r->status = srch_db_status(res->status);
   r->verified = res->status == MS_OK;
+  r->cupti_median_secs = res->ran && res->cupti_median_secs > 0 ? res->cupti_median_secs : NAN;
+  r->times_disagree = res->times_disagree;
   r->error = res->error[0] ? res->error : NULL;
   r->registers = res->build.registers;
   r->shared_bytes = (int)res->build.shared_bytes;

@@ -14,6 +14,8 @@
 typedef struct samples {
   double *v;
   int n, cap;
+  double *cupti; /* CUPTI's kernel-time median of each round that had one */
+  int ncupti;
   ms_status_t status; /* MS_OK until a round fails */
 } samples_t;
 
@@ -24,6 +26,10 @@ static void samples_add(samples_t *s, const ms_result_t *r) {
   }
   memcpy(s->v + s->n, r->run_secs, (size_t)r->nrepeats * sizeof *s->v);
   s->n += r->nrepeats;
+  if (r->cupti_median_secs > 0) {
+    s->cupti = tn_xrealloc(s->cupti, (size_t)(s->ncupti + 1) * sizeof *s->cupti);
+    s->cupti[s->ncupti++] = r->cupti_median_secs;
+  }
 }
 
 /* The candidates: the task's best verified records, replayed (their
@@ -53,7 +59,7 @@ static bool run_each_round(srch_ctx_t *c, srch_batch_t *b, ms_runner_t *runner, 
       if (smp[i].status != MS_OK) continue;
       if (stop(stop_ctx)) return false;
       ms_result_t r = b->res[i]; /* the build's record: the artifact, nothing run yet */
-      r.run_secs = NULL;
+      r.run_secs = NULL, r.profile = NULL;
       if ((*rc = ms_runner_run_batch(runner, &b->mc[i], &r, 1, err)) < 0) return false;
       bool waited_out = r.status == MS_OK && !r.ran; /* stopped while waiting for the device */
       if (r.status == MS_OK && r.ran) samples_add(&smp[i], &r);
@@ -95,8 +101,13 @@ static int store(srch_ctx_t *c, srch_task_state_t *ts, samples_t *smp, const int
   int rc = db_tx_begin(c->db, err);
   for (int i = 0; rc == 0 && i < n; i++) {
     int64_t id = ts->measured[src[i]].db_id;
-    if (id > 0 && smp[i].status == MS_OK && smp[i].n > 0)
-      rc = db_record_set_times(c->db, id, smp[i].v, (size_t)smp[i].n, ms_median(smp[i].v, smp[i].n), err);
+    if (id > 0 && smp[i].status == MS_OK && smp[i].n > 0) {
+      double secs = ms_median(smp[i].v, smp[i].n);
+      /* CUPTI's time beside it: the median of the rounds' medians (no CUPTI this time: unknown) */
+      double cupti = smp[i].ncupti > 0 ? ms_median(smp[i].cupti, smp[i].ncupti) : NAN;
+      rc = db_record_set_times(c->db, id, smp[i].v, (size_t)smp[i].n, secs, err);
+      if (rc == 0) rc = db_record_set_cupti(c->db, id, cupti, ms_times_disagree(secs, cupti), err);
+    }
   }
   if (rc == 0 && c->opts.job_id > 0 && best_id > 0 && ts == &c->tasks[0]) {
     db_job_progress_t p = {.state = DB_JOB_RUNNING, .trials_done = -1, .best_record_id = best_id};
@@ -158,7 +169,7 @@ int srch_remeasure(srch_ctx_t *c, int task, ms_builder_t *builder, int build_cap
     rc = store(c, ts, smp, src, n, ts->best.db_id, err);
     if (rc < 0) tn_err_prefix(err, "search: recording the re-measure");
   }
-  for (int i = 0; i < n; i++) free(smp[i].v);
+  for (int i = 0; i < n; i++) free(smp[i].v), free(smp[i].cupti);
   free(smp);
   free(src);
   srch_batch_free(&b);

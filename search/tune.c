@@ -270,6 +270,8 @@ static int finish_batch(loop_t *l, srch_batch_t *b, tn_err_t *err) {
     const ms_result_t *r = &b->res[i];
     l->failures[r->status]++;
     l->trials_done++;
+    if (r->cupti_error[0]) /* the runner passes this on once */
+      srch_log(c, SRCH_LOG_INFO, "no CUPTI kernel times, the CUDA events alone: %s", r->cupti_error);
     ts->trials_done++;
     if (r->status == MS_OK && r->median_secs > 0) {
       srch_task_add_measured(ts, b->cands[i]->json, b->cands[i]->hash, r->median_secs, b->db_ids[i]);

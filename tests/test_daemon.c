@@ -587,6 +587,8 @@ START_TEST(submit_watch_best_kernel) {
     prev = num(rec, "median_secs");
     ck_assert_double_gt(num(rec, "gflops"), 0);
     ck_assert(cJSON_IsObject(cJSON_GetObjectItem(rec, "trace")));
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(rec, "cupti_median_secs"))); /* not CUDA: no CUPTI time */
+    ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(rec, "times_disagree")));
   }
   int best_id = (int)num(cJSON_GetArrayItem(recs, 0), "id");
   double best_secs = num(cJSON_GetArrayItem(recs, 0), "median_secs");

@@ -270,6 +270,94 @@ START_TEST(t_migrate_from_v2) {
 }
 END_TEST
 
+/* A version-3 database: its records gain CUPTI's kernel time (unknown for
+ * them) and the disagreement flag (false); new records keep both, through
+ * queries and JSON-lines export and import. */
+START_TEST(t_migrate_from_v3) {
+  const char *path = tmp_db("a.db");
+  for (int i = 0; i < 3; i++) raw_exec(path, db_migrations[i]);
+  raw_exec(path,
+           "PRAGMA user_version = 3;"
+           "INSERT INTO workloads (hash, name, source, created) VALUES ('00000000000000d1', 'old', 'src', 1.0);"
+           "INSERT INTO targets (name, kind, created) VALUES ('nvidia/h100', 'cuda', 1.0);"
+           "INSERT INTO records (id, workload_id, target_id, trace, trace_hash, run_secs, median_secs, status,"
+           " verified, created, updated) VALUES (5, 1, 1, '{}', 'c735a31983dc6cdf', '[0.5]', 0.5, 'ok', 1, 1, 1);");
+  char h[17];
+  db_trace_hash("{}", h);
+  ck_assert_str_eq(h, "c735a31983dc6cdf"); /* the real one: export and import check it */
+  db_t *db = open_ok(path);
+  int v = 0;
+  OK(db_schema_version(db, &v, E));
+  ck_assert_int_eq(v, 4);
+  OK(db_check(db, E));
+  char b1[96], b2[96];
+  db_record_t rs[2] = {rec(1, 1, b1, 1, 1e-3, DB_STATUS_OK, true), rec(1, 1, b2, 2, 2e-3, DB_STATUS_OK, true)};
+  rs[0].cupti_median_secs = 1.25e-3, rs[0].times_disagree = true;
+  rs[1].cupti_median_secs = 1.98e-3;
+  OK(db_record_add_batch(db, rs, 2, NULL, E));
+  db_record_t bad = rec(1, 1, b1, 3, 1e-3, DB_STATUS_OK, true);
+  bad.cupti_median_secs = -1;
+  tn_err_t err = {0};
+  ck_assert_int_eq(db_record_add_batch(db, &bad, 1, NULL, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "CUPTI median -1 s"));
+  db_records_t got;
+  db_query_t q = db_query_all();
+  OK(db_records_query(db, &q, &got, E));
+  ck_assert_int_eq((int)got.n, 3);
+  ck_assert_int_eq(got.items[0].id, 5);
+  ck_assert(isnan(got.items[0].cupti_median_secs) && !got.items[0].times_disagree);
+  ck_assert_double_eq(got.items[1].cupti_median_secs, 1.25e-3);
+  ck_assert(got.items[1].times_disagree);
+  ck_assert_double_eq(got.items[2].cupti_median_secs, 1.98e-3);
+  ck_assert(!got.items[2].times_disagree);
+  db_records_free(&got);
+  tn_arena_t *a = tn_arena_new();
+  db_record_t one;
+  OK(db_record_get(db, rs[0].id, &one, a, E));
+  ck_assert_str_eq(one.trace, "{\"version\": 1, \"trace\": [{\"tag\": 1}]}");
+  ck_assert_str_eq(one.target_name, "nvidia/h100");
+  ck_assert_str_eq(one.workload_hash, "00000000000000d1");
+  ck_assert_double_eq(one.cupti_median_secs, 1.25e-3);
+  ck_assert_int_eq(db_record_get(db, 4242, &one, a, &err), TN_EINVAL);
+  ck_assert_str_eq(err.msg, "no record with id 4242 in the database");
+  /* a re-measure's CUPTI time and flag replace the first ones; unknown clears the flag */
+  OK(db_record_set_cupti(db, rs[0].id, 0.95e-3, false, E));
+  OK(db_record_get(db, rs[0].id, &one, a, E));
+  ck_assert_double_eq(one.cupti_median_secs, 0.95e-3);
+  ck_assert(!one.times_disagree);
+  OK(db_record_set_cupti(db, rs[0].id, NAN, true, E));
+  OK(db_record_get(db, rs[0].id, &one, a, E));
+  ck_assert(isnan(one.cupti_median_secs) && !one.times_disagree);
+  ck_assert_int_eq(db_record_set_cupti(db, rs[0].id, -2e-3, false, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "CUPTI median -0.002 s"));
+  ck_assert_int_eq(db_record_set_cupti(db, 4242, 1e-3, false, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "no ok record with id 4242"));
+  OK(db_record_set_cupti(db, rs[0].id, 1.25e-3, true, E)); /* back, for the export below */
+  tn_arena_free(a);
+  tn_buf_t out;
+  tn_buf_init(&out);
+  OK(db_export_jsonl(db, &q, &out, E));
+  db_close(db);
+  tmp_cleanup();
+  ck_assert_ptr_nonnull(strstr(tn_buf_str(&out), "\"cupti_median_secs\":0.00125,\"times_disagree\":true"));
+  db = open_ok(tmp_db("b.db"));
+  OK(db_import_jsonl(db, tn_buf_str(&out), strlen(tn_buf_str(&out)), NULL, E));
+  OK(db_records_query(db, &q, &got, E));
+  ck_assert_int_eq((int)got.n, 3);
+  int flagged = 0;
+  for (size_t i = 0; i < got.n; i++)
+    if (got.items[i].times_disagree) {
+      flagged++;
+      ck_assert_double_eq(got.items[i].cupti_median_secs, 1.25e-3);
+    }
+  ck_assert_int_eq(flagged, 1);
+  db_records_free(&got);
+  db_close(db);
+  tn_buf_free(&out);
+  tmp_cleanup();
+}
+END_TEST
+
 /* The re-measure's times replace an ok record's; others are refused. */
 START_TEST(t_record_set_times) {
   const char *path = tmp_db("a.db");
@@ -393,7 +481,7 @@ START_TEST(t_version_too_new) {
   ck_assert_ptr_null(db);
   ck_assert_ptr_nonnull(strstr(err.msg, path));
   ck_assert_ptr_nonnull(strstr(err.msg, "schema version 99 is newer than this build"));
-  ck_assert_ptr_nonnull(strstr(err.msg, "(up to 3)"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "(up to 4)"));
   tmp_cleanup();
 
   /* A file that is not a database, and a directory that does not exist. */
@@ -1238,6 +1326,7 @@ static Suite *make_suite(void) {
   tcase_add_test(schema, t_private_files);
   tcase_add_test(schema, t_migrate_from_v1);
   tcase_add_test(schema, t_migrate_from_v2);
+  tcase_add_test(schema, t_migrate_from_v3);
   tcase_add_test(schema, t_version_too_new);
   suite_add_tcase(s, schema);
   TCase *data = tcase_create("data");

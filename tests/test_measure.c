@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "db/db.h"
 #include "measure/measure.h"
 #include "schedule/schedule.h"
 #include "testir.h"
@@ -1634,11 +1635,266 @@ START_TEST(t_tunectl_emit) {
 }
 END_TEST
 
+/* ---- CUPTI ------------------------------------------------------------------- */
+
+/* The flag: CUPTI's kernel time more than 10 % away from the event time, in
+ * either direction; an unknown time never disagrees. */
+START_TEST(t_times_disagree) {
+  ck_assert(!ms_times_disagree(1e-3, 1.05e-3));
+  ck_assert(!ms_times_disagree(1e-3, 0.95e-3));
+  ck_assert(ms_times_disagree(1e-3, 1.11e-3));
+  ck_assert(ms_times_disagree(1e-3, 0.85e-3));
+  ck_assert(ms_times_disagree(2.0, 0.5));
+  ck_assert(!ms_times_disagree(0, 1e-3));
+  ck_assert(!ms_times_disagree(1e-3, 0));
+  ck_assert(!ms_times_disagree(NAN, 1e-3));
+
+  ms_result_t r;
+  ms_result_init(&r);
+  r.median_secs = 2e-3;
+  double far[] = {2.6e-3, 2.4e-3, 2.5e-3}, near[] = {1.95e-3, 1.9e-3, 2.1e-3, 1.99e-3};
+  ms_result_set_cupti(&r, far, 3); /* 25 % slower than the events say */
+  ck_assert_double_eq(r.cupti_median_secs, 2.5e-3);
+  ck_assert(r.times_disagree);
+  ms_result_set_cupti(&r, near, 4);
+  ck_assert_double_eq_tol(r.cupti_median_secs, 1.97e-3, 1e-12);
+  ck_assert(!r.times_disagree);
+  char line[512];
+  ms_cupti_text(&r, line, sizeof line);
+  ck_assert_str_eq(line, "1.970000 ms kernel time (CUPTI), 1.5 % below the CUDA events");
+  ms_result_set_cupti(&r, far, 3);
+  ms_cupti_text(&r, line, sizeof line);
+  ck_assert_msg(strstr(line, "2.500000 ms kernel time (CUPTI), 25.0 % above the CUDA events: DISAGREE"), "%s", line);
+  ms_result_set_cupti(&r, NULL, 0); /* no CUPTI: the event time alone */
+  ck_assert_double_eq(r.cupti_median_secs, 0);
+  ck_assert(!r.times_disagree);
+  ms_cupti_text(&r, line, sizeof line);
+  ck_assert_str_eq(line, "");
+
+  /* both kept in the JSON record, and read back */
+  r.status = MS_OK;
+  ms_result_set_cupti(&r, far, 3);
+  char *j = ms_result_to_json(&r);
+  ck_assert_ptr_nonnull(strstr(j, "\"cupti_median_secs\":\t0.0025"));
+  ck_assert_ptr_nonnull(strstr(j, "\"times_disagree\":\ttrue"));
+  ms_result_t back;
+  tn_err_t err = {0};
+  ck_assert_int_eq(ms_result_from_json(j, strlen(j), &back, &err), TN_OK);
+  ck_assert_double_eq(back.cupti_median_secs, 2.5e-3);
+  ck_assert(back.times_disagree);
+  free(j);
+  ms_result_clear(&back);
+  ms_result_set_cupti(&r, NULL, 0);
+  snprintf(r.cupti_error, sizeof r.cupti_error, "CUPTI not found: libcupti.so.13");
+  j = ms_result_to_json(&r);
+  ck_assert_ptr_null(strstr(j, "cupti_median_secs"));
+  ck_assert_ptr_null(strstr(j, "times_disagree"));
+  ck_assert_int_eq(ms_result_from_json(j, strlen(j), &back, &err), TN_OK);
+  ck_assert_double_eq(back.cupti_median_secs, 0);
+  ck_assert_str_eq(back.cupti_error, "CUPTI not found: libcupti.so.13");
+  free(j);
+  ms_result_clear(&back);
+  ms_result_clear(&r);
+}
+END_TEST
+
+/* Kernel records (in CUPTI's order, not necessarily by start) into per-launch
+ * times: the last launches are the timed ones, a launch's kernels add up. */
+START_TEST(t_cupti_launch_secs) {
+  /* 3 launches of 2 kernels: the checked run, the warm-up, one sample */
+  ms_span_t spans[] = {{5000, 5600}, {1000, 1400}, {9000, 9250}, {1500, 1900}, {9300, 9700}, {5700, 6000}};
+  double out[2];
+  char why[256] = "";
+  ck_assert_int_eq(ms_cupti_launch_secs(spans, 6, 2, 1, out, why, sizeof why), 1);
+  ck_assert_double_eq_tol(out[0], 650e-9, 1e-15);
+  ck_assert_int_eq(ms_cupti_launch_secs(spans, 6, 2, 2, out, why, sizeof why), 2);
+  ck_assert_double_eq_tol(out[0], 900e-9, 1e-15);
+  ck_assert_double_eq_tol(out[1], 650e-9, 1e-15);
+  ck_assert_int_eq(ms_cupti_launch_secs(spans, 6, 1, 3, out, why, sizeof why), 3);
+  ck_assert_int_eq(ms_cupti_launch_secs(spans, 6, 2, 4, out, why, sizeof why), -1);
+  ck_assert_msg(strstr(why, "recorded 6 kernels, not whole launches of 2 kernels covering the 4 timed"), "%s", why);
+  why[0] = '\0';
+  ck_assert_int_eq(ms_cupti_launch_secs(spans, 5, 2, 1, out, why, sizeof why), -1); /* one record lost */
+  ck_assert_msg(strstr(why, "recorded 5 kernels") && strstr(why, "records lost"), "%s", why);
+}
+END_TEST
+
+/* The range profiler's configuration for the profile metrics, built by
+ * CUPTI's host API (no GPU needed) for Hopper, Ampere and Ada chips; an
+ * unknown metric or chip is a clear error. */
+START_TEST(t_cupti_config) {
+  static const char *const chips[] = {"GH100", "GA100", "AD102"};
+  tn_err_t err = {0};
+  ms_cupti_config_t c;
+  for (size_t i = 0; i < TN_ARRAY_LEN(chips); i++) {
+    ck_assert_msg(ms_cupti_config(chips[i], ms_profile_metrics, MS_PROFILE_NMETRICS, &c, &err) == TN_OK, "%s: %s",
+                  chips[i], err.msg);
+    ck_assert_uint_gt(c.size, 64);
+    ck_assert_ptr_nonnull(c.image);
+    ck_assert_int_ge(c.passes, 1);
+    ms_cupti_config_free(&c);
+  }
+  const char *bad[] = {"gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_elpased"};
+  ck_assert_int_eq(ms_cupti_config("GH100", bad, 2, &c, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "unknown metric \"dram__throughput.avg.pct_of_peak_sustained_elpased\"") &&
+                    strstr(err.msg, "GH100"),
+                "%s", err.msg);
+  ck_assert_ptr_null(c.image);
+  ck_assert_int_eq(ms_cupti_config("GX999", ms_profile_metrics, 1, &c, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "\"GX999\"") && strstr(err.msg, "GH100"), "%s", err.msg); /* lists the known chips */
+  ck_assert_int_eq(ms_cupti_config("", ms_profile_metrics, 1, &c, &err), TN_EINVAL);
+  ck_assert_ptr_nonnull(strstr(err.msg, "no chip name"));
+}
+END_TEST
+
+/* tunectl profile: documented; on a machine without a GPU (this one) a clear
+ * error and exit 1, on one with a GPU the Nsight-Compute-like table; a target
+ * that is not CUDA, a record without --db, an unknown record or database are
+ * clear errors too. */
+START_TEST(t_tunectl_profile) {
+  run_t *r = tunectl("profile --help");
+  ck_assert_int_eq(r->status, 0);
+  for (int i = 0; i < MS_PROFILE_NMETRICS; i++) ck_assert_ptr_nonnull(strstr(r->out, ms_profile_metrics[i]));
+  ck_assert_ptr_nonnull(strstr(r->out, "RECORD_ID --db PATH"));
+  ms_backend_status_t st;
+  ms_backend_probe(MS_BACKEND_CUDA, &st);
+  r = tunectl("profile " SRC("workloads/vector_add.tw") " --set N=4096 " TRACE("vector_add_gpu") "--target nvidia/h100");
+  if (st.available) {
+    ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
+    ck_assert_ptr_nonnull(strstr(r->out, "Duration"));
+    ck_assert_ptr_nonnull(strstr(r->out, "Achieved Occupancy"));
+    ck_assert_ptr_nonnull(strstr(r->out, "Block Size"));
+  } else {
+    ck_assert_int_eq(r->status, 1);
+    ck_assert_msg(strstr(r->err, "tunectl profile: no GPU to profile nvidia/h100 on: ") &&
+                      strstr(r->err, st.detail) && strstr(r->err, "needs an NVIDIA GPU"),
+                  "%s", r->err);
+    ck_assert_str_eq(r->out, "");
+  }
+  r = tunectl("profile " MM "--target cuda-host");
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->err, "target cuda-host runs CUDA C on the CPU"));
+  ck_assert_ptr_nonnull(strstr(r->err, "needs a CUDA target"));
+  r = tunectl("profile " MM);
+  ck_assert_int_eq(r->status, 2);
+  ck_assert_ptr_nonnull(strstr(r->err, "a workload file needs --target T"));
+  r = tunectl("profile 7");
+  ck_assert_int_eq(r->status, 2);
+  ck_assert_ptr_nonnull(strstr(r->err, "7 is a record id: give the database it is in with --db PATH"));
+  r = tunectl("profile 7 --db /nonexistent/tuned.db");
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->err, "/nonexistent/tuned.db: no such database"));
+  /* a record of a CPU tune: found, rebuilt, refused for its target */
+  char dir[] = "/tmp/tuned-profile-XXXXXX", cmd[512];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd, "tune " SRC("workloads/vector_add.tw") " --set N=1024 --target cpu --trials 1 "
+           "--no-remeasure --no-baseline --db %s/t.db", dir);
+  r = tunectl(cmd);
+  ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
+  snprintf(cmd, sizeof cmd, "profile 1 --db %s/t.db", dir);
+  r = tunectl(cmd);
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_msg(strstr(r->err, "target cpu runs C on the CPU"), "%s", r->err);
+  snprintf(cmd, sizeof cmd, "profile 99 --db %s/t.db", dir);
+  r = tunectl(cmd);
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_msg(strstr(r->err, "no record with id 99 in the database"), "%s", r->err);
+  snprintf(cmd, sizeof cmd, "profile 1 --db %s/t.db --trace x.json", dir);
+  r = tunectl(cmd);
+  ck_assert_int_eq(r->status, 2);
+  ck_assert_ptr_nonnull(strstr(r->err, "a record brings its own trace"));
+  /* a real H100 record (the pre-tuned database): its workload is rebuilt and
+   * its trace lowered to CUDA C before the device is asked for */
+  char path[128], *text = NULL;
+  size_t len = 0;
+  tn_err_t err = {0};
+  db_t *db = NULL;
+  snprintf(path, sizeof path, "%s/h.db", dir);
+  ck_assert_msg(tn_read_file(SRC("configs/pretuned/nvidia-h100.jsonl"), 1 << 24, &text, &len, &err) == TN_OK, "%s",
+                err.msg);
+  ck_assert_msg(db_open(path, &db, &err) == TN_OK && db_import_jsonl(db, text, len, NULL, &err) == TN_OK, "%s",
+                err.msg);
+  db_close(db);
+  free(text);
+  snprintf(cmd, sizeof cmd, "profile 1 --db %s", path);
+  r = tunectl(cmd);
+  if (st.available) {
+    ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
+    ck_assert_ptr_nonnull(strstr(r->out, "record 1)"));
+  } else {
+    ck_assert_int_eq(r->status, 1);
+    ck_assert_msg(strstr(r->err, "tunectl profile: no GPU to profile nvidia/h100 on: "), "%s", r->err);
+  }
+  /* the same record on the CPU harness: refused for its target, not its data */
+  snprintf(cmd, sizeof cmd, "profile 1 --db %s --target cuda-host", path);
+  r = tunectl(cmd);
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_msg(strstr(r->err, "target cuda-host runs CUDA C on the CPU"), "%s", r->err);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* A profile request travels runner -> worker -> result: on the CPU backend,
+ * which has no hardware profiler, the timing stands and the profile says
+ * why it is empty; no CUPTI time is claimed. */
+START_TEST(t_profile_request_cpu) {
+  ir_workload_t *w = tu_load_sets("vector_add", "N=1024");
+  cg_module_t *m = lower(w, NULL, CG_TARGET_C);
+  tn_target_t cpu = target("cpu");
+  ms_candidate_t *c = from_module(&cpu, m);
+  ms_builder_t *b = builder(0, 0);
+  ms_run_opts_t o = {.min_secs = 0.01, .profile_metrics = ms_profile_metrics, .profile_nmetrics = MS_PROFILE_NMETRICS};
+  ms_runner_t *r = NULL;
+  tn_err_t err = {0};
+  ck_assert_msg(ms_runner_new(&o, &r, &err) == TN_OK, "%s", err.msg);
+  ck_assert_msg(ms_runner_set_workload(r, w->func, 1, &err) == TN_OK, "%s", err.msg);
+  ms_result_t res;
+  build_and_run(r, b, &c, &res, 1);
+  assert_measured_ok(&res, "CPU candidate with a profile request");
+  ck_assert_ptr_nonnull(res.profile);
+  ck_assert_msg(strstr(res.profile, "\"error\":\"the cpu backend has no hardware profiler"), "%s", res.profile);
+  ck_assert_double_eq(res.cupti_median_secs, 0);
+  ck_assert(!res.times_disagree);
+  ck_assert_str_eq(res.cupti_error, "");
+  char *j = ms_result_to_json(&res);
+  ck_assert_ptr_nonnull(strstr(j, "\"profile\":"));
+  free(j);
+  ms_result_clear(&res);
+  ck_assert_ptr_null(res.profile);
+  ms_runner_free(r);
+  teardown(b, c, m, w);
+}
+END_TEST
+
+/* TUNED_CUPTI=off and a path that is no library: no CUPTI, said so (the
+ * measurement keeps its event times). Each test runs in its own process, so
+ * the library is looked up afresh. */
+START_TEST(t_cupti_unavailable) {
+  static const char *const cases[][2] = {{"off", "CUPTI is off (TUNED_CUPTI=off)"},
+                                         {"/nonexistent/libcupti.so.13", "/nonexistent/libcupti.so.13"}};
+  setenv("TUNED_CUPTI", cases[_i][0], 1);
+  ms_cupti_config_t c;
+  tn_err_t err = {0};
+  ck_assert_int_eq(ms_cupti_config("GH100", ms_profile_metrics, MS_PROFILE_NMETRICS, &c, &err), TN_EUNSUPPORTED);
+  ck_assert_msg(strstr(err.msg, cases[_i][1]), "%s", err.msg);
+  ck_assert_ptr_null(c.image);
+  unsetenv("TUNED_CUPTI");
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("measure");
   TCase *tc = tcase_create("records");
   tcase_add_test(tc, t_status_json);
   tcase_add_test(tc, t_ptxas_parse);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("cupti");
+  tcase_add_test(tc, t_times_disagree);
+  tcase_add_test(tc, t_cupti_launch_secs);
+  if (WITH_CUDA) tcase_add_test(tc, t_cupti_config);
+  if (WITH_CUDA) tcase_add_loop_test(tc, t_cupti_unavailable, 0, 2);
+  tcase_add_test(tc, t_profile_request_cpu);
   suite_add_tcase(s, tc);
   tc = tcase_create("course");
   tcase_set_timeout(tc, 300);
@@ -1682,6 +1938,7 @@ static Suite *make_suite(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, t_tunectl_run);
   tcase_add_test(tc, t_tunectl_emit);
+  tcase_add_test(tc, t_tunectl_profile);
   suite_add_tcase(s, tc);
   return s;
 }
