@@ -39,6 +39,7 @@ static int set_err(tuned_error_t *err, int code, const char *fmt, ...) {
     va_start(ap, fmt);
     err->code = code;
     err->rpc_code = 0;
+    err->sys_errno = 0;
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
   }
@@ -88,7 +89,9 @@ int tuned_connect(const char *socket_path, tuned_client_t **out, tuned_error_t *
   if (connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
     int e = errno;
     close(fd);
-    return set_err(err, TUNED_E_CONNECT, "cannot connect to %s: %s", path, strerror(e));
+    set_err(err, TUNED_E_CONNECT, "cannot connect to %s: %s", path, strerror(e));
+    if (err) err->sys_errno = e;
+    return TUNED_E_CONNECT;
   }
   /* Only a daemon of ours (or root's) gets our workloads and serves us
    * kernels: whoever made the socket's directory (/tmp/tuned-$UID can be

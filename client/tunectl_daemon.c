@@ -18,8 +18,13 @@ static tuned_client_t *connect_daemon(const tc_args_t *o) {
   tuned_client_t *c = NULL;
   tuned_error_t err = {0};
   if (tuned_connect(o->socket, &c, &err) < 0) {
-    fprintf(stderr, "tunectl %s: %s%s\n", o->name, err.message,
-            err.code == TUNED_E_CONNECT ? " — start it with `tuned --target cpu`" : "");
+    /* the hint fits the cause: no daemon there, or a socket we may not use */
+    const char *hint = "";
+    if (err.code == TUNED_E_CONNECT && (err.sys_errno == ENOENT || err.sys_errno == ECONNREFUSED))
+      hint = " — start it with `tuned --target cpu`";
+    else if (err.code == TUNED_E_CONNECT && (err.sys_errno == EACCES || err.sys_errno == EPERM))
+      hint = " — the socket or its directory is not yours to use; start your own daemon, or pass --socket";
+    fprintf(stderr, "tunectl %s: %s%s\n", o->name, err.message, hint);
     return NULL;
   }
   return c;

@@ -54,6 +54,8 @@ typedef struct tuned_error {
   int code;          /* a TUNED_E_* code, 0 when none */
   int rpc_code;      /* with TUNED_E_RPC: the JSON-RPC error code; else 0 */
   char message[1024];
+  int sys_errno;     /* with TUNED_E_CONNECT: connect()'s errno (ENOENT, ECONNREFUSED: no daemon; EACCES:
+                        not allowed), 0 when the daemon was reached but refused (another user's) */
 } tuned_error_t;
 
 typedef struct tuned_client tuned_client_t;

@@ -772,6 +772,47 @@ START_TEST(t_foreign_daemon) {
 }
 END_TEST
 
+/* A socket that is there but not ours to use (EACCES: a 0700 directory of
+ * another user) gets a hint that says so, not "start it". Needs root to
+ * run tunectl as another user; skipped otherwise. */
+START_TEST(t_socket_not_ours) {
+  if (geteuid() != 0) {
+    fprintf(stderr, "t_socket_not_ours: skipped (not root)\n");
+    return;
+  }
+  char dir[] = "/tmp/tuned-client-private-XXXXXX", path[64], out[] = "/tmp/tuned-client-out-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir)); /* 0700, root's */
+  snprintf(path, sizeof path, "%s/tuned.sock", dir);
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof addr), 0);
+  ck_assert_int_eq(listen(fd, 1), 0);
+  int ofd = mkstemp(out);
+  ck_assert_int_ge(ofd, 0);
+  ck_assert_int_eq(fchmod(ofd, 0666), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    dup2(ofd, 2);
+    execl(env("TUNECTL"), "tunectl", "--socket", path, "ping", (char *)NULL);
+    _exit(4);
+  }
+  int st = 0;
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d", st);
+  const char *text = slurp(out);
+  ck_assert_msg(strstr(text, "Permission denied — the socket or its directory is not yours to use") &&
+                    !strstr(text, "start it with"),
+                "%s", text);
+  close(ofd);
+  unlink(out);
+  close(fd);
+  unlink(path);
+  rmdir(dir);
+}
+END_TEST
+
 /* ---- pkg-config and bench ----------------------------------------------------------- */
 
 START_TEST(t_pkgconfig) {
@@ -911,7 +952,7 @@ END_TEST
 
 static Suite *make_suite(void) {
   Suite *s = suite_create("client");
-  TU_TCASE(s, "offline", 60, t_no_daemon, t_default_socket, t_parse_kernel_job, t_fake_server, t_timeout, t_foreign_daemon,
+  TU_TCASE(s, "offline", 60, t_no_daemon, t_default_socket, t_parse_kernel_job, t_fake_server, t_timeout, t_foreign_daemon, t_socket_not_ours,
            t_pkgconfig, t_bench_compare);
   TCase *tc = TU_TCASE(s, "daemon", 300, t_ping_targets, t_submit_wait_jobs_status, t_best_records, t_kernel,
                        t_export_import, t_libtuned, t_example_host, t_errors, t_cancel);
