@@ -67,6 +67,8 @@ typedef struct cg_module {
   int nkernels;
   cg_param_t *params;
   int nparams;
+  int min_sm;         /* CUDA: the lowest architecture the source is for (tensor-core intrinsics: 70 for
+                         sm_70); 0 any */
 } cg_module_t;
 
 /* Lowers f for target.  entry must be a valid identifier (tn_is_identifier)
