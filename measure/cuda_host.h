@@ -8,8 +8,10 @@
  * are coroutines (ucontext) that run one at a time, each until its next
  * barrier, in an order shuffled at every barrier: a missing __syncthreads
  * shows up as a wrong result.  Warp shuffles are exchanges at warp-wide
- * meeting points.  __shared__ arrays are function statics, one copy for the
- * block's threads; every block starts with them full of NaN bytes.  Built
+ * meeting points, and so are nvcuda::wmma's loads, mma_sync and stores (a
+ * warp's lanes must agree on them; the tile is computed once).  __shared__
+ * arrays are function statics, one copy for the block's threads; every
+ * block starts with them full of NaN bytes.  Built
  * with UBSan's alignment and bounds checks: a misaligned float4 access or an
  * index past a shared or local array stops the run with the place.
  *

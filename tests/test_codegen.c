@@ -429,17 +429,24 @@ typedef struct gpu_out {
 
 /* CUDA: lowers and compiles for sm_75 and sm_90.  OpenCL: lowers, runs on
  * PoCL and compares with ref's evaluation. */
-/* Runs the CUDA lowering through the cuda-host harness (the C++ compiler,
- * the worker, verification against ref's evaluation). */
-static void run_cuda_host(const ir_func_t *ref, const cg_module_t *m) {
+/* The cuda-host run of m (one checked run and one timed: the times mean
+ * nothing here): its result. */
+static ms_result_t run_cuda_host_result(const ir_func_t *ref, const cg_module_t *m) {
   tn_target_t t;
   tn_err_t err = {0};
   ck_assert_msg(tn_target_lookup("cuda-host", NULL, &t, &err) == TN_OK, "%s", err.msg);
   ms_options_t o = {.seed = 1};
-  o.run.min_secs = 1e-9; /* one checked run and one timed: the times mean nothing here */
+  o.run.min_secs = 1e-9;
   o.run.min_repeats = o.run.max_repeats = 1;
   ms_result_t r;
   ck_assert_msg(ms_measure(ref, &t, (cg_module_t *const *)&m, 1, &o, &r, &err) == TN_OK, "%s", err.msg);
+  return r;
+}
+
+/* Runs the CUDA lowering through the cuda-host harness (the C++ compiler,
+ * the worker, verification against ref's evaluation). */
+static void run_cuda_host(const ir_func_t *ref, const cg_module_t *m) {
+  ms_result_t r = run_cuda_host_result(ref, m);
   ck_assert_msg(r.status == MS_OK, "cuda-host: %s: %s\n%s", ms_status_name(r.status), r.error, m->source);
   ms_result_clear(&r);
 }
@@ -1831,19 +1838,6 @@ START_TEST(test_gpu_tensor_intrinsic_refused) {
   ir_workload_free(w);
 }
 END_TEST
-
-/* The cuda-host run of m (one checked run): its result, for tests that expect a refusal. */
-static ms_result_t run_cuda_host_result(const ir_func_t *ref, const cg_module_t *m) {
-  tn_target_t t;
-  tn_err_t err = {0};
-  ck_assert_msg(tn_target_lookup("cuda-host", NULL, &t, &err) == TN_OK, "%s", err.msg);
-  ms_options_t o = {.seed = 1};
-  o.run.min_secs = 1e-9;
-  o.run.min_repeats = o.run.max_repeats = 1;
-  ms_result_t r;
-  ck_assert_msg(ms_measure(ref, &t, (cg_module_t *const *)&m, 1, &o, &r, &err) == TN_OK, "%s", err.msg);
-  return r;
-}
 
 /* Tensor cores (wmma_sched.h: 32 x 64 per thread block, 2 x 2 warps of
  * 16 x 32, K in steps of the intrinsic's): matmul_f16 and matmul_bf16 64 x 64

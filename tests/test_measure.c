@@ -1444,6 +1444,23 @@ static run_t *tunectl(const char *args) {
 #define MM SRC("workloads/matmul.tw") " --set M=128 --set N=128 --set K=128 "
 #define TRACE(name) "--trace " SRC("workloads/schedules/" name ".json") " "
 
+/* The tensor-core example trace runs from the command line on the CUDA host
+ * harness and verifies; on a T4 (sm_75, float16 wmma from sm_70) NVRTC
+ * builds it. */
+START_TEST(t_tunectl_wmma) {
+  run_t *r = tunectl("run " SRC("workloads/matmul_f16.tw") " --set M=64 --set N=128 --set K=48 "
+                     TRACE("matmul_f16_wmma") "--target cuda-host --repeat-ms 1");
+  ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
+  ck_assert_ptr_nonnull(strstr(r->out, "status    ok\n"));
+  ck_assert_ptr_nonnull(strstr(r->out, "verified  ok: relative L2 error "));
+  if (!WITH_CUDA) return;
+  r = tunectl("run " SRC("workloads/matmul_f16.tw") " --set M=64 --set N=64 --set K=32 " TRACE("matmul_f16_wmma")
+              "--target nvidia/tesla-t4");
+  ck_assert_ptr_nonnull(strstr(r->out, "arch sm_75"));
+  ck_assert_ptr_null(strstr(r->out, "build_error"));
+}
+END_TEST
+
 START_TEST(t_tunectl_run) {
   run_t *r = tunectl("run " MM TRACE("matmul_cpu") "--target cpu --repeat-ms 20");
   ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
@@ -1625,6 +1642,7 @@ static Suite *make_suite(void) {
   tc = tcase_create("tunectl");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, t_tunectl_run);
+  tcase_add_test(tc, t_tunectl_wmma);
   tcase_add_test(tc, t_tunectl_emit);
   suite_add_tcase(s, tc);
   return s;
