@@ -1893,6 +1893,39 @@ START_TEST(test_gpu_wmma) {
 }
 END_TEST
 
+/* Software pipelining of the shared-memory stages in front of the tensor
+ * cores: the copies run 1 or 2 steps of K ahead into 2 or 3 buffers, the
+ * warps' loads read the step's buffer (still 32-byte aligned).  The float16
+ * copies are plain stores (pipeline.c makes cp.async of float32 only so
+ * far); the commit groups and waits are there. */
+START_TEST(test_gpu_wmma_pipelined) {
+  ir_workload_t *w = load_wl("matmul_f16.tw", "M=64,N=64,K=64");
+  for (int stages = 2; stages <= 3; stages++) {
+    wmma_sched_t ws = ws_schedule(w->func, "Acc", "C", 16);
+    SCH_OK(sch_annotate(ws.s, ws.k0, IR_ANN_PIPELINE_STAGES, sch_arg_int(stages), err));
+    SCH_OK(sch_tensorize(ws.s, ws.init_loop, "wmma_fill_f32_16x16", err));
+    SCH_OK(sch_tensorize(ws.s, ws.update_loop, "wmma_f16_f32_16x16x16", err));
+    SCH_OK(sch_tensorize(ws.s, ws.store_loop, "wmma_store_f32_16x16", err));
+    cg_module_t *m = lower_ok(sch_func(ws.s), CG_TARGET_CUDA);
+    char want[64];
+    snprintf(want, sizeof want, "tuned_cp_wait<%d>();", stages - 2);
+    HAS(m->source, want);
+    HAS(m->source, "nvcuda::wmma::load_matrix_sync(tuned_wa, A_shared + (");
+    snprintf(want, sizeof want, "__half A_shared[%d];", 32 * 40 * stages);
+    HAS(m->source, want);
+#if CG_TEST_NVRTC
+    char *ptx = nvrtc_ptx(m->source, "sm_80");
+    ck_assert_msg(strstr(ptx, "cp.async.wait_group") && strstr(ptx, "wmma.mma.sync"), "%s", ptx);
+    free(ptx);
+#endif
+    run_cuda_host(w->func, m);
+    cg_module_free(m);
+    sch_free(ws.s);
+  }
+  ir_workload_free(w);
+}
+END_TEST
+
 /* tf32 on a float32 matmul: the inputs rounded to 10 bits of mantissa, so the
  * result misses float32's tolerance by the rounding, not more (a wrong tile
  * would be off by its whole size): the harness rounds as the tensor cores do. */
@@ -1983,6 +2016,7 @@ static Suite *make_suite(void) {
   tcase_add_test(g, test_gpu_no_restrict_across_barrier);
   tcase_add_test(g, test_gpu_wmma);
   tcase_add_test(g, test_gpu_wmma_tf32);
+  tcase_add_test(g, test_gpu_wmma_pipelined);
   tcase_add_test(g, test_gpu_wmma_refused);
   suite_add_tcase(s, g);
   TCase *sc = tcase_create("schedules");

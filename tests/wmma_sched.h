@@ -19,6 +19,7 @@
 typedef struct wmma_sched {
   sch_t *s;
   sch_rv_t init_loop, update_loop, store_loop; /* the loops to tensorize (fill, mma, store) */
+  sch_rv_t k0;                                 /* the loop over K's steps (copies, then the mma) */
 } wmma_sched_t;
 
 /* The copy under k0 of `cache` spread over the block's 4 x 32 threads. */
@@ -71,6 +72,7 @@ static inline wmma_sched_t ws_schedule(const ir_func_t *f, const char *name, con
   WS_OK(sch_get_loops(s, init, l, &n, err));
   w.init_loop = l[n - 2]; /* i2 j3 under j2 */
   w.update_loop = ip[2];  /* i2 j3 k1 under k0 j2 */
+  w.k0 = kp[0];
   /* the write-back: ax1 split by 16, its outer part first */
   sch_rv_t wl[8], ax1[2];
   WS_OK(sch_get_loops(s, acc, wl, &n, err));
