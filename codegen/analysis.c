@@ -735,6 +735,14 @@ int cg_kernel_dims(cg_ctx_t *c, int k, int64_t grid[3], int64_t block[3]) {
     block[a] = first[1][a] ? first[1][a]->extent : 1;
     bound = bound || first[0][a] || first[1][a];
   }
+  if (cg_wmma_kernel(c, k)) { /* tensor-core intrinsics: threadIdx.x is a warp's lanes */
+    if (first[1][0] && first[1][0]->extent != 32)
+      return cg_fail(c, TN_EINVAL,
+                     "kernel %d runs tensor-core intrinsics, whose warps take threadIdx.x as their 32 lanes, but "
+                     "loop %s binds threadIdx.x with extent %lld",
+                     k, first[1][0]->var->name, (long long)first[1][0]->extent);
+    block[0] = 32;
+  }
   if (!bound) {
     const char *name = first_block_name(c->roots[k]);
     return cg_fail(c, TN_EINVAL,
@@ -801,5 +809,6 @@ int cg_analyse(cg_ctx_t *c) {
   for (int i = 0; i < c->nbufs && !c->rc; i++)
     if (c->bufs[i].b && c->bufs[i].sized && c->bufs[i].used) size_buffer(c, &c->bufs[i]);
   if (!c->rc && c->d->gpu) cg_pipe_analyse(c);
+  if (!c->rc && c->d->gpu) cg_wmma_analyse(c);
   return c->rc;
 }

@@ -6,6 +6,7 @@
 
 #include "codegen.h"
 #include "ir/affine.h"
+#include "ir/intrin.h"
 
 /* ======================================================================
  * Dialects (dialect.c)
@@ -90,6 +91,11 @@ typedef struct cg_buf {
    * align_factor * n + align_offset elements; align_axis -1: none */
   int align_axis;
   int64_t align_factor, align_offset;
+  /* tensor-core intrinsics (wmma.c): an accumulator held in fragments of
+   * 16 x 16 x wmma_k (-1: no mma seen, 16) in kernel wmma_kernel; or an
+   * operand a warp loads or stores (32-byte aligned) */
+  int wmma_k, wmma_kernel;
+  bool wmma_operand;
 } cg_buf_t;
 
 /* A loop annotated IR_ANN_PIPELINE_STAGES (GPU) whose body is copies into
@@ -189,6 +195,8 @@ typedef struct cg_ctx {
   /* helpers the source needs */
   bool need_fdiv[2], need_minmax[2], need_half, need_bf16, need_fp64, need_cp_async;
   uint64_t intrin_used; /* tensor intrinsics called, by registry index (ir/intrin.h) */
+  bool need_wmma;       /* CUDA tensor-core intrinsics: <mma.h> */
+  int wmma_sm;          /* the lowest architecture they need (70: sm_70); 0 none */
 } cg_ctx_t;
 
 /* Records the first error; returns its code. */
@@ -326,6 +334,18 @@ void cg_intrin_helpers(const cg_ctx_t *c, tn_buf_t *o);
 /* The attribute line the C entry function needs for the intrinsics it calls
  * (their CPU features), "" when none. */
 void cg_intrin_entry_attr(const cg_ctx_t *c, tn_buf_t *o);
+/* wmma.c: CUDA tensor-core intrinsics.  The analysis (after buffer sizing)
+ * marks the accumulators and the warps' operands and checks the schedule;
+ * cg_wmma_kernel says whether kernel k uses them (it launches threadIdx.x =
+ * 32 lanes); the accumulator's declaration; the calls of a matched block.
+ * cg_intrin_operand_offset (intrin.c): an operand's storage offset at the
+ * tile's origin and its stride along each iterator. */
+int cg_wmma_analyse(cg_ctx_t *c);
+bool cg_wmma_kernel(const cg_ctx_t *c, int k);
+void cg_wmma_acc_decl(cg_ctx_t *c, const cg_buf_t *cb);
+void cg_wmma_emit(cg_ctx_t *c, const ir_stmt_t *s, const ir_intrin_t *in, const ir_intrin_match_t *m);
+ir_expr_t *cg_intrin_operand_offset(cg_ctx_t *c, const ir_intrin_match_t *m, const ir_intrin_operand_t *op,
+                                    int64_t *stride, bool *affine);
 /* xreduce.c: the whole reduce nest of a cross-thread reduction. */
 void cg_emit_xreduce(cg_ctx_t *c, const cg_xred_t *x);
 

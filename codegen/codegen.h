@@ -69,6 +69,8 @@ typedef struct cg_module {
   int nkernels;
   cg_param_t *params;
   int nparams;
+  int min_sm;         /* CUDA: the lowest architecture the source is for (tensor-core intrinsics: 70 for
+                         sm_70); 0 any */
 } cg_module_t;
 
 /* Whether s can name an entry point: an identifier (tn_is_identifier) of

@@ -170,8 +170,8 @@ static int registry_index(const ir_intrin_t *in) {
 
 /* The operand's storage offset over the loops outside the block, and its
  * stride along each of the block's inner loops. */
-static ir_expr_t *operand_offset(cg_ctx_t *c, const ir_intrin_match_t *m, const ir_intrin_operand_t *op,
-                                 int64_t *stride, bool *affine) {
+ir_expr_t *cg_intrin_operand_offset(cg_ctx_t *c, const ir_intrin_match_t *m, const ir_intrin_operand_t *op,
+                                    int64_t *stride, bool *affine) {
   ir_expr_t *flat = cg_flat_index_loops(c, m->inner, op->buf, op->idx);
   flat = ir_simplify(c->scratch, cg_subst_bindings(c, m->outer, flat), &c->bounds);
   ir_var_t *from[IR_INTRIN_MAX_ITERS];
@@ -197,7 +197,7 @@ bool cg_intrin_emit(cg_ctx_t *c, const ir_stmt_t *s) {
     cg_fail(c, TN_EINVAL, "block \"%s\" is marked for an unknown tensor intrinsic", b->name);
     return true;
   }
-  if (c->d->target != CG_TARGET_C) {
+  if (c->d->target != (ir_intrin_is_wmma(in) ? CG_TARGET_CUDA : CG_TARGET_C)) {
     cg_fail(c, TN_EUNSUPPORTED, "block \"%s\": intrinsic %s has no implementation in %s code", b->name, in->name,
             cg_target_name(c->d->target));
     return true;
@@ -206,6 +206,10 @@ bool cg_intrin_emit(cg_ctx_t *c, const ir_stmt_t *s) {
   ir_intrin_match_t m;
   if (ir_intrin_match(c->scratch, b, in, &m, &e) < 0) {
     cg_fail(c, e.code ? e.code : TN_EINVAL, "%s", e.msg);
+    return true;
+  }
+  if (ir_intrin_is_wmma(in)) {
+    cg_wmma_emit(c, s, in, &m);
     return true;
   }
   tn_buf_t call;
@@ -228,7 +232,7 @@ bool cg_intrin_emit(cg_ctx_t *c, const ir_stmt_t *s) {
     }
     int64_t stride[IR_INTRIN_MAX_ITERS];
     bool affine;
-    ir_expr_t *off = operand_offset(c, &m, op, stride, &affine);
+    ir_expr_t *off = cg_intrin_operand_offset(c, &m, op, stride, &affine);
     if (!affine) {
       cg_fail(c, TN_EUNSUPPORTED, "block \"%s\": %s's storage index is not affine in the tile's loops", b->name,
               op->buf->name);

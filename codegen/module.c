@@ -223,17 +223,19 @@ static bool is_kernel_shared(const cg_ctx_t *c, const cg_buf_t *cb) {
  * 48 KiB that static arrays may hold, pointers into one dynamic shared array
  * (16-byte aligned each) whose size the launch passes; the host harness
  * sees a static array of that size instead. */
+/* Shared arrays at 16 bytes (float4), or 32 in a kernel whose warps load
+ * tensor-core tiles from them (load_matrix_sync needs 256-bit addresses). */
 static void shared_decls(cg_ctx_t *c, cg_kernel_t *kd) {
-  int64_t total = 0;
+  int64_t total = 0, al = cg_wmma_kernel(c, c->kernel) ? 32 : 16;
   for (int i = 0; i < c->nbufs; i++)
     if (is_kernel_shared(c, &c->bufs[i]))
-      total += (cg_buf_numel(&c->bufs[i]) * cg_elem_bytes(c, c->bufs[i].b) + 15) / 16 * 16;
+      total += (cg_buf_numel(&c->bufs[i]) * cg_elem_bytes(c, c->bufs[i].b) + al - 1) / al * al;
   bool dyn = c->d->target == CG_TARGET_CUDA && total > CG_CUDA_STATIC_SHARED_MAX;
   if (dyn) {
     tn_buf_printf(&c->shared,
-                  "#ifdef TUNED_CUDA_HOST_H\n  __shared__ __align__(16) unsigned char tuned_dyn_shared[%lld];\n"
-                  "#else\n  extern __shared__ __align__(16) unsigned char tuned_dyn_shared[];\n#endif\n",
-                  (long long)total);
+                  "#ifdef TUNED_CUDA_HOST_H\n  __shared__ __align__(%lld) unsigned char tuned_dyn_shared[%lld];\n"
+                  "#else\n  extern __shared__ __align__(%lld) unsigned char tuned_dyn_shared[];\n#endif\n",
+                  (long long)al, (long long)total, (long long)al);
     kd->dyn_shared_bytes = total;
   }
   int64_t off = 0;
@@ -245,9 +247,10 @@ static void shared_decls(cg_ctx_t *c, cg_kernel_t *kd) {
     if (dyn) {
       tn_buf_printf(&c->shared, "  %s *%s = (%s *)(tuned_dyn_shared + %lld);  /* %lld elements */\n", t, cb->name,
                     t, (long long)off, (long long)cg_buf_numel(cb));
-      off += (bytes + 15) / 16 * 16;
+      off += (bytes + al - 1) / al * al;
     } else {
-      tn_buf_printf(&c->shared, "  %s%s %s[%lld];\n", c->d->shared_decl, t, cb->name, (long long)cg_buf_numel(cb));
+      tn_buf_printf(&c->shared, "  %s%s %s[%lld];\n", cb->wmma_operand ? "__shared__ __align__(32) " : c->d->shared_decl,
+                    t, cb->name, (long long)cg_buf_numel(cb));
       c->shared_bytes += bytes;
     }
   }
@@ -341,6 +344,8 @@ static void emit_gpu(cg_ctx_t *c, cg_module_t *m, tn_buf_t *src) {
                 cg_target_name(c->d->target), c->entry, c->nroots, c->nroots == 1 ? "" : "s");
   if (c->d->target == CG_TARGET_CUDA && c->need_half) tn_buf_put(src, "#include <cuda_fp16.h>\n");
   if (c->d->target == CG_TARGET_CUDA && c->need_bf16) tn_buf_put(src, "#include <cuda_bf16.h>\n");
+  if (c->d->target == CG_TARGET_CUDA && c->need_wmma) tn_buf_put(src, "#include <mma.h>\n");
+  m->min_sm = c->wmma_sm;
   if (c->d->target == CG_TARGET_OPENCL && c->need_fp64)
     tn_buf_put(src, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n");
   tn_buf_putc(src, '\n');

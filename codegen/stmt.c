@@ -117,6 +117,10 @@ int cg_emit_allocs(cg_ctx_t *c, const ir_loop_t *l) {
     const cg_buf_t *cb = &c->bufs[i];
     if (!allocated_here(c, cb, l)) continue;
     const char *t = cg_storage_type(c, cb->b);
+    if (cb->wmma_k) {
+      cg_wmma_acc_decl(c, cb);
+      continue;
+    }
     if (cb->heap_at_loop) {
       cg_line(c, "%s *%s = (%s *)malloc(sizeof(%s) * %lld);", t, cb->name, t, t,
               (long long)cg_buf_numel(cb));

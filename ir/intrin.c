@@ -24,11 +24,11 @@
 #define MM_AVX2(MR, NR)                                                                                  \
   {"f32_fma_" #MR "x" #NR "_avx2",                                                                      \
    "float32 C[" #MR "x" #NR "] += A[" #MR "xK] B[Kx" #NR "], accumulators in ymm registers (AVX2+FMA)",  \
-   MM_DESC(MR, NR), "k", "C.j B.j", "avx2 fma", MR, NR, 8}
+   MM_DESC(MR, NR), "k", "C.j B.j", "avx2 fma", MR, NR, 8, IR_INTRIN_CPU_MM, 0, 0, 0, 0, IR_FLOAT32}
 #define MM_AVX512(MR, NR)                                                                                \
   {"f32_fma_" #MR "x" #NR "_avx512",                                                                    \
    "float32 C[" #MR "x" #NR "] += A[" #MR "xK] B[Kx" #NR "], accumulators in zmm registers (AVX-512F)",  \
-   MM_DESC(MR, NR), "k", "C.j B.j", "avx512f", MR, NR, 16}
+   MM_DESC(MR, NR), "k", "C.j B.j", "avx512f", MR, NR, 16, IR_INTRIN_CPU_MM, 0, 0, 0, 0, IR_FLOAT32}
 
 /* AVX-512 has 32 zmm registers: MR * NR / 16 accumulators plus NR / 16 for
  * a row of B (the broadcast of A is an operand of the FMA).  AVX2 has 16 ymm
@@ -37,6 +37,22 @@
  * smaller ones fit extents that 6 and 24 do not divide.  FMA latency x 2
  * ports needs ~10 accumulators in flight: 8 cap the speed.  Hosts with
  * AVX-512 take its shapes first (the rule picks the first two that fit). */
+/* Warp-level tensor-core intrinsics (nvcuda::wmma): C[16, 16] float32 +=
+ * A[16, K] B[K, 16] with the products in float32.  Every iterator has a fixed
+ * extent: one call is one mma_sync of the warp.  tf32 takes float32 data
+ * and rounds it to tf32 (10 bits of mantissa) as it enters the fragments: its
+ * results differ from float32 arithmetic, which is why a job must ask for it. */
+#define WMMA_DESC(T, CAST, K)                                                                            \
+  "# C[16, 16] += A[16, " #K "] * B[" #K ", 16] on tensor cores\n"                                   \
+  "param M = 16, N = 16, K = " #K "\n"                                                                \
+  "input A: " #T "[M, K]\n"                                                                           \
+  "input B: " #T "[K, N]\n"                                                                           \
+  "output C: float32[M, N]\n"                                                                         \
+  "C[i, j] = sum(k < K: " CAST "(A[i, k]) * " CAST "(B[k, j]))\n"
+#define WMMA_MMA(NAME, T, CAST, K, SM, DT, WHAT)                                                         \
+  {NAME, "float32 C[16x16] += A[16x" #K "] B[" #K "x16], " WHAT " on a warp's tensor cores (wmma, sm_" #SM "+)", \
+   WMMA_DESC(T, CAST, K), "", "", "", 0, 0, 0, IR_INTRIN_WMMA_MMA, SM, 16, 16, K, DT}
+
 static const ir_intrin_t registry[] = {
     MM_AVX512(12, 32),
     MM_AVX512(6, 64),
@@ -47,6 +63,22 @@ static const ir_intrin_t registry[] = {
     MM_AVX2(4, 16),
     MM_AVX2(8, 8),
     MM_AVX2(2, 32),
+    WMMA_MMA("wmma_f16_f32_16x16x16", float16, "float32", 16, 70, IR_FLOAT16, "float16 inputs"),
+    WMMA_MMA("wmma_bf16_f32_16x16x16", bfloat16, "float32", 16, 80, IR_BFLOAT16, "bfloat16 inputs"),
+    WMMA_MMA("wmma_tf32_f32_16x16x8", float32, "", 8, 80, IR_FLOAT32, "float32 inputs rounded to tf32"),
+    {"wmma_fill_f32_16x16", "float32 C[16x16] = 0 in a warp's accumulator fragment (wmma fill_fragment, sm_70+)",
+     "# C[16, 16] = 0 (the init of a tensor-core reduction)\n"
+     "param M = 16, N = 16\n"
+     "output C: float32[M, N]\n"
+     "C[i, j] = 0.0\n",
+     "", "", "", 0, 0, 0, IR_INTRIN_WMMA_FILL, 70, 16, 16, 0, IR_FLOAT32},
+    {"wmma_store_f32_16x16", "float32 D[16x16] = C: a warp's accumulator fragment to memory (wmma store_matrix_sync, sm_70+)",
+     "# D[16, 16] = C (an accumulator fragment stored)\n"
+     "param M = 16, N = 16\n"
+     "input C: float32[M, N]\n"
+     "output D: float32[M, N]\n"
+     "D[i, j] = C[i, j]\n",
+     "", "", "", 0, 0, 0, IR_INTRIN_WMMA_STORE, 70, 16, 16, 0, IR_FLOAT32},
 };
 
 int ir_intrin_count(void) { return (int)(sizeof registry / sizeof registry[0]); }
@@ -69,7 +101,10 @@ static bool host_has(const char *feat) {
   return false;
 }
 
+bool ir_intrin_is_wmma(const ir_intrin_t *in) { return in->kind != IR_INTRIN_CPU_MM; }
+
 bool ir_intrin_host_supports(const ir_intrin_t *in) {
+  if (ir_intrin_is_wmma(in)) return false;
   const char *p = in->features;
   while (*p) {
     while (*p == ' ') p++;
@@ -402,6 +437,33 @@ static int match_body(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *
   return TN_OK;
 }
 
+/* The description iterator that inner loop l plays: the one used by the
+ * same operands.  Where several are (a copy D[i, j] = C[i, j] uses i and j
+ * alike), the one whose index dimension the loop moves, the description's
+ * dimensions aligned with the buffer's last ones.  m->niters: none. */
+static int pick_iter(ir_func_t *f, ir_intrin_match_t *m, mstate_t *st, const unsigned *dsig, unsigned sig, int l) {
+  int found = m->niters, nfound = 0;
+  for (int t = 0; t < m->niters; t++)
+    if (dsig[t] == sig) found = nfound++ ? found : t;
+  if (nfound <= 1) return found;
+  for (int p = 0; p < m->noperands; p++) {
+    const ir_intrin_operand_t *op = &m->op[p];
+    if (!(sig >> p & 1u)) continue;
+    int64_t *flat = tn_xmalloc(sizeof *flat * (size_t)(st->ns.n + 1));
+    int64_t *dc = tn_xcalloc((size_t)(op->buf->ndim * st->ns.n + 1), sizeof *dc);
+    int pick = m->niters;
+    if (access_strides(op, m->inner, &st->ns, flat, dc, f) == TN_OK)
+      for (int u = 0; u < op->nuse && pick == m->niters; u++) {
+        int d = op->buf->ndim - op->nuse + u;
+        if (d >= 0 && dsig[op->use[u]] == sig && dc[d * st->ns.n + l] && !m->loop[op->use[u]]) pick = op->use[u];
+      }
+    free(flat);
+    free(dc);
+    if (pick < m->niters) return pick;
+  }
+  return found;
+}
+
 /* Binds every inner loop of extent > 1 to the description iterator used by
  * the same operands. */
 static int bind_loops(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m, mstate_t *st, tn_err_t *err) {
@@ -419,8 +481,7 @@ static int bind_loops(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m,
     unsigned sig = 0;
     for (int p = 0; p < m->noperands; p++)
       if (st->coef[p * ns->n + l]) sig |= 1u << p;
-    int t = 0;
-    while (t < m->niters && dsig[t] != sig) t++;
+    int t = pick_iter(f, m, st, dsig, sig, l);
     if (t == m->niters)
       return tn_err_set(err, TN_EINVAL, "block \"%s\": loop %s (extent %lld) plays no role of intrinsic %s's iterators",
                         m->outer->name, ns->loops[l]->var->name, (long long)ns->loops[l]->extent, in->name);

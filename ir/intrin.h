@@ -19,6 +19,18 @@
 #define IR_INTRIN_MAX_ITERS 4
 #define IR_INTRIN_MAX_OPERANDS 4
 
+/* What an intrinsic's implementation is.  The warp-level tensor-core ones
+ * (CUDA's nvcuda::wmma) come in three parts that share an accumulator held
+ * in fragments across the reduction: a fill (the init of the reduction), the
+ * multiply-accumulate, a store of the accumulator to memory.  The buffer
+ * they accumulate in must be a local buffer that only they touch. */
+typedef enum ir_intrin_kind {
+  IR_INTRIN_CPU_MM,     /* C function over vector registers (codegen/intrin.c) */
+  IR_INTRIN_WMMA_MMA,   /* C += A B on fragments: load_matrix_sync of A and B, mma_sync */
+  IR_INTRIN_WMMA_FILL,  /* C = 0: fill_fragment */
+  IR_INTRIN_WMMA_STORE, /* D = C: store_matrix_sync of the accumulator */
+} ir_intrin_kind_t;
+
 typedef struct ir_intrin {
   const char *name;     /* "f32_fma_6x16_avx2" */
   const char *summary;  /* one line, for listings */
@@ -28,14 +40,22 @@ typedef struct ir_intrin {
   const char *features; /* CPU features the implementation needs ("avx2 fma"), "" none */
   int mr, nr;           /* for matmul-like intrinsics: the register tile (rows, columns); 0 else */
   int lanes;            /* floats per vector register: 8 (AVX2), 16 (AVX-512) */
+  ir_intrin_kind_t kind;
+  int sm;               /* tensor-core intrinsics: the lowest CUDA architecture (70: sm_70); 0 CPU */
+  int fm, fn, fk;       /* tensor-core intrinsics: the fragments' shape (m16n16k16); fk 0: any mma's */
+  ir_dtype_t in_dtype;  /* the multiply's operands (float16, bfloat16, float32 rounded to tf32) */
 } ir_intrin_t;
+
+/* Whether the intrinsic runs as a warp's tensor-core operation (CUDA). */
+bool ir_intrin_is_wmma(const ir_intrin_t *in);
 
 /* The registry, in order of preference (bigger register tiles first). */
 int ir_intrin_count(void);
 const ir_intrin_t *ir_intrin_at(int i);
 const ir_intrin_t *ir_intrin_find(const char *name);
 /* Whether the CPU this process runs on has every feature the intrinsic
- * needs (the CPU targets compile with -march=native, so the host decides). */
+ * needs (the CPU targets compile with -march=native, so the host decides);
+ * false for tensor-core intrinsics. */
 bool ir_intrin_host_supports(const ir_intrin_t *in);
 /* The description, parsed (never fails for registry entries: a test parses
  * them all); free with ir_workload_free. */

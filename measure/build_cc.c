@@ -226,7 +226,7 @@ static void launcher(const ms_candidate_t *cand, tn_buf_t *o) {
 }
 
 void ms_build_cuda_host(const ms_candidate_t *cand, const char *dir, double timeout_s, ms_result_t *res) {
-  char src[MS_PATH_MAX], so[MS_PATH_MAX], header[MS_PATH_MAX], fp16[MS_PATH_MAX], bf16[MS_PATH_MAX];
+  char src[MS_PATH_MAX], so[MS_PATH_MAX], header[MS_PATH_MAX], fp16[MS_PATH_MAX], bf16[MS_PATH_MAX], mma[MS_PATH_MAX];
   char inc[MS_PATH_MAX + 4];
   tn_err_t err = {0};
   snprintf(src, sizeof src, "%s/cand.cc", dir);
@@ -234,6 +234,7 @@ void ms_build_cuda_host(const ms_candidate_t *cand, const char *dir, double time
   snprintf(header, sizeof header, "%s/tuned_cuda_host.h", dir);
   snprintf(fp16, sizeof fp16, "%s/cuda_fp16.h", dir); /* the harness defines __half */
   snprintf(bf16, sizeof bf16, "%s/cuda_bf16.h", dir); /* and __nv_bfloat16 */
+  snprintf(mma, sizeof mma, "%s/mma.h", dir);         /* and nvcuda::wmma */
   snprintf(inc, sizeof inc, "-I%s", dir);
   snprintf(res->build.arch, sizeof res->build.arch, "host");
   char rpath[MS_PATH_MAX + 16];
@@ -244,10 +245,11 @@ void ms_build_cuda_host(const ms_candidate_t *cand, const char *dir, double time
   tn_buf_put(&text, "#include \"tuned_cuda_host.h\"\n");
   tn_buf_put(&text, cand->source);
   launcher(cand, &text);
-  static const char fp16_text[] = "/* cuda-host: __half and __nv_bfloat16 come from tuned_cuda_host.h */\n";
+  static const char fp16_text[] = "/* cuda-host: __half, __nv_bfloat16 and nvcuda::wmma come from tuned_cuda_host.h */\n";
   if (ms_write_file(header, ms_cuda_host_header, strlen(ms_cuda_host_header), &err) < 0 ||
       ms_write_file(fp16, fp16_text, strlen(fp16_text), &err) < 0 ||
       ms_write_file(bf16, fp16_text, strlen(fp16_text), &err) < 0 ||
+      ms_write_file(mma, fp16_text, strlen(fp16_text), &err) < 0 ||
       ms_write_file(src, tn_buf_str(&text), text.len, &err) < 0) {
     ms_result_fail(res, MS_BUILD_ERROR, "%s", err.msg);
     tn_buf_free(&text);

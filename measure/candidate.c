@@ -1,6 +1,7 @@
 /* candidate.c — what the builder and the runner work on: a target plus
  * source, kernels and parameters, deep-copied from a lowered module or
  * given raw (hand-written and planted test candidates). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,11 +69,20 @@ int ms_candidate_from_module(const tn_target_t *t, const cg_module_t *m, ms_cand
     return tn_err_set(err, TN_EINVAL, "candidate: target %s (%s) runs %s code, but the module is %s",
                       t->name, tn_target_kind_name(t->kind), cg_target_name(want), cg_target_name(m->target));
   }
-  return ms_candidate_new(t, m->source, m->kernels, m->nkernels, m->params, m->nparams, out, err);
+  int rc = ms_candidate_new(t, m->source, m->kernels, m->nkernels, m->params, m->nparams, out, err);
+  if (rc == TN_OK) (*out)->min_sm = m->min_sm;
+  return rc;
 }
 
 int ms_check_block_limits(const ms_candidate_t *c, ms_result_t *res) {
   const tn_target_t *t = &c->target;
+  int sm = 0;
+  if (t->kind == TN_TARGET_CUDA && c->min_sm && (sscanf(t->arch, "sm_%d", &sm) != 1 || sm < c->min_sm)) {
+    ms_result_fail(res, MS_BUILD_ERROR,
+                   "the kernels use tensor-core intrinsics that need sm_%d or newer; target %s is %s", c->min_sm,
+                   t->name, t->arch);
+    return -1;
+  }
   for (int i = 0; i < c->nkernels; i++) {
     const cg_kernel_t *k = &c->kernels[i];
     int64_t threads = k->block[0] * k->block[1] * k->block[2];

@@ -8,8 +8,10 @@
  * are coroutines (ucontext) that run one at a time, each until its next
  * barrier, in an order shuffled at every barrier: a missing __syncthreads
  * shows up as a wrong result.  Warp shuffles are exchanges at warp-wide
- * meeting points.  __shared__ arrays are function statics, one copy for the
- * block's threads; every block starts with them full of NaN bytes.  Built
+ * meeting points, and so are nvcuda::wmma's loads, mma_sync and stores (a
+ * warp's lanes must agree on them; the tile is computed once).  __shared__
+ * arrays are function statics, one copy for the block's threads; every
+ * block starts with them full of NaN bytes.  Built
  * with UBSan's alignment and bounds checks: a misaligned float4 access or an
  * index past a shared or local array stops the run with the place.
  *
@@ -34,6 +36,7 @@
 #include <unistd.h>
 
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 /* ---- CUDA's spellings ------------------------------------------------------- */
@@ -146,12 +149,21 @@ struct thread {
   unsigned shuffles;
   std::vector<pending_copy> copies;
   unsigned groups; /* cp.async groups committed */
+  unsigned collectives; /* warp-wide tensor-core operations made */
+};
+
+/* A warp's tensor-core operation: the lane that gets there first (after
+ * all met) computes it into `tile`, the others take it. */
+struct warp_state {
+  unsigned seq; /* the operation whose result is in tile */
+  float tile[256];
 };
 
 inline thread *cur;
 inline dim3 block_idx, block_dim, grid_dim;
 inline ucontext_t sched;
 inline std::vector<thread> threads;
+inline std::vector<warp_state> warps;
 inline const std::function<void()> *body;
 inline char *stacks;
 inline size_t nstacks;
@@ -234,6 +246,7 @@ inline void run_block(int n) {
   uintptr_t lo = (uintptr_t)__start_tuned_shared, hi = (uintptr_t)__stop_tuned_shared;
   if (lo && hi > lo) memset(__start_tuned_shared, 0xFF, hi - lo); /* NaN bytes, as cuda_prepare's poison */
   std::vector<int> order((size_t)n);
+  warps.assign((size_t)(n + 31) / 32, warp_state{0, {0}});
   for (int i = 0; i < n; i++) {
     thread &t = threads[(size_t)i];
     t.lin = i;
@@ -243,6 +256,7 @@ inline void run_block(int n) {
     t.shuffles = 0;
     t.copies.clear();
     t.groups = 0;
+    t.collectives = 0;
     getcontext(&t.ctx);
     t.ctx.uc_stack.ss_sp = stacks + (size_t)i * STACK;
     t.ctx.uc_stack.ss_size = STACK;
@@ -306,6 +320,51 @@ template <typename T> T exchange(unsigned mask, T v, int src, const char *what) 
   return r;
 }
 
+/* What a lane brings to a warp-wide tensor-core operation: every lane of
+ * the warp must bring the same (the operation, pointer, leading dimension,
+ * layout and the fragments' contents). */
+struct collective_args {
+  const char *op;
+  const void *ptr;
+  unsigned ldm;
+  int layout;
+  const void *frag[3];
+  size_t frag_bytes[3];
+};
+
+/* The warp's lanes meet; each checks that it brought what the first lane
+ * did, and all meet again; true for the one lane that is to compute the
+ * result into the warp's tile (the others take it from there before
+ * warp_done). */
+inline bool warp_meet(const collective_args &a) {
+  int lane = cur->lin & 31, base = cur->lin - lane, n = (int)(block_dim.x * block_dim.y * block_dim.z);
+  if (base + 32 > n) fail("nvcuda::wmma::%s in a warp of fewer than 32 threads (the block's size is not a multiple of 32)", a.op);
+  cur->collectives++;
+  cur->slot = (uint64_t)(uintptr_t)&a;
+  wait(AT_WARP);
+  for (int i = base; i < base + 32; i++)
+    if (threads[(size_t)i].state == DONE) fail("nvcuda::wmma::%s reached by some lanes of a warp after others exited", a.op);
+  const collective_args &f = *(const collective_args *)(uintptr_t)threads[(size_t)base].slot;
+  if (threads[(size_t)base].collectives != cur->collectives || strcmp(f.op, a.op))
+    fail("lanes of a warp are at different tensor-core operations (%s)", a.op);
+  if (f.ptr != a.ptr || f.ldm != a.ldm || f.layout != a.layout)
+    fail("the lanes of a warp disagree on the pointer, leading dimension or layout of nvcuda::wmma::%s", a.op);
+  for (int i = 0; i < 3; i++)
+    if (a.frag[i] && memcmp(f.frag[i], a.frag[i], a.frag_bytes[i]))
+      fail("the lanes of a warp hold different fragments at nvcuda::wmma::%s", a.op);
+  wait(AT_WARP); /* every lane checked before any writes its result (mma_sync's d may be its c) */
+  warp_state &w = warps[(size_t)(base / 32)];
+  if (w.seq == cur->collectives) return false;
+  w.seq = cur->collectives;
+  return true;
+}
+
+inline float *warp_tile() { return warps[(size_t)(cur->lin / 32)].tile; }
+
+/* Every lane took the result (the lanes' arguments, on their stacks, are
+ * not read any more). */
+inline void warp_done() { wait(AT_WARP); }
+
 inline void cp_async(void *d, const void *s, int bytes) {
   if ((uintptr_t)d % (uintptr_t)bytes || (uintptr_t)s % (uintptr_t)bytes) fail("%s", "misaligned cp.async");
   pending_copy p;
@@ -337,6 +396,108 @@ inline void tuned_cp_async8(void *d, const void *s) { tuned_host::cp_async(d, s,
 inline void tuned_cp_async16(void *d, const void *s) { tuned_host::cp_async(d, s, 16); }
 inline void tuned_cp_commit() { tuned_host::cur->groups++; }
 template <int N> inline void tuned_cp_wait() { tuned_host::cp_wait((unsigned)N); }
+
+/* ---- nvcuda::wmma: warp-wide tensor-core operations ------------------------------- */
+
+/* A fragment holds the warp's whole tile in every lane, row-major (the real
+ * ones spread it over the lanes in a layout code must not rely on: the
+ * generated code only touches elements uniformly).  load_matrix_sync,
+ * mma_sync and store_matrix_sync are warp-wide: all 32 lanes meet, must
+ * bring the same pointer, leading dimension and fragments, and the result is
+ * computed once: products of float16/bfloat16 (exact in float32) and of
+ * tf32 (float32 with the 13 low mantissa bits dropped, as the tensor cores
+ * read it) summed in float32 along k.  Addresses must be 32-byte aligned and
+ * leading dimensions multiples of 16 bytes, as on the GPU. */
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+namespace precision {
+struct tf32 {};
+}
+enum layout_t { mem_row_major, mem_col_major };
+
+template <typename Use, int M, int N, int K> struct tile_shape;
+template <int M, int N, int K> struct tile_shape<matrix_a, M, N, K> { enum { rows = M, cols = K }; };
+template <int M, int N, int K> struct tile_shape<matrix_b, M, N, K> { enum { rows = K, cols = N }; };
+template <int M, int N, int K> struct tile_shape<accumulator, M, N, K> { enum { rows = M, cols = N }; };
+template <typename T> struct storage { typedef T type; };
+template <> struct storage<precision::tf32> { typedef float type; };
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
+  typedef typename storage<T>::type element_type;
+  enum { rows = tile_shape<Use, M, N, K>::rows, cols = tile_shape<Use, M, N, K>::cols, num_elements = rows * cols };
+  element_type x[num_elements];
+};
+
+inline float to_float(__half h) { return __half2float(h); }
+inline float to_float(__nv_bfloat16 h) { return __bfloat162float(h); }
+inline float to_float(float f) { return f; }
+
+/* cvt.rna.tf32.f32: to nearest, ties away from zero, 10 bits of mantissa. */
+inline float __float_to_tf32(float f) {
+  uint32_t u = tuned_host_bits(f);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+  return tuned_host_float(u);
+}
+
+inline void check_mem(const char *op, const void *p, unsigned ldm, size_t elem) {
+  if ((uintptr_t)p % 32) tuned_host::fail("nvcuda::wmma::%s: the pointer is not 32-byte aligned", op);
+  if (ldm * elem % 16) tuned_host::fail("nvcuda::wmma::%s: the leading dimension is not a multiple of 16 bytes", op);
+}
+
+template <typename Use, int M, int N, int K, typename T, typename L, typename P>
+void load_matrix_sync(fragment<Use, M, N, K, T, L> &f, const P *p, unsigned ldm) {
+  typedef fragment<Use, M, N, K, T, L> F;
+  const bool col = std::is_same<L, col_major>::value;
+  tuned_host::collective_args a = {"load_matrix_sync", p, ldm, col, {NULL, NULL, NULL}, {0, 0, 0}};
+  check_mem(a.op, p, ldm, sizeof(P));
+  tuned_host::warp_meet(a);
+  for (int r = 0; r < F::rows; r++)
+    for (int c = 0; c < F::cols; c++) f.x[r * F::cols + c] = p[col ? (size_t)c * ldm + r : (size_t)r * ldm + c];
+  tuned_host::warp_done();
+}
+
+template <int M, int N, int K, typename T> void fill_fragment(fragment<accumulator, M, N, K, T> &f, T v) {
+  for (int i = 0; i < M * N; i++) f.x[i] = v;
+}
+
+template <int M, int N, int K, typename T, typename LA, typename LB>
+void mma_sync(fragment<accumulator, M, N, K, float> &d, const fragment<matrix_a, M, N, K, T, LA> &a,
+              const fragment<matrix_b, M, N, K, T, LB> &b, const fragment<accumulator, M, N, K, float> &c) {
+  tuned_host::collective_args g = {"mma_sync", NULL, 0, 0, {&a, &b, &c}, {sizeof a, sizeof b, sizeof c}};
+  const bool tf32 = std::is_same<T, precision::tf32>::value;
+  if (tuned_host::warp_meet(g)) {
+    float *t = tuned_host::warp_tile();
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) {
+        float s = c.x[i * N + j];
+        for (int k = 0; k < K; k++) {
+          float x = to_float(a.x[i * K + k]), y = to_float(b.x[k * N + j]);
+          if (tf32) x = tuned_host_float(tuned_host_bits(x) & 0xffffe000u), y = tuned_host_float(tuned_host_bits(y) & 0xffffe000u);
+          s += x * y;
+        }
+        t[i * N + j] = s;
+      }
+  }
+  memcpy(d.x, tuned_host::warp_tile(), sizeof d.x);
+  tuned_host::warp_done();
+}
+
+template <int M, int N, int K>
+void store_matrix_sync(float *p, const fragment<accumulator, M, N, K, float> &f, unsigned ldm, layout_t l) {
+  tuned_host::collective_args a = {"store_matrix_sync", p, ldm, (int)l, {&f, NULL, NULL}, {sizeof f, 0, 0}};
+  check_mem(a.op, p, ldm, sizeof(float));
+  if (tuned_host::warp_meet(a))
+    for (int r = 0; r < M; r++)
+      for (int c = 0; c < N; c++) p[l == mem_col_major ? (size_t)c * ldm + r : (size_t)r * ldm + c] = f.x[r * N + c];
+  tuned_host::warp_done();
+}
+} /* namespace wmma */
+} /* namespace nvcuda */
 
 #define threadIdx (tuned_host::cur->idx)
 #define blockIdx (tuned_host::block_idx)

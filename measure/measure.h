@@ -76,6 +76,7 @@ typedef struct ms_candidate {
   int nkernels;
   cg_param_t *params;
   int nparams;
+  int min_sm;          /* CUDA: the lowest architecture the source is for (cg_module_t's); 0 any */
 } ms_candidate_t;
 
 /* From a lowered module; its language must be the target's (TN_EINVAL

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/intrin.h"
 #include "smp_internal.h"
 
 /* ---- rewrite-cooperative-fetch ------------------------------------------- */
@@ -106,6 +107,10 @@ static int pp_unbound_block(sch_t *s, const tn_target_t *t, tn_err_t *err) {
   char **names = tn_xmalloc(sizeof *names * (size_t)(n + 1)); /* copies: binding rewrites the blocks */
   for (int i = 0; i < n; i++) {
     bool bx, tx;
+    /* the block inside a tensorized one is the intrinsic's body: the outer
+     * block's loops are its binding (a warp's wmma call has no thread loops) */
+    const ir_block_t *scope = ir_scope_block(sch_func(s), all[i]->uid);
+    if (scope && ir_annot_get(scope->annots, scope->nannots, IR_ANN_TENSORIZE)) continue;
     if (!under_tags(sch_func(s), all[i], &bx, &tx)) names[nn++] = tn_xstrdup(all[i]->name);
   }
   free(all);

@@ -8,6 +8,7 @@
 #include "measure/measure.h"
 #include "schedule/schedule.h"
 #include "testutil.h"
+#include "wmma_sched.h"
 
 #include <cJSON.h>
 #include <dlfcn.h>
@@ -428,17 +429,24 @@ typedef struct gpu_out {
 
 /* CUDA: lowers and compiles for sm_75 and sm_90.  OpenCL: lowers, runs on
  * PoCL and compares with ref's evaluation. */
-/* Runs the CUDA lowering through the cuda-host harness (the C++ compiler,
- * the worker, verification against ref's evaluation). */
-static void run_cuda_host(const ir_func_t *ref, const cg_module_t *m) {
+/* The cuda-host run of m (one checked run and one timed: the times mean
+ * nothing here): its result. */
+static ms_result_t run_cuda_host_result(const ir_func_t *ref, const cg_module_t *m) {
   tn_target_t t;
   tn_err_t err = {0};
   ck_assert_msg(tn_target_lookup("cuda-host", NULL, &t, &err) == TN_OK, "%s", err.msg);
   ms_options_t o = {.seed = 1};
-  o.run.min_secs = 1e-9; /* one checked run and one timed: the times mean nothing here */
+  o.run.min_secs = 1e-9;
   o.run.min_repeats = o.run.max_repeats = 1;
   ms_result_t r;
   ck_assert_msg(ms_measure(ref, &t, (cg_module_t *const *)&m, 1, &o, &r, &err) == TN_OK, "%s", err.msg);
+  return r;
+}
+
+/* Runs the CUDA lowering through the cuda-host harness (the C++ compiler,
+ * the worker, verification against ref's evaluation). */
+static void run_cuda_host(const ir_func_t *ref, const cg_module_t *m) {
+  ms_result_t r = run_cuda_host_result(ref, m);
   ck_assert_msg(r.status == MS_OK, "cuda-host: %s: %s\n%s", ms_status_name(r.status), r.error, m->source);
   ms_result_clear(&r);
 }
@@ -1888,6 +1896,153 @@ START_TEST(test_gpu_tensor_intrinsic_refused) {
 }
 END_TEST
 
+/* Tensor cores (wmma_sched.h: 32 x 64 per thread block, 2 x 2 warps of
+ * 16 x 32, K in steps of the intrinsic's): matmul_f16 and matmul_bf16 64 x 64
+ * x 64 lowered to nvcuda::wmma, compiled by NVRTC for sm_80 and sm_90 (PTX
+ * with wmma.mma.sync) and run on the cuda-host harness, whose warps compute
+ * every tile once, checked against the reference evaluator. */
+START_TEST(test_gpu_wmma) {
+  static const struct {
+    const char *wl, *intrin, *ptx, *type;
+  } cases[] = {
+      {"matmul_f16.tw", "wmma_f16_f32_16x16x16", "wmma.mma.sync.aligned.row.row.m16n16k16.f32.f32", "__half"},
+      {"matmul_bf16.tw", "wmma_bf16_f32_16x16x16", "wmma.mma.sync.aligned.row.row.m16n16k16.f32.bf16.bf16.f32",
+       "__nv_bfloat16"},
+  };
+  for (size_t i = 0; i < TN_ARRAY_LEN(cases); i++) {
+    ir_workload_t *w = load_wl(cases[i].wl, "M=64,N=64,K=64");
+    sch_t *s = ws_tensorized(w->func, "Acc", "C", cases[i].intrin, 16);
+    cg_module_t *m = lower_ok(sch_func(s), CG_TARGET_CUDA);
+    const char *src = m->source;
+    HAS(src, "#include <mma.h>");
+    HAS(src, "nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> Acc_local[2];");
+    char want[256];
+    snprintf(want, sizeof want, "nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, %s, nvcuda::wmma::row_major> tuned_wa;",
+             cases[i].type);
+    HAS(src, want);
+    /* A_shared rows of 16 padded to 40 (32 n + 8), B_shared's of 64 to 72; 32-byte aligned */
+    HAS(src, "nvcuda::wmma::load_matrix_sync(tuned_wa, A_shared + (");
+    HAS(src, "), 40);");
+    HAS(src, "), 72);");
+    HAS(src, "__shared__ __align__(32) ");
+    HAS(src, "nvcuda::wmma::fill_fragment(Acc_local[");
+    HAS(src, "nvcuda::wmma::mma_sync(Acc_local[");
+    HAS(src, "nvcuda::wmma::store_matrix_sync(Acc + (");
+    HAS(src, ", 64, nvcuda::wmma::mem_row_major);");
+    ck_assert_int_eq(m->min_sm, i == 0 ? 70 : 80);
+    ck_assert_int_eq(m->nkernels, 2);
+    ck_assert_int_eq(m->kernels[0].block[0], 32); /* the lanes */
+    ck_assert_int_eq(m->kernels[0].block[1], 4);  /* the warps */
+    ck_assert_int_eq(m->kernels[0].grid[0], 2);
+#if CG_TEST_NVRTC
+    for (int a = 0; a < 2; a++) {
+      char *ptx = nvrtc_ptx(src, a ? "sm_90" : "sm_80");
+      ck_assert_msg(strstr(ptx, cases[i].ptx), "%s: no %s in the PTX", cases[i].intrin, cases[i].ptx);
+      ck_assert_msg(strstr(ptx, "wmma.load.a.sync") && strstr(ptx, "wmma.store.d.sync"), "%s", ptx);
+      free(ptx);
+    }
+#endif
+    run_cuda_host(w->func, m);
+    cg_module_free(m);
+    sch_free(s);
+    ir_workload_free(w);
+  }
+}
+END_TEST
+
+/* Software pipelining of the shared-memory stages in front of the tensor
+ * cores: the copies run 1 or 2 steps of K ahead into 2 or 3 buffers, the
+ * warps' loads read the step's buffer (still 32-byte aligned).  The float16
+ * copies are plain stores (pipeline.c makes cp.async of float32 only so
+ * far); the commit groups and waits are there. */
+START_TEST(test_gpu_wmma_pipelined) {
+  ir_workload_t *w = load_wl("matmul_f16.tw", "M=64,N=64,K=64");
+  for (int stages = 2; stages <= 3; stages++) {
+    wmma_sched_t ws = ws_schedule(w->func, "Acc", "C", 16);
+    SCH_OK(sch_annotate(ws.s, ws.k0, IR_ANN_PIPELINE_STAGES, sch_arg_int(stages), err));
+    SCH_OK(sch_tensorize(ws.s, ws.init_loop, "wmma_fill_f32_16x16", err));
+    SCH_OK(sch_tensorize(ws.s, ws.update_loop, "wmma_f16_f32_16x16x16", err));
+    SCH_OK(sch_tensorize(ws.s, ws.store_loop, "wmma_store_f32_16x16", err));
+    cg_module_t *m = lower_ok(sch_func(ws.s), CG_TARGET_CUDA);
+    char want[64];
+    snprintf(want, sizeof want, "tuned_cp_wait<%d>();", stages - 2);
+    HAS(m->source, want);
+    HAS(m->source, "nvcuda::wmma::load_matrix_sync(tuned_wa, A_shared + (");
+    snprintf(want, sizeof want, "__half A_shared[%d];", 32 * 40 * stages);
+    HAS(m->source, want);
+#if CG_TEST_NVRTC
+    char *ptx = nvrtc_ptx(m->source, "sm_80");
+    ck_assert_msg(strstr(ptx, "cp.async.wait_group") && strstr(ptx, "wmma.mma.sync"), "%s", ptx);
+    free(ptx);
+#endif
+    run_cuda_host(w->func, m);
+    cg_module_free(m);
+    sch_free(ws.s);
+  }
+  ir_workload_free(w);
+}
+END_TEST
+
+/* tf32 on a float32 matmul: the inputs rounded to 10 bits of mantissa, so the
+ * result misses float32's tolerance by the rounding, not more (a wrong tile
+ * would be off by its whole size): the harness rounds as the tensor cores do. */
+START_TEST(test_gpu_wmma_tf32) {
+  ir_workload_t *w = load_wl("matmul.tw", "M=64,N=64,K=64");
+  sch_t *s = ws_tensorized(w->func, "C", NULL, "wmma_tf32_f32_16x16x8", 8);
+  cg_module_t *m = lower_ok(sch_func(s), CG_TARGET_CUDA);
+  HAS(m->source, "nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 8, nvcuda::wmma::precision::tf32, "
+                 "nvcuda::wmma::row_major> tuned_wa;");
+  HAS(m->source, "nvcuda::wmma::__float_to_tf32(tuned_wa.x[tuned_t]);");
+  HAS(m->source, "fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> C_local[2];");
+  ck_assert_int_eq(m->min_sm, 80);
+#if CG_TEST_NVRTC
+  char *ptx = nvrtc_ptx(m->source, "sm_80");
+  ck_assert_msg(strstr(ptx, "wmma.mma.sync.aligned.row.row.m16n16k8.f32.tf32.tf32.f32"), "%s", ptx);
+  free(ptx);
+#endif
+  ms_result_t r = run_cuda_host_result(w->func, m);
+  ck_assert_msg(r.status == MS_WRONG_RESULT, "%s: %s", ms_status_name(r.status), r.error);
+  const char *e = strstr(r.error, "relative L2 error ");
+  ck_assert_ptr_nonnull(e);
+  double err = strtod(e + strlen("relative L2 error "), NULL);
+  ck_assert_msg(err > 1e-4 && err < 2e-3, "tf32's error: %g", err);
+  ms_result_clear(&r);
+  cg_module_free(m);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* Tensor-core schedules the code generator refuses, by name: an accumulator
+ * read element by element (its fragments' layout is the hardware's), other
+ * targets than CUDA. */
+START_TEST(test_gpu_wmma_refused) {
+  ir_workload_t *w = load_wl("matmul_f16.tw", "M=64,N=64,K=32");
+  wmma_sched_t ws = ws_schedule(w->func, "Acc", "C", 16);
+  SCH_OK(sch_tensorize(ws.s, ws.init_loop, "wmma_fill_f32_16x16", err));
+  SCH_OK(sch_tensorize(ws.s, ws.update_loop, "wmma_f16_f32_16x16x16", err));
+  cg_module_t *m = NULL;
+  tn_err_t err = {0};
+  ck_assert_int_ne(cg_lower(sch_func(ws.s), CG_TARGET_CUDA, "kern", &m, &err), 0);
+  ck_assert_msg(strstr(err.msg, "reads Acc_local element by element, but Acc_local lives in tensor-core accumulator "
+                                "fragments (their layout is the hardware's); tensorize it with wmma_store_f32_16x16"),
+                "%s", err.msg);
+  SCH_OK(sch_tensorize(ws.s, ws.store_loop, "wmma_store_f32_16x16", err));
+  static const cg_target_t other[2] = {CG_TARGET_OPENCL, CG_TARGET_C};
+  for (int i = 0; i < 2; i++) {
+    tn_err_t e = {0};
+    ck_assert_int_ne(cg_lower(sch_func(ws.s), other[i], "kern", &m, &e), 0);
+    char want[128];
+    snprintf(want, sizeof want, "intrinsic wmma_fill_f32_16x16 has no implementation in %s code", cg_target_name(other[i]));
+    ck_assert_msg(strstr(e.msg, want), "%s", e.msg);
+  }
+  cg_module_t *ok = lower_ok(sch_func(ws.s), CG_TARGET_CUDA);
+  cg_module_free(ok);
+  sch_free(ws.s);
+  ir_workload_free(w);
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("codegen");
   TCase *c = tcase_create("c");
@@ -1916,6 +2071,10 @@ static Suite *make_suite(void) {
   tcase_add_test(g, test_gpu_cross_thread_decomposed);
   tcase_add_test(g, test_gpu_fused_softmax);
   tcase_add_test(g, test_gpu_no_restrict_across_barrier);
+  tcase_add_test(g, test_gpu_wmma);
+  tcase_add_test(g, test_gpu_wmma_tf32);
+  tcase_add_test(g, test_gpu_wmma_pipelined);
+  tcase_add_test(g, test_gpu_wmma_refused);
   suite_add_tcase(s, g);
   TCase *sc = tcase_create("schedules");
   tcase_set_timeout(sc, 300);

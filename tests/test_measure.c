@@ -20,6 +20,7 @@
 #include "testir.h"
 #include "testutil.h"
 #include "tuned_config.h"
+#include "wmma_sched.h"
 
 /* Backends this build lacks are tested for their "no support" error only. */
 #define WITH_CUDA TUNED_HAVE_CUDA
@@ -634,6 +635,38 @@ START_TEST(t_planted_cuda_build) {
   ms_builder_free(b);
   cg_module_free(m);
   ir_workload_free(w);
+}
+END_TEST
+
+/* Tensor-core kernels are refused early for a GPU older than their
+ * intrinsics (bf16 and tf32 need sm_80): the T4 (sm_75) takes float16's
+ * (sm_70) and not bfloat16's, the A100 takes both (NVRTC builds them). */
+START_TEST(t_wmma_arch) {
+  tn_target_t t4 = target("nvidia/tesla-t4"), a100 = target("nvidia/a100");
+  const char *wl[2] = {"matmul_f16", "matmul_bf16"}, *in[2] = {"wmma_f16_f32_16x16x16", "wmma_bf16_f32_16x16x16"};
+  cg_module_t *m[2];
+  ir_workload_t *w[2];
+  for (int i = 0; i < 2; i++) {
+    w[i] = tu_load_sets(wl[i], "M=64,N=64,K=32");
+    sch_t *s = ws_tensorized(w[i]->func, "Acc", "C", in[i], 16);
+    tn_err_t err = {0};
+    ck_assert_msg(cg_lower(sch_func(s), CG_TARGET_CUDA, NULL, &m[i], &err) == 0, "%s", err.msg);
+    sch_free(s);
+  }
+  ms_candidate_t *cs[] = {from_module(&t4, m[0]), from_module(&t4, m[1]), from_module(&a100, m[1])};
+  enum { N = (int)TN_ARRAY_LEN(cs) };
+  ms_result_t res[N];
+  ms_builder_t *b = builder(0, 0);
+  build_and_run(NULL, b, cs, res, N);
+  ck_assert_msg(res[0].status == MS_OK, "%s", res[0].error);
+  ck_assert_int_eq(res[1].status, MS_BUILD_ERROR);
+  ck_assert_msg(strstr(res[1].error, "the kernels use tensor-core intrinsics that need sm_80 or newer; target "
+                                     "nvidia/tesla-t4 is sm_75"),
+                "%s", res[1].error);
+  ck_assert_msg(res[2].status == MS_OK, "%s", res[2].error);
+  for (int i = 0; i < N; i++) ms_result_clear(&res[i]), ms_candidate_free(cs[i]);
+  ms_builder_free(b);
+  for (int i = 0; i < 2; i++) cg_module_free(m[i]), ir_workload_free(w[i]);
 }
 END_TEST
 
@@ -1500,6 +1533,23 @@ static run_t *tunectl(const char *args) {
 #define MM SRC("workloads/matmul.tw") " --set M=128 --set N=128 --set K=128 "
 #define TRACE(name) "--trace " SRC("workloads/schedules/" name ".json") " "
 
+/* The tensor-core example trace runs from the command line on the CUDA host
+ * harness and verifies; on a T4 (sm_75, float16 wmma from sm_70) NVRTC
+ * builds it. */
+START_TEST(t_tunectl_wmma) {
+  run_t *r = tunectl("run " SRC("workloads/matmul_f16.tw") " --set M=64 --set N=128 --set K=48 "
+                     TRACE("matmul_f16_wmma") "--target cuda-host --repeat-ms 1");
+  ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
+  ck_assert_ptr_nonnull(strstr(r->out, "status    ok\n"));
+  ck_assert_ptr_nonnull(strstr(r->out, "verified  ok: relative L2 error "));
+  if (!WITH_CUDA) return;
+  r = tunectl("run " SRC("workloads/matmul_f16.tw") " --set M=64 --set N=64 --set K=32 " TRACE("matmul_f16_wmma")
+              "--target nvidia/tesla-t4");
+  ck_assert_ptr_nonnull(strstr(r->out, "arch sm_75"));
+  ck_assert_ptr_null(strstr(r->out, "build_error"));
+}
+END_TEST
+
 START_TEST(t_tunectl_run) {
   run_t *r = tunectl("run " MM TRACE("matmul_cpu") "--target cpu --repeat-ms 20");
   ck_assert_msg(r->status == 0, "%s%s", r->out, r->err);
@@ -1910,6 +1960,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, t_planted_cuda_host);
   tcase_add_test(tc, t_fp16_cuda);
   if (WITH_CUDA) tcase_add_test(tc, t_planted_cuda_build);
+  if (WITH_CUDA) tcase_add_test(tc, t_wmma_arch);
   if (WITH_CUDA) tcase_add_test(tc, t_cuda_no_driver);
   if (!WITH_CUDA || !WITH_OPENCL) tcase_add_test(tc, t_missing_backend);
   suite_add_tcase(s, tc);
@@ -1937,6 +1988,7 @@ static Suite *make_suite(void) {
   tc = tcase_create("tunectl");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, t_tunectl_run);
+  tcase_add_test(tc, t_tunectl_wmma);
   tcase_add_test(tc, t_tunectl_emit);
   tcase_add_test(tc, t_tunectl_profile);
   suite_add_tcase(s, tc);

@@ -11,6 +11,7 @@
 #include "sampler/sampler.h"
 #include "schedule/sch_internal.h"
 #include "testir.h"
+#include "wmma_sched.h"
 
 #define OK(call)                                                     \
   do {                                                               \
@@ -64,11 +65,22 @@ START_TEST(t_registry) {
     ir_workload_t *w = NULL;
     tn_err_t err = {0};
     ck_assert_msg(ir_intrin_desc(in, &w, &err) == 0, "%s: %s", in->name, err.msg);
-    ck_assert_int_eq(w->func->nparams, 3);
+    ck_assert_int_eq(w->func->nparams, in->kind == IR_INTRIN_WMMA_FILL ? 1 : in->kind == IR_INTRIN_WMMA_STORE ? 2 : 3);
+    if (ir_intrin_is_wmma(in)) { /* tensor cores: sm_70 (Volta) for float16, sm_80 (Ampere) for bf16 and tf32 */
+      ck_assert_int_eq(in->sm, in->in_dtype == IR_FLOAT16 || in->kind != IR_INTRIN_WMMA_MMA ? 70 : 80);
+      ck_assert(!ir_intrin_host_supports(in));
+      ck_assert_int_eq(w->func->params[w->func->nparams - 1]->dtype, IR_FLOAT32);
+      ir_workload_free(w);
+      continue;
+    }
     /* register budget: MR * NR / lanes accumulators + NR / lanes + 1 <= 16 ymm (AVX2) or 32 zmm */
     ck_assert_int_le(in->mr * in->nr / in->lanes + in->nr / in->lanes + 1, in->lanes == 16 ? 32 : 16);
     ir_workload_free(w);
   }
+  const char *wmma[] = {"wmma_f16_f32_16x16x16", "wmma_bf16_f32_16x16x16", "wmma_tf32_f32_16x16x8", "wmma_fill_f32_16x16",
+                        "wmma_store_f32_16x16"};
+  for (size_t i = 0; i < TN_ARRAY_LEN(wmma); i++) ck_assert_msg(ir_intrin_find(wmma[i]) != NULL, "%s", wmma[i]);
+  ck_assert_int_eq(ir_intrin_find("wmma_tf32_f32_16x16x8")->fk, 8);
   ck_assert_ptr_null(ir_intrin_find("f32_fma_5x5_avx2"));
   ck_assert_ptr_null(ir_intrin_at(-1));
 }
@@ -312,10 +324,68 @@ START_TEST(t_design_space) {
 }
 END_TEST
 
+/* The tensor-core intrinsics on a tiled matmul_f16 (wmma_sched.h): each of
+ * fill, mma and store matches its nest, the IR still computes the matmul,
+ * the trace replays. */
+START_TEST(t_wmma_tensorize) {
+  ir_workload_t *w = TU_LOAD("matmul_f16", {"M", 64}, {"N", 64}, {"K", 32});
+  sch_t *s = ws_tensorized(w->func, "Acc", "C", "wmma_f16_f32_16x16x16", 16);
+  char *txt = tu_ir_text(sch_func(s));
+  ck_assert_msg(strstr(txt, "T.block_attr({\"tensorize\": \"wmma_fill_f32_16x16\"})"), "%s", txt);
+  ck_assert_msg(strstr(txt, "T.block_attr({\"tensorize\": \"wmma_f16_f32_16x16x16\"})"), "%s", txt);
+  ck_assert_msg(strstr(txt, "T.block_attr({\"tensorize\": \"wmma_store_f32_16x16\"})"), "%s", txt);
+  free(txt);
+  /* what the mma binds: A_shared[i, k], B_shared[k, j] (row-major in the IR), Acc_local */
+  ir_func_t *f = ir_func_copy(sch_func(s));
+  ir_block_t **all;
+  int n = ir_blocks(f, &all), seen = 0;
+  for (int i = 0; i < n; i++) {
+    const ir_annot_t *a = ir_annot_get(all[i]->annots, all[i]->nannots, IR_ANN_TENSORIZE);
+    if (!a || strcmp(a->sval, "wmma_f16_f32_16x16x16")) continue;
+    ir_intrin_match_t m;
+    tn_err_t err = {0};
+    ck_assert_msg(ir_intrin_match(f, all[i], ir_intrin_find(a->sval), &m, &err) == 0, "%s", err.msg);
+    ck_assert_str_eq(m.op[0].buf->name, "A_shared");
+    ck_assert_int_eq(m.op[0].stride[2], 1);  /* along k */
+    ck_assert_int_eq(m.op[1].stride[1], 1);  /* B along j */
+    ck_assert_int_eq(m.op[2].buf->scope, IR_SCOPE_LOCAL);
+    for (int t = 0; t < 3; t++) ck_assert_int_eq(m.extent[t], 16);
+    seen++;
+  }
+  free(all);
+  ck_assert_int_eq(seen, 1);
+  ir_func_free(f);
+  tu_assert_same_outputs(w->func, sch_func(s), 2);
+  assert_replays(w, s, "\"wmma_store_f32_16x16\"");
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* Nests that are not a wmma's: the shape, the operands' types. */
+START_TEST(t_wmma_refusals) {
+  ir_workload_t *w = TU_LOAD("matmul_f16", {"M", 64}, {"N", 64}, {"K", 32});
+  wmma_sched_t ws = ws_schedule(w->func, "Acc", "C", 8); /* k steps of 8 */
+  expect_refused(ws.s, ws.update_loop, "wmma_f16_f32_16x16x16", "needs iterator k of extent 16, the loop k_1 has 8");
+  expect_refused(ws.s, ws.update_loop, "wmma_bf16_f32_16x16x16", "does not compute what intrinsic wmma_bf16_f32_16x16x16 does");
+  expect_refused(ws.s, ws.update_loop, "wmma_tf32_f32_16x16x8", "does not compute what intrinsic wmma_tf32_f32_16x16x8 does");
+  expect_refused(ws.s, ws.init_loop, "wmma_store_f32_16x16", "does not compute what intrinsic wmma_store_f32_16x16 does");
+  sch_free(ws.s);
+  ir_workload_free(w);
+  /* float32 data: only tf32 takes it */
+  w = TU_LOAD("matmul", {"M", 64}, {"N", 64}, {"K", 32});
+  ws = ws_schedule(w->func, "C", NULL, 16);
+  expect_refused(ws.s, ws.update_loop, "wmma_f16_f32_16x16x16", "does not compute what intrinsic wmma_f16_f32_16x16x16 does");
+  expect_refused(ws.s, ws.update_loop, "wmma_tf32_f32_16x16x8", "needs iterator k of extent 8, the loop k_1 has 16");
+  sch_free(ws.s);
+  ir_workload_free(w);
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("tensorize");
   TU_TCASE(s, "intrinsics", 60, t_registry, t_blockize, t_match, t_refusals, t_tensorize_replays,
-           t_storage_align, t_transform_layout);
+           t_storage_align, t_transform_layout, t_wmma_tensorize, t_wmma_refusals);
   TU_TCASE(s, "space", 120, t_design_space);
   return s;
 }
