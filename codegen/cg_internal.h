@@ -125,7 +125,8 @@ typedef struct cg_promo {
   const ir_block_t *blk;  /* the update block */
   const ir_stmt_t *store; /* its store */
   char name[32];          /* tuned_accN */
-  const char *ref;        /* "tuned_accN[(t0) * e1 + t1]" */
+  const char *ref;        /* "tuned_accN[(t0) * e1 + t1]", or "tuned_accN" when simd */
+  bool simd;              /* one element summed by L alone: a scalar, L gets omp simd reduction(+) */
 } cg_promo_t;
 
 /* What static __shared__ arrays may hold in one CUDA kernel. */

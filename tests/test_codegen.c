@@ -1533,6 +1533,49 @@ START_TEST(test_c_promoted_accumulators) {
 }
 END_TEST
 
+/* A serial loop summing into one element, directly around the update: the
+ * accumulator is a scalar and the loop an OpenMP simd reduction, so that gcc
+ * vectorises the sum (a softmax's row sum of exp); a max, or a tile of
+ * several elements, keeps the array. */
+START_TEST(test_c_simd_sum) {
+  static const char *const texts[] = {"S[i] = sum(j < N: exp(A[i, j] * 0.01))\n", "S[i] = max(j < N: A[i, j])\n"};
+  for (int t = 0; t < 2; t++) {
+    char text[256];
+    snprintf(text, sizeof text, "param M = 7, N = 1003\ninput A: float32[M, N]\noutput S: float32[M]\n%s", texts[t]);
+    ir_workload_t *w = text_wl(text);
+    sch_t *s = sch_create(w->func, 1);
+    sch_rv_t b, l[2], init;
+    int n;
+    SCH_OK(sch_get_block(s, "S", &b, err));
+    SCH_OK(sch_get_loops(s, b, l, &n, err));
+    SCH_OK(sch_decompose_reduction(s, b, l[1], &init, err));
+    char *src = check_c(sch_func(s), w->func);
+    if (t == 0) {
+      HAS(src, "float tuned_acc0;\n");
+      HAS(src, "tuned_acc0 = S[v_i];\n");
+      BEFORE(src, "#pragma omp simd reduction(+:tuned_acc0)\n", "for (int j = 0; j < 1003; ++j) {");
+      HAS(src, "tuned_acc0 = tuned_acc0 + tuned_expf(A[v_i * 1003 + v_j] * 0.00999999978f);\n");
+      HAS(src, "S[v_i] = tuned_acc0;\n");
+    } else {
+      HAS(src, "float tuned_acc0[1];\n");
+      LACKS(src, "reduction(");
+    }
+    free(src);
+    sch_free(s);
+    ir_workload_free(w);
+  }
+  /* the matmul tile (several elements) stays an array, without the pragma */
+  ir_workload_t *w = load_wl("matmul.tw", "M=64,N=48,K=20");
+  sch_t *s = tile_promote(w->func, 4, 16);
+  char *src = check_c(sch_func(s), w->func);
+  HAS(src, "float tuned_acc0[64];");
+  LACKS(src, "reduction(");
+  free(src);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
 /* A multi-level tiling with spatial loops between its reduction loops:
  * the accumulators are promoted around k_0 when the tile that k_0 spans
  * fits in registers (loaded and stored once per tile, whatever k_1's
@@ -1923,6 +1966,7 @@ static Suite *make_suite(void) {
   tcase_add_test(c, test_names_and_targets);
   tcase_add_test(c, test_c_tensor_intrinsics);
   tcase_add_test(c, test_c_vector_math);
+  tcase_add_test(c, test_c_simd_sum);
   tcase_add_test(c, test_gpu_tensor_intrinsic_refused);
   suite_add_tcase(s, c);
   TCase *g = tcase_create("gpu");
