@@ -131,7 +131,8 @@ typedef struct cg_promo {
   const ir_block_t *blk;  /* the update block */
   const ir_stmt_t *store; /* its store */
   char name[32];          /* tuned_accN */
-  const char *ref;        /* "tuned_accN[(t0) * e1 + t1]" */
+  const char *ref;        /* "tuned_accN[(t0) * e1 + t1]", or "tuned_accN" when simd */
+  bool simd;              /* one element summed by L alone: a scalar, L gets omp simd reduction(+) */
 } cg_promo_t;
 
 /* What static __shared__ arrays may hold in one CUDA kernel. */
@@ -194,6 +195,7 @@ typedef struct cg_ctx {
 
   /* helpers the source needs */
   bool need_fdiv[2], need_minmax[2], need_half, need_bf16, need_fp64, need_cp_async;
+  bool need_expf, need_tanhf; /* C: the vectorisable single-precision exp/tanh */
   uint64_t intrin_used; /* tensor intrinsics called, by registry index (ir/intrin.h) */
   bool need_wmma;       /* CUDA tensor-core intrinsics: <mma.h> */
   int wmma_sm;          /* the lowest architecture they need (70: sm_70); 0 none */

@@ -204,11 +204,18 @@ void cg_emit_store_text(cg_ctx_t *c, const ir_buffer_t *b, ir_expr_t *const *idx
 
 static const char *int_suffix(ir_dtype_t t) { return t == IR_INT64 ? "i64" : "i32"; }
 
-static const char *math_name(const cg_ctx_t *c, ir_math_fn_t fn, ir_dtype_t t) {
+/* On the C target, single-precision exp and tanh call the module's own
+ * branch-free versions (module.c): glibc's expf/tanhf are scalar calls that
+ * GCC vectorises only under -ffast-math, and a GELU or softmax epilogue then
+ * costs more than the matmul before it. */
+static const char *math_name(cg_ctx_t *c, ir_math_fn_t fn, ir_dtype_t t) {
   static const char *const dbl[] = {"exp", "log", "sqrt", "tanh", "fabs", "pow"};
   static const char *const flt[] = {"expf", "logf", "sqrtf", "tanhf", "fabsf", "powf"};
   if ((unsigned)fn >= TN_ARRAY_LEN(dbl)) return "?";
-  return t == IR_FLOAT64 || c->d->math_overloaded ? dbl[fn] : flt[fn];
+  if (t == IR_FLOAT64 || c->d->math_overloaded) return dbl[fn];
+  if (c->d->target == CG_TARGET_C && fn == IR_FN_EXP) return c->need_expf = true, "tuned_expf";
+  if (c->d->target == CG_TARGET_C && fn == IR_FN_TANH) return c->need_expf = c->need_tanhf = true, "tuned_tanhf";
+  return flt[fn];
 }
 
 static void print_call2(cg_ctx_t *c, const char *fn, const ir_expr_t *a, const ir_expr_t *b,

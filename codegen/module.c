@@ -109,6 +109,52 @@ static const char opencl_bf16_helpers[] =
     "  return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n"
     "}\n";
 
+/* Single-precision exp and tanh for C, written without branches or calls so
+ * that GCC vectorises them where they are inlined (libm's expf/tanhf are
+ * scalar calls without -ffast-math: 13 ns per element here, half of
+ * dense+bias+GELU 128x768x3072's time on one core).  Checked against exp/tanh in double over every
+ * float (gcc -O2 -march=native, with FMA contraction): expf within 0.94 ulp
+ * where the result is normal, tanhf within 1.37 ulp; NaN stays NaN, overflow
+ * gives inf, underflow goes gradually to 0.
+ * expf: x = n ln2 + r, |r| <= ln2/2 (n rounded with the 1.5 * 2^23 trick,
+ * ln2 split in two so k * ln2_hi is exact); e^r by its Taylor series to
+ * r^7 (truncation below 2^-25); 2^n as two factors so that n from -150 to
+ * 128 needs no special case.  tanhf: below |x| = 0.625 an odd polynomial
+ * (least squares in x^2 on Chebyshev nodes, relative error 7e-9), above it
+ * 1 - 2 / (e^2|x| + 1), whose cancellation costs under one ulp there; the
+ * sign is x's (tanh(-0) = -0). */
+static const char c_exp_helper[] =
+    "static inline float tuned_expf(float x) {\n"
+    "  x = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;\n"
+    "  union { float f; uint32_t u; } t, s1, s2;\n"
+    "  t.f = x * 1.44269504f + 12582912.0f;\n"
+    "  int32_t n = (int32_t)(t.u - 0x4b400000u), n1 = n >> 1;\n"
+    "  float k = t.f - 12582912.0f;\n"
+    "  float r = x - k * 0.693145752f - k * 1.42860677e-6f;\n"
+    "  float p = 1.98412698e-4f;\n"
+    "  p = p * r + 1.38888889e-3f;\n"
+    "  p = p * r + 8.33333333e-3f;\n"
+    "  p = p * r + 4.16666667e-2f;\n"
+    "  p = p * r + 1.66666667e-1f;\n"
+    "  p = p * r + 0.5f;\n"
+    "  p = p * r + 1.0f;\n"
+    "  p = p * r + 1.0f;\n"
+    "  s1.u = (uint32_t)(n1 + 127) << 23;\n"
+    "  s2.u = (uint32_t)(n - n1 + 127) << 23;\n"
+    "  return p * s1.f * s2.f;\n"
+    "}\n";
+static const char c_tanh_helper[] =
+    "static inline float tuned_tanhf(float x) {\n"
+    "  float a = fabsf(x), u = x * x;\n"
+    "  float q = -5.704158451e-03f;\n"
+    "  q = q * u + 2.063797973e-02f;\n"
+    "  q = q * u - 5.373919755e-02f;\n"
+    "  q = q * u + 1.333143264e-01f;\n"
+    "  q = q * u - 3.333328068e-01f;\n"
+    "  float y = a < 0.625f ? a + a * u * q : 1.0f - 2.0f / (tuned_expf(2.0f * a) + 1.0f);\n"
+    "  return copysignf(y, x);\n"
+    "}\n";
+
 static void helper_text(cg_ctx_t *c, tn_buf_t *o);
 
 /* Appends the helper functions the printed code called, and a blank line. */
@@ -141,6 +187,8 @@ static void helper_text(cg_ctx_t *c, tn_buf_t *o) {
   }
   if (c->need_half && c->d->target == CG_TARGET_C) tn_buf_put(o, c_half_helpers);
   if (c->need_bf16 && c->d->target == CG_TARGET_C) tn_buf_put(o, c_bf16_helpers);
+  if (c->need_expf && c->d->target == CG_TARGET_C) tn_buf_put(o, c_exp_helper);
+  if (c->need_tanhf && c->d->target == CG_TARGET_C) tn_buf_put(o, c_tanh_helper);
   if (c->need_bf16 && c->d->target == CG_TARGET_OPENCL) tn_buf_put(o, opencl_bf16_helpers);
   if (c->need_cp_async && c->d->target == CG_TARGET_CUDA) tn_buf_put(o, cg_cp_async_helpers);
   cg_intrin_helpers(c, o);

@@ -102,6 +102,27 @@ static const ir_block_t *sort_nest(const ir_loop_t *l, cg_promo_t *p, int64_t *t
   return b;
 }
 
+/* The loads of buffer x in e. */
+static int count_loads(const ir_expr_t *e, const ir_buffer_t *x) {
+  int n = e->kind == IR_E_LOAD && e->u.load.buf == x;
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int k = ir_expr_children(e, kids);
+  for (int i = 0; i < k; i++) n += count_loads(kids[i], x);
+  return n;
+}
+
+/* X = X + f(...) (either order) with f not reading X: a sum that the loop
+ * may split over vector lanes.  For floats that reorders the additions (an
+ * error of a few ulp of the sum, as every vectorised BLAS/numpy sum has;
+ * the reference evaluator's tolerance is 1e-4 of the output's norm). */
+static bool plain_sum(const ir_stmt_t *st) {
+  const ir_expr_t *v = st->u.store.value;
+  const ir_buffer_t *x = st->u.store.buf;
+  if (v->kind != IR_E_ADD || count_loads(v, x) != 1) return false;
+  const ir_expr_t *a = v->u.bin.a, *b = v->u.bin.b;
+  return (a->kind == IR_E_LOAD && a->u.load.buf == x) || (b->kind == IR_E_LOAD && b->u.load.buf == x);
+}
+
 bool cg_promo_find(const cg_ctx_t *c, const ir_stmt_t *s, cg_promo_t *p) {
   const ir_loop_t *l = &s->u.loop;
   memset(p, 0, sizeof *p);
@@ -122,6 +143,10 @@ bool cg_promo_find(const cg_ctx_t *c, const ir_stmt_t *s, cg_promo_t *p) {
   p->loop = l;
   p->blk = b;
   p->store = st;
+  /* L directly around the update, summing into one element: gcc keeps a
+   * serial float sum serial (it may not reorder it) unless told the loop is
+   * a reduction; a softmax's row sum of exp then runs one lane wide */
+  p->simd = p->ntile == 0 && p->nred == 0 && plain_sum(st) && x->dtype != IR_BOOL;
   return true;
 }
 
@@ -171,12 +196,13 @@ void cg_promo_open(cg_ctx_t *c, cg_promo_t *p) {
     tn_buf_put(&lin, cg_var(c, p->tile[i]->var));
   }
   tn_buf_put(&lin, p->ntile ? "]" : "0]");
-  p->ref = tn_arena_strdup(c->scratch->arena, tn_buf_str(&lin));
+  p->ref = tn_arena_strdup(c->scratch->arena, p->simd ? p->name : tn_buf_str(&lin));
   tn_buf_free(&lin);
   cg_line(c, "{  /* %s: the %lld elements of %s this loop accumulates, kept local */", p->name,
           (long long)p->elems, c->bufs[x->id].name);
   c->ind++;
-  cg_line(c, "%s %s[%lld];", cg_storage_type(c, x), p->name, (long long)p->elems);
+  if (p->simd) cg_line(c, "%s %s;", cg_storage_type(c, x), p->name);
+  else cg_line(c, "%s %s[%lld];", cg_storage_type(c, x), p->name, (long long)p->elems);
   copy_nest(c, p, true);
   c->promo = p;
 }

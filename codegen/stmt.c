@@ -202,6 +202,10 @@ static void emit_pragmas(cg_ctx_t *c, const ir_stmt_t *s) {
       cg_line(c, "#pragma omp simd");
       return;
     }
+    if (c->promo && c->promo->loop == l && c->promo->simd) {
+      cg_line(c, "#pragma omp simd reduction(+:%s)", c->promo->name);
+      return;
+    }
   }
   int axis;
   bool unroll = l->kind == IR_LOOP_UNROLLED ||
