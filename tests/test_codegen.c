@@ -1775,6 +1775,62 @@ START_TEST(test_names_and_targets) {
   HAS(src, "free_1[v_i] = tuned_expf(malloc_1[v_i]) + exp_[v_i];");
   free(src);
   ir_workload_free(w);
+  /* macro-like names (a header of C, CUDA or OpenCL may define them) get
+   * "x_"; C library macros get suffixes; each still compiles and computes
+   * right in C, OpenCL (PoCL) and CUDA (NVRTC and the host harness) */
+  w = text_wl("param N = 64\ninput M_PI: float32[N]\ninput HUGE_VAL: float32[N]\ninput errno: float32[N]\n"
+              "input FLT_MAX: float32[N]\ninput isnan: float32[N]\noutput INT_MAX: float32[N]\n"
+              "INT_MAX[i] = M_PI[i] + HUGE_VAL[i] * errno[i] - FLT_MAX[i] * isnan[i]\n");
+  src = check_c(w->func, w->func);
+  HAS(src, "x_INT_MAX[v_i] = x_M_PI[v_i] + x_HUGE_VAL[v_i] * errno_1[v_i] - x_FLT_MAX[v_i] * isnan_1[v_i];");
+  free(src);
+  ir_func_t *g = bind_outer(w->func, 32);
+  gpu_out_t o = check_gpu(g, w->func);
+  HAS(o.cuda, "float *__restrict__ x_M_PI");
+  HAS(o.opencl, "x_FLT_MAX");
+  gpu_out_free(&o);
+  ir_func_free(g);
+  ir_workload_free(w);
+  /* entry points: not a C library name, not macro-like */
+  ck_assert(cg_entry_usable("matmul"));
+  ck_assert(!cg_entry_usable("exit"));
+  ck_assert(!cg_entry_usable("sinf"));
+  ck_assert(!cg_entry_usable("errno"));
+  ck_assert(!cg_entry_usable("M_PI"));
+  ck_assert(!cg_entry_usable("_kernel"));
+  w = text_wl("param N = 8\ninput A: float32[N]\noutput B: float32[N]\nB[i] = A[i]\n");
+  cg_module_t *m = NULL;
+  tn_err_t err = {0};
+  ck_assert_int_eq(cg_lower(w->func, CG_TARGET_C, "exit", &m, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "entry name \"exit\" is not usable") && strstr(err.msg, "C library"), "%s", err.msg);
+  /* two exported kernels with different entries link into one program:
+   * each wrapper is named after its entry (both were tuned_entry) */
+  char dir[] = "/tmp/tuned-cg-link-XXXXXX", cmd[1024], so[96];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  const char *entries[2] = {"first", "second"};
+  for (int i = 0; i < 2; i++) {
+    ck_assert_int_eq(cg_lower(w->func, CG_TARGET_C, entries[i], &m, &err), TN_OK);
+    char path[96];
+    snprintf(path, sizeof path, "%s/%s.c", dir, entries[i]);
+    write_file(path, m->source);
+    cg_module_free(m);
+  }
+  snprintf(so, sizeof so, "%s/both.so", dir);
+  snprintf(cmd, sizeof cmd, "cc -O1 -fopenmp -shared -fPIC -o %s %s/first.c %s/second.c -lm 2>%s/log", so, dir, dir,
+           dir);
+  ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  ck_assert_msg(h, "%s", dlerror());
+  entry_fn f1 = (entry_fn)dlsym(h, "tuned_entry_first"), f2 = (entry_fn)dlsym(h, "tuned_entry_second");
+  ck_assert(f1 && f2 && (void *)f1 != (void *)f2);
+  float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8] = {0};
+  void *args[2] = {a, b};
+  ck_assert_int_eq(f2(args), 0);
+  ck_assert(b[7] == 8.0f);
+  dlclose(h);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(system(cmd), 0);
+  ir_workload_free(w);
 }
 END_TEST
 
@@ -1851,62 +1907,6 @@ START_TEST(test_c_vector_math) {
   dlclose(h);
   rm_tree(dir);
   free(src);
-  ir_workload_free(w);
-  /* macro-like names (a header of C, CUDA or OpenCL may define them) get
-   * "x_"; C library macros get suffixes; each still compiles and computes
-   * right in C, OpenCL (PoCL) and CUDA (NVRTC and the host harness) */
-  w = text_wl("param N = 64\ninput M_PI: float32[N]\ninput HUGE_VAL: float32[N]\ninput errno: float32[N]\n"
-              "input FLT_MAX: float32[N]\ninput isnan: float32[N]\noutput INT_MAX: float32[N]\n"
-              "INT_MAX[i] = M_PI[i] + HUGE_VAL[i] * errno[i] - FLT_MAX[i] * isnan[i]\n");
-  src = check_c(w->func, w->func);
-  HAS(src, "x_INT_MAX[v_i] = x_M_PI[v_i] + x_HUGE_VAL[v_i] * errno_1[v_i] - x_FLT_MAX[v_i] * isnan_1[v_i];");
-  free(src);
-  ir_func_t *g = bind_outer(w->func, 32);
-  gpu_out_t o = check_gpu(g, w->func);
-  HAS(o.cuda, "float *__restrict__ x_M_PI");
-  HAS(o.opencl, "x_FLT_MAX");
-  gpu_out_free(&o);
-  ir_func_free(g);
-  ir_workload_free(w);
-  /* entry points: not a C library name, not macro-like */
-  ck_assert(cg_entry_usable("matmul"));
-  ck_assert(!cg_entry_usable("exit"));
-  ck_assert(!cg_entry_usable("sinf"));
-  ck_assert(!cg_entry_usable("errno"));
-  ck_assert(!cg_entry_usable("M_PI"));
-  ck_assert(!cg_entry_usable("_kernel"));
-  w = text_wl("param N = 8\ninput A: float32[N]\noutput B: float32[N]\nB[i] = A[i]\n");
-  cg_module_t *m = NULL;
-  tn_err_t err = {0};
-  ck_assert_int_eq(cg_lower(w->func, CG_TARGET_C, "exit", &m, &err), TN_EINVAL);
-  ck_assert_msg(strstr(err.msg, "entry name \"exit\" is not usable") && strstr(err.msg, "C library"), "%s", err.msg);
-  /* two exported kernels with different entries link into one program:
-   * each wrapper is named after its entry (both were tuned_entry) */
-  char dir[] = "/tmp/tuned-cg-link-XXXXXX", cmd[1024], so[96];
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  const char *entries[2] = {"first", "second"};
-  for (int i = 0; i < 2; i++) {
-    ck_assert_int_eq(cg_lower(w->func, CG_TARGET_C, entries[i], &m, &err), TN_OK);
-    char path[96];
-    snprintf(path, sizeof path, "%s/%s.c", dir, entries[i]);
-    write_file(path, m->source);
-    cg_module_free(m);
-  }
-  snprintf(so, sizeof so, "%s/both.so", dir);
-  snprintf(cmd, sizeof cmd, "cc -O1 -fopenmp -shared -fPIC -o %s %s/first.c %s/second.c -lm 2>%s/log", so, dir, dir,
-           dir);
-  ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
-  void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-  ck_assert_msg(h, "%s", dlerror());
-  entry_fn f1 = (entry_fn)dlsym(h, "tuned_entry_first"), f2 = (entry_fn)dlsym(h, "tuned_entry_second");
-  ck_assert(f1 && f2 && (void *)f1 != (void *)f2);
-  float a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, b[8] = {0};
-  void *args[2] = {a, b};
-  ck_assert_int_eq(f2(args), 0);
-  ck_assert(b[7] == 8.0f);
-  dlclose(h);
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  ck_assert_int_eq(system(cmd), 0);
   ir_workload_free(w);
 }
 END_TEST
