@@ -458,14 +458,15 @@ static void take_reply(ms_runner_t *r, const cJSON *reply, ms_result_t *res) {
   take_device_times(r, reply, res);
 }
 
-/* The worker died during a request (EOF): says how, with its last words. */
-static void record_crash(ms_runner_t *r, int from, ms_result_t *res) {
-  int st = reap(r, false);
-  char how[128], tail[LOG_TAIL + 1];
+/* The worker died during a request (EOF; st: its wait status): says how,
+ * with its last words.  again: it was the second SIGKILL of this candidate. */
+static void record_crash(ms_runner_t *r, int st, int from, bool again, ms_result_t *res) {
+  char how[256], tail[LOG_TAIL + 1];
   if (WIFSIGNALED(st)) {
     char sig[96];
     ms_signal_text(WTERMSIG(st), sig, sizeof sig);
-    snprintf(how, sizeof how, "the worker was killed by %s", sig);
+    snprintf(how, sizeof how, "the worker was killed by %s%s", sig,
+             again ? " twice (run again in a fresh worker: out of memory, or killed from outside?)" : "");
   } else {
     snprintf(how, sizeof how, "the worker exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
   }
@@ -498,23 +499,34 @@ static int await_reply(ms_runner_t *r, cJSON **reply, bool *stopped, tn_err_t *e
   }
 }
 
-/* Runs one built candidate. Returns < 0 only when the worker cannot start. */
+/* Runs one built candidate. Returns < 0 only when the worker cannot start.
+ * A worker killed by SIGKILL that we did not send (the OOM killer, a user)
+ * is not the candidate's fault by itself: the candidate runs once more in a
+ * fresh worker, and only a second SIGKILL is recorded against it (a
+ * run_error is never retried later). */
 static int run_one(ms_runner_t *r, const ms_candidate_t *c, ms_result_t *res, tn_err_t *err) {
   cJSON *req = run_request(r, c, res, res), *reply = NULL;
   if (!req) return TN_OK;
-  int rc = TN_EIO, from = log_size(r);
+  int rc = TN_EIO, from = log_size(r), st = 0;
   tn_err_t e = {0};
-  for (int attempt = 0; attempt < 2 && rc == TN_EIO; attempt++) {
-    if ((rc = ensure_worker(r, err)) < 0) {
-      ms_result_fail(res, MS_RUN_ERROR, "%s", err ? err->msg : "the worker cannot start");
-      cJSON_Delete(req);
-      return rc;
-    }
-    rc = ms_frame_send(r->fd, req, &e);
-    if (rc < 0) reap(r, true); /* died between requests: start a fresh one */
-  }
   bool stopped = false;
-  if (rc == TN_OK) rc = await_reply(r, &reply, &stopped, &e);
+  for (int life = 0; life < 2; life++) {
+    rc = TN_EIO;
+    for (int attempt = 0; attempt < 2 && rc == TN_EIO; attempt++) {
+      if ((rc = ensure_worker(r, err)) < 0) {
+        ms_result_fail(res, MS_RUN_ERROR, "%s", err ? err->msg : "the worker cannot start");
+        cJSON_Delete(req);
+        return rc;
+      }
+      rc = ms_frame_send(r->fd, req, &e);
+      if (rc < 0) reap(r, true); /* died between requests: start a fresh one */
+    }
+    if (rc == TN_OK) rc = await_reply(r, &reply, &stopped, &e);
+    if (rc >= 0 || rc == TN_ERANGE) break;
+    st = reap(r, false);
+    if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) || life == 1) break;
+    from = log_size(r); /* killed from outside: once more, in a fresh worker */
+  }
   if (rc == TN_ERANGE) {
     reap(r, true);
     if (stopped)
@@ -526,7 +538,7 @@ static int run_one(ms_runner_t *r, const ms_candidate_t *c, ms_result_t *res, tn
                      "candidate)", r->o.timeout_s);
     res->ran = true;
   } else if (rc < 0) {
-    record_crash(r, from, res);
+    record_crash(r, st, from, WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, res);
     res->ran = true;
   } else {
     take_reply(r, reply, res);

@@ -360,6 +360,45 @@ static const char *const bad_c[] = {
     "  (void)A, (void)B, (void)C;\n  fprintf(stderr, \"planted: giving up\\n\");\n  abort();\n}\n",
 };
 
+/* A worker SIGKILLed from outside (the OOM killer) is not blamed on the
+ * candidate at once: it runs again in a fresh worker.  One candidate is
+ * killed on its first run only (a marker file) and measures fine; one is
+ * killed every time and gets a run_error that says it happened twice. */
+START_TEST(t_outside_kill) {
+  char marker[] = "/tmp/tuned-outside-kill-XXXXXX";
+  int mfd = mkstemp(marker);
+  ck_assert_int_ge(mfd, 0);
+  close(mfd);
+  unlink(marker); /* the candidate creates it on its first run */
+  ir_workload_t *w = tu_load_sets("vector_add", "N=1024");
+  cg_module_t *m = lower(w, NULL, CG_TARGET_C);
+  tn_target_t t = target("cpu");
+  char once[2048];
+  snprintf(once, sizeof once,
+           "#include <fcntl.h>\n#include <signal.h>\n#include <unistd.h>\n" ENTRY
+           "  if (access(\"%s\", F_OK) != 0) {\n    close(open(\"%s\", O_CREAT | O_WRONLY, 0600));\n"
+           "    kill(getpid(), SIGKILL);\n  }\n  for (int i = 0; i < 1024; i++) C[i] = A[i] + B[i];\n  return 0;\n}\n",
+           marker, marker);
+  const char *always = "#include <signal.h>\n#include <unistd.h>\n" ENTRY
+                       "  (void)A, (void)B, (void)C;\n  kill(getpid(), SIGKILL);\n  return 0;\n}\n";
+  ms_candidate_t *cs[3] = {planted(&t, m, once), planted(&t, m, always), from_module(&t, m)};
+  ms_result_t res[3];
+  ms_builder_t *b = builder(0, 0);
+  ms_runner_t *r = runner(w, 5.0);
+  build_and_run(r, b, cs, res, 3);
+  assert_measured_ok(&res[0], "killed once from outside, then run again");
+  ck_assert_int_eq(res[1].status, MS_RUN_ERROR);
+  ck_assert_msg(strstr(res[1].error, "killed by SIGKILL (Killed) twice"), "%s", res[1].error);
+  assert_measured_ok(&res[2], "a good candidate after it");
+  for (int i = 0; i < 3; i++) ms_result_clear(&res[i]), ms_candidate_free(cs[i]);
+  ms_runner_free(r);
+  ms_builder_free(b);
+  cg_module_free(m);
+  ir_workload_free(w);
+  unlink(marker);
+}
+END_TEST
+
 /* Each bad candidate is followed by a good one in the same batch: the bad
  * one gets its status, the good one measures normally. */
 START_TEST(t_planted_cpu) {
@@ -1956,6 +1995,7 @@ static Suite *make_suite(void) {
   tc = tcase_create("planted");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, t_planted_cpu);
+  tcase_add_test(tc, t_outside_kill);
   if (WITH_OPENCL) tcase_add_test(tc, t_planted_opencl);
   tcase_add_test(tc, t_planted_cuda_host);
   tcase_add_test(tc, t_fp16_cuda);
