@@ -358,6 +358,26 @@ static td_reply_t dispatch(td_req_t *req, cJSON *msg) {
   return m->fn(req);
 }
 
+/* Byte offset of the first \u0000 escape inside a JSON string of line, or
+ * -1: cJSON decodes it to a NUL byte, and every C string after it would be
+ * cut short there (a workload would be tuned without its tail). */
+static long nul_escape(const char *line, size_t len) {
+  bool in_str = false;
+  for (size_t i = 0; i < len; i++) {
+    if (!in_str) {
+      in_str = line[i] == '"';
+    } else if (line[i] == '"') {
+      in_str = false;
+    } else if (line[i] == '\\' && i + 1 < len) {
+      if (line[i + 1] == 'u' && i + 5 < len && line[i + 2] == '0' && line[i + 3] == '0' && line[i + 4] == '0' &&
+          line[i + 5] == '0')
+        return (long)i;
+      i++; /* the escaped character */
+    }
+  }
+  return -1;
+}
+
 void td_rpc_line(td_conn_t *c, const char *line, size_t len) {
   while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t')) len--;
   size_t skip = 0;
@@ -373,11 +393,17 @@ void td_rpc_line(td_conn_t *c, const char *line, size_t len) {
   size_t at = end ? (size_t)(end - line) : 0;
   while (msg && at < len && (line[at] == ' ' || line[at] == '\t')) at++;
   td_reply_t r;
+  long nul = msg ? nul_escape(line, len) : -1;
   if (!msg || at < len) { /* not JSON, or bytes after the value (two messages on one line?) */
     req->id = cJSON_CreateNull();
     r = td_req_error(req, TD_E_PARSE, msg ? "parse error: extra bytes after the JSON value at byte %zu (one "
                                             "message per line)"
                                           : "parse error: not valid JSON (at byte %zu of the line)", at);
+  } else if (nul >= 0) {
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+    req->id = id && (cJSON_IsNumber(id) || cJSON_IsString(id)) ? cJSON_Duplicate(id, false) : cJSON_CreateNull();
+    r = td_req_error(req, TD_E_REQUEST, "invalid request: a string holds \\u0000 (byte %ld of the line): strings may "
+                     "not contain NUL characters", nul);
   } else {
     r = dispatch(req, msg);
   }

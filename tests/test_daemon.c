@@ -999,6 +999,10 @@ START_TEST(bad_input) {
   expect_error(&c, "tune.submit", "{\"workload\":\"x\",\"trials\":8,\"trials\":9}", -32602, "duplicate param");
   expect_error(&c, "tune.submit", "{\"workload\":\"input A: float32[M]\\n\",\"name\":\"mm\"}", -32002, "mm.tw:1:");
   expect_error(&c, "tune.submit", "{\"workload\":42}", -32602, "\"workload\"");
+  /* \u0000 would cut the workload short in C: refused; an escaped backslash before u0000 is text */
+  expect_error(&c, "tune.submit", "{\"workload\":\"param N = 8\\u0000input X\",\"trials\":1}", -32600,
+               "strings may not contain NUL characters");
+  expect_error(&c, "tune.submit", "{\"workload\":\"a\\\\u0000\"}", -32002, "workload.tw:1:");
   expect_error(&c, "tune.submit", "{\"name\":\"x\"}", -32602, "missing param \"workload\"");
   expect_error(&c, "db.best", "{\"workload\":\"zzz\"}", -32602, "\"workload\"");
   expect_error(&c, "db.best", "{\"workload\":\"0000000000000000\"}", -32001, "no workload");
