@@ -22,6 +22,9 @@
 /* A watcher that lets notifications pile up past this is disconnected. */
 #define TD_WRITE_HARD (16u << 20)
 #define TD_MAX_CONNS 1024
+/* Connections one client process may hold: a single client cannot take all
+ * TD_MAX_CONNS and lock the others out. */
+#define TD_MAX_CONNS_PER_PROCESS 128
 
 typedef struct td_wreq {
   uv_write_t req;
@@ -247,6 +250,24 @@ static void on_connection(uv_stream_t *server, int status) {
   if (srv->nconns > TD_MAX_CONNS) {
     td_log(TD_WARN, "too many connections; refusing one", "limit=%d", TD_MAX_CONNS);
     conn_release(c);
+    return;
+  }
+  uv_os_fd_t fd;
+  struct ucred cred;
+  socklen_t clen = sizeof cred;
+  if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
+    c->peer_pid = cred.pid;
+  int same = 0;
+  for (td_conn_t *o = srv->conns; o && c->peer_pid > 0; o = o->next) same += o->peer_pid == c->peer_pid;
+  if (same > TD_MAX_CONNS_PER_PROCESS) {
+    td_log(TD_WARN, "too many connections from one process; refusing one", "pid=%d limit=%d", c->peer_pid,
+           TD_MAX_CONNS_PER_PROCESS);
+    char line[256];
+    int n = snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":"
+                     "\"too many connections from this process (%d at most): close some\"}}", TD_E_REQUEST,
+                     TD_MAX_CONNS_PER_PROCESS);
+    td_conn_send(c, line, (size_t)n, false);
+    td_conn_close_graceful(c);
     return;
   }
   td_log(TD_DEBUG, "connection accepted", "conn=%llu conns=%d", (unsigned long long)c->id, srv->nconns);

@@ -155,6 +155,7 @@ struct td_conn {
   int refs;            /* the handle + requests in flight */
   bool busy;           /* a request is being answered asynchronously */
   bool reading, eof, closing, closed, processing;
+  int peer_pid;        /* the client process (SO_PEERCRED), 0 when unknown */
   td_conn_t *prev, *next;
 };
 

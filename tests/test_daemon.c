@@ -955,6 +955,47 @@ static void alive(client_t *c) {
   cJSON_Delete(r);
 }
 
+/* One client process may hold 128 connections (bench_daemon's 64 clients
+ * fit): the 129th gets an error and is closed, and the others are served as
+ * before. */
+START_TEST(connections_per_process) {
+  daemon_t d;
+  tmp_daemon(&d);
+  start_daemon(&d, NULL);
+  usleep(300 * 1000); /* start_daemon's probe connection is closed and gone */
+  client_t cs[129];
+  cJSON *r;
+  for (int i = 0; i < 128; i++) { /* each answered: accepted */
+    cl_open(&cs[i], d.sock);
+    r = rpc(&cs[i], "server.info", NULL);
+    ck_assert_msg(result(r), "connection %d: %s", i, cJSON_PrintUnformatted(r));
+    cJSON_Delete(r);
+  }
+  cl_open(&cs[128], d.sock);
+  r = cl_recv(&cs[128], 10);
+  ck_assert_ptr_nonnull(r);
+  ck_assert_int_eq(error_code(r), -32600);
+  ck_assert_msg(strstr(error_message(r), "too many connections from this process (128 at most)"), "%s",
+                error_message(r));
+  cJSON_Delete(r);
+  ck_assert_ptr_null(cl_recv(&cs[128], 10)); /* then EOF */
+  r = rpc(&cs[127], "server.info", NULL);
+  ck_assert_ptr_nonnull(result(r));
+  cJSON_Delete(r);
+  cl_close(&cs[0]);
+  usleep(200 * 1000);
+  client_t again;
+  cl_open(&again, d.sock);
+  r = rpc(&again, "server.info", NULL);
+  ck_assert_ptr_nonnull(result(r));
+  cJSON_Delete(r);
+  cl_close(&again);
+  for (int i = 1; i < 129; i++) cl_close(&cs[i]);
+  stop_daemon(&d);
+  rm_tree(d.dir);
+}
+END_TEST
+
 START_TEST(bad_input) {
   daemon_t d;
   tmp_daemon(&d);
@@ -1366,6 +1407,7 @@ static Suite *make_suite(void) {
   ADD_CASE(s, socket_and_db_in_use, 60);
   ADD_CASE(s, xdg_defaults, 60);
   ADD_CASE(s, bad_input, 240);
+  ADD_CASE(s, connections_per_process, 120);
   ADD_CASE(s, submit_watch_best_kernel, 600);
   ADD_CASE(s, cancel_jobs, 600);
   ADD_CASE(s, restart_and_resume, 900);
