@@ -520,6 +520,13 @@ void td_jobs_watch(td_server_t *srv, int64_t id, td_conn_t *c) {
   td_conn_ref(c);
 }
 
+bool td_jobs_conn_watching(const td_server_t *srv, const td_conn_t *c) {
+  for (td_job_t *j = srv->jobs ? srv->jobs->active : NULL; j; j = j->next)
+    for (int i = 0; i < j->nwatch; i++)
+      if (j->watch[i] == c) return true;
+  return false;
+}
+
 void td_jobs_conn_closed(td_server_t *srv, td_conn_t *c) {
   for (td_job_t *j = srv->jobs ? srv->jobs->active : NULL; j; j = j->next)
     for (int i = 0; i < j->nwatch; i++)

@@ -141,6 +141,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     return;
   } else if (n > 0) {
     tn_buf_putn(&c->in, buf->base, (size_t)n);
+    c->last_active = tn_now();
   }
   td_conn_process(c);
 }
@@ -243,6 +244,7 @@ static void on_connection(uv_stream_t *server, int status) {
     uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
     return;
   }
+  c->last_active = tn_now();
   c->next = srv->conns;
   if (srv->conns) srv->conns->prev = c;
   srv->conns = c;
@@ -335,6 +337,26 @@ static int lock_db(td_server_t *srv, tn_err_t *err) {
   return 0;
 }
 
+/* ---- idle connections -------------------------------------------------------- */
+
+/* Closes connections that sent nothing for cfg.idle_timeout seconds and wait
+ * for nothing: no request being answered, no answer still being written, no
+ * job watched.  A client that forgot its connection cannot hold a slot of
+ * the connection cap for good. */
+static void on_idle_check(uv_timer_t *t) {
+  td_server_t *srv = t->data;
+  double now = tn_now();
+  for (td_conn_t *c = srv->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->closing || c->busy || c->wpending > 0 || now - c->last_active < srv->cfg.idle_timeout ||
+        td_jobs_conn_watching(srv, c))
+      continue;
+    td_log(TD_DEBUG, "closing an idle connection", "conn=%llu idle_s=%.1f", (unsigned long long)c->id,
+           now - c->last_active);
+    td_conn_close_graceful(c);
+  }
+}
+
 /* ---- shutdown --------------------------------------------------------------- */
 
 static void on_handle_closed(uv_handle_t *h) { (void)h; }
@@ -344,6 +366,7 @@ void td_server_maybe_exit(td_server_t *srv) {
   srv->closed = true;
   td_log(TD_INFO, "jobs stopped; closing", "connections=%d", srv->nconns);
   uv_close((uv_handle_t *)&srv->stop_timer, on_handle_closed);
+  uv_close((uv_handle_t *)&srv->idle_timer, on_handle_closed);
   uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
   uv_close((uv_handle_t *)&srv->sig_term, on_handle_closed);
   uv_close((uv_handle_t *)&srv->sig_int, on_handle_closed);
@@ -397,6 +420,12 @@ static int start(td_server_t *srv, tn_err_t *err) {
   if (rc) return rc;
   uv_timer_init(srv->loop, &srv->stop_timer);
   srv->stop_timer.data = srv;
+  uv_timer_init(srv->loop, &srv->idle_timer);
+  srv->idle_timer.data = srv;
+  if (srv->cfg.idle_timeout > 0) { /* checked a few times per timeout, at least every 10 s */
+    uint64_t every = (uint64_t)(TN_MIN(srv->cfg.idle_timeout / 4, 10.0) * 1e3);
+    uv_timer_start(&srv->idle_timer, on_idle_check, TN_MAX(every, 50), TN_MAX(every, 50));
+  }
   uv_signal_init(srv->loop, &srv->sig_term);
   uv_signal_init(srv->loop, &srv->sig_int);
   srv->sig_term.data = srv->sig_int.data = srv;

@@ -103,6 +103,7 @@ typedef struct td_config {
   char socket_path[108];
   int max_jobs;
   double stop_timeout;     /* seconds a stop waits for running jobs before exiting anyway */
+  double idle_timeout;     /* seconds without a request before a connection is closed (0: never) */
   const char *config_dir;
 } td_config_t;
 
@@ -119,6 +120,7 @@ typedef struct td_server {
   uv_pipe_t listener;
   uv_signal_t sig_term, sig_int;
   uv_timer_t stop_timer;  /* armed by td_server_stop */
+  uv_timer_t idle_timer;  /* closes idle connections (cfg.idle_timeout) */
   db_t *rdb;              /* the loop thread's connection: quick queries only */
   db_t *wdb;              /* thread-pool work (writes, exports, kernels), under wdb_lock */
   uv_mutex_t wdb_lock;
@@ -156,6 +158,7 @@ struct td_conn {
   bool busy;           /* a request is being answered asynchronously */
   bool reading, eof, closing, closed, processing;
   int peer_pid;        /* the client process (SO_PEERCRED), 0 when unknown */
+  double last_active;  /* tn_now() at accept and at every byte read */
   td_conn_t *prev, *next;
 };
 
@@ -280,5 +283,7 @@ void td_jobs_watch(td_server_t *srv, int64_t id, td_conn_t *c);
 td_reply_t td_jobs_cancel(td_server_t *srv, int64_t id, td_req_t *req);
 /* A connection closed: forget its watches. */
 void td_jobs_conn_closed(td_server_t *srv, td_conn_t *c);
+/* Whether c watches a job (tune.watch): such a connection is not idle. */
+bool td_jobs_conn_watching(const td_server_t *srv, const td_conn_t *c);
 
 #endif

@@ -17,7 +17,7 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: tuned [--target NAME|auto] [--db PATH] [--socket PATH] [--jobs N]\n"
           "             [--log-level debug|info|warn|error] [--configs DIR] [--stop-timeout S]\n"
-          "             [--cc gcc|clang|auto] [--foreground]\n"
+          "             [--idle-timeout S] [--cc gcc|clang|auto] [--foreground]\n"
           "       tuned --backends | --version | --help\n"
           "\n"
           "tuned is the auto-tuning daemon: it serves JSON-RPC 2.0 (one message per line) on a\n"
@@ -40,6 +40,8 @@ static void usage(FILE *out) {
           "                  ../share/tuned/configs next to the executable, else the installed one)\n"
           "  --stop-timeout S  on SIGTERM, wait at most S seconds (default 300) for running\n"
           "                  jobs to commit their batch, then exit anyway (status 1; they resume)\n"
+          "  --idle-timeout S  close a connection that sent nothing for S seconds and waits for\n"
+          "                  nothing (no answer pending, no job watched); default 600, 0 = never\n"
           "  --cc C          the compiler of cpu and cuda-host jobs: gcc, clang or auto (the\n"
           "                  system's cc / c++); default: each target file's \"cc\"\n"
           "  --foreground    accepted for compatibility: tuned always runs in the foreground\n"
@@ -89,7 +91,7 @@ static int print_backends(void) {
 typedef struct args {
   const char *target, *db, *socket, *log_level, *configs, *cc;
   int jobs;
-  double stop_timeout;
+  double stop_timeout, idle_timeout;
 } args_t;
 
 /* "--name value" or "--name=value"; advances *i past what it used. */
@@ -106,7 +108,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name) {
 }
 
 static int parse_args(int argc, char **argv, args_t *a) {
-  *a = (args_t){.target = "auto", .log_level = "info", .jobs = 1, .stop_timeout = 300};
+  *a = (args_t){.target = "auto", .log_level = "info", .jobs = 1, .stop_timeout = 300, .idle_timeout = 600};
   for (int i = 1; i < argc; i++) {
     const char *v;
     if ((v = opt_value(argc, argv, &i, "--target"))) a->target = v;
@@ -129,6 +131,14 @@ static int parse_args(int argc, char **argv, args_t *a) {
         return 2;
       }
       a->jobs = (int)n;
+    } else if ((v = opt_value(argc, argv, &i, "--idle-timeout"))) {
+      char *end;
+      a->idle_timeout = strtod(v, &end);
+      if (*end || !(a->idle_timeout >= 0 && a->idle_timeout <= 86400 * 7)) {
+        fprintf(stderr, "tuned: --idle-timeout must be a number of seconds from 0 (never) to 604800, got '%s'\n",
+                v);
+        return 2;
+      }
     } else if ((v = opt_value(argc, argv, &i, "--stop-timeout"))) {
       char *end;
       a->stop_timeout = strtod(v, &end);
@@ -234,7 +244,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "tuned: %s\n", err.msg);
     return 2;
   }
-  td_config_t cfg = {.max_jobs = a.jobs, .stop_timeout = a.stop_timeout, .config_dir = a.configs ? a.configs : configs};
+  td_config_t cfg = {.max_jobs = a.jobs, .stop_timeout = a.stop_timeout, .idle_timeout = a.idle_timeout,
+                     .config_dir = a.configs ? a.configs : configs};
   td_log(TD_INFO, "target files", "dir=%s", td_q(cfg.config_dir));
   td_machine_t m;
   td_machine_probe(&m, cfg.config_dir);

@@ -955,6 +955,35 @@ static void alive(client_t *c) {
   cJSON_Delete(r);
 }
 
+/* --idle-timeout: a connection that sent nothing for the timeout is closed;
+ * one that keeps asking is kept. */
+START_TEST(idle_connections) {
+  daemon_t d;
+  tmp_daemon(&d);
+  const char *extra[] = {"--idle-timeout", "1", NULL};
+  start_daemon(&d, extra);
+  client_t quiet, busy;
+  cl_open(&quiet, d.sock);
+  cl_open(&busy, d.sock);
+  double t0 = tn_now();
+  while (tn_now() - t0 < 2.5) {
+    cJSON *r = rpc(&busy, "server.info", NULL);
+    ck_assert_ptr_nonnull(result(r));
+    cJSON_Delete(r);
+    usleep(300 * 1000);
+  }
+  ck_assert_ptr_null(cl_recv(&quiet, 10)); /* closed: EOF, no message */
+  ck_assert_msg(tn_now() - t0 < 6, "the idle connection was closed after %.1f s", tn_now() - t0);
+  cJSON *r = rpc(&busy, "server.info", NULL);
+  ck_assert_ptr_nonnull(result(r));
+  cJSON_Delete(r);
+  cl_close(&quiet);
+  cl_close(&busy);
+  stop_daemon(&d);
+  rm_tree(d.dir);
+}
+END_TEST
+
 /* One client process may hold 128 connections (bench_daemon's 64 clients
  * fit): the 129th gets an error and is closed, and the others are served as
  * before. */
@@ -1408,6 +1437,7 @@ static Suite *make_suite(void) {
   ADD_CASE(s, xdg_defaults, 60);
   ADD_CASE(s, bad_input, 240);
   ADD_CASE(s, connections_per_process, 120);
+  ADD_CASE(s, idle_connections, 120);
   ADD_CASE(s, submit_watch_best_kernel, 600);
   ADD_CASE(s, cancel_jobs, 600);
   ADD_CASE(s, restart_and_resume, 900);
