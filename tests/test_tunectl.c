@@ -493,7 +493,8 @@ START_TEST(t_tune_no_device) {
   run_t *r = tunectl_env("TUNED_CUDA_DRIVER=/nonexistent/libcuda.so.1", args);
   ck_assert_msg(r->status == 2, "exit %d\n%s", r->status, r->err);
   ck_assert_msg(strstr(r->err, "tunectl tune: cannot measure on nvidia/h100 here: the cuda backend is "), "%s", r->err);
-  ck_assert_msg(strstr(r->err, "/nonexistent/libcuda.so.1"), "%s", r->err);
+  /* the driver's path, unless this build has no CUDA at all */
+  ck_assert_msg(strstr(r->err, "/nonexistent/libcuda.so.1") || strstr(r->err, "not in this build"), "%s", r->err);
   struct stat st;
   ck_assert_int_ne(stat(db, &st), 0); /* no database made, no row written */
   rmdir(dir);
