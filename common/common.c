@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -228,6 +229,24 @@ char *tn_buf_take(tn_buf_t *b) {
 }
 
 /* ---- files ------------------------------------------------------------- */
+
+int tn_mkdirs(const char *path, unsigned mode, tn_err_t *err) {
+  char p[4096];
+  if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)
+    return tn_err_set(err, TN_EINVAL, "path too long: %.80s...", path);
+  for (char *s = p + 1;; s++) {
+    if (*s != '/' && *s) continue;
+    char saved = *s;
+    *s = 0;
+    if (mkdir(p, (mode_t)mode) != 0 && errno != EEXIST)
+      return tn_err_set(err, TN_EIO, "cannot create directory %s: %s", p, strerror(errno));
+    *s = saved;
+    if (!saved) break;
+  }
+  struct stat st;
+  if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) return tn_err_set(err, TN_EIO, "%s exists and is not a directory", p);
+  return TN_OK;
+}
 
 FILE *tn_open_out(const char *path, bool binary, tn_err_t *err) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);

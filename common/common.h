@@ -106,6 +106,11 @@ int tn_read_file(const char *path, size_t max_bytes, char **out, size_t *len, tn
  * err set on failure. */
 FILE *tn_open_out(const char *path, bool binary, tn_err_t *err);
 
+/* mkdir -p: every missing directory of path is created with mode (umask
+ * applies); TN_EIO naming the part that failed, or when path exists and is
+ * not a directory. */
+int tn_mkdirs(const char *path, unsigned mode, tn_err_t *err);
+
 /* ---- RNG ----------------------------------------------------------------- */
 
 /* xoshiro256** seeded through splitmix64: integer-only, so the same seed

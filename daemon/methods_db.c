@@ -71,7 +71,8 @@ static cJSON *records_json(td_server_t *srv, const db_records_t *rs, flops_cache
 
 /* A target that a query names must exist: in the database (imported records
  * keep theirs) or as a target file; otherwise an empty answer would read as
- * "nothing tuned there yet" for a misspelt name.  -1 with the error set. */
+ * "nothing tuned there yet" for a misspelt name.  Asked only when the answer
+ * is empty (no cost on the answers that have records).  -1 with the error set. */
 static int check_query_target(td_req_t *req, const char *name) {
   if (!name) return 0;
   db_targets_t ts;
@@ -97,7 +98,7 @@ td_reply_t td_m_db_records(td_req_t *req) {
   if (td_param_hash(req, "workload", false, hash) || td_param_str(req, "target", false, 63, &target) ||
       td_param_enum(req, "status", statuses, -1, &status) ||
       td_param_int(req, "limit", false, 100, 1, 1000, &limit) ||
-      td_param_int(req, "offset", false, 0, 0, INT64_C(1) << 40, &offset) || check_query_target(req, target))
+      td_param_int(req, "offset", false, 0, 0, INT64_C(1) << 40, &offset))
     return TD_REPLY;
   db_query_t q = db_query_all();
   q.workload_hash = hash[0] ? hash : NULL;
@@ -108,6 +109,10 @@ td_reply_t td_m_db_records(td_req_t *req) {
   db_records_t rs;
   tn_err_t err = {0};
   if (db_records_query(req->srv->rdb, &q, &rs, &err)) return td_req_tn_error(req, TD_E_INTERNAL, &err);
+  if (rs.n == 0 && check_query_target(req, target)) {
+    db_records_free(&rs);
+    return TD_REPLY;
+  }
   req->result = records_json(req->srv, &rs, &(flops_cache_t){.n = 0});
   db_records_free(&rs);
   return TD_REPLY;
@@ -118,7 +123,7 @@ td_reply_t td_m_db_best(td_req_t *req) {
   const char *target;
   int64_t k;
   if (td_param_hash(req, "workload", true, hash) || td_param_str(req, "target", false, 63, &target) ||
-      td_param_int(req, "k", false, 1, 1, 100, &k) || check_query_target(req, target))
+      td_param_int(req, "k", false, 1, 1, 100, &k))
     return TD_REPLY;
   if (!target) target = req->srv->cfg.target;
   tn_err_t err = {0};
@@ -132,6 +137,10 @@ td_reply_t td_m_db_best(td_req_t *req) {
   if (rc) return td_req_tn_error(req, TD_E_INTERNAL, &err);
   db_records_t rs;
   if (db_best(req->srv->rdb, hash, target, (size_t)k, &rs, &err)) return td_req_tn_error(req, TD_E_INTERNAL, &err);
+  if (rs.n == 0 && check_query_target(req, target)) {
+    db_records_free(&rs);
+    return TD_REPLY;
+  }
   req->result = records_json(req->srv, &rs, &fc);
   db_records_free(&rs);
   return TD_REPLY;
@@ -189,38 +198,56 @@ td_reply_t td_m_db_export(td_req_t *req) {
   return td_req_queue_work(req, export_work, export_done);
 }
 
+/* The last workload an import parsed: an export lists a workload's records
+ * together, so one parse serves them all. */
+typedef struct import_cache {
+  char *name, *source, *params;
+  ir_workload_t *w;
+  char hash[17];
+} import_cache_t;
+
+static bool same_text(const char *a, const char *b) { return a && b ? strcmp(a, b) == 0 : a == b; }
+
+static void import_cache_free(import_cache_t *ic) {
+  free(ic->name), free(ic->source), free(ic->params);
+  ir_workload_free(ic->w);
+  memset(ic, 0, sizeof *ic);
+}
+
 /* Nothing imported is taken on trust: the workload's source must hash to
  * the hash the record is filed under (else a kernel would be served for
  * another workload), and the trace must replay on that workload (else an
  * invalid trace with a tiny median would become the best for good). */
 static int import_check(void *ctx, const db_import_item_t *it, tn_err_t *err) {
-  (void)ctx;
-  ir_workload_t *w = NULL;
-  if (td_workload_parse(it->workload_name, it->workload_source, it->workload_params, &w, err))
-    return tn_err_prefix(err, "workload %s does not parse", it->workload_hash);
-  char hex[17];
-  ir_hash_hex(ir_func_hash(w->func), hex);
-  int rc = TN_OK;
-  if (strcmp(hex, it->workload_hash) != 0) {
-    rc = tn_err_set(err, TN_EINVAL, "workload hash %s does not match its source and parameters (which hash to %s): "
-                    "the line was altered or made elsewhere", it->workload_hash, hex);
-  } else {
-    sch_trace_t *t = NULL;
-    sch_t *s = NULL;
-    if (sch_trace_from_json(it->trace, strlen(it->trace), &t, err) < 0 ||
-        sch_replay(w->func, t, 1, &s, err) < 0)
-      rc = tn_err_prefix(err, "the trace does not replay on workload %s (%s)", hex, it->workload_name);
-    sch_free(s);
-    sch_trace_free(t);
+  import_cache_t *ic = ctx;
+  if (!ic->w || !same_text(ic->name, it->workload_name) || !same_text(ic->source, it->workload_source) ||
+      !same_text(ic->params, it->workload_params)) {
+    import_cache_free(ic);
+    if (td_workload_parse(it->workload_name, it->workload_source, it->workload_params, &ic->w, err))
+      return tn_err_prefix(err, "workload %s does not parse", it->workload_hash);
+    ic->name = tn_xstrdup(it->workload_name), ic->source = tn_xstrdup(it->workload_source);
+    ic->params = it->workload_params ? tn_xstrdup(it->workload_params) : NULL;
+    ir_hash_hex(ir_func_hash(ic->w->func), ic->hash);
   }
-  ir_workload_free(w);
+  if (strcmp(ic->hash, it->workload_hash) != 0)
+    return tn_err_set(err, TN_EINVAL, "workload hash %s does not match its source and parameters (which hash to "
+                      "%s): the line was altered or made elsewhere", it->workload_hash, ic->hash);
+  sch_trace_t *t = NULL;
+  sch_t *s = NULL;
+  int rc = TN_OK;
+  if (sch_trace_from_json(it->trace, strlen(it->trace), &t, err) < 0 || sch_replay(ic->w->func, t, 1, &s, err) < 0)
+    rc = tn_err_prefix(err, "the trace does not replay on workload %s (%s)", ic->hash, it->workload_name);
+  sch_free(s);
+  sch_trace_free(t);
   return rc;
 }
 
 static void import_work(td_req_t *req) {
   xfer_t *x = req->data;
   uv_mutex_lock(&req->srv->wdb_lock);
-  x->rc = db_import_jsonl_checked(req->srv->wdb, x->jsonl, strlen(x->jsonl), import_check, NULL, &x->stats, &x->err);
+  import_cache_t cache = {0};
+  x->rc = db_import_jsonl_checked(req->srv->wdb, x->jsonl, strlen(x->jsonl), import_check, &cache, &x->stats, &x->err);
+  import_cache_free(&cache);
   uv_mutex_unlock(&req->srv->wdb_lock);
 }
 

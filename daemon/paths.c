@@ -20,29 +20,10 @@ void td_dirname(const char *path, char *buf, size_t size) {
   }
 }
 
-int td_mkdirs(const char *dir, mode_t mode, tn_err_t *err) {
-  char p[PATH_MAX];
-  if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
-    return tn_err_set(err, TN_EINVAL, "path too long: %.80s...", dir);
-  for (char *s = p + 1;; s++) {
-    if (*s != '/' && *s) continue;
-    char saved = *s;
-    *s = 0;
-    if (mkdir(p, mode) != 0 && errno != EEXIST)
-      return tn_err_set(err, TN_EIO, "cannot create directory %s: %s", p, strerror(errno));
-    *s = saved;
-    if (!saved) break;
-  }
-  struct stat st;
-  if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
-    return tn_err_set(err, TN_EIO, "%s exists and is not a directory", p);
-  return 0;
-}
-
 /* A directory only this user may enter: created 0700, or an existing one that
  * belongs to us (its mode is then tightened to 0700). */
 static int private_dir(const char *dir, tn_err_t *err) {
-  int rc = td_mkdirs(dir, 0700, err);
+  int rc = tn_mkdirs(dir, 0700, err);
   if (rc) return rc;
   struct stat st;
   if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
@@ -79,7 +60,7 @@ int td_default_db(char *buf, size_t size, tn_err_t *err) {
   if (data && data[0] == '/') snprintf(dir, sizeof dir, "%s/tuned", data);
   else if (home && home[0] == '/') snprintf(dir, sizeof dir, "%s/.local/share/tuned", home);
   else return tn_err_set(err, TN_EINVAL, "neither XDG_DATA_HOME nor HOME is set: pass --db PATH");
-  int rc = td_mkdirs(dir, 0700, err);
+  int rc = tn_mkdirs(dir, 0700, err);
   if (rc) return rc;
   return fit(size, snprintf(buf, size, "%s/tuned.db", dir), "database", err);
 }

@@ -305,7 +305,7 @@ static int open_socket(td_server_t *srv, tn_err_t *err) {
   const char *path = srv->cfg.socket_path;
   char dir[PATH_MAX];
   td_dirname(path, dir, sizeof dir);
-  int rc = td_mkdirs(dir, 0700, err);
+  int rc = tn_mkdirs(dir, 0700, err);
   if (rc) return rc;
   struct stat st;
   if (stat(dir, &st) == 0 && (st.st_mode & 077))

@@ -58,8 +58,6 @@ int td_default_socket(char *buf, size_t size, tn_err_t *err);
 /* $XDG_DATA_HOME/tuned/tuned.db, else ~/.local/share/tuned/tuned.db
  * (directories created, mode 0700). */
 int td_default_db(char *buf, size_t size, tn_err_t *err);
-/* Creates `dir` and missing parents with `mode` (existing ones are kept). */
-int td_mkdirs(const char *dir, mode_t mode, tn_err_t *err);
 /* The directory part of path ("." when none) into buf. */
 void td_dirname(const char *path, char *buf, size_t size);
 

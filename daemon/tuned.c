@@ -221,7 +221,7 @@ static void set_pocl_cache(const td_config_t *cfg) {
   td_dirname(cfg->db_path, base, sizeof base);
   snprintf(dir, sizeof dir, "%s/pocl-cache", base);
   tn_err_t err;
-  if (td_mkdirs(dir, 0700, &err) == 0) setenv("POCL_CACHE_DIR", dir, 0);
+  if (tn_mkdirs(dir, 0700, &err) == 0) setenv("POCL_CACHE_DIR", dir, 0);
 }
 
 int main(int argc, char **argv) {

@@ -55,21 +55,24 @@ static double value_flops(const ir_expr_t *e) {
   }
 }
 
-static double stmt_flops(const ir_stmt_t *s, double times) {
+/* Over every store run `times` times: its value's flops (inits not counted),
+ * or with `updates` the number of stores run (inits counted). */
+static double stmt_sum(const ir_stmt_t *s, double times, bool updates) {
   if (!s) return 0;
   double n = 0;
   switch (s->kind) {
   case IR_S_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) n += stmt_flops(s->u.seq.items[i], times);
+    for (int i = 0; i < s->u.seq.n; i++) n += stmt_sum(s->u.seq.items[i], times, updates);
     return n;
-  case IR_S_LOOP: return stmt_flops(s->u.loop.body, times * (double)s->u.loop.extent);
-  case IR_S_BLOCK: return stmt_flops(s->u.block.body, times); /* init is not counted */
-  case IR_S_STORE: return times * value_flops(s->u.store.value);
+  case IR_S_LOOP: return stmt_sum(s->u.loop.body, times * (double)s->u.loop.extent, updates);
+  case IR_S_BLOCK:
+    return stmt_sum(s->u.block.body, times, updates) + (updates ? stmt_sum(s->u.block.init, times, updates) : 0);
+  case IR_S_STORE: return times * (updates ? 1 : value_flops(s->u.store.value));
   }
   return 0;
 }
 
-double ir_func_flops(const ir_func_t *f) { return stmt_flops(f->root, 1); }
+double ir_func_flops(const ir_func_t *f) { return stmt_sum(f->root, 1, false); }
 
 double ir_func_bytes(const ir_func_t *f) {
   double n = 0;
@@ -78,21 +81,7 @@ double ir_func_bytes(const ir_func_t *f) {
   return n;
 }
 
-static double stmt_updates(const ir_stmt_t *s, double times) {
-  if (!s) return 0;
-  double n = 0;
-  switch (s->kind) {
-  case IR_S_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) n += stmt_updates(s->u.seq.items[i], times);
-    return n;
-  case IR_S_LOOP: return stmt_updates(s->u.loop.body, times * (double)s->u.loop.extent);
-  case IR_S_BLOCK: return stmt_updates(s->u.block.init, times) + stmt_updates(s->u.block.body, times);
-  case IR_S_STORE: return times;
-  }
-  return 0;
-}
-
-double ir_func_updates(const ir_func_t *f) { return stmt_updates(f->root, 1); }
+double ir_func_updates(const ir_func_t *f) { return stmt_sum(f->root, 1, true); }
 
 double ir_eval_max_updates(void) {
   const char *e = getenv("TUNED_EVAL_MAX_UPDATES");

@@ -103,21 +103,7 @@ void ms_temp_dir_remove(const char *path) {
   pthread_mutex_unlock(&held_mu);
 }
 
-int ms_mkdirs(const char *path, tn_err_t *err) {
-  char buf[MS_PATH_MAX];
-  if (strlen(path) >= sizeof buf) return tn_err_set(err, TN_EINVAL, "path too long: %s", path);
-  strcpy(buf, path);
-  for (char *p = buf + 1;; p++) {
-    if (*p != '/' && *p) continue;
-    char c = *p;
-    *p = 0;
-    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-      return tn_err_set(err, TN_EIO, "cannot create directory %s: %s", buf, strerror(errno));
-    if (!c) break;
-    *p = c;
-  }
-  return TN_OK;
-}
+int ms_mkdirs(const char *path, tn_err_t *err) { return tn_mkdirs(path, 0755, err); }
 
 void ms_remove_tree(const char *path) {
   struct stat st;
@@ -162,16 +148,7 @@ static pthread_mutex_t pocl_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Whether dir (created 0700 where missing, parents included) is a real
  * directory of ours that nobody else can write to or read. */
 static bool private_dir(const char *dir) {
-  char buf[MS_PATH_MAX];
-  if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return false;
-  for (char *p = buf + 1;; p++) {
-    if (*p != '/' && *p) continue;
-    char c = *p;
-    *p = 0;
-    if (mkdir(buf, 0700) < 0 && errno != EEXIST) return false;
-    if (!c) break;
-    *p = c;
-  }
+  if (tn_mkdirs(dir, 0700, NULL) < 0) return false;
   struct stat st;
   return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0;
 }

@@ -13,6 +13,13 @@
 #include "testir.h"
 #include "wmma_sched.h"
 
+/* call fails (< 0) and the error e says text. */
+#define REFUSES(call, text)                          \
+  do {                                               \
+    ck_assert_int_lt((call), 0);                     \
+    ck_assert_msg(strstr(e.msg, text), "%s", e.msg); \
+  } while (0)
+
 #define OK(call)                                                     \
   do {                                                               \
     tn_err_t e_ = {0};                                               \
@@ -214,15 +221,11 @@ START_TEST(t_storage_align) {
   sch_rv_t b, cache;
   OK(sch_get_block(s, "C", &b, err));
   tn_err_t e = {0};
-  ck_assert_int_lt(sch_storage_align(s, b, 0, 0, 64, 16, &e), 0);
-  ck_assert_msg(strstr(e.msg, "buffer C is a parameter"), "%s", e.msg);
+  REFUSES(sch_storage_align(s, b, 0, 0, 64, 16, &e), "buffer C is a parameter");
   OK(sch_cache_read(s, b, 1, "local", &cache, err));
-  ck_assert_int_lt(sch_storage_align(s, cache, 0, 1, 64, 16, &e), 0);
-  ck_assert_msg(strstr(e.msg, "axis 1 has no stride to pad (0 .. 0)"), "%s", e.msg);
-  ck_assert_int_lt(sch_storage_align(s, cache, 0, 0, 16, 16, &e), 0);
-  ck_assert_msg(strstr(e.msg, "0 <= offset < factor"), "%s", e.msg);
-  ck_assert_int_lt(sch_storage_align(s, cache, 1, 0, 64, 16, &e), 0);
-  ck_assert_msg(strstr(e.msg, "no write buffer 1"), "%s", e.msg);
+  REFUSES(sch_storage_align(s, cache, 0, 1, 64, 16, &e), "axis 1 has no stride to pad (0 .. 0)");
+  REFUSES(sch_storage_align(s, cache, 0, 0, 16, 16, &e), "0 <= offset < factor");
+  REFUSES(sch_storage_align(s, cache, 1, 0, 64, 16, &e), "no write buffer 1");
   OK(sch_storage_align(s, cache, 0, 0, 64, 16, err));
   char *txt = tu_ir_text(sch_func(s));
   ck_assert_msg(strstr(txt, "T.block_attr({\"storage_align\": \"0:64:16\"})"), "%s", txt);
@@ -241,13 +244,10 @@ START_TEST(t_transform_layout) {
   OK(sch_get_block(s, "C", &b, err));
   tn_err_t e = {0};
   int perm[2] = {1, 0}, bad[2] = {1, 1};
-  ck_assert_int_lt(sch_transform_layout(s, b, 0, true, perm, 2, &e), 0);
-  ck_assert_msg(strstr(e.msg, "buffer C is a parameter"), "%s", e.msg);
+  REFUSES(sch_transform_layout(s, b, 0, true, perm, 2, &e), "buffer C is a parameter");
   OK(sch_cache_read(s, b, 1, "local", &cache, err));
-  ck_assert_int_lt(sch_transform_layout(s, cache, 0, true, bad, 2, &e), 0);
-  ck_assert_msg(strstr(e.msg, "must be a permutation of 0 .. 1"), "%s", e.msg);
-  ck_assert_int_lt(sch_transform_layout(s, cache, 0, true, perm, 1, &e), 0);
-  ck_assert_msg(strstr(e.msg, "has 2 dimensions; the permutation has 1"), "%s", e.msg);
+  REFUSES(sch_transform_layout(s, cache, 0, true, bad, 2, &e), "must be a permutation of 0 .. 1");
+  REFUSES(sch_transform_layout(s, cache, 0, true, perm, 1, &e), "has 2 dimensions; the permutation has 1");
   ck_assert_int_lt(sch_transform_layout(s, cache, 0, false, perm, 2, &e), 0);
   ck_assert_msg(strstr(e.msg, "reads 1 buffers; no read buffer 0") || strstr(e.msg, "buffer B is a parameter"), "%s",
                 e.msg);
