@@ -414,6 +414,7 @@ int tuned_submit(tuned_client_t *c, const tuned_submit_t *s, int64_t *job, char 
   if (s->model) cJSON_AddStringToObject(p, "model", s->model);
   if (s->remeasure >= 0) cJSON_AddNumberToObject(p, "remeasure", s->remeasure);
   if (s->baseline >= 0) cJSON_AddBoolToObject(p, "baseline", s->baseline > 0);
+  if (s->allow_tf32) cJSON_AddBoolToObject(p, "allow_tf32", true);
   cJSON *r = NULL;
   int rc = call_json(c, "tune.submit", p, NULL, NULL, &r, err);
   if (rc == 0) {

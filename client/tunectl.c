@@ -23,7 +23,7 @@ enum {
   O_SET, O_TARGET, O_DAEMON_TARGET, O_TRACE, O_EMIT, O_KERNEL_EMIT, O_TRIALS, O_SECONDS, O_DATA_SEED,
   O_SEARCH_SEED, O_REPEAT_MS, O_NO_FLUSH, O_DB, O_STRATEGY, O_MODEL, O_WAIT, O_STATE, O_STATUS, O_LIMIT, O_K,
   O_OUT, O_BASELINE, O_MAX_REGRESSION, O_COMPARE, O_DAEMON, O_JSON, O_JSON_OUT, O_SOCKET, O_REMEASURE,
-  O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_COUNT
+  O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_ALLOW_TF32, O_COUNT
 };
 #define OPT(name) (UINT64_C(1) << O_##name)
 _Static_assert(O_COUNT <= 64, "a command's options are a 64-bit mask");
@@ -69,6 +69,10 @@ static const opt_spec_t options[O_COUNT] = {
               "cpu and cuda-host builds: gcc, clang or auto (the system's cc / c++);\n"
               "default: the target file's \"cc\" ($TUNED_CC / $TUNED_CXX, when set,\n"
               "name any other compiler command instead)"},
+    [O_ALLOW_TF32] = {"allow-tf32", 0, NULL, K_FLAG, F(allow_tf32), 0, 0,
+                      "CUDA: float32 matmuls may run on TF32 tensor cores (off by\n"
+                      "default, as in PyTorch): the target becomes T+tf32, whose records\n"
+                      "are kept apart and whose float32 outputs are checked at 2e-3"},
     [O_NO_FLUSH] = {"no-flush", 0, NULL, K_FLAG, F(no_flush), 0, 0,
                     "GPUs: do not flush the L2 cache between timed repeats"},
     [O_DB] = {"db", 0, "PATH", K_TEXT, F(db), 0, 0, "tuning database (SQLite) to record into and dedup against"},
@@ -211,8 +215,9 @@ static const command_t commands[] = {
              "Needs an NVIDIA GPU with its driver: without one, or for a target that is\n"
              "not CUDA (cpu, opencl, cuda-host), it says so and exits 1.\n",
      .run = tco_profile},
-    {.name = "space", .usage = "FILE --target T [--set NAME=VALUE ...]", .min_pos = 1, .max_pos = 1,
-     .opts = OPT(SET) | OPT(TARGET), .need = OPT(TARGET), .summary = "print the design spaces of a workload as traces",
+    {.name = "space", .usage = "FILE --target T [--allow-tf32] [--set NAME=VALUE ...]", .min_pos = 1, .max_pos = 1,
+     .opts = OPT(SET) | OPT(TARGET) | OPT(ALLOW_TF32), .need = OPT(TARGET),
+     .summary = "print the design spaces of a workload as traces",
      .help = "Applies the target's schedule rules (multi-level tiling, inlining, rfactor or\n"
              "cross-thread reduction, parallel/vectorize/unroll, auto-bind, compute\n"
              "location) to every block and prints each resulting design space: a line\n"
@@ -222,11 +227,11 @@ static const command_t commands[] = {
     {.name = "tune",
      .usage = "FILE --target T --trials N [--seed S] [--db PATH] [--strategy evolutionary|replay] "
               "[--model xgb|random] [--remeasure N | --no-remeasure] [--no-baseline] [--repeat-ms N] [--no-flush] "
-              "[--cc C] [--set NAME=VALUE ...] [--json]",
+              "[--cc C] [--allow-tf32] [--set NAME=VALUE ...] [--json]",
      .min_pos = 1, .max_pos = 1,
      .opts = OPT(SET) | OPT(TARGET) | OPT(TRIALS) | OPT(SEARCH_SEED) | OPT(DB) | OPT(STRATEGY) | OPT(MODEL) |
              OPT(REMEASURE) | OPT(NO_REMEASURE) | OPT(NO_BASELINE) | OPT(REPEAT_MS) | OPT(NO_FLUSH) | OPT(CC) |
-             OPT(JSON),
+             OPT(ALLOW_TF32) | OPT(JSON),
      .need = OPT(TARGET) | OPT(TRIALS), .summary = "tune a workload in this process (no daemon)",
      .help = "Searches the target's design spaces for the fastest verified kernel: an\n"
              "evolutionary search ranked by the cost model (XGBoost, or random), or random\n"
@@ -282,10 +287,10 @@ static const command_t commands[] = {
     /* daemon */
     {.name = "submit",
      .usage = "FILE [--set NAME=VALUE ...] [--target T] [--trials N] [--seconds S] [--seed S] "
-              "[--remeasure N | --no-remeasure] [--no-baseline] [--wait] [--json]",
+              "[--remeasure N | --no-remeasure] [--no-baseline] [--allow-tf32] [--wait] [--json]",
      .min_pos = 1, .max_pos = 1,
      .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(TRIALS) | OPT(SECONDS) | OPT(SEARCH_SEED) | OPT(REMEASURE) |
-             OPT(NO_REMEASURE) | OPT(NO_BASELINE) | OPT(WAIT) | OPT(JSON),
+             OPT(NO_REMEASURE) | OPT(NO_BASELINE) | OPT(ALLOW_TF32) | OPT(WAIT) | OPT(JSON),
      .needs_daemon = true, .summary = "submit a tuning job to the daemon",
      .help = "Checks the workload here, sends its text and the --set overrides to the\n"
              "daemon and prints the job id and the workload hash.  --trials is the number\n"
@@ -635,6 +640,13 @@ static int run_command(const command_t *c, int argc, char **argv, const char *so
   } else if (rc < 0) {
     rc = 2;
   } else {
+    /* TF32: the target T+tf32 (a daemon's default target: the daemon appends it) */
+    size_t n = a.target ? strlen(a.target) : 0;
+    if (a.allow_tf32 && a.target && !(n >= 5 && !strcmp(a.target + n - 5, "+tf32"))) {
+      char *t = tn_arena_alloc(a.arena, n + 6);
+      snprintf(t, n + 6, "%s+tf32", a.target);
+      a.target = t;
+    }
     rc = c->run(&a);
   }
   tn_arena_free(a.arena);

@@ -301,6 +301,7 @@ int tcd_submit(tc_args_t *o) {
   }
   s.remeasure = o->no_remeasure ? 0 : (int)o->remeasure;
   s.baseline = o->no_baseline ? 0 : -1;
+  s.allow_tf32 = o->allow_tf32; /* with --target, T+tf32 already */
   tuned_client_t *c = connect_daemon(o);
   int rc = 1;
   int64_t job = 0;
@@ -314,7 +315,8 @@ int tcd_submit(tc_args_t *o) {
   if (o->json && !o->wait) {
     printf("{\"job\": %lld, \"workload\": \"%s\"}\n", (long long)job, hash);
   } else if (!o->json) {
-    printf("job %lld: %s (%s) on %s\n", (long long)job, w.name, hash, o->target ? o->target : "the daemon's target");
+    printf("job %lld: %s (%s) on %s%s\n", (long long)job, w.name, hash, o->target ? o->target : "the daemon's target",
+           o->allow_tf32 && !o->target ? " (+tf32)" : "");
     fflush(stdout);
   }
   rc = 0;

@@ -98,6 +98,8 @@ typedef struct tuned_submit {
   const char *model;       /* "xgb" | "random"; NULL: default */
   int remeasure;           /* best candidates re-measured at the end; < 0: the daemon's default (8), 0: none */
   int baseline;            /* measure the unscheduled program: < 0 default (yes), 0 no, > 0 yes */
+  int allow_tf32;          /* non-zero: the target (given or the daemon's) + "+tf32": float32 matmuls may use
+                              TF32 tensor cores */
 } tuned_submit_t;
 
 /* A tuned_submit_t with the defaults above (seed, remeasure and baseline -1,

@@ -232,7 +232,31 @@ static int unknown(const char *name, const char *dir, tn_err_t *err) {
   return TN_EINVAL;
 }
 
+static int lookup_file(const char *name, const char *config_dir, tn_target_t *out, tn_err_t *err);
+
+/* "<name>+tf32": the CUDA target <name> with TF32 tensor cores allowed for
+ * float32 matmuls, a target of its own (its records are kept apart). */
+#define TF32_SUFFIX "+tf32"
+
 int tn_target_lookup(const char *name, const char *config_dir, tn_target_t *out, tn_err_t *err) {
+  size_t n = strlen(name), ns = strlen(TF32_SUFFIX);
+  if (n <= ns || strcmp(name + n - ns, TF32_SUFFIX) != 0) return lookup_file(name, config_dir, out, err);
+  char base[sizeof out->name];
+  if (n - ns >= sizeof base) return tn_err_set(err, TN_EINVAL, "target name \"%s\" is too long", name);
+  memcpy(base, name, n - ns);
+  base[n - ns] = 0;
+  int rc = lookup_file(base, config_dir, out, err);
+  if (rc < 0) return rc;
+  if (out->kind != TN_TARGET_CUDA && out->kind != TN_TARGET_CUDA_HOST)
+    return tn_err_set(err, TN_EINVAL, "target \"%s\": TF32 (%s) is a tensor-core mode of CUDA targets; %s is of kind %s",
+                      name, TF32_SUFFIX, out->name, tn_target_kind_name(out->kind));
+  if (fits(snprintf(out->name, sizeof out->name, "%s%s", base, TF32_SUFFIX), sizeof out->name, "the target name", err) < 0)
+    return TN_EINVAL;
+  out->allow_tf32 = true;
+  return TN_OK;
+}
+
+static int lookup_file(const char *name, const char *config_dir, tn_target_t *out, tn_err_t *err) {
   char dir[PATH_MAX], path[PATH_MAX + 80], *text = NULL;
   size_t len = 0;
   bool missing = false;

@@ -37,6 +37,11 @@ typedef struct tn_target {
    * "" for the other kinds.  $TUNED_CC / $TUNED_CXX replace it with any
    * command (measure/build_cc.c). */
   char cc[8];
+  /* CUDA and cuda-host: float32 matmuls may run on tensor cores in TF32
+   * (operands rounded to 10 bits of mantissa, outputs checked at TF32's
+   * tolerance).  Off unless the target is named "<name>+tf32", as PyTorch
+   * keeps it off unless asked; such records are kept under that name. */
+  bool allow_tf32;
 } tn_target_t;
 
 /* Whether targets of this kind are built by a host compiler (cpu, cuda-host). */
@@ -71,7 +76,9 @@ int tn_config_dir_for(const char *exe, char *buf, size_t size, tn_err_t *err);
  * tn_config_dir() one).  "opencl" stands for "opencl/pocl-cpu".  The file's
  * "name" must be NAME.  Files and directories under config_dir must be
  * neither symbolic links nor another user's (root's are fine), and NAME may
- * not climb out (no "..").  An unknown name's error lists the known ones. */
+ * not climb out (no "..").  An unknown name's error lists the known ones.
+ * "NAME+tf32" is the CUDA (or cuda-host) target NAME with allow_tf32 set,
+ * named so. */
 int tn_target_lookup(const char *name, const char *config_dir, tn_target_t *out, tn_err_t *err);
 /* The names of the target files under config_dir (NULL: tn_config_dir()),
  * sorted; *names is malloc'ed (tn_target_names_free). */

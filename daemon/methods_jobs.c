@@ -117,10 +117,12 @@ td_reply_t td_m_tune_submit(td_req_t *req) {
   req->data = s;
   req->free_data = submit_free;
   const char *text, *name;
+  bool tf32;
   if (td_param_str(req, "workload", true, TUNED_MAX_MESSAGE, &text) ||
       td_param_str(req, "name", false, 47, &name) ||
       td_param_overrides(req, "params", &s->overrides) ||
-      td_param_target(req, "target", true, &s->target) ||
+      td_param_bool(req, "allow_tf32", false, &tf32) ||
+      td_param_target_tf32(req, "target", true, tf32, &s->target) ||
       td_param_int(req, "trials", false, 64, 1, 1000000, &s->trials) ||
       td_param_num(req, "seconds", 0, 0, 1e9, &s->seconds) ||
       td_param_int(req, "seed", false, 1, 0, (INT64_C(1) << 53), &s->seed) ||

@@ -19,7 +19,9 @@ static const td_method_t methods[] = {
     {"server.info", td_m_server_info, "", false},
     {"target.list", td_m_target_list, "", false},
     {"tune.submit", td_m_tune_submit,
-     "workload,name,params,target,trials,seconds,seed,strategy,model,batch_size,population", true},
+     "workload,name,params,target,allow_tf32,trials,seconds,seed,strategy,model,batch_size,population,remeasure,"
+     "baseline",
+     true},
     {"tune.status", td_m_tune_status, "job", false},
     {"tune.list", td_m_tune_list, "state,limit,offset", false},
     {"tune.cancel", td_m_tune_cancel, "job", false},
@@ -233,9 +235,19 @@ int td_param_hash(td_req_t *req, const char *name, bool required, char out[17]) 
 }
 
 int td_param_target(td_req_t *req, const char *name, bool need_usable, td_target_info_t *out) {
+  return td_param_target_tf32(req, name, need_usable, false, out);
+}
+
+int td_param_target_tf32(td_req_t *req, const char *name, bool need_usable, bool tf32, td_target_info_t *out) {
   const char *s;
   if (td_param_str(req, name, false, 63, &s)) return -1;
   if (!s) s = req->srv->cfg.target;
+  char with[80];
+  size_t n = strlen(s);
+  if (tf32 && !(n >= 5 && !strcmp(s + n - 5, "+tf32"))) {
+    snprintf(with, sizeof with, "%s+tf32", s);
+    s = with;
+  }
   for (int i = 0; i < req->srv->ntargets; i++)
     if (strcmp(req->srv->targets[i].t.name, s) == 0) {
       *out = req->srv->targets[i];

@@ -223,6 +223,9 @@ int td_param_hash(td_req_t *req, const char *name, bool required, char out[17]);
  * reason).  Queries accept any known target: records may come from another
  * machine (db.import). */
 int td_param_target(td_req_t *req, const char *name, bool need_usable, td_target_info_t *out);
+/* The same, with "+tf32" appended to the name (given or the daemon's) when
+ * `tf32` and it is not there yet: TF32 tensor cores allowed. */
+int td_param_target_tf32(td_req_t *req, const char *name, bool need_usable, bool tf32, td_target_info_t *out);
 /* Workload parameter overrides {"M": 64}: names and integer values. */
 int td_param_overrides(td_req_t *req, const char *name, cJSON **out);
 

@@ -479,6 +479,10 @@ int ir_eval_opts(const ir_func_t *f, ir_data_t *d, bool force_scalar, ir_eval_st
 double ir_rel_l2_error(const double *ref, const double *got, int64_t n);
 /* Tolerance per dtype: float32 1e-4, float16 1e-2, float64 1e-10, ints 0. */
 double ir_dtype_tolerance(ir_dtype_t t);
+/* float32 outputs of a kernel whose float32 products ran in TF32 (operands
+ * rounded to 10 bits of mantissa: a relative error of up to 2^-11 each, about
+ * 4e-4 in the L2 norm of a long dot product) are checked at 2e-3. */
+#define IR_TF32_TOLERANCE 2e-3
 
 /* Floating-point operations of one run (arithmetic on values, not indices:
  * matmul M*N*K -> 2*M*N*K) and compulsory bytes (all parameters once). */

@@ -19,6 +19,7 @@ int ms_measure(const ir_func_t *f, const tn_target_t *t, cg_module_t *const *mod
   ms_build_opts_t bo = o->build;
   ms_run_opts_t ro = o->run;
   bo.run_dir = ro.run_dir = dir;
+  ro.tf32 = ro.tf32 || t->allow_tf32;
   ms_builder_t *b = NULL;
   ms_runner_t *r = NULL;
   ms_candidate_t **cands = tn_xcalloc((size_t)TN_MAX(n, 1), sizeof *cands);

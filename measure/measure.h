@@ -338,6 +338,7 @@ typedef struct ms_run_opts {
   int min_repeats;      /* 0: 3 */
   int max_repeats;      /* 0: 1000 */
   bool flush_l2;        /* overwrite a large buffer between repeats (CUDA 256 MiB, host 64 MiB) */
+  bool tf32;            /* float32 outputs checked at IR_TF32_TOLERANCE (a target with allow_tf32) */
   double slow_factor;   /* > 0: a candidate whose checked run takes over slow_factor times the
                            fastest verified run of this workload so far (and over 10 ms: a
                            microsecond kernel's cold first run is easily 10x its warm time) is

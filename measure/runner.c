@@ -285,6 +285,9 @@ static int write_data(ms_runner_t *r, const ir_func_t *f, const ir_data_t *d, tn
     cJSON_AddNumberToObject(p, "numel", (double)d->sizes[i]);
     cJSON_AddStringToObject(p, "role", b->role == IR_BUF_OUTPUT ? "output" : "input");
     cJSON_AddNumberToObject(p, "offset", (double)off);
+    if (b->role == IR_BUF_OUTPUT)
+      cJSON_AddNumberToObject(p, "tolerance", r->o.tf32 && b->dtype == IR_FLOAT32 ? IR_TF32_TOLERANCE
+                                                                                      : ir_dtype_tolerance(b->dtype));
     cJSON_AddItemToArray(params, p);
     wl_param_t *w = &r->params[i];
     snprintf(w->name, sizeof w->name, "%s", b->name);

@@ -15,7 +15,8 @@
  *     -> {"ok": true, "pid": 1234, "version": "0.1.0"}
  *   {"op": "load", "data": "/run/dir/workload-1.bin",
  *    "params": [{"name": "A", "dtype": "float32", "numel": 16384,
- *                "role": "input" | "output", "offset": 0}, ...]}
+ *                "role": "input" | "output", "offset": 0,
+ *                "tolerance": 1e-4 (outputs; default: the dtype's)}, ...]}
  *     The data file (written by the runner, mapped read-only here) holds at
  *     `offset` each input's values, or each output's reference values, in
  *     the parameter's dtype (float16 as IEEE half bits, bool as bytes);
@@ -31,7 +32,7 @@
  *    "profile": ["gpu__time_duration.sum", ...] (optional)}
  *     Poisons the outputs (0xFF bytes: NaN for floats, -1 for ints), runs
  *     every kernel once, compares each output with its reference (relative
- *     L2 error within ir_dtype_tolerance), then runs once more untimed
+ *     L2 error within the parameter's tolerance), then runs once more untimed
  *     (warm-up) and times repeats until min_secs in total and at least
  *     min_repeats, at most max_repeats.  When the checked run took longer
  *     than slow_secs, its time is the only sample (no warm-up, no repeats).
@@ -150,6 +151,10 @@ static int parse_param(const cJSON *p, wk_param_t *out, wk_err_t *e) {
   out->numel = (int64_t)numel;
   out->bytes = (size_t)out->numel * (size_t)ir_dtype_bytes(out->dtype);
   out->output = strcmp(role, "output") == 0;
+  /* the runner's tolerance (TF32 targets relax float32's), at most 1 */
+  out->tolerance = jnum(p, "tolerance", ir_dtype_tolerance(out->dtype));
+  if (!(out->tolerance >= 0 && out->tolerance <= 1))
+    return wk_fail(e, "load: parameter %s: tolerance must be in [0, 1]", name);
   if (off + (double)out->bytes > (double)W.map_size)
     return wk_fail(e, "load: parameter %s (%zu bytes at %.0f) lies outside the %zu-byte data file", name,
                    out->bytes, off, W.map_size);
@@ -256,7 +261,7 @@ static double verify(wk_err_t *e, bool *ok) {
     }
     ms_from_dtype(p->dtype, p->data, p->numel, ref);
     ms_from_dtype(p->dtype, p->host, p->numel, got);
-    double err = ir_rel_l2_error(ref, got, p->numel), tol = ir_dtype_tolerance(p->dtype);
+    double err = ir_rel_l2_error(ref, got, p->numel), tol = p->tolerance;
     free(ref), free(got);
     if (!(err <= worst)) worst = err;
     if (*ok && !(err <= tol)) {

@@ -26,6 +26,7 @@ typedef struct wk_param {
   int64_t numel;
   size_t bytes;
   bool output;
+  double tolerance; /* outputs: the largest relative L2 error accepted */
   const void *data; /* input values, or the reference output */
   void *host;       /* outputs: where results are compared (64-byte aligned) */
 } wk_param_t;

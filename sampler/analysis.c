@@ -246,3 +246,66 @@ bool smp_access_coef(const ir_block_t *b, const ir_expr_t *e, const ir_var_t *v,
   *coef = ok ? sum : 0;
   return ok;
 }
+
+/* ---- matmul-like blocks ---------------------------------------------------- */
+
+static bool idx_uses(ir_expr_t *const *idx, int n, const ir_var_t *v) {
+  for (int d = 0; d < n; d++)
+    if (ir_expr_uses_var(idx[d], v)) return true;
+  return false;
+}
+
+/* A load, or with `casts` a load converted to float32 (float32(A[i, k])). */
+static const ir_expr_t *operand_load(const ir_expr_t *e, bool casts) {
+  if (casts && e->kind == IR_E_CAST && e->dtype == IR_FLOAT32) e = e->u.un;
+  return e->kind == IR_E_LOAD ? e : NULL;
+}
+
+bool smp_matmul_roles(const ir_block_t *b, smp_roles_t *r, bool casts) {
+  const ir_stmt_t *st = b->body;
+  if (!st || st->kind != IR_S_STORE || st->u.store.buf->dtype != IR_FLOAT32 || st->u.store.n < 2) return false;
+  const ir_expr_t *v = st->u.store.value;
+  if (v->kind != IR_E_ADD) return false;
+  const ir_expr_t *acc = v->u.bin.a, *mul = v->u.bin.b;
+  if (mul->kind != IR_E_MUL) acc = v->u.bin.b, mul = v->u.bin.a;
+  if (mul->kind != IR_E_MUL || acc->kind != IR_E_LOAD || acc->u.load.buf != st->u.store.buf) return false;
+  const ir_expr_t *x = operand_load(mul->u.bin.a, casts), *y = operand_load(mul->u.bin.b, casts);
+  if (!x || !y || x->u.load.buf == y->u.load.buf) return false;
+  const ir_expr_t *last_c = st->u.store.idx[st->u.store.n - 1];
+  if (last_c->kind != IR_E_VAR) return false;
+  /* B: the load one of whose indices is C's last (j); a dense layer's
+   * weights W[j, k] are B transposed */
+  int jx = -1, jy = -1;
+  for (int d = 0; d < x->u.load.n; d++)
+    if (ir_expr_equal(x->u.load.idx[d], last_c)) jx = d;
+  for (int d = 0; d < y->u.load.n; d++)
+    if (ir_expr_equal(y->u.load.idx[d], last_c)) jy = d;
+  if ((jx < 0) == (jy < 0)) return false;
+  const ir_expr_t *A = jx < 0 ? x : y, *B = jx < 0 ? y : x;
+  r->jdim = jx < 0 ? jy : jx;
+  r->a = A->u.load.buf->name;
+  r->bdims = B->u.load.n;
+  r->i = r->j = r->k = -1;
+  for (int t = 0; t < b->niters; t++) {
+    const ir_var_t *var = b->iters[t].var;
+    bool inA = idx_uses(A->u.load.idx, A->u.load.n, var), inB = idx_uses(B->u.load.idx, B->u.load.n, var),
+         inC = idx_uses(st->u.store.idx, st->u.store.n, var);
+    if (b->iters[t].kind == IR_ITER_REDUCE) {
+      if (!inA || !inB || inC || r->k >= 0) return false;
+      r->k = t;
+    } else if (var == last_c->u.var) {
+      if (inA || !inB) return false;
+      r->j = t;
+    } else if (inA && !inB && inC) {
+      if (r->i >= 0) return false;
+      r->i = t;
+    } else if (!(inA && inB && inC)) { /* a batch iterator indexes everything */
+      return false;
+    }
+  }
+  if (r->i < 0 || r->j < 0 || r->k < 0) return false;
+  r->b = B->u.load.buf->name;
+  r->m = b->iters[r->i].extent;
+  r->n = b->iters[r->j].extent;
+  return true;
+}

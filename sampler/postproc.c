@@ -62,7 +62,6 @@ static int fetch_one(sch_t *s, const fetch_task_t *task, tn_err_t *err) {
 }
 
 static int pp_cooperative_fetch(sch_t *s, const tn_target_t *t, tn_err_t *err) {
-  (void)t;
   const sch_trace_t *tr = sch_get_trace(s);
   fetch_task_t *tasks = NULL;
   int ntasks = 0, cap = 0, rc = TN_OK;
@@ -72,7 +71,10 @@ static int pp_cooperative_fetch(sch_t *s, const tn_target_t *t, tn_err_t *err) {
     int64_t e;
     if ((e = bound_extent(s, in, IR_TAG_THREAD_X)) > 0) tx = e;
     if ((e = bound_extent(s, in, IR_TAG_THREAD_Y)) > 0) ty = e;
-    if (in->kind != SCH_ANNOTATE || in->nattrs < 1 || strcmp(in->attrs[0].s, SMP_ANN_COOP_FETCH) != 0) continue;
+    if (in->kind != SCH_ANNOTATE || in->nattrs < 1) continue;
+    /* a warp-level block: threadIdx.x is the warp's lane */
+    if (!strcmp(in->attrs[0].s, SMP_ANN_WARP_EXECUTION) && tx < 1) tx = t->warp_size > 0 ? t->warp_size : 32;
+    if (strcmp(in->attrs[0].s, SMP_ANN_COOP_FETCH) != 0) continue;
     if (ntasks == cap) {
       cap = cap ? 2 * cap : 8;
       tasks = tn_xrealloc(tasks, sizeof *tasks * (size_t)cap);
@@ -317,6 +319,7 @@ static const postproc_t gpu_postprocs[] = {
     {SMP_STAGE_UNBOUND_BLOCK, pp_unbound_block},
     {SMP_STAGE_PARALLEL_VECTORIZE_UNROLL, pp_parallel_vectorize_unroll},
     {SMP_STAGE_REDUCTION_BLOCK, pp_reduction_block},
+    {SMP_STAGE_TENSORIZE, smp_pp_rewrite_tensorize},
     {SMP_STAGE_VERIFY, smp_verify_gpu},
 };
 

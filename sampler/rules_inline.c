@@ -25,8 +25,13 @@ static bool writes_output(const ir_block_t *b) {
 }
 
 /* A block that only copies or maps values: spatial iterators, no init
- * (TVM's IsCompleteBlock). */
-static bool is_complete(const ir_block_t *b) { return !b->init && smp_block_is_spatial(b) && b->nwrites == 1; }
+ * (TVM's IsCompleteBlock); and not one marked for a tensor intrinsic (a
+ * tensor-core accumulator's write-back is a fragment store: a consumer
+ * inlined into it would no longer match). */
+static bool is_complete(const ir_block_t *b) {
+  return !b->init && smp_block_is_spatial(b) && b->nwrites == 1 &&
+         !ir_annot_get(b->annots, b->nannots, SMP_ANN_AUTO_TENSORIZE);
+}
 
 static bool patterns_ok(const inline_config_t *cfg, const ir_block_t *b) {
   for (int r = 0; r < b->nreads; r++) {

@@ -33,80 +33,12 @@
  * the masked tails cost about a full tile each. */
 #define MAX_WASTE 0.25
 
-/* Iterator roles of a matmul-like block: -1 when absent. */
-typedef struct roles {
-  int i, j, k;
-  int64_t m, n;
-  const char *a, *b; /* the operands read along i and j (by name: forks have their own functions) */
-  int jdim;      /* the index of b that j runs along; not its last: b is packed transposed */
-  int bdims;
-} roles_t;
-
-static bool uses(ir_expr_t *const *idx, int n, const ir_var_t *v) {
-  for (int d = 0; d < n; d++)
-    if (ir_expr_uses_var(idx[d], v)) return true;
-  return false;
-}
-
-/* C[...] = C[...] + X[...] * Y[...] on float32 with one reduction iterator
- * k; j indexes the last dimension of C and of B (the operand whose last
- * index is C's), i the remaining iterator of A and C. */
-static bool matmul_roles(const ir_block_t *b, roles_t *r) {
-  const ir_stmt_t *st = b->body;
-  if (!st || st->kind != IR_S_STORE || st->u.store.buf->dtype != IR_FLOAT32 || st->u.store.n < 2) return false;
-  const ir_expr_t *v = st->u.store.value;
-  if (v->kind != IR_E_ADD) return false;
-  const ir_expr_t *acc = v->u.bin.a, *mul = v->u.bin.b;
-  if (mul->kind != IR_E_MUL) acc = v->u.bin.b, mul = v->u.bin.a;
-  if (mul->kind != IR_E_MUL || acc->kind != IR_E_LOAD || acc->u.load.buf != st->u.store.buf) return false;
-  const ir_expr_t *x = mul->u.bin.a, *y = mul->u.bin.b;
-  if (x->kind != IR_E_LOAD || y->kind != IR_E_LOAD || x->u.load.buf == y->u.load.buf) return false;
-  const ir_expr_t *last_c = st->u.store.idx[st->u.store.n - 1];
-  if (last_c->kind != IR_E_VAR) return false;
-  /* B: the load whose last index is C's last index */
-  /* B: the load one of whose indices is C's last (j); a dense layer's
-   * weights W[j, k] are B transposed */
-  int jx = -1, jy = -1;
-  for (int d = 0; d < x->u.load.n; d++)
-    if (ir_expr_equal(x->u.load.idx[d], last_c)) jx = d;
-  for (int d = 0; d < y->u.load.n; d++)
-    if (ir_expr_equal(y->u.load.idx[d], last_c)) jy = d;
-  if ((jx < 0) == (jy < 0)) return false;
-  const ir_expr_t *A = jx < 0 ? x : y, *B = jx < 0 ? y : x;
-  r->jdim = jx < 0 ? jy : jx;
-  r->a = A->u.load.buf->name;
-  r->bdims = B->u.load.n;
-  r->i = r->j = r->k = -1;
-  for (int t = 0; t < b->niters; t++) {
-    const ir_var_t *var = b->iters[t].var;
-    bool inA = uses(A->u.load.idx, A->u.load.n, var), inB = uses(B->u.load.idx, B->u.load.n, var),
-         inC = uses(st->u.store.idx, st->u.store.n, var);
-    if (b->iters[t].kind == IR_ITER_REDUCE) {
-      if (!inA || !inB || inC || r->k >= 0) return false;
-      r->k = t;
-    } else if (var == last_c->u.var) {
-      if (inA || !inB) return false;
-      r->j = t;
-    } else if (inA && !inB && inC) {
-      if (r->i >= 0) return false;
-      r->i = t;
-    } else if (!(inA && inB && inC)) { /* a batch iterator indexes everything */
-      return false;
-    }
-  }
-  if (r->i < 0 || r->j < 0 || r->k < 0) return false;
-  r->b = B->u.load.buf->name;
-  r->m = b->iters[r->i].extent;
-  r->n = b->iters[r->j].extent;
-  return true;
-}
-
 static double waste(int64_t extent, int tile) {
   return (double)((extent + tile - 1) / tile * tile) / (double)extent - 1.0;
 }
 
 /* Intrinsics for an m x n output, best first. */
-static int choose(const tn_target_t *t, const roles_t *r, const ir_intrin_t **out) {
+static int choose(const tn_target_t *t, const smp_roles_t *r, const ir_intrin_t **out) {
   (void)t;
   int n = 0;
   for (int i = 0; i < ir_intrin_count() && n < MAX_CHOICES; i++) {
@@ -133,7 +65,7 @@ static int split_outer(sch_t *s, sch_rv_t loop, int64_t tile, int max_inner, sch
   return TN_OK;
 }
 
-static bool transposed(const roles_t *r) { return r->jdim != r->bdims - 1; }
+static bool transposed(const smp_roles_t *r) { return r->jdim != r->bdims - 1; }
 
 /* What a space copies under k0. */
 enum { PACK_NONE, PACK_B, PACK_AB };
@@ -162,7 +94,7 @@ static int pack_operand(sch_t *s, sch_rv_t b, const char *block, const char *nam
   return sch_storage_align(s, cache, 0, ndim - 2, 64, 16, err);
 }
 
-static int tile_for(smp_ctx_t *c, smp_state_t *st, const char *block, const roles_t *r, const ir_intrin_t *in,
+static int tile_for(smp_ctx_t *c, smp_state_t *st, const char *block, const smp_roles_t *r, const ir_intrin_t *in,
                     int pack, smp_states_t *out, tn_err_t *err) {
   sch_t *s = st->s;
   sch_rv_t b, loops[SCH_MAX_RVS_OUT];
@@ -219,10 +151,10 @@ static int tile_for(smp_ctx_t *c, smp_state_t *st, const char *block, const role
 int smp_rule_multi_level_tiling_intrin(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,
                                        tn_err_t *err) {
   const ir_block_t *b = c->gpu || !strcmp(block, "root") ? NULL : smp_block(sch_func(st->s), block);
-  roles_t r;
+  smp_roles_t r;
   const ir_intrin_t *choices[MAX_CHOICES];
   int n = 0;
-  if (b && smp_needs_multi_level_tiling(sch_func(st->s), b) && matmul_roles(b, &r)) n = choose(c->t, &r, choices);
+  if (b && smp_needs_multi_level_tiling(sch_func(st->s), b) && smp_matmul_roles(b, &r, false)) n = choose(c->t, &r, choices);
   if (n == 0) {
     smp_states_push(out, *st);
     return TN_OK;
@@ -251,9 +183,10 @@ int smp_rule_multi_level_tiling_intrin(smp_ctx_t *c, smp_state_t *st, const char
 
 /* ---- rewrite-tensorize ----------------------------------------------------------- */
 
-/* Tensorizes the k1 i2 j2 nest of every update block the rule annotated (the
+/* Tensorizes the k1 i2 j2 nest of every update block a rule annotated (the
  * reduction is decomposed by now: the init block keeps the annotation, and
- * loses it here). */
+ * loses it here), and for tensor cores the init's tile (a fill) and the
+ * accumulator's write-back (a store). */
 int smp_pp_rewrite_tensorize(sch_t *s, const tn_target_t *t, tn_err_t *err) {
   (void)t;
   for (bool again = true; again;) {
@@ -272,13 +205,22 @@ int smp_pp_rewrite_tensorize(sch_t *s, const tn_target_t *t, tn_err_t *err) {
     }
     free(all);
     if (!name) break;
+    /* what the block's innermost loops become: the update's tile (i j k)
+     * the intrinsic; a tensor-core init's tile (i j) a fill, a store's (i j)
+     * the store; a CPU micro-kernel's init stays as it is */
+    const ir_intrin_t *in = ir_intrin_find(intrin);
+    const char *call = NULL;
+    int depth = 0;
+    if (update) call = intrin, depth = 3;
+    else if (in && in->kind == IR_INTRIN_WMMA_MMA) call = "wmma_fill_f32_16x16", depth = 2;
+    else if (in && in->kind == IR_INTRIN_WMMA_STORE) call = intrin, depth = 2;
     sch_rv_t b, loops[SCH_MAX_RVS_OUT];
     int nl = 0, rc = sch_get_block(s, name, &b, err);
     if (rc == TN_OK) rc = sch_unannotate(s, b, SMP_ANN_AUTO_TENSORIZE, err);
-    if (rc == TN_OK && update) rc = sch_get_loops(s, b, loops, &nl, err);
-    if (rc == TN_OK && update && nl < 3)
-      rc = tn_err_set(err, TN_EINVAL, "block \"%s\" has %d loops; the intrinsic's tile needs 3", name, nl);
-    if (rc == TN_OK && update) rc = sch_tensorize(s, loops[nl - 3], intrin, err);
+    if (rc == TN_OK && call) rc = sch_get_loops(s, b, loops, &nl, err);
+    if (rc == TN_OK && call && nl < depth)
+      rc = tn_err_set(err, TN_EINVAL, "block \"%s\" has %d loops; the intrinsic's tile needs %d", name, nl, depth);
+    if (rc == TN_OK && call) rc = sch_tensorize(s, loops[nl - depth], call, err);
     free(name);
     free(intrin);
     if (rc < 0) return rc;

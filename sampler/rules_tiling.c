@@ -195,9 +195,9 @@ static int fetch_widths(const tn_target_t *t, ir_dtype_t dt, int64_t *out) {
   return n;
 }
 
-static int cache_one_read(smp_ctx_t *c, sch_t *s, const mlt_config_t *cfg, const tiles_t *tl, const char *buf,
-                          tn_err_t *err) {
-  const ir_block_t *b = &sch_rv_stmt(s, tl->block)->u.block;
+int smp_cache_read_fetch(smp_ctx_t *c, sch_t *s, sch_rv_t block, const char *buf, sch_rv_t at, const char *scope,
+                         sch_rv_t *out, tn_err_t *err) {
+  const ir_block_t *b = &sch_rv_stmt(s, block)->u.block;
   int index = -1, ndim = 0;
   ir_dtype_t dt = IR_FLOAT32;
   for (int r = 0; r < b->nreads; r++)
@@ -205,8 +205,8 @@ static int cache_one_read(smp_ctx_t *c, sch_t *s, const mlt_config_t *cfg, const
   if (index < 0) return tn_err_set(err, TN_EINVAL, "block \"%s\" no longer reads %s", b->name, buf);
   sch_rv_t cache, loops[SCH_MAX_RVS_OUT], fused, width;
   int nl = 0;
-  SMP_TRY(sch_cache_read(s, tl->block, index, cfg->read_scope, &cache, err));
-  SMP_TRY(sch_compute_at(s, cache, last_loop(tl, cfg->read_level - 1), true, err));
+  SMP_TRY(sch_cache_read(s, block, index, scope, &cache, err));
+  SMP_TRY(sch_compute_at(s, cache, at, true, err));
   SMP_TRY(sch_get_loops(s, cache, loops, &nl, err));
   if (nl < ndim) return tn_err_set(err, TN_EINVAL, "the cache of %s has %d loops for %d dimensions", buf, nl, ndim);
   SMP_TRY(sch_fuse(s, loops + nl - ndim, ndim, &fused, err));
@@ -215,7 +215,16 @@ static int cache_one_read(smp_ctx_t *c, sch_t *s, const mlt_config_t *cfg, const
   int nw = fetch_widths(c->t, dt, widths);
   for (int i = 0; i < nw; i++) probs[i] = 1.0 / nw;
   SMP_TRY(sch_sample_categorical(s, widths, probs, nw, &width, err));
+  if (out) *out = cache;
   return sch_annotate(s, cache, SMP_ANN_COOP_FETCH, sch_arg_rv(width), err);
+}
+
+int smp_sample_pipeline(sch_t *s, sch_rv_t loop, tn_err_t *err) {
+  static const int64_t stages[] = {1, 2, 3};
+  static const double probs[] = {0.2, 0.4, 0.4};
+  sch_rv_t v;
+  SMP_TRY(sch_sample_categorical(s, stages, probs, 3, &v, err));
+  return sch_annotate(s, loop, IR_ANN_PIPELINE_STAGES, sch_arg_rv(v), err);
 }
 
 /* Caches every buffer the block reads but does not write, at the read level. */
@@ -230,15 +239,10 @@ static int read_reuse(smp_ctx_t *c, smp_state_t *st, const mlt_config_t *cfg, co
     for (int w = 0; w < b->nwrites; w++) written |= b->writes[w].buf == buf;
     if (!written && buf->ndim > 0) snprintf(names[n++], sizeof names[0], "%s", buf->name);
   }
-  for (int i = 0; i < n; i++) SMP_TRY(cache_one_read(c, st->s, cfg, tl, names[i], err));
+  sch_rv_t at = last_loop(tl, cfg->read_level - 1);
+  for (int i = 0; i < n; i++) SMP_TRY(smp_cache_read_fetch(c, st->s, tl->block, names[i], at, cfg->read_scope, NULL, err));
   if (n) smp_note(st, "%s read caches of %d inputs", cfg->read_scope, n);
-  if (n && c->gpu) { /* software pipelining of the shared copies: 1 (none), 2 or 3 stages */
-    static const int64_t stages[] = {1, 2, 3};
-    static const double probs[] = {0.2, 0.4, 0.4};
-    sch_rv_t v;
-    SMP_TRY(sch_sample_categorical(st->s, stages, probs, 3, &v, err));
-    SMP_TRY(sch_annotate(st->s, last_loop(tl, cfg->read_level - 1), IR_ANN_PIPELINE_STAGES, sch_arg_rv(v), err));
-  }
+  if (n && c->gpu) SMP_TRY(smp_sample_pipeline(st->s, at, err));
   return TN_OK;
 }
 

@@ -22,6 +22,10 @@
 #define SMP_ANN_UNROLL_IMPLICIT "meta_schedule.unroll_implicit"
 #define SMP_ANN_AUTO_TENSORIZE "meta_schedule.auto_tensorize" /* block: an intrinsic's name */
 #define SMP_ANN_RANDOM_COMPUTE_PRODUCER "meta_schedule.random_compute_producer"
+/* block: its loops bound to threadIdx.y count warps; every warp's 32 lanes
+ * run the block together (tensor-core intrinsics), so threadIdx.x is the
+ * lane (TVM's warp_execution) */
+#define SMP_ANN_WARP_EXECUTION "warp_execution"
 #define SMP_ANN_AUTO_UNROLL "pragma_auto_unroll_max_step" /* on loops, read by codegen */
 #define SMP_ANN_UNROLL_EXPLICIT_PRAGMA "pragma_unroll_explicit"
 

@@ -14,6 +14,7 @@ typedef struct smp_ctx {
   const ir_func_t *f; /* the unscheduled function */
   const tn_target_t *t;
   bool gpu;           /* CUDA or OpenCL: the "cuda" rule set */
+  bool allow_tf32;    /* float32 matmuls may use TF32 tensor cores (the target's allow_tf32) */
   tn_rng_t rng;       /* seeds of forked schedules */
 } smp_ctx_t;
 
@@ -60,6 +61,18 @@ int smp_rule_random_compute_location(smp_ctx_t *c, smp_state_t *st, const char *
  * anything was bound (false: already bound or tiled).  TN_ESTATE when the
  * block has no leading data-parallel loop to bind. */
 int smp_bind_block(sch_t *s, const tn_target_t *t, const char *block, bool sample, bool *done, tn_err_t *err);
+
+/* Caches block's input `buf` in `scope` under loop `at`, fuses the copy's
+ * loops and marks it for a cooperative fetch with a sampled vector width
+ * (rules_tiling.c); *out (when not NULL) the cache block. */
+int smp_cache_read_fetch(smp_ctx_t *c, sch_t *s, sch_rv_t block, const char *buf, sch_rv_t at, const char *scope,
+                         sch_rv_t *out, tn_err_t *err);
+/* Software pipelining of the shared-memory copies under `loop`: 1 (none), 2
+ * or 3 stages, sampled. */
+int smp_sample_pipeline(sch_t *s, sch_rv_t loop, tn_err_t *err);
+
+int smp_rule_multi_level_tiling_tensor_core(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,
+                                            tn_err_t *err);
 
 /* The rewrite-tensorize postprocessor (rules_intrin.c). */
 int smp_pp_rewrite_tensorize(sch_t *s, const tn_target_t *t, tn_err_t *err);
@@ -111,6 +124,23 @@ bool smp_block_has_select(const ir_block_t *b);
 /* Coefficient of loop variable v in an index expression e of block b (over
  * b's iterators, whose bindings are over loop variables); false if non-linear. */
 bool smp_access_coef(const ir_block_t *b, const ir_expr_t *e, const ir_var_t *v, int64_t *coef);
+
+/* Iterator roles of a matmul-like block C[.., i, j] += A[.., i, k] * B[.., k, j]
+ * (B may be read transposed, a dense layer's W[j, k]): -1 when absent. */
+typedef struct smp_roles {
+  int i, j, k;
+  int64_t m, n;
+  const char *a, *b; /* the operands read along i and j (by name: forks have their own functions) */
+  int jdim;          /* the index of b that j runs along; not its last: b is read transposed */
+  int bdims;
+} smp_roles_t;
+
+/* Whether b is C[...] = C[...] + X[...] * Y[...] storing float32, with one
+ * reduction iterator k; j indexes the last dimension of C and one of B, i the
+ * remaining iterator of A and C, any other iterator indexes all three (a
+ * batch).  With `casts`, X and Y may be loads converted to float32
+ * (float16/bfloat16 operands accumulated in float32). */
+bool smp_matmul_roles(const ir_block_t *b, smp_roles_t *r, bool casts);
 
 /* ---- the mutators' memo (memo.c) ------------------------------------------ */
 

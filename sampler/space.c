@@ -52,8 +52,11 @@ typedef struct rule {
   smp_rule_fn apply;
 } rule_t;
 
-/* "cuda" minus ApplyCustomRule (no custom rules are registered). */
+/* "cuda" minus ApplyCustomRule (no custom rules are registered), with the
+ * tensor-core tiling of "cuda-tensorcore" first: it takes the blocks it can
+ * tensorize and leaves the others to the SIMT tiling. */
 static const rule_t gpu_rules[] = {
+    {"multi-level-tiling-tensor-core", smp_rule_multi_level_tiling_tensor_core},
     {"multi-level-tiling", smp_rule_multi_level_tiling},
     {"inline-constant-scalars", smp_rule_inline_const_scalars},
     {"auto-inline", smp_rule_auto_inline},
@@ -247,7 +250,7 @@ static sch_trace_t *simplify(const sch_trace_t *t) {
 
 int smp_generate(const ir_func_t *f, const tn_target_t *t, uint64_t seed, smp_space_t *out, tn_err_t *err) {
   memset(out, 0, sizeof *out);
-  smp_ctx_t c = {.f = f, .t = t, .gpu = t->kind != TN_TARGET_CPU};
+  smp_ctx_t c = {.f = f, .t = t, .gpu = t->kind != TN_TARGET_CPU, .allow_tf32 = t->allow_tf32};
   if (c.gpu && (t->max_threads_per_block <= 0 || t->warp_size <= 0))
     return tn_err_set(err, TN_EINVAL, "target %s (%s) needs max_threads_per_block and warp_size for the GPU rules",
                       t->name, tn_target_kind_name(t->kind));

@@ -139,6 +139,7 @@ static int ensure_runner(loop_t *l, int task, tn_err_t *err) {
   ro.stop = should_stop; /* a cancel or the time budget ends a wait for the device */
   ro.stop_ctx = l;
   if (ms_flush_by_default(l->c->target->kind) && !l->c->opts.no_flush) ro.flush_l2 = true;
+  ro.tf32 = l->c->target->allow_tf32;
   if (ms_runner_new(&ro, &ts->runner, err) < 0 || ms_runner_set_workload(ts->runner, ts->func, 1, err) < 0)
     return tn_err_prefix(err, "search: workload %s", ts->workload->name);
   /* the database's best bounds the first candidates already (slow_factor) */

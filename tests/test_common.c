@@ -276,6 +276,22 @@ START_TEST(t_target_shipped) {
   ck_assert_str_eq(t.cc, CPU_CC);
   ck_assert_int_eq(tn_target_lookup("cuda-host", NULL, &t, &e), TN_OK);
   ck_assert_str_eq(t.cc, "gcc");
+  ck_assert(!t.allow_tf32);
+  /* TF32: a CUDA target of its own name; not for the others */
+  ck_assert_int_eq(tn_target_lookup("nvidia/h100", NULL, &t, &e), TN_OK);
+  ck_assert(!t.allow_tf32);
+  ck_assert_int_eq(tn_target_lookup("nvidia/h100+tf32", NULL, &t, &e), TN_OK);
+  ck_assert_str_eq(t.name, "nvidia/h100+tf32");
+  ck_assert_str_eq(t.arch, "sm_90");
+  ck_assert(t.allow_tf32);
+  ck_assert_int_eq(tn_target_lookup("cuda-host+tf32", NULL, &t, &e), TN_OK);
+  ck_assert(t.allow_tf32 && t.kind == TN_TARGET_CUDA_HOST);
+  ck_assert_int_eq(tn_target_lookup("opencl+tf32", NULL, &t, &e), TN_EINVAL);
+  ck_assert_msg(strstr(e.msg, "\"opencl+tf32\": TF32 (+tf32) is a tensor-core mode of CUDA targets; opencl/pocl-cpu "
+                       "is of kind opencl"), "%s", e.msg);
+  ck_assert_int_eq(tn_target_lookup("nvidia/h999+tf32", NULL, &t, &e), TN_EINVAL);
+  ck_assert_msg(strstr(e.msg, "unknown target \"nvidia/h999\""), "%s", e.msg);
+  ck_assert_int_eq(tn_target_lookup("+tf32", NULL, &t, &e), TN_EINVAL);
 }
 END_TEST
 

@@ -1069,6 +1069,13 @@ START_TEST(bad_input) {
   expect_error(&c, "tune.submit", with(sub, "params", "{\"M\":\"big\"}"), -32602, "\"params\"");
   expect_error(&c, "tune.submit", with(sub, "target", "\"nvidia/tesla-p100\""), -32003, "refused");
   expect_error(&c, "tune.submit", with(sub, "target", "\"bogus\""), -32602, "unknown target");
+  /* TF32 is for CUDA targets (the daemon's here is cpu: cpu+tf32 is refused by name) */
+  expect_error(&c, "tune.submit", with(sub, "allow_tf32", "true"), -32602,
+               "\"cpu+tf32\": TF32 (+tf32) is a tensor-core mode of CUDA targets");
+  expect_error(&c, "tune.submit", with(sub, "allow_tf32", "1"), -32602, "\"allow_tf32\"");
+  /* remeasure and baseline are tune.submit params (tunectl submit --remeasure N, --no-baseline) */
+  expect_error(&c, "tune.submit", with(sub, "remeasure", "65"), -32602, "invalid param \"remeasure\"");
+  expect_error(&c, "tune.submit", with(sub, "baseline", "1"), -32602, "invalid param \"baseline\"");
   expect_error(&c, "tune.submit",
                "{\"workload\":\"param N = 4, R = 2147483647\\ninput A: float32[N, N]\\noutput B: float32[N]\\n"
                "B[i] = sum(j < R, k < R: A[i, 0])\\n\",\"name\":\"huge\"}",

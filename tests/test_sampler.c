@@ -29,6 +29,7 @@ static const wl_case_t workloads[] = {
     {"matmul", "M=64,N=64,K=64", {3, 1, 1}, 6},             /* two intrinsics; nothing, B, A and B packed */
     {"matmul_bt", "M=64,N=64,K=64", {3, 1, 1}, 4},          /* B packed transposed (and A), two intrinsics */
     {"batch_matmul", "BATCH=2,M=32,N=32,K=16", {3, 1, 1}, 6}, /* two intrinsics */
+    {"matmul_f16", "M=32,N=64,K=32", {3, 1, 1}, 0},         /* CUDA: the tensor-core tiling */
     {"conv2d", "C=8,F=16,H=8,W=8", {3, 1, 1}, 0},
     {"dense_bias_relu", "IN=64,OUT=32", {5, 1, 1}, 0},
     {"row_sum", "M=8,N=256", {3, 2, 2}, 0},
@@ -138,7 +139,9 @@ static void check_gpu(const tn_target_t *t, const sch_t *s, const char *what) {
 static cg_module_t *check_lowers(const tn_target_t *t, const sch_t *s, const char *what) {
   cg_module_t *m = NULL;
   tn_err_t err = {0};
-  cg_target_t ct = t->kind == TN_TARGET_CPU ? CG_TARGET_C : t->kind == TN_TARGET_CUDA ? CG_TARGET_CUDA : CG_TARGET_OPENCL;
+  cg_target_t ct = t->kind == TN_TARGET_CPU                                          ? CG_TARGET_C
+                   : t->kind == TN_TARGET_CUDA || t->kind == TN_TARGET_CUDA_HOST ? CG_TARGET_CUDA
+                                                                                 : CG_TARGET_OPENCL;
   ck_assert_msg(cg_lower(sch_func(s), ct, NULL, &m, &err) == TN_OK, "%s: codegen: %s", what, err.msg);
   return m;
 }
@@ -240,6 +243,146 @@ START_TEST(test_gpu_matmul_space) {
   ck_assert_int_eq(widths, 2);
   ck_assert_int_eq(unroll, 1);
   ck_assert_ptr_nonnull(strstr(sp.descs[0], "multi-level-tiling(C: SSSRRSRS"));
+  smp_space_free(&sp);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* Tensor cores: a float16 or bfloat16 matmul accumulated in float32 is tiled
+ * around the wmma intrinsics where the target has them (float16 from sm_70,
+ * bfloat16 from sm_80; the cuda-host harness has both), else by the SIMT
+ * tiling; float32 stays SIMT.  The space's candidates bind warps to
+ * threadIdx.y and lanes to threadIdx.x, compile with NVRTC to wmma.mma.sync
+ * for sm_90, and compute the reference (test_samples runs them on the host). */
+START_TEST(test_tensor_core_space) {
+  static const struct {
+    const char *wl, *target, *intrin; /* intrin NULL: the SIMT tiling */
+  } cases[] = {
+      {"matmul_f16", "nvidia/h100", "wmma_f16_f32_16x16x16"},
+      {"matmul_bf16", "nvidia/h100", "wmma_bf16_f32_16x16x16"},
+      {"batch_matmul_f16", "nvidia/h100", "wmma_f16_f32_16x16x16"},
+      {"matmul_f16", "nvidia/tesla-t4", "wmma_f16_f32_16x16x16"},
+      {"matmul_bf16", "nvidia/tesla-t4", NULL},
+      {"matmul_f16", "nvidia/tesla-p100", NULL},
+      {"matmul_f16", "cuda-host", "wmma_f16_f32_16x16x16"},
+      {"matmul_f16", "opencl/pocl-cpu", NULL},
+      {"matmul", "nvidia/h100", NULL},
+      {"matmul_f16_odd", "nvidia/h100", NULL}, /* 16 does not divide M */
+  };
+  for (size_t c = 0; c < TN_ARRAY_LEN(cases); c++) {
+    ir_workload_t *w;
+    if (!strcmp(cases[c].wl, "batch_matmul_f16"))
+      w = tu_parse("param B = 2, M = 32, N = 48, K = 32\ninput X: float16[B, M, K]\ninput Y: float16[B, K, N]\n"
+                   "output Z: float32[B, M, N]\nZ[b, i, j] = sum(k < K: float32(X[b, i, k]) * float32(Y[b, k, j]))\n");
+    else if (!strcmp(cases[c].wl, "matmul_f16_odd"))
+      w = tu_load_sets("matmul_f16", "M=24,N=64,K=32");
+    else
+      w = tu_load_sets(cases[c].wl, "M=32,N=64,K=32");
+    tn_target_t t = target(cases[c].target);
+    smp_space_t sp = generate(w->func, &t, 1);
+    ck_assert_int_eq(sp.n, 1);
+    const sch_trace_t *tr = sp.traces[0];
+    char what[160];
+    snprintf(what, sizeof what, "%s on %s: %s", cases[c].wl, cases[c].target, sp.descs[0]);
+    if (!cases[c].intrin) {
+      ck_assert_msg(strstr(sp.descs[0], "multi-level-tiling(") && count_insts(tr, SCH_ANNOTATE, SMP_ANN_AUTO_TENSORIZE, -1) == 0, "%s",
+                    what);
+      smp_space_free(&sp);
+      ir_workload_free(w);
+      continue;
+    }
+    char want[128];
+    snprintf(want, sizeof want, ": %s, A and B in shared memory)", cases[c].intrin);
+    ck_assert_msg(strstr(sp.descs[0], "multi-level-tiling-tensor-core(") && strstr(sp.descs[0], want), "%s", what);
+    /* the update and the write-back marked; the postprocessors tensorize */
+    ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, SMP_ANN_AUTO_TENSORIZE, -1), 2);
+    ck_assert_int_eq(count_insts(tr, SCH_TENSORIZE, NULL, -1), 0);
+    ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, SMP_ANN_WARP_EXECUTION, -1), 1);
+    ck_assert_int_eq(count_insts(tr, SCH_CACHE_READ, "shared", -1), 2);
+    ck_assert_int_eq(count_insts(tr, SCH_CACHE_WRITE, "local", -1), 1);
+    ck_assert_int_eq(count_insts(tr, SCH_STORAGE_ALIGN, NULL, -1), 2);
+    ck_assert_int_eq(count_insts(tr, SCH_SAMPLE_PERFECT_TILE, NULL, 3), 2); /* i and j: blocks, warps, fragments */
+    ck_assert_int_eq(count_insts(tr, SCH_SAMPLE_PERFECT_TILE, NULL, 2), 1); /* k: stages, steps per stage */
+    ck_assert_int_eq(count_insts(tr, SCH_BIND, "threadIdx.y", -1), 1);
+    /* candidates: 32 lanes x the sampled warps; wmma in the PTX */
+    int ok = 0;
+    for (int n = 0; n < 8; n++) {
+      sch_t *s = NULL;
+      smp_stage_t st;
+      tn_err_t err = {0};
+      if (smp_sample(w->func, &t, tr, 500 + (uint64_t)n, &s, &st, &err) != TN_OK) {
+        ck_assert_msg(st == SMP_STAGE_VERIFY, "%s: %s", what, err.msg);
+        continue;
+      }
+      ok++;
+      const sch_trace_t *sampled = sch_get_trace(s);
+      ck_assert_int_eq(count_insts(sampled, SCH_TENSORIZE, cases[c].intrin, -1), 1);
+      ck_assert_int_eq(count_insts(sampled, SCH_TENSORIZE, "wmma_fill_f32_16x16", -1), 1);
+      ck_assert_int_eq(count_insts(sampled, SCH_TENSORIZE, "wmma_store_f32_16x16", -1), 1);
+      cg_module_t *m = check_lowers(&t, s, what);
+      ck_assert_int_eq(m->kernels[0].block[0], 32);
+      ck_assert_int_ge(m->kernels[0].block[1], 1);
+      ck_assert_msg(strstr(m->source, "nvcuda::wmma::mma_sync("), "%s\n%s", what, m->source);
+      ms_cuda_output_t o;
+      tn_err_t ce = {0};
+      int rc = t.kind == TN_TARGET_CUDA ? ms_cuda_compile(m->source, t.arch, &o, &ce) : TN_EUNSUPPORTED;
+      if (rc == TN_OK) {
+        ck_assert_msg(strstr(o.ptx, "wmma.mma.sync.aligned"), "%s: no wmma.mma.sync in the PTX", what);
+        ms_cuda_output_free(&o);
+      } else {
+        ck_assert_msg(rc == TN_EUNSUPPORTED, "%s: NVRTC: %s\n%s", what, ce.msg, m->source);
+      }
+      cg_module_free(m);
+      sch_free(s);
+    }
+    ck_assert_msg(ok >= 6, "%s: %d of 8 samples passed", what, ok);
+    smp_space_free(&sp);
+    ir_workload_free(w);
+  }
+}
+END_TEST
+
+/* TF32 only where the target says so ("+tf32"): a float32 matmul then gets
+ * the tf32 tensor-core tiling, and its candidates pass verification at TF32's
+ * tolerance on that target while the same kernels fail float32's (the
+ * harness rounds the operands as the tensor cores do). */
+START_TEST(test_tf32_space) {
+  ir_workload_t *w = tu_load_sets("matmul", "M=64,N=64,K=128");
+  tn_target_t t = target("cuda-host+tf32"), plain = target("cuda-host");
+  smp_space_t sp = generate(w->func, &t, 1);
+  ck_assert_int_eq(sp.n, 1);
+  ck_assert_msg(strstr(sp.descs[0], "multi-level-tiling-tensor-core(C: wmma_tf32_f32_16x16x8"), "%s", sp.descs[0]);
+  cg_module_t *mods[2];
+  int n = 0;
+  for (int k = 0; n < 2 && k < 20; k++) {
+    sch_t *s = NULL;
+    smp_stage_t st;
+    tn_err_t err = {0};
+    if (smp_sample(w->func, &t, sp.traces[0], 900 + (uint64_t)k, &s, &st, &err) != TN_OK) continue;
+    mods[n++] = check_lowers(&t, s, "tf32");
+    ck_assert_ptr_nonnull(strstr(mods[n - 1]->source, "nvcuda::wmma::precision::tf32"));
+    sch_free(s);
+  }
+  ck_assert_int_eq(n, 2);
+  ms_options_t o = {.seed = 1};
+  o.run.min_secs = 1e-9;
+  o.run.min_repeats = o.run.max_repeats = 1;
+  for (int k = 0; k < 2; k++) {
+    ms_result_t res[2] = {0};
+    tn_err_t err = {0};
+    ck_assert_msg(ms_measure(w->func, k ? &plain : &t, mods, 2, &o, res, &err) == TN_OK, "%s", err.msg);
+    for (int i = 0; i < 2; i++) {
+      if (k == 0) {
+        ck_assert_msg(res[i].status == MS_OK, "tf32 on cuda-host+tf32: %s: %s", ms_status_name(res[i].status),
+                      res[i].error);
+      } else {
+        ck_assert_msg(res[i].status == MS_WRONG_RESULT, "tf32 kernels on cuda-host: %s", ms_status_name(res[i].status));
+        ck_assert_msg(strstr(res[i].error, "(tolerance 0.0001)"), "%s", res[i].error);
+      }
+      ms_result_clear(&res[i]);
+    }
+  }
+  for (int i = 0; i < n; i++) cg_module_free(mods[i]);
   smp_space_free(&sp);
   ir_workload_free(w);
 }
@@ -824,6 +967,8 @@ static Suite *make_suite(void) {
   tcase_add_test(spaces, test_space_counts);
   tcase_add_test(spaces, test_space_cap_said);
   tcase_add_test(spaces, test_gpu_matmul_space);
+  tcase_add_test(spaces, test_tensor_core_space);
+  tcase_add_test(spaces, test_tf32_space);
   tcase_add_test(spaces, test_cpu_matmul_space);
   tcase_add_test(spaces, test_rule_fingerprints);
   suite_add_tcase(s, spaces);

@@ -587,6 +587,26 @@ START_TEST(t_tune_db) {
 }
 END_TEST
 
+/* --allow-tf32: the target T+tf32, where float32 matmuls get the TF32
+ * tensor-core space and their outputs are checked at TF32's tolerance; not
+ * for targets without tensor cores. */
+START_TEST(t_allow_tf32) {
+  const char *mm = "matmul " W("matmul") " --set M=32 --set N=32 --set K=32";
+  char args[1024];
+  snprintf(args, sizeof args, "space %s --target nvidia/h100 --allow-tf32", strchr(mm, ' ') + 1);
+  expect(args, 0, "multi-level-tiling-tensor-core(C: wmma_tf32_f32_16x16x8, A and B in shared memory)", NULL);
+  snprintf(args, sizeof args, "space %s --target nvidia/h100", strchr(mm, ' ') + 1);
+  run_t *r = expect(args, 0, "multi-level-tiling(C: SSSRRSRS", NULL);
+  ck_assert_msg(!strstr(r->out, "tensor-core"), "%s", r->out);
+  snprintf(args, sizeof args, "space %s --target cpu --allow-tf32", strchr(mm, ' ') + 1);
+  expect(args, 1, NULL, "target \"cpu+tf32\": TF32 (+tf32) is a tensor-core mode of CUDA targets; cpu is of kind cpu");
+  snprintf(args, sizeof args, "tune %s --target cuda-host --allow-tf32 --trials 2 --no-remeasure --no-baseline",
+           strchr(mm, ' ') + 1);
+  r = expect(args, 0, "target     cuda-host+tf32\n", NULL);
+  ck_assert_msg(strstr(r->out, "trials     2: ok 2,"), "%s", r->out);
+}
+END_TEST
+
 static Suite *make(void) {
   Suite *s = suite_create("tunectl");
   TU_TCASE(s, "cli", 120, t_help, t_show, t_check, t_eval, t_errors, t_trace, t_bad_options, t_gnu_options,
@@ -594,7 +614,7 @@ static Suite *make(void) {
   TU_TCASE(s, "pretuned", 240, t_pretuned);
   TU_TCASE(s, "targets", 240, t_targets, t_relocated);
   TU_TCASE(s, "limits", 600, t_thousand_blocks, t_deep_nest);
-  TU_TCASE(s, "tune", 300, t_tune_db, t_tune_no_device, t_eval_work_cap);
+  TU_TCASE(s, "tune", 300, t_tune_db, t_tune_no_device, t_eval_work_cap, t_allow_tf32);
   return s;
 }
 
