@@ -1,7 +1,9 @@
 /* vectorize.c — vectorized loops on GPUs: a loop of 2 or 4 lanes over a
  * block whose float32 accesses are contiguous and aligned in the loop
  * variable becomes float2/float4 loads and one vector store; the lanes'
- * arithmetic stays scalar (CUDA vector types have no operators). */
+ * arithmetic stays scalar (CUDA vector types have no operators).  In CUDA a
+ * plain copy of any type moves 4, 8 or 16 bytes at once (cp.async in
+ * pipelined copies). */
 #include "cg_internal.h"
 
 #include <stdlib.h>
@@ -82,10 +84,11 @@ static bool vec_buffer(const cg_ctx_t *c, const ir_buffer_t *b) {
   return b->dtype == IR_FLOAT32 && b->scope != IR_SCOPE_LOCAL && c->d->vec_load;
 }
 
-/* Contiguous and aligned: fills the base text. */
-static bool vec_access(cg_ctx_t *c, const ir_block_t *blk, const ir_loop_t *l,
-                       const ir_buffer_t *b, ir_expr_t *const *idx, vec_access_t *out) {
-  if (!vec_buffer(c, b)) return false;
+/* Contiguous and aligned: fills the base text.  With `any_dtype`, buffers of
+ * every type qualify (raw copies; the caller checks the widths). */
+static bool vec_access_of(cg_ctx_t *c, const ir_block_t *blk, const ir_loop_t *l, const ir_buffer_t *b,
+                          ir_expr_t *const *idx, bool any_dtype, vec_access_t *out) {
+  if (any_dtype ? b->scope == IR_SCOPE_LOCAL : !vec_buffer(c, b)) return false;
   ir_expr_t *flat = cg_flat_index_loops(c, blk, b, idx);
   int64_t stride, m;
   if (!lane_form(flat, l->var, l->extent, &stride) || stride != 1) return false;
@@ -97,6 +100,11 @@ static bool vec_access(cg_ctx_t *c, const ir_block_t *blk, const ir_loop_t *l,
   out->buf = b;
   out->base = cg_expr_str(c, base);
   return true;
+}
+
+static bool vec_access(cg_ctx_t *c, const ir_block_t *blk, const ir_loop_t *l, const ir_buffer_t *b,
+                       ir_expr_t *const *idx, vec_access_t *out) {
+  return vec_access_of(c, blk, l, b, idx, false, out);
 }
 
 static void find_loads(cg_ctx_t *c, const ir_block_t *blk, const ir_loop_t *l, const ir_expr_t *e,
@@ -168,7 +176,46 @@ static void emit_lanes(cg_ctx_t *c, const ir_loop_t *l, const ir_block_t *b, con
   free(need);
 }
 
+/* CUDA: a loop that only copies a 16-bit buffer into another of its type,
+ * contiguous and aligned, 4, 8 or 16 bytes in all (float16 and bfloat16 tiles
+ * of 2, 4 or 8: half8 as float4), moves the bytes at once: cp.async in a
+ * pipelined loop's copies, else one float/float2/float4 load and store. */
+static bool try_raw_copy(cg_ctx_t *c, const ir_loop_t *l) {
+  const ir_stmt_t *bs = cg_strip_seq(l->body);
+  if (c->d->target != CG_TARGET_CUDA || !bs || bs->kind != IR_S_BLOCK || allocates_at(c, l)) return false;
+  const ir_block_t *b = &bs->u.block;
+  const ir_stmt_t *st = b->body;
+  if (b->init || b->predicate || !st || st->kind != IR_S_STORE || st->u.store.value->kind != IR_E_LOAD) return false;
+  const ir_expr_t *ld = st->u.store.value;
+  const ir_buffer_t *dst = st->u.store.buf, *src = ld->u.load.buf;
+  int64_t bytes = l->extent * ir_dtype_bytes(dst->dtype);
+  /* 16-bit types only: float32 copies take the float2/float4 path below (the same bytes) */
+  if (src->dtype != dst->dtype || ir_dtype_bytes(dst->dtype) != 2 || (bytes != 4 && bytes != 8 && bytes != 16))
+    return false;
+  tn_buf_t guard;
+  tn_buf_init(&guard);
+  cg_thread_guard(c, &guard);
+  bool guarded = guard.len > 0;
+  tn_buf_free(&guard);
+  vec_access_t so, lo;
+  if (guarded || !vec_access_of(c, b, l, dst, st->u.store.idx, true, &so) ||
+      !vec_access_of(c, b, l, src, ld->u.load.idx, true, &lo))
+    return false;
+  const char *dn = c->bufs[dst->id].name, *sn = c->bufs[src->id].name, *v = cg_var(c, l->var);
+  if (c->async_copy && dst->scope == IR_SCOPE_SHARED && src->scope == IR_SCOPE_GLOBAL) {
+    cg_line(c, "tuned_cp_async%lld(%s + (%s), %s + (%s));  /* vectorized loop %s */", (long long)bytes, dn, so.base,
+            sn, lo.base, v);
+  } else {
+    const char *t = bytes == 4 ? "float" : bytes == 8 ? "float2" : "float4";
+    cg_line(c, "*(%s *)(%s + (%s)) = *(const %s *)(%s + (%s));  /* vectorized loop %s: %lld bytes */", t, dn, so.base,
+            t, sn, lo.base, v, (long long)bytes);
+  }
+  cg_sync_note(c, bs);
+  return true;
+}
+
 bool cg_try_vectorize(cg_ctx_t *c, const ir_loop_t *l) {
+  if (try_raw_copy(c, l)) return true;
   int64_t w = l->extent;
   const ir_stmt_t *bs = cg_strip_seq(l->body);
   if ((w != 2 && w != 4) || !bs || bs->kind != IR_S_BLOCK || allocates_at(c, l)) return false;

@@ -2105,6 +2105,39 @@ START_TEST(test_gpu_wmma_pipelined) {
 }
 END_TEST
 
+/* float16 tiles copied 4 and 8 halves at a time: 8 and 16 bytes at once, by
+ * cp.async in a pipeline (sm_80+), else by one float2/float4 load and store. */
+START_TEST(test_gpu_wmma_vector_copies) {
+  ir_workload_t *w = load_wl("matmul_f16.tw", "M=64,N=64,K=64");
+  for (int stages = 1; stages <= 2; stages++) {
+    wmma_sched_t ws = ws_schedule_lanes(w->func, "Acc", "C", 16, 4, 8); /* A: 32 x 16, B: 16 x 64 per step */
+    if (stages > 1) SCH_OK(sch_annotate(ws.s, ws.k0, IR_ANN_PIPELINE_STAGES, sch_arg_int(stages), err));
+    SCH_OK(sch_tensorize(ws.s, ws.init_loop, "wmma_fill_f32_16x16", err));
+    SCH_OK(sch_tensorize(ws.s, ws.update_loop, "wmma_f16_f32_16x16x16", err));
+    SCH_OK(sch_tensorize(ws.s, ws.store_loop, "wmma_store_f32_16x16", err));
+    cg_module_t *m = lower_ok(sch_func(ws.s), CG_TARGET_CUDA);
+    if (stages > 1) {
+      HAS(m->source, "tuned_cp_async8(A_shared + (");
+      HAS(m->source, "tuned_cp_async16(B_shared + (");
+    } else {
+      HAS(m->source, "*(float2 *)(A_shared + (");
+      HAS(m->source, "*(float4 *)(B_shared + (");
+      HAS(m->source, "/* vectorized loop ");
+    }
+#if CG_TEST_NVRTC
+    char *ptx = nvrtc_ptx(m->source, "sm_80");
+    if (stages > 1) ck_assert_msg(strstr(ptx, "cp.async.cg.shared.global") && strstr(ptx, ", 16;"), "%s", ptx);
+    else ck_assert_msg(strstr(ptx, "ld.global.v4") || strstr(ptx, "ld.global.nc.v4"), "%s", ptx);
+    free(ptx);
+#endif
+    run_cuda_host(w->func, m);
+    cg_module_free(m);
+    sch_free(ws.s);
+  }
+  ir_workload_free(w);
+}
+END_TEST
+
 /* tf32 on a float32 matmul: the inputs rounded to 10 bits of mantissa, so the
  * result misses float32's tolerance by the rounding, not more (a wrong tile
  * would be off by its whole size): the harness rounds as the tensor cores do. */
@@ -2198,6 +2231,7 @@ static Suite *make_suite(void) {
   tcase_add_test(g, test_gpu_wmma);
   tcase_add_test(g, test_gpu_wmma_tf32);
   tcase_add_test(g, test_gpu_wmma_pipelined);
+  tcase_add_test(g, test_gpu_wmma_vector_copies);
   tcase_add_test(g, test_gpu_wmma_refused);
   suite_add_tcase(s, g);
   TCase *sc = tcase_create("schedules");

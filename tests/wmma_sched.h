@@ -22,20 +22,31 @@ typedef struct wmma_sched {
   sch_rv_t k0;                                 /* the loop over K's steps (copies, then the mma) */
 } wmma_sched_t;
 
-/* The copy under k0 of `cache` spread over the block's 4 x 32 threads. */
-static inline void ws_cooperative(sch_t *s, sch_rv_t cache) {
-  sch_rv_t l[8], fused, parts[3];
+/* The copy under k0 of `cache` spread over the block's 4 x 32 threads,
+ * `lanes` consecutive elements per thread (> 1: a vectorized loop). */
+static inline void ws_cooperative(sch_t *s, sch_rv_t cache, int lanes) {
+  sch_rv_t l[8], fused, parts[4];
   int n = 0;
   WS_OK(sch_get_loops(s, cache, l, &n, err));
   WS_OK(sch_fuse(s, l + n - 2, 2, &fused, err));
-  sch_arg_t f[3] = {sch_arg_none(), sch_arg_int(4), sch_arg_int(32)};
-  WS_OK(sch_split(s, fused, f, 3, parts, err));
+  sch_arg_t f[4] = {sch_arg_none(), sch_arg_int(4), sch_arg_int(32), sch_arg_int(lanes)};
+  WS_OK(sch_split(s, fused, f, lanes > 1 ? 4 : 3, parts, err));
   WS_OK(sch_bind(s, parts[1], "threadIdx.y", err));
   WS_OK(sch_bind(s, parts[2], "threadIdx.x", err));
+  if (lanes > 1) WS_OK(sch_vectorize(s, parts[3], err));
 }
+
+static inline wmma_sched_t ws_schedule_lanes(const ir_func_t *f, const char *name, const char *cast_block, int kt,
+                                             int lanes_a, int lanes_b);
 
 /* Everything but the tensorize calls; block `name` is the matmul's. */
 static inline wmma_sched_t ws_schedule(const ir_func_t *f, const char *name, const char *cast_block, int kt) {
+  return ws_schedule_lanes(f, name, cast_block, kt, 1, 1);
+}
+
+/* The same with the copies of A and B vectorized by lanes_a and lanes_b. */
+static inline wmma_sched_t ws_schedule_lanes(const ir_func_t *f, const char *name, const char *cast_block, int kt,
+                                             int lanes_a, int lanes_b) {
   wmma_sched_t w;
   sch_t *s = w.s = sch_create(f, 1);
   sch_rv_t b, l[8], ip[3], jp[4], kp[2];
@@ -65,8 +76,8 @@ static inline wmma_sched_t ws_schedule(const ir_func_t *f, const char *name, con
   WS_OK(sch_compute_at(s, cb, kp[0], true, err));
   WS_OK(sch_storage_align(s, ca, 0, 0, 32, 8, err));
   WS_OK(sch_storage_align(s, cb, 0, 0, 32, 8, err));
-  ws_cooperative(s, ca);
-  ws_cooperative(s, cb);
+  ws_cooperative(s, ca, lanes_a);
+  ws_cooperative(s, cb, lanes_b);
   sch_rv_t init;
   WS_OK(sch_decompose_reduction(s, b, kp[0], &init, err));
   WS_OK(sch_get_loops(s, init, l, &n, err));
