@@ -607,10 +607,32 @@ START_TEST(t_allow_tf32) {
 }
 END_TEST
 
+/* docs/cli.md is `tunectl --markdown`: every command's --help from the
+ * command table (the page fails this test when a help text changes and the
+ * page was not regenerated). */
+START_TEST(t_cli_doc) {
+  run_t *r = tunectl_env("env -u TUNED_CONFIG_DIR", "--markdown");
+  ck_assert_int_eq(r->status, 0);
+  char *doc;
+  size_t len;
+  tn_err_t err = {0};
+  ck_assert_int_eq(tn_read_file(SRC("docs/cli.md"), 1 << 22, &doc, &len, &err), 0);
+  ck_assert_msg(strcmp(doc, r->out) == 0,
+                "docs/cli.md is not `tunectl --markdown`: regenerate it with build/client/tunectl --markdown > "
+                "docs/cli.md");
+  ck_assert_msg(strstr(doc, "## tunectl tune\n\n```\nusage: tunectl tune FILE --target T --trials N"), "%.300s", doc);
+  ck_assert_msg(strstr(doc, "--allow-tf32") && !strstr(doc, TUNED_SOURCE_ROOT), "machine paths in the page");
+  free(doc);
+  r = tunectl("--completion zsh");
+  ck_assert_int_eq(r->status, 2);
+  ck_assert_msg(strstr(r->err, "tunectl: --completion knows bash, not 'zsh'"), "%s", r->err);
+}
+END_TEST
+
 static Suite *make(void) {
   Suite *s = suite_create("tunectl");
   TU_TCASE(s, "cli", 120, t_help, t_show, t_check, t_eval, t_errors, t_trace, t_bad_options, t_gnu_options,
-           t_every_command_help);
+           t_every_command_help, t_cli_doc);
   TU_TCASE(s, "pretuned", 240, t_pretuned);
   TU_TCASE(s, "targets", 240, t_targets, t_relocated);
   TU_TCASE(s, "limits", 600, t_thousand_blocks, t_deep_nest);
