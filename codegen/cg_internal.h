@@ -132,7 +132,8 @@ typedef struct cg_promo {
   const ir_stmt_t *store; /* its store */
   char name[32];          /* tuned_accN */
   const char *ref;        /* "tuned_accN[(t0) * e1 + t1]", or "tuned_accN" when simd */
-  bool simd;              /* one element summed by L alone: a scalar, L gets omp simd reduction(+) */
+  bool simd;              /* one element reduced by L alone: a scalar, L gets omp simd reduction(op) */
+  ir_expr_kind_t op;      /* with simd: IR_E_ADD, IR_E_MAX or IR_E_MIN */
 } cg_promo_t;
 
 /* What static __shared__ arrays may hold in one CUDA kernel. */

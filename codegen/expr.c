@@ -256,9 +256,25 @@ static void print_floor(cg_ctx_t *c, const ir_expr_t *e, bool mod, tn_buf_t *o, 
   print_call2(c, fn, e->u.bin.a, e->u.bin.b, o);
 }
 
+/* Whether e reads the accumulator of the simd reduction being printed. */
+static bool reads_simd_acc(const cg_ctx_t *c, const ir_expr_t *e) {
+  return c->promo && c->promo->simd && e->kind == IR_E_LOAD && e->u.load.buf == c->promo->store->u.store.buf;
+}
+
 static void print_minmax(cg_ctx_t *c, const ir_expr_t *e, tn_buf_t *o) {
   bool max = e->kind == IR_E_MAX;
   char fn[32];
+  /* a float max/min into a simd reduction's scalar: a compare and select,
+   * which gcc vectorizes (fmaxf it does not, for NaN's sake); the same value
+   * here, since the accumulator starts at -inf/+inf-like bounds and a NaN
+   * operand never wins the comparison, as it never wins fmaxf */
+  const ir_expr_t *acc = e->u.bin.a, *x = e->u.bin.b;
+  if (reads_simd_acc(c, x)) acc = e->u.bin.b, x = e->u.bin.a;
+  if (!intlike(e->dtype) && !c->d->gpu && reads_simd_acc(c, acc) && !reads_simd_acc(c, x)) {
+    const char *xs = cg_expr_str(c, x), *as = cg_expr_str(c, acc);
+    tn_buf_printf(o, "((%s) %s %s ? (%s) : %s)", xs, max ? ">" : "<", as, xs, as);
+    return;
+  }
   if (intlike(e->dtype)) {
     c->need_minmax[e->dtype == IR_INT64] = true;
     snprintf(fn, sizeof fn, "tuned_%s_%s", max ? "max" : "min", int_suffix(e->dtype));

@@ -111,14 +111,15 @@ static int count_loads(const ir_expr_t *e, const ir_buffer_t *x) {
   return n;
 }
 
-/* X = X + f(...) (either order) with f not reading X: a sum that the loop
- * may split over vector lanes.  For floats that reorders the additions (an
- * error of a few ulp of the sum, as every vectorised BLAS/numpy sum has;
- * the reference evaluator's tolerance is 1e-4 of the output's norm). */
-static bool plain_sum(const ir_stmt_t *st) {
+/* X = X op f(...) (either order) with f not reading X and op +, max or min:
+ * a reduction that the loop may split over vector lanes.  For floats a sum
+ * reorders the additions (an error of a few ulp of the sum, as every
+ * vectorised BLAS/numpy sum has; the reference evaluator's tolerance is 1e-4
+ * of the output's norm); max and min are exact in any order. */
+static bool plain_reduce(const ir_stmt_t *st) {
   const ir_expr_t *v = st->u.store.value;
   const ir_buffer_t *x = st->u.store.buf;
-  if (v->kind != IR_E_ADD || count_loads(v, x) != 1) return false;
+  if ((v->kind != IR_E_ADD && v->kind != IR_E_MAX && v->kind != IR_E_MIN) || count_loads(v, x) != 1) return false;
   const ir_expr_t *a = v->u.bin.a, *b = v->u.bin.b;
   return (a->kind == IR_E_LOAD && a->u.load.buf == x) || (b->kind == IR_E_LOAD && b->u.load.buf == x);
 }
@@ -143,10 +144,12 @@ bool cg_promo_find(const cg_ctx_t *c, const ir_stmt_t *s, cg_promo_t *p) {
   p->loop = l;
   p->blk = b;
   p->store = st;
-  /* L directly around the update, summing into one element: gcc keeps a
+  /* L directly around the update, reducing into one element: gcc keeps a
    * serial float sum serial (it may not reorder it) unless told the loop is
-   * a reduction; a softmax's row sum of exp then runs one lane wide */
-  p->simd = p->ntile == 0 && p->nred == 0 && plain_sum(st) && x->dtype != IR_BOOL;
+   * a reduction; a softmax's row sum of exp then runs one lane wide, and its
+   * row max too */
+  p->simd = p->ntile == 0 && p->nred == 0 && plain_reduce(st) && x->dtype != IR_BOOL;
+  p->op = st->u.store.value->kind;
   return true;
 }
 

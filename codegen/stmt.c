@@ -203,7 +203,8 @@ static void emit_pragmas(cg_ctx_t *c, const ir_stmt_t *s) {
       return;
     }
     if (c->promo && c->promo->loop == l && c->promo->simd) {
-      cg_line(c, "#pragma omp simd reduction(+:%s)", c->promo->name);
+      const char *op = c->promo->op == IR_E_MAX ? "max" : c->promo->op == IR_E_MIN ? "min" : "+";
+      cg_line(c, "#pragma omp simd reduction(%s:%s)", op, c->promo->name);
       return;
     }
   }

@@ -1541,13 +1541,16 @@ START_TEST(test_c_promoted_accumulators) {
 }
 END_TEST
 
-/* A serial loop summing into one element, directly around the update: the
+/* A serial loop reducing into one element, directly around the update: the
  * accumulator is a scalar and the loop an OpenMP simd reduction, so that gcc
- * vectorises the sum (a softmax's row sum of exp); a max, or a tile of
- * several elements, keeps the array. */
+ * vectorises the sum (a softmax's row sum of exp) and the max or min (its row
+ * max: a compare and select, which gcc vectorizes where it leaves fmaxf
+ * serial; 16x faster on a 1024-wide softmax row); a tile of several elements
+ * keeps the array. */
 START_TEST(test_c_simd_sum) {
-  static const char *const texts[] = {"S[i] = sum(j < N: exp(A[i, j] * 0.01))\n", "S[i] = max(j < N: A[i, j])\n"};
-  for (int t = 0; t < 2; t++) {
+  static const char *const texts[] = {"S[i] = sum(j < N: exp(A[i, j] * 0.01))\n", "S[i] = max(j < N: A[i, j])\n",
+                                      "S[i] = min(j < N: A[i, j] * 2.0)\n"};
+  for (int t = 0; t < 3; t++) {
     char text[256];
     snprintf(text, sizeof text, "param M = 7, N = 1003\ninput A: float32[M, N]\noutput S: float32[M]\n%s", texts[t]);
     ir_workload_t *w = text_wl(text);
@@ -1564,9 +1567,12 @@ START_TEST(test_c_simd_sum) {
       BEFORE(src, "#pragma omp simd reduction(+:tuned_acc0)\n", "for (int j = 0; j < 1003; ++j) {");
       HAS(src, "tuned_acc0 = tuned_acc0 + tuned_expf(A[v_i * 1003 + v_j] * 0.00999999978f);\n");
       HAS(src, "S[v_i] = tuned_acc0;\n");
+    } else if (t == 1) {
+      BEFORE(src, "#pragma omp simd reduction(max:tuned_acc0)\n", "for (int j = 0; j < 1003; ++j) {");
+      HAS(src, "tuned_acc0 = ((A[v_i * 1003 + v_j]) > tuned_acc0 ? (A[v_i * 1003 + v_j]) : tuned_acc0);\n");
     } else {
-      HAS(src, "float tuned_acc0[1];\n");
-      LACKS(src, "reduction(");
+      BEFORE(src, "#pragma omp simd reduction(min:tuned_acc0)\n", "for (int j = 0; j < 1003; ++j) {");
+      HAS(src, "tuned_acc0 = ((A[v_i * 1003 + v_j] * 2.0f) < tuned_acc0 ? (A[v_i * 1003 + v_j] * 2.0f) : tuned_acc0);\n");
     }
     free(src);
     sch_free(s);
