@@ -77,7 +77,8 @@ typedef struct tensor {
   const char *name; /* buf->name */
   int line, col;
   ir_buffer_t *buf;
-  int stmt; /* statement computing it, -1 until one does */
+  int stmt;     /* statement computing it, -1 until one does */
+  bool hoisted; /* the temp of a reduction inside an expression (at line:col) */
 } tensor_t;
 
 typedef struct dep { /* a tensor read by a statement, at its first access */
@@ -289,6 +290,9 @@ static int check_new_name(parser_t *p, const char *name, const tok_t *t, const c
     return perr(p, t->line, t->col, "'%s' is already declared as a parameter at %d:%d; names must be unique",
                 name, pm->line, pm->col);
   const tensor_t *tt = find_tensor(p, name);
+  if (tt && tt->hoisted)
+    return perr(p, t->line, t->col, "'%s' is the temp of the reduction at %d:%d (a reduction inside an expression "
+                "is computed into a temp of that name); choose another name", name, tt->line, tt->col);
   if (tt)
     return perr(p, t->line, t->col, "'%s' is already declared as a tensor at %d:%d; names must be unique",
                 name, tt->line, tt->col);
@@ -1566,6 +1570,128 @@ static int lower_statement(lower_t *L, const ast_t *lhs, const ast_t *rhs, tenso
   return TN_OK;
 }
 
+/* Adds the statement `lhs = rhs` computing T and lowers it. */
+static int add_statement(parser_t *p, const ast_t *lhs, const ast_t *rhs, tensor_t *T) {
+  if (p->nstmts == p->capstmts) {
+    p->capstmts = p->capstmts ? 2 * p->capstmts : 16;
+    p->stmts = tn_xrealloc(p->stmts, sizeof *p->stmts * (size_t)p->capstmts);
+  }
+  stmt_t *st = &p->stmts[p->nstmts];
+  *st = (stmt_t){.tensor = (int)(T - p->tensors), .line = lhs->line, .col = lhs->col};
+  lower_t L = {
+      .p = p, .f = p->f, .st = st, .fdefault = ir_dtype_is_float(T->buf->dtype) ? T->buf->dtype : IR_FLOAT32};
+  ir_bounds_init(&L.bounds);
+  int rc = lower_statement(&L, lhs, rhs, T, &st->nest);
+  ir_bounds_free(&L.bounds);
+  free(L.vars);
+  for (int i = 0; i < MAX_NARROW; i++) ir_affine_free(&L.facts[i].lin);
+  if (rc) return rc;
+  T->stmt = p->nstmts++;
+  return TN_OK;
+}
+
+/* ---- reductions inside expressions ------------------------------------------ */
+
+/* Reductions written inside an expression (`S[i, j] = exp(A[i, j] -
+ * max(k < N: A[i, k]))`) are computed first into temporaries of their own:
+ * T_max0[i] = max(k < N: A[i, k]), indexed by the left side's variables the
+ * reduction uses, and read back where they stood.  Identical reductions
+ * (the same text) share one temporary; inner ones are hoisted first. */
+typedef struct hoist {
+  const ast_t *lhs;
+  const ir_buffer_t *lbuf; /* the left side's (tensors may move as temps are added; buffers do not) */
+  const ast_t *outer; /* the statement's own reduction (its variables are not the left side's), or NULL */
+  struct {
+    const ast_t *red;
+    const char *temp;
+  } seen[16];
+  int nseen;
+} hoist_t;
+
+/* Whether a names variable `name` (in an index, an argument, a body). */
+static bool names_var(const ast_t *a, const char *name) {
+  if (a->kind == A_NAME && !strcmp(a->name, name)) return true;
+  for (int i = 0; i < a->nargs; i++)
+    if (names_var(a->args[i], name)) return true;
+  return false;
+}
+
+static bool same_text(const parser_t *p, const ast_t *a, const ast_t *b) {
+  return a->end - a->off == b->end - b->off && !memcmp(p->src + a->off, p->src + b->off, a->end - a->off);
+}
+
+/* Hoists reduction r (whose inner reductions are hoisted already): its
+ * temp (a new one, or the one of an identical reduction) and the access
+ * `temp[i, ...]` that replaces it; NULL after an error. */
+static ast_t *hoist_one(parser_t *p, hoist_t *h, const ast_t *r) {
+  const ir_buffer_t *lb = h->lbuf;
+  const ast_t *vars[IR_MAX_DIMS];
+  int nv = 0;
+  int64_t shape[IR_MAX_DIMS];
+  for (int d = 0; d < h->lhs->nargs; d++)
+    if (names_var(r, h->lhs->args[d]->name)) shape[nv] = lb->shape[d], vars[nv++] = h->lhs->args[d];
+  for (int k = 0; h->outer && k < h->outer->nrvars; k++)
+    if (names_var(r, h->outer->rvars[k].name))
+      return perr(p, r->line, r->col,
+                  "this %s(...) inside %s(...) uses the outer reduction's variable '%s'; a reduction inside an "
+                  "expression may use only the left side's index variables (compute it into a temp first)",
+                  r->name, h->outer->name, h->outer->rvars[k].name),
+             NULL;
+  const char *temp = NULL;
+  for (int i = 0; i < h->nseen && !temp; i++)
+    if (same_text(p, h->seen[i].red, r)) temp = h->seen[i].temp;
+  if (!temp) {
+    if (h->nseen == (int)TN_ARRAY_LEN(h->seen) || p->ntensors == IR_MAX_TENSORS)
+      return perr(p, r->line, r->col, "too many reductions inside this statement's expressions"), NULL;
+    char name[96];
+    for (int n = 0;; n++) {
+      snprintf(name, sizeof name, "%s_%s%d", lb->name, r->name, n);
+      if (!find_tensor(p, name) && !find_param(p, name)) break;
+    }
+    ir_dtype_t dt = lb->dtype == IR_FLOAT64 || ir_dtype_is_int(lb->dtype) ? lb->dtype : IR_FLOAT32;
+    ir_buffer_t *b = ir_buffer_new(p->f, name, dt, nv, shape, IR_SCOPE_GLOBAL, IR_BUF_TEMP);
+    if (p->ntensors == p->captensors) {
+      p->captensors = p->captensors ? 2 * p->captensors : 16;
+      p->tensors = tn_xrealloc(p->tensors, sizeof *p->tensors * (size_t)p->captensors);
+    }
+    tensor_t *T = &p->tensors[p->ntensors++];
+    *T = (tensor_t){.name = b->name, .line = r->line, .col = r->col, .buf = b, .stmt = -1, .hoisted = true};
+    /* its statement: temp[i, ...] = r */
+    ast_t *lhs = TN_NEW(p->ast, ast_t);
+    *lhs = (ast_t){.kind = A_INDEX, .line = r->line, .col = r->col, .off = r->off, .end = r->end, .depth = 2,
+                   .name = b->name};
+    ast_t *args[IR_MAX_DIMS];
+    for (int i = 0; i < nv; i++) args[i] = (ast_t *)vars[i];
+    lhs->args = nv ? tn_arena_memdup(p->ast, args, sizeof args[0] * (size_t)nv) : NULL;
+    lhs->nargs = nv;
+    if (add_statement(p, lhs, r, T)) return NULL;
+    h->seen[h->nseen].red = r;
+    h->seen[h->nseen++].temp = b->name;
+    temp = b->name;
+  }
+  const tensor_t *tt = find_tensor(p, temp);
+  ast_t *a = TN_NEW(p->ast, ast_t);
+  *a = (ast_t){.kind = tt->buf->ndim ? A_INDEX : A_NAME, .line = r->line, .col = r->col, .off = r->off,
+               .end = r->end, .depth = 2, .name = tt->name};
+  ast_t *args[IR_MAX_DIMS];
+  for (int i = 0; i < nv; i++) args[i] = (ast_t *)vars[i];
+  a->args = nv ? tn_arena_memdup(p->ast, args, sizeof args[0] * (size_t)nv) : NULL;
+  a->nargs = nv;
+  return a;
+}
+
+/* Hoists every reduction below a (innermost first) and replaces it by its
+ * access; the node a itself stays. */
+static int hoist_below(parser_t *p, hoist_t *h, ast_t *a) {
+  for (int i = 0; i < a->nargs; i++) {
+    ast_t *c = a->args[i];
+    int rc = hoist_below(p, h, c);
+    if (rc) return rc;
+    if (c->kind == A_REDUCE && !(a->args[i] = hoist_one(p, h, c))) return TN_EINVAL;
+  }
+  return TN_OK;
+}
+
 static int parse_statement(parser_t *p) {
   tok_t *t = next(p);
   char s[96];
@@ -1580,22 +1706,10 @@ static int parse_statement(parser_t *p) {
   if (rc || !(rhs = parse_expr(p)) || (rc = expect_eol(p, "statement"))) return rc ? rc : TN_EINVAL;
   tensor_t *T = NULL;
   if ((rc = lhs_target(p, lhs, &T))) return rc;
-  if (p->nstmts == p->capstmts) {
-    p->capstmts = p->capstmts ? 2 * p->capstmts : 16;
-    p->stmts = tn_xrealloc(p->stmts, sizeof *p->stmts * (size_t)p->capstmts);
-  }
-  stmt_t *st = &p->stmts[p->nstmts];
-  *st = (stmt_t){.tensor = (int)(T - p->tensors), .line = lhs->line, .col = lhs->col};
-  lower_t L = {
-      .p = p, .f = p->f, .st = st, .fdefault = ir_dtype_is_float(T->buf->dtype) ? T->buf->dtype : IR_FLOAT32};
-  ir_bounds_init(&L.bounds);
-  rc = lower_statement(&L, lhs, rhs, T, &st->nest);
-  ir_bounds_free(&L.bounds);
-  free(L.vars);
-  for (int i = 0; i < MAX_NARROW; i++) ir_affine_free(&L.facts[i].lin);
-  if (rc) return rc;
-  T->stmt = p->nstmts++;
-  return TN_OK;
+  int ti = (int)(T - p->tensors); /* hoisting may grow p->tensors */
+  hoist_t h = {.lhs = lhs, .lbuf = T->buf, .outer = rhs->kind == A_REDUCE ? rhs : NULL};
+  if ((rc = hoist_below(p, &h, rhs))) return rc;
+  return add_statement(p, lhs, rhs, &p->tensors[ti]);
 }
 
 /* One declaration or statement. */

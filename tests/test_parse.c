@@ -304,10 +304,13 @@ static const err_case_t err_cases[] = {
     {H2 "output C: float32[M]\ntemp T: float32[M]\nC[i] = T[i]\nT[i] = A[i, 0] + C[i]\n", 6, 8,
      "cyclic definition: C -> T -> C"},
     /* reductions */
-    {H2 "output C: float32[M]\nC[i] = 1.0 + sum(k < K: A[i, k])\n", 5, 14,
-     "reduction 'sum' must be the whole right side of a statement"},
-    {H2 "output C: float32[M]\nC[i] = exp(max(k < K: A[i, k]))\n", 5, 12,
-     "reduction 'max' must be the whole right side"},
+    /* a reduction inside an expression becomes a temp indexed by the left side's variables only */
+    {H2 "output C: float32[M]\nC[i] = sum(k < K: A[i, k] * max(l < K: A[l, k]))\n", 5, 29,
+     "this max(...) inside sum(...) uses the outer reduction's variable 'k'; a reduction inside an expression may "
+     "use only the left side's index variables"},
+    {H2 "output C: float32[M]\nC[i] = 1.0 + sum(k < K: A[i, k])\ntemp C_sum0: float32[M]\n", 6, 6,
+     "'C_sum0' is the temp of the reduction at 5:14 (a reduction inside an expression is computed into a temp of "
+     "that name); choose another name"},
     {H2 "output C: float32[M]\nC[i] = sum(A[i, 0])\n", 5, 8,
      "sum needs reduction variables: sum(k < K: EXPR)"},
     {H2 "output C: float32[M]\nC[i] = exp(k < K: A[i, k])\n", 5, 8, "only the reductions sum, max and min"},
@@ -691,6 +694,70 @@ START_TEST(t_temps_and_order) {
 }
 END_TEST
 
+/* Reductions inside expressions: softmax and layer norm as a user writes
+ * them.  Each reduction is computed first into a temp named after the left
+ * side and the reduction (identical texts share one), indexed by the left
+ * side's variables it uses; the results equal the explicit workloads'. */
+START_TEST(t_nested_reductions) {
+  const char *natural = "param M = 5, N = 12\n"
+                        "input  A: float32[M, N]\n"
+                        "output S: float32[M, N]\n"
+                        "S[i, j] = exp(A[i, j] - max(k < N: A[i, k])) / sum(k < N: exp(A[i, k] - max(k < N: A[i, k])))\n";
+  const char *explicit = "param M = 5, N = 12\n"
+                         "input  A: float32[M, N]\n"
+                         "temp   rmax: float32[M]\n"
+                         "temp   rsum: float32[M]\n"
+                         "output S: float32[M, N]\n"
+                         "rmax[i] = max(j < N: A[i, j])\n"
+                         "rsum[i] = sum(j < N: exp(A[i, j] - rmax[i]))\n"
+                         "S[i, j] = exp(A[i, j] - rmax[i]) / rsum[i]\n";
+  ir_workload_t *w = parse_ok(natural, NULL, 0), *x = parse_ok(explicit, NULL, 0);
+  ir_block_t *root = ir_func_root(w->func);
+  ck_assert_int_eq(root->nallocs, 2); /* the two max(k < N: A[i, k]) are one temp */
+  ck_assert_str_eq(root->allocs[0]->name, "S_max0");
+  ck_assert_str_eq(root->allocs[1]->name, "S_sum0");
+  ck_assert_int_eq(root->allocs[1]->ndim, 1);
+  ck_assert_int_eq(root->allocs[1]->shape[0], 5);
+  ck_assert_int_eq(root->allocs[1]->role, IR_BUF_TEMP);
+  ir_data_t *a = run(w), *b = run(x);
+  for (int64_t e = 0; e < 5 * 12; e++) ck_assert_double_eq_tol(a->vals[1][e], b->vals[1][e], 1e-12);
+  ir_data_free(a), ir_data_free(b);
+  ir_workload_free(w), ir_workload_free(x);
+
+  /* layer norm: a mean inside a variance inside a normalisation; a float16
+   * output keeps float32 temps; a reduction using no index variable is a scalar */
+  const char *ln = "param M = 3, N = 16\n"
+                   "input  X: float32[M, N]\n"
+                   "output Y: float16[M, N]\n"
+                   "output T: float32[M]\n"
+                   "Y[i, j] = (X[i, j] - sum(k < N: X[i, k]) / 16.0) / sqrt(sum(k < N: (X[i, k] - sum(l < N: X[i, l]) / 16.0) "
+                   "* (X[i, k] - sum(l < N: X[i, l]) / 16.0)) / 16.0 + 0.00001)\n"
+                   "T[i] = X[i, 0] / sum(m < M, n < N: X[m, n] * X[m, n])\n";
+  w = parse_ok(ln, NULL, 0);
+  root = ir_func_root(w->func);
+  ck_assert_int_eq(root->nallocs, 4);
+  ck_assert_str_eq(root->allocs[0]->name, "Y_sum0");
+  ck_assert_str_eq(root->allocs[1]->name, "Y_sum1");
+  ck_assert_str_eq(root->allocs[2]->name, "Y_sum2");
+  ck_assert_int_eq(root->allocs[0]->dtype, IR_FLOAT32);
+  ck_assert_str_eq(root->allocs[3]->name, "T_sum0");
+  ck_assert_int_eq(root->allocs[3]->ndim, 0);
+  ir_data_t *d = run(w);
+  double total = 0;
+  for (int e = 0; e < 3 * 16; e++) total += d->vals[0][e] * d->vals[0][e];
+  for (int i = 0; i < 3; i++) {
+    double mean = 0, var = 0;
+    for (int k = 0; k < 16; k++) mean += d->vals[0][i * 16 + k] / 16.0;
+    for (int k = 0; k < 16; k++) var += (d->vals[0][i * 16 + k] - mean) * (d->vals[0][i * 16 + k] - mean) / 16.0;
+    for (int j = 0; j < 16; j++)
+      ck_assert_double_eq_tol(d->vals[1][i * 16 + j], (d->vals[0][i * 16 + j] - mean) / sqrt(var + 1e-5), 2e-3);
+    ck_assert_double_eq_tol(d->vals[2][i], d->vals[0][i * 16] / total, 1e-6);
+  }
+  ir_data_free(d);
+  ir_workload_free(w);
+}
+END_TEST
+
 START_TEST(t_layout) {
   /* comments, blank lines, continuation inside brackets, CRLF line ends */
   const char *src = "\n# header\r\n"
@@ -813,7 +880,8 @@ END_TEST
 static Suite *make_suite(void) {
   Suite *s = suite_create("parse");
   TCase *tc = TU_TCASE(s, "core", 0, t_matmul_structure, t_overrides, t_param_set_parse, t_literal_typing,
-                       t_reduction_identities, t_conv_padding_select, t_temps_and_order, t_layout, t_limits, t_bytes,
+                       t_reduction_identities, t_conv_padding_select, t_temps_and_order, t_nested_reductions, t_layout,
+                       t_limits, t_bytes,
                        t_load);
   tcase_add_loop_test(tc, t_errors, 0, (int)(sizeof err_cases / sizeof err_cases[0]));
   return s;
