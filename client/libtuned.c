@@ -297,6 +297,38 @@ int tuned_call(tuned_client_t *c, const char *method, const char *params_json, c
   return *result_json ? 0 : set_err(err, TUNED_E_NOMEM, "out of memory");
 }
 
+/* ---- workloads ---------------------------------------------------------- */
+
+/* Parses params_json (NULL or "": none) into a params object; *out NULL when none. */
+static int params_of(const char *params_json, cJSON **out, tuned_error_t *err) {
+  *out = NULL;
+  if (!params_json || !*params_json) return 0;
+  *out = cJSON_Parse(params_json);
+  if (cJSON_IsObject(*out)) return 0;
+  cJSON_Delete(*out);
+  *out = NULL;
+  return set_err(err, TUNED_E_INVALID, "params must be a JSON object such as {\"M\": 64}, got: %.100s", params_json);
+}
+
+int tuned_workload_hash(tuned_client_t *c, const char *workload_text, const char *params_json, char hash[17],
+                        tuned_error_t *err) {
+  hash[0] = 0;
+  if (!workload_text) return set_err(err, TUNED_E_INVALID, "tuned_workload_hash needs the workload text");
+  cJSON *params, *r = NULL;
+  int rc = params_of(params_json, &params, err);
+  if (rc < 0) return rc;
+  cJSON *p = cJSON_CreateObject();
+  cJSON_AddStringToObject(p, "workload_text", workload_text);
+  if (params) cJSON_AddItemToObject(p, "params", params);
+  rc = call_json(c, "workload.check", p, NULL, NULL, &r, err);
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive(r, "workload");
+  if (rc == 0 && !(cJSON_IsString(h) && strlen(h->valuestring) == 16))
+    rc = set_err(err, TUNED_E_PROTOCOL, "workload.check answered without a 16-digit \"workload\" hash");
+  if (rc == 0) memcpy(hash, h->valuestring, 17);
+  cJSON_Delete(r);
+  return rc;
+}
+
 /* ---- jobs --------------------------------------------------------------- */
 
 static const char *const state_names[] = {"queued", "running", "done", "cancelled", "failed", "unknown"};
@@ -393,19 +425,13 @@ tuned_submit_t tuned_submit_defaults(void) {
 
 int tuned_submit(tuned_client_t *c, const tuned_submit_t *s, int64_t *job, char hash[17], tuned_error_t *err) {
   if (!s || !s->workload) return set_err(err, TUNED_E_INVALID, "tuned_submit needs the workload text");
+  cJSON *params;
+  int rc = params_of(s->params_json, &params, err);
+  if (rc < 0) return rc;
   cJSON *p = cJSON_CreateObject();
   cJSON_AddStringToObject(p, "workload", s->workload);
   if (s->name) cJSON_AddStringToObject(p, "name", s->name);
-  if (s->params_json && *s->params_json) {
-    cJSON *params = cJSON_Parse(s->params_json);
-    if (!cJSON_IsObject(params)) {
-      cJSON_Delete(params);
-      cJSON_Delete(p);
-      return set_err(err, TUNED_E_INVALID, "params must be a JSON object such as {\"M\": 64}, got: %.100s",
-                     s->params_json);
-    }
-    cJSON_AddItemToObject(p, "params", params);
-  }
+  if (params) cJSON_AddItemToObject(p, "params", params);
   if (s->target) cJSON_AddStringToObject(p, "target", s->target);
   if (s->trials > 0) cJSON_AddNumberToObject(p, "trials", s->trials);
   if (s->seconds > 0) cJSON_AddNumberToObject(p, "seconds", s->seconds);
@@ -415,7 +441,7 @@ int tuned_submit(tuned_client_t *c, const tuned_submit_t *s, int64_t *job, char 
   if (s->remeasure >= 0) cJSON_AddNumberToObject(p, "remeasure", s->remeasure);
   if (s->baseline >= 0) cJSON_AddBoolToObject(p, "baseline", s->baseline > 0);
   cJSON *r = NULL;
-  int rc = call_json(c, "tune.submit", p, NULL, NULL, &r, err);
+  rc = call_json(c, "tune.submit", p, NULL, NULL, &r, err);
   if (rc == 0) {
     if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(r, "job")))
       rc = set_err(err, TUNED_E_PROTOCOL, "tune.submit answered without a job id");
@@ -629,12 +655,9 @@ int tuned_kernel_get_text(tuned_client_t *c, const char *workload_text, const ch
                           const char *target, tuned_kernel_t **out, tuned_error_t *err) {
   *out = NULL;
   if (!workload_text) return set_err(err, TUNED_E_INVALID, "tuned_kernel_get_text needs the workload text");
-  cJSON *params = params_json && *params_json ? cJSON_Parse(params_json) : NULL;
-  if (params_json && *params_json && !cJSON_IsObject(params)) {
-    cJSON_Delete(params);
-    return set_err(err, TUNED_E_INVALID, "params must be a JSON object such as {\"M\": 64}, got: %.100s",
-                   params_json);
-  }
+  cJSON *params;
+  int rc = params_of(params_json, &params, err);
+  if (rc < 0) return rc;
   cJSON *p = cJSON_CreateObject();
   cJSON_AddStringToObject(p, "workload_text", workload_text);
   if (params) cJSON_AddItemToObject(p, "params", params);

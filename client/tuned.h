@@ -84,6 +84,17 @@ TUNED_API void tuned_set_timeout(tuned_client_t *c, double seconds);
 TUNED_API int tuned_call(tuned_client_t *c, const char *method, const char *params_json,
                          char **result_json, tuned_error_t *err);
 
+/* ---- workloads ---------------------------------------------------------- */
+
+/* The structural hash of a workload text with its parameter overrides
+ * (params_json, e.g. {"M": 64}; NULL: none), as the daemon computes it
+ * (workload.check): the key its records are stored under, for calls that
+ * take a hash (db.best, db.records, tuned_kernel_get).  Writes 16 hex digits
+ * + NUL.  A text that does not parse is TUNED_E_RPC with rpc_code
+ * TUNED_RPC_BAD_WORKLOAD and the parser's message. */
+TUNED_API int tuned_workload_hash(tuned_client_t *c, const char *workload_text, const char *params_json,
+                                  char hash[17], tuned_error_t *err);
+
 /* ---- jobs --------------------------------------------------------------- */
 
 typedef struct tuned_submit {

@@ -19,7 +19,7 @@ static const td_method_t methods[] = {
     {"server.info", td_m_server_info, "", false},
     {"target.list", td_m_target_list, "", false},
     {"tune.submit", td_m_tune_submit,
-     "workload,name,params,target,trials,seconds,seed,strategy,model,batch_size,population", true},
+     "workload,name,params,target,trials,seconds,seed,strategy,model,batch_size,population,remeasure,baseline", true},
     {"tune.status", td_m_tune_status, "job", false},
     {"tune.list", td_m_tune_list, "state,limit,offset", false},
     {"tune.cancel", td_m_tune_cancel, "job", false},
@@ -30,6 +30,7 @@ static const td_method_t methods[] = {
     {"db.export", td_m_db_export, "workload,target", false},
     {"db.import", td_m_db_import, "jsonl", true},
     {"kernel.get", td_m_kernel_get, "workload,workload_text,name,params,target,entry", false},
+    {"workload.check", td_m_workload_check, "workload_text,name,params", false},
     {"server.shutdown", td_m_server_shutdown, "", false},
 };
 

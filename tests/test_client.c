@@ -448,11 +448,54 @@ START_TEST(t_libtuned) {
   s.name = "vector_add";
   s.params_json = "{\"N\": 2048}";
   s.trials = 4;
+  s.remeasure = 0;
+  s.baseline = 0;
   int64_t job = 0;
   char hash[17];
-  ck_assert_int_eq(tuned_submit(c, &s, &job, hash, &err), 0);
+  ck_assert_msg(tuned_submit(c, &s, &job, hash, &err) == 0, "%s", err.message);
   ck_assert(job > g_job);
   ck_assert_int_eq((int)strlen(hash), 16);
+  /* the options reached the job (tune.submit once refused remeasure and baseline) */
+  char params[64];
+  snprintf(params, sizeof params, "{\"job\": %lld}", (long long)job);
+  ck_assert_int_eq(tuned_call(c, "tune.status", params, &res, &err), 0);
+  j = parse_json(res);
+  const cJSON *opts = cJSON_GetObjectItemCaseSensitive(j, "options");
+  ck_assert_int_eq((int)jnum(opts, "remeasure"), 0);
+  ck_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(opts, "baseline")));
+  cJSON_Delete(j);
+  free(res);
+  /* the workload's hash from its text, as submit gave it */
+  char h2[17];
+  ck_assert_msg(tuned_workload_hash(c, text, "{\"N\": 2048}", h2, &err) == 0, "%s", err.message);
+  ck_assert_str_eq(h2, hash);
+  ck_assert_int_eq(tuned_workload_hash(c, text, "{\"N\": 1024}", h2, &err), 0);
+  ck_assert_str_ne(h2, hash);
+  ck_assert_int_eq(tuned_workload_hash(c, "input A: float32[Q]\n", NULL, h2, &err), TUNED_E_RPC);
+  ck_assert_int_eq(err.rpc_code, TUNED_RPC_BAD_WORKLOAD);
+  ck_assert_msg(strstr(err.message, "workload.tw:1:18: ") != NULL, "%s", err.message);
+  ck_assert_int_eq(tuned_workload_hash(c, text, "{\"Q\": 1}", h2, &err), TUNED_E_RPC);
+  ck_assert_int_eq(err.rpc_code, TUNED_RPC_BAD_WORKLOAD);
+  ck_assert_int_eq(tuned_workload_hash(c, text, "[1]", h2, &err), TUNED_E_INVALID);
+  ck_assert_int_eq(tuned_call(c, "workload.check", "{\"workload_text\": \"input A: float32[N]\\n"
+                              "output B: float32[N]\\nB[i] = A[i] * 2.0\\n\", \"name\": \"dbl\"}", &res, &err),
+                   TUNED_E_RPC);
+  ck_assert_int_eq(err.rpc_code, TUNED_RPC_BAD_WORKLOAD);
+  ck_assert_msg(strstr(err.message, "dbl.tw:1:") != NULL, "%s", err.message);
+  ck_assert_int_eq(tuned_call(c, "workload.check", "{\"workload_text\": \"param N = 8\\ninput A: float32[N]\\n"
+                              "output B: float32[N, 2]\\nB[i, j] = A[i] * 2.0\\n\", \"params\": {\"N\": 6}}",
+                              &res, &err), 0);
+  j = parse_json(res);
+  ck_assert_int_eq((int)strlen(jstr(j, "workload")), 16);
+  ck_assert_int_eq((int)jnum(cJSON_GetObjectItemCaseSensitive(j, "params"), "N"), 6);
+  ck_assert_int_eq((int)jnum(j, "flops"), 12);
+  const cJSON *out = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "tensors"), 1);
+  ck_assert_str_eq(jstr(out, "name"), "B");
+  ck_assert_str_eq(jstr(out, "role"), "output");
+  ck_assert_str_eq(jstr(out, "dtype"), "float32");
+  ck_assert_int_eq(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(out, "shape"), 1)->valueint, 2);
+  cJSON_Delete(j);
+  free(res);
   int calls = 0;
   tuned_job_t final;
   ck_assert_msg(tuned_wait(c, job, 120, count_progress, &calls, &final, &err) == 0, "%s", err.message);
