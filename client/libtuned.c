@@ -456,24 +456,46 @@ int tuned_submit(tuned_client_t *c, const tuned_submit_t *s, int64_t *job, char 
 typedef struct waiter {
   int64_t job;
   tuned_progress_fn progress;
+  tuned_progress_json_fn progress_json;
   void *ctx;
   tuned_job_t last;
   bool finished;
 } waiter_t;
 
-static void waiter_update(waiter_t *w, const tuned_job_t *j) {
+/* Takes a job object (as the daemon sent it) as the latest state. */
+static void waiter_update(waiter_t *w, const tuned_job_t *j, const cJSON *obj) {
   w->last = *j;
   w->finished = tuned_job_finished(j);
   if (w->progress) w->progress(j, w->ctx);
+  if (w->progress_json) {
+    char *text = cJSON_PrintUnformatted(obj);
+    if (text) w->progress_json(j, text, w->ctx);
+    free(text);
+  }
 }
 
 static void on_progress(cJSON *msg, void *ctx) {
   waiter_t *w = ctx;
   cJSON *m = cJSON_GetObjectItemCaseSensitive(msg, "method");
+  cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
   tuned_job_t j;
   if (!cJSON_IsString(m) || strcmp(m->valuestring, "tune.progress") != 0) return;
-  if (job_from(cJSON_GetObjectItemCaseSensitive(msg, "params"), &j, NULL) < 0 || j.id != w->job) return;
-  waiter_update(w, &j);
+  if (job_from(params, &j, NULL) < 0 || j.id != w->job) return;
+  waiter_update(w, &j, params);
+}
+
+/* Calls method {"job": ID} and takes its answer, a job object, as the latest state. */
+static int waiter_call(tuned_client_t *c, const char *method, waiter_t *w, notify_fn notify, bool always,
+                       tuned_error_t *err) {
+  cJSON *r = NULL;
+  tuned_job_t j;
+  int rc = call_json(c, method, job_params(w->job), notify, w, &r, err);
+  if (rc == 0) rc = job_from(r, &j, err);
+  /* always: the first answer (unless a notification read meanwhile ended the job); else changes only */
+  if (rc == 0 && ((always && !w->finished) || j.trials_done != w->last.trials_done || j.state != w->last.state))
+    waiter_update(w, &j, r);
+  cJSON_Delete(r);
+  return rc;
 }
 
 /* Polls tune.status: for daemons without tune.watch. */
@@ -483,40 +505,42 @@ static int wait_polling(tuned_client_t *c, waiter_t *w, double deadline, tuned_e
       return set_err(err, TUNED_E_TIMEOUT, "job %lld did not finish in time", (long long)w->job);
     struct timespec ts = {0, 500 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    tuned_job_t j;
-    int rc = tuned_job_status(c, w->job, &j, err);
+    int rc = waiter_call(c, "tune.status", w, NULL, false, err);
     if (rc < 0) return rc;
-    if (j.trials_done != w->last.trials_done || j.state != w->last.state) waiter_update(w, &j);
   }
   return 0;
+}
+
+static int wait_job(tuned_client_t *c, waiter_t *w, double timeout_s, tuned_job_t *final, tuned_error_t *err) {
+  double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
+  int rc = waiter_call(c, "tune.watch", w, on_progress, true, err);
+  if (rc == TUNED_E_RPC && err && err->rpc_code == TUNED_RPC_METHOD_NOT_FOUND) {
+    if ((rc = waiter_call(c, "tune.status", w, NULL, true, err)) == 0) rc = wait_polling(c, w, deadline, err);
+  }
+  while (rc == 0 && !w->finished) {
+    cJSON *msg = NULL;
+    if (deadline > 0 && now_s() >= deadline) {
+      rc = set_err(err, TUNED_E_TIMEOUT, "job %lld did not finish in %.0f s", (long long)w->job, timeout_s);
+      break;
+    }
+    if ((rc = read_message(c, deadline, &msg, err)) < 0) break;
+    if (!cJSON_GetObjectItemCaseSensitive(msg, "id")) on_progress(msg, w);
+    cJSON_Delete(msg);
+  }
+  if (rc == 0 && final) *final = w->last;
+  return rc;
 }
 
 int tuned_wait(tuned_client_t *c, int64_t job, double timeout_s, tuned_progress_fn progress, void *ctx,
                tuned_job_t *final, tuned_error_t *err) {
   waiter_t w = {.job = job, .progress = progress, .ctx = ctx};
-  double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
-  tuned_job_t now;
-  int rc = job_call(c, "tune.watch", job, on_progress, &w, &now, err);
-  if (rc == TUNED_E_RPC && err && err->rpc_code == TUNED_RPC_METHOD_NOT_FOUND) {
-    if ((rc = tuned_job_status(c, job, &now, err)) == 0) {
-      waiter_update(&w, &now);
-      rc = wait_polling(c, &w, deadline, err);
-    }
-  } else if (rc == 0 && !w.finished) {
-    waiter_update(&w, &now);
-  }
-  while (rc == 0 && !w.finished) {
-    cJSON *msg = NULL;
-    if (deadline > 0 && now_s() >= deadline) {
-      rc = set_err(err, TUNED_E_TIMEOUT, "job %lld did not finish in %.0f s", (long long)job, timeout_s);
-      break;
-    }
-    if ((rc = read_message(c, deadline, &msg, err)) < 0) break;
-    if (!cJSON_GetObjectItemCaseSensitive(msg, "id")) on_progress(msg, &w);
-    cJSON_Delete(msg);
-  }
-  if (rc == 0 && final) *final = w.last;
-  return rc;
+  return wait_job(c, &w, timeout_s, final, err);
+}
+
+int tuned_wait_json(tuned_client_t *c, int64_t job, double timeout_s, tuned_progress_json_fn progress, void *ctx,
+                    tuned_job_t *final, tuned_error_t *err) {
+  waiter_t w = {.job = job, .progress_json = progress, .ctx = ctx};
+  return wait_job(c, &w, timeout_s, final, err);
 }
 
 /* ---- kernels ------------------------------------------------------------ */

@@ -292,8 +292,9 @@ static const command_t commands[] = {
              "of candidates to measure, --seconds an optional wall-time budget (the\n"
              "re-measure of the best --remeasure candidates, default 8, and the\n"
              "measurement of the unscheduled program come after it; see `tunectl tune\n"
-             "--help`).  With --wait, follows the job (a progress bar on a terminal, one\n"
-             "line per batch otherwise) and exits 1 unless it ends `done`.\n",
+             "--help`).  With --wait, follows the job on stdout (a progress bar on a\n"
+             "terminal, one line per batch otherwise; --json: JSON lines, the job id and\n"
+             "hash, then the daemon's job objects) and exits 1 unless it ends `done`.\n",
      .run = tcd_submit},
     {.name = "status", .usage = "[JOB] [--json]", .min_pos = 0, .max_pos = 1, .opts = OPT(JSON), .needs_daemon = true,
      .summary = "show the daemon's state, or one job's",
@@ -303,9 +304,10 @@ static const command_t commands[] = {
      .run = tcd_status},
     {.name = "watch", .usage = "JOB [--json]", .min_pos = 1, .max_pos = 1, .opts = OPT(JSON), .needs_daemon = true,
      .summary = "follow a job until it ends",
-     .help = "Prints the job's progress after every measured batch until it is done,\n"
-             "cancelled or failed (--json: one job object per line).  Exits 1 unless\n"
-             "it ends `done`.\n",
+     .help = "Prints the job's progress on stdout after every measured batch until it\n"
+             "is done, cancelled or failed: a progress bar on a terminal, one line per\n"
+             "batch otherwise (--json: the daemon's job objects unchanged, one per\n"
+             "line).  Exits 1 unless it ends `done`.\n",
      .run = tcd_watch},
     {.name = "cancel", .usage = "JOB [--json]", .min_pos = 1, .max_pos = 1, .opts = OPT(JSON), .needs_daemon = true,
      .summary = "cancel a queued or running job",

@@ -175,9 +175,11 @@ static void print_job_line(FILE *out, const tuned_job_t *j) {
   fputc('\n', out);
 }
 
-/* Progress display of submit --wait and watch. */
+/* Progress display of submit --wait and watch, on stdout: a bar redrawn in
+ * place on a terminal, one line per change otherwise; with --json the job
+ * objects as the daemon sent them, one per line. */
 typedef struct progress {
-  bool tty, json, drawn;
+  bool tty, drawn;
   int64_t last_done;
   const char *last_state;
   double t0;
@@ -187,55 +189,57 @@ static void draw_bar(const tuned_job_t *j, progress_t *p) {
   const int width = 30;
   int fill = j->trials > 0 ? (int)(width * j->trials_done / j->trials) : 0;
   if (fill > width) fill = width;
-  fprintf(stderr, "\r\033[Kjob %lld [%.*s%*s] %lld/%lld", (long long)j->id, fill,
-          "##############################", width - fill, "", (long long)j->trials_done, (long long)j->trials);
+  printf("\r\033[Kjob %lld [%.*s%*s] %lld/%lld", (long long)j->id, fill, "##############################",
+         width - fill, "", (long long)j->trials_done, (long long)j->trials);
   if (j->best_record) {
-    fprintf(stderr, "  best ");
-    print_secs(stderr, j->best_median_secs);
-    fprintf(stderr, " %.2f GFLOP/s", j->best_gflops);
+    printf("  best ");
+    print_secs(stdout, j->best_median_secs);
+    printf(" %.2f GFLOP/s", j->best_gflops);
   }
-  fprintf(stderr, "  %.0fs %s", tn_now() - p->t0, tuned_job_finished(j) ? "\n" : "");
+  printf("  %.0fs %s", tn_now() - p->t0, tuned_job_finished(j) ? "\n" : "");
   p->drawn = !tuned_job_finished(j);
-  fflush(stderr);
 }
 
 static void on_progress(const tuned_job_t *j, void *ctx) {
   progress_t *p = ctx;
-  if (p->json) {
-    printf("{\"job\":%lld,\"state\":\"%s\",\"trials\":%lld,\"trials_done\":%lld,\"best_gflops\":%.6g}\n",
-           (long long)j->id, j->state_name, (long long)j->trials, (long long)j->trials_done, j->best_gflops);
-    fflush(stdout);
-    return;
-  }
   if (p->tty) {
     draw_bar(j, p);
-    return;
+  } else if (j->trials_done != p->last_done || !p->last_state ||
+             strcmp(p->last_state, tuned_job_state_name(j->state)) != 0) {
+    p->last_done = j->trials_done;
+    p->last_state = tuned_job_state_name(j->state);
+    print_job_line(stdout, j);
   }
-  if (j->trials_done == p->last_done && p->last_state && strcmp(p->last_state, tuned_job_state_name(j->state)) == 0)
-    return;
-  p->last_done = j->trials_done;
-  p->last_state = tuned_job_state_name(j->state);
-  print_job_line(stderr, j);
+  fflush(stdout);
+}
+
+static void on_progress_json(const tuned_job_t *j, const char *json, void *ctx) {
+  (void)j, (void)ctx;
+  printf("%s\n", json);
+  fflush(stdout);
 }
 
 /* Follows job until it ends; returns the exit code (0 when done). */
-static int follow_job(const tc_args_t *o, tuned_client_t *c, int64_t job, bool json_lines) {
-  progress_t p = {.tty = !json_lines && isatty(2), .json = json_lines, .last_done = -1, .t0 = tn_now()};
+static int follow_job(const tc_args_t *o, tuned_client_t *c, int64_t job) {
+  progress_t p = {.tty = isatty(1), .last_done = -1, .t0 = tn_now()};
   tuned_job_t final;
   tuned_error_t err = {0};
-  if (tuned_wait(c, job, 0, on_progress, &p, &final, &err) < 0) {
-    if (p.drawn) fputc('\n', stderr);
+  int rc = o->json ? tuned_wait_json(c, job, 0, on_progress_json, NULL, &final, &err)
+                   : tuned_wait(c, job, 0, on_progress, &p, &final, &err);
+  if (p.drawn) {
+    fputc('\n', stdout);
+    fflush(stdout);
+  }
+  if (rc < 0) {
     print_error(o, &err);
     return 1;
   }
-  if (!json_lines) {
-    if (p.tty) print_job_line(stderr, &final);
-    if (final.state == TUNED_JOB_DONE && !final.best_record)
-      fprintf(stderr, "tunectl %s: job %lld ended without a verified kernel (%lld build errors, %lld run errors, "
-                      "%lld timeouts, %lld wrong results)\n",
-              o->name, (long long)job, (long long)final.build_errors, (long long)final.run_errors,
-              (long long)final.timeouts, (long long)final.wrong_results);
-  }
+  if (p.tty) print_job_line(stdout, &final);
+  if (final.state == TUNED_JOB_DONE && !final.best_record)
+    fprintf(stderr, "tunectl %s: job %lld ended without a verified kernel (%lld build errors, %lld run errors, "
+                    "%lld timeouts, %lld wrong results)\n",
+            o->name, (long long)job, (long long)final.build_errors, (long long)final.run_errors,
+            (long long)final.timeouts, (long long)final.wrong_results);
   return final.state == TUNED_JOB_DONE ? 0 : 1;
 }
 
@@ -311,21 +315,11 @@ int tcd_submit(tc_args_t *o) {
     print_error(o, &err);
     goto out;
   }
-  if (o->json && !o->wait) {
-    printf("{\"job\": %lld, \"workload\": \"%s\"}\n", (long long)job, hash);
-  } else if (!o->json) {
-    printf("job %lld: %s (%s) on %s\n", (long long)job, w.name, hash, o->target ? o->target : "the daemon's target");
-    fflush(stdout);
-  }
-  rc = 0;
-  if (o->wait) {
-    rc = follow_job(o, c, job, false);
-    if (o->json) {
-      cJSON *r = rpc(o, c, "tune.status", job_params(job));
-      if (r) print_json(r);
-      cJSON_Delete(r);
-    }
-  }
+  /* --wait --json: a stream of JSON lines, this first and then the job objects */
+  if (o->json) printf("{\"job\": %lld, \"workload\": \"%s\"}\n", (long long)job, hash);
+  else printf("job %lld: %s (%s) on %s\n", (long long)job, w.name, hash, o->target ? o->target : "the daemon's target");
+  fflush(stdout);
+  rc = o->wait ? follow_job(o, c, job) : 0;
 out:
   free(params);
   tuned_close(c);
@@ -412,7 +406,7 @@ int tcd_watch(tc_args_t *o) {
   if (job < 0) return 2;
   tuned_client_t *c = connect_daemon(o);
   if (!c) return 1;
-  int rc = follow_job(o, c, job, o->json);
+  int rc = follow_job(o, c, job);
   tuned_close(c);
   return rc;
 }

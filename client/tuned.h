@@ -167,6 +167,14 @@ typedef void (*tuned_progress_fn)(const tuned_job_t *job, void *ctx);
 TUNED_API int tuned_wait(tuned_client_t *c, int64_t job, double timeout_s, tuned_progress_fn progress,
                          void *ctx, tuned_job_t *final, tuned_error_t *err);
 
+/* Called with the job and its JSON object's text as the daemon sent it. */
+typedef void (*tuned_progress_json_fn)(const tuned_job_t *job, const char *job_json, void *ctx);
+
+/* tuned_wait, with each job object's JSON text as well (the daemon's
+ * unchanged: `tunectl watch --json` prints them as JSON lines). */
+TUNED_API int tuned_wait_json(tuned_client_t *c, int64_t job, double timeout_s, tuned_progress_json_fn progress,
+                              void *ctx, tuned_job_t *final, tuned_error_t *err);
+
 /* ---- kernels ------------------------------------------------------------ */
 
 typedef struct tuned_launch {
