@@ -446,7 +446,8 @@ START_TEST(t_targets) {
   cJSON_Delete(j);
   r = tunectl_env(env, "run " W("vector_add") " --target cpu");
   ck_assert_int_eq(r->status, 1);
-  ck_assert_msg(strstr(r->err, "unknown target \"cpu\" (known: lab/cpu;") && strstr(r->err, dir), "%s", r->err);
+  ck_assert_msg(strstr(r->err, "unknown target \"cpu\"; did you mean \"lab/cpu\"? (known: lab/cpu;") &&
+                    strstr(r->err, dir), "%s", r->err);
   r = tunectl_env(env, "run --help");
   ck_assert_msg(strstr(r->out, dir) && strstr(r->out, " lab/cpu\n"), "%s", r->out);
   r = tunectl_env("", "run " W("vector_add") " --target cpu --repeat-ms 5");

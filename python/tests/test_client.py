@@ -99,6 +99,8 @@ def test_daemon_errors(daemon):
         with pytest.raises(tuned.InvalidParams) as e:
             c.submit(MATMUL, target="no-such-target", **SHAPE)
         assert "no-such-target" in str(e.value) and "cpu" in str(e.value)
+        with pytest.raises(tuned.InvalidParams, match='unknown target "h100"; did you mean "nvidia/h100"\\?'):
+            c.kernel(MATMUL, target="h100", **SHAPE)
         with pytest.raises(tuned.NotFound) as e:
             c.status(987654)
         assert "no job 987654" in str(e.value)
