@@ -326,19 +326,34 @@ out:
   return rc;
 }
 
-static void print_job_row(const cJSON *j) {
-  const cJSON *best = cJSON_GetObjectItemCaseSensitive(j, "best");
-  printf("%5lld  %-9s  %-14.14s  %-16s  %-16.16s  %5.0f/%-5.0f", (long long)jnum(j, "job", 0), jstr(j, "state"),
-         jstr(j, "name"), jstr(j, "workload"), jstr(j, "target"), jnum(j, "trials_done", 0), jnum(j, "trials", 0));
-  if (cJSON_IsObject(best)) printf("  %10.3f", jnum(best, "gflops", 0));
-  printf("\n");
+/* The width of a table's text column: its header's or its widest value's
+ * (names are never cut short). */
+static int col_width(const cJSON *rows, const char *key, const char *header) {
+  int w = (int)strlen(header);
+  const cJSON *r;
+  cJSON_ArrayForEach(r, rows) w = TN_MAX(w, (int)strlen(jstr(r, key)));
+  return w;
 }
 
-static void print_jobs_table(const cJSON *jobs) {
-  printf("%5s  %-9s  %-14s  %-16s  %-16s  %11s  %10s\n", "JOB", "STATE", "NAME", "WORKLOAD", "TARGET", "TRIALS",
+static bool job_active(const cJSON *j) {
+  return strcmp(jstr(j, "state"), "queued") == 0 || strcmp(jstr(j, "state"), "running") == 0;
+}
+
+/* The jobs (active_only: the queued and running ones) as a table. */
+static void print_jobs_table(const cJSON *jobs, bool active_only) {
+  int nw = col_width(jobs, "name", "NAME"), tw = col_width(jobs, "target", "TARGET");
+  printf("%5s  %-9s  %-*s  %-16s  %-*s  %11s  %10s\n", "JOB", "STATE", nw, "NAME", "WORKLOAD", tw, "TARGET", "TRIALS",
          "GFLOP/s");
   const cJSON *j;
-  cJSON_ArrayForEach(j, jobs) print_job_row(j);
+  cJSON_ArrayForEach(j, jobs) {
+    if (active_only && !job_active(j)) continue;
+    const cJSON *best = cJSON_GetObjectItemCaseSensitive(j, "best");
+    printf("%5lld  %-9s  %-*s  %-16s  %-*s  %5.0f/%-5.0f", (long long)jnum(j, "job", 0), jstr(j, "state"), nw,
+           jstr(j, "name"), jstr(j, "workload"), tw, jstr(j, "target"), jnum(j, "trials_done", 0),
+           jnum(j, "trials", 0));
+    if (cJSON_IsObject(best)) printf("  %10.3f", jnum(best, "gflops", 0));
+    printf("\n");
+  }
 }
 
 static int status_server(tc_args_t *o) {
@@ -379,10 +394,7 @@ static int status_server(tc_args_t *o) {
          counts[3], counts[4]);
   if (counts[0] + counts[1]) {
     printf("\n");
-    printf("%5s  %-9s  %-14s  %-16s  %-16s  %11s  %10s\n", "JOB", "STATE", "NAME", "WORKLOAD", "TARGET", "TRIALS",
-           "GFLOP/s");
-    cJSON_ArrayForEach(j, all)
-      if (strcmp(jstr(j, "state"), "queued") == 0 || strcmp(jstr(j, "state"), "running") == 0) print_job_row(j);
+    print_jobs_table(all, true);
   }
   cJSON_Delete(info);
   cJSON_Delete(jobs);
@@ -430,7 +442,7 @@ int tcd_jobs(tc_args_t *o) {
   cJSON *r = rpc_once(o, "tune.list", p);
   if (!r) return 1;
   if (o->json) print_json(r);
-  else print_jobs_table(cJSON_GetObjectItemCaseSensitive(r, "jobs"));
+  else print_jobs_table(cJSON_GetObjectItemCaseSensitive(r, "jobs"), false);
   cJSON_Delete(r);
   return 0;
 }
@@ -443,10 +455,11 @@ int tcd_workloads(tc_args_t *o) {
   if (o->json) {
     print_json(r);
   } else {
-    printf("%-16s  %-20s  %8s  %12s\n", "HASH", "NAME", "RECORDS", "GFLOP/run");
-    const cJSON *w;
-    cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(r, "workloads"))
-      printf("%-16s  %-20.20s  %8.0f  %12.6f\n", jstr(w, "hash"), jstr(w, "name"), jnum(w, "records", 0),
+    const cJSON *ws = cJSON_GetObjectItemCaseSensitive(r, "workloads"), *w;
+    int nw = col_width(ws, "name", "NAME");
+    printf("%-16s  %-*s  %8s  %12s\n", "HASH", nw, "NAME", "RECORDS", "GFLOP/run");
+    cJSON_ArrayForEach(w, ws)
+      printf("%-16s  %-*s  %8.0f  %12.6f\n", jstr(w, "hash"), nw, jstr(w, "name"), jnum(w, "records", 0),
              jnum(w, "flops", 0) * 1e-9);
   }
   cJSON_Delete(r);
@@ -454,11 +467,12 @@ int tcd_workloads(tc_args_t *o) {
 }
 
 static void print_records(const cJSON *records) {
-  printf("%7s  %-16s  %-16s  %-12s  %12s  %10s  %s\n", "RECORD", "WORKLOAD", "TARGET", "STATUS", "MEDIAN(ms)",
+  int tw = TN_MAX(col_width(records, "target", "TARGET"), 16);
+  printf("%7s  %-16s  %-*s  %-12s  %12s  %10s  %s\n", "RECORD", "WORKLOAD", tw, "TARGET", "STATUS", "MEDIAN(ms)",
          "GFLOP/s", "VERIFIED");
   const cJSON *r;
   cJSON_ArrayForEach(r, records) {
-    printf("%7.0f  %-16s  %-16.16s  %-12s  ", jnum(r, "id", 0), jstr(r, "workload"), jstr(r, "target"),
+    printf("%7.0f  %-16s  %-*s  %-12s  ", jnum(r, "id", 0), jstr(r, "workload"), tw, jstr(r, "target"),
            jstr(r, "status"));
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "median_secs");
     if (cJSON_IsNumber(m)) printf("%12.6f  %10.3f", m->valuedouble * 1e3, jnum(r, "gflops", 0));

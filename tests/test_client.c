@@ -280,6 +280,22 @@ START_TEST(t_json_streams) {
 }
 END_TEST
 
+/* Tables never cut names short: a long workload name in jobs, status and workloads. */
+START_TEST(t_tables_full_names) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/vector_add_with_a_rather_long_name.tw", g_dir);
+  write_file(path, slurp(SRC("workloads/vector_add.tw")));
+  ctl(0, "submit '%s' --set N=1000 --trials 2 --wait", path);
+  run_t *r = ctl(0, "jobs");
+  ck_assert_msg(strstr(r->out, " vector_add_with_a_rather_long_name  "), "%s", r->out);
+  char header[64]; /* the header as wide as the name */
+  snprintf(header, sizeof header, "  %-34s  WORKLOAD", "NAME");
+  ck_assert_msg(strstr(r->out, header), "%s", r->out);
+  r = ctl(0, "workloads");
+  ck_assert_msg(strstr(r->out, "  vector_add_with_a_rather_long_name  "), "%s", r->out);
+}
+END_TEST
+
 START_TEST(t_best_records) {
   cJSON *j = parse_json(ctl(0, "best " MM32 " --json")->out);
   const cJSON *recs = cJSON_GetObjectItemCaseSensitive(j, "records");
@@ -1060,8 +1076,9 @@ static Suite *make_suite(void) {
   Suite *s = suite_create("client");
   TU_TCASE(s, "offline", 60, t_no_daemon, t_default_socket, t_parse_kernel_job, t_fake_server, t_timeout, t_foreign_daemon, t_socket_not_ours,
            t_pkgconfig, t_bench_compare);
-  TCase *tc = TU_TCASE(s, "daemon", 300, t_ping_targets, t_submit_wait_jobs_status, t_json_streams, t_best_records,
-                       t_kernel, t_export_import, t_libtuned, t_example_host, t_errors, t_cancel);
+  TCase *tc = TU_TCASE(s, "daemon", 300, t_ping_targets, t_submit_wait_jobs_status, t_json_streams,
+                       t_tables_full_names, t_best_records, t_kernel, t_export_import, t_libtuned, t_example_host,
+                       t_errors, t_cancel);
   tcase_add_unchecked_fixture(tc, daemon_setup, daemon_teardown);
   TU_TCASE(s, "bench", 600, t_bench_run);
   return s;
