@@ -283,7 +283,7 @@ static cg_module_t *lower_with(const char *cmd, tc_args_t *o, const tn_target_t 
   tn_err_t err = {0};
   if (!trace) s = sch_create(w->func, tc_seed(o));
   else s = replay_text(cmd, o, w, t, label, trace, strlen(trace), NULL);
-  if (s && srch_lower_schedule(s, t, NULL, &m, &err) < 0)
+  if (s && srch_lower_schedule(s, t, cg_entry_for(w->name), &m, &err) < 0)
     fprintf(stderr, "tunectl %s: cannot generate %s code for %s%s%s: %s\n", cmd, cg_target_name(lang), o->pos[0],
             trace ? " with " : "", trace ? label : "", err.msg);
   sch_free(s);

@@ -132,10 +132,7 @@ static void kernel_work(td_req_t *req) {
   db_workload_t w = {0};
   db_record_t best;
   if (lookup(req, k, &w, &best)) return;
-  if (!k->entry[0]) {
-    bool ok = w.name && cg_entry_usable(w.name);
-    snprintf(k->entry, sizeof k->entry, "%s", ok ? w.name : CG_ENTRY_DEFAULT);
-  }
+  if (!k->entry[0]) snprintf(k->entry, sizeof k->entry, "%s", cg_entry_for(w.name));
   cg_module_t *mod = NULL;
   if (lower(req, k, &w, best.trace, &mod)) return;
   cJSON *o = cJSON_CreateObject();
