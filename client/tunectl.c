@@ -23,7 +23,7 @@ enum {
   O_SET, O_TARGET, O_DAEMON_TARGET, O_TRACE, O_EMIT, O_KERNEL_EMIT, O_TRIALS, O_SECONDS, O_DATA_SEED,
   O_SEARCH_SEED, O_REPEAT_MS, O_NO_FLUSH, O_DB, O_STRATEGY, O_MODEL, O_WAIT, O_STATE, O_STATUS, O_LIMIT, O_K,
   O_OUT, O_BASELINE, O_MAX_REGRESSION, O_COMPARE, O_DAEMON, O_JSON, O_JSON_OUT, O_SOCKET, O_REMEASURE,
-  O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_COUNT
+  O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_TOP, O_COUNT
 };
 #define OPT(name) (UINT64_C(1) << O_##name)
 _Static_assert(O_COUNT <= 64, "a command's options are a 64-bit mask");
@@ -81,6 +81,7 @@ static const opt_spec_t options[O_COUNT] = {
                   "ok, build_error, run_error, timeout, wrong_result or too_slow"},
     [O_LIMIT] = {"limit", 0, "N", K_INT, F(limit), 1, 0, "at most N rows"},
     [O_K] = {NULL, 'k', "K", K_INT, F(k), 1, 0, "how many records (default 1)"},
+    [O_TOP] = {"top", 0, "K", K_INT, F(k), 1, 1000, "--json: list the K fastest verified candidates (default 5)"},
     [O_OUT] = {NULL, 'o', "OUT", K_TEXT, F(out), 0, 0, "write to OUT instead of stdout"},
     [O_BASELINE] = {"baseline", 0, "BASE.json", K_TEXT, F(baseline), 0, 0, "compare with these results"},
     [O_MAX_REGRESSION] = {"max-regression", 0, "P", K_TEXT, F(max_regression), 0, 0,
@@ -222,11 +223,11 @@ static const command_t commands[] = {
     {.name = "tune",
      .usage = "FILE --target T --trials N [--seed S] [--db PATH] [--strategy evolutionary|replay] "
               "[--model xgb|random] [--remeasure N | --no-remeasure] [--no-baseline] [--repeat-ms N] [--no-flush] "
-              "[--cc C] [--set NAME=VALUE ...] [--json]",
+              "[--cc C] [--set NAME=VALUE ...] [--json [--top K]]",
      .min_pos = 1, .max_pos = 1,
      .opts = OPT(SET) | OPT(TARGET) | OPT(TRIALS) | OPT(SEARCH_SEED) | OPT(DB) | OPT(STRATEGY) | OPT(MODEL) |
              OPT(REMEASURE) | OPT(NO_REMEASURE) | OPT(NO_BASELINE) | OPT(REPEAT_MS) | OPT(NO_FLUSH) | OPT(CC) |
-             OPT(JSON),
+             OPT(JSON) | OPT(TOP),
      .need = OPT(TARGET) | OPT(TRIALS), .summary = "tune a workload in this process (no daemon)",
      .help = "Searches the target's design spaces for the fastest verified kernel: an\n"
              "evolutionary search ranked by the cost model (XGBoost, or random), or random\n"
@@ -258,8 +259,11 @@ static const command_t commands[] = {
              "candidate (no re-measure, no new baseline) and still prints the summary (a\n"
              "second Ctrl-C quits at once).  The summary counts trials by status, gives\n"
              "the best kernel (re-measured and first time) and its speed-up over the\n"
-             "unscheduled program, then prints the best trace.  Exits 0 when a verified\n"
-             "kernel was found, 130 after Ctrl-C.\n",
+             "unscheduled program, then prints the best trace.  --json prints the summary\n"
+             "as one JSON object instead, with the --top K fastest verified candidates\n"
+             "(their times and traces), the state after every batch (\"batches\") and every\n"
+             "candidate in order (\"candidates\": the tuning curve).  Exits 0 when a\n"
+             "verified kernel was found, 130 after Ctrl-C.\n",
      .run = tco_tune},
     {.name = "bench",
      .usage = "SUITE.json --trials N --json OUT [--baseline BASE.json] [--max-regression P] [--target T] [--seed S] "

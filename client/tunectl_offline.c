@@ -484,7 +484,7 @@ int tco_tune(tc_args_t *o) {
   tct_args_t a = {.workload = w, .target = &t, .trials = (int)o->trials, .db = o->db, .strategy = o->strategy,
                   .model = o->model, .seed = tc_seed(o), .json = o->json, .no_flush = o->no_flush,
                   .remeasure = o->no_remeasure ? 0 : (int)o->remeasure, .no_baseline = o->no_baseline,
-                  .repeat_ms = o->repeat_ms};
+                  .repeat_ms = o->repeat_ms, .top = (int)o->k};
   int rc = tct_tune(&a);
   ir_workload_free(w);
   return rc;

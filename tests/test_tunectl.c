@@ -568,14 +568,36 @@ START_TEST(t_tune_db) {
   ck_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "status_counts"),
                                                             "too_slow")));
   cJSON_Delete(j);
-  snprintf(args, sizeof args, "%s --seed 4 --no-remeasure --no-baseline --json", base);
+  snprintf(args, sizeof args, "%s --seed 4 --no-remeasure --no-baseline --json --top 2", base);
   r = expect(args, 0, NULL, NULL);
   j = cJSON_Parse(r->out);
   ck_assert_msg(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "remeasure")) &&
                     cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "naive")) &&
                     !cJSON_GetObjectItemCaseSensitive(j, "speedup"),
                 "%s", r->out);
-  ck_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "best"), "remeasured")));
+  best = cJSON_GetObjectItemCaseSensitive(j, "best");
+  ck_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(best, "remeasured")));
+  /* every candidate in order (the tuning curve), the state after each batch, the top 2 with traces */
+  cands = cJSON_GetObjectItemCaseSensitive(j, "candidates");
+  ck_assert_int_eq(cJSON_GetArraySize(cands), 4);
+  for (int i = 0; i < 4; i++) {
+    cJSON *c = cJSON_GetArrayItem(cands, i);
+    ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(c, "trial")->valueint, i + 1);
+    ck_assert(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(c, "status")));
+    ck_assert(cJSON_GetObjectItemCaseSensitive(c, "elapsed_s")->valuedouble > 0);
+  }
+  cJSON *batches = cJSON_GetObjectItemCaseSensitive(j, "batches");
+  cJSON *last = cJSON_GetArrayItem(batches, cJSON_GetArraySize(batches) - 1);
+  ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(last, "trials_done")->valueint, 4);
+  ck_assert_double_eq(cJSON_GetObjectItemCaseSensitive(last, "best_median_secs")->valuedouble,
+                      cJSON_GetObjectItemCaseSensitive(best, "median_secs")->valuedouble);
+  cJSON *top = cJSON_GetObjectItemCaseSensitive(j, "top");
+  ck_assert_int_eq(cJSON_GetArraySize(top), 2);
+  double t0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 0), "median_secs")->valuedouble;
+  double t1 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 1), "median_secs")->valuedouble;
+  ck_assert(t0 <= t1);
+  ck_assert_double_eq(t0, cJSON_GetObjectItemCaseSensitive(best, "median_secs")->valuedouble);
+  ck_assert(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 0), "trace")));
   cJSON_Delete(j);
   snprintf(args, sizeof args, "%s --seed 4 --no-remeasure --no-baseline", base);
   r = expect(args, 0, "\nnaive      not measured (--no-baseline)\n", NULL);
