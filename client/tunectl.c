@@ -60,7 +60,8 @@ static const opt_spec_t options[O_COUNT] = {
     [O_TRIALS] = {"trials", 0, "N", K_INT, F(trials), 1, 1000000, "candidates to measure"},
     [O_SECONDS] = {"seconds", 0, "S", K_NUM, F(seconds), 0, 0, "wall-time budget in seconds (default: none)"},
     [O_DATA_SEED] = {"seed", 0, "S", K_INT, F(seed), 0, 0, "input data seed (default 1)"},
-    [O_SEARCH_SEED] = {"seed", 0, "S", K_INT, F(seed), 0, 0, "search seed"},
+    [O_SEARCH_SEED] = {"seed", 0, "S", K_INT, F(seed), 0, 0,
+                       "search seed (default 1; the same seed proposes the same first\ncandidates)"},
     [O_REPEAT_MS] = {"repeat-ms", 0, "N", K_NUM, F(repeat_ms), 0, 1000000,
                      "time repeats until they add up to N ms (default 100, at most\n"
                      "1000000); at least 3 and at most 1000 repeats, after one\n"

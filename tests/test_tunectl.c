@@ -47,6 +47,12 @@ START_TEST(t_help) {
   }
   r = tunectl("eval --help");
   ck_assert_ptr_nonnull(strstr(r->out, "--seed S"));
+  /* --seed means the input data or the search, each with its default said once */
+  ck_assert_msg(strstr(r->out, "  --seed S          input data seed (default 1)\n"), "%s", r->out);
+  r = tunectl("help submit");
+  ck_assert_msg(strstr(r->out, "  --seed S          search seed (default 1; the same seed proposes the same first\n"),
+                "%s", r->out);
+  ck_assert_ptr_null(strstr(r->out, "input data"));
   expect("", 2, NULL, "usage: tunectl");
   expect("frobnicate", 2, NULL, "unknown command 'frobnicate'");
   expect("--version", 0, "tunectl 0.1.0", NULL);
