@@ -104,6 +104,8 @@ def test_daemon_errors(daemon):
         with pytest.raises(tuned.NotFound) as e:
             c.status(987654)
         assert "no job 987654" in str(e.value)
+        with pytest.raises(tuned.NotFound, match="no job 987654"):
+            c.watch(987654, progress=False)
         with pytest.raises(tuned.BadWorkload) as e:
             c.workload_hash(MATMUL, Q=3)
         assert "Q" in str(e.value)
