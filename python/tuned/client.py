@@ -233,8 +233,9 @@ class Client:
     def submit(self, workload, target=None, *, trials=None, seconds=None, seed=None, name=None, strategy=None,
                model=None, remeasure=None, baseline=None, **params):
         """Submits a tuning job for a workload (a .tw path or its text) with
-        parameter overrides (M=64, ...); returns the job id.  Unset options
-        take the daemon's defaults."""
+        parameter overrides (M=64, ...); returns the job id (the workload's
+        hash is then in self.last_workload).  Unset options take the
+        daemon's defaults."""
         w = Workload.of(workload, params)
         if w.hash:
             raise Error("submit takes the workload's text or file, not its hash")

@@ -189,7 +189,7 @@ class TunedFunction:
                 expect *= shape[i]
         self._check(p, shape, _dl_dtype(dl.dtype), contiguous, what)
         nbytes = p.elements * p.elem_bytes
-        return _Arg(dl.data + dl.byte_offset, nbytes, (capsule, t), "dlpack")
+        return _Arg((dl.data or 0) + dl.byte_offset, nbytes, (capsule, t), "dlpack")
 
     def _arg(self, value, p):
         what = self._what(p)
