@@ -147,3 +147,18 @@ def test_library_not_found(tmp_path):
     assert r.returncode == 1
     assert "tuned._errors.LibraryNotFound: cannot find libtuned" in r.stderr
     assert f"{tmp_path}/libtuned.so ($TUNED_LIB): no such file" in r.stderr
+
+
+def test_library_from_the_build_dir():
+    """Without TUNED_LIB, a package in a source tree loads the newest libtuned of its build directories."""
+    import glob
+    root = os.path.dirname(os.path.dirname(tuned.__path__[0]))
+    builds = sorted(glob.glob(os.path.join(root, "build*", "client", "libtuned.so")), key=os.path.getmtime)
+    if not builds:
+        pytest.skip(f"no build directory inside {root} (built out of tree)")
+    env = {k: v for k, v in os.environ.items() if k != "TUNED_LIB"}
+    env["PYTHONPATH"] = os.path.dirname(tuned.__path__[0])
+    r = subprocess.run([sys.executable, "-c", "import tuned; print(tuned.lib_path())"], capture_output=True,
+                       text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == builds[-1]
