@@ -75,7 +75,8 @@ class _DLTensor(ctypes.Structure):
 
 
 _DL_CPU = 1
-_DL_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm", 13: "cuda_managed"}
+_DL_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm",
+               13: "cuda_managed"}
 _DL_CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 6: "bool"}
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype = ctypes.c_void_p
