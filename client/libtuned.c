@@ -297,6 +297,38 @@ int tuned_call(tuned_client_t *c, const char *method, const char *params_json, c
   return *result_json ? 0 : set_err(err, TUNED_E_NOMEM, "out of memory");
 }
 
+/* ---- workloads ---------------------------------------------------------- */
+
+/* Parses params_json (NULL or "": none) into a params object; *out NULL when none. */
+static int params_of(const char *params_json, cJSON **out, tuned_error_t *err) {
+  *out = NULL;
+  if (!params_json || !*params_json) return 0;
+  *out = cJSON_Parse(params_json);
+  if (cJSON_IsObject(*out)) return 0;
+  cJSON_Delete(*out);
+  *out = NULL;
+  return set_err(err, TUNED_E_INVALID, "params must be a JSON object such as {\"M\": 64}, got: %.100s", params_json);
+}
+
+int tuned_workload_hash(tuned_client_t *c, const char *workload_text, const char *params_json, char hash[17],
+                        tuned_error_t *err) {
+  hash[0] = 0;
+  if (!workload_text) return set_err(err, TUNED_E_INVALID, "tuned_workload_hash needs the workload text");
+  cJSON *params, *r = NULL;
+  int rc = params_of(params_json, &params, err);
+  if (rc < 0) return rc;
+  cJSON *p = cJSON_CreateObject();
+  cJSON_AddStringToObject(p, "workload_text", workload_text);
+  if (params) cJSON_AddItemToObject(p, "params", params);
+  rc = call_json(c, "workload.check", p, NULL, NULL, &r, err);
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive(r, "workload");
+  if (rc == 0 && !(cJSON_IsString(h) && strlen(h->valuestring) == 16))
+    rc = set_err(err, TUNED_E_PROTOCOL, "workload.check answered without a 16-digit \"workload\" hash");
+  if (rc == 0) memcpy(hash, h->valuestring, 17);
+  cJSON_Delete(r);
+  return rc;
+}
+
 /* ---- jobs --------------------------------------------------------------- */
 
 static const char *const state_names[] = {"queued", "running", "done", "cancelled", "failed", "unknown"};
@@ -393,19 +425,13 @@ tuned_submit_t tuned_submit_defaults(void) {
 
 int tuned_submit(tuned_client_t *c, const tuned_submit_t *s, int64_t *job, char hash[17], tuned_error_t *err) {
   if (!s || !s->workload) return set_err(err, TUNED_E_INVALID, "tuned_submit needs the workload text");
+  cJSON *params;
+  int rc = params_of(s->params_json, &params, err);
+  if (rc < 0) return rc;
   cJSON *p = cJSON_CreateObject();
   cJSON_AddStringToObject(p, "workload", s->workload);
   if (s->name) cJSON_AddStringToObject(p, "name", s->name);
-  if (s->params_json && *s->params_json) {
-    cJSON *params = cJSON_Parse(s->params_json);
-    if (!cJSON_IsObject(params)) {
-      cJSON_Delete(params);
-      cJSON_Delete(p);
-      return set_err(err, TUNED_E_INVALID, "params must be a JSON object such as {\"M\": 64}, got: %.100s",
-                     s->params_json);
-    }
-    cJSON_AddItemToObject(p, "params", params);
-  }
+  if (params) cJSON_AddItemToObject(p, "params", params);
   if (s->target) cJSON_AddStringToObject(p, "target", s->target);
   if (s->trials > 0) cJSON_AddNumberToObject(p, "trials", s->trials);
   if (s->seconds > 0) cJSON_AddNumberToObject(p, "seconds", s->seconds);
@@ -416,7 +442,7 @@ int tuned_submit(tuned_client_t *c, const tuned_submit_t *s, int64_t *job, char 
   if (s->baseline >= 0) cJSON_AddBoolToObject(p, "baseline", s->baseline > 0);
   if (s->allow_tf32) cJSON_AddBoolToObject(p, "allow_tf32", true);
   cJSON *r = NULL;
-  int rc = call_json(c, "tune.submit", p, NULL, NULL, &r, err);
+  rc = call_json(c, "tune.submit", p, NULL, NULL, &r, err);
   if (rc == 0) {
     if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(r, "job")))
       rc = set_err(err, TUNED_E_PROTOCOL, "tune.submit answered without a job id");
@@ -431,24 +457,46 @@ int tuned_submit(tuned_client_t *c, const tuned_submit_t *s, int64_t *job, char 
 typedef struct waiter {
   int64_t job;
   tuned_progress_fn progress;
+  tuned_progress_json_fn progress_json;
   void *ctx;
   tuned_job_t last;
   bool finished;
 } waiter_t;
 
-static void waiter_update(waiter_t *w, const tuned_job_t *j) {
+/* Takes a job object (as the daemon sent it) as the latest state. */
+static void waiter_update(waiter_t *w, const tuned_job_t *j, const cJSON *obj) {
   w->last = *j;
   w->finished = tuned_job_finished(j);
   if (w->progress) w->progress(j, w->ctx);
+  if (w->progress_json) {
+    char *text = cJSON_PrintUnformatted(obj);
+    if (text) w->progress_json(j, text, w->ctx);
+    free(text);
+  }
 }
 
 static void on_progress(cJSON *msg, void *ctx) {
   waiter_t *w = ctx;
   cJSON *m = cJSON_GetObjectItemCaseSensitive(msg, "method");
+  cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
   tuned_job_t j;
   if (!cJSON_IsString(m) || strcmp(m->valuestring, "tune.progress") != 0) return;
-  if (job_from(cJSON_GetObjectItemCaseSensitive(msg, "params"), &j, NULL) < 0 || j.id != w->job) return;
-  waiter_update(w, &j);
+  if (job_from(params, &j, NULL) < 0 || j.id != w->job) return;
+  waiter_update(w, &j, params);
+}
+
+/* Calls method {"job": ID} and takes its answer, a job object, as the latest state. */
+static int waiter_call(tuned_client_t *c, const char *method, waiter_t *w, notify_fn notify, bool always,
+                       tuned_error_t *err) {
+  cJSON *r = NULL;
+  tuned_job_t j;
+  int rc = call_json(c, method, job_params(w->job), notify, w, &r, err);
+  if (rc == 0) rc = job_from(r, &j, err);
+  /* always: the first answer (unless a notification read meanwhile ended the job); else changes only */
+  if (rc == 0 && ((always && !w->finished) || j.trials_done != w->last.trials_done || j.state != w->last.state))
+    waiter_update(w, &j, r);
+  cJSON_Delete(r);
+  return rc;
 }
 
 /* Polls tune.status: for daemons without tune.watch. */
@@ -458,40 +506,42 @@ static int wait_polling(tuned_client_t *c, waiter_t *w, double deadline, tuned_e
       return set_err(err, TUNED_E_TIMEOUT, "job %lld did not finish in time", (long long)w->job);
     struct timespec ts = {0, 500 * 1000 * 1000};
     nanosleep(&ts, NULL);
-    tuned_job_t j;
-    int rc = tuned_job_status(c, w->job, &j, err);
+    int rc = waiter_call(c, "tune.status", w, NULL, false, err);
     if (rc < 0) return rc;
-    if (j.trials_done != w->last.trials_done || j.state != w->last.state) waiter_update(w, &j);
   }
   return 0;
+}
+
+static int wait_job(tuned_client_t *c, waiter_t *w, double timeout_s, tuned_job_t *final, tuned_error_t *err) {
+  double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
+  int rc = waiter_call(c, "tune.watch", w, on_progress, true, err);
+  if (rc == TUNED_E_RPC && err && err->rpc_code == TUNED_RPC_METHOD_NOT_FOUND) {
+    if ((rc = waiter_call(c, "tune.status", w, NULL, true, err)) == 0) rc = wait_polling(c, w, deadline, err);
+  }
+  while (rc == 0 && !w->finished) {
+    cJSON *msg = NULL;
+    if (deadline > 0 && now_s() >= deadline) {
+      rc = set_err(err, TUNED_E_TIMEOUT, "job %lld did not finish in %.0f s", (long long)w->job, timeout_s);
+      break;
+    }
+    if ((rc = read_message(c, deadline, &msg, err)) < 0) break;
+    if (!cJSON_GetObjectItemCaseSensitive(msg, "id")) on_progress(msg, w);
+    cJSON_Delete(msg);
+  }
+  if (rc == 0 && final) *final = w->last;
+  return rc;
 }
 
 int tuned_wait(tuned_client_t *c, int64_t job, double timeout_s, tuned_progress_fn progress, void *ctx,
                tuned_job_t *final, tuned_error_t *err) {
   waiter_t w = {.job = job, .progress = progress, .ctx = ctx};
-  double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
-  tuned_job_t now;
-  int rc = job_call(c, "tune.watch", job, on_progress, &w, &now, err);
-  if (rc == TUNED_E_RPC && err && err->rpc_code == TUNED_RPC_METHOD_NOT_FOUND) {
-    if ((rc = tuned_job_status(c, job, &now, err)) == 0) {
-      waiter_update(&w, &now);
-      rc = wait_polling(c, &w, deadline, err);
-    }
-  } else if (rc == 0 && !w.finished) {
-    waiter_update(&w, &now);
-  }
-  while (rc == 0 && !w.finished) {
-    cJSON *msg = NULL;
-    if (deadline > 0 && now_s() >= deadline) {
-      rc = set_err(err, TUNED_E_TIMEOUT, "job %lld did not finish in %.0f s", (long long)job, timeout_s);
-      break;
-    }
-    if ((rc = read_message(c, deadline, &msg, err)) < 0) break;
-    if (!cJSON_GetObjectItemCaseSensitive(msg, "id")) on_progress(msg, &w);
-    cJSON_Delete(msg);
-  }
-  if (rc == 0 && final) *final = w.last;
-  return rc;
+  return wait_job(c, &w, timeout_s, final, err);
+}
+
+int tuned_wait_json(tuned_client_t *c, int64_t job, double timeout_s, tuned_progress_json_fn progress, void *ctx,
+                    tuned_job_t *final, tuned_error_t *err) {
+  waiter_t w = {.job = job, .progress_json = progress, .ctx = ctx};
+  return wait_job(c, &w, timeout_s, final, err);
 }
 
 /* ---- kernels ------------------------------------------------------------ */
@@ -630,12 +680,9 @@ int tuned_kernel_get_text(tuned_client_t *c, const char *workload_text, const ch
                           const char *target, tuned_kernel_t **out, tuned_error_t *err) {
   *out = NULL;
   if (!workload_text) return set_err(err, TUNED_E_INVALID, "tuned_kernel_get_text needs the workload text");
-  cJSON *params = params_json && *params_json ? cJSON_Parse(params_json) : NULL;
-  if (params_json && *params_json && !cJSON_IsObject(params)) {
-    cJSON_Delete(params);
-    return set_err(err, TUNED_E_INVALID, "params must be a JSON object such as {\"M\": 64}, got: %.100s",
-                   params_json);
-  }
+  cJSON *params;
+  int rc = params_of(params_json, &params, err);
+  if (rc < 0) return rc;
   cJSON *p = cJSON_CreateObject();
   cJSON_AddStringToObject(p, "workload_text", workload_text);
   if (params) cJSON_AddItemToObject(p, "params", params);

@@ -23,7 +23,7 @@ enum {
   O_SET, O_TARGET, O_DAEMON_TARGET, O_TRACE, O_EMIT, O_KERNEL_EMIT, O_TRIALS, O_SECONDS, O_DATA_SEED,
   O_SEARCH_SEED, O_REPEAT_MS, O_NO_FLUSH, O_DB, O_STRATEGY, O_MODEL, O_WAIT, O_STATE, O_STATUS, O_LIMIT, O_K,
   O_OUT, O_BASELINE, O_MAX_REGRESSION, O_COMPARE, O_DAEMON, O_JSON, O_JSON_OUT, O_SOCKET, O_REMEASURE,
-  O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_ALLOW_TF32, O_COUNT
+  O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_ALLOW_TF32, O_TOP, O_COUNT
 };
 #define OPT(name) (UINT64_C(1) << O_##name)
 _Static_assert(O_COUNT <= 64, "a command's options are a 64-bit mask");
@@ -60,7 +60,8 @@ static const opt_spec_t options[O_COUNT] = {
     [O_TRIALS] = {"trials", 0, "N", K_INT, F(trials), 1, 1000000, "candidates to measure"},
     [O_SECONDS] = {"seconds", 0, "S", K_NUM, F(seconds), 0, 0, "wall-time budget in seconds (default: none)"},
     [O_DATA_SEED] = {"seed", 0, "S", K_INT, F(seed), 0, 0, "input data seed (default 1)"},
-    [O_SEARCH_SEED] = {"seed", 0, "S", K_INT, F(seed), 0, 0, "search seed"},
+    [O_SEARCH_SEED] = {"seed", 0, "S", K_INT, F(seed), 0, 0,
+                       "search seed (default 1; the same seed proposes the same first\ncandidates)"},
     [O_REPEAT_MS] = {"repeat-ms", 0, "N", K_NUM, F(repeat_ms), 0, 1000000,
                      "time repeats until they add up to N ms (default 100, at most\n"
                      "1000000); at least 3 and at most 1000 repeats, after one\n"
@@ -85,6 +86,7 @@ static const opt_spec_t options[O_COUNT] = {
                   "ok, build_error, run_error, timeout, wrong_result or too_slow"},
     [O_LIMIT] = {"limit", 0, "N", K_INT, F(limit), 1, 0, "at most N rows"},
     [O_K] = {NULL, 'k', "K", K_INT, F(k), 1, 0, "how many records (default 1)"},
+    [O_TOP] = {"top", 0, "K", K_INT, F(k), 1, 1000, "--json: list the K fastest verified candidates (default 5)"},
     [O_OUT] = {NULL, 'o', "OUT", K_TEXT, F(out), 0, 0, "write to OUT instead of stdout"},
     [O_BASELINE] = {"baseline", 0, "BASE.json", K_TEXT, F(baseline), 0, 0, "compare with these results"},
     [O_MAX_REGRESSION] = {"max-regression", 0, "P", K_TEXT, F(max_regression), 0, 0,
@@ -227,11 +229,11 @@ static const command_t commands[] = {
     {.name = "tune",
      .usage = "FILE --target T --trials N [--seed S] [--db PATH] [--strategy evolutionary|replay] "
               "[--model xgb|random] [--remeasure N | --no-remeasure] [--no-baseline] [--repeat-ms N] [--no-flush] "
-              "[--cc C] [--allow-tf32] [--set NAME=VALUE ...] [--json]",
+              "[--cc C] [--allow-tf32] [--set NAME=VALUE ...] [--json [--top K]]",
      .min_pos = 1, .max_pos = 1,
      .opts = OPT(SET) | OPT(TARGET) | OPT(TRIALS) | OPT(SEARCH_SEED) | OPT(DB) | OPT(STRATEGY) | OPT(MODEL) |
              OPT(REMEASURE) | OPT(NO_REMEASURE) | OPT(NO_BASELINE) | OPT(REPEAT_MS) | OPT(NO_FLUSH) | OPT(CC) |
-             OPT(ALLOW_TF32) | OPT(JSON),
+             OPT(ALLOW_TF32) | OPT(JSON) | OPT(TOP),
      .need = OPT(TARGET) | OPT(TRIALS), .summary = "tune a workload in this process (no daemon)",
      .help = "Searches the target's design spaces for the fastest verified kernel: an\n"
              "evolutionary search ranked by the cost model (XGBoost, or random), or random\n"
@@ -263,8 +265,11 @@ static const command_t commands[] = {
              "candidate (no re-measure, no new baseline) and still prints the summary (a\n"
              "second Ctrl-C quits at once).  The summary counts trials by status, gives\n"
              "the best kernel (re-measured and first time) and its speed-up over the\n"
-             "unscheduled program, then prints the best trace.  Exits 0 when a verified\n"
-             "kernel was found, 130 after Ctrl-C.\n",
+             "unscheduled program, then prints the best trace.  --json prints the summary\n"
+             "as one JSON object instead, with the --top K fastest verified candidates\n"
+             "(their times and traces), the state after every batch (\"batches\") and every\n"
+             "candidate in order (\"candidates\": the tuning curve).  Exits 0 when a\n"
+             "verified kernel was found, 130 after Ctrl-C.\n",
      .run = tco_tune},
     {.name = "bench",
      .usage = "SUITE.json --trials N --json OUT [--baseline BASE.json] [--max-regression P] [--target T] [--seed S] "
@@ -297,8 +302,9 @@ static const command_t commands[] = {
              "of candidates to measure, --seconds an optional wall-time budget (the\n"
              "re-measure of the best --remeasure candidates, default 8, and the\n"
              "measurement of the unscheduled program come after it; see `tunectl tune\n"
-             "--help`).  With --wait, follows the job (a progress bar on a terminal, one\n"
-             "line per batch otherwise) and exits 1 unless it ends `done`.\n",
+             "--help`).  With --wait, follows the job on stdout (a progress bar on a\n"
+             "terminal, one line per batch otherwise; --json: JSON lines, the job id and\n"
+             "hash, then the daemon's job objects) and exits 1 unless it ends `done`.\n",
      .run = tcd_submit},
     {.name = "status", .usage = "[JOB] [--json]", .min_pos = 0, .max_pos = 1, .opts = OPT(JSON), .needs_daemon = true,
      .summary = "show the daemon's state, or one job's",
@@ -308,9 +314,10 @@ static const command_t commands[] = {
      .run = tcd_status},
     {.name = "watch", .usage = "JOB [--json]", .min_pos = 1, .max_pos = 1, .opts = OPT(JSON), .needs_daemon = true,
      .summary = "follow a job until it ends",
-     .help = "Prints the job's progress after every measured batch until it is done,\n"
-             "cancelled or failed (--json: one job object per line).  Exits 1 unless\n"
-             "it ends `done`.\n",
+     .help = "Prints the job's progress on stdout after every measured batch until it\n"
+             "is done, cancelled or failed: a progress bar on a terminal, one line per\n"
+             "batch otherwise (--json: the daemon's job objects unchanged, one per\n"
+             "line).  Exits 1 unless it ends `done`.\n",
      .run = tcd_watch},
     {.name = "cancel", .usage = "JOB [--json]", .min_pos = 1, .max_pos = 1, .opts = OPT(JSON), .needs_daemon = true,
      .summary = "cancel a queued or running job",

@@ -175,9 +175,11 @@ static void print_job_line(FILE *out, const tuned_job_t *j) {
   fputc('\n', out);
 }
 
-/* Progress display of submit --wait and watch. */
+/* Progress display of submit --wait and watch, on stdout: a bar redrawn in
+ * place on a terminal, one line per change otherwise; with --json the job
+ * objects as the daemon sent them, one per line. */
 typedef struct progress {
-  bool tty, json, drawn;
+  bool tty, drawn;
   int64_t last_done;
   const char *last_state;
   double t0;
@@ -187,55 +189,57 @@ static void draw_bar(const tuned_job_t *j, progress_t *p) {
   const int width = 30;
   int fill = j->trials > 0 ? (int)(width * j->trials_done / j->trials) : 0;
   if (fill > width) fill = width;
-  fprintf(stderr, "\r\033[Kjob %lld [%.*s%*s] %lld/%lld", (long long)j->id, fill,
-          "##############################", width - fill, "", (long long)j->trials_done, (long long)j->trials);
+  printf("\r\033[Kjob %lld [%.*s%*s] %lld/%lld", (long long)j->id, fill, "##############################",
+         width - fill, "", (long long)j->trials_done, (long long)j->trials);
   if (j->best_record) {
-    fprintf(stderr, "  best ");
-    print_secs(stderr, j->best_median_secs);
-    fprintf(stderr, " %.2f GFLOP/s", j->best_gflops);
+    printf("  best ");
+    print_secs(stdout, j->best_median_secs);
+    printf(" %.2f GFLOP/s", j->best_gflops);
   }
-  fprintf(stderr, "  %.0fs %s", tn_now() - p->t0, tuned_job_finished(j) ? "\n" : "");
+  printf("  %.0fs %s", tn_now() - p->t0, tuned_job_finished(j) ? "\n" : "");
   p->drawn = !tuned_job_finished(j);
-  fflush(stderr);
 }
 
 static void on_progress(const tuned_job_t *j, void *ctx) {
   progress_t *p = ctx;
-  if (p->json) {
-    printf("{\"job\":%lld,\"state\":\"%s\",\"trials\":%lld,\"trials_done\":%lld,\"best_gflops\":%.6g}\n",
-           (long long)j->id, j->state_name, (long long)j->trials, (long long)j->trials_done, j->best_gflops);
-    fflush(stdout);
-    return;
-  }
   if (p->tty) {
     draw_bar(j, p);
-    return;
+  } else if (j->trials_done != p->last_done || !p->last_state ||
+             strcmp(p->last_state, tuned_job_state_name(j->state)) != 0) {
+    p->last_done = j->trials_done;
+    p->last_state = tuned_job_state_name(j->state);
+    print_job_line(stdout, j);
   }
-  if (j->trials_done == p->last_done && p->last_state && strcmp(p->last_state, tuned_job_state_name(j->state)) == 0)
-    return;
-  p->last_done = j->trials_done;
-  p->last_state = tuned_job_state_name(j->state);
-  print_job_line(stderr, j);
+  fflush(stdout);
+}
+
+static void on_progress_json(const tuned_job_t *j, const char *json, void *ctx) {
+  (void)j, (void)ctx;
+  printf("%s\n", json);
+  fflush(stdout);
 }
 
 /* Follows job until it ends; returns the exit code (0 when done). */
-static int follow_job(const tc_args_t *o, tuned_client_t *c, int64_t job, bool json_lines) {
-  progress_t p = {.tty = !json_lines && isatty(2), .json = json_lines, .last_done = -1, .t0 = tn_now()};
+static int follow_job(const tc_args_t *o, tuned_client_t *c, int64_t job) {
+  progress_t p = {.tty = isatty(1), .last_done = -1, .t0 = tn_now()};
   tuned_job_t final;
   tuned_error_t err = {0};
-  if (tuned_wait(c, job, 0, on_progress, &p, &final, &err) < 0) {
-    if (p.drawn) fputc('\n', stderr);
+  int rc = o->json ? tuned_wait_json(c, job, 0, on_progress_json, NULL, &final, &err)
+                   : tuned_wait(c, job, 0, on_progress, &p, &final, &err);
+  if (p.drawn) {
+    fputc('\n', stdout);
+    fflush(stdout);
+  }
+  if (rc < 0) {
     print_error(o, &err);
     return 1;
   }
-  if (!json_lines) {
-    if (p.tty) print_job_line(stderr, &final);
-    if (final.state == TUNED_JOB_DONE && !final.best_record)
-      fprintf(stderr, "tunectl %s: job %lld ended without a verified kernel (%lld build errors, %lld run errors, "
-                      "%lld timeouts, %lld wrong results)\n",
-              o->name, (long long)job, (long long)final.build_errors, (long long)final.run_errors,
-              (long long)final.timeouts, (long long)final.wrong_results);
-  }
+  if (p.tty) print_job_line(stdout, &final);
+  if (final.state == TUNED_JOB_DONE && !final.best_record)
+    fprintf(stderr, "tunectl %s: job %lld ended without a verified kernel (%lld build errors, %lld run errors, "
+                    "%lld timeouts, %lld wrong results)\n",
+            o->name, (long long)job, (long long)final.build_errors, (long long)final.run_errors,
+            (long long)final.timeouts, (long long)final.wrong_results);
   return final.state == TUNED_JOB_DONE ? 0 : 1;
 }
 
@@ -312,41 +316,48 @@ int tcd_submit(tc_args_t *o) {
     print_error(o, &err);
     goto out;
   }
-  if (o->json && !o->wait) {
+  /* --wait --json: a stream of JSON lines, this first and then the job objects */
+  if (o->json)
     printf("{\"job\": %lld, \"workload\": \"%s\"}\n", (long long)job, hash);
-  } else if (!o->json) {
+  else
     printf("job %lld: %s (%s) on %s%s\n", (long long)job, w.name, hash, o->target ? o->target : "the daemon's target",
            o->allow_tf32 && !o->target ? " (+tf32)" : "");
-    fflush(stdout);
-  }
-  rc = 0;
-  if (o->wait) {
-    rc = follow_job(o, c, job, false);
-    if (o->json) {
-      cJSON *r = rpc(o, c, "tune.status", job_params(job));
-      if (r) print_json(r);
-      cJSON_Delete(r);
-    }
-  }
+  fflush(stdout);
+  rc = o->wait ? follow_job(o, c, job) : 0;
 out:
   free(params);
   tuned_close(c);
   return rc;
 }
 
-static void print_job_row(const cJSON *j) {
-  const cJSON *best = cJSON_GetObjectItemCaseSensitive(j, "best");
-  printf("%5lld  %-9s  %-14.14s  %-16s  %-16.16s  %5.0f/%-5.0f", (long long)jnum(j, "job", 0), jstr(j, "state"),
-         jstr(j, "name"), jstr(j, "workload"), jstr(j, "target"), jnum(j, "trials_done", 0), jnum(j, "trials", 0));
-  if (cJSON_IsObject(best)) printf("  %10.3f", jnum(best, "gflops", 0));
-  printf("\n");
+/* The width of a table's text column: its header's or its widest value's
+ * (names are never cut short). */
+static int col_width(const cJSON *rows, const char *key, const char *header) {
+  int w = (int)strlen(header);
+  const cJSON *r;
+  cJSON_ArrayForEach(r, rows) w = TN_MAX(w, (int)strlen(jstr(r, key)));
+  return w;
 }
 
-static void print_jobs_table(const cJSON *jobs) {
-  printf("%5s  %-9s  %-14s  %-16s  %-16s  %11s  %10s\n", "JOB", "STATE", "NAME", "WORKLOAD", "TARGET", "TRIALS",
+static bool job_active(const cJSON *j) {
+  return strcmp(jstr(j, "state"), "queued") == 0 || strcmp(jstr(j, "state"), "running") == 0;
+}
+
+/* The jobs (active_only: the queued and running ones) as a table. */
+static void print_jobs_table(const cJSON *jobs, bool active_only) {
+  int nw = col_width(jobs, "name", "NAME"), tw = col_width(jobs, "target", "TARGET");
+  printf("%5s  %-9s  %-*s  %-16s  %-*s  %11s  %10s\n", "JOB", "STATE", nw, "NAME", "WORKLOAD", tw, "TARGET", "TRIALS",
          "GFLOP/s");
   const cJSON *j;
-  cJSON_ArrayForEach(j, jobs) print_job_row(j);
+  cJSON_ArrayForEach(j, jobs) {
+    if (active_only && !job_active(j)) continue;
+    const cJSON *best = cJSON_GetObjectItemCaseSensitive(j, "best");
+    printf("%5lld  %-9s  %-*s  %-16s  %-*s  %5.0f/%-5.0f", (long long)jnum(j, "job", 0), jstr(j, "state"), nw,
+           jstr(j, "name"), jstr(j, "workload"), tw, jstr(j, "target"), jnum(j, "trials_done", 0),
+           jnum(j, "trials", 0));
+    if (cJSON_IsObject(best)) printf("  %10.3f", jnum(best, "gflops", 0));
+    printf("\n");
+  }
 }
 
 static int status_server(tc_args_t *o) {
@@ -387,10 +398,7 @@ static int status_server(tc_args_t *o) {
          counts[3], counts[4]);
   if (counts[0] + counts[1]) {
     printf("\n");
-    printf("%5s  %-9s  %-14s  %-16s  %-16s  %11s  %10s\n", "JOB", "STATE", "NAME", "WORKLOAD", "TARGET", "TRIALS",
-           "GFLOP/s");
-    cJSON_ArrayForEach(j, all)
-      if (strcmp(jstr(j, "state"), "queued") == 0 || strcmp(jstr(j, "state"), "running") == 0) print_job_row(j);
+    print_jobs_table(all, true);
   }
   cJSON_Delete(info);
   cJSON_Delete(jobs);
@@ -414,7 +422,7 @@ int tcd_watch(tc_args_t *o) {
   if (job < 0) return 2;
   tuned_client_t *c = connect_daemon(o);
   if (!c) return 1;
-  int rc = follow_job(o, c, job, o->json);
+  int rc = follow_job(o, c, job);
   tuned_close(c);
   return rc;
 }
@@ -438,7 +446,7 @@ int tcd_jobs(tc_args_t *o) {
   cJSON *r = rpc_once(o, "tune.list", p);
   if (!r) return 1;
   if (o->json) print_json(r);
-  else print_jobs_table(cJSON_GetObjectItemCaseSensitive(r, "jobs"));
+  else print_jobs_table(cJSON_GetObjectItemCaseSensitive(r, "jobs"), false);
   cJSON_Delete(r);
   return 0;
 }
@@ -451,10 +459,11 @@ int tcd_workloads(tc_args_t *o) {
   if (o->json) {
     print_json(r);
   } else {
-    printf("%-16s  %-20s  %8s  %12s\n", "HASH", "NAME", "RECORDS", "GFLOP/run");
-    const cJSON *w;
-    cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(r, "workloads"))
-      printf("%-16s  %-20.20s  %8.0f  %12.6f\n", jstr(w, "hash"), jstr(w, "name"), jnum(w, "records", 0),
+    const cJSON *ws = cJSON_GetObjectItemCaseSensitive(r, "workloads"), *w;
+    int nw = col_width(ws, "name", "NAME");
+    printf("%-16s  %-*s  %8s  %12s\n", "HASH", nw, "NAME", "RECORDS", "GFLOP/run");
+    cJSON_ArrayForEach(w, ws)
+      printf("%-16s  %-*s  %8.0f  %12.6f\n", jstr(w, "hash"), nw, jstr(w, "name"), jnum(w, "records", 0),
              jnum(w, "flops", 0) * 1e-9);
   }
   cJSON_Delete(r);
@@ -462,11 +471,12 @@ int tcd_workloads(tc_args_t *o) {
 }
 
 static void print_records(const cJSON *records) {
-  printf("%7s  %-16s  %-16s  %-12s  %12s  %10s  %s\n", "RECORD", "WORKLOAD", "TARGET", "STATUS", "MEDIAN(ms)",
+  int tw = TN_MAX(col_width(records, "target", "TARGET"), 16);
+  printf("%7s  %-16s  %-*s  %-12s  %12s  %10s  %s\n", "RECORD", "WORKLOAD", tw, "TARGET", "STATUS", "MEDIAN(ms)",
          "GFLOP/s", "VERIFIED");
   const cJSON *r;
   cJSON_ArrayForEach(r, records) {
-    printf("%7.0f  %-16s  %-16.16s  %-12s  ", jnum(r, "id", 0), jstr(r, "workload"), jstr(r, "target"),
+    printf("%7.0f  %-16s  %-*s  %-12s  ", jnum(r, "id", 0), jstr(r, "workload"), tw, jstr(r, "target"),
            jstr(r, "status"));
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "median_secs");
     if (cJSON_IsNumber(m)) printf("%12.6f  %10.3f", m->valuedouble * 1e3, jnum(r, "gflops", 0));

@@ -283,7 +283,7 @@ static cg_module_t *lower_with(const char *cmd, tc_args_t *o, const tn_target_t 
   tn_err_t err = {0};
   if (!trace) s = sch_create(w->func, tc_seed(o));
   else s = replay_text(cmd, o, w, t, label, trace, strlen(trace), NULL);
-  if (s && srch_lower_schedule(s, t, NULL, &m, &err) < 0)
+  if (s && srch_lower_schedule(s, t, cg_entry_for(w->name), &m, &err) < 0)
     fprintf(stderr, "tunectl %s: cannot generate %s code for %s%s%s: %s\n", cmd, cg_target_name(lang), o->pos[0],
             trace ? " with " : "", trace ? label : "", err.msg);
   sch_free(s);
@@ -484,7 +484,7 @@ int tco_tune(tc_args_t *o) {
   tct_args_t a = {.workload = w, .target = &t, .trials = (int)o->trials, .db = o->db, .strategy = o->strategy,
                   .model = o->model, .seed = tc_seed(o), .json = o->json, .no_flush = o->no_flush,
                   .remeasure = o->no_remeasure ? 0 : (int)o->remeasure, .no_baseline = o->no_baseline,
-                  .repeat_ms = o->repeat_ms};
+                  .repeat_ms = o->repeat_ms, .top = (int)o->k};
   int rc = tct_tune(&a);
   ir_workload_free(w);
   return rc;

@@ -37,13 +37,76 @@ typedef struct ui {
   const tct_args_t *a;
   bool tty;
   bool line_open; /* a live line is on the terminal */
+  double t0;
+  /* --json: the progress after every batch, every candidate (the tuning
+   * curve) and the verified ones' traces, for the summary */
+  cJSON *batches, *candidates, *verified;
 } ui_t;
+
+/* v, or null when v is 0 (not measured). */
+static cJSON *num_or_null(double v) {
+  return v > 0 ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+}
+
+/* After every measured batch: the search's state, for --json's "batches". */
+static void add_batch(ui_t *u, const srch_progress_t *p) {
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddNumberToObject(b, "trials_done", p->trials_done);
+  cJSON_AddItemToObject(b, "best_median_secs", num_or_null(p->best_secs));
+  cJSON_AddItemToObject(b, "best_gflops", num_or_null(p->best_secs > 0 ? p->best_gflops : 0));
+  cJSON_AddNumberToObject(b, "elapsed_s", p->elapsed_s);
+  cJSON *f = cJSON_AddObjectToObject(b, "status_counts");
+  for (int s = 0; s < MS_STATUS__COUNT; s++) cJSON_AddNumberToObject(f, ms_status_name(s), p->failures[s]);
+  cJSON_AddItemToArray(u->batches, b);
+}
+
+/* Every measured candidate, for --json's "candidates" and "top". */
+static void on_batch(const srch_record_t *recs, int n, void *ctx) {
+  ui_t *u = ctx;
+  if (!u->a->json) return;
+  for (int i = 0; i < n; i++) {
+    const ms_result_t *r = recs[i].result;
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "trial", cJSON_GetArraySize(u->candidates) + 1);
+    cJSON_AddStringToObject(c, "status", ms_status_name(r->status));
+    cJSON_AddItemToObject(c, "median_secs", num_or_null(r->median_secs));
+    cJSON_AddItemToObject(c, "gflops", num_or_null(r->median_secs > 0 ? r->gflops : 0));
+    cJSON_AddNumberToObject(c, "elapsed_s", tn_now() - u->t0);
+    cJSON_AddItemToObject(c, "record_id", recs[i].db_id > 0 ? cJSON_CreateNumber((double)recs[i].db_id)
+                                                            : cJSON_CreateNull());
+    cJSON_AddItemToArray(u->candidates, c);
+    if (r->status != MS_OK || r->median_secs <= 0) continue;
+    cJSON *v = cJSON_Duplicate(c, true);
+    cJSON *tr = cJSON_Parse(recs[i].trace_json);
+    cJSON_AddItemToObject(v, "trace", tr ? tr : cJSON_CreateString(recs[i].trace_json));
+    cJSON_AddItemToArray(u->verified, v);
+  }
+}
+
+static int by_median(const void *a, const void *b) {
+  double x = cJSON_GetObjectItemCaseSensitive(*(cJSON *const *)a, "median_secs")->valuedouble;
+  double y = cJSON_GetObjectItemCaseSensitive(*(cJSON *const *)b, "median_secs")->valuedouble;
+  return (x > y) - (x < y);
+}
+
+/* The k fastest verified candidates of this run (as measured in the search),
+ * fastest first. */
+static cJSON *top_json(cJSON *verified, int k) {
+  int n = cJSON_GetArraySize(verified), i = 0;
+  cJSON **v = tn_xmalloc(sizeof *v * (size_t)(n ? n : 1)), *it, *out = cJSON_CreateArray();
+  cJSON_ArrayForEach(it, verified) v[i++] = it;
+  qsort(v, (size_t)n, sizeof *v, by_median);
+  for (i = 0; i < n && i < k; i++) cJSON_AddItemToArray(out, cJSON_Duplicate(v[i], true));
+  free(v);
+  return out;
+}
 
 /* After every measured batch; the re-measure and the baseline speak
  * through on_log. */
 static void on_progress(const srch_progress_t *p, void *ctx) {
   ui_t *u = ctx;
   if (p->stage != SRCH_STAGE_SEARCH) return;
+  if (u->a->json) add_batch(u, p);
   char best[64] = "no verified kernel yet";
   if (p->best_secs > 0) snprintf(best, sizeof best, "best %.1f GFLOP/s (%.4g ms)", p->best_gflops, p->best_secs * 1e3);
   fprintf(stderr, "%s%d/%d trials, %s, failures: build %d, run %d, timeout %d, too slow %d, wrong %d, %.0f s%s",
@@ -150,7 +213,7 @@ static cJSON *naive_json(const srch_baseline_t *nv) {
   return o;
 }
 
-static void print_json_summary(const tct_args_t *a, const srch_result_t *r) {
+static void print_json_summary(const tct_args_t *a, const srch_result_t *r, ui_t *u) {
   const srch_best_t *b = &r->best[0];
   const srch_baseline_t *nv = &r->baseline[0];
   cJSON *j = cJSON_CreateObject();
@@ -182,6 +245,10 @@ static void print_json_summary(const tct_args_t *a, const srch_result_t *r) {
   cJSON *ph = cJSON_AddObjectToObject(j, "search_cpu_s");
   static const char *const names[] = {"sampling", "mutation", "features", "prediction"};
   for (int i = 0; i < 4; i++) cJSON_AddNumberToObject(ph, names[i], r->phase_s[i]);
+  cJSON_AddItemToObject(j, "top", top_json(u->verified, a->top > 0 ? a->top : 5));
+  cJSON_AddItemToObject(j, "batches", u->batches);
+  cJSON_AddItemToObject(j, "candidates", u->candidates);
+  u->batches = u->candidates = NULL;
   char *s = cJSON_Print(j);
   puts(s);
   free(s);
@@ -213,11 +280,13 @@ int tct_tune(const tct_args_t *a) {
   if (a->remeasure >= 0) o.remeasure = a->remeasure;
   o.baseline = !a->no_baseline;
   o.run.min_secs = a->repeat_ms * 1e-3; /* 0: the runner's 0.1 s */
-  ui_t u = {.a = a, .tty = isatty(STDERR_FILENO)};
+  ui_t u = {.a = a, .tty = isatty(STDERR_FILENO), .t0 = tn_now(), .batches = cJSON_CreateArray(),
+            .candidates = cJSON_CreateArray(), .verified = cJSON_CreateArray()};
   struct sigaction sa = {.sa_handler = on_sigint}, old;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old);
-  srch_callbacks_t cb = {.on_progress = on_progress, .should_stop = should_stop, .ctx = &u, .on_log = on_log};
+  srch_callbacks_t cb = {.on_progress = on_progress, .on_batch = on_batch, .should_stop = should_stop, .ctx = &u,
+                         .on_log = on_log};
   srch_task_t task = {.workload = a->workload, .weight = 1};
   srch_result_t r;
   tn_err_t err = {0};
@@ -226,15 +295,17 @@ int tct_tune(const tct_args_t *a) {
           o.model == SRCH_MODEL_RANDOM ? "random" : "xgboost", a->db ? ", database " : "", a->db ? a->db : "");
   int rc = srch_tune(&task, 1, a->target, &o, &cb, &r, &err);
   if (u.line_open) fputc('\n', stderr);
+  int status = 1;
   if (rc < 0) {
     fprintf(stderr, "tunectl tune: %s\n", err.msg);
-    srch_result_free(&r);
-    sigaction(SIGINT, &old, NULL);
-    return 1;
+  } else {
+    if (a->json) print_json_summary(a, &r, &u);
+    else print_text(a, &r);
+    status = r.stopped ? 130 : r.best[0].found ? 0 : 1;
   }
-  if (a->json) print_json_summary(a, &r);
-  else print_text(a, &r);
-  int status = r.stopped ? 130 : r.best[0].found ? 0 : 1;
+  cJSON_Delete(u.batches);
+  cJSON_Delete(u.candidates);
+  cJSON_Delete(u.verified);
   srch_result_free(&r);
   sigaction(SIGINT, &old, NULL);
   return status;

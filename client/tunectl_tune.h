@@ -25,6 +25,7 @@ typedef struct tct_args {
   double repeat_ms; /* --repeat-ms N; 0: the default (100) */
   int remeasure;    /* --remeasure N (0 also for --no-remeasure); -1: the default (8) */
   bool no_baseline; /* --no-baseline */
+  int top;          /* --top K: the fastest verified candidates --json lists; <= 0: the default (5) */
 } tct_args_t;
 
 /* Runs the command; returns the exit status (0: a verified kernel was

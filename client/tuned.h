@@ -84,6 +84,17 @@ TUNED_API void tuned_set_timeout(tuned_client_t *c, double seconds);
 TUNED_API int tuned_call(tuned_client_t *c, const char *method, const char *params_json,
                          char **result_json, tuned_error_t *err);
 
+/* ---- workloads ---------------------------------------------------------- */
+
+/* The structural hash of a workload text with its parameter overrides
+ * (params_json, e.g. {"M": 64}; NULL: none), as the daemon computes it
+ * (workload.check): the key its records are stored under, for calls that
+ * take a hash (db.best, db.records, tuned_kernel_get).  Writes 16 hex digits
+ * + NUL.  A text that does not parse is TUNED_E_RPC with rpc_code
+ * TUNED_RPC_BAD_WORKLOAD and the parser's message. */
+TUNED_API int tuned_workload_hash(tuned_client_t *c, const char *workload_text, const char *params_json,
+                                  char hash[17], tuned_error_t *err);
+
 /* ---- jobs --------------------------------------------------------------- */
 
 typedef struct tuned_submit {
@@ -157,6 +168,14 @@ typedef void (*tuned_progress_fn)(const tuned_job_t *job, void *ctx);
  * Returns 0 whatever the final state is: check final->state. */
 TUNED_API int tuned_wait(tuned_client_t *c, int64_t job, double timeout_s, tuned_progress_fn progress,
                          void *ctx, tuned_job_t *final, tuned_error_t *err);
+
+/* Called with the job and its JSON object's text as the daemon sent it. */
+typedef void (*tuned_progress_json_fn)(const tuned_job_t *job, const char *job_json, void *ctx);
+
+/* tuned_wait, with each job object's JSON text as well (the daemon's
+ * unchanged: `tunectl watch --json` prints them as JSON lines). */
+TUNED_API int tuned_wait_json(tuned_client_t *c, int64_t job, double timeout_s, tuned_progress_json_fn progress,
+                              void *ctx, tuned_job_t *final, tuned_error_t *err);
 
 /* ---- kernels ------------------------------------------------------------ */
 

@@ -78,6 +78,9 @@ typedef struct cg_module {
  * macro of the headers generated code includes (exit, sinf, errno), not
  * macro-like (M_PI, NAME) and without a leading underscore. */
 bool cg_entry_usable(const char *s);
+/* The entry point a workload's kernel gets: the workload's name when usable,
+ * else CG_ENTRY_DEFAULT (the daemon's kernel.get and tunectl emit/run agree). */
+const char *cg_entry_for(const char *workload_name);
 
 /* Lowers f for target.  entry must be usable (cg_entry_usable); NULL means
  * CG_ENTRY_DEFAULT.  Errors

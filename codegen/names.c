@@ -140,3 +140,7 @@ const char *cg_comment_name(cg_ctx_t *c, const char *s) {
       *p = '_';
   return t;
 }
+
+const char *cg_entry_for(const char *workload_name) {
+  return workload_name && cg_entry_usable(workload_name) ? workload_name : CG_ENTRY_DEFAULT;
+}

@@ -230,6 +230,21 @@ char *tn_buf_take(tn_buf_t *b) {
 
 /* ---- files ------------------------------------------------------------- */
 
+int tn_edit_distance(const char *a, const char *b) {
+  int la = (int)TN_MIN(strlen(a), 64), lb = (int)TN_MIN(strlen(b), 64), row[65];
+  for (int j = 0; j <= la; j++) row[j] = j;
+  for (int i = 1; i <= lb; i++) { /* row: distances of a's prefixes to b[0..i) */
+    int diag = row[0];
+    row[0] = i;
+    for (int j = 1; j <= la; j++) {
+      int up = row[j];
+      row[j] = TN_MIN(TN_MIN(row[j] + 1, row[j - 1] + 1), diag + (a[j - 1] != b[i - 1]));
+      diag = up;
+    }
+  }
+  return row[la];
+}
+
 int tn_mkdirs(const char *path, unsigned mode, tn_err_t *err) {
   char p[4096];
   if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)

@@ -160,6 +160,10 @@ float tn_bf16_to_float(uint16_t h);
 /* Monotonic clock in seconds. */
 double tn_now(void);
 
+/* Levenshtein distance between a and b (each compared up to its first 64
+ * bytes): edits that turn one into the other, for "did you mean". */
+int tn_edit_distance(const char *a, const char *b);
+
 /* Identifier check for names that reach generated code: [A-Za-z_][A-Za-z0-9_]*
  * and not a reserved word of C, C++/CUDA or OpenCL C (nor a name starting with
  * "__" or "tuned_", which generated code keeps for itself). */

@@ -217,17 +217,39 @@ void tn_target_names_free(char **names, int n) {
 
 /* ---- lookup -------------------------------------------------------------- */
 
+/* How far name is from the known name cand: its edit distance to the whole
+ * name or to its last part ("h100" is 0 from "nvidia/h100"); 1 when it is
+ * the start of cand ("opencl/pocl" of "opencl/pocl-cpu"). */
+static int target_distance(const char *name, const char *cand) {
+  const char *last = strrchr(cand, '/');
+  int d = tn_edit_distance(name, cand);
+  if (last && !strchr(name, '/')) d = TN_MIN(d, tn_edit_distance(name, last + 1));
+  return strlen(name) >= 3 && strncmp(cand, name, strlen(name)) == 0 ? TN_MIN(d, 1) : d;
+}
+
+/* An unknown name's error: the nearest known name when one is near (a third
+ * of the name's length in edits, at least 2), then every known name. */
 static int unknown(const char *name, const char *dir, tn_err_t *err) {
   char **v;
-  int n;
+  int n, bestd = (int)TN_MAX(2, strlen(name) / 3) + 1;
+  const char *best = NULL;
   tn_buf_t b;
   tn_buf_init(&b);
+  char near[80] = "";
   if (tn_target_names(dir, &v, &n, NULL) == 0) {
-    for (int i = 0; i < n; i++) tn_buf_printf(&b, "%s%s", i ? ", " : "", v[i]);
+    for (size_t i = 0; i < TN_ARRAY_LEN(aliases); i++) /* first: a tie goes to the short name */
+      if (target_distance(name, aliases[i].alias) < bestd)
+        bestd = target_distance(name, aliases[i].alias), best = aliases[i].alias;
+    for (int i = 0; i < n; i++) {
+      tn_buf_printf(&b, "%s%s", i ? ", " : "", v[i]);
+      int d = target_distance(name, v[i]);
+      if (d < bestd) bestd = d, best = v[i];
+    }
+    if (best) snprintf(near, sizeof near, "; did you mean \"%s\"?", best);
     tn_target_names_free(v, n);
   }
-  tn_err_set(err, TN_EINVAL, "unknown target \"%s\" (known: %s; \"%s\" stands for %s; each is NAME.json under %s)",
-             name, b.len ? tn_buf_str(&b) : "none", aliases[0].alias, aliases[0].name, dir);
+  tn_err_set(err, TN_EINVAL, "unknown target \"%s\"%s (known: %s; \"%s\" stands for %s; each is NAME.json under %s)",
+             name, near, b.len ? tn_buf_str(&b) : "none", aliases[0].alias, aliases[0].name, dir);
   tn_buf_free(&b);
   return TN_EINVAL;
 }

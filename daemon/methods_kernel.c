@@ -1,6 +1,8 @@
 /* methods_kernel.c — kernel.get: the best verified record of a workload on a
  * target, replayed on the workload and lowered to the target's language (and
- * for CUDA compiled to PTX and CUBIN), all on the thread pool. */
+ * for CUDA compiled to PTX and CUBIN), all on the thread pool; and
+ * workload.check: a workload text's hash, parameters and work, so clients
+ * that cannot parse the language (libtuned, Python) can name its records. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,14 +47,21 @@ static char *base64(const unsigned char *p, size_t n) {
   return out;
 }
 
-/* Hash of the workload_text form (parsed with its overrides). */
-static int hash_of_text(td_req_t *req, kget_t *k) {
+/* Parses the workload_text form with its overrides; a parse error answers req. */
+static ir_workload_t *parse_text(td_req_t *req, kget_t *k) {
   tn_err_t err = {0};
   ir_workload_t *w = NULL;
   char *params = k->overrides ? cJSON_PrintUnformatted(k->overrides) : NULL;
   int rc = td_workload_parse(k->name, k->text, params, &w, &err);
   free(params);
-  if (rc) return td_req_error(req, TD_E_WORKLOAD, "%s", err.msg), -1;
+  if (rc) td_req_error(req, TD_E_WORKLOAD, "%s", err.msg);
+  return w;
+}
+
+/* Hash of the workload_text form. */
+static int hash_of_text(td_req_t *req, kget_t *k) {
+  ir_workload_t *w = parse_text(req, k);
+  if (!w) return -1;
   ir_hash_hex(ir_func_hash(w->func), k->hash);
   ir_workload_free(w);
   return 0;
@@ -123,10 +132,7 @@ static void kernel_work(td_req_t *req) {
   db_workload_t w = {0};
   db_record_t best;
   if (lookup(req, k, &w, &best)) return;
-  if (!k->entry[0]) {
-    bool ok = w.name && cg_entry_usable(w.name);
-    snprintf(k->entry, sizeof k->entry, "%s", ok ? w.name : CG_ENTRY_DEFAULT);
-  }
+  if (!k->entry[0]) snprintf(k->entry, sizeof k->entry, "%s", cg_entry_for(w.name));
   cg_module_t *mod = NULL;
   if (lower(req, k, &w, best.trace, &mod)) return;
   cJSON *o = cJSON_CreateObject();
@@ -182,4 +188,47 @@ td_reply_t td_m_kernel_get(td_req_t *req) {
   snprintf(k->name, sizeof k->name, "%s", name ? name : "workload");
   if (text) k->text = tn_xstrdup(text);
   return td_req_queue_work(req, kernel_work, kernel_done);
+}
+
+/* ---- workload.check ------------------------------------------------------------ */
+
+static void check_work(td_req_t *req) {
+  kget_t *k = req->data;
+  ir_workload_t *w = parse_text(req, k);
+  if (!w) return;
+  const ir_func_t *f = w->func;
+  ir_hash_hex(ir_func_hash(f), k->hash);
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "workload", k->hash);
+  cJSON_AddStringToObject(o, "name", k->name);
+  cJSON *params = cJSON_AddObjectToObject(o, "params");
+  for (int i = 0; i < w->nparams; i++) cJSON_AddNumberToObject(params, w->params[i].name, (double)w->params[i].value);
+  cJSON *tensors = cJSON_AddArrayToObject(o, "tensors");
+  for (int i = 0; i < f->nparams; i++) {
+    const ir_buffer_t *b = f->params[i];
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "name", b->name);
+    cJSON_AddStringToObject(t, "dtype", ir_dtype_name(b->dtype));
+    cJSON *shape = cJSON_AddArrayToObject(t, "shape");
+    for (int d = 0; d < b->ndim; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)b->shape[d]));
+    cJSON_AddStringToObject(t, "role", b->role == IR_BUF_INPUT ? "input" : "output");
+    cJSON_AddItemToArray(tensors, t);
+  }
+  td_json_num(o, "flops", ir_func_flops(f));
+  td_json_num(o, "bytes", ir_func_bytes(f));
+  ir_workload_free(w);
+  k->out = o;
+}
+
+td_reply_t td_m_workload_check(td_req_t *req) {
+  kget_t *k = tn_xcalloc(1, sizeof *k);
+  req->data = k;
+  req->free_data = kget_free;
+  const char *text, *name;
+  if (td_param_str(req, "workload_text", true, TUNED_MAX_MESSAGE, &text) ||
+      td_param_str(req, "name", false, 47, &name) || td_param_overrides(req, "params", &k->overrides))
+    return TD_REPLY;
+  snprintf(k->name, sizeof k->name, "%s", name ? name : "workload");
+  k->text = tn_xstrdup(text);
+  return td_req_queue_work(req, check_work, kernel_done);
 }

@@ -247,6 +247,7 @@ td_reply_t td_m_db_best(td_req_t *req);
 td_reply_t td_m_db_export(td_req_t *req);
 td_reply_t td_m_db_import(td_req_t *req);
 td_reply_t td_m_kernel_get(td_req_t *req);
+td_reply_t td_m_workload_check(td_req_t *req);
 
 /* ---- json.c: the protocol's objects --------------------------------------- */
 

@@ -397,22 +397,6 @@ static int read_args(parser_t *p, at_t *at, const cJSON *arr, bool input, int de
 
 /* ---- instructions ---------------------------------------------------------- */
 
-/* Edit distance, for "did you mean". */
-static int distance(const char *a, const char *b) {
-  int la = (int)TN_MIN(strlen(a), 40), lb = (int)strlen(b), row[41];
-  for (int j = 0; j <= la; j++) row[j] = j;
-  for (int i = 1; i <= lb; i++) {
-    int diag = row[0];
-    row[0] = i;
-    for (int j = 1; j <= la; j++) {
-      int up = row[j];
-      row[j] = TN_MIN(TN_MIN(row[j] + 1, row[j - 1] + 1), diag + (a[j - 1] != b[i - 1]));
-      diag = up;
-    }
-  }
-  return row[la];
-}
-
 static int read_kind(parser_t *p, at_t *at, const cJSON *j, sch_inst_kind_t *kind) {
   if (!cJSON_IsString(j)) return fail(p, at, "the instruction name must be a string, got %s", describe(p, j));
   if (sch_inst_parse_name(j->valuestring, kind) == TN_OK) {
@@ -421,7 +405,7 @@ static int read_kind(parser_t *p, at_t *at, const cJSON *j, sch_inst_kind_t *kin
   }
   int best = SCH_GET_BLOCK, bestd = 1 << 30;
   for (int k = 0; k < SCH_INST__COUNT; k++) {
-    int d = distance(j->valuestring, sch_inst_name((sch_inst_kind_t)k));
+    int d = tn_edit_distance(j->valuestring, sch_inst_name((sch_inst_kind_t)k));
     if (d < bestd) best = k, bestd = d;
   }
   if (bestd <= 3)

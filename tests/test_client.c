@@ -191,9 +191,10 @@ START_TEST(t_submit_wait_jobs_status) {
   char want[128];
   snprintf(want, sizeof want, "job %ld: matmul (%s)", g_job, g_hash);
   ck_assert_msg(strstr(g_submit.out, want), "%s", g_submit.out);
-  /* not a terminal: one plain progress line per batch on stderr */
+  /* not a terminal: one plain progress line per batch on stdout, nothing on stderr */
   snprintf(want, sizeof want, "job %ld: done, 8/8 trials, best ", g_job);
-  ck_assert_msg(strstr(g_submit.err, want), "%s", g_submit.err);
+  ck_assert_msg(strstr(g_submit.out, want), "%s", g_submit.out);
+  ck_assert_msg(g_submit.err[0] == 0, "%s", g_submit.err);
   cJSON *j = parse_json(ctl(0, "jobs --json")->out);
   const cJSON *job = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "jobs"), 0);
   ck_assert_int_eq((long)jnum(job, "job"), g_job);
@@ -222,9 +223,76 @@ START_TEST(t_submit_wait_jobs_status) {
   cJSON_Delete(j);
   /* watching a finished job prints its final line and exits 0 */
   r = ctl(0, "watch %ld", g_job);
-  ck_assert_msg(strstr(r->err, "done, 8/8 trials"), "%s", r->err);
+  ck_assert_msg(strstr(r->out, "done, 8/8 trials") && !r->err[0], "%s%s", r->out, r->err);
+  /* on a terminal (script(1) gives it one) a bar redrawn in place, then the final line */
+  r = sh("script -qec \"'%s' --socket '%s' watch %ld\" /dev/null", env("TUNECTL"), g_sock, g_job);
+  ck_assert_int_eq(r->status, 0);
+  snprintf(want, sizeof want, "\r\033[Kjob %ld [##############################] 8/8  best ", g_job);
+  ck_assert_msg(strstr(r->out, want), "%s", r->out);
+  snprintf(want, sizeof want, "job %ld: done, 8/8 trials, best ", g_job);
+  ck_assert_msg(strstr(r->out, want), "%s", r->out);
   r = ctl(0, "workloads");
   ck_assert_msg(strstr(r->out, g_hash) && strstr(r->out, "matmul"), "%s", r->out);
+}
+END_TEST
+
+/* Every line of s is a JSON object; returns the last one (the caller deletes it) and the count. */
+static cJSON *json_lines(const char *s, int *n) {
+  cJSON *last = NULL;
+  *n = 0;
+  for (const char *line = s; *line; (*n)++) {
+    const char *nl = strchr(line, '\n');
+    ck_assert_msg(nl != NULL, "the last line is not terminated: %s", line);
+    cJSON_Delete(last);
+    last = cJSON_ParseWithLength(line, (size_t)(nl - line));
+    ck_assert_msg(cJSON_IsObject(last), "not a JSON object: %.*s", (int)(nl - line), line);
+    line = nl + 1;
+  }
+  return last;
+}
+
+/* --json streams are JSON lines: watch prints the daemon's job objects
+ * unchanged (with fields libtuned does not parse, such as options), submit
+ * --wait its answer and then those. */
+START_TEST(t_json_streams) {
+  int n;
+  run_t *r = ctl(0, "watch %ld --json", g_job);
+  cJSON *j = json_lines(r->out, &n);
+  ck_assert_int_eq(n, 1);
+  ck_assert_str_eq(jstr(j, "state"), "done");
+  ck_assert_int_eq((int)jnum(cJSON_GetObjectItemCaseSensitive(j, "options"), "remeasure"), 8);
+  ck_assert(jnum(j, "created") > 0);
+  cJSON_Delete(j);
+  r = ctl(0, "submit %s --set N=3000 --trials 4 --wait --json", SRC("workloads/vector_add.tw"));
+  ck_assert_msg(!r->err[0], "%s", r->err);
+  j = json_lines(r->out, &n);
+  ck_assert_int_ge(n, 3);
+  ck_assert_str_eq(jstr(j, "state"), "done");
+  ck_assert_str_eq(jstr(j, "name"), "vector_add");
+  ck_assert(jnum(cJSON_GetObjectItemCaseSensitive(j, "best"), "record") > 0);
+  long job = (long)jnum(j, "job");
+  cJSON_Delete(j);
+  j = cJSON_ParseWithLength(r->out, (size_t)(strchr(r->out, '\n') - r->out));
+  ck_assert_int_eq((long)jnum(j, "job"), job);
+  ck_assert_int_eq((int)strlen(jstr(j, "workload")), 16);
+  ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(j, "state"));
+  cJSON_Delete(j);
+}
+END_TEST
+
+/* Tables never cut names short: a long workload name in jobs, status and workloads. */
+START_TEST(t_tables_full_names) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/vector_add_with_a_rather_long_name.tw", g_dir);
+  write_file(path, slurp(SRC("workloads/vector_add.tw")));
+  ctl(0, "submit '%s' --set N=1000 --trials 2 --wait", path);
+  run_t *r = ctl(0, "jobs");
+  ck_assert_msg(strstr(r->out, " vector_add_with_a_rather_long_name  "), "%s", r->out);
+  char header[64]; /* the header as wide as the name */
+  snprintf(header, sizeof header, "  %-34s  WORKLOAD", "NAME");
+  ck_assert_msg(strstr(r->out, header), "%s", r->out);
+  r = ctl(0, "workloads");
+  ck_assert_msg(strstr(r->out, "  vector_add_with_a_rather_long_name  "), "%s", r->out);
 }
 END_TEST
 
@@ -361,7 +429,7 @@ START_TEST(t_cancel) {
   ck_assert_msg(strstr(r->out, want), "%s", r->out);
   /* watch follows it until the running batch is committed; cancelled exits 1 */
   r = ctl(1, "watch %ld", job);
-  ck_assert_msg(strstr(r->err, "cancelled"), "%s", r->err);
+  ck_assert_msg(strstr(r->out, "cancelled"), "%s", r->out);
   j = parse_json(ctl(0, "status %ld --json", job)->out);
   ck_assert_str_eq(jstr(j, "state"), "cancelled");
   ck_assert(jnum(j, "trials_done") < 2000);
@@ -448,11 +516,54 @@ START_TEST(t_libtuned) {
   s.name = "vector_add";
   s.params_json = "{\"N\": 2048}";
   s.trials = 4;
+  s.remeasure = 0;
+  s.baseline = 0;
   int64_t job = 0;
   char hash[17];
-  ck_assert_int_eq(tuned_submit(c, &s, &job, hash, &err), 0);
+  ck_assert_msg(tuned_submit(c, &s, &job, hash, &err) == 0, "%s", err.message);
   ck_assert(job > g_job);
   ck_assert_int_eq((int)strlen(hash), 16);
+  /* the options reached the job (tune.submit once refused remeasure and baseline) */
+  char params[64];
+  snprintf(params, sizeof params, "{\"job\": %lld}", (long long)job);
+  ck_assert_int_eq(tuned_call(c, "tune.status", params, &res, &err), 0);
+  j = parse_json(res);
+  const cJSON *opts = cJSON_GetObjectItemCaseSensitive(j, "options");
+  ck_assert_int_eq((int)jnum(opts, "remeasure"), 0);
+  ck_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(opts, "baseline")));
+  cJSON_Delete(j);
+  free(res);
+  /* the workload's hash from its text, as submit gave it */
+  char h2[17];
+  ck_assert_msg(tuned_workload_hash(c, text, "{\"N\": 2048}", h2, &err) == 0, "%s", err.message);
+  ck_assert_str_eq(h2, hash);
+  ck_assert_int_eq(tuned_workload_hash(c, text, "{\"N\": 1024}", h2, &err), 0);
+  ck_assert_str_ne(h2, hash);
+  ck_assert_int_eq(tuned_workload_hash(c, "input A: float32[Q]\n", NULL, h2, &err), TUNED_E_RPC);
+  ck_assert_int_eq(err.rpc_code, TUNED_RPC_BAD_WORKLOAD);
+  ck_assert_msg(strstr(err.message, "workload.tw:1:18: ") != NULL, "%s", err.message);
+  ck_assert_int_eq(tuned_workload_hash(c, text, "{\"Q\": 1}", h2, &err), TUNED_E_RPC);
+  ck_assert_int_eq(err.rpc_code, TUNED_RPC_BAD_WORKLOAD);
+  ck_assert_int_eq(tuned_workload_hash(c, text, "[1]", h2, &err), TUNED_E_INVALID);
+  ck_assert_int_eq(tuned_call(c, "workload.check", "{\"workload_text\": \"input A: float32[N]\\n"
+                              "output B: float32[N]\\nB[i] = A[i] * 2.0\\n\", \"name\": \"dbl\"}", &res, &err),
+                   TUNED_E_RPC);
+  ck_assert_int_eq(err.rpc_code, TUNED_RPC_BAD_WORKLOAD);
+  ck_assert_msg(strstr(err.message, "dbl.tw:1:") != NULL, "%s", err.message);
+  ck_assert_int_eq(tuned_call(c, "workload.check", "{\"workload_text\": \"param N = 8\\ninput A: float32[N]\\n"
+                              "output B: float32[N, 2]\\nB[i, j] = A[i] * 2.0\\n\", \"params\": {\"N\": 6}}",
+                              &res, &err), 0);
+  j = parse_json(res);
+  ck_assert_int_eq((int)strlen(jstr(j, "workload")), 16);
+  ck_assert_int_eq((int)jnum(cJSON_GetObjectItemCaseSensitive(j, "params"), "N"), 6);
+  ck_assert_int_eq((int)jnum(j, "flops"), 12);
+  const cJSON *out = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "tensors"), 1);
+  ck_assert_str_eq(jstr(out, "name"), "B");
+  ck_assert_str_eq(jstr(out, "role"), "output");
+  ck_assert_str_eq(jstr(out, "dtype"), "float32");
+  ck_assert_int_eq(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(out, "shape"), 1)->valueint, 2);
+  cJSON_Delete(j);
+  free(res);
   int calls = 0;
   tuned_job_t final;
   ck_assert_msg(tuned_wait(c, job, 120, count_progress, &calls, &final, &err) == 0, "%s", err.message);
@@ -664,6 +775,11 @@ static void record_state(const tuned_job_t *j, void *ctx) {
   strcat(log, j->trials_done == 4 ? "4 " : "2 ");
 }
 
+static void record_json(const tuned_job_t *j, const char *json, void *ctx) {
+  ck_assert_int_eq(j->id, 5);
+  snprintf((char *)ctx + strlen(ctx), 256 - strlen(ctx), "%s\n", json);
+}
+
 START_TEST(t_fake_server) {
   fake_t f = {0};
   snprintf(f.path, sizeof f.path, "/tmp/tuned-client-fake-%d.sock", (int)getpid());
@@ -690,6 +806,11 @@ START_TEST(t_fake_server) {
   ck_assert_str_eq(log, "running2 done4 ");
   ck_assert_int_eq(final.state, TUNED_JOB_DONE);
   ck_assert_int_eq(final.trials_done, 4);
+  /* tuned_wait_json hands over the job objects as the daemon sent them */
+  char json[256] = "";
+  ck_assert_int_eq(tuned_wait_json(c, 5, 30, record_json, json, &final, &err), 0);
+  ck_assert_str_eq(json, "{\"job\":5,\"state\":\"done\",\"trials\":4,\"trials_done\":4,\"best\":null}\n");
+  ck_assert_int_eq(final.state, TUNED_JOB_DONE);
   /* an error without an id answers the pending call */
   ck_assert_int_eq(tuned_call(c, "bad.line", NULL, &res, &err), TUNED_E_RPC);
   ck_assert_int_eq(err.rpc_code, -32700);
@@ -955,8 +1076,9 @@ static Suite *make_suite(void) {
   Suite *s = suite_create("client");
   TU_TCASE(s, "offline", 60, t_no_daemon, t_default_socket, t_parse_kernel_job, t_fake_server, t_timeout, t_foreign_daemon, t_socket_not_ours,
            t_pkgconfig, t_bench_compare);
-  TCase *tc = TU_TCASE(s, "daemon", 300, t_ping_targets, t_submit_wait_jobs_status, t_best_records, t_kernel,
-                       t_export_import, t_libtuned, t_example_host, t_errors, t_cancel);
+  TCase *tc = TU_TCASE(s, "daemon", 300, t_ping_targets, t_submit_wait_jobs_status, t_json_streams,
+                       t_tables_full_names, t_best_records, t_kernel, t_export_import, t_libtuned, t_example_host,
+                       t_errors, t_cancel);
   tcase_add_unchecked_fixture(tc, daemon_setup, daemon_teardown);
   TU_TCASE(s, "bench", 600, t_bench_run);
   return s;

@@ -295,6 +295,29 @@ START_TEST(t_target_shipped) {
 }
 END_TEST
 
+/* An unknown target name suggests the nearest known one: a typo, the last
+ * part of a name, the start of one, the alias; none when nothing is near. */
+START_TEST(t_target_did_you_mean) {
+  static const struct { const char *name, *near; } cases[] = {
+      {"cpux", "cpu"},          {"h100", "nvidia/h100"},        {"tesla-t4", "nvidia/tesla-t4"},
+      {"cuda_host", "cuda-host"}, {"opencl/pocl", "opencl/pocl-cpu"}, {"openc", "opencl"},
+      {"nvidia/h10", "nvidia/h100"}, {"zzzz", NULL},          {"nvidia/zz-9000", NULL},
+  };
+  for (size_t i = 0; i < TN_ARRAY_LEN(cases); i++) {
+    tn_target_t t;
+    tn_err_t e = {0};
+    char want[128];
+    ck_assert_int_eq(tn_target_lookup(cases[i].name, NULL, &t, &e), TN_EINVAL);
+    snprintf(want, sizeof want, "unknown target \"%s\"%s%s%s (known: cpu, ", cases[i].name,
+             cases[i].near ? "; did you mean \"" : "", cases[i].near ? cases[i].near : "", cases[i].near ? "\"?" : "");
+    ck_assert_msg(strstr(e.msg, want), "%s: %s", cases[i].name, e.msg);
+  }
+  ck_assert_int_eq(tn_edit_distance("Splitt", "Split"), 1);
+  ck_assert_int_eq(tn_edit_distance("", "abc"), 3);
+  ck_assert_int_eq(tn_edit_distance("kitten", "sitting"), 3);
+}
+END_TEST
+
 /* A fresh directory for target files (0700, this user's). */
 static void temp_dir(char *buf, size_t size) {
   snprintf(buf, size, "/tmp/tuned-targets-XXXXXX");
@@ -332,7 +355,8 @@ START_TEST(t_target_config_dir) {
   ck_assert_int_eq(t.num_cores, 2);
   ck_assert_double_eq(t.peak_gflops, 100);
   ck_assert_int_eq(tn_target_lookup("cpu", NULL, &t, &e), TN_EINVAL);
-  ck_assert_msg(strstr(e.msg, "unknown target \"cpu\" (known: lab/cpu;") && strstr(e.msg, exe), "%s", e.msg);
+  ck_assert_msg(strstr(e.msg, "unknown target \"cpu\"; did you mean \"lab/cpu\"? (known: lab/cpu;") &&
+                    strstr(e.msg, exe), "%s", e.msg);
   tu_put_file(exe, "lab/gpu.json", "{}");
   tu_put_file(exe, "pretuned/lab-cpu.jsonl", "{}\n");
   tu_put_file(exe, ".hidden.json", "{}");
@@ -478,7 +502,8 @@ static Suite *make(void) {
   Suite *s = suite_create("common");
   TU_TCASE(s, "core", 0, t_err, t_arena, t_buf, t_rng, t_hash, t_gcd, t_half, t_bf16, t_identifiers, t_read_file,
            t_open_out);
-  TU_TCASE(s, "targets", 0, t_target_shipped, t_target_config_dir, t_target_bad_files, t_target_cc, t_roofline);
+  TU_TCASE(s, "targets", 0, t_target_shipped, t_target_did_you_mean, t_target_config_dir, t_target_bad_files, t_target_cc,
+           t_roofline);
   return s;
 }
 

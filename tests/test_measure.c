@@ -1670,7 +1670,7 @@ START_TEST(t_tunectl_emit) {
   if (WITH_CUDA) {
     ck_assert_msg(r->status == 0, "%s", r->err);
     ck_assert_ptr_nonnull(strstr(r->out, ".target sm_90"));
-    ck_assert_ptr_nonnull(strstr(r->out, ".entry default_function_kernel0"));
+    ck_assert_ptr_nonnull(strstr(r->out, ".entry matmul_kernel0")); /* named after the workload, as kernel.get does */
   } else {
     ck_assert_int_eq(r->status, 1);
     ck_assert_ptr_nonnull(strstr(r->err, "this build has no CUDA support"));
@@ -1688,12 +1688,12 @@ START_TEST(t_tunectl_emit) {
   r = tunectl("emit " MM TRACE("matmul_shared") "--target opencl --emit opencl");
   ck_assert_msg(r->status == 0, "%s", r->err);
   ck_assert_ptr_nonnull(strstr(r->out, "__kernel "));
-  ck_assert_ptr_nonnull(strstr(r->out, " default_function_kernel0(__global float"));
+  ck_assert_ptr_nonnull(strstr(r->out, " matmul_kernel0(__global float"));
   ck_assert_ptr_nonnull(strstr(r->out, "barrier(CLK_LOCAL_MEM_FENCE)"));
   r = tunectl("emit " MM TRACE("matmul_cpu") "--target cpu --emit c");
   ck_assert_msg(r->status == 0, "%s", r->err);
   ck_assert_ptr_nonnull(strstr(r->out, "#pragma omp parallel for"));
-  ck_assert_ptr_nonnull(strstr(r->out, "int tuned_entry_default_function(void **args)"));
+  ck_assert_ptr_nonnull(strstr(r->out, "int tuned_entry_matmul(void **args)"));
   r = tunectl("emit " MM TRACE("matmul_shared") "--target nvidia/tesla-t4 --emit launch");
   ck_assert_msg(r->status == 0, "%s", r->err);
   ck_assert_ptr_nonnull(strstr(r->out, "\"grid\":\t[2, 2, 1]"));

@@ -47,6 +47,12 @@ START_TEST(t_help) {
   }
   r = tunectl("eval --help");
   ck_assert_ptr_nonnull(strstr(r->out, "--seed S"));
+  /* --seed means the input data or the search, each with its default said once */
+  ck_assert_msg(strstr(r->out, "  --seed S          input data seed (default 1)\n"), "%s", r->out);
+  r = tunectl("help submit");
+  ck_assert_msg(strstr(r->out, "  --seed S          search seed (default 1; the same seed proposes the same first\n"),
+                "%s", r->out);
+  ck_assert_ptr_null(strstr(r->out, "input data"));
   expect("", 2, NULL, "usage: tunectl");
   expect("frobnicate", 2, NULL, "unknown command 'frobnicate'");
   expect("--version", 0, "tunectl 0.1.0", NULL);
@@ -446,7 +452,8 @@ START_TEST(t_targets) {
   cJSON_Delete(j);
   r = tunectl_env(env, "run " W("vector_add") " --target cpu");
   ck_assert_int_eq(r->status, 1);
-  ck_assert_msg(strstr(r->err, "unknown target \"cpu\" (known: lab/cpu;") && strstr(r->err, dir), "%s", r->err);
+  ck_assert_msg(strstr(r->err, "unknown target \"cpu\"; did you mean \"lab/cpu\"? (known: lab/cpu;") &&
+                    strstr(r->err, dir), "%s", r->err);
   r = tunectl_env(env, "run --help");
   ck_assert_msg(strstr(r->out, dir) && strstr(r->out, " lab/cpu\n"), "%s", r->out);
   r = tunectl_env("", "run " W("vector_add") " --target cpu --repeat-ms 5");
@@ -567,14 +574,36 @@ START_TEST(t_tune_db) {
   ck_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "status_counts"),
                                                             "too_slow")));
   cJSON_Delete(j);
-  snprintf(args, sizeof args, "%s --seed 4 --no-remeasure --no-baseline --json", base);
+  snprintf(args, sizeof args, "%s --seed 4 --no-remeasure --no-baseline --json --top 2", base);
   r = expect(args, 0, NULL, NULL);
   j = cJSON_Parse(r->out);
   ck_assert_msg(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "remeasure")) &&
                     cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "naive")) &&
                     !cJSON_GetObjectItemCaseSensitive(j, "speedup"),
                 "%s", r->out);
-  ck_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "best"), "remeasured")));
+  best = cJSON_GetObjectItemCaseSensitive(j, "best");
+  ck_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(best, "remeasured")));
+  /* every candidate in order (the tuning curve), the state after each batch, the top 2 with traces */
+  cands = cJSON_GetObjectItemCaseSensitive(j, "candidates");
+  ck_assert_int_eq(cJSON_GetArraySize(cands), 4);
+  for (int i = 0; i < 4; i++) {
+    cJSON *c = cJSON_GetArrayItem(cands, i);
+    ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(c, "trial")->valueint, i + 1);
+    ck_assert(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(c, "status")));
+    ck_assert(cJSON_GetObjectItemCaseSensitive(c, "elapsed_s")->valuedouble > 0);
+  }
+  cJSON *batches = cJSON_GetObjectItemCaseSensitive(j, "batches");
+  cJSON *last = cJSON_GetArrayItem(batches, cJSON_GetArraySize(batches) - 1);
+  ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(last, "trials_done")->valueint, 4);
+  ck_assert_double_eq(cJSON_GetObjectItemCaseSensitive(last, "best_median_secs")->valuedouble,
+                      cJSON_GetObjectItemCaseSensitive(best, "median_secs")->valuedouble);
+  cJSON *top = cJSON_GetObjectItemCaseSensitive(j, "top");
+  ck_assert_int_eq(cJSON_GetArraySize(top), 2);
+  double t0 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 0), "median_secs")->valuedouble;
+  double t1 = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 1), "median_secs")->valuedouble;
+  ck_assert(t0 <= t1);
+  ck_assert_double_eq(t0, cJSON_GetObjectItemCaseSensitive(best, "median_secs")->valuedouble);
+  ck_assert(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(top, 0), "trace")));
   cJSON_Delete(j);
   snprintf(args, sizeof args, "%s --seed 4 --no-remeasure --no-baseline", base);
   r = expect(args, 0, "\nnaive      not measured (--no-baseline)\n", NULL);

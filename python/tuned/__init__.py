@@ -1,0 +1,26 @@
+"""tuned — Python client of the tuned kernel auto-tuner daemon, over
+libtuned (the C client library) with ctypes.
+
+    import tuned
+    with tuned.Client() as c:                       # $TUNED_SOCKET or the default socket
+        job = c.submit("workloads/matmul.tw", trials=64, M=256, N=256, K=256)
+        c.watch(job)                                 # a progress bar on a terminal
+    mm = tuned.load("workloads/matmul.tw", M=256, N=256, K=256)
+    C = mm(A, B)                                     # numpy arrays or torch CPU tensors
+
+libtuned is found through $TUNED_LIB, the build directories of the source
+tree this package sits in, then the places `meson install` uses."""
+
+from ._errors import (ArgumentError, BadWorkload, BuildError, ConnectError, ConnectionLost, DaemonError, Error,
+                      InvalidParams, LibraryNotFound, NoKernel, NotFound, ProtocolError, ShuttingDown, TargetRefused,
+                      Timeout)
+from ._lib import lib_path
+from .client import Client, Job, Kernel, Launch, Param
+from .kernel import TunedFunction, build_c, load
+
+__version__ = "0.1.0"
+
+__all__ = ["ArgumentError", "BadWorkload", "BuildError", "Client", "ConnectError", "ConnectionLost", "DaemonError",
+           "Error", "InvalidParams", "Job", "Kernel", "Launch", "LibraryNotFound", "NoKernel", "NotFound", "Param",
+           "ProtocolError", "ShuttingDown", "TargetRefused", "Timeout", "TunedFunction", "build_c", "lib_path",
+           "load"]

@@ -1,0 +1,278 @@
+"""kernel.py — tuned.load: the best kernel of a workload as a Python
+callable over numpy arrays and DLPack tensors (torch), with every argument
+checked against the kernel's parameters (shape, dtype, device, layout)
+before the kernel sees a pointer.  CPU kernels (language "c") are compiled
+here with the C compiler, as the daemon's builder does, and cached."""
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+from ._errors import ArgumentError, BuildError, Error
+from .client import Client
+
+# ---- building a C kernel -------------------------------------------------------------
+
+
+def _cache_dir():
+    d = os.environ.get("TUNED_CACHE_DIR")
+    if not d:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        d = os.path.join(base, "tuned", "kernels")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def _compiler(cc):
+    return cc or os.environ.get("TUNED_CC") or os.environ.get("CC") or "cc"
+
+
+def build_c(source, cc=None):
+    """Compiles a C kernel's source into a shared object (cached by compiler,
+    flags and source) and returns its path.  The flags are the daemon's CPU
+    builder's: -O3 -march=native -fopenmp."""
+    cc = _compiler(cc)
+    flags = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
+    if "clang" in os.path.basename(cc):
+        flags.append("-fbracket-depth=1000000")  # clang's nesting limit; gcc has none
+    key = hashlib.sha256("\0".join([cc, *flags, source]).encode()).hexdigest()[:32]
+    d = _cache_dir()
+    so = os.path.join(d, f"kernel-{key}.so")
+    if os.path.exists(so):
+        return so
+    if not shutil.which(cc):
+        raise BuildError(f"cannot compile the kernel: C compiler '{cc}' not found (set CC or TUNED_CC)")
+    with tempfile.TemporaryDirectory(dir=d) as tmp:
+        src, out = os.path.join(tmp, "kernel.c"), os.path.join(tmp, "kernel.so")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(source)
+        cmd = [cc, *flags, "-o", out, src, "-lm"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise BuildError(f"{' '.join(cmd)} failed (status {r.returncode}):\n{(r.stderr + r.stdout)[-4000:]}")
+        os.replace(out, so)  # atomic: a concurrent loader sees all of it or nothing
+    return so
+
+
+# ---- arguments -----------------------------------------------------------------------
+
+# DLPack (dlpack.h): DLTensor and DLManagedTensor, the type codes used.
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_DL_CPU = 1
+_DL_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal", 10: "rocm",
+               13: "cuda_managed"}
+_DL_CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 6: "bool"}
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _dl_dtype(t):
+    if t.lanes != 1:
+        return f"a {t.lanes}-lane vector type"
+    name = _DL_CODES.get(t.code, f"type code {t.code}")
+    return "bool" if name == "bool" else f"{name}{t.bits}"
+
+
+class _Arg:
+    """One argument as the kernel sees it: its address and what keeps it alive."""
+
+    def __init__(self, ptr, nbytes, keep, kind):
+        self.ptr, self.nbytes, self.keep, self.kind = ptr, nbytes, keep, kind
+
+
+class TunedFunction:
+    """A tuned kernel callable on arrays: f(*inputs) returns the outputs
+    (allocated as numpy arrays, or torch tensors when an input is one);
+    f(*inputs, *outputs) writes into the given outputs and returns them.
+    Arguments may also be passed by parameter name.  Attributes: kernel
+    (the Kernel: record, median_secs, source, ...), inputs and outputs (its
+    Params)."""
+
+    def __init__(self, kernel, entry, path):
+        self.kernel = kernel
+        self.path = path
+        self._entry = entry
+        self.inputs = [p for p in kernel.params if p.role == "input"]
+        self.outputs = [p for p in kernel.params if p.role == "output"]
+        self.workspaces = [p for p in kernel.params if p.role == "workspace"]
+        self.__name__ = kernel.entry
+
+    def __repr__(self):
+        sig = ", ".join(f"{p.name}: {p.dtype}{list(p.shape)}" for p in self.inputs + self.outputs)
+        return (f"<tuned kernel {self.kernel.name or self.kernel.entry}({sig}) on {self.kernel.target}, "
+                f"record {self.kernel.record}, {self.kernel.median_secs * 1e3:.3f} ms>")
+
+    def _what(self, p):
+        group = self.inputs if p.role == "input" else self.outputs
+        return f"{self.__name__}: argument {p.name} ({p.role} {group.index(p) + 1} of {len(group)})"
+
+    def _bind(self, args, kwargs):
+        params = self.inputs + self.outputs
+        if len(args) > len(params):
+            raise ArgumentError(f"{self.__name__}: takes {len(self.inputs)} inputs "
+                                f"({', '.join(p.name for p in self.inputs)}) and optionally {len(self.outputs)} "
+                                f"outputs ({', '.join(p.name for p in self.outputs)}), got {len(args)} arguments")
+        bound = dict(zip((p.name for p in params), args))
+        for name, value in kwargs.items():
+            if name not in {p.name for p in params}:
+                raise ArgumentError(f"{self.__name__}: no parameter {name} (parameters: "
+                                    f"{', '.join(p.name for p in params)})")
+            if name in bound:
+                raise ArgumentError(f"{self.__name__}: argument {name} given twice")
+            bound[name] = value
+        missing = [p.name for p in self.inputs if p.name not in bound]
+        if missing:
+            raise ArgumentError(f"{self.__name__}: missing input{'s' if len(missing) > 1 else ''} "
+                                f"{', '.join(missing)}")
+        return bound
+
+    def _check(self, p, shape, dtype, contiguous, what):
+        if dtype != p.dtype:
+            raise ArgumentError(f"{what}: expected dtype {p.dtype}, got {dtype}")
+        if tuple(shape) != p.shape:
+            raise ArgumentError(f"{what}: expected shape {p.shape}, got {tuple(shape)}")
+        if not contiguous:
+            raise ArgumentError(f"{what}: not C-contiguous (row-major, dense); the kernel indexes it as "
+                                f"{p.dtype}{list(p.shape)} in row-major order: pass a contiguous copy")
+
+    def _numpy(self, a, p, what):
+        self._check(p, a.shape, str(a.dtype), a.flags.c_contiguous, what)
+        if p.role == "output" and not a.flags.writeable:
+            raise ArgumentError(f"{what}: read-only array; an output must be writable")
+        if not a.flags.aligned:
+            raise ArgumentError(f"{what}: not aligned to its element size")
+        return _Arg(a.ctypes.data, a.nbytes, a, "numpy")
+
+    def _dlpack(self, t, p, what):
+        try:
+            dev_type, dev_id = t.__dlpack_device__()
+        except Exception as e:  # torch: meta tensors and other devices DLPack cannot name
+            raise ArgumentError(f"{what}: its device cannot be exported through DLPack ({e}); "
+                                f"this {self.kernel.language} kernel runs on the CPU") from None
+        if int(dev_type) != _DL_CPU:
+            dev = _DL_DEVICES.get(int(dev_type), f"DLPack device {int(dev_type)}")
+            raise ArgumentError(f"{what}: on device {dev}:{dev_id}, expected cpu (the kernel is for target "
+                                f"{self.kernel.target}); move it with .cpu()")
+        if getattr(t, "requires_grad", False):
+            raise ArgumentError(f"{what}: requires grad; tuned kernels do not record autograd: pass "
+                                f"{p.name}.detach()")
+        try:
+            capsule = t.__dlpack__()
+        except Exception as e:
+            raise ArgumentError(f"{what}: cannot be exported through DLPack: {e}") from None
+        # The capsule owns the DLManagedTensor (its DLTensor comes first)
+        # until it is garbage collected: it is kept alive with the call.
+        dl = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+        shape = tuple(dl.shape[i] for i in range(dl.ndim))
+        contiguous = True
+        if dl.strides:
+            expect = 1
+            for i in reversed(range(dl.ndim)):
+                if shape[i] != 1 and dl.strides[i] != expect:
+                    contiguous = False
+                expect *= shape[i]
+        self._check(p, shape, _dl_dtype(dl.dtype), contiguous, what)
+        nbytes = p.elements * p.elem_bytes
+        return _Arg((dl.data or 0) + dl.byte_offset, nbytes, (capsule, t), "dlpack")
+
+    def _arg(self, value, p):
+        what = self._what(p)
+        np = _numpy_module()
+        if np is not None and isinstance(value, np.ndarray):
+            return self._numpy(value, p, what)
+        if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
+            return self._dlpack(value, p, what)
+        raise ArgumentError(f"{what}: expected a numpy array or a DLPack tensor (torch.Tensor) of "
+                            f"{p.dtype}{list(p.shape)}, got {type(value).__name__}")
+
+    def _allocate(self, p, like_torch):
+        if like_torch:
+            import torch
+            dtype = getattr(torch, p.dtype, None)
+            if dtype is None:
+                raise Error(f"{self.__name__}: cannot allocate output {p.name}: torch has no dtype {p.dtype}")
+            return torch.empty(p.shape, dtype=dtype)
+        np = _numpy_module()
+        if np is None:
+            raise Error(f"{self.__name__}: allocating output {p.name} needs numpy (or pass the output)")
+        return np.empty(p.shape, dtype=p.dtype)
+
+    def __call__(self, *args, **kwargs):
+        bound = self._bind(args, kwargs)
+        given = {p.name: self._arg(bound[p.name], p) for p in self.inputs + self.outputs if p.name in bound}
+        like_torch = any(type(bound[p.name]).__module__.startswith("torch") for p in self.inputs)
+        results = []
+        for p in self.outputs:
+            if p.name not in bound:
+                bound[p.name] = self._allocate(p, like_torch)
+                given[p.name] = self._arg(bound[p.name], p)
+            results.append(bound[p.name])
+        for p in self.outputs:  # the kernel writes outputs while it reads the rest
+            o = given[p.name]
+            for q, a in given.items():
+                if q != p.name and a.ptr < o.ptr + o.nbytes and o.ptr < a.ptr + a.nbytes:
+                    raise ArgumentError(f"{self._what(p)}: shares memory with argument {q}; outputs must not "
+                                        f"overlap other arguments")
+        scratch = [ctypes.create_string_buffer(max(p.elements * p.elem_bytes, 1)) for p in self.workspaces]
+        ptrs = [given[p.name].ptr for p in self.inputs + self.outputs] + [ctypes.addressof(s) for s in scratch]
+        # the C kernel takes its arguments in the launch's order: map by name
+        order = {p.name: i for i, p in enumerate(self.inputs + self.outputs + self.workspaces)}
+        argv = (ctypes.c_void_p * max(len(ptrs), 1))(*[ptrs[order[p.name]] for p in self.kernel.params])
+        rc = self._entry(argv)
+        del given, scratch  # the arguments stay alive up to here
+        if rc != 0:
+            raise Error(f"{self.__name__}: the kernel returned {rc} (out of memory for its temporaries?)")
+        return results[0] if len(results) == 1 else tuple(results)
+
+
+def _numpy_module():
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
+
+
+def load(workload, target=None, *, socket=None, client=None, cc=None, **params):
+    """The best tuned kernel of a workload (a .tw path, its text or its hash)
+    on a target (None: the daemon's) with parameter overrides (M=64, ...), as
+    a callable on numpy arrays and torch CPU tensors (see TunedFunction).
+    `client` or `socket` choose the daemon; `cc` the C compiler (default
+    $TUNED_CC, $CC, cc).  tuned.NoKernel when nothing is tuned yet."""
+    own = client is None
+    c = Client(socket) if own else client
+    try:
+        k = c.kernel(workload, target, **params)
+    finally:
+        if own:
+            c.close()
+    if k.language != "c":
+        raise Error(f"tuned.load runs C kernels (CPU targets); the best kernel of {k.name or k.workload} on "
+                    f"{k.target} is {k.language}: fetch it with Client.kernel() and launch it with its "
+                    f"launches and params")
+    path = build_c(k.source, cc)
+    try:
+        so = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        entry = getattr(so, f"tuned_entry_{k.entry}")
+    except (OSError, AttributeError) as e:
+        raise BuildError(f"cannot load the compiled kernel {path}: {e}") from None
+    entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    entry.restype = ctypes.c_int
+    return TunedFunction(k, entry, path)
