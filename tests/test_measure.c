@@ -1126,6 +1126,56 @@ START_TEST(t_build_process_killed) {
 }
 END_TEST
 
+/* Whether pid is gone or a zombie (dead, not yet reaped by its new parent). */
+static bool dead(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return true;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *rp = strrchr(buf, ')');
+  return rp && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* A caller SIGKILLed in the middle of a compile leaves no compile behind:
+ * its build process dies with it (before, an orphaned NVRTC compile ran on
+ * for minutes). */
+START_TEST(t_nvrtc_proc_orphan) {
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t caller = fork(); /* no threads here yet: a plain fork is safe */
+  ck_assert_int_ge(caller, 0);
+  if (caller == 0) {
+    close(fds[0]);
+    ms_nvrtc_proc_t *p = NULL;
+    ms_cuda_output_t o;
+    tn_err_t err = {0};
+    if (ms_nvrtc_proc_new(NULL, NULL, &p, &err) < 0 ||
+        ms_nvrtc_compile(p, "extern \"C\" __global__ void k() {}\n", "sm_90", 60, &o, &err) < 0)
+      _exit(1);
+    pid_t pid = ms_nvrtc_proc_pid(p);
+    if (write(fds[1], &pid, sizeof pid) != sizeof pid) _exit(1);
+    ms_nvrtc_compile(p, slow_cuda, "sm_90", 600, &o, &err); /* killed in here */
+    _exit(0);
+  }
+  close(fds[1]);
+  pid_t pid = 0;
+  ck_assert_int_eq(read(fds[0], &pid, sizeof pid), sizeof pid);
+  close(fds[0]);
+  ck_assert_int_gt(pid, 0);
+  usleep(300 * 1000); /* the slow compile is under way */
+  ck_assert(!dead(pid));
+  kill(caller, SIGKILL);
+  waitpid(caller, NULL, 0);
+  bool gone = false;
+  for (int i = 0; i < 500 && !(gone = dead(pid)); i++) usleep(10000);
+  if (!gone) kill(pid, SIGKILL); /* do not leave it running on failure */
+  ck_assert_msg(gone, "the build process %d still runs 5 s after its caller was killed", (int)pid);
+}
+END_TEST
+
 /* The build process on its own: it serves one compile after another, one
  * killed while idle is replaced without failing the next compile, and a
  * compile error comes back as it would from NVRTC in this process. */
@@ -2172,6 +2222,7 @@ static Suite *make_suite(void) {
   if (WITH_CUDA) tcase_add_test(tc, t_build_timeout_nvrtc);
   if (WITH_CUDA) tcase_add_test(tc, t_build_process_killed);
   if (WITH_CUDA) tcase_add_test(tc, t_nvrtc_proc);
+  if (WITH_CUDA) tcase_add_test(tc, t_nvrtc_proc_orphan);
   tcase_add_test(tc, t_build_pause);
   tcase_add_test(tc, t_build_async);
   tcase_add_test(tc, t_build_opencl_after_pool);
