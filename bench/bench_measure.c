@@ -1,5 +1,6 @@
 /* bench_measure.c — times the measurement pipeline: build time per candidate
- * (NVRTC CUBIN, cc, OpenCL) for the course matmul schedules, and the
+ * (NVRTC CUBIN, cc, OpenCL) for the course matmul schedules, what NVRTC's
+ * build process adds per compile, and the
  * worker's per-candidate overhead (a batch of trivial candidates, minus the
  * kernel time they measured).  See README.md. */
 #include <ftw.h>
@@ -122,6 +123,36 @@ static void bench_pool(const char *label, ms_candidate_t *c, int n) {
   ms_builder_free(b);
 }
 
+/* ---- NVRTC build process ------------------------------------------------------ */
+
+/* What compiling in the build process (ms_nvrtc_compile) adds to NVRTC in
+ * this process (ms_cuda_compile): the same source n times each way,
+ * alternating (and which goes first) so that load changes hit both alike;
+ * the first compile of each way (NVRTC's set-up, and the process start) is
+ * reported apart.  'round trip' is the build process's wall time minus
+ * NVRTC's own time in it: the request, the reply and the CUBIN. */
+static void bench_nvrtc_proc(const char *label, const char *source, int n) {
+  ms_nvrtc_proc_t *p = NULL;
+  tn_err_t err = {0};
+  if (ms_nvrtc_proc_new(NULL, NULL, &p, &err) < 0) die("build process", &err);
+  double here = 0, there = 0, trip = 0, first_here = 0, first_there = 0;
+  for (int i = 0; i < 2 * n + 2; i++) {
+    ms_cuda_output_t o;
+    bool in_proc = (i % 2 == 1) != (i / 2 % 2 == 1); /* pairs here-proc, then proc-here */
+    double t0 = tn_now();
+    int rc = in_proc ? ms_nvrtc_compile(p, source, "sm_90", 60, &o, &err) : ms_cuda_compile(source, "sm_90", &o, &err);
+    if (rc < 0) die(in_proc ? "NVRTC in the build process" : "NVRTC", &err);
+    double t = tn_now() - t0;
+    if (i < 2) *(in_proc ? &first_there : &first_here) = t;
+    else if (in_proc) there += t, trip += t - o.nvrtc_secs;
+    else here += t;
+    ms_cuda_output_free(&o);
+  }
+  printf("%-24s %4d %11.1f %11.1f %9.2f %9.2f %9.2f %10.2f\n", label, n, first_here * 1e3, first_there * 1e3,
+         here * 1e3 / n, there * 1e3 / n, (there - here) * 1e3 / n, trip * 1e3 / n);
+  ms_nvrtc_proc_free(p);
+}
+
 /* ---- worker overhead -------------------------------------------------------- */
 
 /* Runs k copies of a trivial built candidate in one batch; the overhead per
@@ -203,6 +234,16 @@ int main(int argc, char **argv) {
   printf("\n");
   bench_pool("matmul_shared CUDA sm_90", ccuda, 4 * nbuilds);
   bench_pool("matmul_cpu C", cc, 4 * nbuilds);
+
+  if (TUNED_HAVE_CUDA) {
+    printf("\nNVRTC in this process vs in the build process (tuned-worker --build), ms; 'first' = the first "
+           "compile\n(NVRTC set-up; the build process's start), then the average of N more each way\n\n");
+    printf("%-24s %4s %11s %11s %9s %9s %9s %10s\n", "source", "N", "first here", "first proc", "here", "in proc",
+           "overhead", "round trip");
+    bench_nvrtc_proc("empty kernel", "extern \"C\" __global__ void k(float *o) { o[threadIdx.x] = 1.0f; }\n",
+                     4 * nbuilds);
+    bench_nvrtc_proc("matmul_shared 1024^3", ccuda->source, 4 * nbuilds);
+  }
 
   printf("\nWorker overhead per candidate (vector_add N=1024, 3 timed repeats each, ms)\n\n");
   printf("%-12s %6s %12s %12s %12s %14s\n", "backend", "cands", "worker start", "wall/cand", "kernel/cand",

@@ -1,8 +1,9 @@
 /* methods_kernel.c — kernel.get: the best verified record of a workload on a
  * target, replayed on the workload and lowered to the target's language (and
- * for CUDA compiled to PTX and CUBIN), all on the thread pool; and
- * workload.check: a workload text's hash, parameters and work, so clients
- * that cannot parse the language (libtuned, Python) can name its records. */
+ * for CUDA compiled to PTX and CUBIN in a build process), all on the thread
+ * pool; and workload.check: a workload text's hash, parameters and work, so
+ * clients that cannot parse the language (libtuned, Python) can name its
+ * records. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,10 +111,19 @@ static int lower(td_req_t *req, kget_t *k, const db_workload_t *w, const char *t
   return rc ? -1 : 0;
 }
 
+/* NVRTC runs in a build process of its own (killed past this): the record
+ * may be an imported one, whose kernel was never compiled here, and a
+ * runaway compile must cost this request, not the daemon. */
+#define KERNEL_BUILD_TIMEOUT_S 30.0
+
 static int add_cuda_binary(td_req_t *req, kget_t *k, const cg_module_t *mod, cJSON *o) {
-  ms_cuda_output_t co;
+  ms_cuda_output_t co = {0};
   tn_err_t err = {0};
-  if (ms_cuda_compile(mod->source, k->target.t.arch, &co, &err) != 0) {
+  ms_nvrtc_proc_t *p = NULL;
+  int rc = ms_nvrtc_proc_new(NULL, NULL, &p, &err);
+  if (rc == TN_OK) rc = ms_nvrtc_compile(p, mod->source, k->target.t.arch, KERNEL_BUILD_TIMEOUT_S, &co, &err);
+  ms_nvrtc_proc_free(p);
+  if (rc != TN_OK) {
     ms_cuda_output_free(&co);
     return td_req_error(req, TD_E_INTERNAL, "compiling the kernel for %s: %s", k->target.t.arch, err.msg), -1;
   }

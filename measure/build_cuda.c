@@ -1,6 +1,7 @@
 /* build_cuda.c — CUDA builds with NVRTC: CUBIN and PTX for the target's
  * sm_XX, ptxas -v output parsed into registers, shared memory, spills and
- * stack, and kernels over the target's limits rejected at build time. */
+ * stack, and kernels over the target's limits rejected at build time.  The
+ * builder's compiles run in a build process (nvrtc_proc.c). */
 #include <ctype.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -163,6 +164,7 @@ int ms_cuda_compile(const char *source, const char *arch, ms_cuda_output_t *out,
   const char *opts[] = {archopt, "--ptxas-options=-v", include_opt};
   int nopts = include_opt[0] ? 3 : 2;
   nvrtcProgram prog = NULL;
+  double t0 = tn_now();
   nvrtcResult nr = compile(source, opts, nopts, &prog, &out->log);
   if (nr != NVRTC_SUCCESS && out->log && !strstr(out->log, "error")) {
     /* NVRTC 13 drops ptxas' error line ("uses too much shared data") from
@@ -196,6 +198,7 @@ int ms_cuda_compile(const char *source, const char *arch, ms_cuda_output_t *out,
     }
   }
   nvrtcDestroyProgram(&prog);
+  out->nvrtc_secs = tn_now() - t0;
   return rc;
 }
 #else
@@ -259,12 +262,13 @@ static bool save(const char *dir, const char *name, const void *data, size_t n, 
   return false;
 }
 
-void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_result_t *res) {
+void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_nvrtc_proc_t *proc, double timeout_s,
+                   ms_result_t *res) {
   snprintf(res->build.arch, sizeof res->build.arch, "%s", cand->target.arch);
   if (ms_check_block_limits(cand, res) < 0) return;
   ms_cuda_output_t o;
   tn_err_t err = {0};
-  int rc = ms_cuda_compile(cand->source, cand->target.arch, &o, &err);
+  int rc = ms_nvrtc_compile(proc, cand->source, cand->target.arch, timeout_s, &o, &err);
   snprintf(res->build.compiler, sizeof res->build.compiler, "%s", o.version[0] ? o.version : "NVRTC");
   if (o.log) save(dir, "build.log", o.log, strlen(o.log), res, NULL);
   ms_ptxas_kernel_t ks[MAX_KERNELS];
@@ -274,7 +278,9 @@ void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_result_t *res
     res->build.shared_bytes = TN_MAX(res->build.shared_bytes, cand->kernels[i].static_shared_bytes +
                                                                   cand->kernels[i].dyn_shared_bytes);
   char cubin[MS_PATH_MAX];
-  if (rc < 0)
+  if (rc == TN_ERANGE)
+    ms_result_fail(res, MS_TIMEOUT, "build timed out: %s", err.msg);
+  else if (rc < 0)
     ms_result_fail(res, MS_BUILD_ERROR, "%s", err.msg);
   else if (check_limits(cand, ks, n, res) == 0 && save(dir, "cand.cu", cand->source, strlen(cand->source), res, NULL) &&
            save(dir, "cand.ptx", o.ptx, strlen(o.ptx), res, NULL) &&

@@ -1,8 +1,11 @@
 /* builder.c — the build thread pool: a FIFO of build jobs served by one
  * thread per core (one pool may serve every search of a daemon), tickets to
  * wait on or withdraw, and a watchdog that abandons builds stuck in a
- * compiler call past their timeout (NVRTC and clBuildProgram cannot be
- * interrupted) and replaces the stuck thread.
+ * compiler call past their timeout (clBuildProgram, which runs in this
+ * process and cannot be interrupted) and replaces the stuck thread.  Every
+ * other compiler runs in a child process that the thread kills at the
+ * timeout itself: cc, and NVRTC in the thread's own build process
+ * (nvrtc_proc.c), started at its first CUDA build and kept for the next.
  *
  * Lifetimes: a job is shared by the table of submitted jobs (until waited)
  * and by the thread running it; the pool's core is shared by the owner and
@@ -15,17 +18,18 @@
 #include <unistd.h>
 
 #include "ms_internal.h"
+#include "tuned_config.h"
 
-/* cc builds kill their compiler at the timeout; the watchdog only steps in
- * this much later, should that fail. */
-#define CC_WATCHDOG_GRACE_S 10.0
+/* cc and NVRTC builds kill their compiler at the timeout; the watchdog only
+ * steps in this much later, should that fail. */
+#define KILL_WATCHDOG_GRACE_S 10.0
 
-/* At process exit, how long to wait for builds still inside a compiler call
- * (abandoned ones included): NVRTC's static destructors must not run under a
- * thread that is still compiling. */
+/* At process exit, how long to wait for builds still inside an in-process
+ * compiler call (OpenCL; abandoned ones included): the compiler's static
+ * destructors must not run under a thread that is still compiling. */
 #define EXIT_DRAIN_S 30.0
 
-/* Builds in progress in this process, across all builders. */
+/* In-process compiler calls in progress, across all builders. */
 static pthread_mutex_t inflight_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t inflight_cv = PTHREAD_COND_INITIALIZER;
 static int inflight;
@@ -63,6 +67,8 @@ static void register_drain(void) { atexit(drain_at_exit); }
 
 typedef struct pool_thread {
   bool retired; /* abandoned by the watchdog: exit after the current job */
+  int index;    /* names its build process's log */
+  ms_nvrtc_proc_t *nvrtc; /* its NVRTC build process, made at the first CUDA build */
 } pool_thread_t;
 
 typedef enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE } job_state_t;
@@ -85,6 +91,7 @@ typedef struct core {
   pthread_cond_t work, done, wd;
   int refs;        /* owner + every live thread */
   int nactive;     /* pool threads not retired */
+  int nstarted;    /* pool threads ever started */
   bool shutdown, wd_stop;
   job_t *queue_head, *queue_tail, *all;
   int64_t next_ticket;
@@ -126,8 +133,24 @@ static bool host_compiled(const job_t *j) {
 
 static double job_clock(const job_t *j) { return host_compiled(j) ? ms_active_clock() : tn_now(); }
 
+/* Builds whose compiler runs in a child process that the build kills at
+ * its timeout (the others run in this process). */
+static bool killable(const job_t *j) { return j->cand->target.kind != TN_TARGET_OPENCL; }
+
+/* CUDA: NVRTC in the thread's build process (none without CUDA in this
+ * build: the compile then says so). */
+static void build_cuda(core_t *c, pool_thread_t *me, const job_t *j, const char *dir, ms_result_t *r) {
+  tn_err_t err = {0};
+  char log[MS_PATH_MAX];
+  snprintf(log, sizeof log, "%s/nvrtc-%d.log", c->run_dir, me->index);
+  if (TUNED_HAVE_CUDA && !me->nvrtc && ms_nvrtc_proc_new(NULL, log, &me->nvrtc, &err) < 0)
+    ms_result_fail(r, MS_BUILD_ERROR, "%s", err.msg);
+  else
+    ms_build_cuda(j->cand, dir, me->nvrtc, c->timeout_s, r);
+}
+
 /* Runs one build into j->local (no lock held). */
-static void run_job(core_t *c, job_t *j) {
+static void run_job(core_t *c, pool_thread_t *me, job_t *j) {
   char dir[MS_PATH_MAX];
   ms_result_t *r = &j->local;
   ms_result_init(r);
@@ -137,9 +160,11 @@ static void run_job(core_t *c, job_t *j) {
   if (ms_mkdirs(dir, &err) < 0) {
     ms_result_fail(r, MS_BUILD_ERROR, "%s", err.msg);
   } else if (j->cand->target.kind == TN_TARGET_CUDA) {
-    ms_build_cuda(j->cand, dir, r);
+    build_cuda(c, me, j, dir, r);
   } else if (j->cand->target.kind == TN_TARGET_OPENCL) {
+    inflight_add(1);
     ms_build_opencl(j->cand, dir, r);
+    inflight_add(-1);
   } else if (j->cand->target.kind == TN_TARGET_CUDA_HOST) {
     ms_build_cuda_host(j->cand, dir, c->timeout_s, r);
   } else {
@@ -156,6 +181,7 @@ static void spawn_thread_locked(core_t *c) {
   pool_thread_t *t = tn_xcalloc(1, sizeof *t);
   void **args = tn_xmalloc(2 * sizeof *args);
   args[0] = c, args[1] = t;
+  t->index = c->nstarted++;
   pthread_t th;
   pthread_attr_t at;
   pthread_attr_init(&at);
@@ -186,13 +212,10 @@ static void *thread_main(void *arg) {
     j->thread = me;
     j->refs++;
     j->started = job_clock(j);
-    j->deadline = j->started + c->timeout_s +
-                  (host_compiled(j) ? CC_WATCHDOG_GRACE_S : 0);
+    j->deadline = j->started + c->timeout_s + (killable(j) ? KILL_WATCHDOG_GRACE_S : 0);
     pthread_cond_signal(&c->wd);
     pthread_mutex_unlock(&c->mu);
-    inflight_add(1);
-    run_job(c, j);
-    inflight_add(-1);
+    run_job(c, me, j);
     pthread_mutex_lock(&c->mu);
     if (!j->abandoned) {
       *j->dest = j->local;
@@ -203,6 +226,11 @@ static void *thread_main(void *arg) {
     job_unref(j);
     if (me->retired) break;
   }
+  /* Before counting this thread out: ms_builder_free returns with no build
+   * process of the pool left. */
+  pthread_mutex_unlock(&c->mu);
+  ms_nvrtc_proc_free(me->nvrtc); /* it exits at once: it is idle */
+  pthread_mutex_lock(&c->mu);
   if (!me->retired) c->nactive--;
   free(me);
   pthread_cond_broadcast(&c->done);
@@ -217,8 +245,8 @@ static void abandon_locked(core_t *c, job_t *j, double now) {
   snprintf(j->dest->build.arch, sizeof j->dest->build.arch, "%s", j->cand->target.arch);
   j->dest->build.build_secs = now - j->started;
   ms_result_fail(j->dest, MS_TIMEOUT,
-                 "build timed out after %.1f s (the %s compiler cannot be interrupted: the build "
-                 "was abandoned and its thread replaced)",
+                 "build timed out after %.1f s (the %s compiler did not return and cannot be interrupted: "
+                 "the build was abandoned and its thread replaced)",
                  now - j->started, tn_target_kind_name(j->cand->target.kind));
   j->state = JOB_DONE;
   j->thread->retired = true;

@@ -258,9 +258,9 @@ int ms_builder_new(const ms_build_opts_t *o, ms_builder_t **out, tn_err_t *err);
  * and cuda-host; TN_OK for the other kinds): a missing one is an error
  * naming it, where it was chosen, and how to choose another. */
 int ms_compiler_check(const tn_target_t *t, tn_err_t *err);
-/* Waits for queued builds, then stops the pool.  Builds stuck in NVRTC or the
- * OpenCL compiler past their timeout were already abandoned (see below) and do
- * not delay this. */
+/* Waits for queued builds, then stops the pool and its build processes.
+ * Builds stuck in the OpenCL compiler past their timeout were already
+ * abandoned (see below) and do not delay this. */
 void ms_builder_free(ms_builder_t *b);
 const char *ms_builder_run_dir(const ms_builder_t *b);
 
@@ -269,11 +269,16 @@ const char *ms_builder_run_dir(const ms_builder_t *b);
  * the artifact, or BUILD_ERROR / TIMEOUT with the compiler log.  Build errors
  * are never returned as errors: the call fails only on bad arguments.
  *
- * Timeouts: a cc build is killed (its whole process group) at the timeout.
- * NVRTC and clBuildProgram calls cannot be interrupted: a watchdog thread marks
- * such a build TIMEOUT at its deadline, completes it for the waiter, and gives
- * the pool a replacement thread; the stuck thread discards its result when
- * the compiler returns and then exits. */
+ * Timeouts: a cc build is killed (its whole process group) at the timeout,
+ * and so is a CUDA build: NVRTC runs in a build process per pool thread
+ * (ms_nvrtc_compile), killed with SIGKILL at the timeout (TIMEOUT, "NVRTC
+ * was still compiling after ...") and started anew for the next build; one
+ * that dies during a build (a crash, the OOM killer) makes that build a
+ * BUILD_ERROR naming the signal.  clBuildProgram runs in this process and
+ * cannot be interrupted: a watchdog thread marks such a build TIMEOUT at its
+ * deadline, completes it for the waiter, and gives the pool a replacement
+ * thread; the stuck thread discards its result when the compiler returns
+ * and then exits. */
 int ms_build_batch(ms_builder_t *b, ms_candidate_t *const *cands, int n, ms_result_t *results,
                    tn_err_t *err);
 
@@ -294,12 +299,12 @@ void ms_build_cancel(ms_builder_t *b, int64_t ticket);
  * while paused stop at once, and paused time does not count against build
  * timeouts.  The host CPU's measurer pauses builds while it holds the
  * device (ms_device_acquire), whose cores the compilers would otherwise
- * share.  NVRTC and
- * OpenCL compiler calls run in threads and are not paused. */
+ * share.  NVRTC and OpenCL builds are not paused. */
 void ms_commands_pause(bool pause);
-/* Waits up to max_s seconds until no build of this process is inside a
- * compiler call (abandoned ones included); returns how many still are.  Runs
- * at exit (up to 30 s) once a builder was created, so that NVRTC's static
+/* Waits up to max_s seconds until no build of this process is inside an
+ * in-process compiler call (OpenCL; abandoned ones included; cc and NVRTC
+ * run in child processes); returns how many still are.  Runs at exit (up to
+ * 30 s) once a builder was created, so that the compiler's static
  * destructors never run under a thread that is still compiling. */
 int ms_build_drain(double max_s);
 
@@ -314,9 +319,34 @@ typedef struct ms_cuda_output {
   size_t cubin_size;
   char *log;
   char version[32]; /* "NVRTC 13.0" */
+  double nvrtc_secs; /* NVRTC's own time (in the build process: without the round trip) */
 } ms_cuda_output_t;
 int ms_cuda_compile(const char *source, const char *arch, ms_cuda_output_t *out, tn_err_t *err);
 void ms_cuda_output_free(ms_cuda_output_t *o);
+
+/* NVRTC in a separate process (nvrtc_proc.c): `tuned-worker --build`,
+ * started with exec at the first compile and serving one compile after
+ * another, so that a compile past its time limit can be killed (NVRTC
+ * cannot be interrupted) and one that crashes or is OOM-killed takes only
+ * that process.  The builder gives each pool thread one.  Not thread-safe:
+ * one thread uses a handle, and the process dies with the thread that
+ * started it.  worker NULL: ms_worker_path(); log_path NULL: the process's
+ * stderr (NVRTC's fatal messages, such as "LLVM ERROR: out of memory") is
+ * dropped, else appended there and quoted when the process dies. */
+typedef struct ms_nvrtc_proc ms_nvrtc_proc_t;
+int ms_nvrtc_proc_new(const char *worker, const char *log_path, ms_nvrtc_proc_t **out, tn_err_t *err);
+/* ms_cuda_compile in the process (started, or replaced after it died, as
+ * needed): its results and errors, and TN_ERANGE when NVRTC was still
+ * compiling after timeout_s (the process was killed with SIGKILL), TN_EIO
+ * when the process died during the compile (the message says how: the
+ * signal or exit status, and what it printed) or could not start. */
+int ms_nvrtc_compile(ms_nvrtc_proc_t *p, const char *source, const char *arch, double timeout_s,
+                     ms_cuda_output_t *out, tn_err_t *err);
+/* The running process's id (0: none), and how many were started. */
+int ms_nvrtc_proc_pid(const ms_nvrtc_proc_t *p);
+int ms_nvrtc_proc_starts(const ms_nvrtc_proc_t *p);
+/* Asks the process to exit (killing it if it does not within 2 s). */
+void ms_nvrtc_proc_free(ms_nvrtc_proc_t *p);
 
 /* Facts ptxas printed (--ptxas-options=-v) for one kernel. */
 typedef struct ms_ptxas_kernel {

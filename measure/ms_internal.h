@@ -37,6 +37,13 @@ double ms_active_clock(void);
  * could not start. */
 int ms_run_command(char *const argv[], double timeout_s, tn_buf_t *log, size_t max_log, int *status,
                    tn_err_t *err);
+/* Starts a helper process (tuned-worker) with exec: fd 0 is sock (one end
+ * of a socketpair), fds 1 and 2 append to log_path (NULL: /dev/null), no
+ * other file of the caller is inherited, signals unblocked and SIGPIPE at
+ * its default; env NULL is this process's environment.  TN_EIO when it
+ * cannot start. */
+int ms_spawn_worker(char *const argv[], char *const env[], int sock, const char *log_path, pid_t *pid,
+                    tn_err_t *err);
 /* "SIGSEGV (Segmentation fault)". */
 void ms_signal_text(int sig, char *buf, size_t size);
 
@@ -56,6 +63,10 @@ int ms_frame_send(int fd, const cJSON *msg, tn_err_t *err);
 /* Reads one frame; deadline is tn_now() seconds (<= 0: wait forever).
  * TN_ERANGE on timeout, TN_EIO on EOF or a broken frame (err says which). */
 int ms_frame_recv(int fd, double deadline, cJSON **out, tn_err_t *err);
+/* The same for raw bytes (a frame whose length a JSON message announced):
+ * *out is malloc'ed, NUL-terminated after its *len bytes. */
+int ms_frame_send_bytes(int fd, const void *data, size_t n, tn_err_t *err);
+int ms_frame_recv_bytes(int fd, double deadline, char **out, size_t *len, tn_err_t *err);
 
 /* ---- builder backends (build_*.c) ----------------------------------------- */
 
@@ -64,7 +75,11 @@ int ms_frame_recv(int fd, double deadline, cJSON **out, tn_err_t *err);
 void ms_build_c(const ms_candidate_t *cand, const char *dir, double timeout_s, ms_result_t *res);
 /* cuda-host: the CUDA source as C++ with the harness header and a launcher. */
 void ms_build_cuda_host(const ms_candidate_t *cand, const char *dir, double timeout_s, ms_result_t *res);
-void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_result_t *res);
+/* cuda: NVRTC in the build process proc (killed at timeout_s). */
+void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_nvrtc_proc_t *proc, double timeout_s,
+                   ms_result_t *res);
+/* The main loop of `tuned-worker --build PARENT_PID` (nvrtc_proc.c). */
+int ms_nvrtc_serve(int argc, char **argv);
 void ms_build_opencl(const ms_candidate_t *cand, const char *dir, ms_result_t *res);
 
 /* Whether the OpenCL device the builder and the worker use (the first one of

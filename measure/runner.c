@@ -8,7 +8,6 @@
 #include <libgen.h>
 #include <math.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,33 +147,15 @@ int ms_runner_start(ms_runner_t *r, tn_err_t *err) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
     return tn_err_set(err, TN_EIO, "socketpair: %s", strerror(errno));
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
-  posix_spawn_file_actions_addopen(&fa, 1, r->log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawn_file_actions_addclosefrom_np(&fa, 3); /* not the caller's sockets, databases, ... */
-  posix_spawnattr_init(&at);
-  sigset_t none, dfl;
-  sigemptyset(&none);
-  sigemptyset(&dfl);
-  sigaddset(&dfl, SIGPIPE);
-  posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setsigdefault(&at, &dfl);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   char pocl[MS_PATH_MAX + 32];
   char **env = worker_env(pocl, sizeof pocl);
   char *argv[] = {r->worker, NULL};
-  int rc = posix_spawn(&r->pid, r->worker, &fa, &at, argv, env);
+  int rc = ms_spawn_worker(argv, env, sv[1], r->log_path, &r->pid, err);
   free(env);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
   close(sv[1]);
-  if (rc != 0) {
+  if (rc < 0) {
     close(sv[0]);
-    r->pid = 0;
-    return tn_err_set(err, TN_EIO, "cannot start the worker %s: %s", r->worker, strerror(rc));
+    return rc;
   }
   r->fd = sv[0];
   r->starts++;

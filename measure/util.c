@@ -218,6 +218,33 @@ static int spawn_grouped(char *const argv[], int out_fd, pid_t *pid, tn_err_t *e
   return TN_OK;
 }
 
+int ms_spawn_worker(char *const argv[], char *const env[], int sock, const char *log_path, pid_t *pid,
+                    tn_err_t *err) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, sock, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3); /* not the caller's sockets, databases, ... */
+  posix_spawnattr_init(&at);
+  sigset_t none, dfl;
+  sigemptyset(&none);
+  sigemptyset(&dfl);
+  sigaddset(&dfl, SIGPIPE);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &dfl);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  int rc = posix_spawn(pid, argv[0], &fa, &at, argv, env ? env : environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  if (rc != 0) {
+    *pid = 0;
+    return tn_err_set(err, TN_EIO, "cannot start %s: %s", argv[0], strerror(rc));
+  }
+  return TN_OK;
+}
+
 /* ---- pausing compiler processes ------------------------------------------
  *
  * While a CPU candidate is timed, compilers of the next batch must not share

@@ -6,8 +6,11 @@
  * measures; one measurer per device (first come, first served, stoppable
  * waits, runners in two threads never timing at once); tunectl run and
  * emit. */
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -991,25 +994,232 @@ START_TEST(t_build_pause) {
 }
 END_TEST
 
-/* NVRTC cannot be interrupted: past the timeout the watchdog abandons the
- * build, the pool gets a new thread, and later builds are not held up. */
+/* CUDA that keeps NVRTC busy for minutes (113 s on a 2-core VM): 4096
+ * distinct instantiations, all inlined into one kernel. */
+static const char *slow_cuda =
+    "template <int N, int M> struct T {\n"
+    "  static __device__ float f(float x) { return T<N - 1, 2 * M>::f(x) * 1.01f + T<N - 1, 2 * M + 1>::f(x + 1); }\n"
+    "};\n"
+    "template <int M> struct T<0, M> {\n"
+    "  static __device__ float f(float x) { return x * (float)M; }\n"
+    "};\n"
+    "extern \"C\" __global__ void slow(float *o) { o[threadIdx.x] = T<12, 0>::f(o[threadIdx.x]); }\n";
+
+/* The pid in "... (pid 1234) ...", or 0. */
+static pid_t pid_in(const char *msg) {
+  const char *p = strstr(msg, "(pid ");
+  return p ? (pid_t)atoi(p + 5) : 0;
+}
+
+/* Waits up to 30 s for a child of this process whose command line has
+ * "--build" (the builder's NVRTC process); 0 when none appears. */
+static pid_t build_process(void) {
+  for (int tries = 0; tries < 3000; tries++) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t found = 0;
+    while (d && !found && (e = readdir(d))) {
+      char path[300], buf[512];
+      pid_t pid = (pid_t)atoi(e->d_name), ppid = 0;
+      snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+      FILE *f = pid > 0 ? fopen(path, "r") : NULL;
+      if (!f) continue;
+      /* "pid (comm) state ppid": comm may hold blanks, so parse after the last ')' */
+      size_t n = fread(buf, 1, sizeof buf - 1, f);
+      fclose(f);
+      buf[n] = 0;
+      const char *rp = strrchr(buf, ')');
+      if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1 || ppid != getpid()) continue;
+      snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+      f = fopen(path, "r");
+      n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+      if (f) fclose(f);
+      for (size_t i = 0; i < n; i++) buf[i] = buf[i] ? buf[i] : ' ';
+      buf[n] = 0;
+      if (strstr(buf, " --build ")) found = pid;
+    }
+    if (d) closedir(d);
+    if (found) return found;
+    usleep(10000);
+  }
+  return 0;
+}
+
+/* A CUDA build past its timeout is killed (its build process, with
+ * SIGKILL): TIMEOUT within the timeout and a little, no compile left running
+ * in this process, the process gone, and the next build in the same pool
+ * succeeds.  (An NVRTC call in a thread could only be abandoned: it went on
+ * compiling, and allocating, in the caller.) */
 START_TEST(t_build_timeout_nvrtc) {
   ir_workload_t *w = tu_load_sets("matmul", "M=128,N=128,K=128");
   cg_module_t *m = lower(w, "matmul_shared", CG_TARGET_CUDA);
   tn_target_t t = target("nvidia/h100");
-  ms_candidate_t *c = from_module(&t, m);
-  ms_builder_t *b = builder(0.005, 1);
+  ms_candidate_t *slow = planted(&t, m, slow_cuda), *good = from_module(&t, m);
+  ms_builder_t *b = builder(1.5, 1);
   ms_result_t res[3];
-  int64_t tk[3];
-  for (int i = 0; i < 3; i++) tk[i] = ms_build_submit(b, c, &res[i]);
+  ms_candidate_t *order[3] = {good, slow, good}; /* the first starts the build process */
   for (int i = 0; i < 3; i++) {
-    ck_assert_int_ge(tk[i], 0);
-    ms_build_wait(b, tk[i]);
-    ck_assert_int_eq(res[i].status, MS_TIMEOUT);
-    ck_assert_msg(strstr(res[i].error, "abandoned"), "%s", res[i].error);
+    double t0 = tn_now();
+    int64_t tk = ms_build_submit(b, order[i], &res[i]);
+    ck_assert_int_ge(tk, 0);
+    ms_build_wait(b, tk);
+    double secs = tn_now() - t0;
+    if (order[i] == slow) {
+      ck_assert_int_eq(res[i].status, MS_TIMEOUT);
+      ck_assert_msg(strstr(res[i].error, "NVRTC was still compiling after 1.5 s: its build process (pid "), "%s",
+                    res[i].error);
+      ck_assert_msg(strstr(res[i].error, ") was killed"), "%s", res[i].error);
+      ck_assert_msg(secs >= 1.5 && secs < 1.5 + 1.0, "timed out after %.2f s", secs); /* slack for a busy machine */
+      ck_assert_int_eq(ms_build_drain(0), 0); /* nothing of it still compiles here */
+      pid_t pid = pid_in(res[i].error);
+      ck_assert_int_gt(pid, 0);
+      ck_assert_int_eq(kill(pid, 0), -1); /* killed and reaped */
+      ck_assert_int_eq(errno, ESRCH);
+    } else {
+      ck_assert_msg(res[i].status == MS_OK, "build %d: %s", i, res[i].error);
+      ck_assert_msg(strstr(res[i].artifact, ".cubin"), "%s", res[i].artifact);
+      ck_assert_int_gt(res[i].build.registers, 0);
+    }
   }
-  teardown(b, c, m, w); /* ms_builder_free does not wait for the abandoned NVRTC calls */
-  ck_assert_int_eq(ms_build_drain(30.0), 0); /* which do return, and are counted */
+  for (int i = 0; i < 3; i++) ms_result_clear(&res[i]);
+  ms_candidate_free(slow);
+  teardown(b, good, m, w);
+}
+END_TEST
+
+/* The build process killed from outside in the middle of a build (as the
+ * OOM killer would): that build is a BUILD_ERROR naming the signal, the
+ * caller carries on, and the next build gets a new process and succeeds. */
+START_TEST(t_build_process_killed) {
+  ir_workload_t *w = tu_load_sets("matmul", "M=128,N=128,K=128");
+  cg_module_t *m = lower(w, "matmul_shared", CG_TARGET_CUDA);
+  tn_target_t t = target("nvidia/h100");
+  ms_candidate_t *slow = planted(&t, m, slow_cuda), *good = from_module(&t, m);
+  ms_builder_t *b = builder(120, 1);
+  ms_result_t res[2];
+  int64_t tk = ms_build_submit(b, slow, &res[0]);
+  ck_assert_int_ge(tk, 0);
+  pid_t pid = build_process();
+  ck_assert_msg(pid > 0, "no build process (a child with --build) appeared");
+  usleep(300 * 1000); /* well inside NVRTC by now */
+  ck_assert(!ms_build_done(b, tk));
+  ck_assert_int_eq(kill(pid, SIGKILL), 0);
+  double t0 = tn_now();
+  ms_build_wait(b, tk);
+  ck_assert_msg(tn_now() - t0 < 5.0, "the death was noticed after %.1f s", tn_now() - t0);
+  ck_assert_int_eq(res[0].status, MS_BUILD_ERROR);
+  char want[128];
+  snprintf(want, sizeof want, "the NVRTC build process (pid %d) was killed by SIGKILL (Killed) during the build",
+           (int)pid);
+  ck_assert_msg(strstr(res[0].error, want), "%s", res[0].error);
+  tk = ms_build_submit(b, good, &res[1]);
+  ms_build_wait(b, tk);
+  ck_assert_msg(res[1].status == MS_OK, "%s", res[1].error);
+  ck_assert_msg(strstr(res[1].artifact, ".cubin"), "%s", res[1].artifact);
+  pid_t next = build_process();
+  ck_assert_int_gt(next, 0);
+  ck_assert_int_ne(next, pid);
+  for (int i = 0; i < 2; i++) ms_result_clear(&res[i]);
+  ms_candidate_free(slow);
+  teardown(b, good, m, w);
+  ck_assert_int_eq(kill(next, 0), -1); /* the pool stops its process when freed */
+}
+END_TEST
+
+/* Whether pid is gone or a zombie (dead, not yet reaped by its new parent). */
+static bool dead(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return true;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *rp = strrchr(buf, ')');
+  return rp && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* A caller SIGKILLed in the middle of a compile leaves no compile behind:
+ * its build process dies with it (before, an orphaned NVRTC compile ran on
+ * for minutes). */
+START_TEST(t_nvrtc_proc_orphan) {
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t caller = fork(); /* no threads here yet: a plain fork is safe */
+  ck_assert_int_ge(caller, 0);
+  if (caller == 0) {
+    close(fds[0]);
+    ms_nvrtc_proc_t *p = NULL;
+    ms_cuda_output_t o;
+    tn_err_t err = {0};
+    if (ms_nvrtc_proc_new(NULL, NULL, &p, &err) < 0 ||
+        ms_nvrtc_compile(p, "extern \"C\" __global__ void k() {}\n", "sm_90", 60, &o, &err) < 0)
+      _exit(1);
+    pid_t pid = ms_nvrtc_proc_pid(p);
+    if (write(fds[1], &pid, sizeof pid) != sizeof pid) _exit(1);
+    ms_nvrtc_compile(p, slow_cuda, "sm_90", 600, &o, &err); /* killed in here */
+    _exit(0);
+  }
+  close(fds[1]);
+  pid_t pid = 0;
+  ck_assert_int_eq(read(fds[0], &pid, sizeof pid), sizeof pid);
+  close(fds[0]);
+  ck_assert_int_gt(pid, 0);
+  usleep(300 * 1000); /* the slow compile is under way */
+  ck_assert(!dead(pid));
+  kill(caller, SIGKILL);
+  waitpid(caller, NULL, 0);
+  bool gone = false;
+  for (int i = 0; i < 500 && !(gone = dead(pid)); i++) usleep(10000);
+  if (!gone) kill(pid, SIGKILL); /* do not leave it running on failure */
+  ck_assert_msg(gone, "the build process %d still runs 5 s after its caller was killed", (int)pid);
+}
+END_TEST
+
+/* The build process on its own: it serves one compile after another, one
+ * killed while idle is replaced without failing the next compile, and a
+ * compile error comes back as it would from NVRTC in this process. */
+START_TEST(t_nvrtc_proc) {
+  ms_nvrtc_proc_t *p = NULL;
+  tn_err_t err = {0};
+  ck_assert_msg(ms_nvrtc_proc_new(NULL, NULL, &p, &err) == TN_OK, "%s", err.msg);
+  ck_assert_int_eq(ms_nvrtc_proc_pid(p), 0); /* started at the first compile */
+  const char *ok = "extern \"C\" __global__ void k(float *o) { o[threadIdx.x] = 2.0f; }\n";
+  ms_cuda_output_t o, here;
+  for (int i = 0; i < 2; i++) {
+    ck_assert_msg(ms_nvrtc_compile(p, ok, "sm_90", 30, &o, &err) == TN_OK, "%s", err.msg);
+    ck_assert_msg(strstr(o.ptx, ".entry k("), "%.200s", o.ptx);
+    ck_assert_int_gt(o.cubin_size, 0);
+    ck_assert_msg(strstr(o.log, "Compiling entry function 'k' for 'sm_90'"), "%s", o.log);
+    ck_assert_int_eq(ms_cuda_compile(ok, "sm_90", &here, &err), TN_OK); /* the same bytes as in this process */
+    ck_assert_str_eq(o.ptx, here.ptx);
+    ck_assert_str_eq(o.version, here.version);
+    ck_assert_uint_eq(o.cubin_size, here.cubin_size);
+    ck_assert_int_eq(memcmp(o.cubin, here.cubin, o.cubin_size), 0);
+    ms_cuda_output_free(&o);
+    ms_cuda_output_free(&here);
+  }
+  ck_assert_int_eq(ms_nvrtc_proc_starts(p), 1);
+  pid_t pid = ms_nvrtc_proc_pid(p);
+  ck_assert_int_gt(pid, 0);
+  kill(pid, SIGKILL);
+  usleep(100 * 1000);
+  ck_assert_msg(ms_nvrtc_compile(p, ok, "sm_90", 30, &o, &err) == TN_OK, "%s", err.msg);
+  ms_cuda_output_free(&o);
+  ck_assert_int_eq(ms_nvrtc_proc_starts(p), 2);
+  ck_assert_int_ne(ms_nvrtc_proc_pid(p), pid);
+  ck_assert_int_eq(ms_nvrtc_compile(p, "extern \"C\" __global__ void k() { undeclared(); }\n", "sm_90", 30, &o, &err),
+                   TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "identifier \"undeclared\" is undefined"), "%s", err.msg);
+  ck_assert_ptr_null(o.cubin);
+  ms_cuda_output_free(&o);
+  ck_assert_int_eq(ms_nvrtc_compile(p, ok, "sm_1", 30, &o, &err), TN_EUNSUPPORTED); /* checked in the process */
+  ck_assert_msg(strstr(err.msg, "sm_1 is not supported by NVRTC "), "%s", err.msg);
+  ms_cuda_output_free(&o);
+  ck_assert_int_eq(ms_nvrtc_proc_starts(p), 2);
+  pid = ms_nvrtc_proc_pid(p);
+  ms_nvrtc_proc_free(p);
+  ck_assert_int_eq(kill(pid, 0), -1); /* asked to exit, and reaped */
 }
 END_TEST
 
@@ -2010,6 +2220,9 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, t_compilers);
   tcase_add_test(tc, t_compiler_missing);
   if (WITH_CUDA) tcase_add_test(tc, t_build_timeout_nvrtc);
+  if (WITH_CUDA) tcase_add_test(tc, t_build_process_killed);
+  if (WITH_CUDA) tcase_add_test(tc, t_nvrtc_proc);
+  if (WITH_CUDA) tcase_add_test(tc, t_nvrtc_proc_orphan);
   tcase_add_test(tc, t_build_pause);
   tcase_add_test(tc, t_build_async);
   tcase_add_test(tc, t_build_opencl_after_pool);

@@ -1,0 +1,331 @@
+/* nvrtc_proc.c — NVRTC in a separate process, so that a compile can be
+ * stopped.  NVRTC cannot be interrupted: a build abandoned at its time limit
+ * kept compiling (and allocating) in the caller, which LLVM then aborted
+ * ("LLVM ERROR: out of memory") with the whole daemon.  Here the compile runs
+ * in `tuned-worker --build`, started with exec (never a bare fork: a child
+ * forked after XGBoost's OpenMP threads ran hangs), which serves one build
+ * after another; past the time limit it is killed with SIGKILL, and a
+ * process that dies (crash, OOM kill) is reaped and replaced at the next
+ * build.  The caller only ever waits on a socket.
+ *
+ * Protocol: fd 0 of the build process is a Unix stream socket to its
+ * parent, fds 1 and 2 a log file (NVRTC's own fatal messages land there).
+ * Frames as tuned-worker's (proto.c): a 4-byte little-endian length, then a
+ * JSON object, or raw bytes where the previous message announced them.
+ *   {"op": "hello"} -> {"ok": true, "pid": 1234}
+ *   {"op": "compile", "source": "...", "arch": "sm_90"}
+ *     -> {"code": 0, "version": "NVRTC 13.0", "log": "...", "ptx": "...",
+ *         "cubin_bytes": 5120, "secs": 0.12}, then (cubin_bytes > 0) one raw
+ *        frame of the CUBIN
+ *      | {"code": -1, "error": "NVRTC (...): ...", "version": ..., "log": ...}
+ *     code and error are ms_cuda_compile's; secs is NVRTC's time.
+ *   {"op": "exit"}, or EOF -> the process exits 0.
+ * The build process also dies with the thread that started it
+ * (PR_SET_PDEATHSIG), so a compile never outlives its caller. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ms_internal.h"
+#include "tuned_config.h"
+
+#define HELLO_TIMEOUT_S 30.0
+#define LOG_TAIL 1024
+
+struct ms_nvrtc_proc {
+  char worker[MS_PATH_MAX], log_path[MS_PATH_MAX];
+  pid_t pid; /* 0: none running */
+  int fd;
+  int starts;
+  off_t log_from; /* the log's size when the current process started */
+};
+
+/* ---- the build process ------------------------------------------------------ */
+
+static const char *jstr(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Compiles one request and replies (false: the parent is gone). */
+static bool serve_compile(const cJSON *req) {
+  const char *source = jstr(req, "source"), *arch = jstr(req, "arch");
+  ms_cuda_output_t o;
+  memset(&o, 0, sizeof o);
+  tn_err_t err = {0};
+  int rc = source && arch ? ms_cuda_compile(source, arch, &o, &err)
+                          : tn_err_set(&err, TN_EINVAL, "compile: needs \"source\" and \"arch\"");
+  if (rc == TN_OK && o.cubin_size > MS_FRAME_MAX)
+    rc = tn_err_set(&err, TN_ENOMEM, "NVRTC made a %zu-byte CUBIN; at most %zu bytes are passed on", o.cubin_size,
+                    MS_FRAME_MAX);
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddNumberToObject(r, "code", rc);
+  if (rc < 0) cJSON_AddStringToObject(r, "error", err.msg);
+  cJSON_AddStringToObject(r, "version", o.version);
+  if (o.log) cJSON_AddStringToObject(r, "log", o.log);
+  if (rc == TN_OK) {
+    cJSON_AddStringToObject(r, "ptx", o.ptx ? o.ptx : "");
+    cJSON_AddNumberToObject(r, "cubin_bytes", (double)o.cubin_size);
+  }
+  cJSON_AddNumberToObject(r, "secs", o.nvrtc_secs);
+  tn_err_t serr = {0};
+  int sent = ms_frame_send(0, r, &serr);
+  cJSON_Delete(r);
+  if (sent == TN_ENOMEM) { /* the reply is over a frame: say so instead */
+    r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "code", TN_ENOMEM);
+    cJSON_AddStringToObject(r, "error", "NVRTC's output (PTX and log) is over the 64 MiB a build may pass on");
+    cJSON_AddStringToObject(r, "version", o.version);
+    sent = ms_frame_send(0, r, &serr);
+    cJSON_Delete(r);
+  } else if (sent == TN_OK && rc == TN_OK && o.cubin_size > 0) {
+    sent = ms_frame_send_bytes(0, o.cubin, o.cubin_size, &serr);
+  }
+  ms_cuda_output_free(&o);
+  return sent == TN_OK;
+}
+
+int ms_nvrtc_serve(int argc, char **argv) {
+  /* Die with the thread that started us; a parent already gone (between
+   * its spawn and this call) is caught by comparing with the pid it gave. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (argc > 2 && getppid() != (pid_t)strtol(argv[2], NULL, 10)) return 1;
+  for (;;) {
+    cJSON *req = NULL;
+    tn_err_t err = {0};
+    if (ms_frame_recv(0, 0, &req, &err) < 0) break;
+    const char *op = jstr(req, "op");
+    bool ok = true;
+    if (op && strcmp(op, "exit") == 0) {
+      cJSON_Delete(req);
+      break;
+    } else if (op && strcmp(op, "compile") == 0) {
+      ok = serve_compile(req);
+    } else {
+      cJSON *r = cJSON_CreateObject();
+      bool hello = op && strcmp(op, "hello") == 0;
+      cJSON_AddBoolToObject(r, "ok", hello);
+      if (hello) cJSON_AddNumberToObject(r, "pid", (double)getpid());
+      else
+        cJSON_AddStringToObject(r, "error", "unknown op (hello, compile, exit)");
+      ok = ms_frame_send(0, r, &err) == TN_OK;
+      cJSON_Delete(r);
+    }
+    cJSON_Delete(req);
+    if (!ok) break;
+  }
+  return 0;
+}
+
+/* ---- the caller's side ------------------------------------------------------- */
+
+int ms_nvrtc_proc_new(const char *worker, const char *log_path, ms_nvrtc_proc_t **out, tn_err_t *err) {
+  *out = NULL;
+  ms_nvrtc_proc_t *p = tn_xcalloc(1, sizeof *p);
+  p->fd = -1;
+  int rc = worker ? (snprintf(p->worker, sizeof p->worker, "%s", worker), TN_OK)
+                  : ms_worker_path(p->worker, sizeof p->worker, err);
+  if (rc == TN_OK && access(p->worker, X_OK) < 0)
+    rc = tn_err_set(err, TN_EIO, "the build process %s is not an executable file", p->worker);
+  if (rc == TN_OK && log_path &&
+      (size_t)snprintf(p->log_path, sizeof p->log_path, "%s", log_path) >= sizeof p->log_path)
+    rc = tn_err_set(err, TN_EINVAL, "build process log path longer than %d bytes", MS_PATH_MAX - 1);
+  if (rc < 0) {
+    free(p);
+    return rc;
+  }
+  *out = p;
+  return TN_OK;
+}
+
+static off_t log_size(const ms_nvrtc_proc_t *p) {
+  struct stat st;
+  return p->log_path[0] && stat(p->log_path, &st) == 0 ? st.st_size : 0;
+}
+
+/* "; it said: ..." with what the process wrote to its log, or "". */
+static void log_tail(const ms_nvrtc_proc_t *p, char *out, size_t size) {
+  out[0] = 0;
+  int fd = p->log_path[0] ? open(p->log_path, O_RDONLY | O_CLOEXEC) : -1;
+  if (fd < 0) return;
+  off_t from = p->log_from, end = log_size(p);
+  if (end - from > LOG_TAIL) from = end - LOG_TAIL;
+  char buf[LOG_TAIL + 1];
+  ssize_t n = end > from ? pread(fd, buf, (size_t)(end - from), from) : 0;
+  close(fd);
+  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) n--;
+  buf[n > 0 ? n : 0] = 0;
+  if (n > 0) snprintf(out, size, "; it said: %s", buf);
+}
+
+/* Reaps the process, killing it first if asked, else after 2 s of waiting
+ * for it to exit; returns its wait status. */
+static int reap(ms_nvrtc_proc_t *p, bool kill_it) {
+  int st = 0;
+  if (kill_it) kill(p->pid, SIGKILL);
+  for (int i = 0; !kill_it && i < 200; i++) {
+    pid_t r = waitpid(p->pid, &st, WNOHANG);
+    if (r == p->pid || (r < 0 && errno != EINTR)) goto done;
+    usleep(10000);
+  }
+  kill(p->pid, SIGKILL);
+  while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR) {
+  }
+done:
+  close(p->fd);
+  p->pid = 0;
+  p->fd = -1;
+  return st;
+}
+
+static int start(ms_nvrtc_proc_t *p, tn_err_t *err) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+    return tn_err_set(err, TN_EIO, "socketpair: %s", strerror(errno));
+  char ppid[24];
+  snprintf(ppid, sizeof ppid, "%d", (int)getpid());
+  char *argv[] = {p->worker, "--build", ppid, NULL};
+  p->log_from = log_size(p);
+  int rc = ms_spawn_worker(argv, NULL, sv[1], p->log_path[0] ? p->log_path : NULL, &p->pid, err);
+  close(sv[1]);
+  if (rc < 0) {
+    close(sv[0]);
+    return rc;
+  }
+  p->fd = sv[0];
+  p->starts++;
+  cJSON *hello = cJSON_CreateObject(), *reply = NULL;
+  cJSON_AddStringToObject(hello, "op", "hello");
+  rc = ms_frame_send(p->fd, hello, err);
+  if (rc == TN_OK) rc = ms_frame_recv(p->fd, tn_now() + HELLO_TIMEOUT_S, &reply, err);
+  if (rc == TN_OK && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "ok")))
+    rc = tn_err_set(err, TN_EIO, "it answered hello with %s", jstr(reply, "error") ? jstr(reply, "error") : "no");
+  cJSON_Delete(hello);
+  cJSON_Delete(reply);
+  if (rc < 0) {
+    char tail[LOG_TAIL + 32];
+    reap(p, true);
+    log_tail(p, tail, sizeof tail);
+    return tn_err_set(err, TN_EIO, "the NVRTC build process %s --build did not start: %s%s", p->worker,
+                      err ? err->msg : "", tail);
+  }
+  return TN_OK;
+}
+
+/* The process died during a build (its socket closed or spoke nonsense):
+ * reaps it and says how it ended. */
+static int died(ms_nvrtc_proc_t *p, const char *why, tn_err_t *err) {
+  pid_t pid = p->pid;
+  int st = reap(p, false);
+  char how[128], tail[LOG_TAIL + 32];
+  if (WIFSIGNALED(st)) {
+    char sig[96];
+    ms_signal_text(WTERMSIG(st), sig, sizeof sig);
+    snprintf(how, sizeof how, "was killed by %s", sig);
+  } else if (WIFEXITED(st)) {
+    snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(st));
+  } else {
+    snprintf(how, sizeof how, "stopped answering (%s)", why);
+  }
+  log_tail(p, tail, sizeof tail);
+  return tn_err_set(err, TN_EIO, "the NVRTC build process (pid %d) %s during the build%s; it is replaced for the next "
+                    "build", (int)pid, how, tail);
+}
+
+/* Reaps a process that ended while idle (killed from outside between
+ * builds): that is no build's fault, so the next one simply starts anew. */
+static void reap_if_gone(ms_nvrtc_proc_t *p) {
+  int st;
+  if (p->pid > 0 && waitpid(p->pid, &st, WNOHANG) == p->pid) {
+    close(p->fd);
+    p->pid = 0;
+    p->fd = -1;
+  }
+}
+
+/* Reads the reply (and the CUBIN after it) into out. */
+static int take_reply(ms_nvrtc_proc_t *p, const cJSON *reply, double deadline, const char *arch, ms_cuda_output_t *out,
+                      tn_err_t *err) {
+  const cJSON *code = cJSON_GetObjectItemCaseSensitive(reply, "code");
+  const char *version = jstr(reply, "version"), *log = jstr(reply, "log"), *ptx = jstr(reply, "ptx");
+  snprintf(out->version, sizeof out->version, "%s", version ? version : "NVRTC");
+  out->nvrtc_secs = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(reply, "secs"));
+  if (!(out->nvrtc_secs >= 0)) out->nvrtc_secs = 0;
+  if (log) out->log = tn_xstrdup(log);
+  if (!cJSON_IsNumber(code)) return died(p, "a reply without a code", err);
+  if (code->valueint < 0) { /* TN_ERANGE means a timeout here, which the process cannot know of */
+    const char *e = jstr(reply, "error");
+    return tn_err_set(err, code->valueint == TN_ERANGE ? TN_EIO : code->valueint, "%s",
+                      e ? e : "NVRTC failed without saying why");
+  }
+  double n = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(reply, "cubin_bytes"));
+  out->ptx = tn_xstrdup(ptx ? ptx : "");
+  if (!(n > 0)) return tn_err_set(err, TN_EINVAL, "NVRTC produced no CUBIN for %s", arch);
+  char *cubin = NULL;
+  size_t len = 0;
+  tn_err_t ferr = {0};
+  int rc = ms_frame_recv_bytes(p->fd, deadline, &cubin, &len, &ferr);
+  if (rc == TN_ERANGE) return rc;
+  if (rc < 0) return died(p, ferr.msg, err);
+  if ((double)len != n) {
+    free(cubin);
+    return died(p, "a CUBIN of another size than announced", err);
+  }
+  out->cubin = cubin;
+  out->cubin_size = len;
+  return TN_OK;
+}
+
+int ms_nvrtc_compile(ms_nvrtc_proc_t *p, const char *source, const char *arch, double timeout_s,
+                     ms_cuda_output_t *out, tn_err_t *err) {
+  memset(out, 0, sizeof *out);
+  if (!TUNED_HAVE_CUDA) return ms_cuda_compile(source, arch, out, err); /* says this build has none */
+  reap_if_gone(p);
+  int rc = p->pid > 0 ? TN_OK : start(p, err);
+  if (rc < 0) return rc;
+  cJSON *req = cJSON_CreateObject(), *reply = NULL;
+  cJSON_AddStringToObject(req, "op", "compile");
+  cJSON_AddStringToObject(req, "source", source);
+  cJSON_AddStringToObject(req, "arch", arch);
+  tn_err_t ferr = {0};
+  double deadline = tn_now() + timeout_s;
+  rc = ms_frame_send(p->fd, req, &ferr);
+  cJSON_Delete(req);
+  if (rc == TN_ENOMEM) return tn_err_set(err, TN_ENOMEM, "the CUDA source is too large to compile: %s", ferr.msg);
+  if (rc == TN_OK) rc = ms_frame_recv(p->fd, deadline, &reply, &ferr);
+  if (rc == TN_OK) rc = take_reply(p, reply, deadline, arch, out, err);
+  else if (rc != TN_ERANGE) rc = died(p, ferr.msg, err);
+  cJSON_Delete(reply);
+  if (rc == TN_ERANGE) {
+    pid_t pid = p->pid;
+    reap(p, true);
+    ms_cuda_output_free(out);
+    snprintf(out->version, sizeof out->version, "NVRTC");
+    return tn_err_set(err, TN_ERANGE, "NVRTC was still compiling after %.1f s: its build process (pid %d) was killed",
+                      timeout_s, (int)pid);
+  }
+  return rc;
+}
+
+int ms_nvrtc_proc_pid(const ms_nvrtc_proc_t *p) { return p && p->pid > 0 ? (int)p->pid : 0; }
+int ms_nvrtc_proc_starts(const ms_nvrtc_proc_t *p) { return p ? p->starts : 0; }
+
+void ms_nvrtc_proc_free(ms_nvrtc_proc_t *p) {
+  if (!p) return;
+  if (p->pid > 0) {
+    cJSON *bye = cJSON_CreateObject();
+    cJSON_AddStringToObject(bye, "op", "exit");
+    ms_frame_send(p->fd, bye, NULL);
+    cJSON_Delete(bye);
+    reap(p, false);
+  }
+  free(p);
+}
