@@ -103,7 +103,8 @@ def _source_tree_builds():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if not os.path.isfile(os.path.join(root, "client", "tuned.h")):
         return []
-    found = glob.glob(os.path.join(root, "build*", "client", "libtuned.so"))
+    # a half-built or cleaned build directory leaves a dangling libtuned.so link: skip it
+    found = [f for f in glob.glob(os.path.join(root, "build*", "client", "libtuned.so")) if os.path.exists(f)]
     return sorted(found, key=os.path.getmtime, reverse=True)
 
 
