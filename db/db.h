@@ -34,6 +34,14 @@ typedef struct db db_t;
  * migrations.  A database made by a newer tuned (user_version above
  * DB_SCHEMA_VERSION) is refused with TN_EUNSUPPORTED. */
 int db_open(const char *path, db_t **out, tn_err_t *err);
+/* Opens an existing database file for queries only: the connection can
+ * never write, and in WAL mode its reads never wait on a writer (a read sees
+ * the last commit while another connection holds a write transaction).
+ * Opened with db_open's care but creating nothing: the file must exist, be a
+ * regular file and not a symbolic link (TN_EINVAL), be in WAL mode and have
+ * exactly DB_SCHEMA_VERSION (a read-write db_open migrates first;
+ * TN_ESTATE for an older one, TN_EUNSUPPORTED for a newer one). */
+int db_open_readonly(const char *path, db_t **out, tn_err_t *err);
 void db_close(db_t *db); /* NULL is fine; rolls back an open transaction */
 
 /* The schema version of the open database (PRAGMA user_version). */

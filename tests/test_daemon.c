@@ -919,6 +919,71 @@ START_TEST(concurrent_clients) {
 }
 END_TEST
 
+/* Holds (or releases) write locks on SQLite's WAL read-mark bytes of DB-shm
+ * (offsets 123-127: WAL_READ_LOCK(0..4) at 120 + 3 + i, the WAL-index lock
+ * layout of SQLite's file-format document) from this process: until released,
+ * no connection of tuned can start a read transaction, as when a read must
+ * wait.  Retries briefly while one of tuned's reads holds a mark. */
+static bool hold_read_marks(int fd, bool hold) {
+  struct flock fl = {.l_type = hold ? F_WRLCK : F_UNLCK, .l_whence = SEEK_SET, .l_start = 123, .l_len = 5};
+  for (int i = 0; i < 500; i++) {
+    if (fcntl(fd, F_SETLK, &fl) == 0) return true;
+    usleep(2000);
+  }
+  return false;
+}
+
+/* Whether a line arrives within timeout_s (without Check's abort). */
+static bool answered_within(client_t *c, double timeout_s) {
+  if (c->len && memchr(c->buf, '\n', c->len)) return true;
+  struct pollfd p = {.fd = c->fd, .events = POLLIN};
+  return poll(&p, 1, (int)(timeout_s * 1000)) > 0;
+}
+
+/* No SQLite call on the loop thread: while a database read cannot proceed,
+ * the loop still answers everything that needs no database.  Before the
+ * read path moved to reader threads, db.workloads ran on the loop and
+ * server.info waited for it.  Every wait is bounded: the locks are released
+ * before anything is asserted. */
+START_TEST(reads_off_the_loop) {
+  daemon_t d;
+  tmp_daemon(&d);
+  start_daemon(&d, NULL);
+  client_t a, b;
+  cl_open(&a, d.sock);
+  cl_open(&b, d.sock);
+  cJSON_Delete(rpc(&a, "db.workloads", NULL)); /* the WAL index exists */
+  char shm[160];
+  snprintf(shm, sizeof shm, "%s-shm", d.db);
+  int fd = open(shm, O_RDWR | O_CLOEXEC);
+  ck_assert_msg(fd >= 0, "open %s: %s", shm, strerror(errno));
+  ck_assert_msg(hold_read_marks(fd, true), "cannot lock %s: %s", shm, strerror(errno));
+  cl_send_line(&a, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"db.workloads\"}");
+  usleep(200000); /* the read has started and waits */
+  bool read_waits = !answered_within(&a, 0);
+  double t0 = tn_now();
+  cl_send_line(&b, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"server.info\"}");
+  bool info_answered = answered_within(&b, 2.0);
+  double info_secs = tn_now() - t0;
+  ck_assert(hold_read_marks(fd, false));
+  close(fd);
+  ck_assert_msg(read_waits, "db.workloads answered while its read could not start: the test holds no lock");
+  ck_assert_msg(info_answered, "server.info waited %.1f s for a database read on the loop thread", info_secs);
+  cJSON *r = cl_recv(&b, 10);
+  ck_assert_int_eq(cJSON_GetObjectItem(r, "id")->valueint, 8);
+  ck_assert_int_eq((int)num(result(r), "pid"), d.pid);
+  cJSON_Delete(r);
+  r = cl_recv(&a, 30); /* the read goes on once the locks are gone */
+  ck_assert_int_eq(cJSON_GetObjectItem(r, "id")->valueint, 7);
+  ck_assert(cJSON_IsArray(cJSON_GetObjectItem(result(r), "workloads")));
+  cJSON_Delete(r);
+  cl_close(&a);
+  cl_close(&b);
+  stop_daemon(&d);
+  rm_tree(d.dir);
+}
+END_TEST
+
 /* ---- bad input ------------------------------------------------------------------------------ */
 
 static void expect_raw(client_t *c, const char *line, int code, const char *needle) {
@@ -1451,6 +1516,7 @@ static Suite *make_suite(void) {
   ADD_CASE(s, restart_and_resume, 900);
   ADD_CASE(s, sigkill_while_tuning, 900);
   ADD_CASE(s, concurrent_clients, 600);
+  ADD_CASE(s, reads_off_the_loop, 120);
   ADD_CASE(s, jobs_share_devices, 900);
   return s;
 }
