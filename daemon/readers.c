@@ -92,6 +92,7 @@ int td_readers_start(td_server_t *srv, int n, tn_err_t *err) {
     t->rs = rs;
     int rc = db_open_readonly(srv->cfg.db_path, &t->db, err);
     if (rc) return tn_err_prefix(err, "reader %d", i);
+    db_set_run_secs_text(t->db, true); /* answers pass the stored run times on as JSON */
     rs->n++;
     if (uv_thread_create(&t->thread, reader_main, t) != 0)
       return tn_err_set(err, TN_EIO, "cannot start reader thread %d", i);

@@ -44,6 +44,12 @@ int db_open(const char *path, db_t **out, tn_err_t *err);
 int db_open_readonly(const char *path, db_t **out, tn_err_t *err);
 void db_close(db_t *db); /* NULL is fine; rolls back an open transaction */
 
+/* Record queries on this connection (db_records_query, db_best,
+ * db_record_get) give each record's run times as the stored JSON text
+ * (run_secs_text) instead of numbers: a reader that passes them on as JSON
+ * skips converting every time twice (decimal text to double and back). */
+void db_set_run_secs_text(db_t *db, bool text);
+
 /* The schema version of the open database (PRAGMA user_version). */
 int db_schema_version(db_t *db, int *version, tn_err_t *err);
 /* PRAGMA integrity_check: 0 when it says "ok", else TN_EIO with its first line. */
@@ -148,6 +154,9 @@ typedef struct db_record {
   double cupti_median_secs;
   bool times_disagree;
   bool duplicate;             /* out (add_batch): trace already recorded */
+  /* out (queries on a connection set with db_set_run_secs_text): run_secs as
+   * stored, a JSON array text, with run_secs NULL and n_runs 0; else NULL. */
+  const char *run_secs_text;
   double created, updated;    /* out: unix seconds */
 } db_record_t;
 

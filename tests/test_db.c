@@ -1274,6 +1274,17 @@ START_TEST(t_read_while_writing) {
   OK(db_best(r, "00000000000000d1", "cpu", 5, &b.best, E));
   ck_assert_uint_eq(b.best.n, 2);
   ck_assert_int_eq(b.best.items[0].id, pending.id);
+  ck_assert_uint_eq(b.best.items[0].n_runs, 3);
+  ck_assert_double_eq(b.best.items[0].run_secs[0], 3e-3);
+  ck_assert_ptr_null(b.best.items[0].run_secs_text);
+  db_records_free(&b.best);
+  /* The run times as stored, for a reader that passes them on as JSON. */
+  db_set_run_secs_text(r, true);
+  OK(db_best(r, "00000000000000d1", "cpu", 5, &b.best, E));
+  ck_assert_uint_eq(b.best.n, 2);
+  ck_assert_uint_eq(b.best.items[0].n_runs, 0);
+  ck_assert_ptr_null(b.best.items[0].run_secs);
+  ck_assert_str_eq(b.best.items[0].run_secs_text, "[0.0030000000000000001,0.001,0.002]");
   db_records_free(&b.best);
 
   /* It never writes. */
