@@ -4,10 +4,14 @@
  * ms_device_acquire); progress and ends travel back to the loop through a
  * uv_async_t and reach watchers as tune.progress notifications.
  * Unfinished jobs resume after a restart. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "daemon/td.h"
 #include "ir/ir.h"
@@ -165,8 +169,23 @@ static int run_search(td_job_t *j, const db_job_t *row, const ir_workload_t *w,
   return 0;
 }
 
+/* Lowers the calling thread's priority by n nice levels (Linux: nice is per
+ * thread, and the threads and processes it starts inherit it: the search's
+ * OpenMP threads, the measure worker).  Queries are answered by threads at
+ * the daemon's own level, so a busy tuner cannot make them wait for a core.
+ * Failing is harmless: the work then runs at the daemon's level. */
+static void lower_priority(int n) {
+  if (n <= 0) return;
+  pid_t tid = (pid_t)syscall(SYS_gettid);
+  errno = 0;
+  int cur = getpriority(PRIO_PROCESS, (id_t)tid);
+  if (errno == 0 && setpriority(PRIO_PROCESS, (id_t)tid, TN_MIN(cur + n, 19)) != 0)
+    td_log(TD_DEBUG, "cannot lower the tuning thread's priority", "err=%s", td_q(strerror(errno)));
+}
+
 static void job_main(void *arg) {
   td_job_t *j = arg;
+  lower_priority(j->mgr->srv->cfg.tune_nice);
   tn_err_t err = {0};
   tn_arena_t *a = tn_arena_new();
   db_t *db = NULL;
@@ -378,6 +397,19 @@ static td_job_t *new_job(td_jobs_t *m, int64_t id, const char *target) {
   return j;
 }
 
+typedef struct builder_start {
+  int nice;
+  ms_builder_t *builder;
+  int rc;
+  tn_err_t *err;
+} builder_start_t;
+
+static void builder_start(void *arg) {
+  builder_start_t *bs = arg;
+  lower_priority(bs->nice);
+  bs->rc = ms_builder_new(NULL, &bs->builder, bs->err);
+}
+
 int td_jobs_init(td_server_t *srv, tn_err_t *err) {
   td_jobs_t *m = tn_xcalloc(1, sizeof *m);
   m->srv = srv;
@@ -387,8 +419,15 @@ int td_jobs_init(td_server_t *srv, tn_err_t *err) {
   m->async.data = srv;
   srv->jobs = m;
   /* Before any thread of ours: the pool sets POCL_CACHE_DIR for the
-   * daemon's life (its temp dir outlives every job's worker). */
-  int rc = ms_builder_new(NULL, &m->builder, err);
+   * daemon's life (its temp dir outlives every job's worker).  Made on a
+   * thread of its own at the tuning priority, which its threads (and the
+   * compilers they run) inherit. */
+  builder_start_t bs = {.nice = srv->cfg.tune_nice, .err = err};
+  uv_thread_t th;
+  if (uv_thread_create(&th, builder_start, &bs) != 0) return tn_err_set(err, TN_EIO, "cannot start a thread");
+  uv_thread_join(&th);
+  m->builder = bs.builder;
+  int rc = bs.rc;
   if (rc) return tn_err_prefix(err, "build pool");
   db_jobs_t jobs;
   rc = db_jobs_unfinished(srv->wdb, &jobs, err);

@@ -419,8 +419,8 @@ static void on_signal(uv_signal_t *h, int signum) {
 static int start(td_server_t *srv, tn_err_t *err) {
   int rc = lock_db(srv, err);
   if (!rc) rc = db_open(srv->cfg.db_path, &srv->wdb, err); /* creates and migrates: before the readers */
+  if (!rc) rc = td_jobs_init(srv, err); /* the build pool: before our other threads (it sets the environment) */
   if (!rc) rc = td_readers_start(srv, TD_READERS, err);
-  if (!rc) rc = td_jobs_init(srv, err);
   if (!rc) rc = open_socket(srv, err);
   if (rc) return rc;
   uv_timer_init(srv->loop, &srv->stop_timer);

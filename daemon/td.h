@@ -102,6 +102,7 @@ typedef struct td_config {
   int max_jobs;
   double stop_timeout;     /* seconds a stop waits for running jobs before exiting anyway */
   double idle_timeout;     /* seconds without a request before a connection is closed (0: never) */
+  int tune_nice;           /* nice levels the tuning work runs below the serving threads */
   const char *config_dir;
 } td_config_t;
 
