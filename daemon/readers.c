@@ -138,8 +138,8 @@ int td_read_queue(td_server_t *srv, td_read_t *r, void (*work)(td_read_t *, db_t
   uv_mutex_lock(&rs->lock);
   *rs->qtail = r;
   rs->qtail = &r->next;
-  uv_cond_signal(&rs->cond);
   uv_mutex_unlock(&rs->lock);
+  uv_cond_signal(&rs->cond); /* after the unlock: the reader it wakes does not wait for the lock */
   srv->inflight_work++;
   return 0;
 }
