@@ -1,6 +1,8 @@
-/* bench_daemon.c — db.best round-trip latency (p50/p99) through a real tuned
- * with 1, 8 and 64 concurrent clients, first idle, then while a tuning job
- * runs on the same daemon.  See README.md. */
+/* bench_daemon.c — db.best round-trip latency (p50/p99/p99.9/max) through a
+ * real tuned with 1, 8 and 64 concurrent clients, first while a tuning job
+ * runs on the same daemon, then idle.  Clients either send back to back
+ * (closed loop: the throughput limit) or each at a fixed rate (--rate: the
+ * latency a polling client sees).  See README.md. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -30,10 +32,13 @@ static void die(const char *fmt, const char *arg) {
 }
 
 static int usage(void) {
-  fprintf(stderr, "usage: bench_daemon [--tuned PATH] [--requests N] [--trials N]\n"
+  fprintf(stderr, "usage: bench_daemon [--tuned PATH] [--requests N] [--trials N] [--rate R] [--clients LIST]\n"
                   "  N db.best requests per level, split over the clients (default 2000); the\n"
                   "  tuning job is workloads/matmul.tw at 64^3 on cpu with a budget of --trials\n"
-                  "  (default 100000: it runs for the whole benchmark and is cancelled at the end)\n");
+                  "  (default 100000: it runs for the whole benchmark and is cancelled at the end).\n"
+                  "  --rate R: each client sends R requests per second (open loop; latency counts\n"
+                  "  from when a request was due, so a late send is not hidden); default: back to back.\n"
+                  "  --clients LIST: the levels, comma-separated (default 1,8,64)\n");
   return 2;
 }
 
@@ -96,6 +101,21 @@ static cJSON *call(conn_t *c, const char *method, const char *params) {
   }
 }
 
+/* The measured call: the answer line is read whole but only its head is
+ * checked (id and result), so that the client, on the same cores as the
+ * daemon, spends no time parsing the 5-10 KB of record JSON. */
+static size_t call_timed(conn_t *c, const char *method, const char *params) {
+  char req[512];
+  int n = snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"%s\",\"params\":%s}\n", method, params);
+  if (write(c->fd, req, (size_t)n) != n) die("write failed: %s", strerror(errno));
+  static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":";
+  for (;;) {
+    if (conn_line(c) < 0) die("tuned closed the connection during %s", method);
+    if (strncmp(c->line, head, sizeof head - 1) == 0) return strlen(c->line);
+    if (strstr(c->line, "\"id\":")) die("error answer: %s", c->line);
+  }
+}
+
 /* ---- the daemon ----------------------------------------------------------------- */
 
 static const char *tuned_path(const char *given) {
@@ -138,19 +158,38 @@ typedef struct worker {
   const char *sock;
   const char *params;
   int n;
+  double period;         /* seconds between requests (0: back to back) */
+  double phase;          /* this client's offset into the period */
   double *lat;           /* n round trips, seconds */
   pthread_barrier_t *start;
+  size_t bytes;          /* of the last answer */
 } worker_t;
+
+static void sleep_until(double t) {
+  double d = t - tn_now();
+  if (d <= 0) return;
+  struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+  nanosleep(&ts, NULL);
+}
 
 static void *client_main(void *p) {
   worker_t *w = p;
   conn_t c;
   if (conn_open(&c, w->sock) != 0) die("connect: %s", strerror(errno));
-  for (int i = 0; i < 3; i++) cJSON_Delete(call(&c, "db.best", w->params)); /* warm-up */
+  for (int i = 0; i < 3; i++) { /* warm-up, and the answer checked once */
+    cJSON *r = call(&c, "db.best", w->params);
+    if (cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "records")) != 1)
+      die("db.best answered without the record: %s", c.line);
+    cJSON_Delete(r);
+  }
   pthread_barrier_wait(w->start);
+  double base = tn_now() + w->phase;
   for (int i = 0; i < w->n; i++) {
-    double t0 = tn_now();
-    cJSON_Delete(call(&c, "db.best", w->params));
+    /* open loop: the clock starts when the request was due, even if the
+     * previous answer came late (no coordinated omission) */
+    double t0 = w->period > 0 ? base + w->period * i : tn_now();
+    sleep_until(t0);
+    w->bytes = call_timed(&c, "db.best", w->params);
     w->lat[i] = tn_now() - t0;
   }
   close(c.fd);
@@ -163,7 +202,11 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static void level(const char *sock, const char *params, int clients, int total, const char *label) {
+static double pct(const double *sorted, size_t n, double q) {
+  return sorted[(size_t)(q * (double)(n - 1))];
+}
+
+static void level(const char *sock, const char *params, int clients, int total, double rate, const char *label) {
   int per = TN_MAX(total / clients, 20);
   worker_t *ws = calloc((size_t)clients, sizeof *ws);
   pthread_t *th = calloc((size_t)clients, sizeof *th);
@@ -171,7 +214,8 @@ static void level(const char *sock, const char *params, int clients, int total, 
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, (unsigned)clients + 1);
   for (int i = 0; i < clients; i++) {
-    ws[i] = (worker_t){sock, params, per, lat + (size_t)i * (size_t)per, &start};
+    double period = rate > 0 ? 1.0 / rate : 0;
+    ws[i] = (worker_t){sock, params, per, period, period * i / clients, lat + (size_t)i * (size_t)per, &start, 0};
     pthread_create(&th[i], NULL, client_main, &ws[i]);
   }
   pthread_barrier_wait(&start);
@@ -180,8 +224,8 @@ static void level(const char *sock, const char *params, int clients, int total, 
   double wall = tn_now() - t0;
   size_t n = (size_t)clients * (size_t)per;
   qsort(lat, n, sizeof *lat, cmp_double);
-  printf("%-8s %7d %8zu %9.3f %9.3f %9.3f %9.0f\n", label, clients, n, lat[n / 2] * 1e3,
-         lat[(size_t)(0.99 * (double)(n - 1))] * 1e3, lat[n - 1] * 1e3, (double)n / wall);
+  printf("| %s | %d | %zu | %.3f | %.3f | %.3f | %.3f | %.0f | %zu |\n", label, clients, n, pct(lat, n, 0.5) * 1e3,
+         pct(lat, n, 0.99) * 1e3, pct(lat, n, 0.999) * 1e3, lat[n - 1] * 1e3, (double)n / wall, ws[0].bytes);
   fflush(stdout);
   pthread_barrier_destroy(&start);
   free(ws);
@@ -212,13 +256,23 @@ static char *submit_params(int trials) {
 int main(int argc, char **argv) {
   const char *tuned = NULL;
   int total = 2000, trials = 100000;
+  double rate = 0;
+  int levels[16] = {1, 8, 64}, nlevels = 3;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--tuned") == 0 && i + 1 < argc) tuned = argv[++i];
     else if (strcmp(argv[i], "--requests") == 0 && i + 1 < argc) total = atoi(argv[++i]);
     else if (strcmp(argv[i], "--trials") == 0 && i + 1 < argc) trials = atoi(argv[++i]);
-    else return usage();
+    else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc) rate = atof(argv[++i]);
+    else if (strcmp(argv[i], "--clients") == 0 && i + 1 < argc) {
+      nlevels = 0;
+      for (char *s = argv[++i], *end; *s && nlevels < 16; s = *end ? end + 1 : end) {
+        levels[nlevels] = (int)strtol(s, &end, 10);
+        if (end == s || levels[nlevels] < 1 || levels[nlevels] > 1000 || (*end && *end != ',')) return usage();
+        nlevels++;
+      }
+    } else return usage();
   }
-  if (total < 1 || trials < 1) return usage();
+  if (total < 1 || trials < 1 || rate < 0 || nlevels == 0) return usage();
   signal(SIGPIPE, SIG_IGN);
   char dir[] = "/tmp/tuned-bench-XXXXXX", sock[256], db[256];
   if (!mkdtemp(dir)) die("mkdtemp: %s", strerror(errno));
@@ -245,17 +299,23 @@ int main(int argc, char **argv) {
     cJSON *n = cJSON_Parse(c.line);
     const cJSON *p = cJSON_GetObjectItem(n, "params");
     bool started = p && cJSON_GetObjectItem(p, "trials_done")->valueint > 0;
+    const cJSON *state = cJSON_GetObjectItem(p, "state");
+    if (!started && cJSON_IsString(state) && strcmp(state->valuestring, "running") != 0 &&
+        strcmp(state->valuestring, "queued") != 0)
+      die("the tuning job ended before its first batch (see tuned.log): %s", c.line);
     cJSON_Delete(n);
     if (started) break;
   }
-  printf("db.best round trips (k=1, one record with its trace) through tuned on %s\n", sock);
-  printf("%-8s %7s %8s %9s %9s %9s %9s\n", "tuning", "clients", "requests", "p50 ms", "p99 ms", "max ms", "req/s");
-  static const int levels[] = {1, 8, 64};
-  for (size_t i = 0; i < TN_ARRAY_LEN(levels); i++) level(sock, params, levels[i], total, "running");
+  printf("db.best round trips (k=1, one record with its trace) through tuned on %s, %s\n", sock,
+         rate > 0 ? "each client at a fixed rate" : "each client back to back");
+  if (rate > 0) printf("(%g requests per second per client)\n", rate);
+  printf("| tuning | clients | requests | p50 ms | p99 ms | p99.9 ms | max ms | req/s | answer bytes |\n");
+  printf("|---|---|---|---|---|---|---|---|---|\n");
+  for (int i = 0; i < nlevels; i++) level(sock, params, levels[i], total, rate, "running");
   cJSON *st = call(&c, "tune.cancel", jp);
   int done = cJSON_GetObjectItem(cJSON_GetObjectItem(st, "result"), "trials_done")->valueint;
   cJSON_Delete(st);
-  for (size_t i = 0; i < TN_ARRAY_LEN(levels); i++) level(sock, params, levels[i], total, "idle");
+  for (int i = 0; i < nlevels; i++) level(sock, params, levels[i], total, rate, "idle");
   printf("(the job measured %d candidates meanwhile, then was cancelled for the idle rows)\n", done);
   cJSON_Delete(call(&c, "server.shutdown", "{}"));
   close(c.fd);

@@ -4,10 +4,14 @@
  * ms_device_acquire); progress and ends travel back to the loop through a
  * uv_async_t and reach watchers as tune.progress notifications.
  * Unfinished jobs resume after a restart. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "daemon/td.h"
 #include "ir/ir.h"
@@ -21,6 +25,8 @@ typedef struct td_job {
   struct td_jobs *mgr;
   atomic_int stop;          /* STOP_*: polled by should_stop */
   bool running, cancelling, ended, skip_logged;
+  bool reading, again;      /* a read for the watchers is in flight; another is wanted */
+  bool finished;            /* ended, and the last notification and cancel answers went out */
   int64_t trials_done;      /* as last reported by the thread */
   int failures[MS_STATUS__COUNT]; /* this daemon's run of the job */
   uv_thread_t thread;
@@ -163,8 +169,23 @@ static int run_search(td_job_t *j, const db_job_t *row, const ir_workload_t *w,
   return 0;
 }
 
+/* Lowers the calling thread's priority by n nice levels (Linux: nice is per
+ * thread, and the threads and processes it starts inherit it: the search's
+ * OpenMP threads, the measure worker).  Queries are answered by threads at
+ * the daemon's own level, so a busy tuner cannot make them wait for a core.
+ * Failing is harmless: the work then runs at the daemon's level. */
+static void lower_priority(int n) {
+  if (n <= 0) return;
+  pid_t tid = (pid_t)syscall(SYS_gettid);
+  errno = 0;
+  int cur = getpriority(PRIO_PROCESS, (id_t)tid);
+  if (errno == 0 && setpriority(PRIO_PROCESS, (id_t)tid, TN_MIN(cur + n, 19)) != 0)
+    td_log(TD_DEBUG, "cannot lower the tuning thread's priority", "err=%s", td_q(strerror(errno)));
+}
+
 static void job_main(void *arg) {
   td_job_t *j = arg;
+  lower_priority(j->mgr->srv->cfg.tune_nice);
   tn_err_t err = {0};
   tn_arena_t *a = tn_arena_new();
   db_t *db = NULL;
@@ -217,15 +238,41 @@ static void unlink_job(td_job_t **list, td_job_t *j) {
     }
 }
 
-static void notify(td_server_t *srv, td_job_t *j) {
+static void drop_watchers(td_job_t *j) {
+  for (int i = 0; i < j->nwatch; i++) td_conn_unref(j->watch[i]);
+  j->nwatch = 0;
+}
+
+static td_job_t *find_known(td_jobs_t *m, int64_t id) {
+  td_job_t *j = find(m->active, id);
+  return j ? j : find(m->ended, id);
+}
+
+/* The job's object read for its watchers (tune.progress) and, once the job
+ * ended, for its cancel requests: on a reader thread, one read per job at a
+ * time so that notifications go out in order. */
+typedef struct job_read {
+  td_read_t read;
+  td_server_t *srv;
+  int64_t id;
+  bool last;          /* read after the job ended: the last word */
+  cJSON *job;         /* out (NULL: err) */
+  tn_err_t err;
+} job_read_t;
+
+static void refresh(td_server_t *srv, td_job_t *j);
+
+static void job_read_work(td_read_t *rd, db_t *db) {
+  job_read_t *r = (job_read_t *)rd;
+  r->job = td_job_read(db, r->id, &r->err);
+}
+
+static void send_to_watchers(td_job_t *j, const cJSON *job) {
   if (j->nwatch == 0) return;
-  tn_err_t err = {0};
-  cJSON *job = td_job_json(srv, j->id, &err);
-  if (!job) return;
   cJSON *n = cJSON_CreateObject();
   cJSON_AddStringToObject(n, "jsonrpc", "2.0");
   cJSON_AddStringToObject(n, "method", "tune.progress");
-  cJSON_AddItemToObject(n, "params", job);
+  cJSON_AddItemReferenceToObject(n, "params", (cJSON *)job);
   char *s = cJSON_PrintUnformatted(n);
   cJSON_Delete(n);
   /* td_conn_send may drop a slow watcher (and so edit the list): copy it. */
@@ -239,29 +286,66 @@ static void notify(td_server_t *srv, td_job_t *j) {
   free(s);
 }
 
-static void drop_watchers(td_job_t *j) {
-  for (int i = 0; i < j->nwatch; i++) td_conn_unref(j->watch[i]);
-  j->nwatch = 0;
+static void job_read_done(td_read_t *rd) {
+  job_read_t *r = (job_read_t *)rd;
+  td_server_t *srv = r->srv;
+  td_job_t *j = srv->jobs ? find_known(srv->jobs, r->id) : NULL;
+  if (j) {
+    j->reading = false;
+    if (r->job) {
+      td_job_live(srv, r->job);
+      send_to_watchers(j, r->job);
+    }
+    if (r->last) {
+      drop_watchers(j);
+      for (int i = 0; i < j->ncancel; i++) {
+        td_req_t *req = j->cancels[i];
+        if (r->job) req->result = cJSON_Duplicate(r->job, true);
+        else td_req_tn_error(req, TD_E_NOT_FOUND, &r->err);
+        td_req_finish(req);
+      }
+      j->ncancel = 0;
+      j->finished = true;
+    } else if (j->again || j->ended) {
+      j->again = false;
+      refresh(srv, j);
+    }
+  }
+  cJSON_Delete(r->job);
+  free(r);
 }
 
-/* The job is over (ended, cancelled while queued): last notification,
- * cancel answers, and it moves to the ended list. */
+static void refresh(td_server_t *srv, td_job_t *j) {
+  if (j->finished) return;
+  if (j->reading) {
+    j->again = true;
+    return;
+  }
+  if (!j->ended && j->nwatch == 0) return;
+  if (j->ended && j->nwatch == 0 && j->ncancel == 0) {
+    j->finished = true; /* nobody to tell */
+    return;
+  }
+  job_read_t *r = tn_xcalloc(1, sizeof *r);
+  r->srv = srv;
+  r->id = j->id;
+  r->last = j->ended;
+  if (td_read_queue(srv, &r->read, job_read_work, job_read_done) != 0) {
+    free(r); /* the daemon has closed: nobody waits any more */
+    return;
+  }
+  j->reading = true;
+}
+
+/* The job is over (ended, cancelled while queued): it moves to the ended
+ * list; the last notification and the cancel answers follow its last read. */
 static void finish_job(td_server_t *srv, td_job_t *j) {
   td_jobs_t *m = srv->jobs;
   unlink_job(&m->active, j);
   j->ended = true;
   j->next = m->ended;
   m->ended = j;
-  notify(srv, j);
-  drop_watchers(j);
-  for (int i = 0; i < j->ncancel; i++) {
-    td_req_t *req = j->cancels[i];
-    tn_err_t err = {0};
-    req->result = td_job_json(srv, j->id, &err);
-    if (!req->result) td_req_tn_error(req, TD_E_NOT_FOUND, &err);
-    td_req_finish(req);
-  }
-  j->ncancel = 0;
+  refresh(srv, j);
 }
 
 static void handle_event(td_server_t *srv, td_event_t *e) {
@@ -270,7 +354,7 @@ static void handle_event(td_server_t *srv, td_event_t *e) {
   if (e->kind != EV_START) j->trials_done = e->trials_done;
   if (e->kind == EV_PROGRESS) memcpy(j->failures, e->failures, sizeof j->failures);
   if (e->kind != EV_END) {
-    notify(srv, j);
+    refresh(srv, j);
     return;
   }
   uv_thread_join(&j->thread); /* it has posted its last event and is returning */
@@ -313,6 +397,19 @@ static td_job_t *new_job(td_jobs_t *m, int64_t id, const char *target) {
   return j;
 }
 
+typedef struct builder_start {
+  int nice;
+  ms_builder_t *builder;
+  int rc;
+  tn_err_t *err;
+} builder_start_t;
+
+static void builder_start(void *arg) {
+  builder_start_t *bs = arg;
+  lower_priority(bs->nice);
+  bs->rc = ms_builder_new(NULL, &bs->builder, bs->err);
+}
+
 int td_jobs_init(td_server_t *srv, tn_err_t *err) {
   td_jobs_t *m = tn_xcalloc(1, sizeof *m);
   m->srv = srv;
@@ -322,8 +419,15 @@ int td_jobs_init(td_server_t *srv, tn_err_t *err) {
   m->async.data = srv;
   srv->jobs = m;
   /* Before any thread of ours: the pool sets POCL_CACHE_DIR for the
-   * daemon's life (its temp dir outlives every job's worker). */
-  int rc = ms_builder_new(NULL, &m->builder, err);
+   * daemon's life (its temp dir outlives every job's worker).  Made on a
+   * thread of its own at the tuning priority, which its threads (and the
+   * compilers they run) inherit. */
+  builder_start_t bs = {.nice = srv->cfg.tune_nice, .err = err};
+  uv_thread_t th;
+  if (uv_thread_create(&th, builder_start, &bs) != 0) return tn_err_set(err, TN_EIO, "cannot start a thread");
+  uv_thread_join(&th);
+  m->builder = bs.builder;
+  int rc = bs.rc;
   if (rc) return tn_err_prefix(err, "build pool");
   db_jobs_t jobs;
   rc = db_jobs_unfinished(srv->wdb, &jobs, err);
@@ -369,13 +473,9 @@ void td_jobs_free(td_server_t *srv) {
   uv_close((uv_handle_t *)&m->async, on_async_closed);
 }
 
-void td_jobs_add(td_server_t *srv, int64_t id) {
+void td_jobs_add(td_server_t *srv, int64_t id, const char *target) {
   if (!srv->jobs) return;
-  tn_err_t err = {0};
-  db_job_t row;
-  tn_arena_t *a = tn_arena_new();
-  if (db_job_get(srv->rdb, id, &row, a, &err) == 0) new_job(srv->jobs, id, row.target_name);
-  tn_arena_free(a);
+  new_job(srv->jobs, id, target);
   td_jobs_schedule(srv);
 }
 
@@ -430,10 +530,10 @@ static void add_time(cJSON *o, const char *key, double t) {
   else cJSON_AddNullToObject(o, key);
 }
 
-static cJSON *best_json(td_server_t *srv, const db_job_t *row, double flops) {
+static cJSON *best_json(db_t *db, const db_job_t *row, double flops) {
   db_records_t best;
   tn_err_t err = {0};
-  if (db_best(srv->rdb, row->workload_hash, row->target_name, 1, &best, &err) != 0 || best.n == 0) {
+  if (db_best(db, row->workload_hash, row->target_name, 1, &best, &err) != 0 || best.n == 0) {
     db_records_free(&best);
     return cJSON_CreateNull();
   }
@@ -447,13 +547,13 @@ static cJSON *best_json(td_server_t *srv, const db_job_t *row, double flops) {
 
 /* The unscheduled program's time on the job's target (null until measured),
  * and the best's speed-up over it. */
-static cJSON *baseline_json(td_server_t *srv, const db_job_t *row, double flops, const cJSON *best) {
+static cJSON *baseline_json(db_t *db, const db_job_t *row, double flops, const cJSON *best) {
   tn_arena_t *a = tn_arena_new();
   db_baseline_t b;
   bool found = false;
   tn_err_t err = {0};
   cJSON *o = NULL;
-  if (db_baseline_get(srv->rdb, row->workload_hash, row->target_name, &b, &found, a, &err) == 0 && found) {
+  if (db_baseline_get(db, row->workload_hash, row->target_name, &b, &found, a, &err) == 0 && found) {
     o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "status", db_status_name(b.status));
     td_json_num(o, "median_secs", b.median_secs);
@@ -466,19 +566,17 @@ static cJSON *baseline_json(td_server_t *srv, const db_job_t *row, double flops,
   return o ? o : cJSON_CreateNull();
 }
 
-cJSON *td_job_json(td_server_t *srv, int64_t id, tn_err_t *err) {
+cJSON *td_job_read(db_t *db, int64_t id, tn_err_t *err) {
   tn_arena_t *a = tn_arena_new();
   db_job_t row;
-  if (db_job_get(srv->rdb, id, &row, a, err) != 0) {
+  if (db_job_get(db, id, &row, a, err) != 0) {
     tn_arena_free(a);
     if (err->code == TN_EINVAL) tn_err_set(err, TN_EINVAL, "no job %lld (tune.list shows the jobs)", (long long)id);
     return NULL;
   }
   db_workload_t w = {0};
   tn_err_t werr = {0};
-  bool have_w = db_workload_get(srv->rdb, row.workload_hash, &w, a, &werr) == 0;
-  td_job_t *live = srv->jobs ? find(srv->jobs->active, id) : NULL;
-  if (!live && srv->jobs) live = find(srv->jobs->ended, id);
+  bool have_w = db_workload_get(db, row.workload_hash, &w, a, &werr) == 0;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "job", (double)row.id);
   cJSON_AddStringToObject(o, "state", db_job_state_name(row.state));
@@ -486,18 +584,15 @@ cJSON *td_job_json(td_server_t *srv, int64_t id, tn_err_t *err) {
   cJSON_AddStringToObject(o, "name", have_w && w.name ? w.name : "");
   cJSON_AddStringToObject(o, "target", row.target_name);
   cJSON_AddNumberToObject(o, "trials", (double)row.budget_trials);
-  int64_t done = row.trials_done;
-  if (live && live->trials_done > done) done = live->trials_done;
-  cJSON_AddNumberToObject(o, "trials_done", (double)done);
+  cJSON_AddNumberToObject(o, "trials_done", (double)row.trials_done);
   cJSON_AddNumberToObject(o, "seconds", row.budget_seconds);
   cJSON_AddNumberToObject(o, "seed", (double)row.seed);
   cJSON_AddItemToObject(o, "options", td_json_embed(row.options ? row.options : "{}"));
-  cJSON *best = best_json(srv, &row, have_w ? w.flops : 0);
+  cJSON *best = best_json(db, &row, have_w ? w.flops : 0);
   cJSON_AddItemToObject(o, "best", best);
-  cJSON_AddItemToObject(o, "baseline", baseline_json(srv, &row, have_w ? w.flops : 0, best));
+  cJSON_AddItemToObject(o, "baseline", baseline_json(db, &row, have_w ? w.flops : 0, best));
   cJSON *f = cJSON_AddObjectToObject(o, "failures");
-  for (int s = MS_BUILD_ERROR; s < MS_STATUS__COUNT; s++)
-    cJSON_AddNumberToObject(f, ms_status_name((ms_status_t)s), live ? live->failures[s] : 0);
+  for (int s = MS_BUILD_ERROR; s < MS_STATUS__COUNT; s++) cJSON_AddNumberToObject(f, ms_status_name((ms_status_t)s), 0);
   if (row.error) cJSON_AddStringToObject(o, "error", row.error);
   else cJSON_AddNullToObject(o, "error");
   add_time(o, "created", row.created);
@@ -507,28 +602,49 @@ cJSON *td_job_json(td_server_t *srv, int64_t id, tn_err_t *err) {
   return o;
 }
 
+void td_job_live(td_server_t *srv, cJSON *job) {
+  const cJSON *id = cJSON_GetObjectItemCaseSensitive(job, "job");
+  td_job_t *live = srv->jobs && cJSON_IsNumber(id) ? find_known(srv->jobs, (int64_t)id->valuedouble) : NULL;
+  if (!live) return;
+  /* the thread's count may be ahead of the last committed row */
+  cJSON *done = cJSON_GetObjectItemCaseSensitive(job, "trials_done");
+  if (cJSON_IsNumber(done) && (double)live->trials_done > done->valuedouble)
+    cJSON_SetNumberValue(done, (double)live->trials_done);
+  cJSON *f = cJSON_GetObjectItemCaseSensitive(job, "failures");
+  for (int s = MS_BUILD_ERROR; s < MS_STATUS__COUNT; s++) {
+    cJSON *n = cJSON_GetObjectItemCaseSensitive(f, ms_status_name((ms_status_t)s));
+    if (n) cJSON_SetNumberValue(n, live->failures[s]);
+  }
+}
+
 /* ---- watch and cancel -------------------------------------------------------------- */
 
-void td_jobs_watch(td_server_t *srv, int64_t id, td_conn_t *c) {
+bool td_jobs_watch(td_server_t *srv, int64_t id, td_conn_t *c) {
   td_job_t *j = srv->jobs ? find(srv->jobs->active, id) : NULL;
-  if (!j) return; /* over already: the answer is the last word */
+  if (!j) return false; /* over already: the answer is the last word */
   for (int i = 0; i < j->nwatch; i++)
-    if (j->watch[i] == c) return;
+    if (j->watch[i] == c) return true;
   if (j->nwatch == j->capwatch)
     j->watch = tn_xrealloc(j->watch, sizeof *j->watch * (size_t)(j->capwatch = j->capwatch * 2 + 4));
   j->watch[j->nwatch++] = c;
   td_conn_ref(c);
+  return true;
 }
 
-bool td_jobs_conn_watching(const td_server_t *srv, const td_conn_t *c) {
-  for (td_job_t *j = srv->jobs ? srv->jobs->active : NULL; j; j = j->next)
+/* Watchers stay on an ended job until its last notification went out. */
+static bool watches(const td_job_t *list, const td_conn_t *c) {
+  for (const td_job_t *j = list; j; j = j->next)
     for (int i = 0; i < j->nwatch; i++)
       if (j->watch[i] == c) return true;
   return false;
 }
 
-void td_jobs_conn_closed(td_server_t *srv, td_conn_t *c) {
-  for (td_job_t *j = srv->jobs ? srv->jobs->active : NULL; j; j = j->next)
+bool td_jobs_conn_watching(const td_server_t *srv, const td_conn_t *c) {
+  return srv->jobs && (watches(srv->jobs->active, c) || watches(srv->jobs->ended, c));
+}
+
+static void forget_watcher(td_job_t *list, td_conn_t *c) {
+  for (td_job_t *j = list; j; j = j->next)
     for (int i = 0; i < j->nwatch; i++)
       if (j->watch[i] == c) {
         j->watch[i] = j->watch[--j->nwatch];
@@ -536,6 +652,79 @@ void td_jobs_conn_closed(td_server_t *srv, td_conn_t *c) {
         break;
       }
 }
+
+void td_jobs_conn_closed(td_server_t *srv, td_conn_t *c) {
+  if (!srv->jobs) return;
+  forget_watcher(srv->jobs->active, c);
+  forget_watcher(srv->jobs->ended, c);
+}
+
+/* ---- answers with a job object ------------------------------------------------------- */
+
+static void job_answer_read(td_req_t *req, db_t *db) {
+  tn_err_t err = {0};
+  req->result = td_job_read(db, *(int64_t *)req->data, &err);
+  if (!req->result) td_req_tn_error(req, TD_E_NOT_FOUND, &err);
+}
+
+static void job_answer_done(td_req_t *req) {
+  if (req->result) td_job_live(req->srv, req->result);
+}
+
+static void set_job_id(td_req_t *req, int64_t id) {
+  if (req->free_data) req->free_data(req->data);
+  int64_t *p = tn_xmalloc(sizeof *p);
+  *p = id;
+  req->data = p;
+  req->free_data = free;
+}
+
+td_reply_t td_jobs_answer(td_req_t *req, int64_t id) {
+  set_job_id(req, id);
+  return td_req_queue_read(req, job_answer_read, job_answer_done);
+}
+
+/* tune.watch: the answer, then notifications.  The watcher is added once the
+ * answer is read, so that every notification it gets is newer; a job that
+ * ended meanwhile is read once more, so its answer is the last word. */
+typedef struct watch_req {
+  int64_t id;
+  bool reread;
+} watch_req_t;
+
+static void watch_read(td_req_t *req, db_t *db) {
+  watch_req_t *w = req->data;
+  tn_err_t err = {0};
+  req->result = td_job_read(db, w->id, &err);
+  if (!req->result) td_req_tn_error(req, TD_E_NOT_FOUND, &err);
+}
+
+static void watch_done(td_req_t *req) {
+  watch_req_t *w = req->data;
+  if (!req->result) return;
+  td_job_live(req->srv, req->result);
+  if (req->conn && !req->conn->closing && td_jobs_watch(req->srv, w->id, req->conn)) return;
+  const cJSON *st = cJSON_GetObjectItemCaseSensitive(req->result, "state");
+  db_job_state_t state;
+  tn_err_t err = {0};
+  bool final = cJSON_IsString(st) && db_job_state_parse(st->valuestring, &state, &err) == 0 &&
+               db_job_state_final(state);
+  if (final || w->reread) return;
+  w->reread = true;
+  cJSON_Delete(req->result);
+  req->result = NULL;
+  td_req_queue_read(req, watch_read, watch_done);
+}
+
+td_reply_t td_jobs_watch_answer(td_req_t *req, int64_t id) {
+  watch_req_t *w = tn_xcalloc(1, sizeof *w);
+  w->id = id;
+  req->data = w;
+  req->free_data = free;
+  return td_req_queue_read(req, watch_read, watch_done);
+}
+
+/* ---- cancel ----------------------------------------------------------------------------- */
 
 typedef struct cancel_work {
   int64_t id;
@@ -556,15 +745,17 @@ static void cancel_queued_done(td_req_t *req) {
   cancel_work_t *cw = req->data;
   td_server_t *srv = req->srv;
   td_job_t *j = srv->jobs ? find(srv->jobs->active, cw->id) : NULL;
-  if (j) finish_job(srv, j);
-  if (cw->rc && cw->err.code != TN_ESTATE) {
-    td_req_tn_error(req, TD_E_INTERNAL, &cw->err);
-    return;
+  bool failed = cw->rc && cw->err.code != TN_ESTATE;
+  if (failed) td_req_tn_error(req, TD_E_INTERNAL, &cw->err);
+  else td_log(TD_INFO, "job cancelled while queued", "job=%lld", (long long)cw->id);
+  if (j && !failed) { /* answered with the job's last read, after its watchers' notification */
+    if (j->ncancel == j->capcancel)
+      j->cancels = tn_xrealloc(j->cancels, sizeof *j->cancels * (size_t)(j->capcancel = j->capcancel * 2 + 2));
+    j->cancels[j->ncancel++] = req;
+    req->requeued = true;
   }
-  tn_err_t err = {0};
-  req->result = td_job_json(srv, cw->id, &err);
-  if (!req->result) td_req_tn_error(req, TD_E_NOT_FOUND, &err);
-  td_log(TD_INFO, "job cancelled while queued", "job=%lld", (long long)cw->id);
+  if (j) finish_job(srv, j);
+  else if (!failed) td_jobs_answer(req, cw->id);
 }
 
 td_reply_t td_jobs_cancel(td_server_t *srv, int64_t id, td_req_t *req) {
@@ -585,8 +776,5 @@ td_reply_t td_jobs_cancel(td_server_t *srv, int64_t id, td_req_t *req) {
     req->free_data = free;
     return td_req_queue_work(req, cancel_queued_work, cancel_queued_done);
   }
-  tn_err_t err = {0};
-  req->result = td_job_json(srv, id, &err); /* already over: cancelling is a no-op */
-  if (!req->result) return td_req_tn_error(req, TD_E_NOT_FOUND, &err);
-  return TD_REPLY;
+  return td_jobs_answer(req, id); /* already over: cancelling is a no-op */
 }

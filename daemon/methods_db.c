@@ -1,8 +1,9 @@
 /* methods_db.c — database queries: db.workloads, db.records and db.best on
- * the loop's read connection (indexed; limits keep each answer to a few
- * milliseconds of work), db.export and db.import (each line's workload hash
- * and trace checked) on the thread pool. */
+ * the reader threads (readers.c: read-only connections, never the loop),
+ * db.export (its own read-only connection) and db.import (each line's
+ * workload hash and trace checked) on the thread pool. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,15 +12,29 @@
 
 static const char *const statuses[] = {"ok", "build_error", "run_error", "timeout", "wrong_result", "too_slow", NULL};
 
-td_reply_t td_m_db_workloads(td_req_t *req) {
-  int64_t limit, offset;
-  if (td_param_int(req, "limit", false, 1000, 1, 100000, &limit) ||
-      td_param_int(req, "offset", false, 0, 0, INT64_C(1) << 40, &offset))
-    return TD_REPLY;
+/* A query's params, taken on the loop and read on a reader thread. */
+typedef struct query {
+  char hash[17];
+  char target[64];      /* "" when none */
+  int status;
+  int64_t limit, offset, k;
+} query_t;
+
+static query_t *new_query(td_req_t *req) {
+  query_t *q = tn_xcalloc(1, sizeof *q);
+  req->data = q;
+  req->free_data = free;
+  return q;
+}
+
+static void workloads_read(td_req_t *req, db_t *db) {
+  const query_t *q = req->data;
   db_workloads_t ws;
   tn_err_t err = {0};
-  if (db_workloads_list(req->srv->rdb, (size_t)limit, (size_t)offset, &ws, &err))
-    return td_req_tn_error(req, TD_E_INTERNAL, &err);
+  if (db_workloads_list(db, (size_t)q->limit, (size_t)q->offset, &ws, &err)) {
+    td_req_tn_error(req, TD_E_INTERNAL, &err);
+    return;
+  }
   cJSON *o = cJSON_CreateObject();
   cJSON *arr = cJSON_AddArrayToObject(o, "workloads");
   for (size_t i = 0; i < ws.n; i++) {
@@ -36,7 +51,14 @@ td_reply_t td_m_db_workloads(td_req_t *req) {
   }
   db_workloads_free(&ws);
   req->result = o;
-  return TD_REPLY;
+}
+
+td_reply_t td_m_db_workloads(td_req_t *req) {
+  query_t *q = new_query(req);
+  if (td_param_int(req, "limit", false, 1000, 1, 100000, &q->limit) ||
+      td_param_int(req, "offset", false, 0, 0, INT64_C(1) << 40, &q->offset))
+    return TD_REPLY;
+  return td_req_queue_read(req, workloads_read, NULL);
 }
 
 /* FLOPs per workload hash, looked up once per answer. */
@@ -46,24 +68,24 @@ typedef struct flops_cache {
   int n;
 } flops_cache_t;
 
-static double workload_flops(td_server_t *srv, flops_cache_t *fc, const char *hash) {
+static double workload_flops(db_t *db, flops_cache_t *fc, const char *hash) {
   for (int i = 0; i < fc->n; i++)
     if (strcmp(fc->hash[i], hash) == 0) return fc->flops[i];
   tn_arena_t *a = tn_arena_new();
   db_workload_t w;
   tn_err_t err = {0};
-  double f = db_workload_get(srv->rdb, hash, &w, a, &err) == 0 ? w.flops : 0;
+  double f = db_workload_get(db, hash, &w, a, &err) == 0 ? w.flops : 0;
   tn_arena_free(a);
   if (fc->n < 16) fc->hash[fc->n] = hash, fc->flops[fc->n++] = f;
   return f;
 }
 
-static cJSON *records_json(td_server_t *srv, const db_records_t *rs, flops_cache_t *fc) {
+static cJSON *records_json(db_t *db, const db_records_t *rs, flops_cache_t *fc) {
   cJSON *o = cJSON_CreateObject();
   cJSON *arr = cJSON_AddArrayToObject(o, "records");
   for (size_t i = 0; i < rs->n; i++) {
     const db_record_t *r = &rs->items[i];
-    double flops = r->workload_hash ? workload_flops(srv, fc, r->workload_hash) : 0;
+    double flops = r->workload_hash ? workload_flops(db, fc, r->workload_hash) : 0;
     cJSON_AddItemToArray(arr, td_record_json(r, flops));
   }
   return o;
@@ -73,11 +95,11 @@ static cJSON *records_json(td_server_t *srv, const db_records_t *rs, flops_cache
  * keep theirs) or as a target file; otherwise an empty answer would read as
  * "nothing tuned there yet" for a misspelt name.  Asked only when the answer
  * is empty (no cost on the answers that have records).  -1 with the error set. */
-static int check_query_target(td_req_t *req, const char *name) {
-  if (!name) return 0;
+static int check_query_target(td_req_t *req, db_t *db, const char *name) {
+  if (!name || !name[0]) return 0;
   db_targets_t ts;
   tn_err_t err = {0};
-  if (db_targets_list(req->srv->rdb, &ts, &err)) {
+  if (db_targets_list(db, &ts, &err)) {
     td_req_tn_error(req, TD_E_INTERNAL, &err);
     return -1;
   }
@@ -90,60 +112,66 @@ static int check_query_target(td_req_t *req, const char *name) {
   return -1;
 }
 
-td_reply_t td_m_db_records(td_req_t *req) {
-  char hash[17];
-  const char *target;
-  int status;
-  int64_t limit, offset;
-  if (td_param_hash(req, "workload", false, hash) || td_param_str(req, "target", false, 63, &target) ||
-      td_param_enum(req, "status", statuses, -1, &status) ||
-      td_param_int(req, "limit", false, 100, 1, 1000, &limit) ||
-      td_param_int(req, "offset", false, 0, 0, INT64_C(1) << 40, &offset))
-    return TD_REPLY;
+static void records_read(td_req_t *req, db_t *db) {
+  const query_t *qp = req->data;
   db_query_t q = db_query_all();
-  q.workload_hash = hash[0] ? hash : NULL;
-  q.target_name = target;
-  q.status = status < 0 ? DB_STATUS_ANY : status;
-  q.limit = (size_t)limit;
-  q.offset = (size_t)offset;
+  q.workload_hash = qp->hash[0] ? qp->hash : NULL;
+  q.target_name = qp->target[0] ? qp->target : NULL;
+  q.status = qp->status < 0 ? DB_STATUS_ANY : qp->status;
+  q.limit = (size_t)qp->limit;
+  q.offset = (size_t)qp->offset;
   db_records_t rs;
   tn_err_t err = {0};
-  if (db_records_query(req->srv->rdb, &q, &rs, &err)) return td_req_tn_error(req, TD_E_INTERNAL, &err);
-  if (rs.n == 0 && check_query_target(req, target)) {
-    db_records_free(&rs);
-    return TD_REPLY;
+  if (db_records_query(db, &q, &rs, &err)) {
+    td_req_tn_error(req, TD_E_INTERNAL, &err);
+    return;
   }
-  req->result = records_json(req->srv, &rs, &(flops_cache_t){.n = 0});
+  if (rs.n > 0 || check_query_target(req, db, qp->target) == 0)
+    req->result = records_json(db, &rs, &(flops_cache_t){.n = 0});
   db_records_free(&rs);
-  return TD_REPLY;
 }
 
-td_reply_t td_m_db_best(td_req_t *req) {
-  char hash[17];
+td_reply_t td_m_db_records(td_req_t *req) {
+  query_t *q = new_query(req);
   const char *target;
-  int64_t k;
-  if (td_param_hash(req, "workload", true, hash) || td_param_str(req, "target", false, 63, &target) ||
-      td_param_int(req, "k", false, 1, 1, 100, &k))
+  if (td_param_hash(req, "workload", false, q->hash) || td_param_str(req, "target", false, 63, &target) ||
+      td_param_enum(req, "status", statuses, -1, &q->status) ||
+      td_param_int(req, "limit", false, 100, 1, 1000, &q->limit) ||
+      td_param_int(req, "offset", false, 0, 0, INT64_C(1) << 40, &q->offset))
     return TD_REPLY;
-  if (!target) target = req->srv->cfg.target;
+  snprintf(q->target, sizeof q->target, "%s", target ? target : "");
+  return td_req_queue_read(req, records_read, NULL);
+}
+
+static void best_read(td_req_t *req, db_t *db) {
+  const query_t *q = req->data;
   tn_err_t err = {0};
   tn_arena_t *a = tn_arena_new();
   db_workload_t w;
-  int rc = db_workload_get(req->srv->rdb, hash, &w, a, &err);
-  flops_cache_t fc = {.hash = {hash}, .flops = {rc ? 0 : w.flops}, .n = 1};
+  int rc = db_workload_get(db, q->hash, &w, a, &err);
+  flops_cache_t fc = {.hash = {q->hash}, .flops = {rc ? 0 : w.flops}, .n = 1};
   tn_arena_free(a);
-  if (rc == TN_EINVAL)
-    return td_req_error(req, TD_E_NOT_FOUND, "no workload %s in the database (db.workloads lists them)", hash);
-  if (rc) return td_req_tn_error(req, TD_E_INTERNAL, &err);
-  db_records_t rs;
-  if (db_best(req->srv->rdb, hash, target, (size_t)k, &rs, &err)) return td_req_tn_error(req, TD_E_INTERNAL, &err);
-  if (rs.n == 0 && check_query_target(req, target)) {
-    db_records_free(&rs);
-    return TD_REPLY;
+  if (rc == TN_EINVAL) {
+    td_req_error(req, TD_E_NOT_FOUND, "no workload %s in the database (db.workloads lists them)", q->hash);
+    return;
   }
-  req->result = records_json(req->srv, &rs, &fc);
+  db_records_t rs;
+  if (rc || db_best(db, q->hash, q->target, (size_t)q->k, &rs, &err)) {
+    td_req_tn_error(req, TD_E_INTERNAL, &err);
+    return;
+  }
+  if (rs.n > 0 || check_query_target(req, db, q->target) == 0) req->result = records_json(db, &rs, &fc);
   db_records_free(&rs);
-  return TD_REPLY;
+}
+
+td_reply_t td_m_db_best(td_req_t *req) {
+  query_t *q = new_query(req);
+  const char *target;
+  if (td_param_hash(req, "workload", true, q->hash) || td_param_str(req, "target", false, 63, &target) ||
+      td_param_int(req, "k", false, 1, 1, 100, &q->k))
+    return TD_REPLY;
+  snprintf(q->target, sizeof q->target, "%s", target ? target : req->srv->cfg.target);
+  return td_req_queue_read(req, best_read, NULL);
 }
 
 /* ---- export / import (thread pool) ------------------------------------------------ */
@@ -165,18 +193,25 @@ static void xfer_free(void *p) {
   free(x);
 }
 
+/* On the thread pool with a read-only connection of its own: a long export
+ * holds neither the writers' lock nor a reader thread. */
 static void export_work(td_req_t *req) {
   xfer_t *x = req->data;
   db_query_t q = db_query_all();
   q.workload_hash = x->hash[0] ? x->hash : NULL;
   q.target_name = x->target[0] ? x->target : NULL;
-  uv_mutex_lock(&req->srv->wdb_lock);
-  x->rc = db_export_jsonl(req->srv->wdb, &q, &x->out, &x->err);
-  uv_mutex_unlock(&req->srv->wdb_lock);
+  db_t *db = td_rdb_acquire(req->srv, &x->err);
+  if (!db) {
+    x->rc = x->err.code;
+    return;
+  }
+  if (check_query_target(req, db, x->target) == 0) x->rc = db_export_jsonl(db, &q, &x->out, &x->err);
+  td_rdb_release(req->srv, db);
 }
 
 static void export_done(td_req_t *req) {
   xfer_t *x = req->data;
+  if (req->code) return; /* check_query_target said why */
   if (x->rc) {
     td_req_tn_error(req, TD_E_INTERNAL, &x->err);
     return;
@@ -191,8 +226,7 @@ td_reply_t td_m_db_export(td_req_t *req) {
   req->data = x;
   req->free_data = xfer_free;
   const char *target;
-  if (td_param_hash(req, "workload", false, x->hash) || td_param_str(req, "target", false, 63, &target) ||
-      check_query_target(req, target))
+  if (td_param_hash(req, "workload", false, x->hash) || td_param_str(req, "target", false, 63, &target))
     return TD_REPLY;
   if (target) snprintf(x->target, sizeof x->target, "%s", target);
   return td_req_queue_work(req, export_work, export_done);

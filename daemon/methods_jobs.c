@@ -99,7 +99,7 @@ static void submit_done(td_req_t *req) {
   req->result = cJSON_CreateObject();
   cJSON_AddNumberToObject(req->result, "job", (double)s->job);
   cJSON_AddStringToObject(req->result, "workload", s->hash);
-  td_jobs_add(req->srv, s->job);
+  td_jobs_add(req->srv, s->job, s->target.t.name);
 }
 
 /* A workload name becomes NAME.tw in parser messages: keep it a plain file stem. */
@@ -150,36 +150,53 @@ static int job_param(td_req_t *req, int64_t *id) {
 td_reply_t td_m_tune_status(td_req_t *req) {
   int64_t id;
   if (job_param(req, &id)) return TD_REPLY;
-  tn_err_t err = {0};
-  req->result = td_job_json(req->srv, id, &err);
-  return req->result ? TD_REPLY : td_req_tn_error(req, TD_E_NOT_FOUND, &err);
+  return td_jobs_answer(req, id);
 }
 
-td_reply_t td_m_tune_list(td_req_t *req) {
-  static const char *const states[] = {"queued", "running", "done", "cancelled", "failed", NULL};
+typedef struct list_req {
   int state;
   int64_t limit, offset;
-  if (td_param_enum(req, "state", states, -1, &state) || td_param_int(req, "limit", false, 50, 1, 1000, &limit) ||
-      td_param_int(req, "offset", false, 0, 0, INT64_C(1) << 40, &offset))
-    return TD_REPLY;
+} list_req_t;
+
+static void list_read(td_req_t *req, db_t *db) {
+  const list_req_t *l = req->data;
   db_jobs_t jobs;
   tn_err_t err = {0};
   /* Without a filter the database pages; with one, filter the newest-first list. */
-  int rc = state < 0 ? db_job_list(req->srv->rdb, (size_t)limit, (size_t)offset, &jobs, &err)
-                     : db_job_list(req->srv->rdb, 0, 0, &jobs, &err);
-  if (rc) return td_req_tn_error(req, TD_E_INTERNAL, &err);
+  int rc = l->state < 0 ? db_job_list(db, (size_t)l->limit, (size_t)l->offset, &jobs, &err)
+                        : db_job_list(db, 0, 0, &jobs, &err);
+  if (rc) {
+    td_req_tn_error(req, TD_E_INTERNAL, &err);
+    return;
+  }
   cJSON *o = cJSON_CreateObject();
   cJSON *arr = cJSON_AddArrayToObject(o, "jobs");
   int64_t skipped = 0, added = 0;
-  for (size_t i = 0; i < jobs.n && added < limit; i++) {
-    if (state >= 0 && (int)jobs.items[i].state != state) continue;
-    if (state >= 0 && skipped++ < offset) continue;
-    cJSON *j = td_job_json(req->srv, jobs.items[i].id, &err);
+  for (size_t i = 0; i < jobs.n && added < l->limit; i++) {
+    if (l->state >= 0 && (int)jobs.items[i].state != l->state) continue;
+    if (l->state >= 0 && skipped++ < l->offset) continue;
+    cJSON *j = td_job_read(db, jobs.items[i].id, &err);
     if (j) cJSON_AddItemToArray(arr, j), added++;
   }
   db_jobs_free(&jobs);
   req->result = o;
-  return TD_REPLY;
+}
+
+static void list_done(td_req_t *req) {
+  cJSON *j;
+  cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(req->result, "jobs")) td_job_live(req->srv, j);
+}
+
+td_reply_t td_m_tune_list(td_req_t *req) {
+  static const char *const states[] = {"queued", "running", "done", "cancelled", "failed", NULL};
+  list_req_t *l = tn_xcalloc(1, sizeof *l);
+  req->data = l;
+  req->free_data = free;
+  if (td_param_enum(req, "state", states, -1, &l->state) ||
+      td_param_int(req, "limit", false, 50, 1, 1000, &l->limit) ||
+      td_param_int(req, "offset", false, 0, 0, INT64_C(1) << 40, &l->offset))
+    return TD_REPLY;
+  return td_req_queue_read(req, list_read, list_done);
 }
 
 td_reply_t td_m_tune_cancel(td_req_t *req) {
@@ -191,9 +208,5 @@ td_reply_t td_m_tune_cancel(td_req_t *req) {
 td_reply_t td_m_tune_watch(td_req_t *req) {
   int64_t id;
   if (job_param(req, &id)) return TD_REPLY;
-  tn_err_t err = {0};
-  req->result = td_job_json(req->srv, id, &err);
-  if (!req->result) return td_req_tn_error(req, TD_E_NOT_FOUND, &err);
-  if (req->conn) td_jobs_watch(req->srv, id, req->conn);
-  return TD_REPLY;
+  return td_jobs_watch_answer(req, id);
 }

@@ -73,10 +73,12 @@ static int lookup(td_req_t *req, kget_t *k, db_workload_t *w, db_record_t *best)
   td_server_t *srv = req->srv;
   tn_err_t err = {0};
   db_records_t rs = {0};
-  uv_mutex_lock(&srv->wdb_lock);
-  int rc = db_workload_get(srv->wdb, k->hash, w, k->arena, &err);
-  if (!rc) rc = db_best(srv->wdb, k->hash, k->target.t.name, 1, &rs, &err);
-  uv_mutex_unlock(&srv->wdb_lock);
+  /* a read-only connection: an import holding the writers' lock cannot delay it */
+  db_t *db = td_rdb_acquire(srv, &err);
+  if (!db) return td_req_tn_error(req, TD_E_INTERNAL, &err), -1;
+  int rc = db_workload_get(db, k->hash, w, k->arena, &err);
+  if (!rc) rc = db_best(db, k->hash, k->target.t.name, 1, &rs, &err);
+  td_rdb_release(srv, db);
   if (rc == TN_EINVAL && !w->hash) {
     if (k->text) td_req_error(req, TD_E_NO_KERNEL, "no tuned kernel yet: workload %s was never tuned (tune.submit "
                               "it first)", k->hash);

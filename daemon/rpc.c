@@ -2,6 +2,7 @@
  * dispatch, typed params with -32602 errors that name the param, answers,
  * and thread-pool work for methods that must not run on the loop. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,10 +78,12 @@ static char *response_text(td_req_t *req) {
 void td_req_finish(td_req_t *req) {
   td_conn_t *c = req->conn;
   if (req->id && c && !c->closing) {
-    char *s = response_text(req);
+    char *s = req->line ? req->line : response_text(req);
+    req->line = NULL;
     if (s) td_conn_send(c, s, strlen(s), false);
     free(s);
   }
+  free(req->line);
   /* A client's mistakes are its own business (and must not flood the log). */
   td_log(req->code == TD_E_INTERNAL ? TD_WARN : TD_DEBUG, "request", "conn=%llu method=%s ms=%.3f code=%d%s%s", c ? (unsigned long long)c->id : 0ULL,
          req->method ? req->method : "-", (tn_now() - req->t0) * 1e3, req->code, req->code ? " err=" : "",
@@ -109,13 +112,23 @@ static void work_cb(uv_work_t *w) {
   req->work_fn(req);
 }
 
+/* On the loop: done, then the answer unless done queued more for req. */
+static void finish_pending(td_req_t *req) {
+  req->requeued = false;
+  if (req->done_fn) req->done_fn(req);
+  if (!req->requeued) td_req_finish(req);
+}
+
 static void after_work_cb(uv_work_t *w, int status) {
   td_req_t *req = w->data;
   td_server_t *srv = req->srv;
   srv->inflight_work--;
-  if (status == UV_ECANCELED) td_req_error(req, TD_E_STOPPING, "cancelled: tuned is shutting down");
-  else if (req->done_fn) req->done_fn(req);
-  td_req_finish(req);
+  if (status == UV_ECANCELED) {
+    td_req_error(req, TD_E_STOPPING, "cancelled: tuned is shutting down");
+    td_req_finish(req);
+  } else {
+    finish_pending(req);
+  }
   td_server_maybe_exit(srv);
 }
 
@@ -126,6 +139,27 @@ td_reply_t td_req_queue_work(td_req_t *req, td_work_fn work, td_work_fn done) {
   int rc = uv_queue_work(req->srv->loop, &req->work, work_cb, after_work_cb);
   if (rc) return td_req_error(req, TD_E_INTERNAL, "cannot queue work: %s", uv_strerror(rc));
   req->srv->inflight_work++;
+  req->requeued = true;
+  return TD_PENDING;
+}
+
+static void read_cb(td_read_t *r, db_t *db) {
+  td_req_t *req = (td_req_t *)((char *)r - offsetof(td_req_t, read));
+  req->read_fn(req, db);
+  /* Rendering a 5-10 KB answer is most of a query's work: not on the loop. */
+  if (!req->done_fn && req->id) req->line = response_text(req);
+}
+
+static void read_done_cb(td_read_t *r) {
+  finish_pending((td_req_t *)((char *)r - offsetof(td_req_t, read)));
+}
+
+td_reply_t td_req_queue_read(td_req_t *req, td_read_fn work, td_work_fn done) {
+  req->read_fn = work;
+  req->done_fn = done;
+  if (td_read_queue(req->srv, &req->read, read_cb, read_done_cb) != 0)
+    return td_req_error(req, TD_E_STOPPING, "tuned is shutting down");
+  req->requeued = true;
   return TD_PENDING;
 }
 

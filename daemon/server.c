@@ -25,6 +25,10 @@
 /* Connections one client process may hold: a single client cannot take all
  * TD_MAX_CONNS and lock the others out. */
 #define TD_MAX_CONNS_PER_PROCESS 128
+/* Reader threads (readers.c): queries are short, so a few keep every core
+ * busy and one slow query (a db.records page of 1,000) does not hold the
+ * others up. */
+#define TD_READERS 4
 
 typedef struct td_wreq {
   uv_write_t req;
@@ -370,6 +374,7 @@ void td_server_maybe_exit(td_server_t *srv) {
   uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
   uv_close((uv_handle_t *)&srv->sig_term, on_handle_closed);
   uv_close((uv_handle_t *)&srv->sig_int, on_handle_closed);
+  td_readers_close(srv);
   td_jobs_free(srv);
   for (td_conn_t *c = srv->conns, *next; c; c = next) {
     next = c->next;
@@ -413,9 +418,9 @@ static void on_signal(uv_signal_t *h, int signum) {
 
 static int start(td_server_t *srv, tn_err_t *err) {
   int rc = lock_db(srv, err);
-  if (!rc) rc = db_open(srv->cfg.db_path, &srv->rdb, err);
-  if (!rc) rc = db_open(srv->cfg.db_path, &srv->wdb, err);
-  if (!rc) rc = td_jobs_init(srv, err);
+  if (!rc) rc = db_open(srv->cfg.db_path, &srv->wdb, err); /* creates and migrates: before the readers */
+  if (!rc) rc = td_jobs_init(srv, err); /* the build pool: before our other threads (it sets the environment) */
+  if (!rc) rc = td_readers_start(srv, TD_READERS, err);
   if (!rc) rc = open_socket(srv, err);
   if (rc) return rc;
   uv_timer_init(srv->loop, &srv->stop_timer);
@@ -453,6 +458,7 @@ int td_server_run(const td_config_t *cfg, const td_machine_t *machine) {
     fprintf(stderr, "tuned: %s\n", err.msg);
     status = 1;
     if (srv->jobs) td_jobs_free(srv);
+    td_readers_close(srv);
     if (srv->listening) uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
   } else {
     td_log(TD_INFO, "listening", "socket=%s db=%s target=%s jobs=%d pid=%d", td_q(cfg->socket_path),
@@ -464,7 +470,7 @@ int td_server_run(const td_config_t *cfg, const td_machine_t *machine) {
   }
   uv_run(srv->loop, UV_RUN_NOWAIT); /* close callbacks of a failed start */
   uv_loop_close(srv->loop);
-  db_close(srv->rdb);
+  td_readers_free(srv);
   db_close(srv->wdb);
   if (srv->lock_fd >= 0) close(srv->lock_fd);
   uv_mutex_destroy(&srv->wdb_lock);

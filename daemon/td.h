@@ -102,12 +102,14 @@ typedef struct td_config {
   int max_jobs;
   double stop_timeout;     /* seconds a stop waits for running jobs before exiting anyway */
   double idle_timeout;     /* seconds without a request before a connection is closed (0: never) */
+  int tune_nice;           /* nice levels the tuning work runs below the serving threads */
   const char *config_dir;
 } td_config_t;
 
 typedef struct td_conn td_conn_t;
 typedef struct td_req td_req_t;
 typedef struct td_jobs td_jobs_t;
+typedef struct td_readers td_readers_t;
 
 typedef struct td_server {
   uv_loop_t *loop;
@@ -119,14 +121,15 @@ typedef struct td_server {
   uv_signal_t sig_term, sig_int;
   uv_timer_t stop_timer;  /* armed by td_server_stop */
   uv_timer_t idle_timer;  /* closes idle connections (cfg.idle_timeout) */
-  db_t *rdb;              /* the loop thread's connection: quick queries only */
-  db_t *wdb;              /* thread-pool work (writes, exports, kernels), under wdb_lock */
+  td_readers_t *readers;  /* the read path: threads with read-only connections (readers.c) */
+  db_t *wdb;              /* thread-pool writes (submit, import, cancel), under wdb_lock; the
+                             loop thread itself never calls SQLite once it runs */
   uv_mutex_t wdb_lock;
   td_jobs_t *jobs;
   td_conn_t *conns;       /* doubly linked */
   int nconns;
   uint64_t next_conn_id;
-  int inflight_work;      /* uv_queue_work requests not yet done */
+  int inflight_work;      /* thread-pool work and reads not yet done */
   bool listening;          /* the listener handle is initialised */
   bool stopping;
   bool closed;            /* handles closed, the loop is winding down */
@@ -172,10 +175,38 @@ void td_conn_process(td_conn_t *c);
 /* Closes after the queued writes are flushed. */
 void td_conn_close_graceful(td_conn_t *c);
 
+/* ---- readers.c: the read path ---------------------------------------------- */
+
+/* A query for a reader thread: work runs there with the thread's read-only
+ * connection, then done runs on the loop.  Embed it in the caller's struct. */
+typedef struct td_read td_read_t;
+struct td_read {
+  void (*work)(td_read_t *r, db_t *db);
+  void (*done)(td_read_t *r);
+  td_read_t *next;
+};
+
+/* Opens n read-only connections (errors at start, not at the first query)
+ * and starts a thread for each. */
+int td_readers_start(td_server_t *srv, int n, tn_err_t *err);
+/* Closes the loop's handle (the shutdown, once no read is in flight). */
+void td_readers_close(td_server_t *srv);
+/* Joins the threads and closes the connections (after the loop ended). */
+void td_readers_free(td_server_t *srv);
+/* Queues r (counted in srv->inflight_work until done has run); -1 when the
+ * daemon has closed and nothing runs any more. */
+int td_read_queue(td_server_t *srv, td_read_t *r, void (*work)(td_read_t *, db_t *), void (*done)(td_read_t *));
+/* A read-only connection for libuv thread-pool work that reads at length
+ * (db.export, kernel.get): taken from a small spare list or opened; give it
+ * back with td_rdb_release.  NULL with err set when it cannot be opened. */
+db_t *td_rdb_acquire(td_server_t *srv, tn_err_t *err);
+void td_rdb_release(td_server_t *srv, db_t *db);
+
 /* ---- rpc.c: JSON-RPC framing, dispatch, params, errors -------------------- */
 
 typedef enum td_reply { TD_REPLY, TD_PENDING } td_reply_t;
 typedef void (*td_work_fn)(td_req_t *req);
+typedef void (*td_read_fn)(td_req_t *req, db_t *db);
 
 struct td_req {
   td_server_t *srv;
@@ -189,9 +220,13 @@ struct td_req {
   double t0;            /* when the line was framed */
   bool pending;         /* answered later: the connection waits (busy) */
   bool stop_after;      /* server.shutdown: stop once the answer is queued */
-  /* thread-pool work (td_req_queue_work) */
+  /* thread-pool work (td_req_queue_work) and reads (td_req_queue_read) */
   uv_work_t work;
+  td_read_t read;
   td_work_fn work_fn, done_fn;
+  td_read_fn read_fn;
+  bool requeued;        /* done_fn queued more work: not answered yet */
+  char *line;           /* the response, rendered on a reader thread (or NULL) */
   void *data;
   void (*free_data)(void *);
 };
@@ -206,8 +241,13 @@ td_reply_t td_req_error(td_req_t *req, int code, const char *fmt, ...)
 /* Maps a tn_err code to a JSON-RPC code (TN_EINVAL -> dflt, else internal). */
 td_reply_t td_req_tn_error(td_req_t *req, int dflt, const tn_err_t *err);
 /* Runs work(req) on libuv's thread pool, then done(req) (may be NULL) on the
- * loop, then answers.  Returns TD_PENDING. */
+ * loop, then answers (unless done queued more work or a read for req).
+ * Returns TD_PENDING. */
 td_reply_t td_req_queue_work(td_req_t *req, td_work_fn work, td_work_fn done);
+/* The same on a reader thread with its read-only connection: every query a
+ * method answers from the database goes this way, never on the loop.  Without
+ * done, the response is also rendered there. */
+td_reply_t td_req_queue_read(td_req_t *req, td_read_fn work, td_work_fn done);
 
 /* Param accessors: 0 when fine (absent optional params give the default),
  * else -1 with req's error set to -32602 naming the param and the rule. */
@@ -269,18 +309,26 @@ int td_workload_parse(const char *name, const char *text, const char *params_jso
 int td_jobs_init(td_server_t *srv, tn_err_t *err);
 void td_jobs_free(td_server_t *srv);
 /* A job row was created (tune.submit): queue it and start it if a slot is free. */
-void td_jobs_add(td_server_t *srv, int64_t id);
+void td_jobs_add(td_server_t *srv, int64_t id, const char *target);
 /* Starts queued jobs while fewer than --jobs run (not while stopping). */
 void td_jobs_schedule(td_server_t *srv);
 int td_jobs_running(const td_server_t *srv);
 int td_jobs_queued(const td_server_t *srv);
 /* Asks running jobs to stop at the next candidate (shutdown). */
 void td_jobs_stop_all(td_server_t *srv);
-/* The job object (docs/protocol.md) of job id from the database, with live
- * counters; NULL and -32001 on req when unknown (req may be NULL). */
-cJSON *td_job_json(td_server_t *srv, int64_t id, tn_err_t *err);
-/* tune.watch: c gets tune.progress notifications until the job ends. */
-void td_jobs_watch(td_server_t *srv, int64_t id, td_conn_t *c);
+/* The job object (docs/protocol.md) of job id as the database has it, on
+ * any thread with its own connection; NULL with TN_EINVAL when unknown.
+ * td_job_live then adds the live counters, on the loop. */
+cJSON *td_job_read(db_t *db, int64_t id, tn_err_t *err);
+void td_job_live(td_server_t *srv, cJSON *job);
+/* tune.watch: c gets tune.progress notifications until the job ends (false:
+ * the job is over already, its answer is the last word). */
+bool td_jobs_watch(td_server_t *srv, int64_t id, td_conn_t *c);
+/* Answers req with job id's object (read on a reader thread, live counters
+ * added on the loop), or -32001 when there is no such job. */
+td_reply_t td_jobs_answer(td_req_t *req, int64_t id);
+/* tune.watch: answers like td_jobs_answer, then c gets notifications. */
+td_reply_t td_jobs_watch_answer(td_req_t *req, int64_t id);
 /* tune.cancel: answers req once the job has stopped. */
 td_reply_t td_jobs_cancel(td_server_t *srv, int64_t id, td_req_t *req);
 /* A connection closed: forget its watches. */

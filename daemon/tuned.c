@@ -17,7 +17,7 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: tuned [--target NAME|auto] [--db PATH] [--socket PATH] [--jobs N]\n"
           "             [--log-level debug|info|warn|error] [--configs DIR] [--stop-timeout S]\n"
-          "             [--idle-timeout S] [--cc gcc|clang|auto] [--foreground]\n"
+          "             [--idle-timeout S] [--tune-nice N] [--cc gcc|clang|auto] [--foreground]\n"
           "       tuned --backends | --version | --help\n"
           "\n"
           "tuned is the auto-tuning daemon: it serves JSON-RPC 2.0 (one message per line) on a\n"
@@ -42,6 +42,9 @@ static void usage(FILE *out) {
           "                  jobs to commit their batch, then exit anyway (status 1; they resume)\n"
           "  --idle-timeout S  close a connection that sent nothing for S seconds and waits for\n"
           "                  nothing (no answer pending, no job watched); default 600, 0 = never\n"
+          "  --tune-nice N   the tuning work (job threads, the build pool, compilers, the\n"
+          "                  measure worker) runs N nice levels below the threads that answer\n"
+          "                  clients, so queries stay quick while a job tunes (0 to 19; default 10)\n"
           "  --cc C          the compiler of cpu and cuda-host jobs: gcc, clang or auto (the\n"
           "                  system's cc / c++); default: each target file's \"cc\"\n"
           "  --foreground    accepted for compatibility: tuned always runs in the foreground\n"
@@ -90,7 +93,7 @@ static int print_backends(void) {
 
 typedef struct args {
   const char *target, *db, *socket, *log_level, *configs, *cc;
-  int jobs;
+  int jobs, tune_nice;
   double stop_timeout, idle_timeout;
 } args_t;
 
@@ -108,7 +111,8 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name) {
 }
 
 static int parse_args(int argc, char **argv, args_t *a) {
-  *a = (args_t){.target = "auto", .log_level = "info", .jobs = 1, .stop_timeout = 300, .idle_timeout = 600};
+  *a = (args_t){.target = "auto", .log_level = "info", .jobs = 1, .stop_timeout = 300, .idle_timeout = 600,
+              .tune_nice = 10};
   for (int i = 1; i < argc; i++) {
     const char *v;
     if ((v = opt_value(argc, argv, &i, "--target"))) a->target = v;
@@ -131,6 +135,14 @@ static int parse_args(int argc, char **argv, args_t *a) {
         return 2;
       }
       a->jobs = (int)n;
+    } else if ((v = opt_value(argc, argv, &i, "--tune-nice"))) {
+      char *end;
+      long n = strtol(v, &end, 10);
+      if (*end || !*v || n < 0 || n > 19) {
+        fprintf(stderr, "tuned: --tune-nice must be an integer from 0 to 19, got '%s'\n", v);
+        return 2;
+      }
+      a->tune_nice = (int)n;
     } else if ((v = opt_value(argc, argv, &i, "--idle-timeout"))) {
       char *end;
       a->idle_timeout = strtod(v, &end);
@@ -245,7 +257,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   td_config_t cfg = {.max_jobs = a.jobs, .stop_timeout = a.stop_timeout, .idle_timeout = a.idle_timeout,
-                     .config_dir = a.configs ? a.configs : configs};
+                     .tune_nice = a.tune_nice, .config_dir = a.configs ? a.configs : configs};
   td_log(TD_INFO, "target files", "dir=%s", td_q(cfg.config_dir));
   td_machine_t m;
   td_machine_probe(&m, cfg.config_dir);

@@ -34,7 +34,21 @@ typedef struct db db_t;
  * migrations.  A database made by a newer tuned (user_version above
  * DB_SCHEMA_VERSION) is refused with TN_EUNSUPPORTED. */
 int db_open(const char *path, db_t **out, tn_err_t *err);
+/* Opens an existing database file for queries only: the connection can
+ * never write, and in WAL mode its reads never wait on a writer (a read sees
+ * the last commit while another connection holds a write transaction).
+ * Opened with db_open's care but creating nothing: the file must exist, be a
+ * regular file and not a symbolic link (TN_EINVAL), be in WAL mode and have
+ * exactly DB_SCHEMA_VERSION (a read-write db_open migrates first;
+ * TN_ESTATE for an older one, TN_EUNSUPPORTED for a newer one). */
+int db_open_readonly(const char *path, db_t **out, tn_err_t *err);
 void db_close(db_t *db); /* NULL is fine; rolls back an open transaction */
+
+/* Record queries on this connection (db_records_query, db_best,
+ * db_record_get) give each record's run times as the stored JSON text
+ * (run_secs_text) instead of numbers: a reader that passes them on as JSON
+ * skips converting every time twice (decimal text to double and back). */
+void db_set_run_secs_text(db_t *db, bool text);
 
 /* The schema version of the open database (PRAGMA user_version). */
 int db_schema_version(db_t *db, int *version, tn_err_t *err);
@@ -140,6 +154,9 @@ typedef struct db_record {
   double cupti_median_secs;
   bool times_disagree;
   bool duplicate;             /* out (add_batch): trace already recorded */
+  /* out (queries on a connection set with db_set_run_secs_text): run_secs as
+   * stored, a JSON array text, with run_secs NULL and n_runs 0; else NULL. */
+  const char *run_secs_text;
   double created, updated;    /* out: unix seconds */
 } db_record_t;
 

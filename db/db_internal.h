@@ -13,6 +13,7 @@
 struct db {
   sqlite3 *h;
   int tx_depth; /* open db_tx_begin levels */
+  bool run_secs_text; /* db_set_run_secs_text */
   size_t n_stmts;
   struct {
     const char *sql; /* identity: the static SQL string's address */
@@ -76,8 +77,10 @@ int db_record_insert(db_t *db, db_record_t *r, const char *where, tn_err_t *err)
   " FROM records r JOIN workloads w ON w.id = r.workload_id"                                 \
   " JOIN targets t ON t.id = r.target_id"
 
-/* Reads one row selected with RECORD_COLS into a db_record_t. */
+/* Reads one row selected with RECORD_COLS into a db_record_t; the _text
+ * form leaves the run times as stored (db_set_run_secs_text). */
 void db_read_record(sqlite3_stmt *st, void *item, tn_arena_t *a);
+void db_read_record_text(sqlite3_stmt *st, void *item, tn_arena_t *a);
 /* Prepares "SELECT cols RECORD_FROM WHERE <q's filters> ORDER BY order
  * LIMIT/OFFSET" with q's values bound (q NULL: everything); the caller
  * finalizes the statement. */

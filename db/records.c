@@ -547,8 +547,15 @@ const double *db_read_run_secs(const char *text, size_t *n, tn_arena_t *a) {
   return v;
 }
 
-void db_read_record(sqlite3_stmt *st, void *item, tn_arena_t *a) {
-  db_record_t *r = item;
+static void read_record(sqlite3_stmt *st, db_record_t *r, bool runs_as_text, tn_arena_t *a);
+
+void db_read_record(sqlite3_stmt *st, void *item, tn_arena_t *a) { read_record(st, item, false, a); }
+
+void db_read_record_text(sqlite3_stmt *st, void *item, tn_arena_t *a) { read_record(st, item, true, a); }
+
+void db_set_run_secs_text(db_t *db, bool text) { db->run_secs_text = text; }
+
+static void read_record(sqlite3_stmt *st, db_record_t *r, bool runs_as_text, tn_arena_t *a) {
   db_record_init(r);
   r->id = sqlite3_column_int64(st, 0);
   r->workload_id = sqlite3_column_int64(st, 1);
@@ -558,7 +565,8 @@ void db_read_record(sqlite3_stmt *st, void *item, tn_arena_t *a) {
   r->trace = db_col_text(st, 5, a);
   const char *h = (const char *)sqlite3_column_text(st, 6);
   snprintf(r->trace_hash, sizeof r->trace_hash, "%s", h ? h : "");
-  r->run_secs = db_read_run_secs((const char *)sqlite3_column_text(st, 7), &r->n_runs, a);
+  if (runs_as_text) r->run_secs_text = db_col_text(st, 7, a);
+  else r->run_secs = db_read_run_secs((const char *)sqlite3_column_text(st, 7), &r->n_runs, a);
   r->median_secs = db_col_opt_real(st, 8);
   db_status_parse((const char *)sqlite3_column_text(st, 9), &r->status, NULL);
   r->error = db_col_text(st, 10, a);
@@ -584,7 +592,7 @@ int db_record_get(db_t *db, int64_t id, db_record_t *out, tn_arena_t *arena, tn_
   sqlite3_bind_int64(st, 1, id);
   int rc = sqlite3_step(st), ret = 0;
   if (rc == SQLITE_ROW)
-    db_read_record(st, out, arena);
+    (db->run_secs_text ? db_read_record_text : db_read_record)(st, out, arena);
   else if (rc == SQLITE_DONE)
     ret = tn_err_set(err, TN_EINVAL, "no record with id %" PRId64 " in the database", id);
   else
@@ -626,8 +634,8 @@ static int collect_records(db_t *db, sqlite3_stmt *st, db_records_t *out, const 
                            tn_err_t *err) {
   out->arena = tn_arena_new();
   void *items = NULL;
-  int rc = collect_rows(db, st, sizeof(db_record_t), db_read_record, &items, &out->n, out->arena,
-                        op, err);
+  int rc = collect_rows(db, st, sizeof(db_record_t), db->run_secs_text ? db_read_record_text : db_read_record, &items,
+                        &out->n, out->arena, op, err);
   out->items = items;
   if (rc) db_records_free(out);
   return rc;

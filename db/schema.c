@@ -1,5 +1,6 @@
 /* schema.c — opening a database: pragmas (WAL), versioned migrations,
  * transactions, the statement cache and SQLite error reporting. */
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -408,6 +409,47 @@ int db_open(const char *path, db_t **out, tn_err_t *err) {
                : tn_err_set(err, TN_ENOMEM, "opening: out of memory");
   } else {
     rc = configure(db, path, err);
+  }
+  if (rc) {
+    tn_err_prefix(err, "database '%s'", path);
+    db_close(db);
+    return rc;
+  }
+  *out = db;
+  return 0;
+}
+
+int db_open_readonly(const char *path, db_t **out, tn_err_t *err) {
+  *out = NULL;
+  if (!path || !path[0] || strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0)
+    return tn_err_set(err, TN_EINVAL, "db_open_readonly: needs the path of a database file, got '%s'",
+                      path ? path : "(null)");
+  struct stat st;
+  if (lstat(path, &st) != 0)
+    return tn_err_set(err, TN_EIO, "database '%s': %s (a read-only connection does not create it)", path,
+                      strerror(errno));
+  if (S_ISLNK(st.st_mode))
+    return tn_err_set(err, TN_EINVAL, "database '%s' is a symbolic link: not opened through it (name the file it "
+                      "points to)", path);
+  if (!S_ISREG(st.st_mode)) return tn_err_set(err, TN_EINVAL, "database '%s' is not a regular file", path);
+  db_t *db = tn_xcalloc(1, sizeof *db);
+  int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
+  int rc = 0, v = 0;
+  if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
+    rc = db->h ? db_fail(db, err, "opening read-only") : tn_err_set(err, TN_ENOMEM, "opening: out of memory");
+  } else {
+    sqlite3_extended_result_codes(db->h, 1);
+    /* WAL readers wait only in rare cases (a WAL reset, recovery after a
+     * crash); a lock held for good must not hang a query forever */
+    sqlite3_busy_timeout(db->h, 10000);
+    rc = read_user_version(db, &v, err);
+    if (!rc && v != DB_SCHEMA_VERSION)
+      rc = tn_err_set(err, v > DB_SCHEMA_VERSION ? TN_EUNSUPPORTED : TN_ESTATE,
+                      "schema version %d, this build reads %d only (open it read-write first: db_open migrates)", v,
+                      DB_SCHEMA_VERSION);
+    /* Without WAL a reader would block the writer's commits and wait on them. */
+    if (!rc) rc = pragma(db, "PRAGMA journal_mode", "wal", err);
+    if (!rc) rc = pragma(db, "PRAGMA query_only=1", NULL, err);
   }
   if (rc) {
     tn_err_prefix(err, "database '%s'", path);

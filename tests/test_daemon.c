@@ -4,6 +4,7 @@
  * resume, SIGKILL while tuning, 32 concurrent clients, jobs at once taking
  * turns on the CPU, every kind of bad input, refused targets, socket and
  * database locking, XDG defaults. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -919,6 +920,71 @@ START_TEST(concurrent_clients) {
 }
 END_TEST
 
+/* Holds (or releases) write locks on SQLite's WAL read-mark bytes of DB-shm
+ * (offsets 123-127: WAL_READ_LOCK(0..4) at 120 + 3 + i, the WAL-index lock
+ * layout of SQLite's file-format document) from this process: until released,
+ * no connection of tuned can start a read transaction, as when a read must
+ * wait.  Retries briefly while one of tuned's reads holds a mark. */
+static bool hold_read_marks(int fd, bool hold) {
+  struct flock fl = {.l_type = hold ? F_WRLCK : F_UNLCK, .l_whence = SEEK_SET, .l_start = 123, .l_len = 5};
+  for (int i = 0; i < 500; i++) {
+    if (fcntl(fd, F_SETLK, &fl) == 0) return true;
+    usleep(2000);
+  }
+  return false;
+}
+
+/* Whether a line arrives within timeout_s (without Check's abort). */
+static bool answered_within(client_t *c, double timeout_s) {
+  if (c->len && memchr(c->buf, '\n', c->len)) return true;
+  struct pollfd p = {.fd = c->fd, .events = POLLIN};
+  return poll(&p, 1, (int)(timeout_s * 1000)) > 0;
+}
+
+/* No SQLite call on the loop thread: while a database read cannot proceed,
+ * the loop still answers everything that needs no database.  Before the
+ * read path moved to reader threads, db.workloads ran on the loop and
+ * server.info waited for it.  Every wait is bounded: the locks are released
+ * before anything is asserted. */
+START_TEST(reads_off_the_loop) {
+  daemon_t d;
+  tmp_daemon(&d);
+  start_daemon(&d, NULL);
+  client_t a, b;
+  cl_open(&a, d.sock);
+  cl_open(&b, d.sock);
+  cJSON_Delete(rpc(&a, "db.workloads", NULL)); /* the WAL index exists */
+  char shm[160];
+  snprintf(shm, sizeof shm, "%s-shm", d.db);
+  int fd = open(shm, O_RDWR | O_CLOEXEC);
+  ck_assert_msg(fd >= 0, "open %s: %s", shm, strerror(errno));
+  ck_assert_msg(hold_read_marks(fd, true), "cannot lock %s: %s", shm, strerror(errno));
+  cl_send_line(&a, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"db.workloads\"}");
+  usleep(200000); /* the read has started and waits */
+  bool read_waits = !answered_within(&a, 0);
+  double t0 = tn_now();
+  cl_send_line(&b, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"server.info\"}");
+  bool info_answered = answered_within(&b, 2.0);
+  double info_secs = tn_now() - t0;
+  ck_assert(hold_read_marks(fd, false));
+  close(fd);
+  ck_assert_msg(read_waits, "db.workloads answered while its read could not start: the test holds no lock");
+  ck_assert_msg(info_answered, "server.info waited %.1f s for a database read on the loop thread", info_secs);
+  cJSON *r = cl_recv(&b, 10);
+  ck_assert_int_eq(cJSON_GetObjectItem(r, "id")->valueint, 8);
+  ck_assert_int_eq((int)num(result(r), "pid"), d.pid);
+  cJSON_Delete(r);
+  r = cl_recv(&a, 30); /* the read goes on once the locks are gone */
+  ck_assert_int_eq(cJSON_GetObjectItem(r, "id")->valueint, 7);
+  ck_assert(cJSON_IsArray(cJSON_GetObjectItem(result(r), "workloads")));
+  cJSON_Delete(r);
+  cl_close(&a);
+  cl_close(&b);
+  stop_daemon(&d);
+  rm_tree(d.dir);
+}
+END_TEST
+
 /* ---- bad input ------------------------------------------------------------------------------ */
 
 static void expect_raw(client_t *c, const char *line, int code, const char *needle) {
@@ -1258,6 +1324,95 @@ START_TEST(refused_targets) {
 }
 END_TEST
 
+/* The nice value of a thread or process from its /proc stat line (field 19,
+ * counted after the parenthesised name, which may hold spaces); -100 when
+ * it cannot be read. */
+static int proc_nice(const char *stat_path) {
+  FILE *f = fopen(stat_path, "r");
+  if (!f) return -100;
+  char line[1024];
+  bool ok = fgets(line, sizeof line, f) != NULL;
+  fclose(f);
+  const char *p = ok ? strrchr(line, ')') : NULL;
+  int nice = -100;
+  /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime
+   * cstime priority nice */
+  if (p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %d", &nice) != 1)
+    nice = -100;
+  return nice;
+}
+
+/* The parent pid of a process (field 4), -1 when it cannot be read. */
+static int proc_ppid(const char *stat_path, char *comm, size_t size) {
+  FILE *f = fopen(stat_path, "r");
+  if (!f) return -1;
+  char line[1024];
+  bool ok = fgets(line, sizeof line, f) != NULL;
+  fclose(f);
+  const char *open_ = ok ? strchr(line, '(') : NULL, *close_ = ok ? strrchr(line, ')') : NULL;
+  int ppid = -1;
+  if (!open_ || !close_ || sscanf(close_ + 1, " %*c %d", &ppid) != 1) return -1;
+  snprintf(comm, size, "%.*s", (int)(close_ - open_ - 1), open_ + 1);
+  return ppid;
+}
+
+/* Counts tuned's threads at nice 0 and at nice 10, and its measure worker
+ * processes (children named tuned-worker) at nice 10. */
+static void count_nice(pid_t pid, int *serving, int *tuning, int *workers) {
+  *serving = *tuning = *workers = 0;
+  char path[300], comm[64];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *dir = opendir(path);
+  ck_assert_ptr_nonnull(dir);
+  for (struct dirent *e; (e = readdir(dir));) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+    int n = proc_nice(path);
+    *serving += n == 0;
+    *tuning += n == 10;
+  }
+  closedir(dir);
+  dir = opendir("/proc");
+  ck_assert_ptr_nonnull(dir);
+  for (struct dirent *e; (e = readdir(dir));) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    if (proc_ppid(path, comm, sizeof comm) == pid && strcmp(comm, "tuned-worker") == 0 && proc_nice(path) == 10)
+      (*workers)++;
+  }
+  closedir(dir);
+}
+
+/* --tune-nice: the tuning work (job thread, build pool, measure worker) runs
+ * 10 levels below the loop and the reader threads that answer clients. */
+START_TEST(tuning_priority) {
+  daemon_t d;
+  tmp_daemon(&d);
+  char *log;
+  const char *const bad[] = {"--target", "cpu", "--db", d.db, "--socket", d.sock, "--tune-nice", "20", NULL};
+  ck_assert_int_eq(run_tuned(&d, bad, &log), 2);
+  ck_assert_msg(strstr(log, "--tune-nice must be an integer from 0 to 19, got '20'"), "%s", log);
+  free(log);
+  start_daemon(&d, NULL);
+  client_t c;
+  cl_open(&c, d.sock);
+  submitted_t s = submit(&c, 400, 4);
+  cJSON_Delete(watch(&c, s.job));
+  cJSON_Delete(wait_progress(&c, s.job, 4, 240)); /* the job thread, its builds and its worker exist */
+  int serving, tuning, workers;
+  count_nice(d.pid, &serving, &tuning, &workers);
+  ck_assert_msg(serving >= 5, "%d threads at nice 0 (the loop and 4 readers at least)", serving);
+  ck_assert_msg(tuning >= 2, "%d threads at nice 10 (the job thread and the build pool)", tuning);
+  ck_assert_msg(workers == 1, "%d measure workers at nice 10", workers);
+  char p[64];
+  snprintf(p, sizeof p, "{\"job\":%d}", s.job);
+  cJSON_Delete(rpc(&c, "tune.cancel", p));
+  cl_close(&c);
+  stop_daemon(&d);
+  rm_tree(d.dir);
+}
+END_TEST
+
 START_TEST(socket_and_db_in_use) {
   daemon_t d, e;
   tmp_daemon(&d);
@@ -1458,6 +1613,8 @@ static Suite *make_suite(void) {
   ADD_CASE(s, restart_and_resume, 900);
   ADD_CASE(s, sigkill_while_tuning, 900);
   ADD_CASE(s, concurrent_clients, 600);
+  ADD_CASE(s, reads_off_the_loop, 120);
+  ADD_CASE(s, tuning_priority, 600);
   ADD_CASE(s, jobs_share_devices, 900);
   return s;
 }

@@ -1215,6 +1215,131 @@ START_TEST(t_concurrent) {
 }
 END_TEST
 
+/* ---- read-only connections ---------------------------------------------------------- */
+
+typedef struct timed_best {
+  db_t *db;
+  db_records_t best;
+  int rc;
+  tn_err_t err;
+  double secs;
+  atomic_int done;
+} timed_best_t;
+
+static void *best_thread(void *arg) {
+  timed_best_t *b = arg;
+  double t0 = tn_now();
+  b->rc = db_best(b->db, "00000000000000d1", "cpu", 5, &b->best, &b->err);
+  b->secs = tn_now() - t0;
+  atomic_store(&b->done, 1);
+  return NULL;
+}
+
+/* The daemon's read path: a read-only connection reads the last commit at
+ * once while another connection holds a write transaction (BEGIN IMMEDIATE
+ * and an uncommitted, faster record).  The read runs in a thread and the
+ * wait for it is bounded: a read that waited on the writer fails the test
+ * (after the writer is released) instead of hanging it. */
+START_TEST(t_read_while_writing) {
+  const char *path = tmp_db("a.db");
+  db_t *w = open_ok(path);
+  int64_t wl = add_workload(w, "00000000000000d1", "d");
+  int64_t t = add_target(w, "cpu", "cpu");
+  char tr[2][96];
+  db_record_t committed = rec(wl, t, tr[0], 1, 2e-3, DB_STATUS_OK, true);
+  OK(db_record_add_batch(w, &committed, 1, NULL, E));
+  db_t *r = NULL;
+  OK(db_open_readonly(path, &r, E));
+
+  OK(db_tx_begin(w, E)); /* BEGIN IMMEDIATE: the write lock, held */
+  db_record_t pending = rec(wl, t, tr[1], 2, 1e-3, DB_STATUS_OK, true);
+  OK(db_record_add_batch(w, &pending, 1, NULL, E));
+  timed_best_t b = {.db = r};
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, best_thread, &b), 0);
+  double t0 = tn_now();
+  while (!atomic_load(&b.done) && tn_now() - t0 < 2.0) usleep(1000);
+  bool prompt = atomic_load(&b.done);
+  OK(db_tx_commit(w, E)); /* releases a reader that waited, so the join below ends */
+  pthread_join(th, NULL);
+  ck_assert_msg(prompt, "the read waited on the writer's transaction (%.3f s)", b.secs);
+  ck_assert_msg(b.rc == 0, "db_best: %s", b.err.msg);
+  ck_assert_msg(b.secs < 1.0, "the read took %.3f s", b.secs);
+  ck_assert_uint_eq(b.best.n, 1); /* the committed state only */
+  ck_assert_int_eq(b.best.items[0].id, committed.id);
+  ck_assert_double_eq(b.best.items[0].median_secs, 2e-3);
+  db_records_free(&b.best);
+
+  /* After the commit the same connection sees the new best. */
+  OK(db_best(r, "00000000000000d1", "cpu", 5, &b.best, E));
+  ck_assert_uint_eq(b.best.n, 2);
+  ck_assert_int_eq(b.best.items[0].id, pending.id);
+  ck_assert_uint_eq(b.best.items[0].n_runs, 3);
+  ck_assert_double_eq(b.best.items[0].run_secs[0], 3e-3);
+  ck_assert_ptr_null(b.best.items[0].run_secs_text);
+  db_records_free(&b.best);
+  /* The run times as stored, for a reader that passes them on as JSON. */
+  db_set_run_secs_text(r, true);
+  OK(db_best(r, "00000000000000d1", "cpu", 5, &b.best, E));
+  ck_assert_uint_eq(b.best.n, 2);
+  ck_assert_uint_eq(b.best.items[0].n_runs, 0);
+  ck_assert_ptr_null(b.best.items[0].run_secs);
+  ck_assert_str_eq(b.best.items[0].run_secs_text, "[0.0030000000000000001,0.001,0.002]");
+  db_records_free(&b.best);
+
+  /* It never writes. */
+  tn_err_t err = {0};
+  int64_t id;
+  db_workload_t nw = {.hash = "00000000000000d2", .name = "x", .source = "x"};
+  ck_assert_int_eq(db_workload_upsert(r, &nw, &id, &err), TN_EIO);
+  ck_assert_msg(strstr(err.msg, "readonly") || strstr(err.msg, "read-only") || strstr(err.msg, "query_only"), "%s",
+                err.msg);
+  db_close(r);
+  db_close(w);
+  ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM workloads"), 1);
+  tmp_cleanup();
+}
+END_TEST
+
+/* What a read-only open refuses, with db_open's checks and more. */
+START_TEST(t_readonly_refusals) {
+  const char *path = tmp_db("a.db");
+  tn_err_t err = {0};
+  db_t *r = NULL;
+  /* A missing file is not created. */
+  ck_assert_int_eq(db_open_readonly(path, &r, &err), TN_EIO);
+  ck_assert_ptr_null(r);
+  ck_assert_msg(strstr(err.msg, "does not create it"), "%s", err.msg);
+  struct stat st;
+  ck_assert_int_ne(lstat(path, &st), 0);
+  ck_assert_int_eq(db_open_readonly(":memory:", &r, &err), TN_EINVAL);
+
+  db_close(open_ok(path));
+  char link_path[PATH_MAX];
+  snprintf(link_path, sizeof link_path, "%s.link", path);
+  ck_assert_int_eq(symlink(path, link_path), 0);
+  ck_assert_int_eq(db_open_readonly(link_path, &r, &err), TN_EINVAL);
+  ck_assert_ptr_null(r);
+  ck_assert_msg(strstr(err.msg, ".link' is a symbolic link: not opened through it"), "%s", err.msg);
+  unlink(link_path);
+
+  /* An older schema: the read-write open migrates it first. */
+  raw_exec(path, "PRAGMA user_version = 2");
+  ck_assert_int_eq(db_open_readonly(path, &r, &err), TN_ESTATE);
+  ck_assert_msg(strstr(err.msg, "schema version 2, this build reads 4 only"), "%s", err.msg);
+  raw_exec(path, "PRAGMA user_version = 99");
+  ck_assert_int_eq(db_open_readonly(path, &r, &err), TN_EUNSUPPORTED);
+  raw_exec(path, "PRAGMA user_version = 4");
+
+  /* Not in WAL mode: a reader would hold the writer's commits up. */
+  raw_exec(path, "PRAGMA journal_mode = DELETE");
+  ck_assert_int_eq(db_open_readonly(path, &r, &err), TN_EIO);
+  ck_assert_msg(strstr(err.msg, "got 'delete', need 'wal'"), "%s", err.msg);
+  ck_assert_ptr_null(r);
+  tmp_cleanup();
+}
+END_TEST
+
 /* ---- SIGKILL while committing ------------------------------------------------------ */
 
 enum { CRASH_BATCH = 200 };
@@ -1340,6 +1465,8 @@ static Suite *make_suite(void) {
   tcase_add_test(data, t_record_set_times);
   tcase_add_test(data, t_cost_models);
   tcase_add_test(data, t_baselines);
+  tcase_add_test(data, t_read_while_writing);
+  tcase_add_test(data, t_readonly_refusals);
   suite_add_tcase(s, data);
   TCase *stress = tcase_create("stress");
   tcase_set_timeout(stress, 120);
