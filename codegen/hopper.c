@@ -18,11 +18,11 @@
  * values are unsigned long long. */
 static const char common_text[] =
     "/* Hopper primitives (sm_90a): wgmma, mbarrier, fence.proxy.async */\n"
+    "#ifndef TUNED_CUDA_HOST_H\n"
     "#define TUNED_SWIZZLE_NONE 0\n"
     "#define TUNED_SWIZZLE_128B 1\n"
     "#define TUNED_SWIZZLE_64B 2\n"
     "#define TUNED_SWIZZLE_32B 3\n"
-    "#ifndef TUNED_CUDA_HOST_H\n"
     "#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n"
     "#error \"tuned's Hopper primitives (wgmma, mbarrier transaction counts, fence.proxy.async) need "
     "--gpu-architecture=sm_90a\"\n"
@@ -73,7 +73,6 @@ static const char common_text[] =
     "p;\\n}\\n\" : \"=r\"(done) : \"r\"(tuned_smem_addr(bar)), \"r\"(parity) : \"memory\");\n"
     "  return done != 0;\n"
     "}\n"
-    "#endif\n"
     "/* A shared-memory matrix descriptor: start address, leading and stride byte offsets (each >> 4, 14 bits),\n"
     "   swizzle mode in bits 62-63; base offset 0 (swizzled tiles aligned to their pattern) */\n"
     "__device__ __forceinline__ unsigned long long tuned_wgmma_desc(const void *smem, unsigned lbo, unsigned sbo, "
@@ -104,7 +103,6 @@ int cg_hopper_helpers(tn_buf_t *o, const int *ns, int nn, tn_err_t *err) {
     if (ns[i] < 8 || ns[i] > 256 || ns[i] % 8)
       return tn_err_set(err, TN_EINVAL, "wgmma m64nNk16 needs N from 8 to 256 in steps of 8, not %d", ns[i]);
   tn_buf_put(o, common_text);
-  tn_buf_put(o, "#ifndef TUNED_CUDA_HOST_H\n");
   for (int i = 0; i < nn; i++) {
     bool seen = false;
     for (int j = 0; j < i; j++) seen |= ns[j] == ns[i];

@@ -5,7 +5,8 @@
  * (row-major) and B (given as B^T, N x 64) staged K-major in shared memory as
  * 8 x 8 core matrices (no swizzle: the K neighbours 128 bytes apart, the next
  * 8 rows 1024) or in 128-byte rows swizzled in 1024-byte atoms.  The stride
- * byte offset is a parameter (1024 is right) and the wait can be left out, so
+ * byte offset is a parameter (1024 is right) and `omit` leaves out the wgmma
+ * wait (1) or the fence.proxy.async after the stores (2), so
  * that the tests can show the harness catching either. */
 
 /* Byte offset of element (r, k) of a K-major tile of 64 halves per row. */
@@ -15,18 +16,21 @@ template <int SWIZZLE> __device__ __forceinline__ int tuned_test_offset(int r, i
   return o ^ ((o >> 7) & 7) << 4;
 }
 
+/* At file scope, shared by the instances: the harness finds __shared__ data
+ * by its section, which gcc does not give a template's static locals. */
+__shared__ __align__(1024) __half sa[64 * 64];
+__shared__ __align__(1024) __half sb[256 * 64];
+__shared__ __align__(8) unsigned long long bar;
+
 template <int N, int SWIZZLE>
 __global__ void __launch_bounds__(128) tuned_test_wgmma(const __half *__restrict__ A, const __half *__restrict__ B,
-                                                       float *__restrict__ C, unsigned sbo, int wait) {
-  __shared__ __align__(1024) __half sa[64 * 64];
-  __shared__ __align__(1024) __half sb[N * 64];
-  __shared__ __align__(8) unsigned long long bar;
+                                                       float *__restrict__ C, unsigned sbo, int omit) {
   int t = threadIdx.x;
   if (t == 0) tuned_mbar_init(&bar, 128);
   __syncthreads();
   for (int i = t; i < 64 * 64; i += 128) sa[tuned_test_offset<SWIZZLE>(i / 64, i % 64) / 2] = A[i];
   for (int i = t; i < N * 64; i += 128) sb[tuned_test_offset<SWIZZLE>(i / 64, i % 64) / 2] = B[i];
-  tuned_fence_proxy_async(); /* these ordinary stores are read by the tensor cores (the async proxy) */
+  if (!(omit & 2)) tuned_fence_proxy_async(); /* these ordinary stores are read by the tensor cores (the async proxy) */
   tuned_mbar_arrive(&bar);
   while (!tuned_mbar_try_wait(&bar, 0)) {
   }
@@ -38,7 +42,7 @@ __global__ void __launch_bounds__(128) tuned_test_wgmma(const __half *__restrict
     tuned_wgmma_f16(acc, tuned_wgmma_desc((const char *)sa + k * step, 128, sbo, SWIZZLE),
                     tuned_wgmma_desc((const char *)sb + k * step, 128, sbo, SWIZZLE), k > 0);
   tuned_wgmma_commit();
-  if (wait) tuned_wgmma_wait<0>();
+  if (!(omit & 1)) tuned_wgmma_wait<0>();
   int w = t / 32, l = t % 32;
   for (int i = 0; i < N / 2; i++) C[(16 * w + l / 4 + 8 * (i / 2 % 2)) * N + 8 * (i / 4) + 2 * (l % 4) + i % 2] = acc[i];
 }
