@@ -1,8 +1,8 @@
 /* hopper.c — the Hopper (sm_90a) device primitives that generated CUDA code
  * calls: warpgroup MMA (wgmma.mma_async m64nNk16, f16/bf16 -> f32, A and B
  * from shared memory through matrix descriptors) with its fence, commit and
- * wait, mbarriers with transaction counts and phase parity, and
- * fence.proxy.async.  Each is one function of inline PTX; the cuda-host
+ * wait, mbarriers with transaction counts and phase parity, TMA tile loads
+ * (cp.async.bulk.tensor.2d through a tensor map) and fence.proxy.async.  Each is one function of inline PTX; the cuda-host
  * harness (measure/cuda_host.h) defines the same functions as an emulation,
  * so this text is skipped there (TUNED_CUDA_HOST_H).
  *
@@ -72,6 +72,18 @@ static const char common_text[] =
     "  asm volatile(\"{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\nselp.u32 %0, 1, 0, "
     "p;\\n}\\n\" : \"=r\"(done) : \"r\"(tuned_smem_addr(bar)), \"r\"(parity) : \"memory\");\n"
     "  return done != 0;\n"
+    "}\n"
+    "/* A TMA tensor map (cuTensorMapEncodeTiled's CUtensorMap), passed as a __grid_constant__ parameter */\n"
+    "struct __align__(64) tuned_tensor_map {\n"
+    "  unsigned long long opaque[16];\n"
+    "};\n"
+    "/* TMA: the box at (x, y) (x the inner dimension) of the map's tensor into shared memory at dst; its bytes\n"
+    "   complete the transaction count of bar's current phase */\n"
+    "__device__ __forceinline__ void tuned_tma_load_2d(void *dst, const tuned_tensor_map *map, int x, int y, "
+    "unsigned long long *bar) {\n"
+    "  asm volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+    "%3}], [%4];\\n\" :: \"r\"(tuned_smem_addr(dst)), \"l\"(map), \"r\"(x), \"r\"(y), \"r\"(tuned_smem_addr(bar)) : "
+    "\"memory\");\n"
     "}\n"
     "/* A shared-memory matrix descriptor: start address, leading and stride byte offsets (each >> 4, 14 bits),\n"
     "   swizzle mode in bits 62-63; base offset 0 (swizzled tiles aligned to their pattern) */\n"

@@ -25,8 +25,8 @@
  * issued: a wait missing before the barrier leaves NaN bytes behind.
  * Hopper's wgmma meets a warpgroup (128 threads) and reads A and B through
  * their shared-memory descriptors; its results land at wgmma.wait_group,
- * and mbarriers count arrivals and transaction bytes by phase (see "Hopper"
- * below for what is checked). */
+ * mbarriers count arrivals and transaction bytes by phase, and TMA tiles
+ * land when their phase completes (see "Hopper" below for what is checked). */
 #ifndef TUNED_CUDA_HOST_H
 #define TUNED_CUDA_HOST_H
 
@@ -276,6 +276,7 @@ inline bool release(int n) {
 }
 
 inline void hopper_block_start(int n);
+inline void hopper_block_end();
 
 inline void run_block(int n) {
   uintptr_t lo = (uintptr_t)__start_tuned_shared, hi = (uintptr_t)__stop_tuned_shared;
@@ -307,7 +308,7 @@ inline void run_block(int n) {
     for (int i = 0; i < n; i++)
       if (threads[(size_t)i].state == RUN) order[(size_t)k++] = i;
     if (k == 0) {
-      if (!release(n)) return;
+      if (!release(n)) break;
       continue;
     }
     for (int i = k - 1; i > 0; i--) { /* a new order at every meeting point */
@@ -320,6 +321,7 @@ inline void run_block(int n) {
       swapcontext(&sched, &cur->ctx);
     }
   }
+  hopper_block_end();
 }
 
 /* Runs kernel `k` (a call of it with the launch's arguments) over the grid. */
@@ -538,7 +540,7 @@ void store_matrix_sync(float *p, const fragment<accumulator, M, N, K, float> &f,
 } /* namespace wmma */
 } /* namespace nvcuda */
 
-/* ---- Hopper: warpgroup MMA, mbarriers, the async proxy ---------------------------- */
+/* ---- Hopper: warpgroup MMA, mbarriers, TMA, the async proxy ----------------------- */
 
 /* The functions of codegen/hopper.c, emulated.  wgmma.mma_async,
  * commit_group and wait_group are warpgroup-wide (4 warps, 128 threads in
@@ -555,7 +557,10 @@ void store_matrix_sync(float *p, const fragment<accumulator, M, N, K, float> &f,
  * stores with no fence.proxy.async since.  mbarriers keep their count,
  * transaction bytes and phase beside the block; try_wait.parity returns
  * false (after letting the other threads run) while the phase is not
- * complete, and a second try sleeps until it is. */
+ * complete, and a second try sleeps until it is.  A TMA load reads its box
+ * at issue and lands when a thread looks at its mbarrier after the phase
+ * has all its arrivals and bytes: a wgmma that reads the stage before is an
+ * error. */
 namespace tuned_host {
 
 struct wg_acc {
@@ -590,6 +595,28 @@ struct mbarrier {
   long long tx; /* transaction bytes expected and not yet complete */
 };
 
+/* A tensor map as the harness encodes it (tensor_map_2d): what
+ * cuTensorMapEncodeTiled is given, in the map's opaque bytes. */
+struct tma_map {
+  uint64_t magic;
+  const unsigned char *base;
+  uint64_t dims[2], stride; /* elements (inner first), bytes between rows */
+  unsigned box[2];
+  int elem, swizzle; /* bytes */
+};
+static const uint64_t TMA_MAGIC = 0x74756e65642d746dull;
+
+/* A TMA copy in flight: the box read at issue, landing in shared memory
+ * (and completing its bytes) when its mbarrier's phase completes. */
+struct tma_copy {
+  const void *bar;
+  size_t dst; /* shared offset */
+  int swizzle;
+  std::vector<unsigned char> data;
+};
+inline std::vector<tma_copy> tma_copies;
+inline std::vector<unsigned short> tma_flying; /* per 16 shared bytes: copies in flight that write them */
+
 /* What a thread brings to a warpgroup-wide operation. */
 struct wg_args {
   const char *op;
@@ -604,6 +631,8 @@ inline size_t shared_size() { return (size_t)(__stop_tuned_shared - __start_tune
 inline void hopper_block_start(int n) {
   warpgroups.assign((size_t)(n + 127) / 128, warpgroup_state{0, 0, {}, {}});
   mbars.clear();
+  tma_copies.clear();
+  tma_flying.assign(shared_size() / 16 + 1, 0);
   proxy_view.assign((const unsigned char *)__start_tuned_shared, (const unsigned char *)__stop_tuned_shared);
 }
 
@@ -654,6 +683,8 @@ inline const unsigned char *wg_chunk_at(uint64_t desc, int row, int kc, const ch
   }
   if (off + 16 > shared_size()) fail("%s: a matrix descriptor addresses bytes past the end of shared memory", what);
   const unsigned char *p = (const unsigned char *)__start_tuned_shared + off;
+  if (tma_flying[off / 16])
+    fail("%s reads shared memory that a TMA copy in flight writes (wait for its mbarrier phase first)", what);
   if (memcmp(p, proxy_view.data() + off, 16))
     fail("%s reads shared memory written by ordinary stores with no fence.proxy.async since", what);
   return p;
@@ -758,13 +789,65 @@ inline mbarrier &mbar(const void *bar, const char *op) {
   fail("%s on an mbarrier that mbarrier.init has not set up", op);
 }
 
-/* The phase completes when every arrival came and every transaction byte. */
-inline void mbar_progress(mbarrier &m) {
-  if (m.pending || m.tx) return;
+/* Shared offset `off` of a box written with `swizzle`-byte rows swizzled
+ * (by address bits 7-9, as wgmma reads them). */
+inline size_t swizzled(size_t off, int swizzle) {
+  return swizzle ? off ^ (off >> 7 & (size_t)(swizzle / 16 - 1)) << 4 : off;
+}
+
+inline void mbar_complete(mbarrier &m) {
+  m.tx = 0;
   m.phase++;
   m.pending = m.expected;
   for (thread &t : threads)
     if (t.state == AT_MBAR && t.mbar_wait == m.addr) t.state = RUN;
+}
+
+inline long long mbar_flying(const mbarrier &m) {
+  long long n = 0;
+  for (const tma_copy &c : tma_copies)
+    if (c.bar == m.addr) n += (long long)c.data.size();
+  return n;
+}
+
+/* After an arrival or a copy: the phase completes when every arrival came
+ * and no transaction bytes are expected; when TMA copies bring the bytes
+ * still expected, they land (and the phase completes) only when a thread
+ * next looks (try_wait): their data is not there before. */
+inline void mbar_progress(mbarrier &m) {
+  if (m.pending) return;
+  long long flying = mbar_flying(m);
+  if (m.tx < flying) fail("%s", "TMA copies bring more bytes to an mbarrier phase than its expect_tx counted");
+  if (m.tx != flying) return;
+  if (!flying) {
+    mbar_complete(m);
+    return;
+  }
+  for (thread &t : threads) /* the sleepers look */
+    if (t.state == AT_MBAR && t.mbar_wait == m.addr) t.state = RUN;
+}
+
+/* The copies of a phase that has all its arrivals and bytes on the way land. */
+inline void mbar_land(mbarrier &m) {
+  long long flying = mbar_flying(m);
+  if (m.pending || !flying || m.tx != flying) return;
+  size_t kept = 0;
+  for (size_t i = 0; i < tma_copies.size(); i++) {
+    tma_copy &c = tma_copies[i];
+    if (c.bar != m.addr) {
+      if (kept != i) tma_copies[kept] = std::move(c);
+      kept++;
+      continue;
+    }
+    for (size_t o = 0; o < c.data.size(); o += 16) {
+      size_t at = swizzled(c.dst + o, c.swizzle);
+      memcpy(__start_tuned_shared + at, &c.data[o], 16);
+      memcpy(proxy_view.data() + at, &c.data[o], 16); /* written by the async proxy */
+      tma_flying[at / 16]--;
+    }
+  }
+  tma_copies.resize(kept);
+  mbar_complete(m);
 }
 
 inline uint64_t mbar_arrive(const void *bar, long long tx, const char *op) {
@@ -777,22 +860,82 @@ inline uint64_t mbar_arrive(const void *bar, long long tx, const char *op) {
 }
 
 inline bool mbar_try_wait(const void *bar, unsigned parity) {
-  mbarrier &m = mbar(bar, "mbarrier.try_wait.parity");
-  if ((m.phase & 1) == (parity & 1)) {
+  const char *op = "mbarrier.try_wait.parity";
+  mbar_land(mbar(bar, op));
+  if ((mbar(bar, op).phase & 1) == (parity & 1)) {
     if (cur->mbar_spin != bar) { /* the first try: false, after the others had a turn */
       cur->mbar_spin = bar;
       wait(RUN);
       return false;
     }
     cur->mbar_wait = bar; /* tried again: sleep until the phase completes */
-    while ((mbar(bar, "mbarrier.try_wait.parity").phase & 1) == (parity & 1)) wait(AT_MBAR);
+    for (;;) {
+      mbar_land(mbar(bar, op));
+      if ((mbar(bar, op).phase & 1) != (parity & 1)) break;
+      wait(AT_MBAR);
+    }
     cur->mbar_wait = NULL;
   }
   cur->mbar_spin = NULL;
   return true;
 }
 
+/* cuTensorMapEncodeTiled for the harness (2-D, tile mode, no interleave,
+ * zero fill): the map the cuda-host launcher passes where the CUDA worker
+ * passes the driver's.  Checks what the driver checks. */
+inline void tensor_map_2d(void *map, const void *base, int elem, uint64_t width, uint64_t height, uint64_t stride,
+                          unsigned box_w, unsigned box_h, int swizzle) {
+  if ((uintptr_t)base % 16 || stride % 16 || stride < width * (uint64_t)elem)
+    fail("%s", "cuTensorMapEncodeTiled: the address and the row stride must be multiples of 16 bytes, rows apart");
+  if (box_w < 1 || box_w > 256 || box_h < 1 || box_h > 256 || box_w * (unsigned)elem % 16)
+    fail("%s", "cuTensorMapEncodeTiled: box sides must be 1 to 256 elements, its rows multiples of 16 bytes");
+  if (swizzle && (swizzle != 32 && swizzle != 64 && swizzle != 128))
+    fail("%s", "cuTensorMapEncodeTiled: the swizzle is 0, 32, 64 or 128 bytes");
+  if (swizzle && box_w * (unsigned)elem != (unsigned)swizzle)
+    fail("%s", "tensor map: a swizzled box whose rows are not the swizzle's width (not emulated)");
+  tma_map m = {TMA_MAGIC, (const unsigned char *)base, {width, height}, stride, {box_w, box_h}, elem, swizzle};
+  static_assert(sizeof m <= 128, "a tensor map is 128 bytes");
+  memset(map, 0, 128);
+  memcpy(map, &m, sizeof m);
+}
+
+/* cp.async.bulk.tensor.2d: the box is read now (zeros outside the tensor)
+ * and lands when bar's phase completes. */
+inline void tma_load_2d(void *dst, const void *map, int x, int y, void *bar) {
+  const char *op = "cp.async.bulk.tensor.2d";
+  tma_map m;
+  memcpy(&m, map, sizeof m);
+  if (m.magic != TMA_MAGIC) fail("%s: the tensor map was not made by cuTensorMapEncodeTiled (tensor_map_2d)", op);
+  size_t off = shared_offset(dst, op), row = (size_t)m.box[0] * (size_t)m.elem;
+  if (off % 128) fail("%s: the shared-memory destination is not 128-byte aligned", op);
+  if (off + row * m.box[1] > shared_size()) fail("%s: the box does not fit in shared memory there", op);
+  mbar(bar, op);
+  tma_copy c = {bar, off, m.swizzle, std::vector<unsigned char>(row * m.box[1], 0)};
+  for (unsigned r = 0; r < m.box[1]; r++)
+    for (unsigned e = 0; e < m.box[0]; e++) {
+      int64_t gx = (int64_t)x + e, gy = (int64_t)y + r;
+      if (gx >= 0 && gy >= 0 && (uint64_t)gx < m.dims[0] && (uint64_t)gy < m.dims[1])
+        memcpy(&c.data[r * row + e * (size_t)m.elem], m.base + (uint64_t)gy * m.stride + (uint64_t)gx * (uint64_t)m.elem,
+               (size_t)m.elem);
+    }
+  for (size_t o = 0; o < c.data.size(); o += 16) tma_flying[swizzled(off + o, m.swizzle) / 16]++;
+  tma_copies.push_back(std::move(c));
+  mbar_progress(mbar(bar, op));
+}
+
+inline void hopper_block_end() {
+  if (!tma_copies.empty()) fail("%s", "the block ended with TMA copies in flight (their mbarrier phase never completed)");
+}
+
 } /* namespace tuned_host */
+
+#define __grid_constant__
+struct alignas(64) tuned_tensor_map {
+  unsigned long long opaque[16];
+};
+inline void tuned_tma_load_2d(void *dst, const tuned_tensor_map *map, int x, int y, unsigned long long *bar) {
+  tuned_host::tma_load_2d(dst, map, x, y, bar);
+}
 
 inline size_t __cvta_generic_to_shared(const void *p) { return tuned_host::shared_offset(p, "__cvta_generic_to_shared"); }
 inline unsigned tuned_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }

@@ -2200,9 +2200,9 @@ END_TEST
 
 /* The Hopper primitives (codegen/hopper.c) around tests/hopper_kernel.cuh,
  * compiled by the CUDA builder's NVRTC for sm_90a: PTX with wgmma.mma_async
- * m64n64k16/m64n128k16/m64n256k16, its fence/commit/wait, the mbarrier and
- * fence.proxy.async; where cuobjdump is installed (PATH or PyPI's
- * nvidia-cuda-cuobjdump), HGMMA in the SASS.  sm_80 and plain sm_90 are
+ * m64n64k16/m64n128k16/m64n256k16, its fence/commit/wait, the mbarrier, the
+ * TMA load and fence.proxy.async; where cuobjdump is installed (PATH or
+ * PyPI's nvidia-cuda-cuobjdump), HGMMA and UTMALDG in the SASS.  sm_80 and plain sm_90 are
  * refused with the reason; an N out of range is refused. */
 static char *hopper_source(void) {
   char *kernel = NULL;
@@ -2217,8 +2217,10 @@ static char *hopper_source(void) {
   tn_buf_put(&b, kernel);
   for (int n = 64; n <= 256; n *= 2)
     for (int swz = 0; swz < 2; swz++)
-      tn_buf_printf(&b, "template __global__ void tuned_test_wgmma<%d, %d>(const __half *, const __half *, float *, "
-                    "unsigned, int);\n", n, swz);
+      tn_buf_printf(&b, "template __global__ void tuned_test_wgmma<%d, %d, %s>(const unsigned short *, const unsigned "
+                    "short *, float *, unsigned, int);\n", n, swz, n == 128 && swz ? "true" : "false");
+  tn_buf_put(&b, "template __global__ void tuned_test_wgmma_tma<128>(const __grid_constant__ tuned_tensor_map, "
+                 "const __grid_constant__ tuned_tensor_map, float *, int, int, int, int);\n");
   free(kernel);
   return tn_buf_take(&b);
 }
@@ -2263,14 +2265,15 @@ START_TEST(test_hopper_primitives) {
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16", "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", "wgmma.fence.sync.aligned",
         "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 0", "mbarrier.init.shared",
-        "mbarrier.arrive.shared", "mbarrier.try_wait.parity.shared", "fence.proxy.async.shared::cta"};
+        "mbarrier.arrive.shared", "mbarrier.try_wait.parity.shared", "fence.proxy.async.shared::cta",
+        "mbarrier.arrive.expect_tx.shared", "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"};
     for (size_t i = 0; i < TN_ARRAY_LEN(want); i++) ck_assert_msg(strstr(o.ptx, want[i]), "PTX lacks %s", want[i]);
     char *sass = cubin_sass(o.cubin, o.cubin_size);
     if (!sass) {
       printf("test_hopper_primitives: cuobjdump not installed (scripts/install-deps), SASS not checked\n");
     } else {
       ck_assert_msg(strstr(sass, "HGMMA.64x64x16.F32") && strstr(sass, "HGMMA.64x128x16.F32") &&
-                    strstr(sass, "HGMMA.64x256x16.F32"), "%s", sass);
+                    strstr(sass, "HGMMA.64x256x16.F32") && strstr(sass, "UTMALDG.2D"), "%s", sass);
       free(sass);
     }
     ms_cuda_output_free(&o);

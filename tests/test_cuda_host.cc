@@ -77,20 +77,51 @@ static int check_wmma() {
  * any order).  A wrong stride byte offset gives a wrong result; a missing
  * wgmma wait, a missing fence.proxy.async and an mbarrier phase that cannot
  * complete stop the run with the reason. */
-static __half ha[64 * 64], hb[256 * 64];
+static unsigned short ha[64 * 64], hb[256 * 64];
 static float hc[64 * 256];
 
-template <int N, int SWIZZLE> static int wgmma_errors(unsigned sbo, int omit) {
-  for (int i = 0; i < 64 * 64; i++) ha[i] = __float2half((float)((i * 7 + 3) % 17 - 8) / 8.0f);
-  for (int i = 0; i < N * 64; i++) hb[i] = __float2half((float)((i * 5 + 1) % 13 - 6) / 4.0f);
+/* float16 or bfloat16 bits of an exact small value, and back */
+static unsigned short bits16(float f, bool bf16) { return bf16 ? __float2bfloat16(f).bits : __float2half(f).bits; }
+static float value16(unsigned short h, bool bf16) {
+  return bf16 ? __bfloat162float(__nv_bfloat16{h}) : __half2float(__half{h});
+}
+
+template <int N, int SWIZZLE, bool BF16 = false> static int wgmma_errors(unsigned sbo, int omit) {
+  for (int i = 0; i < 64 * 64; i++) ha[i] = bits16((float)((i * 7 + 3) % 17 - 8) / 8.0f, BF16);
+  for (int i = 0; i < N * 64; i++) hb[i] = bits16((float)((i * 5 + 1) % 13 - 6) / 4.0f, BF16);
   for (int i = 0; i < 64 * N; i++) hc[i] = NAN;
   tuned_host::launch("tuned_test_wgmma", dim3{1, 1, 1}, dim3{128, 1, 1},
-                     [&] { tuned_test_wgmma<N, SWIZZLE>(ha, hb, hc, sbo, omit); });
+                     [&] { tuned_test_wgmma<N, SWIZZLE, BF16>(ha, hb, hc, sbo, omit); });
   int wrong = 0;
   for (int i = 0; i < 64; i++)
     for (int j = 0; j < N; j++) {
       float s = 0;
-      for (int k = 0; k < 64; k++) s += __half2float(ha[i * 64 + k]) * __half2float(hb[j * 64 + k]);
+      for (int k = 0; k < 64; k++) s += value16(ha[i * 64 + k], BF16) * value16(hb[j * 64 + k], BF16);
+      wrong += !(hc[i * N + j] == s);
+    }
+  return wrong;
+}
+
+/* TMA: A is 100 x 80 and B^T 200 x 80 (row-major, float16), the boxes at
+ * k0 = 32 hang 16 columns over K, A's at m0 = 64 28 rows over M (zeros). */
+static __half ta[100 * 80], tb[200 * 80];
+
+template <int N> static int wgmma_tma_errors(int m0, int n0, int omit) {
+  for (int i = 0; i < 100 * 80; i++) ta[i] = __float2half((float)((i * 7 + 3) % 17 - 8) / 8.0f);
+  for (int i = 0; i < 200 * 80; i++) tb[i] = __float2half((float)((i * 5 + 1) % 13 - 6) / 4.0f);
+  for (int i = 0; i < 64 * N; i++) hc[i] = NAN;
+  tuned_tensor_map ma, mb;
+  tuned_host::tensor_map_2d(&ma, ta, 2, 80, 100, 160, 64, 64, 128);
+  tuned_host::tensor_map_2d(&mb, tb, 2, 80, 200, 160, 64, N, 128);
+  const int k0 = 32;
+  tuned_host::launch("tuned_test_wgmma_tma", dim3{1, 1, 1}, dim3{128, 1, 1},
+                     [&] { tuned_test_wgmma_tma<N>(ma, mb, hc, k0, m0, n0, omit); });
+  int wrong = 0;
+  for (int i = 0; i < 64; i++)
+    for (int j = 0; j < N; j++) {
+      float s = 0;
+      for (int k = k0; k < 80 && m0 + i < 100 && n0 + j < 200; k++)
+        s += __half2float(ta[(m0 + i) * 80 + k]) * __half2float(tb[(n0 + j) * 80 + k]);
       wrong += !(hc[i * N + j] == s);
     }
   return wrong;
@@ -142,9 +173,10 @@ static void mbar_kernel(unsigned count) {
 
 static int check_hopper() {
   int bad = 0;
-  int e[4] = {wgmma_errors<64, TUNED_SWIZZLE_NONE>(1024, 0), wgmma_errors<128, TUNED_SWIZZLE_NONE>(1024, 0),
-              wgmma_errors<64, TUNED_SWIZZLE_128B>(1024, 0), wgmma_errors<128, TUNED_SWIZZLE_128B>(1024, 0)};
-  for (int i = 0; i < 4; i++)
+  int e[5] = {wgmma_errors<64, TUNED_SWIZZLE_NONE>(1024, 0), wgmma_errors<128, TUNED_SWIZZLE_NONE>(1024, 0),
+              wgmma_errors<64, TUNED_SWIZZLE_128B>(1024, 0), wgmma_errors<128, TUNED_SWIZZLE_128B>(1024, 0),
+              wgmma_errors<128, TUNED_SWIZZLE_128B, true>(1024, 0)};
+  for (int i = 0; i < 5; i++)
     if (e[i] && !bad++) fprintf(stderr, "test_cuda_host: wgmma case %d: %d elements wrong\n", i, e[i]);
   int w0 = wgmma_errors<64, TUNED_SWIZZLE_NONE>(512, 0), w1 = wgmma_errors<128, TUNED_SWIZZLE_128B>(512, 0);
   if ((w0 < 64 * 32 || w1 < 64 * 64) && !bad++) /* rows 8-15 on may all be wrong */
@@ -153,12 +185,19 @@ static int check_hopper() {
                      "a wgmma accumulator is read or written before the wgmma.wait_group that completes it");
   bad += !stops_with([] { wgmma_errors<64, TUNED_SWIZZLE_128B>(1024, 2); },
                      "reads shared memory written by ordinary stores with no fence.proxy.async since");
+  int t[3] = {wgmma_tma_errors<64>(0, 8, 0), wgmma_tma_errors<128>(64, 72, 0), wgmma_tma_errors<64>(64, 160, 0)};
+  for (int i = 0; i < 3; i++)
+    if (t[i] && !bad++) fprintf(stderr, "test_cuda_host: wgmma after TMA case %d: %d elements wrong\n", i, t[i]);
+  bad += !stops_with([] { wgmma_tma_errors<64>(0, 0, 4); },
+                     "reads shared memory that a TMA copy in flight writes (wait for its mbarrier phase first)");
   mb_false = mb_seen = 0;
   tuned_host::launch("mbar_test", dim3{1, 1, 1}, dim3{64, 1, 1}, [] { mbar_kernel(64); });
   if (mb_false == 0 && !bad++) fprintf(stderr, "test_cuda_host: try_wait never returned false\n");
   bad += !stops_with([] { tuned_host::launch("mbar_test", dim3{1, 1, 1}, dim3{64, 1, 1}, [] { mbar_kernel(65); }); },
                      "deadlock: threads wait for an mbarrier phase that cannot complete");
-  if (!bad) printf("test_cuda_host: wgmma m64n64k16/m64n128k16 (no swizzle, 128B swizzle) and mbarrier phases agree\n");
+  if (!bad)
+    printf("test_cuda_host: wgmma m64n64k16/m64n128k16 (f16 and bf16; no swizzle, 128B swizzle, TMA) and mbarrier "
+           "phases agree\n");
   return bad != 0;
 }
 
