@@ -24,7 +24,7 @@ static const char common_text[] =
     "#define TUNED_SWIZZLE_64B 2\n"
     "#define TUNED_SWIZZLE_32B 3\n"
     "#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n"
-    "#error \"tuned's Hopper primitives (wgmma, mbarrier transaction counts, fence.proxy.async) need "
+    "#error \"tuned's Hopper primitives (wgmma, mbarrier transaction counts, TMA, fence.proxy.async) need "
     "--gpu-architecture=sm_90a\"\n"
     "#endif\n"
     "/* A warpgroup's m64nN f32 accumulator: thread t of warp w holds rows 16 w + t / 4 (and + 8), columns\n"

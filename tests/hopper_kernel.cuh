@@ -4,16 +4,38 @@
  * computes C[64, N] = A[64, 64] B[64, N] (float16 or bfloat16) with four wgmma m64nNk16 steps, A
  * (row-major) and B (given as B^T, N x 64) staged K-major in shared memory as
  * 8 x 8 core matrices (no swizzle: the K neighbours 128 bytes apart, the next
- * 8 rows 1024) or in 128-byte rows swizzled in 1024-byte atoms.  The stride
- * byte offset is a parameter (1024 is right) and `omit` leaves out the wgmma
- * wait (1) or the fence.proxy.async after the stores (2), so
- * that the tests can show the harness catching either. */
+ * 8 rows 1024) or in rows of 128, 64 or 32 bytes swizzled in atoms of 8 rows.
+ * The stride byte offset is a parameter (0: the right one) and `omit` leaves
+ * out the wgmma wait (1), the fence.proxy.async after the stores (2) or the
+ * wgmma.fence after zeroing the accumulator (8), so that the tests can show
+ * the harness catching each. */
 
-/* Byte offset of element (r, k) of a K-major tile of 64 halves per row. */
-template <int SWIZZLE> __device__ __forceinline__ int tuned_test_offset(int r, int k) {
+/* The width in bytes of a swizzled row (the swizzle's span). */
+template <int SWIZZLE> __device__ __forceinline__ int tuned_test_width() {
+  return SWIZZLE == TUNED_SWIZZLE_128B ? 128 : SWIZZLE == TUNED_SWIZZLE_64B ? 64 : 32;
+}
+
+/* Byte offset of element (r, k) of a K-major tile of `rows` x 64 halves: core
+ * matrices, or rows as wide as the swizzle, the next 8 rows 8 widths on and
+ * the next width of K (64- and 32-byte swizzles) past all the rows. */
+template <int SWIZZLE> __device__ __forceinline__ int tuned_test_offset(int r, int k, int rows) {
   if (SWIZZLE == TUNED_SWIZZLE_NONE) return (r / 8) * 1024 + (k / 8) * 128 + (r % 8) * 16 + (k % 8) * 2;
-  int o = (r / 8) * 1024 + (r % 8) * 128 + k * 2;
-  return o ^ ((o >> 7) & 7) << 4;
+  const int w = tuned_test_width<SWIZZLE>(), per = w / 2;
+  int o = (k / per) * rows * w + (r / 8) * 8 * w + (r % 8) * w + (k % per) * 2;
+  return o ^ ((o >> 7) & (w / 16 - 1)) << 4;
+}
+
+/* Where the 16-wide K slice k of such a tile starts (the wgmma descriptor's
+ * start address; the hardware swizzles by address bits, as the stores did). */
+template <int SWIZZLE> __device__ __forceinline__ int tuned_test_slice(int k, int rows) {
+  if (SWIZZLE == TUNED_SWIZZLE_NONE) return 256 * k;
+  const int w = tuned_test_width<SWIZZLE>(), per = w / 2;
+  return (16 * k / per) * rows * w + (16 * k % per) * 2;
+}
+
+/* The stride byte offset: 8 rows on (1024 for core matrices and 128B rows). */
+template <int SWIZZLE> __device__ __forceinline__ unsigned tuned_test_sbo() {
+  return SWIZZLE == TUNED_SWIZZLE_NONE ? 1024 : 8 * tuned_test_width<SWIZZLE>();
 }
 
 /* At file scope, shared by the instances: the harness finds __shared__ data
@@ -37,19 +59,20 @@ __global__ void __launch_bounds__(128) tuned_test_wgmma(const unsigned short *__
   int t = threadIdx.x;
   if (t == 0) tuned_mbar_init(&bar, 128);
   __syncthreads();
-  for (int i = t; i < 64 * 64; i += 128) sa[tuned_test_offset<SWIZZLE>(i / 64, i % 64) / 2] = A[i];
-  for (int i = t; i < N * 64; i += 128) sb[tuned_test_offset<SWIZZLE>(i / 64, i % 64) / 2] = B[i];
+  for (int i = t; i < 64 * 64; i += 128) sa[tuned_test_offset<SWIZZLE>(i / 64, i % 64, 64) / 2] = A[i];
+  for (int i = t; i < N * 64; i += 128) sb[tuned_test_offset<SWIZZLE>(i / 64, i % 64, N) / 2] = B[i];
   if (!(omit & 2)) tuned_fence_proxy_async(); /* these ordinary stores are read by the tensor cores (the async proxy) */
   tuned_mbar_arrive(&bar);
   while (!tuned_mbar_try_wait(&bar, 0)) {
   }
   tuned_wgmma_acc<N> acc;
   for (int i = 0; i < N / 2; i++) acc[i] = 0.0f;
-  tuned_wgmma_fence();
-  const int step = SWIZZLE == TUNED_SWIZZLE_NONE ? 256 : 32; /* bytes from one 16-wide K slice to the next */
+  if (!(omit & 8)) tuned_wgmma_fence();
+  if (!sbo) sbo = tuned_test_sbo<SWIZZLE>();
   for (int k = 0; k < 4; k++)
-    tuned_test_mma<N, BF16>(acc, tuned_wgmma_desc((const char *)sa + k * step, 128, sbo, SWIZZLE),
-                            tuned_wgmma_desc((const char *)sb + k * step, 128, sbo, SWIZZLE), k > 0);
+    tuned_test_mma<N, BF16>(acc, tuned_wgmma_desc((const char *)sa + tuned_test_slice<SWIZZLE>(k, 64), 128, sbo, SWIZZLE),
+                            tuned_wgmma_desc((const char *)sb + tuned_test_slice<SWIZZLE>(k, N), 128, sbo, SWIZZLE),
+                            k > 0);
   tuned_wgmma_commit();
   if (!(omit & 1)) tuned_wgmma_wait<0>();
   int w = t / 32, l = t % 32;

@@ -2216,7 +2216,7 @@ static char *hopper_source(void) {
   ck_assert_int_eq(cg_hopper_helpers(&b, ns, (int)TN_ARRAY_LEN(ns), &err), 0);
   tn_buf_put(&b, kernel);
   for (int n = 64; n <= 256; n *= 2)
-    for (int swz = 0; swz < 2; swz++)
+    for (int swz = 0; swz < 4; swz++)
       tn_buf_printf(&b, "template __global__ void tuned_test_wgmma<%d, %d, %s>(const unsigned short *, const unsigned "
                     "short *, float *, unsigned, int);\n", n, swz, n == 128 && swz ? "true" : "false");
   tn_buf_put(&b, "template __global__ void tuned_test_wgmma_tma<128>(const __grid_constant__ tuned_tensor_map, "

@@ -173,17 +173,20 @@ static void mbar_kernel(unsigned count) {
 
 static int check_hopper() {
   int bad = 0;
-  int e[5] = {wgmma_errors<64, TUNED_SWIZZLE_NONE>(1024, 0), wgmma_errors<128, TUNED_SWIZZLE_NONE>(1024, 0),
-              wgmma_errors<64, TUNED_SWIZZLE_128B>(1024, 0), wgmma_errors<128, TUNED_SWIZZLE_128B>(1024, 0),
-              wgmma_errors<128, TUNED_SWIZZLE_128B, true>(1024, 0)};
-  for (int i = 0; i < 5; i++)
+  int e[7] = {wgmma_errors<64, TUNED_SWIZZLE_NONE>(0, 0),       wgmma_errors<128, TUNED_SWIZZLE_NONE>(0, 0),
+              wgmma_errors<64, TUNED_SWIZZLE_128B>(0, 0),       wgmma_errors<128, TUNED_SWIZZLE_128B>(0, 0),
+              wgmma_errors<128, TUNED_SWIZZLE_128B, true>(0, 0), wgmma_errors<64, TUNED_SWIZZLE_64B>(0, 0),
+              wgmma_errors<128, TUNED_SWIZZLE_32B>(0, 0)};
+  for (int i = 0; i < 7; i++)
     if (e[i] && !bad++) fprintf(stderr, "test_cuda_host: wgmma case %d: %d elements wrong\n", i, e[i]);
   int w0 = wgmma_errors<64, TUNED_SWIZZLE_NONE>(512, 0), w1 = wgmma_errors<128, TUNED_SWIZZLE_128B>(512, 0);
   if ((w0 < 64 * 32 || w1 < 64 * 64) && !bad++) /* rows 8-15 on may all be wrong */
     fprintf(stderr, "test_cuda_host: wgmma with a wrong stride byte offset: only %d and %d elements wrong\n", w0, w1);
-  bad += !stops_with([] { wgmma_errors<64, TUNED_SWIZZLE_NONE>(1024, 1); },
+  bad += !stops_with([] { wgmma_errors<64, TUNED_SWIZZLE_NONE>(0, 8); },
+                     "on accumulator registers touched since the last wgmma.fence");
+  bad += !stops_with([] { wgmma_errors<64, TUNED_SWIZZLE_NONE>(0, 1); },
                      "a wgmma accumulator is read or written before the wgmma.wait_group that completes it");
-  bad += !stops_with([] { wgmma_errors<64, TUNED_SWIZZLE_128B>(1024, 2); },
+  bad += !stops_with([] { wgmma_errors<64, TUNED_SWIZZLE_128B>(0, 2); },
                      "reads shared memory written by ordinary stores with no fence.proxy.async since");
   int t[3] = {wgmma_tma_errors<64>(0, 8, 0), wgmma_tma_errors<128>(64, 72, 0), wgmma_tma_errors<64>(64, 160, 0)};
   for (int i = 0; i < 3; i++)
@@ -196,7 +199,7 @@ static int check_hopper() {
   bad += !stops_with([] { tuned_host::launch("mbar_test", dim3{1, 1, 1}, dim3{64, 1, 1}, [] { mbar_kernel(65); }); },
                      "deadlock: threads wait for an mbarrier phase that cannot complete");
   if (!bad)
-    printf("test_cuda_host: wgmma m64n64k16/m64n128k16 (f16 and bf16; no swizzle, 128B swizzle, TMA) and mbarrier "
+    printf("test_cuda_host: wgmma m64n64k16/m64n128k16 (f16 and bf16; no swizzle, 128/64/32B swizzle, TMA) and mbarrier "
            "phases agree\n");
   return bad != 0;
 }
