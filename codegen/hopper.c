@@ -8,7 +8,8 @@
  *
  * wgmma needs one function per N (its accumulator is N / 2 registers per
  * thread, each an asm operand), so the text is printed for the Ns asked for:
- * an overload of tuned_wgmma_f16 / tuned_wgmma_bf16 per tuned_wgmma_acc<N>. */
+ * an overload of tuned_wgmma_f16 / tuned_wgmma_bf16 per tuned_wgmma_acc<N>,
+ * and one more per N taking A from registers (unsigned[4]) instead. */
 #include "codegen/codegen.h"
 
 #include <stdbool.h>
@@ -95,19 +96,26 @@ static const char common_text[] =
     "}\n";
 
 /* One wgmma overload: D (+)= A B for a 64 x N x 16 tile, f32 accumulate,
- * no transposes (A and B K-major), scale_d 0 ignoring D's old value. */
-static void print_wgmma(tn_buf_t *o, int n, const char *ty) {
-  int regs = n / 2;
+ * no transposes (A and B K-major), scale_d 0 ignoring D's old value; A
+ * through a descriptor, or (regs_a) from each thread's 4 registers of
+ * packed halves in the ISA's A fragment layout. */
+static void print_wgmma(tn_buf_t *o, int n, const char *ty, bool regs_a) {
+  int regs = n / 2, b = regs + (regs_a ? 4 : 1);
   tn_buf_printf(o,
-                "__device__ __forceinline__ void tuned_wgmma_%s(tuned_wgmma_acc<%d> &d, unsigned long long a, "
-                "unsigned long long b, int scale_d) {\n"
+                "__device__ __forceinline__ void tuned_wgmma_%s(tuned_wgmma_acc<%d> &d, %s, unsigned long long b, "
+                "int scale_d) {\n"
                 "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n"
                 "               \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {",
-                ty, n, regs + 2, n, ty, ty);
+                ty, n, regs_a ? "const unsigned (&a)[4]" : "unsigned long long a", b + 1, n, ty, ty);
   for (int i = 0; i < regs; i++) tn_buf_printf(o, "%s%%%d", i ? ", " : "", i);
-  tn_buf_printf(o, "}, %%%d, %%%d, p, 1, 1, 0, 0;\\n}\\n\"\n               :", regs, regs + 1);
+  if (regs_a)
+    tn_buf_printf(o, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, 0;\\n}\\n\"\n               :", regs, regs + 1,
+                  regs + 2, regs + 3, b);
+  else
+    tn_buf_printf(o, "}, %%%d, %%%d, p, 1, 1, 0, 0;\\n}\\n\"\n               :", regs, b);
   for (int i = 0; i < regs; i++) tn_buf_printf(o, "%s \"+f\"(d.x[%d])", i ? "," : "", i);
-  tn_buf_put(o, "\n               : \"l\"(a), \"l\"(b), \"r\"(scale_d) : \"memory\");\n}\n");
+  tn_buf_printf(o, "\n               : %s, \"l\"(b), \"r\"(scale_d) : \"memory\");\n}\n",
+                regs_a ? "\"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3])" : "\"l\"(a)");
 }
 
 int cg_hopper_helpers(tn_buf_t *o, const int *ns, int nn, tn_err_t *err) {
@@ -119,8 +127,10 @@ int cg_hopper_helpers(tn_buf_t *o, const int *ns, int nn, tn_err_t *err) {
     bool seen = false;
     for (int j = 0; j < i; j++) seen |= ns[j] == ns[i];
     if (seen) continue;
-    print_wgmma(o, ns[i], "f16");
-    print_wgmma(o, ns[i], "bf16");
+    for (int r = 0; r < 2; r++) {
+      print_wgmma(o, ns[i], "f16", r);
+      print_wgmma(o, ns[i], "bf16", r);
+    }
   }
   tn_buf_put(o, "#endif\n");
   return TN_OK;

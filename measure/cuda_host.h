@@ -623,7 +623,8 @@ struct wg_args {
   uint64_t desc[2];
   int imm; /* scale-d, or wait_group's N */
   int n;
-  wg_acc *acc; /* the thread's own accumulator: not compared */
+  wg_acc *acc; /* the thread's own accumulator and A fragment: not compared */
+  const uint32_t *afrag;
 };
 
 inline size_t shared_size() { return (size_t)(__stop_tuned_shared - __start_tuned_shared); }
@@ -700,17 +701,33 @@ inline float wg_half(const unsigned char *p, bool bf16) {
   return bf16 ? __bfloat162float(__nv_bfloat16{h}) : __half2float(__half{h});
 }
 
+/* Thread tid's A register j (two halves, the lower column in the low
+ * bits): row and column of the first half, as the ISA's m64nNk16 A
+ * fragment figure lays them out. */
+inline int wg_arow(int tid, int j) { return 16 * (tid / 32) + tid % 32 / 4 + 8 * (j % 2); }
+inline int wg_acol(int tid, int j) { return 2 * (tid % 4) + 8 * (j / 2); }
+
 /* D (+)= A B, 64 x n x 16: D's old value from every thread's accumulator
- * (its value in flight when a wgmma before writes it). */
-inline void wgmma(wg_acc &d, uint64_t da, uint64_t db, int scale_d, bool bf16, int n, const char *op) {
+ * (its value in flight when a wgmma before writes it); A through its
+ * descriptor, or (afrag) from every thread's four registers. */
+inline void wgmma(wg_acc &d, uint64_t da, const uint32_t *afrag, uint64_t db, int scale_d, bool bf16, int n,
+                  const char *op) {
   if (d.touch > cur->wg_fences) fail("%s on accumulator registers touched since the last wgmma.fence", op);
-  wg_args g = {op, {da, db}, scale_d != 0, n, &d};
+  wg_args g = {op, {da, db}, scale_d != 0, n, &d, afrag};
   int base = cur->lin / 128 * 128;
   warpgroup_state &w = warpgroups[(size_t)(base / 128)];
   if (wg_meet(g)) {
     wg_op rec = {w.commits, {}};
     std::vector<float> a(64 * 16), b((size_t)n * 16);
-    for (int r = 0; r < 64 + n; r++)
+    for (int t = 0; afrag && t < 128; t++) /* A from registers */
+      for (int j = 0; j < 4; j++) {
+        uint32_t v = ((const wg_args *)(uintptr_t)threads[(size_t)(base + t)].slot)->afrag[j];
+        unsigned char h[4];
+        memcpy(h, &v, 4);
+        a[(size_t)wg_arow(t, j) * 16 + (size_t)wg_acol(t, j)] = wg_half(h, bf16);
+        a[(size_t)wg_arow(t, j) * 16 + (size_t)wg_acol(t, j) + 1] = wg_half(h + 2, bf16);
+      }
+    for (int r = afrag ? 64 : 0; r < 64 + n; r++)
       for (int kc = 0; kc < 2; kc++) {
         const unsigned char *p = wg_chunk_at(r < 64 ? da : db, r < 64 ? r : r - 64, kc, op);
         wg_chunk c;
@@ -741,14 +758,14 @@ inline void wgmma(wg_acc &d, uint64_t da, uint64_t db, int scale_d, bool bf16, i
 }
 
 inline void wg_commit() {
-  wg_args g = {"wgmma.commit_group", {0, 0}, 0, 0, NULL};
+  wg_args g = {"wgmma.commit_group", {0, 0}, 0, 0, NULL, NULL};
   if (wg_meet(g)) warpgroups[(size_t)(cur->lin / 128)].commits++;
 }
 
 /* wgmma.wait_group n: every commit group but the n newest completes; the
  * shared memory its operations read must not have changed meanwhile. */
 inline void wg_wait(int n) {
-  wg_args g = {"wgmma.wait_group", {0, 0}, n, 0, NULL};
+  wg_args g = {"wgmma.wait_group", {0, 0}, n, 0, NULL, NULL};
   warpgroup_state &w = warpgroups[(size_t)(cur->lin / 128)];
   if (wg_meet(g)) {
     size_t kept = 0;
@@ -965,10 +982,16 @@ inline void tuned_wgmma_fence() { tuned_host::cur->wg_fences++; }
 inline void tuned_wgmma_commit() { tuned_host::wg_commit(); }
 template <int N> inline void tuned_wgmma_wait() { tuned_host::wg_wait(N); }
 template <int N> inline void tuned_wgmma_f16(tuned_wgmma_acc<N> &d, uint64_t a, uint64_t b, int scale_d) {
-  tuned_host::wgmma(d, a, b, scale_d, false, N, "wgmma.mma_async (f16)");
+  tuned_host::wgmma(d, a, NULL, b, scale_d, false, N, "wgmma.mma_async (f16)");
 }
 template <int N> inline void tuned_wgmma_bf16(tuned_wgmma_acc<N> &d, uint64_t a, uint64_t b, int scale_d) {
-  tuned_host::wgmma(d, a, b, scale_d, true, N, "wgmma.mma_async (bf16)");
+  tuned_host::wgmma(d, a, NULL, b, scale_d, true, N, "wgmma.mma_async (bf16)");
+}
+template <int N> inline void tuned_wgmma_f16(tuned_wgmma_acc<N> &d, const uint32_t (&a)[4], uint64_t b, int scale_d) {
+  tuned_host::wgmma(d, 0, a, b, scale_d, false, N, "wgmma.mma_async (f16, A in registers)");
+}
+template <int N> inline void tuned_wgmma_bf16(tuned_wgmma_acc<N> &d, const uint32_t (&a)[4], uint64_t b, int scale_d) {
+  tuned_host::wgmma(d, 0, a, b, scale_d, true, N, "wgmma.mma_async (bf16, A in registers)");
 }
 
 /* fence.proxy.async: what ordinary code stored so far is what the async proxy sees. */

@@ -44,9 +44,10 @@ __shared__ __align__(1024) unsigned short sa[64 * 64];
 __shared__ __align__(1024) unsigned short sb[256 * 64];
 __shared__ __align__(8) unsigned long long bar;
 
-/* One K slice of either type: A and B are the 16-bit patterns of float16 or bfloat16. */
-template <int N, bool BF16>
-__device__ __forceinline__ void tuned_test_mma(tuned_wgmma_acc<N> &acc, unsigned long long da, unsigned long long db,
+/* One K slice of either type: A and B are the 16-bit patterns of float16 or
+ * bfloat16; A is a descriptor or 4 registers. */
+template <int N, bool BF16, typename TA>
+__device__ __forceinline__ void tuned_test_mma(tuned_wgmma_acc<N> &acc, const TA &da, unsigned long long db,
                                                int scale_d) {
   if (BF16) tuned_wgmma_bf16(acc, da, db, scale_d);
   else tuned_wgmma_f16(acc, da, db, scale_d);
@@ -107,5 +108,31 @@ __global__ void __launch_bounds__(128) tuned_test_wgmma_tma(const __grid_constan
   tuned_wgmma_commit();
   tuned_wgmma_wait<0>();
   int w = t / 32, l = t % 32;
+  for (int i = 0; i < N / 2; i++) C[(16 * w + l / 4 + 8 * (i / 2 % 2)) * N + 8 * (i / 4) + 2 * (l % 4) + i % 2] = acc[i];
+}
+
+/* The same product with A from registers: each thread packs its fragment
+ * of the 64 x 16 slice (rows 16 w + t / 4 and + 8, columns 2 (t % 4) and
+ * + 8, two halves a register) straight from global memory; B as in the
+ * first kernel, unswizzled.  A wgmma.fence follows the fragment's writes. */
+template <int N, bool BF16>
+__global__ void __launch_bounds__(128) tuned_test_wgmma_rs(const unsigned short *__restrict__ A,
+                                                          const unsigned short *__restrict__ B, float *__restrict__ C) {
+  int t = threadIdx.x, w = t / 32, l = t % 32;
+  for (int i = t; i < N * 64; i += 128) sb[tuned_test_offset<TUNED_SWIZZLE_NONE>(i / 64, i % 64, N) / 2] = B[i];
+  tuned_fence_proxy_async();
+  __syncthreads();
+  tuned_wgmma_acc<N> acc;
+  for (int k = 0; k < 4; k++) {
+    unsigned a[4];
+    for (int j = 0; j < 4; j++) {
+      int r = 16 * w + l / 4 + 8 * (j % 2), c = 16 * k + 2 * (l % 4) + 8 * (j / 2);
+      a[j] = A[r * 64 + c] | (unsigned)A[r * 64 + c + 1] << 16;
+    }
+    tuned_wgmma_fence();
+    tuned_test_mma<N, BF16>(acc, a, tuned_wgmma_desc((const char *)sb + 256 * k, 128, 1024, TUNED_SWIZZLE_NONE), k > 0);
+  }
+  tuned_wgmma_commit();
+  tuned_wgmma_wait<0>();
   for (int i = 0; i < N / 2; i++) C[(16 * w + l / 4 + 8 * (i / 2 % 2)) * N + 8 * (i / 4) + 2 * (l % 4) + i % 2] = acc[i];
 }

@@ -2219,6 +2219,9 @@ static char *hopper_source(void) {
     for (int swz = 0; swz < 4; swz++)
       tn_buf_printf(&b, "template __global__ void tuned_test_wgmma<%d, %d, %s>(const unsigned short *, const unsigned "
                     "short *, float *, unsigned, int);\n", n, swz, n == 128 && swz ? "true" : "false");
+  tn_buf_put(&b, "template __global__ void tuned_test_wgmma_rs<64, false>(const unsigned short *, const unsigned short "
+                 "*, float *);\ntemplate __global__ void tuned_test_wgmma_rs<128, true>(const unsigned short *, const "
+                 "unsigned short *, float *);\n");
   tn_buf_put(&b, "template __global__ void tuned_test_wgmma_tma<128>(const __grid_constant__ tuned_tensor_map, "
                  "const __grid_constant__ tuned_tensor_map, float *, int, int, int, int);\n");
   free(kernel);
@@ -2268,6 +2271,7 @@ START_TEST(test_hopper_primitives) {
         "mbarrier.arrive.shared", "mbarrier.try_wait.parity.shared", "fence.proxy.async.shared::cta",
         "mbarrier.arrive.expect_tx.shared", "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"};
     for (size_t i = 0; i < TN_ARRAY_LEN(want); i++) ck_assert_msg(strstr(o.ptx, want[i]), "PTX lacks %s", want[i]);
+    ck_assert_msg(strstr(o.ptx, "}, {%r"), "PTX lacks a wgmma with A in registers"); /* the d list, then a's */
     char *sass = cubin_sass(o.cubin, o.cubin_size);
     if (!sass) {
       printf("test_hopper_primitives: cuobjdump not installed (scripts/install-deps), SASS not checked\n");

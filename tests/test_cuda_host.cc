@@ -86,12 +86,17 @@ static float value16(unsigned short h, bool bf16) {
   return bf16 ? __bfloat162float(__nv_bfloat16{h}) : __half2float(__half{h});
 }
 
+/* SWIZZLE -1: A from registers (tuned_test_wgmma_rs). */
 template <int N, int SWIZZLE, bool BF16 = false> static int wgmma_errors(unsigned sbo, int omit) {
   for (int i = 0; i < 64 * 64; i++) ha[i] = bits16((float)((i * 7 + 3) % 17 - 8) / 8.0f, BF16);
   for (int i = 0; i < N * 64; i++) hb[i] = bits16((float)((i * 5 + 1) % 13 - 6) / 4.0f, BF16);
   for (int i = 0; i < 64 * N; i++) hc[i] = NAN;
-  tuned_host::launch("tuned_test_wgmma", dim3{1, 1, 1}, dim3{128, 1, 1},
-                     [&] { tuned_test_wgmma<N, SWIZZLE, BF16>(ha, hb, hc, sbo, omit); });
+  if (SWIZZLE < 0)
+    tuned_host::launch("tuned_test_wgmma_rs", dim3{1, 1, 1}, dim3{128, 1, 1},
+                       [&] { tuned_test_wgmma_rs<N, BF16>(ha, hb, hc); });
+  else
+    tuned_host::launch("tuned_test_wgmma", dim3{1, 1, 1}, dim3{128, 1, 1},
+                       [&] { tuned_test_wgmma<N, SWIZZLE < 0 ? 0 : SWIZZLE, BF16>(ha, hb, hc, sbo, omit); });
   int wrong = 0;
   for (int i = 0; i < 64; i++)
     for (int j = 0; j < N; j++) {
@@ -173,11 +178,12 @@ static void mbar_kernel(unsigned count) {
 
 static int check_hopper() {
   int bad = 0;
-  int e[7] = {wgmma_errors<64, TUNED_SWIZZLE_NONE>(0, 0),       wgmma_errors<128, TUNED_SWIZZLE_NONE>(0, 0),
+  int e[9] = {wgmma_errors<64, TUNED_SWIZZLE_NONE>(0, 0),       wgmma_errors<128, TUNED_SWIZZLE_NONE>(0, 0),
               wgmma_errors<64, TUNED_SWIZZLE_128B>(0, 0),       wgmma_errors<128, TUNED_SWIZZLE_128B>(0, 0),
               wgmma_errors<128, TUNED_SWIZZLE_128B, true>(0, 0), wgmma_errors<64, TUNED_SWIZZLE_64B>(0, 0),
-              wgmma_errors<128, TUNED_SWIZZLE_32B>(0, 0)};
-  for (int i = 0; i < 7; i++)
+              wgmma_errors<128, TUNED_SWIZZLE_32B>(0, 0),       wgmma_errors<64, -1>(0, 0),
+              wgmma_errors<128, -1, true>(0, 0)};
+  for (int i = 0; i < 9; i++)
     if (e[i] && !bad++) fprintf(stderr, "test_cuda_host: wgmma case %d: %d elements wrong\n", i, e[i]);
   int w0 = wgmma_errors<64, TUNED_SWIZZLE_NONE>(512, 0), w1 = wgmma_errors<128, TUNED_SWIZZLE_128B>(512, 0);
   if ((w0 < 64 * 32 || w1 < 64 * 64) && !bad++) /* rows 8-15 on may all be wrong */
@@ -199,7 +205,7 @@ static int check_hopper() {
   bad += !stops_with([] { tuned_host::launch("mbar_test", dim3{1, 1, 1}, dim3{64, 1, 1}, [] { mbar_kernel(65); }); },
                      "deadlock: threads wait for an mbarrier phase that cannot complete");
   if (!bad)
-    printf("test_cuda_host: wgmma m64n64k16/m64n128k16 (f16 and bf16; no swizzle, 128/64/32B swizzle, TMA) and mbarrier "
+    printf("test_cuda_host: wgmma m64n64k16/m64n128k16 (f16 and bf16; no swizzle, 128/64/32B swizzle, TMA, A in registers) and mbarrier "
            "phases agree\n");
   return bad != 0;
 }
