@@ -100,4 +100,12 @@ void cg_module_free(cg_module_t *m);
  * role is "input", "output" or "workspace".  NULL only when out of memory. */
 char *cg_module_launch_json(const cg_module_t *m);
 
+/* Prints the CUDA text of the Hopper primitives (codegen/hopper.c): wgmma
+ * m64nNk16 f16/bf16 -> f32 (one overload of tuned_wgmma_f16/_bf16 per N in
+ * ns, 8 to 256 in steps of 8), wgmma fence/commit/wait, mbarrier, the matrix
+ * descriptor and fence.proxy.async.  The text needs --gpu-architecture=sm_90a
+ * (an #error says so elsewhere) and is skipped under the cuda-host harness,
+ * which emulates the same functions.  TN_EINVAL for an N out of range. */
+int cg_hopper_helpers(tn_buf_t *o, const int *ns, int nn, tn_err_t *err);
+
 #endif

@@ -22,7 +22,11 @@
  * reach, a shuffle from a lane outside the mask or the block) print what and
  * where on stderr and abort: the worker reports them as a run error.
  * cp.async copies land when their thread waits for their group, not when
- * issued: a wait missing before the barrier leaves NaN bytes behind. */
+ * issued: a wait missing before the barrier leaves NaN bytes behind.
+ * Hopper's wgmma meets a warpgroup (128 threads) and reads A and B through
+ * their shared-memory descriptors; its results land at wgmma.wait_group,
+ * mbarriers count arrivals and transaction bytes by phase, and TMA tiles
+ * land when their phase completes (see "Hopper" below for what is checked). */
 #ifndef TUNED_CUDA_HOST_H
 #define TUNED_CUDA_HOST_H
 
@@ -130,7 +134,7 @@ static inline __nv_bfloat16 __float2bfloat16(float f) {
 
 namespace tuned_host {
 
-enum { RUN, AT_BARRIER, AT_WARP, DONE };
+enum { RUN, AT_BARRIER, AT_WARP, AT_WARPGROUP, AT_MBAR, DONE };
 
 /* A cp.async copy in flight: its source read when issued, its destination
  * written when the issuing thread waits for its group. */
@@ -150,6 +154,11 @@ struct thread {
   std::vector<pending_copy> copies;
   unsigned groups; /* cp.async groups committed */
   unsigned collectives; /* warp-wide tensor-core operations made */
+  unsigned wg_ops; /* warpgroup-wide operations (wgmma) made */
+  unsigned wg_fences; /* wgmma.fence executed */
+  std::vector<struct wg_acc *> wg_pending; /* accumulators that wgmma operations in flight write */
+  const void *mbar_spin; /* the mbarrier whose try_wait last returned false */
+  const void *mbar_wait; /* the mbarrier this thread sleeps on (AT_MBAR) */
 };
 
 /* A warp's tensor-core operation: the lane that gets there first (after
@@ -164,6 +173,11 @@ inline dim3 block_idx, block_dim, grid_dim;
 inline ucontext_t sched;
 inline std::vector<thread> threads;
 inline std::vector<warp_state> warps;
+struct warpgroup_state;
+inline std::vector<warpgroup_state> warpgroups;
+struct mbarrier;
+inline std::vector<mbarrier> mbars;
+inline std::vector<unsigned char> proxy_view; /* shared memory as the async proxy (wgmma, TMA) may see it */
 inline const std::function<void()> *body;
 inline char *stacks;
 inline size_t nstacks;
@@ -191,6 +205,8 @@ inline void wait(int state) {
 inline void trampoline() {
   (*body)();
   if (!cur->copies.empty()) fail("%s", "a thread exited with cp.async copies it never waited for");
+  if (!cur->wg_pending.empty()) fail("%s", "a thread exited with wgmma.mma_async results it never waited for "
+                                         "(wgmma.wait_group)");
   cur->state = DONE;
 }
 
@@ -228,25 +244,46 @@ inline bool release(int n) {
       moved = true;
     }
   }
+  for (int w = 0; w < n; w += 128) { /* warpgroups (wgmma) */
+    int live = 0, waiting = 0;
+    for (int i = w; i < n && i < w + 128; i++) {
+      live += threads[i].state != DONE;
+      waiting += threads[i].state == AT_WARPGROUP;
+    }
+    if (waiting && waiting == live) {
+      for (int i = w; i < n && i < w + 128; i++)
+        if (threads[i].state == AT_WARPGROUP) threads[i].state = RUN;
+      moved = true;
+    }
+  }
   if (moved) return true;
-  int live = 0, waiting = 0;
+  int live = 0, waiting = 0, sleeping = 0;
   for (int i = 0; i < n; i++) {
     live += threads[i].state != DONE;
     waiting += threads[i].state == AT_BARRIER;
+    sleeping += threads[i].state == AT_MBAR;
   }
   if (live == 0) return false;
+  if (sleeping)
+    fail("%s", "deadlock: threads wait for an mbarrier phase that cannot complete (too few arrivals or "
+               "transaction bytes), while the others wait at barriers or have exited");
   if (waiting != live)
-    fail("%s", "deadlock: some threads wait at __syncthreads while others wait at a warp shuffle");
+    fail("%s", "deadlock: some threads wait at __syncthreads while others wait at a warp shuffle or warpgroup "
+               "operation");
   if (live != n) fail("%s", "__syncthreads reached by some threads of the block after others exited");
   for (int i = 0; i < n; i++) threads[i].state = RUN;
   return true;
 }
+
+inline void hopper_block_start(int n);
+inline void hopper_block_end();
 
 inline void run_block(int n) {
   uintptr_t lo = (uintptr_t)__start_tuned_shared, hi = (uintptr_t)__stop_tuned_shared;
   if (lo && hi > lo) memset(__start_tuned_shared, 0xFF, hi - lo); /* NaN bytes, as cuda_prepare's poison */
   std::vector<int> order((size_t)n);
   warps.assign((size_t)(n + 31) / 32, warp_state{0, {0}});
+  hopper_block_start(n);
   for (int i = 0; i < n; i++) {
     thread &t = threads[(size_t)i];
     t.lin = i;
@@ -257,6 +294,9 @@ inline void run_block(int n) {
     t.copies.clear();
     t.groups = 0;
     t.collectives = 0;
+    t.wg_ops = t.wg_fences = 0;
+    t.wg_pending.clear();
+    t.mbar_spin = t.mbar_wait = NULL;
     getcontext(&t.ctx);
     t.ctx.uc_stack.ss_sp = stacks + (size_t)i * STACK;
     t.ctx.uc_stack.ss_size = STACK;
@@ -268,7 +308,7 @@ inline void run_block(int n) {
     for (int i = 0; i < n; i++)
       if (threads[(size_t)i].state == RUN) order[(size_t)k++] = i;
     if (k == 0) {
-      if (!release(n)) return;
+      if (!release(n)) break;
       continue;
     }
     for (int i = k - 1; i > 0; i--) { /* a new order at every meeting point */
@@ -281,6 +321,7 @@ inline void run_block(int n) {
       swapcontext(&sched, &cur->ctx);
     }
   }
+  hopper_block_end();
 }
 
 /* Runs kernel `k` (a call of it with the launch's arguments) over the grid. */
@@ -498,6 +539,486 @@ void store_matrix_sync(float *p, const fragment<accumulator, M, N, K, float> &f,
 }
 } /* namespace wmma */
 } /* namespace nvcuda */
+
+/* ---- Hopper: warpgroup MMA, mbarriers, TMA, the async proxy ----------------------- */
+
+/* The functions of codegen/hopper.c, emulated.  wgmma.mma_async,
+ * commit_group and wait_group are warpgroup-wide (4 warps, 128 threads in
+ * a row): all meet and must bring the same descriptors and operands.  A and
+ * B are read from shared memory as the PTX ISA lays them out for the matrix
+ * descriptor (start address, leading and stride byte offsets, swizzle mode,
+ * the 8 x 16-byte core matrices; K-major, as the no-transpose forms read
+ * them), so a wrong descriptor gives a wrong result, as on the GPU.  The
+ * result is computed at issue into a side copy of each thread's
+ * accumulator (its fragment per the ISA's m64nNk16 D layout) and lands in
+ * the registers at the wait_group that completes its commit group: touching
+ * the accumulator in between is an error, and so is shared memory that the
+ * operation read changing before that wait, or read by it after ordinary
+ * stores with no fence.proxy.async since.  mbarriers keep their count,
+ * transaction bytes and phase beside the block; try_wait.parity returns
+ * false (after letting the other threads run) while the phase is not
+ * complete, and a second try sleeps until it is.  A TMA load reads its box
+ * at issue and lands when a thread looks at its mbarrier after the phase
+ * has all its arrivals and bytes: a wgmma that reads the stage before is an
+ * error. */
+namespace tuned_host {
+
+struct wg_acc {
+  bool pending; /* a wgmma in flight writes it: not to be touched */
+  unsigned group; /* the wgmma commit group that writes it */
+  unsigned touch; /* the thread's wgmma.fence count + 1 when last touched by ordinary code */
+  int n; /* registers per thread */
+  float *x, *pend; /* the registers, the result in flight */
+};
+
+/* The bytes of shared memory (16 at a time) an operation in flight read. */
+struct wg_chunk {
+  const unsigned char *p;
+  unsigned char b[16];
+};
+
+struct wg_op {
+  unsigned group;
+  std::vector<wg_chunk> chunks;
+};
+
+struct warpgroup_state {
+  unsigned seq; /* the operation whose result is in tile */
+  unsigned commits; /* commit groups closed */
+  std::vector<float> tile; /* 64 x N */
+  std::vector<wg_op> ops; /* in flight */
+};
+
+struct mbarrier {
+  const void *addr;
+  unsigned expected, pending, phase;
+  long long tx; /* transaction bytes expected and not yet complete */
+};
+
+/* A tensor map as the harness encodes it (tensor_map_2d): what
+ * cuTensorMapEncodeTiled is given, in the map's opaque bytes. */
+struct tma_map {
+  uint64_t magic;
+  const unsigned char *base;
+  uint64_t dims[2], stride; /* elements (inner first), bytes between rows */
+  unsigned box[2];
+  int elem, swizzle; /* bytes */
+};
+static const uint64_t TMA_MAGIC = 0x74756e65642d746dull;
+
+/* A TMA copy in flight: the box read at issue, landing in shared memory
+ * (and completing its bytes) when its mbarrier's phase completes. */
+struct tma_copy {
+  const void *bar;
+  size_t dst; /* shared offset */
+  int swizzle;
+  std::vector<unsigned char> data;
+};
+inline std::vector<tma_copy> tma_copies;
+inline std::vector<unsigned short> tma_flying; /* per 16 shared bytes: copies in flight that write them */
+
+/* What a thread brings to a warpgroup-wide operation. */
+struct wg_args {
+  const char *op;
+  uint64_t desc[2];
+  int imm; /* scale-d, or wait_group's N */
+  int n;
+  wg_acc *acc; /* the thread's own accumulator and A fragment: not compared */
+  const uint32_t *afrag;
+};
+
+inline size_t shared_size() { return (size_t)(__stop_tuned_shared - __start_tuned_shared); }
+
+inline void hopper_block_start(int n) {
+  warpgroups.assign((size_t)(n + 127) / 128, warpgroup_state{0, 0, {}, {}});
+  mbars.clear();
+  tma_copies.clear();
+  tma_flying.assign(shared_size() / 16 + 1, 0);
+  proxy_view.assign((const unsigned char *)__start_tuned_shared, (const unsigned char *)__stop_tuned_shared);
+}
+
+/* The offset of p in shared memory (the shared window's address). */
+inline size_t shared_offset(const void *p, const char *what) {
+  uintptr_t u = (uintptr_t)p, lo = (uintptr_t)__start_tuned_shared;
+  if (!lo || u < lo || u >= (uintptr_t)__stop_tuned_shared) fail("%s: the address is not in shared memory", what);
+  if (u - lo >= (1u << 18)) fail("%s: shared memory past 256 KiB", what);
+  return u - lo;
+}
+
+/* Meets the thread's warpgroup (as warp_meet its warp); true for the one
+ * thread that computes the result. */
+inline bool wg_meet(const wg_args &a) {
+  int tid = cur->lin % 128, base = cur->lin - tid, n = (int)(block_dim.x * block_dim.y * block_dim.z);
+  if (base + 128 > n) fail("%s in a warpgroup of fewer than 128 threads (the block's size is not a multiple of 128)", a.op);
+  cur->wg_ops++;
+  cur->slot = (uint64_t)(uintptr_t)&a;
+  wait(AT_WARPGROUP);
+  for (int i = base; i < base + 128; i++)
+    if (threads[(size_t)i].state == DONE) fail("%s reached by some threads of a warpgroup after others exited", a.op);
+  const wg_args &f = *(const wg_args *)(uintptr_t)threads[(size_t)base].slot;
+  if (threads[(size_t)base].wg_ops != cur->wg_ops || strcmp(f.op, a.op))
+    fail("threads of a warpgroup are at different warpgroup operations (%s)", a.op);
+  if (f.desc[0] != a.desc[0] || f.desc[1] != a.desc[1] || f.imm != a.imm || f.n != a.n)
+    fail("the 128 threads of a warpgroup bring different descriptors or operands to %s", a.op);
+  wait(AT_WARPGROUP); /* every thread checked before the result is computed from their accumulators */
+  warpgroup_state &w = warpgroups[(size_t)(base / 128)];
+  if (w.seq == cur->wg_ops) return false;
+  w.seq = cur->wg_ops;
+  return true;
+}
+
+/* The 16 bytes of row `row`, K chunk `kc` (8 halves) of a K-major operand
+ * its descriptor describes; within shared memory, and seen by the async
+ * proxy as ordinary code left it (fence.proxy.async). */
+inline const unsigned char *wg_chunk_at(uint64_t desc, int row, int kc, const char *what) {
+  size_t start = (size_t)(desc & 0x3fff) << 4, lbo = (size_t)(desc >> 16 & 0x3fff) << 4;
+  size_t sbo = (size_t)(desc >> 32 & 0x3fff) << 4, mode = (size_t)(desc >> 62);
+  if (desc >> 49 & 7) fail("%s: a matrix descriptor with a base offset (not emulated)", what);
+  size_t off;
+  if (mode == 0) { /* core matrices: 8 rows of 16 bytes, K neighbours lbo apart, the next 8 rows sbo */
+    off = start + (size_t)(row % 8) * 16 + (size_t)(row / 8) * sbo + (size_t)kc * lbo;
+  } else { /* rows of 128, 64 or 32 bytes, 16-byte chunks swizzled by address bits 7-9 */
+    size_t width = (size_t)256 >> mode;
+    off = start + (size_t)(row % 8) * width + (size_t)(row / 8) * sbo + (size_t)kc * 16;
+    off ^= (off >> 7 & (width / 16 - 1)) << 4;
+  }
+  if (off + 16 > shared_size()) fail("%s: a matrix descriptor addresses bytes past the end of shared memory", what);
+  const unsigned char *p = (const unsigned char *)__start_tuned_shared + off;
+  if (tma_flying[off / 16])
+    fail("%s reads shared memory that a TMA copy in flight writes (wait for its mbarrier phase first)", what);
+  if (memcmp(p, proxy_view.data() + off, 16))
+    fail("%s reads shared memory written by ordinary stores with no fence.proxy.async since", what);
+  return p;
+}
+
+/* Thread tid's register i of an m64nN accumulator: row and column. */
+inline int wg_row(int tid, int i) { return 16 * (tid / 32) + tid % 32 / 4 + 8 * (i / 2 % 2); }
+inline int wg_col(int tid, int i) { return 8 * (i / 4) + 2 * (tid % 4) + i % 2; }
+
+inline float wg_half(const unsigned char *p, bool bf16) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  return bf16 ? __bfloat162float(__nv_bfloat16{h}) : __half2float(__half{h});
+}
+
+/* Thread tid's A register j (two halves, the lower column in the low
+ * bits): row and column of the first half, as the ISA's m64nNk16 A
+ * fragment figure lays them out. */
+inline int wg_arow(int tid, int j) { return 16 * (tid / 32) + tid % 32 / 4 + 8 * (j % 2); }
+inline int wg_acol(int tid, int j) { return 2 * (tid % 4) + 8 * (j / 2); }
+
+/* D (+)= A B, 64 x n x 16: D's old value from every thread's accumulator
+ * (its value in flight when a wgmma before writes it); A through its
+ * descriptor, or (afrag) from every thread's four registers. */
+inline void wgmma(wg_acc &d, uint64_t da, const uint32_t *afrag, uint64_t db, int scale_d, bool bf16, int n,
+                  const char *op) {
+  if (d.touch > cur->wg_fences) fail("%s on accumulator registers touched since the last wgmma.fence", op);
+  wg_args g = {op, {da, db}, scale_d != 0, n, &d, afrag};
+  int base = cur->lin / 128 * 128;
+  warpgroup_state &w = warpgroups[(size_t)(base / 128)];
+  if (wg_meet(g)) {
+    wg_op rec = {w.commits, {}};
+    std::vector<float> a(64 * 16), b((size_t)n * 16);
+    for (int t = 0; afrag && t < 128; t++) /* A from registers */
+      for (int j = 0; j < 4; j++) {
+        uint32_t v = ((const wg_args *)(uintptr_t)threads[(size_t)(base + t)].slot)->afrag[j];
+        unsigned char h[4];
+        memcpy(h, &v, 4);
+        a[(size_t)wg_arow(t, j) * 16 + (size_t)wg_acol(t, j)] = wg_half(h, bf16);
+        a[(size_t)wg_arow(t, j) * 16 + (size_t)wg_acol(t, j) + 1] = wg_half(h + 2, bf16);
+      }
+    for (int r = afrag ? 64 : 0; r < 64 + n; r++)
+      for (int kc = 0; kc < 2; kc++) {
+        const unsigned char *p = wg_chunk_at(r < 64 ? da : db, r < 64 ? r : r - 64, kc, op);
+        wg_chunk c;
+        c.p = p;
+        memcpy(c.b, p, 16);
+        rec.chunks.push_back(c);
+        for (int e = 0; e < 8; e++) (r < 64 ? &a[(size_t)r * 16] : &b[(size_t)(r - 64) * 16])[kc * 8 + e] = wg_half(p + 2 * e, bf16);
+      }
+    w.tile.assign((size_t)64 * n, 0.0f);
+    if (scale_d)
+      for (int t = 0; t < 128; t++) {
+        const wg_acc &c = *((const wg_args *)(uintptr_t)threads[(size_t)(base + t)].slot)->acc;
+        for (int i = 0; i < n / 2; i++) w.tile[(size_t)wg_row(t, i) * n + wg_col(t, i)] = c.pending ? c.pend[i] : c.x[i];
+      }
+    for (int i = 0; i < 64; i++)
+      for (int j = 0; j < n; j++) {
+        float s = w.tile[(size_t)i * n + j];
+        for (int k = 0; k < 16; k++) s += a[(size_t)i * 16 + k] * b[(size_t)j * 16 + k];
+        w.tile[(size_t)i * n + j] = s;
+      }
+    w.ops.push_back(rec);
+  }
+  int tid = cur->lin - base;
+  for (int i = 0; i < n / 2; i++) d.pend[i] = w.tile[(size_t)wg_row(tid, i) * n + wg_col(tid, i)];
+  if (!d.pending) cur->wg_pending.push_back(&d);
+  d.pending = true;
+  d.group = w.commits;
+}
+
+inline void wg_commit() {
+  wg_args g = {"wgmma.commit_group", {0, 0}, 0, 0, NULL, NULL};
+  if (wg_meet(g)) warpgroups[(size_t)(cur->lin / 128)].commits++;
+}
+
+/* wgmma.wait_group n: every commit group but the n newest completes; the
+ * shared memory its operations read must not have changed meanwhile. */
+inline void wg_wait(int n) {
+  wg_args g = {"wgmma.wait_group", {0, 0}, n, 0, NULL, NULL};
+  warpgroup_state &w = warpgroups[(size_t)(cur->lin / 128)];
+  if (wg_meet(g)) {
+    size_t kept = 0;
+    for (size_t i = 0; i < w.ops.size(); i++) {
+      if (w.ops[i].group + (unsigned)n >= w.commits) {
+        w.ops[kept++] = w.ops[i];
+        continue;
+      }
+      for (const wg_chunk &c : w.ops[i].chunks)
+        if (memcmp(c.p, c.b, 16)) fail("%s", "shared memory that a wgmma.mma_async reads changed before its wgmma.wait_group");
+    }
+    w.ops.resize(kept);
+  }
+  std::vector<wg_acc *> &q = cur->wg_pending;
+  size_t kept = 0;
+  for (size_t i = 0; i < q.size(); i++) {
+    if (q[i]->group + (unsigned)n < w.commits) {
+      memcpy(q[i]->x, q[i]->pend, sizeof(float) * (size_t)q[i]->n);
+      q[i]->pending = false;
+    } else {
+      q[kept++] = q[i];
+    }
+  }
+  q.resize(kept);
+}
+
+inline void wg_touch(wg_acc &a, int i) {
+  if (i < 0 || i >= a.n) fail("%s", "a wgmma accumulator index out of range");
+  if (a.pending) fail("%s", "a wgmma accumulator is read or written before the wgmma.wait_group that completes it");
+  a.touch = cur->wg_fences + 1;
+}
+
+inline mbarrier &mbar(const void *bar, const char *op) {
+  if ((uintptr_t)bar % 8) fail("%s: the mbarrier is not 8-byte aligned", op);
+  shared_offset(bar, op);
+  for (mbarrier &m : mbars)
+    if (m.addr == bar) return m;
+  fail("%s on an mbarrier that mbarrier.init has not set up", op);
+}
+
+/* Shared offset `off` of a box written with `swizzle`-byte rows swizzled
+ * (by address bits 7-9, as wgmma reads them). */
+inline size_t swizzled(size_t off, int swizzle) {
+  return swizzle ? off ^ (off >> 7 & (size_t)(swizzle / 16 - 1)) << 4 : off;
+}
+
+inline void mbar_complete(mbarrier &m) {
+  m.tx = 0;
+  m.phase++;
+  m.pending = m.expected;
+  for (thread &t : threads)
+    if (t.state == AT_MBAR && t.mbar_wait == m.addr) t.state = RUN;
+}
+
+inline long long mbar_flying(const mbarrier &m) {
+  long long n = 0;
+  for (const tma_copy &c : tma_copies)
+    if (c.bar == m.addr) n += (long long)c.data.size();
+  return n;
+}
+
+/* After an arrival or a copy: the phase completes when every arrival came
+ * and no transaction bytes are expected; when TMA copies bring the bytes
+ * still expected, they land (and the phase completes) only when a thread
+ * next looks (try_wait): their data is not there before. */
+inline void mbar_progress(mbarrier &m) {
+  if (m.pending) return;
+  long long flying = mbar_flying(m);
+  if (m.tx < flying) fail("%s", "TMA copies bring more bytes to an mbarrier phase than its expect_tx counted");
+  if (m.tx != flying) return;
+  if (!flying) {
+    mbar_complete(m);
+    return;
+  }
+  for (thread &t : threads) /* the sleepers look */
+    if (t.state == AT_MBAR && t.mbar_wait == m.addr) t.state = RUN;
+}
+
+/* The copies of a phase that has all its arrivals and bytes on the way land. */
+inline void mbar_land(mbarrier &m) {
+  long long flying = mbar_flying(m);
+  if (m.pending || !flying || m.tx != flying) return;
+  size_t kept = 0;
+  for (size_t i = 0; i < tma_copies.size(); i++) {
+    tma_copy &c = tma_copies[i];
+    if (c.bar != m.addr) {
+      if (kept != i) tma_copies[kept] = std::move(c);
+      kept++;
+      continue;
+    }
+    for (size_t o = 0; o < c.data.size(); o += 16) {
+      size_t at = swizzled(c.dst + o, c.swizzle);
+      memcpy(__start_tuned_shared + at, &c.data[o], 16);
+      memcpy(proxy_view.data() + at, &c.data[o], 16); /* written by the async proxy */
+      tma_flying[at / 16]--;
+    }
+  }
+  tma_copies.resize(kept);
+  mbar_complete(m);
+}
+
+inline uint64_t mbar_arrive(const void *bar, long long tx, const char *op) {
+  mbarrier &m = mbar(bar, op);
+  m.tx += tx;
+  uint64_t token = m.phase;
+  m.pending--;
+  mbar_progress(m);
+  return token;
+}
+
+inline bool mbar_try_wait(const void *bar, unsigned parity) {
+  const char *op = "mbarrier.try_wait.parity";
+  mbar_land(mbar(bar, op));
+  if ((mbar(bar, op).phase & 1) == (parity & 1)) {
+    if (cur->mbar_spin != bar) { /* the first try: false, after the others had a turn */
+      cur->mbar_spin = bar;
+      wait(RUN);
+      return false;
+    }
+    cur->mbar_wait = bar; /* tried again: sleep until the phase completes */
+    for (;;) {
+      mbar_land(mbar(bar, op));
+      if ((mbar(bar, op).phase & 1) != (parity & 1)) break;
+      wait(AT_MBAR);
+    }
+    cur->mbar_wait = NULL;
+  }
+  cur->mbar_spin = NULL;
+  return true;
+}
+
+/* cuTensorMapEncodeTiled for the harness (2-D, tile mode, no interleave,
+ * zero fill): the map the cuda-host launcher passes where the CUDA worker
+ * passes the driver's.  Checks what the driver checks. */
+inline void tensor_map_2d(void *map, const void *base, int elem, uint64_t width, uint64_t height, uint64_t stride,
+                          unsigned box_w, unsigned box_h, int swizzle) {
+  if ((uintptr_t)base % 16 || stride % 16 || stride < width * (uint64_t)elem)
+    fail("%s", "cuTensorMapEncodeTiled: the address and the row stride must be multiples of 16 bytes, rows apart");
+  if (box_w < 1 || box_w > 256 || box_h < 1 || box_h > 256 || box_w * (unsigned)elem % 16)
+    fail("%s", "cuTensorMapEncodeTiled: box sides must be 1 to 256 elements, its rows multiples of 16 bytes");
+  if (swizzle && (swizzle != 32 && swizzle != 64 && swizzle != 128))
+    fail("%s", "cuTensorMapEncodeTiled: the swizzle is 0, 32, 64 or 128 bytes");
+  if (swizzle && box_w * (unsigned)elem != (unsigned)swizzle)
+    fail("%s", "tensor map: a swizzled box whose rows are not the swizzle's width (not emulated)");
+  tma_map m = {TMA_MAGIC, (const unsigned char *)base, {width, height}, stride, {box_w, box_h}, elem, swizzle};
+  static_assert(sizeof m <= 128, "a tensor map is 128 bytes");
+  memset(map, 0, 128);
+  memcpy(map, &m, sizeof m);
+}
+
+/* cp.async.bulk.tensor.2d: the box is read now (zeros outside the tensor)
+ * and lands when bar's phase completes. */
+inline void tma_load_2d(void *dst, const void *map, int x, int y, void *bar) {
+  const char *op = "cp.async.bulk.tensor.2d";
+  tma_map m;
+  memcpy(&m, map, sizeof m);
+  if (m.magic != TMA_MAGIC) fail("%s: the tensor map was not made by cuTensorMapEncodeTiled (tensor_map_2d)", op);
+  size_t off = shared_offset(dst, op), row = (size_t)m.box[0] * (size_t)m.elem;
+  if (off % 128) fail("%s: the shared-memory destination is not 128-byte aligned", op);
+  if (off + row * m.box[1] > shared_size()) fail("%s: the box does not fit in shared memory there", op);
+  mbar(bar, op);
+  tma_copy c = {bar, off, m.swizzle, std::vector<unsigned char>(row * m.box[1], 0)};
+  for (unsigned r = 0; r < m.box[1]; r++)
+    for (unsigned e = 0; e < m.box[0]; e++) {
+      int64_t gx = (int64_t)x + e, gy = (int64_t)y + r;
+      if (gx >= 0 && gy >= 0 && (uint64_t)gx < m.dims[0] && (uint64_t)gy < m.dims[1])
+        memcpy(&c.data[r * row + e * (size_t)m.elem], m.base + (uint64_t)gy * m.stride + (uint64_t)gx * (uint64_t)m.elem,
+               (size_t)m.elem);
+    }
+  for (size_t o = 0; o < c.data.size(); o += 16) tma_flying[swizzled(off + o, m.swizzle) / 16]++;
+  tma_copies.push_back(std::move(c));
+  mbar_progress(mbar(bar, op));
+}
+
+inline void hopper_block_end() {
+  if (!tma_copies.empty()) fail("%s", "the block ended with TMA copies in flight (their mbarrier phase never completed)");
+}
+
+} /* namespace tuned_host */
+
+#define __grid_constant__
+struct alignas(64) tuned_tensor_map {
+  unsigned long long opaque[16];
+};
+inline void tuned_tma_load_2d(void *dst, const tuned_tensor_map *map, int x, int y, unsigned long long *bar) {
+  tuned_host::tma_load_2d(dst, map, x, y, bar);
+}
+
+inline size_t __cvta_generic_to_shared(const void *p) { return tuned_host::shared_offset(p, "__cvta_generic_to_shared"); }
+inline unsigned tuned_smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+#define TUNED_SWIZZLE_NONE 0
+#define TUNED_SWIZZLE_128B 1
+#define TUNED_SWIZZLE_64B 2
+#define TUNED_SWIZZLE_32B 3
+/* The descriptor as codegen/hopper.c encodes it (the harness decodes it in wg_chunk_at). */
+inline uint64_t tuned_wgmma_desc(const void *smem, unsigned lbo, unsigned sbo, int swizzle) {
+  return (uint64_t)((tuned_smem_addr(smem) & 0x3FFFFu) >> 4) | (uint64_t)((lbo & 0x3FFFFu) >> 4) << 16 |
+         (uint64_t)((sbo & 0x3FFFFu) >> 4) << 32 | (uint64_t)(swizzle & 3) << 62;
+}
+
+template <int N> struct tuned_wgmma_acc : tuned_host::wg_acc {
+  static_assert(N >= 8 && N <= 256 && N % 8 == 0, "wgmma m64nNk16 needs N from 8 to 256 in steps of 8");
+  float x[N / 2], pend[N / 2];
+  tuned_wgmma_acc() : tuned_host::wg_acc{false, 0, 0, N / 2, x, pend} {}
+  tuned_wgmma_acc(const tuned_wgmma_acc &) = delete; /* the harness keeps its address */
+  float &operator[](int i) {
+    tuned_host::wg_touch(*this, i);
+    return x[i];
+  }
+};
+
+inline void tuned_wgmma_fence() { tuned_host::cur->wg_fences++; }
+inline void tuned_wgmma_commit() { tuned_host::wg_commit(); }
+template <int N> inline void tuned_wgmma_wait() { tuned_host::wg_wait(N); }
+template <int N> inline void tuned_wgmma_f16(tuned_wgmma_acc<N> &d, uint64_t a, uint64_t b, int scale_d) {
+  tuned_host::wgmma(d, a, NULL, b, scale_d, false, N, "wgmma.mma_async (f16)");
+}
+template <int N> inline void tuned_wgmma_bf16(tuned_wgmma_acc<N> &d, uint64_t a, uint64_t b, int scale_d) {
+  tuned_host::wgmma(d, a, NULL, b, scale_d, true, N, "wgmma.mma_async (bf16)");
+}
+template <int N> inline void tuned_wgmma_f16(tuned_wgmma_acc<N> &d, const uint32_t (&a)[4], uint64_t b, int scale_d) {
+  tuned_host::wgmma(d, 0, a, b, scale_d, false, N, "wgmma.mma_async (f16, A in registers)");
+}
+template <int N> inline void tuned_wgmma_bf16(tuned_wgmma_acc<N> &d, const uint32_t (&a)[4], uint64_t b, int scale_d) {
+  tuned_host::wgmma(d, 0, a, b, scale_d, true, N, "wgmma.mma_async (bf16, A in registers)");
+}
+
+/* fence.proxy.async: what ordinary code stored so far is what the async proxy sees. */
+inline void tuned_fence_proxy_async() {
+  memcpy(tuned_host::proxy_view.data(), __start_tuned_shared, tuned_host::proxy_view.size());
+}
+
+inline void tuned_mbar_init(unsigned long long *bar, unsigned count) {
+  if (count < 1 || count >= (1u << 20)) tuned_host::fail("%s", "mbarrier.init: the count must be 1 to 2^20 - 1");
+  tuned_host::shared_offset(bar, "mbarrier.init");
+  for (tuned_host::mbarrier &m : tuned_host::mbars)
+    if (m.addr == bar) {
+      m = tuned_host::mbarrier{bar, count, count, 0, 0};
+      return;
+    }
+  tuned_host::mbars.push_back(tuned_host::mbarrier{bar, count, count, 0, 0});
+}
+inline unsigned long long tuned_mbar_arrive(unsigned long long *bar) {
+  return tuned_host::mbar_arrive(bar, 0, "mbarrier.arrive");
+}
+inline unsigned long long tuned_mbar_arrive_expect_tx(unsigned long long *bar, unsigned bytes) {
+  return tuned_host::mbar_arrive(bar, bytes, "mbarrier.arrive.expect_tx");
+}
+inline void tuned_mbar_expect_tx(unsigned long long *bar, unsigned bytes) {
+  tuned_host::mbar(bar, "mbarrier.expect_tx").tx += bytes;
+}
+inline bool tuned_mbar_try_wait(unsigned long long *bar, unsigned parity) { return tuned_host::mbar_try_wait(bar, parity); }
 
 #define threadIdx (tuned_host::cur->idx)
 #define blockIdx (tuned_host::block_idx)

@@ -2204,6 +2204,108 @@ START_TEST(test_gpu_wmma_refused) {
 }
 END_TEST
 
+/* The Hopper primitives (codegen/hopper.c) around tests/hopper_kernel.cuh,
+ * compiled by the CUDA builder's NVRTC for sm_90a: PTX with wgmma.mma_async
+ * m64n64k16/m64n128k16/m64n256k16, its fence/commit/wait, the mbarrier, the
+ * TMA load and fence.proxy.async; where cuobjdump is installed (PATH or
+ * PyPI's nvidia-cuda-cuobjdump), HGMMA and UTMALDG in the SASS.  sm_80 and plain sm_90 are
+ * refused with the reason; an N out of range is refused. */
+static char *hopper_source(void) {
+  char *kernel = NULL;
+  size_t len = 0;
+  tn_err_t err = {0};
+  ck_assert_msg(tn_read_file(SRC("tests/hopper_kernel.cuh"), 1 << 20, &kernel, &len, &err) == 0, "%s", err.msg);
+  tn_buf_t b;
+  tn_buf_init(&b);
+  tn_buf_put(&b, "#include <cuda_fp16.h>\n");
+  static const int ns[] = {64, 128, 256, 64};
+  ck_assert_int_eq(cg_hopper_helpers(&b, ns, (int)TN_ARRAY_LEN(ns), &err), 0);
+  tn_buf_put(&b, kernel);
+  for (int n = 64; n <= 256; n *= 2)
+    for (int swz = 0; swz < 4; swz++)
+      tn_buf_printf(&b, "template __global__ void tuned_test_wgmma<%d, %d, %s>(const unsigned short *, const unsigned "
+                    "short *, float *, unsigned, int);\n", n, swz, n == 128 && swz ? "true" : "false");
+  tn_buf_put(&b, "template __global__ void tuned_test_wgmma_rs<64, false>(const unsigned short *, const unsigned short "
+                 "*, float *);\ntemplate __global__ void tuned_test_wgmma_rs<128, true>(const unsigned short *, const "
+                 "unsigned short *, float *);\n");
+  tn_buf_put(&b, "template __global__ void tuned_test_wgmma_tma<128>(const __grid_constant__ tuned_tensor_map, "
+                 "const __grid_constant__ tuned_tensor_map, float *, int, int, int, int);\n");
+  free(kernel);
+  return tn_buf_take(&b);
+}
+
+/* cuobjdump -sass of a CUBIN, with the PyPI tools' directory on PATH; NULL
+ * when cuobjdump is not installed. */
+static char *cubin_sass(const void *cubin, size_t n) {
+  char path[] = "/tmp/tuned-hopper-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, cubin, n), (ssize_t)n);
+  close(fd);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "PATH=\"$PATH:$(python3 -c 'import glob, nvidia; print(\":\".join(glob.glob(nvidia."
+           "__path__[0] + \"/cu*/bin\")))' 2>/dev/null)\"; command -v cuobjdump >/dev/null && cuobjdump -sass %s",
+           path);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  tn_buf_t b;
+  tn_buf_init(&b);
+  char line[512];
+  while (fgets(line, sizeof line, p)) tn_buf_put(&b, line);
+  int rc = pclose(p);
+  unlink(path);
+  if (rc != 0) {
+    tn_buf_free(&b);
+    return NULL;
+  }
+  return tn_buf_take(&b);
+}
+
+START_TEST(test_hopper_primitives) {
+  char *src = hopper_source();
+  ms_cuda_output_t o;
+  tn_err_t err = {0};
+  int rc = ms_cuda_compile(src, "sm_90a", &o, &err);
+  if (rc == TN_EUNSUPPORTED && strstr(err.msg, "no CUDA support")) {
+    printf("test_hopper_primitives: no NVRTC in this build, PTX not checked\n");
+  } else {
+    ck_assert_msg(rc == 0, "%s", err.msg);
+    static const char *const want[] = {
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16", "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", "wgmma.fence.sync.aligned",
+        "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned 0", "mbarrier.init.shared",
+        "mbarrier.arrive.shared", "mbarrier.try_wait.parity.shared", "fence.proxy.async.shared::cta",
+        "mbarrier.arrive.expect_tx.shared", "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"};
+    for (size_t i = 0; i < TN_ARRAY_LEN(want); i++) ck_assert_msg(strstr(o.ptx, want[i]), "PTX lacks %s", want[i]);
+    ck_assert_msg(strstr(o.ptx, "}, {%r"), "PTX lacks a wgmma with A in registers"); /* the d list, then a's */
+    char *sass = cubin_sass(o.cubin, o.cubin_size);
+    if (!sass) {
+      printf("test_hopper_primitives: cuobjdump not installed (scripts/install-deps), SASS not checked\n");
+    } else {
+      ck_assert_msg(strstr(sass, "HGMMA.64x64x16.F32") && strstr(sass, "HGMMA.64x128x16.F32") &&
+                    strstr(sass, "HGMMA.64x256x16.F32") && strstr(sass, "UTMALDG.2D"), "%s", sass);
+      free(sass);
+    }
+    ms_cuda_output_free(&o);
+    static const char *const old[] = {"sm_80", "sm_90"}; /* wgmma needs the arch-specific sm_90a */
+    for (int i = 0; i < 2; i++) {
+      err = (tn_err_t){0};
+      ck_assert_int_lt(ms_cuda_compile(src, old[i], &o, &err), 0);
+      ck_assert_msg(strstr(err.msg, "need --gpu-architecture=sm_90a") && !o.ptx, "%s: %s", old[i], err.msg);
+      ms_cuda_output_free(&o);
+    }
+  }
+  free(src);
+  tn_buf_t b;
+  tn_buf_init(&b);
+  static const int bad[] = {64, 12};
+  err = (tn_err_t){0};
+  ck_assert_int_eq(cg_hopper_helpers(&b, bad, 2, &err), TN_EINVAL);
+  ck_assert_str_eq(err.msg, "wgmma m64nNk16 needs N from 8 to 256 in steps of 8, not 12");
+  tn_buf_free(&b);
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("codegen");
   TCase *c = tcase_create("c");
@@ -2248,6 +2350,10 @@ static Suite *make_suite(void) {
   tcase_add_test(sc, test_c_promoted_across_reduction_loops);
   tcase_add_test(sc, test_c_temp_carried_by_reduction);
   suite_add_tcase(s, sc);
+  TCase *h = tcase_create("hopper");
+  tcase_set_timeout(h, 120);
+  tcase_add_test(h, test_hopper_primitives);
+  suite_add_tcase(s, h);
   TCase *e = tcase_create("errors");
   tcase_add_test(e, test_errors);
   suite_add_tcase(s, e);

@@ -1,9 +1,13 @@
 // test_cuda_host.cc — the cuda-host harness header's 16-bit float
 // conversions (what generated kernels call on the host) agree bit for bit
 // with the C library's (what the reference evaluator and the workers use).
-// Its nvcuda::wmma tiles against a plain float32 sum, tf32 rounding.
+// Its nvcuda::wmma tiles against a plain float32 sum, tf32 rounding; its
+// Hopper wgmma and mbarriers (tests/hopper_kernel.cuh) against a matmul.
 // A plain program (exit status 1 on the first mismatch): the header is C++.
 #include "measure/cuda_host.h"
+#include "hopper_kernel.cuh"
+
+#include <sys/wait.h>
 
 extern "C" {
 #include "common/common.h"
@@ -66,8 +70,149 @@ static int check_wmma() {
   return bad != 0;
 }
 
+/* Hopper on the harness: tests/hopper_kernel.cuh's warpgroup computes
+ * A[64, 64] B[64, N] through four wgmma m64nNk16 steps, for N = 64 and 128,
+ * A and B in the core-matrix layout and 128-byte swizzled; every element
+ * equals the product computed here (small multiples of 1/8 and 1/4: exact in
+ * any order).  A wrong stride byte offset gives a wrong result; a missing
+ * wgmma wait, a missing fence.proxy.async and an mbarrier phase that cannot
+ * complete stop the run with the reason. */
+static unsigned short ha[64 * 64], hb[256 * 64];
+static float hc[64 * 256];
+
+/* float16 or bfloat16 bits of an exact small value, and back */
+static unsigned short bits16(float f, bool bf16) { return bf16 ? __float2bfloat16(f).bits : __float2half(f).bits; }
+static float value16(unsigned short h, bool bf16) {
+  return bf16 ? __bfloat162float(__nv_bfloat16{h}) : __half2float(__half{h});
+}
+
+/* SWIZZLE -1: A from registers (tuned_test_wgmma_rs). */
+template <int N, int SWIZZLE, bool BF16 = false> static int wgmma_errors(unsigned sbo, int omit) {
+  for (int i = 0; i < 64 * 64; i++) ha[i] = bits16((float)((i * 7 + 3) % 17 - 8) / 8.0f, BF16);
+  for (int i = 0; i < N * 64; i++) hb[i] = bits16((float)((i * 5 + 1) % 13 - 6) / 4.0f, BF16);
+  for (int i = 0; i < 64 * N; i++) hc[i] = NAN;
+  if (SWIZZLE < 0)
+    tuned_host::launch("tuned_test_wgmma_rs", dim3{1, 1, 1}, dim3{128, 1, 1},
+                       [&] { tuned_test_wgmma_rs<N, BF16>(ha, hb, hc); });
+  else
+    tuned_host::launch("tuned_test_wgmma", dim3{1, 1, 1}, dim3{128, 1, 1},
+                       [&] { tuned_test_wgmma<N, SWIZZLE < 0 ? 0 : SWIZZLE, BF16>(ha, hb, hc, sbo, omit); });
+  int wrong = 0;
+  for (int i = 0; i < 64; i++)
+    for (int j = 0; j < N; j++) {
+      float s = 0;
+      for (int k = 0; k < 64; k++) s += value16(ha[i * 64 + k], BF16) * value16(hb[j * 64 + k], BF16);
+      wrong += !(hc[i * N + j] == s);
+    }
+  return wrong;
+}
+
+/* TMA: A is 100 x 80 and B^T 200 x 80 (row-major, float16), the boxes at
+ * k0 = 32 hang 16 columns over K, A's at m0 = 64 28 rows over M (zeros). */
+static __half ta[100 * 80], tb[200 * 80];
+
+template <int N> static int wgmma_tma_errors(int m0, int n0, int omit) {
+  for (int i = 0; i < 100 * 80; i++) ta[i] = __float2half((float)((i * 7 + 3) % 17 - 8) / 8.0f);
+  for (int i = 0; i < 200 * 80; i++) tb[i] = __float2half((float)((i * 5 + 1) % 13 - 6) / 4.0f);
+  for (int i = 0; i < 64 * N; i++) hc[i] = NAN;
+  tuned_tensor_map ma, mb;
+  tuned_host::tensor_map_2d(&ma, ta, 2, 80, 100, 160, 64, 64, 128);
+  tuned_host::tensor_map_2d(&mb, tb, 2, 80, 200, 160, 64, N, 128);
+  const int k0 = 32;
+  tuned_host::launch("tuned_test_wgmma_tma", dim3{1, 1, 1}, dim3{128, 1, 1},
+                     [&] { tuned_test_wgmma_tma<N>(ma, mb, hc, k0, m0, n0, omit); });
+  int wrong = 0;
+  for (int i = 0; i < 64; i++)
+    for (int j = 0; j < N; j++) {
+      float s = 0;
+      for (int k = k0; k < 80 && m0 + i < 100 && n0 + j < 200; k++)
+        s += __half2float(ta[(m0 + i) * 80 + k]) * __half2float(tb[(n0 + j) * 80 + k]);
+      wrong += !(hc[i * N + j] == s);
+    }
+  return wrong;
+}
+
+/* Runs f in a child process; true when it stopped with `want` on stderr. */
+template <typename F> static bool stops_with(F f, const char *want) {
+  int fds[2];
+  if (pipe(fds)) return false;
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    close(fds[0]);
+    f();
+    _exit(0);
+  }
+  close(fds[1]);
+  char out[4096];
+  size_t n = 0;
+  ssize_t r;
+  while ((r = read(fds[0], out + n, sizeof out - 1 - n)) > 0) n += (size_t)r;
+  out[n] = '\0';
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  bool ok = WIFSIGNALED(status) && strstr(out, want);
+  if (!ok) fprintf(stderr, "test_cuda_host: want a stop with \"%s\", got status %d: %s\n", want, status, out);
+  return ok;
+}
+
+/* mbarrier phases: 64 threads arrive twice on a barrier of 64; each waits
+ * for parity 0, then 1.  try_wait of the phase before the current one is
+ * true at once. */
+__shared__ __align__(8) unsigned long long mb_bar;
+static int mb_false, mb_order[2][64], mb_seen;
+static void mbar_kernel(unsigned count) {
+  if (threadIdx.x == 0) tuned_mbar_init(&mb_bar, count);
+  __syncthreads();
+  for (unsigned phase = 0; phase < 2; phase++) {
+    mb_order[phase][threadIdx.x] = mb_seen++; /* when it arrived */
+    tuned_mbar_arrive(&mb_bar);
+    while (!tuned_mbar_try_wait(&mb_bar, phase)) mb_false++;
+    if (mb_seen < 64 * (int)(phase + 1)) tuned_host::fail("%s", "try_wait returned true before every arrival");
+    if (!tuned_mbar_try_wait(&mb_bar, phase)) tuned_host::fail("%s", "a completed phase waits again");
+    __syncthreads();
+  }
+}
+
+static int check_hopper() {
+  int bad = 0;
+  int e[9] = {wgmma_errors<64, TUNED_SWIZZLE_NONE>(0, 0),       wgmma_errors<128, TUNED_SWIZZLE_NONE>(0, 0),
+              wgmma_errors<64, TUNED_SWIZZLE_128B>(0, 0),       wgmma_errors<128, TUNED_SWIZZLE_128B>(0, 0),
+              wgmma_errors<128, TUNED_SWIZZLE_128B, true>(0, 0), wgmma_errors<64, TUNED_SWIZZLE_64B>(0, 0),
+              wgmma_errors<128, TUNED_SWIZZLE_32B>(0, 0),       wgmma_errors<64, -1>(0, 0),
+              wgmma_errors<128, -1, true>(0, 0)};
+  for (int i = 0; i < 9; i++)
+    if (e[i] && !bad++) fprintf(stderr, "test_cuda_host: wgmma case %d: %d elements wrong\n", i, e[i]);
+  int w0 = wgmma_errors<64, TUNED_SWIZZLE_NONE>(512, 0), w1 = wgmma_errors<128, TUNED_SWIZZLE_128B>(512, 0);
+  if ((w0 < 64 * 32 || w1 < 64 * 64) && !bad++) /* rows 8-15 on may all be wrong */
+    fprintf(stderr, "test_cuda_host: wgmma with a wrong stride byte offset: only %d and %d elements wrong\n", w0, w1);
+  bad += !stops_with([] { wgmma_errors<64, TUNED_SWIZZLE_NONE>(0, 8); },
+                     "on accumulator registers touched since the last wgmma.fence");
+  bad += !stops_with([] { wgmma_errors<64, TUNED_SWIZZLE_NONE>(0, 1); },
+                     "a wgmma accumulator is read or written before the wgmma.wait_group that completes it");
+  bad += !stops_with([] { wgmma_errors<64, TUNED_SWIZZLE_128B>(0, 2); },
+                     "reads shared memory written by ordinary stores with no fence.proxy.async since");
+  int t[3] = {wgmma_tma_errors<64>(0, 8, 0), wgmma_tma_errors<128>(64, 72, 0), wgmma_tma_errors<64>(64, 160, 0)};
+  for (int i = 0; i < 3; i++)
+    if (t[i] && !bad++) fprintf(stderr, "test_cuda_host: wgmma after TMA case %d: %d elements wrong\n", i, t[i]);
+  bad += !stops_with([] { wgmma_tma_errors<64>(0, 0, 4); },
+                     "reads shared memory that a TMA copy in flight writes (wait for its mbarrier phase first)");
+  mb_false = mb_seen = 0;
+  tuned_host::launch("mbar_test", dim3{1, 1, 1}, dim3{64, 1, 1}, [] { mbar_kernel(64); });
+  if (mb_false == 0 && !bad++) fprintf(stderr, "test_cuda_host: try_wait never returned false\n");
+  bad += !stops_with([] { tuned_host::launch("mbar_test", dim3{1, 1, 1}, dim3{64, 1, 1}, [] { mbar_kernel(65); }); },
+                     "deadlock: threads wait for an mbarrier phase that cannot complete");
+  if (!bad)
+    printf("test_cuda_host: wgmma m64n64k16/m64n128k16 (f16 and bf16; no swizzle, 128/64/32B swizzle, TMA, A in registers) and mbarrier "
+           "phases agree\n");
+  return bad != 0;
+}
+
 int main() {
-  int bad = check_wmma();
+  int bad = check_hopper();
+  bad |= check_wmma();
   /* every 16-bit pattern back to float and again */
   for (uint32_t h = 0; h < 0x10000 && !bad; h++) {
     __half x = {(uint16_t)h};
