@@ -24,7 +24,7 @@ static const char common_text[] =
     "#define TUNED_SWIZZLE_128B 1\n"
     "#define TUNED_SWIZZLE_64B 2\n"
     "#define TUNED_SWIZZLE_32B 3\n"
-    "#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n"
+    "#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)\n" /* nvcc's host pass has no arch */
     "#error \"tuned's Hopper primitives (wgmma, mbarrier transaction counts, TMA, fence.proxy.async) need "
     "--gpu-architecture=sm_90a\"\n"
     "#endif\n"
