@@ -126,9 +126,11 @@ typedef struct command {
 } command_t;
 
 #define WORKLOAD_HELP                                                                      \
-  "FILE|HASH is a workload file (parsed here to compute its structural hash,\n"          \
-  "with the --set overrides) or a hash of 16 hex digits as `tunectl check` and\n"        \
-  "`tunectl workloads` print it.\n"
+  "FILE|HASH|NAME is a workload file (parsed here to compute its structural hash,\n"     \
+  "with the --set overrides), a hash of 16 hex digits as `tunectl check` and\n"          \
+  "`tunectl workloads` print it, or the name of workloads in the database: those\n"      \
+  "whose shapes agree with the --set overrides (records takes all of them; the\n"        \
+  "others need exactly one, and list the shapes there are otherwise).\n"
 
 static const command_t commands[] = {
     /* offline */
@@ -335,20 +337,20 @@ static const command_t commands[] = {
      .help = "Lists every workload the database has records for: hash, name, number\n"
              "of records and GFLOP per run.\n",
      .run = tcd_workloads},
-    {.name = "records", .usage = "[FILE|HASH] [--set NAME=VALUE ...] [--target T] [--status S] [--limit N] [--json]",
+    {.name = "records", .usage = "[FILE|HASH|NAME] [--set NAME=VALUE ...] [--target T] [--status S] [--limit N] [--json]",
      .min_pos = 0, .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(STATUS) | OPT(LIMIT) | OPT(JSON),
      .needs_daemon = true, .summary = "list tuning records",
      .help = "Lists measured candidates (all workloads, or one), optionally of one target\n"
              "and one status (ok, build_error, run_error, timeout, wrong_result, too_slow).\n" WORKLOAD_HELP,
      .run = tcd_records},
-    {.name = "best", .usage = "FILE|HASH [--set NAME=VALUE ...] [--target T] [-k K] [--json]", .min_pos = 1,
+    {.name = "best", .usage = "FILE|HASH|NAME [--set NAME=VALUE ...] [--target T] [-k K] [--json]", .min_pos = 1,
      .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(K) | OPT(JSON), .needs_daemon = true,
      .summary = "show the fastest verified records of a workload",
      .help = "Prints the K (default 1) fastest verified records of the workload on the\n"
              "target (default: the daemon's target).\n" WORKLOAD_HELP,
      .run = tcd_best},
     {.name = "kernel",
-     .usage = "FILE|HASH [--set NAME=VALUE ...] [--target T] --emit cuda|ptx|cubin|header|json|source [-o OUT]",
+     .usage = "FILE|HASH|NAME [--set NAME=VALUE ...] [--target T] --emit cuda|ptx|cubin|header|json|source [-o OUT]",
      .min_pos = 1, .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(KERNEL_EMIT) | OPT(OUT),
      .need = OPT(KERNEL_EMIT), .needs_daemon = true, .summary = "print the best kernel of a workload",
      .help = "Fetches the best kernel of the workload on the target and prints it:\n"
@@ -362,7 +364,7 @@ static const command_t commands[] = {
              "          source as a string with the global and local sizes\n"
              "  json    everything kernel.get returns (source, launch configuration, trace)\n" WORKLOAD_HELP,
      .run = tcd_kernel},
-    {.name = "export", .usage = "[FILE|HASH] [--set NAME=VALUE ...] [--target T] [-o OUT]", .min_pos = 0,
+    {.name = "export", .usage = "[FILE|HASH|NAME] [--set NAME=VALUE ...] [--target T] [-o OUT]", .min_pos = 0,
      .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(OUT), .needs_daemon = true,
      .summary = "export records as JSON lines",
      .help = "Writes the records (all, or of one workload and/or target) as JSON lines,\n"

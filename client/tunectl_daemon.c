@@ -112,7 +112,96 @@ static cJSON *sets_json(const tc_args_t *o) {
   return p;
 }
 
-/* Resolves FILE|HASH; prints the error and returns -1 on failure. */
+/* A workload name as the database keeps it (a file stem: letters, digits,
+ * '_', '-', '.'), not a path. */
+static bool is_name(const char *s) {
+  if (!*s || strlen(s) > 47) return false;
+  for (; *s; s++)
+    if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' && *s != '.') return false;
+  return true;
+}
+
+/* The shape of a listed workload, as "M=64, N=64" (its stored overrides). */
+static const char *shape_text(const tc_args_t *o, const cJSON *e) {
+  tn_buf_t b;
+  tn_buf_init(&b);
+  const cJSON *it;
+  cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(e, "params"))
+    if (cJSON_IsNumber(it)) tn_buf_printf(&b, "%s%s=%lld", b.len ? ", " : "", it->string, (long long)it->valuedouble);
+  char *s = tn_arena_strdup(o->arena, b.len ? tn_buf_str(&b) : "its defaults");
+  tn_buf_free(&b);
+  return s;
+}
+
+/* NAME [--set K=V ...]: the workloads of that name in the daemon's database
+ * whose shapes agree with the overrides (each one's source re-parsed with its
+ * own overrides and then these must give its hash).  With `all` (records),
+ * every match is returned there (a cJSON array of hashes); else exactly one
+ * must match.  Prints the error and returns -1 on failure. */
+static int resolve_name(const tc_args_t *o, const char *name, workload_ref_t *ref, cJSON **all) {
+  cJSON *p = cJSON_CreateObject();
+  cJSON_AddStringToObject(p, "name", name);
+  cJSON_AddNumberToObject(p, "limit", 100000);
+  cJSON *r = rpc_once(o, "db.workloads", p);
+  if (!r) return -1;
+  const cJSON *list = cJSON_GetObjectItemCaseSensitive(r, "workloads"), *e;
+  cJSON *found = cJSON_CreateArray();
+  tn_buf_t shapes;
+  tn_buf_init(&shapes);
+  const char *hash = NULL;
+  cJSON_ArrayForEach(e, list) {
+    const char *h = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "hash")),
+               *src = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "source"));
+    if (!h || !src) continue;
+    tn_buf_printf(&shapes, "\n  %s  %s", h, shape_text(o, e));
+    ir_param_set_t sets[96];
+    int n = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(e, "params")) {
+      bool given = false; /* the command line's value decides, once */
+      for (int i = 0; i < o->nsets; i++) given |= !strcmp(o->sets[i].name, it->string);
+      if (cJSON_IsNumber(it) && !given && n < 32) sets[n++] = (ir_param_set_t){it->string, (int64_t)it->valuedouble};
+    }
+    for (int i = 0; i < o->nsets && n < (int)TN_ARRAY_LEN(sets); i++) sets[n++] = o->sets[i];
+    ir_workload_t *w = NULL;
+    tn_err_t err = {0};
+    char hx[17];
+    bool match = ir_workload_parse(name, src, strlen(src), sets, n, &w, &err) == 0 &&
+                 (ir_hash_hex(ir_func_hash(w->func), hx), strcmp(hx, h) == 0);
+    ir_workload_free(w);
+    if (!match) continue;
+    cJSON_AddItemToArray(found, cJSON_CreateString(h));
+    hash = h;
+  }
+  int nfound = cJSON_GetArraySize(found), rc = 0;
+  if (nfound == 0 || (nfound > 1 && !all)) {
+    char *sets = NULL;
+    cJSON *sj = sets_json(o);
+    if (sj) sets = cJSON_PrintUnformatted(sj);
+    cJSON_Delete(sj);
+    if (!cJSON_GetArraySize((cJSON *)list))
+      fprintf(stderr, "tunectl %s: %s is not a workload file, a hash, or the name of a workload in the database "
+                      "(see `tunectl workloads`)\n", o->name, name);
+    else if (nfound == 0)
+      fprintf(stderr, "tunectl %s: no workload named %s with %s in the database; it has:%s\n", o->name, name,
+              sets ? sets : "these parameters", tn_buf_str(&shapes));
+    else
+      fprintf(stderr, "tunectl %s: %d workloads named %s in the database; choose one with --set or its hash:%s\n",
+              o->name, nfound, name, tn_buf_str(&shapes));
+    free(sets);
+    rc = -1;
+  } else {
+    snprintf(ref->hash, sizeof ref->hash, "%s", hash);
+    ref->name = tn_arena_strdup(o->arena, name);
+  }
+  tn_buf_free(&shapes);
+  if (rc == 0 && all) *all = found;
+  else cJSON_Delete(found);
+  cJSON_Delete(r);
+  return rc;
+}
+
+/* Resolves FILE|HASH|NAME; prints the error and returns -1 on failure. */
 static int resolve_workload(const tc_args_t *o, const char *spec, workload_ref_t *ref) {
   memset(ref, 0, sizeof *ref);
   if (is_hash(spec) && access(spec, F_OK) != 0) {
@@ -127,6 +216,7 @@ static int resolve_workload(const tc_args_t *o, const char *spec, workload_ref_t
   ir_workload_t *w = NULL;
   tn_err_t err = {0};
   if (access(spec, F_OK) != 0) {
+    if (is_name(spec)) return resolve_name(o, spec, ref, NULL);
     fprintf(stderr, "tunectl %s: %s is neither a workload file (%s) nor a workload hash of 16 hex digits "
                     "(see `tunectl workloads`)\n", o->name, spec, strerror(errno));
     return -1;
@@ -488,7 +578,47 @@ static void print_records(const cJSON *records) {
 /* The query commands on records: db.records and db.best. */
 static int query_records(tc_args_t *o, const char *method) {
   workload_ref_t w = {0};
-  if (o->npos && resolve_workload(o, o->pos[0], &w) < 0) return 1;
+  /* records NAME: every workload of that name (each shape's records, in turn) */
+  cJSON *hashes = NULL;
+  if (o->npos && strcmp(method, "db.records") == 0 && access(o->pos[0], F_OK) != 0 && !is_hash(o->pos[0]) &&
+      is_name(o->pos[0])) {
+    if (resolve_name(o, o->pos[0], &w, &hashes) < 0) return 1;
+    if (cJSON_GetArraySize(hashes) > 1) {
+      int rc = 0;
+      const cJSON *h;
+      cJSON *all = cJSON_CreateArray();
+      cJSON_ArrayForEach(h, hashes) {
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddStringToObject(p, "workload", h->valuestring);
+        if (o->target) cJSON_AddStringToObject(p, "target", o->target);
+        if (o->status) cJSON_AddStringToObject(p, "status", o->status);
+        if (o->limit > 0) cJSON_AddNumberToObject(p, "limit", (double)o->limit);
+        cJSON *r = rpc_once(o, method, p);
+        if (!r) {
+          rc = 1;
+          break;
+        }
+        const cJSON *rec;
+        cJSON_ArrayForEach(rec, cJSON_GetObjectItemCaseSensitive(r, "records"))
+          cJSON_AddItemToArray(all, cJSON_Duplicate(rec, true));
+        cJSON_Delete(r);
+      }
+      if (rc == 0) {
+        cJSON *out = cJSON_CreateObject();
+        cJSON_AddItemToObject(out, "records", all);
+        if (o->json) print_json(out);
+        else print_records(all);
+        cJSON_Delete(out);
+      } else {
+        cJSON_Delete(all);
+      }
+      cJSON_Delete(hashes);
+      return rc;
+    }
+    cJSON_Delete(hashes);
+  } else if (o->npos && resolve_workload(o, o->pos[0], &w) < 0) {
+    return 1;
+  }
   cJSON_Delete(w.params);
   cJSON *p = cJSON_CreateObject();
   if (o->npos) cJSON_AddStringToObject(p, "workload", w.hash);

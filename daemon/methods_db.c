@@ -16,6 +16,7 @@ static const char *const statuses[] = {"ok", "build_error", "run_error", "timeou
 typedef struct query {
   char hash[17];
   char target[64];      /* "" when none */
+  char name[64];        /* db.workloads: only workloads of this name, with their sources ("" all) */
   int status;
   int64_t limit, offset, k;
 } query_t;
@@ -31,14 +32,19 @@ static void workloads_read(td_req_t *req, db_t *db) {
   const query_t *q = req->data;
   db_workloads_t ws;
   tn_err_t err = {0};
-  if (db_workloads_list(db, (size_t)q->limit, (size_t)q->offset, &ws, &err)) {
+  /* by name: every workload is listed, then the name's are paged */
+  bool named = q->name[0] != 0;
+  if (db_workloads_list(db, named ? 0 : (size_t)q->limit, named ? 0 : (size_t)q->offset, &ws, &err)) {
     td_req_tn_error(req, TD_E_INTERNAL, &err);
     return;
   }
   cJSON *o = cJSON_CreateObject();
   cJSON *arr = cJSON_AddArrayToObject(o, "workloads");
+  int64_t skipped = 0, added = 0;
   for (size_t i = 0; i < ws.n; i++) {
     const db_workload_t *w = &ws.items[i];
+    if (named && (!w->name || strcmp(w->name, q->name) != 0)) continue;
+    if (named && (skipped++ < q->offset || added++ >= q->limit)) continue;
     cJSON *e = cJSON_CreateObject();
     cJSON_AddStringToObject(e, "hash", w->hash);
     cJSON_AddStringToObject(e, "name", w->name ? w->name : "");
@@ -47,6 +53,7 @@ static void workloads_read(td_req_t *req, db_t *db) {
     cJSON_AddNumberToObject(e, "bytes", w->bytes);
     cJSON_AddNumberToObject(e, "records", (double)w->n_records);
     cJSON_AddNumberToObject(e, "created", w->created);
+    if (named) cJSON_AddStringToObject(e, "source", w->source ? w->source : "");
     cJSON_AddItemToArray(arr, e);
   }
   db_workloads_free(&ws);
@@ -55,9 +62,12 @@ static void workloads_read(td_req_t *req, db_t *db) {
 
 td_reply_t td_m_db_workloads(td_req_t *req) {
   query_t *q = new_query(req);
+  const char *name;
   if (td_param_int(req, "limit", false, 1000, 1, 100000, &q->limit) ||
-      td_param_int(req, "offset", false, 0, 0, INT64_C(1) << 40, &q->offset))
+      td_param_int(req, "offset", false, 0, 0, INT64_C(1) << 40, &q->offset) ||
+      td_param_str(req, "name", false, sizeof q->name - 1, &name))
     return TD_REPLY;
+  if (name) snprintf(q->name, sizeof q->name, "%s", name);
   return td_req_queue_read(req, workloads_read, NULL);
 }
 

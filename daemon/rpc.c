@@ -27,7 +27,7 @@ static const td_method_t methods[] = {
     {"tune.list", td_m_tune_list, "state,limit,offset", false},
     {"tune.cancel", td_m_tune_cancel, "job", false},
     {"tune.watch", td_m_tune_watch, "job", false},
-    {"db.workloads", td_m_db_workloads, "limit,offset", false},
+    {"db.workloads", td_m_db_workloads, "limit,offset,name", false},
     {"db.records", td_m_db_records, "workload,target,status,limit,offset", false},
     {"db.best", td_m_db_best, "workload,target,k", false},
     {"db.export", td_m_db_export, "workload,target", false},

@@ -334,6 +334,41 @@ START_TEST(t_best_records) {
 }
 END_TEST
 
+/* A workload by its name (and shape): the database's workloads of that name
+ * whose shapes agree with --set; one must match for best and kernel, every
+ * match counts for records; errors list the shapes there are. */
+START_TEST(t_by_name) {
+  cJSON *j = parse_json(ctl(0, "best matmul --set M=32 --set N=32 --set K=32 --json")->out);
+  const cJSON *recs = cJSON_GetObjectItemCaseSensitive(j, "records");
+  ck_assert_int_eq(cJSON_GetArraySize(recs), 1);
+  ck_assert_str_eq(jstr(cJSON_GetArrayItem(recs, 0), "workload"), g_hash);
+  cJSON_Delete(j);
+  run_t *r = ctl(1, "best matmul --set M=31");
+  ck_assert_msg(strstr(r->err, "tunectl best: no workload named matmul with {\"M\":31} in the database; it has:") &&
+                    strstr(r->err, g_hash) && strstr(r->err, "M=32, N=32, K=32"),
+                "%s", r->err);
+  r = ctl(0, "kernel matmul --set K=32 --set M=32 --set N=32 --emit source");
+  ck_assert_msg(strstr(r->out, "matmul"), "%s", r->out);
+  /* the daemon's list by name carries each workload's source */
+  j = parse_json(ctl(0, "workloads --json")->out);
+  int named = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(j, "workloads")) named += !strcmp(jstr(e, "name"), "matmul");
+  cJSON_Delete(j);
+  ck_assert_int_ge(named, 1);
+  r = ctl(named > 1 ? 1 : 0, "best matmul");
+  if (named > 1) ck_assert_msg(strstr(r->err, "workloads named matmul in the database; choose one with --set or its "
+                                              "hash:"), "%s", r->err);
+  /* records NAME: the records of every shape of that name */
+  j = parse_json(ctl(0, "records matmul --json")->out);
+  recs = cJSON_GetObjectItemCaseSensitive(j, "records");
+  int mine = 0;
+  cJSON_ArrayForEach(e, recs) mine += !strcmp(jstr(e, "workload"), g_hash);
+  ck_assert_int_ge(mine, 8);
+  cJSON_Delete(j);
+}
+END_TEST
+
 START_TEST(t_kernel) {
   run_t *r = ctl(0, "kernel %s --emit source", g_hash);
   ck_assert_msg(strstr(r->out, "int matmul(float *restrict A, float *restrict B, float *restrict C)") &&
@@ -450,8 +485,11 @@ START_TEST(t_errors) {
   r = ctl(1, "best ffffffffffffffff");
   ck_assert_msg(strstr(r->err, "ffffffffffffffff"), "%s", r->err);
   r = ctl(1, "best not-a-file");
-  ck_assert_msg(strstr(r->err, "not-a-file is neither a workload file") && strstr(r->err, "16 hex digits"), "%s",
-                r->err);
+  ck_assert_msg(strstr(r->err, "tunectl best: not-a-file is not a workload file, a hash, or the name of a workload in "
+                               "the database"), "%s", r->err);
+  r = ctl(1, "best ./no/such/file.tw");
+  ck_assert_msg(strstr(r->err, "./no/such/file.tw is neither a workload file") && strstr(r->err, "16 hex digits"),
+                "%s", r->err);
   r = ctl(1, "best %s --set M=4", g_hash);
   ck_assert_ptr_nonnull(strstr(r->err, "--set needs a workload FILE"));
   r = ctl(1, "submit %s --set Q=3", SRC("workloads/matmul.tw"));
@@ -1078,7 +1116,7 @@ static Suite *make_suite(void) {
            t_pkgconfig, t_bench_compare);
   TCase *tc = TU_TCASE(s, "daemon", 300, t_ping_targets, t_submit_wait_jobs_status, t_json_streams,
                        t_tables_full_names, t_best_records, t_kernel, t_export_import, t_libtuned, t_example_host,
-                       t_errors, t_cancel);
+                       t_errors, t_cancel, t_by_name);
   tcase_add_unchecked_fixture(tc, daemon_setup, daemon_teardown);
   TU_TCASE(s, "bench", 600, t_bench_run);
   return s;
