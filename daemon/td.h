@@ -102,6 +102,7 @@ typedef struct td_config {
   int max_jobs;
   double stop_timeout;     /* seconds a stop waits for running jobs before exiting anyway */
   double idle_timeout;     /* seconds without a request before a connection is closed (0: never) */
+  double deadline_grace;   /* a job is stopped (failed) this long after its `seconds` budget */
   const char *config_dir;
 } td_config_t;
 

@@ -297,6 +297,10 @@ void ms_build_cancel(ms_builder_t *b, int64_t ticket);
  * share.  NVRTC and
  * OpenCL compiler calls run in threads and are not paused. */
 void ms_commands_pause(bool pause);
+/* SIGKILLs every worker process and compiler command this process started
+ * and has not reaped: for a process about to exit without waiting for the
+ * threads that own them (tuned past --stop-timeout). */
+void ms_kill_children(void);
 /* Waits up to max_s seconds until no build of this process is inside a
  * compiler call (abandoned ones included); returns how many still are.  Runs
  * at exit (up to 30 s) once a builder was created, so that NVRTC's static
@@ -362,7 +366,19 @@ typedef struct ms_run_opts {
    * spent time budget stops waiting at once.  NULL: wait as long as it takes. */
   bool (*stop)(void *ctx);
   void *stop_ctx;
+  /* Polled during the reference evaluation (ms_runner_set_workload, from the
+   * evaluator's threads at once: it must be thread-safe) and every
+   * MS_CANCEL_POLL_S while a candidate runs: true abandons the work at once
+   * (the evaluation fails with TN_ESTOPPED; the running candidate's worker
+   * is killed and the candidate left unrun, ran false, like one that never
+   * got its device).  A cancelled job or a daemon shutting down ends here
+   * within a fraction of a second.  NULL: nothing is abandoned. */
+  bool (*cancel)(void *ctx);
+  void *cancel_ctx;
 } ms_run_opts_t;
+
+/* How often a running candidate's wait asks ms_run_opts_t.cancel. */
+#define MS_CANCEL_POLL_S 0.05
 
 typedef struct ms_runner ms_runner_t;
 
@@ -384,7 +400,8 @@ int ms_runner_worker_pid(const ms_runner_t *r);
 int ms_runner_worker_starts(const ms_runner_t *r);
 
 /* Prepares the workload: inputs from ir_data_new(f, seed), reference outputs
- * from ir_eval (in this process: the evaluator never runs candidate code),
+ * from ir_eval (in this process: the evaluator never runs candidate code;
+ * stopped with TN_ESTOPPED when the run options' cancel says so),
  * both in the parameters' dtypes in one file the worker maps.  Keeps the
  * workload's FLOP and byte counts for GFLOP/s and GB/s. */
 int ms_runner_set_workload(ms_runner_t *r, const ir_func_t *f, uint64_t seed, tn_err_t *err);
