@@ -373,6 +373,18 @@ void ms_build_wait(ms_builder_t *b, int64_t ticket) {
   pthread_mutex_unlock(&c->mu);
 }
 
+bool ms_build_wait_for(ms_builder_t *b, int64_t ticket, double max_s) {
+  core_t *c = b->core;
+  struct timespec ts = deadline_in(max_s);
+  pthread_mutex_lock(&c->mu);
+  job_t *j;
+  while ((j = find_locked(c, ticket, NULL)) && j->state != JOB_DONE)
+    if (pthread_cond_timedwait(&c->done, &c->mu, &ts) != 0) break;
+  bool done = !j || j->state == JOB_DONE;
+  pthread_mutex_unlock(&c->mu);
+  return done;
+}
+
 bool ms_build_done(ms_builder_t *b, int64_t ticket) {
   core_t *c = b->core;
   pthread_mutex_lock(&c->mu);

@@ -282,6 +282,9 @@ int ms_build_batch(ms_builder_t *b, ms_candidate_t *const *cands, int n, ms_resu
 int64_t ms_build_submit(ms_builder_t *b, const ms_candidate_t *cand, ms_result_t *res);
 /* Blocks until that build is finished (or abandoned at its timeout). */
 void ms_build_wait(ms_builder_t *b, int64_t ticket);
+/* Waits at most max_s seconds for that build; true once it is finished
+ * (still wait for the ticket: that releases it). */
+bool ms_build_wait_for(ms_builder_t *b, int64_t ticket, double max_s);
 /* Non-blocking: true once the build is finished. */
 bool ms_build_done(ms_builder_t *b, int64_t ticket);
 /* Withdraws a build that is still queued: it finishes at once as a

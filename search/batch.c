@@ -75,6 +75,9 @@ bool srch_batch_wait(ms_builder_t *builder, srch_batch_t *b, int cap, bool (*sto
   for (int i = 0; i < b->n; i++) {
     srch_batch_pump(builder, b, cap);
     if (stop(ctx)) return false;
+    /* a build may take its whole timeout: a stop is asked every 50 ms */
+    while (b->tickets[i] >= 0 && !ms_build_wait_for(builder, b->tickets[i], 0.05))
+      if (stop(ctx)) return false;
     if (b->tickets[i] >= 0) ms_build_wait(builder, b->tickets[i]);
     b->built[i] = true;
   }
