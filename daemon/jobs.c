@@ -16,10 +16,11 @@
 /* Why a job's thread is asked to stop (td_job_t.stop). */
 enum { STOP_NONE, STOP_SHUTDOWN, STOP_CANCEL, STOP_DEADLINE };
 
-/* A running job that has not ended this long after tune.cancel (stuck in
- * work that does not poll, e.g. training the cost model) is marked
- * cancelled by the loop itself: the cancel answers within a second
- * whatever the thread is doing.  The thread ends when it next polls. */
+/* A running job that has not ended this long after tune.cancel (in work
+ * that polls nothing: training the cost model, a commit waiting for another
+ * process's lock on the database) is answered cancelled by the loop itself,
+ * from memory, whatever the thread is doing; the row is written in the
+ * background, and the thread ends when it next polls. */
 #define TD_CANCEL_WAIT_S 0.5
 
 typedef struct td_job {
@@ -29,7 +30,7 @@ typedef struct td_job {
   atomic_int stop;          /* STOP_*: polled by should_stop */
   bool running, cancelling, ended, skip_logged;
   double cancel_at;         /* tn_now() of the first tune.cancel while running (0: none) */
-  bool cancel_written;      /* the loop wrote `cancelled` itself (TD_CANCEL_WAIT_S) */
+  bool cancel_answered;     /* the loop answered `cancelled` itself (TD_CANCEL_WAIT_S) */
   /* How the thread ended, when the database could not take it (a full
    * disk): status shows this instead of the row's stale `running`. */
   bool end_unsaved;
@@ -552,7 +553,9 @@ cJSON *td_job_json(td_server_t *srv, int64_t id, tn_err_t *err) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "job", (double)row.id);
   bool unsaved = live && live->ended && live->end_unsaved && !db_job_state_final(row.state);
-  cJSON_AddStringToObject(o, "state", db_job_state_name(unsaved ? live->end_state : row.state));
+  db_job_state_t state = unsaved ? live->end_state : row.state;
+  if (live && live->cancel_answered && !db_job_state_final(row.state)) state = DB_JOB_CANCELLED;
+  cJSON_AddStringToObject(o, "state", db_job_state_name(state));
   cJSON_AddStringToObject(o, "workload", row.workload_hash);
   cJSON_AddStringToObject(o, "name", have_w && w.name ? w.name : "");
   cJSON_AddStringToObject(o, "target", row.target_name);
@@ -639,60 +642,73 @@ static void cancel_queued_done(td_req_t *req) {
   td_log(TD_INFO, "job cancelled while queued", "job=%lld", (long long)cw->id);
 }
 
-/* The loop marked a slow-to-stop job cancelled: the waiting cancels are
- * answered and watchers told now; the thread's own end comes later. */
-static void cancel_running_done(td_req_t *req) {
-  cancel_work_t *cw = req->data;
-  td_server_t *srv = req->srv;
-  td_job_t *j = srv->jobs ? find(srv->jobs->active, cw->id) : NULL;
-  if (cw->rc && cw->err.code != TN_ESTATE) {
-    td_req_tn_error(req, TD_E_INTERNAL, &cw->err);
-    return;
-  }
+/* The row of a job answered cancelled from memory, written off the loop
+ * (it may wait for a lock): the thread's own end writes it too, whichever
+ * comes first. */
+typedef struct mark_work {
+  uv_work_t w;
+  td_server_t *srv;
+  int64_t id;
+} mark_work_t;
+
+static void mark_cancelled_work(uv_work_t *w) {
+  mark_work_t *mw = w->data;
   tn_err_t err = {0};
-  req->result = td_job_json(srv, cw->id, &err);
-  if (!req->result) td_req_tn_error(req, TD_E_NOT_FOUND, &err);
-  if (!j) return;
-  for (int i = 0; i < j->ncancel; i++) {
-    td_req_t *other = j->cancels[i];
-    other->result = td_job_json(srv, j->id, &err);
-    if (!other->result) td_req_tn_error(other, TD_E_NOT_FOUND, &err);
-    td_req_finish(other);
-  }
-  j->ncancel = 0;
-  notify(srv, j);
+  db_job_progress_t pr = {DB_JOB_CANCELLED, -1, 0, NULL};
+  uv_mutex_lock(&mw->srv->wdb_lock);
+  if (db_job_update(mw->srv->wdb, mw->id, &pr, &err) != 0 && err.code != TN_ESTATE)
+    td_log(TD_WARN, "cannot write a cancelled job's state (its thread will)", "job=%lld err=%s", (long long)mw->id,
+           td_q(err.msg));
+  uv_mutex_unlock(&mw->srv->wdb_lock);
+}
+
+static void mark_cancelled_done(uv_work_t *w, int status) {
+  (void)status;
+  mark_work_t *mw = w->data;
+  td_server_t *srv = mw->srv;
+  free(mw);
+  srv->inflight_work--;
+  td_server_maybe_exit(srv);
 }
 
 /* Every 100 ms while a cancelled job's thread runs on: past
- * TD_CANCEL_WAIT_S, the loop writes `cancelled` itself (through the first
- * waiting tune.cancel request, answered once it is written). */
+ * TD_CANCEL_WAIT_S the loop answers the waiting cancels itself (the job
+ * shows `cancelled` from then on) and writes the row in the background. */
 static void on_cancel_timer(uv_timer_t *t) {
   td_server_t *srv = t->data;
   td_jobs_t *m = srv->jobs;
   bool waiting = false;
   for (td_job_t *j = m->active; j; j = j->next) {
-    if (!j->running || j->cancel_at <= 0 || j->cancel_written) continue;
-    if (tn_now() - j->cancel_at < TD_CANCEL_WAIT_S || j->ncancel == 0) {
-      waiting |= j->ncancel > 0;
+    if (!j->running || j->cancel_at <= 0 || j->cancel_answered) continue;
+    if (tn_now() - j->cancel_at < TD_CANCEL_WAIT_S) {
+      waiting = true;
       continue;
     }
-    j->cancel_written = true;
-    td_req_t *req = j->cancels[0];
-    memmove(j->cancels, j->cancels + 1, sizeof *j->cancels * (size_t)--j->ncancel);
-    td_log(TD_WARN, "a cancelled job has not stopped yet: marking it cancelled now (it ends when it next polls)",
+    j->cancel_answered = true;
+    td_log(TD_WARN, "a cancelled job has not stopped yet: answered cancelled now (it ends when it next polls)",
            "job=%lld waited_s=%.2f", (long long)j->id, tn_now() - j->cancel_at);
-    cancel_work_t *cw = tn_xcalloc(1, sizeof *cw);
-    cw->id = j->id;
-    req->data = cw;
-    req->free_data = free;
-    if (td_req_queue_work(req, cancel_queued_work, cancel_running_done) == TD_REPLY) td_req_finish(req);
+    for (int i = 0; i < j->ncancel; i++) {
+      td_req_t *req = j->cancels[i];
+      tn_err_t err = {0};
+      req->result = td_job_json(srv, j->id, &err);
+      if (!req->result) td_req_tn_error(req, TD_E_NOT_FOUND, &err);
+      td_req_finish(req);
+    }
+    j->ncancel = 0;
+    notify(srv, j);
+    mark_work_t *mw = tn_xcalloc(1, sizeof *mw);
+    mw->srv = srv;
+    mw->id = j->id;
+    mw->w.data = mw;
+    if (uv_queue_work(srv->loop, &mw->w, mark_cancelled_work, mark_cancelled_done) == 0) srv->inflight_work++;
+    else free(mw); /* the thread's end writes it */
   }
   if (!waiting) uv_timer_stop(t);
 }
 
 td_reply_t td_jobs_cancel(td_server_t *srv, int64_t id, td_req_t *req) {
   td_job_t *j = srv->jobs ? find(srv->jobs->active, id) : NULL;
-  if (j && j->running && j->cancel_written) { /* marked already; the thread is on its way out */
+  if (j && j->running && j->cancel_answered) { /* answered already; the thread is on its way out */
     tn_err_t err = {0};
     req->result = td_job_json(srv, id, &err);
     return req->result ? TD_REPLY : td_req_tn_error(req, TD_E_NOT_FOUND, &err);
