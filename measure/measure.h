@@ -292,6 +292,11 @@ bool ms_build_done(ms_builder_t *b, int64_t ticket);
  * does not wait behind other jobs' builds in a shared pool.  A build already
  * compiling is left to finish.  Wait for the ticket either way. */
 void ms_build_cancel(ms_builder_t *b, int64_t ticket);
+/* Withdraws a queued build, or abandons one compiling (BUILD_ERROR "build
+ * abandoned": its thread finishes the compile in the background, discards
+ * it and is replaced), so that a stopped search waits for no compiler.
+ * Wait for the ticket either way (it returns at once). */
+void ms_build_abandon(ms_builder_t *b, int64_t ticket);
 /* Stops (pause) or continues every compiler process the builders run (cc
  * builds: SIGSTOP/SIGCONT to their process groups), nesting; builds started
  * while paused stop at once, and paused time does not count against build

@@ -341,13 +341,13 @@ static int run_loop(loop_t *l, tn_err_t *err) {
     if (got > 0) srch_batch_lower(l->c->target, &next);
     if (have_cur) {
       if (rc == 0) rc = measure_batch(l, &cur, got > 0 ? &next : NULL, err);
-      srch_batch_drain(l->builder, &cur);
+      srch_batch_drain(l->builder, &cur, l->stopped); /* stopped: no compiler is waited for */
       srch_batch_free(&cur);
       have_cur = false;
     }
     l->pending = NULL;
     if (got <= 0 || rc < 0) {
-      if (got > 0) srch_batch_drain(l->builder, &next), srch_batch_free(&next);
+      if (got > 0) srch_batch_drain(l->builder, &next, l->stopped), srch_batch_free(&next);
       break;
     }
     cur = next, have_cur = true;

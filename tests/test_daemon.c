@@ -3,7 +3,9 @@
  * lines: info and targets, submit/watch/best/kernel, cancel, restart and
  * resume, SIGKILL while tuning, 32 concurrent clients, jobs at once taking
  * turns on the CPU, every kind of bad input, refused targets, socket and
- * database locking, XDG defaults. */
+ * database locking, XDG defaults; deadlines, cancel latency and SIGTERM
+ * during a long reference evaluation, a huge generation or a locked
+ * database, a full disk (RLIMIT_FSIZE), clients vanishing mid-message. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -722,12 +724,10 @@ START_TEST(cancel_jobs) {
   int done = (int)num(job, "trials_done");
   ck_assert_int_ge(done, 4);
   ck_assert_int_lt(done, 400);
-  ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(job, "finished")));
   cJSON_Delete(r);
   cJSON *n = wait_progress(&w, a.job, 1 << 30, 60); /* the watcher's last word */
   ck_assert_str_eq(str(cJSON_GetObjectItem(n, "params"), "state"), "cancelled");
   cJSON_Delete(n);
-  ck_assert_uint_eq(count_records(d.db, a.hash, true), (size_t)done);
 
   r = rpc(&c, "tune.cancel", p); /* again: a no-op */
   ck_assert_str_eq(str(result(r), "state"), "cancelled");
@@ -744,6 +744,13 @@ START_TEST(cancel_jobs) {
     cJSON_Delete(r);
   }
   ck_assert_int_eq(running, 0);
+  r = status(&c, a.job); /* the row now, written by the loop or the thread */
+  ck_assert_str_eq(str(result(r), "state"), "cancelled");
+  ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(result(r), "finished")));
+  int final_done = (int)num(result(r), "trials_done");
+  ck_assert_int_ge(final_done, done);
+  cJSON_Delete(r);
+  ck_assert_uint_eq(count_records(d.db, a.hash, true), (size_t)final_done);
   cl_close(&w);
   cl_close(&c);
   stop_daemon(&d);
@@ -1500,9 +1507,15 @@ START_TEST(cancel_during_reference) {
   fprintf(stderr, "cancel_during_reference: tune.cancel answered in %.3f s\n", took);
   ck_assert_str_eq(state, "cancelled");
   ck_assert_msg(took < 3.0, "tune.cancel took %.2f s during the reference evaluation", took);
-  r = rpc(&c, "server.info", NULL);
-  ck_assert_int_eq((int)num(result(r), "jobs_running"), 0);
-  cJSON_Delete(r);
+  /* the job's thread is gone within seconds too (the evaluation stopped;
+   * the daemon does not answer for a thread that never ends) */
+  int running = -1;
+  for (int i = 0; i < 30 && running != 0; i++, usleep(100000)) {
+    r = rpc(&c, "server.info", NULL);
+    running = (int)num(result(r), "jobs_running");
+    cJSON_Delete(r);
+  }
+  ck_assert_int_eq(running, 0);
   cl_close(&c);
   double t0 = tn_now();
   stop_daemon(&d);
