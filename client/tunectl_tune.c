@@ -23,7 +23,7 @@ static void on_sigint(int sig) {
   (void)sig;
   if (interrupted) _exit(130); /* second Ctrl-C: quit now */
   interrupted = 1;
-  static const char msg[] = "\ntunectl tune: stopping after the current candidate (Ctrl-C again to quit now)\n";
+  static const char msg[] = "\ntunectl tune: stopping (the running candidate is abandoned; Ctrl-C again to quit now)\n";
   ssize_t rc = write(STDERR_FILENO, msg, sizeof msg - 1);
   (void)rc;
 }

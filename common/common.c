@@ -60,6 +60,7 @@ const char *tn_strerror(int code) {
   case TN_EUNSUPPORTED: return "not supported";
   case TN_ERANGE: return "value out of range";
   case TN_ESTATE: return "not applicable in this state";
+  case TN_ESTOPPED: return "stopped on request";
   default: return "unknown error";
   }
 }

@@ -21,6 +21,7 @@ enum {
   TN_EUNSUPPORTED = -4, /* a valid request this build or device cannot do */
   TN_ERANGE = -5,       /* a value out of the range it must be in */
   TN_ESTATE = -6,       /* the operation does not apply in the current state */
+  TN_ESTOPPED = -7,     /* stopped midway because the caller asked (a cancel, a deadline) */
 };
 
 #define TN_ERR_MSG_MAX 1024

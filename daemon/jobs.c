@@ -17,7 +17,15 @@
 #include "ir/ir.h"
 #include "search/search.h"
 
-enum { STOP_NONE, STOP_SHUTDOWN, STOP_CANCEL };
+/* Why a job's thread is asked to stop (td_job_t.stop). */
+enum { STOP_NONE, STOP_SHUTDOWN, STOP_CANCEL, STOP_DEADLINE };
+
+/* A running job that has not ended this long after tune.cancel (in work
+ * that polls nothing: training the cost model, a commit waiting for another
+ * process's lock on the database) is answered cancelled by the loop itself,
+ * from memory, whatever the thread is doing; the row is written in the
+ * background, and the thread ends when it next polls. */
+#define TD_CANCEL_WAIT_S 0.5
 
 typedef struct td_job {
   int64_t id;
@@ -27,6 +35,13 @@ typedef struct td_job {
   bool running, cancelling, ended, skip_logged;
   bool reading, again;      /* a read for the watchers is in flight; another is wanted */
   bool finished;            /* ended, and the last notification and cancel answers went out */
+  double cancel_at;         /* tn_now() of the first tune.cancel while running (0: none) */
+  bool cancel_answered;     /* the loop answered `cancelled` itself (TD_CANCEL_WAIT_S) */
+  /* How the thread ended, when the database could not take it (a full
+   * disk): status shows this instead of the row's stale `running`. */
+  bool end_unsaved;
+  db_job_state_t end_state;
+  char end_error[TN_ERR_MSG_MAX];
   int64_t trials_done;      /* as last reported by the thread */
   int failures[MS_STATUS__COUNT]; /* this daemon's run of the job */
   uv_thread_t thread;
@@ -54,6 +69,8 @@ struct td_jobs {
   int nrunning;
   ms_builder_t *builder;    /* one build pool for every job: its threads are the cores */
   uv_async_t async;
+  uv_timer_t cancel_timer;  /* runs while a cancelled job's thread has not ended */
+  int open_handles;         /* async + timer: m is freed when both are closed */
   uv_mutex_t lock;          /* guards the event list */
   td_event_t *events, **tail;
 };
@@ -78,10 +95,23 @@ typedef struct run_ctx {
   td_job_t *job;
   int64_t base; /* trials done before this run (a resumed job) */
   char device[MS_DEVICE_NAME_MAX]; /* where the job's candidates run */
+  double started, deadline; /* tn_now() clock */
 } run_ctx_t;
 
+/* A job without a time budget (seconds 0) may run this long. */
+#define TD_NO_BUDGET_S 86400.0
+
+/* Asked by the search between candidates and batches, and from the
+ * reference evaluator's threads and a running candidate's wait (so it is
+ * thread-safe: an atomic and the clock).  Past the deadline the job is
+ * stopped as STOP_DEADLINE unless something else stopped it first. */
 static bool should_stop(void *ctx) {
-  return atomic_load(&((run_ctx_t *)ctx)->job->stop) != STOP_NONE;
+  run_ctx_t *r = ctx;
+  if (atomic_load(&r->job->stop) != STOP_NONE) return true;
+  if (tn_now() < r->deadline) return false;
+  int none = STOP_NONE;
+  atomic_compare_exchange_strong(&r->job->stop, &none, STOP_DEADLINE);
+  return true;
 }
 
 /* srch_tune has committed the batch (or the re-measure, or the baseline)
@@ -132,11 +162,13 @@ static void apply_options(const char *json, srch_opts_t *o) {
   cJSON_Delete(j);
 }
 
-/* Tunes what is left of the job's budget; sets the final state. */
-static int run_search(td_job_t *j, const db_job_t *row, const ir_workload_t *w,
-                      const tn_target_t *t, db_job_state_t *final, int64_t *trials, int64_t *best,
-                      tn_err_t *err) {
-  run_ctx_t ctx = {j, row->trials_done, ""};
+/* Tunes what is left of the job's budget; sets the final state (and err's
+ * message when that is failed). */
+static int run_search(td_job_t *j, const db_job_t *row, const ir_workload_t *w, const tn_target_t *t,
+                      double started, db_job_state_t *final, int64_t *trials, int64_t *best, tn_err_t *err) {
+  double grace = j->mgr->srv->cfg.deadline_grace;
+  double budget = row->budget_seconds > 0 ? row->budget_seconds : TD_NO_BUDGET_S;
+  run_ctx_t ctx = {j, row->trials_done, "", started, started + budget + grace};
   ms_device_name(t, ctx.device, sizeof ctx.device);
   *trials = row->trials_done;
   *final = DB_JOB_DONE;
@@ -156,15 +188,33 @@ static int run_search(td_job_t *j, const db_job_t *row, const ir_workload_t *w,
   srch_result_t res;
   memset(&res, 0, sizeof res);
   int rc = srch_tune(&task, 1, t, &o, &cb, &res, err);
-  if (rc) {
+  int stop = atomic_load(&j->stop);
+  if (rc) *trials = -1; /* the row keeps what was committed (a failed commit counted its batch) */
+  else *trials = row->trials_done + res.trials_done;
+  if (rc && stop == STOP_NONE) {
     srch_result_free(&res);
     return rc;
   }
-  *trials = row->trials_done + res.trials_done;
+  /* An error while stopping is most likely the stop's doing (a cancelled
+   * job's progress row refuses updates once the loop marked it): the stop
+   * decides the state. */
+  if (rc)
+    td_log(TD_DEBUG, "search error while stopping", "job=%lld err=%s", (long long)j->id, td_q(err->msg));
   if (res.ntasks > 0 && res.best && res.best[0].found) *best = res.best[0].db_id;
-  int stop = atomic_load(&j->stop);
+  bool stopped = res.stopped || rc;
   if (stop == STOP_CANCEL) *final = DB_JOB_CANCELLED;
-  else if (stop == STOP_SHUTDOWN && res.stopped) *final = DB_JOB_QUEUED; /* resumes at the next start */
+  else if (stop == STOP_SHUTDOWN && stopped) *final = DB_JOB_QUEUED; /* resumes at the next start */
+  else if (stop == STOP_DEADLINE && stopped) {
+    *final = DB_JOB_FAILED;
+    if (row->budget_seconds > 0)
+      tn_err_set(err, TN_ESTOPPED, "deadline: stopped %.1f s after it started, past its time budget of %g s plus "
+                 "the daemon's --deadline-grace of %g s; what it measured is kept", tn_now() - started,
+                 row->budget_seconds, grace);
+    else
+      tn_err_set(err, TN_ESTOPPED, "deadline: stopped %.1f s after it started, past the %g s a job without a "
+                 "time budget may run plus the daemon's --deadline-grace of %g s; what it measured is kept",
+                 tn_now() - started, TD_NO_BUDGET_S, grace);
+  }
   srch_result_free(&res);
   return 0;
 }
@@ -196,6 +246,7 @@ static void job_main(void *arg) {
   db_job_state_t final = DB_JOB_FAILED;
   int64_t trials = -1, best = 0;
   const td_config_t *cfg = &j->mgr->srv->cfg;
+  double started = tn_now();
   int rc = db_open(cfg->db_path, &db, &err);
   if (!rc) rc = db_job_get(db, j->id, &row, a, &err);
   if (!rc) rc = db_workload_get(db, row.workload_hash, &wrow, a, &err);
@@ -206,15 +257,28 @@ static void job_main(void *arg) {
     td_log(TD_INFO, "job started", "job=%lld workload=%s target=%s trials_done=%lld budget=%lld", (long long)j->id,
            row.workload_hash, row.target_name, (long long)row.trials_done, (long long)row.budget_trials);
     post(j, EV_START, row.trials_done, NULL);
-    rc = run_search(j, &row, w, &t, &final, &trials, &best, &err);
+    rc = run_search(j, &row, w, &t, started, &final, &trials, &best, &err);
   }
   if (rc) final = DB_JOB_FAILED;
+  bool failed = final == DB_JOB_FAILED;
   tn_err_t uerr = {0};
-  db_job_progress_t pr = {final, trials, best, rc ? err.msg : NULL};
-  if (db && db_job_update(db, j->id, &pr, &uerr) != 0 && uerr.code != TN_ESTATE)
-    td_log(TD_ERROR, "cannot record the job's end", "job=%lld err=%s", (long long)j->id, td_q(uerr.msg));
-  td_log(rc ? TD_ERROR : TD_INFO, "job ended", "job=%lld state=%s trials_done=%lld%s%s", (long long)j->id,
-         db_job_state_name(final), (long long)trials, rc ? " err=" : "", rc ? td_q(err.msg) : "");
+  db_job_progress_t pr = {final, trials, best, failed ? err.msg : NULL};
+  if (!db || (db_job_update(db, j->id, &pr, &uerr) != 0 && uerr.code != TN_ESTATE)) {
+    /* A full disk (or a broken database) refuses the end too: the loop
+     * shows it from memory, and the row, still running, resumes at the next
+     * start. */
+    td_log(TD_ERROR, "cannot record the job's end", "job=%lld err=%s", (long long)j->id,
+           td_q(db ? uerr.msg : err.msg));
+    j->end_state = final;
+    if (failed && db) snprintf(j->end_error, sizeof j->end_error, "%.600s (its end could not be recorded either: %.300s)",
+                               err.msg, uerr.msg);
+    else if (failed) snprintf(j->end_error, sizeof j->end_error, "%s", err.msg);
+    else snprintf(j->end_error, sizeof j->end_error, "its end (%s) could not be recorded: %.600s",
+                  db_job_state_name(final), uerr.msg);
+    j->end_unsaved = true; /* read by the loop after EV_END (the event list's lock orders it) */
+  }
+  td_log(failed ? TD_ERROR : TD_INFO, "job ended", "job=%lld state=%s trials_done=%lld%s%s", (long long)j->id,
+         db_job_state_name(final), (long long)trials, failed ? " err=" : "", failed ? td_q(err.msg) : "");
   ir_workload_free(w);
   db_close(db);
   tn_arena_free(a);
@@ -351,7 +415,7 @@ static void finish_job(td_server_t *srv, td_job_t *j) {
 static void handle_event(td_server_t *srv, td_event_t *e) {
   td_job_t *j = find(srv->jobs->active, e->job);
   if (!j) return;
-  if (e->kind != EV_START) j->trials_done = e->trials_done;
+  if (e->kind != EV_START && e->trials_done >= 0) j->trials_done = e->trials_done;
   if (e->kind == EV_PROGRESS) memcpy(j->failures, e->failures, sizeof j->failures);
   if (e->kind != EV_END) {
     refresh(srv, j);
@@ -417,6 +481,9 @@ int td_jobs_init(td_server_t *srv, tn_err_t *err) {
   uv_mutex_init(&m->lock);
   uv_async_init(srv->loop, &m->async, on_async);
   m->async.data = srv;
+  uv_timer_init(srv->loop, &m->cancel_timer);
+  m->cancel_timer.data = srv;
+  m->open_handles = 2;
   srv->jobs = m;
   /* Before any thread of ours: the pool sets POCL_CACHE_DIR for the
    * daemon's life (its temp dir outlives every job's worker).  Made on a
@@ -458,7 +525,10 @@ static void free_list(td_job_t *j) {
   }
 }
 
-static void on_async_closed(uv_handle_t *h) { free(h->data); }
+static void on_handle_closed(uv_handle_t *h) {
+  td_jobs_t *m = h->data;
+  if (--m->open_handles == 0) free(m);
+}
 
 void td_jobs_free(td_server_t *srv) {
   td_jobs_t *m = srv->jobs;
@@ -469,8 +539,9 @@ void td_jobs_free(td_server_t *srv) {
   ms_builder_free(m->builder); /* no job runs any more: nothing is queued */
   for (td_event_t *e = m->events, *next; e; e = next) next = e->next, free(e);
   uv_mutex_destroy(&m->lock);
-  m->async.data = m; /* the handle lives in m: free it once closed */
-  uv_close((uv_handle_t *)&m->async, on_async_closed);
+  m->async.data = m->cancel_timer.data = m; /* the handles live in m: free it once both are closed */
+  uv_close((uv_handle_t *)&m->async, on_handle_closed);
+  uv_close((uv_handle_t *)&m->cancel_timer, on_handle_closed);
 }
 
 void td_jobs_add(td_server_t *srv, int64_t id, const char *target) {
@@ -615,6 +686,19 @@ void td_job_live(td_server_t *srv, cJSON *job) {
     cJSON *n = cJSON_GetObjectItemCaseSensitive(f, ms_status_name((ms_status_t)s));
     if (n) cJSON_SetNumberValue(n, live->failures[s]);
   }
+  /* what the row cannot say yet: a cancel already answered, or an end the
+   * database could not take (a full disk) */
+  db_job_state_t st;
+  const cJSON *state = cJSON_GetObjectItemCaseSensitive(job, "state");
+  if (!cJSON_IsString(state) || db_job_state_parse(state->valuestring, &st, NULL) != 0 || db_job_state_final(st))
+    return;
+  if (live->ended && live->end_unsaved) {
+    cJSON_ReplaceItemInObjectCaseSensitive(job, "state", cJSON_CreateString(db_job_state_name(live->end_state)));
+    if (live->end_error[0])
+      cJSON_ReplaceItemInObjectCaseSensitive(job, "error", cJSON_CreateString(live->end_error));
+  } else if (live->cancel_answered) {
+    cJSON_ReplaceItemInObjectCaseSensitive(job, "state", cJSON_CreateString(db_job_state_name(DB_JOB_CANCELLED)));
+  }
 }
 
 /* ---- watch and cancel -------------------------------------------------------------- */
@@ -758,14 +842,80 @@ static void cancel_queued_done(td_req_t *req) {
   else if (!failed) td_jobs_answer(req, cw->id);
 }
 
+/* The row of a job answered cancelled from memory, written off the loop
+ * (it may wait for a lock): the thread's own end writes it too, whichever
+ * comes first. */
+typedef struct mark_work {
+  uv_work_t w;
+  td_server_t *srv;
+  int64_t id;
+} mark_work_t;
+
+static void mark_cancelled_work(uv_work_t *w) {
+  mark_work_t *mw = w->data;
+  tn_err_t err = {0};
+  db_job_progress_t pr = {DB_JOB_CANCELLED, -1, 0, NULL};
+  uv_mutex_lock(&mw->srv->wdb_lock);
+  if (db_job_update(mw->srv->wdb, mw->id, &pr, &err) != 0 && err.code != TN_ESTATE)
+    td_log(TD_WARN, "cannot write a cancelled job's state (its thread will)", "job=%lld err=%s", (long long)mw->id,
+           td_q(err.msg));
+  uv_mutex_unlock(&mw->srv->wdb_lock);
+}
+
+static void mark_cancelled_done(uv_work_t *w, int status) {
+  (void)status;
+  mark_work_t *mw = w->data;
+  td_server_t *srv = mw->srv;
+  free(mw);
+  srv->inflight_work--;
+  td_server_maybe_exit(srv);
+}
+
+/* Every 100 ms while a cancelled job's thread runs on: past
+ * TD_CANCEL_WAIT_S the loop answers the waiting cancels itself (the job
+ * shows `cancelled` from then on) and writes the row in the background. */
+static void on_cancel_timer(uv_timer_t *t) {
+  td_server_t *srv = t->data;
+  td_jobs_t *m = srv->jobs;
+  bool waiting = false;
+  for (td_job_t *j = m->active; j; j = j->next) {
+    if (!j->running || j->cancel_at <= 0 || j->cancel_answered) continue;
+    if (tn_now() - j->cancel_at < TD_CANCEL_WAIT_S) {
+      waiting = true;
+      continue;
+    }
+    j->cancel_answered = true;
+    td_log(TD_WARN, "a cancelled job has not stopped yet: answered cancelled now (it ends when it next polls)",
+           "job=%lld waited_s=%.2f", (long long)j->id, tn_now() - j->cancel_at);
+    for (int i = 0; i < j->ncancel; i++) { /* each answered by a read (td_job_live says cancelled) */
+      td_req_t *req = j->cancels[i];
+      if (td_jobs_answer(req, j->id) != TD_PENDING) td_req_finish(req);
+    }
+    j->ncancel = 0;
+    refresh(srv, j); /* the watchers see `cancelled` too */
+    mark_work_t *mw = tn_xcalloc(1, sizeof *mw);
+    mw->srv = srv;
+    mw->id = j->id;
+    mw->w.data = mw;
+    if (uv_queue_work(srv->loop, &mw->w, mark_cancelled_work, mark_cancelled_done) == 0) srv->inflight_work++;
+    else free(mw); /* the thread's end writes it */
+  }
+  if (!waiting) uv_timer_stop(t);
+}
+
 td_reply_t td_jobs_cancel(td_server_t *srv, int64_t id, td_req_t *req) {
   td_job_t *j = srv->jobs ? find(srv->jobs->active, id) : NULL;
+  if (j && j->running && j->cancel_answered) /* answered already; the thread is on its way out */
+    return td_jobs_answer(req, id);
   if (j && j->running) {
     atomic_store(&j->stop, STOP_CANCEL);
     if (j->ncancel == j->capcancel)
       j->cancels = tn_xrealloc(j->cancels, sizeof *j->cancels * (size_t)(j->capcancel = j->capcancel * 2 + 2));
     j->cancels[j->ncancel++] = req;
-    td_log(TD_INFO, "cancelling a running job after its batch", "job=%lld", (long long)id);
+    if (j->cancel_at <= 0) j->cancel_at = tn_now();
+    if (!uv_is_active((uv_handle_t *)&srv->jobs->cancel_timer))
+      uv_timer_start(&srv->jobs->cancel_timer, on_cancel_timer, 100, 100);
+    td_log(TD_INFO, "cancelling a running job", "job=%lld", (long long)id);
     return TD_PENDING;
   }
   if (j && !j->cancelling) {

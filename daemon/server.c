@@ -389,6 +389,7 @@ static void on_stop_timeout(uv_timer_t *t) {
   td_server_t *srv = t->data;
   td_log(TD_ERROR, "running jobs did not stop in time; exiting without them (they resume at the next start)",
          "stop_timeout_s=%g running=%d", srv->cfg.stop_timeout, td_jobs_running(srv));
+  ms_kill_children(); /* no worker or compiler outlives us, running on */
   unlink(srv->cfg.socket_path);
   _exit(1);
 }
@@ -396,7 +397,7 @@ static void on_stop_timeout(uv_timer_t *t) {
 void td_server_stop(td_server_t *srv, const char *why) {
   if (srv->stopping) return;
   srv->stopping = true;
-  td_log(TD_INFO, "stopping: no new jobs; running jobs finish their batch", "why=%s running=%d queued=%d",
+  td_log(TD_INFO, "stopping: no new jobs; running jobs stop and are requeued", "why=%s running=%d queued=%d",
          td_q(why), td_jobs_running(srv), td_jobs_queued(srv));
   td_jobs_stop_all(srv);
   uv_timer_start(&srv->stop_timer, on_stop_timeout, (uint64_t)(srv->cfg.stop_timeout * 1e3), 0);
@@ -409,6 +410,7 @@ static void on_signal(uv_signal_t *h, int signum) {
   if (srv->stopping) {
     td_log(TD_WARN, "second signal while stopping: exiting now (running jobs resume at the next start)",
            "signal=%s", name);
+    ms_kill_children();
     _exit(1);
   }
   td_server_stop(srv, name);
@@ -441,6 +443,12 @@ static int start(td_server_t *srv, tn_err_t *err) {
 
 int td_server_run(const td_config_t *cfg, const td_machine_t *machine) {
   signal(SIGPIPE, SIG_IGN); /* a client that went away is an error code, not a signal */
+  /* A write past a file size limit (ulimit -f) is an error (EFBIG) the job
+   * reports, not a signal that kills the daemon.  Set after the backends'
+   * probe: LLVM (PoCL's, NVRTC's) installs handlers for SIGXFSZ among others
+   * and, when one fires, puts back the dispositions it found, SIGTERM's
+   * default among them, leaving a daemon that SIGTERM kills outright. */
+  signal(SIGXFSZ, SIG_IGN);
   td_server_t *srv = tn_xcalloc(1, sizeof *srv);
   srv->cfg = *cfg;
   srv->machine = *machine;

@@ -103,6 +103,7 @@ typedef struct td_config {
   double stop_timeout;     /* seconds a stop waits for running jobs before exiting anyway */
   double idle_timeout;     /* seconds without a request before a connection is closed (0: never) */
   int tune_nice;           /* nice levels the tuning work runs below the serving threads */
+  double deadline_grace;   /* a job is stopped (failed) this long after its `seconds` budget */
   const char *config_dir;
 } td_config_t;
 

@@ -17,7 +17,8 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: tuned [--target NAME|auto] [--db PATH] [--socket PATH] [--jobs N]\n"
           "             [--log-level debug|info|warn|error] [--configs DIR] [--stop-timeout S]\n"
-          "             [--idle-timeout S] [--tune-nice N] [--cc gcc|clang|auto] [--foreground]\n"
+          "             [--idle-timeout S] [--tune-nice N] [--deadline-grace S] [--cc gcc|clang|auto]\n"
+          "             [--foreground]\n"
           "       tuned --backends | --version | --help\n"
           "\n"
           "tuned is the auto-tuning daemon: it serves JSON-RPC 2.0 (one message per line) on a\n"
@@ -38,8 +39,14 @@ static void usage(FILE *out) {
           "  --configs DIR   the directory of target files NAME.json (default: $TUNED_CONFIG_DIR,\n"
           "                  else the source tree's configs/ for a tuned in the build tree, else\n"
           "                  ../share/tuned/configs next to the executable, else the installed one)\n"
-          "  --stop-timeout S  on SIGTERM, wait at most S seconds (default 300) for running\n"
-          "                  jobs to commit their batch, then exit anyway (status 1; they resume)\n"
+          "  --stop-timeout S  on SIGTERM, wait at most S seconds (default 10) for running\n"
+          "                  jobs to stop (they abandon the running candidate or reference\n"
+          "                  evaluation within a second), then kill the workers and compilers and\n"
+          "                  exit anyway (status 1); either way the jobs resume at the next start\n"
+          "  --deadline-grace S  every job's deadline is its `seconds` budget (24 h without one)\n"
+          "                  plus S seconds (default 60): the re-measure, the unscheduled program\n"
+          "                  and a long reference evaluation must fit in it.  A job past its\n"
+          "                  deadline is stopped and failed (its records are kept)\n"
           "  --idle-timeout S  close a connection that sent nothing for S seconds and waits for\n"
           "                  nothing (no answer pending, no job watched); default 600, 0 = never\n"
           "  --tune-nice N   the tuning work (job threads, the build pool, compilers, the\n"
@@ -52,7 +59,9 @@ static void usage(FILE *out) {
           "  --version       print the version\n"
           "\n"
           "SIGTERM or SIGINT (or the server.shutdown method) stop it cleanly: running jobs\n"
-          "commit their batch and are resumed at the next start.\n"
+          "commit what they measured, abandon the candidate or reference evaluation under way\n"
+          "and are resumed at the next start.  tune.cancel stops a job within a second in any\n"
+          "state.\n"
           "\n"
           "Measurement (every job): each candidate is built (at most 30 s; a compiler past\n"
           "that is killed), then run in a worker process: a checked run compared with the\n"
@@ -94,7 +103,7 @@ static int print_backends(void) {
 typedef struct args {
   const char *target, *db, *socket, *log_level, *configs, *cc;
   int jobs, tune_nice;
-  double stop_timeout, idle_timeout;
+  double stop_timeout, idle_timeout, deadline_grace;
 } args_t;
 
 /* "--name value" or "--name=value"; advances *i past what it used. */
@@ -111,8 +120,8 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name) {
 }
 
 static int parse_args(int argc, char **argv, args_t *a) {
-  *a = (args_t){.target = "auto", .log_level = "info", .jobs = 1, .stop_timeout = 300, .idle_timeout = 600,
-              .tune_nice = 10};
+  *a = (args_t){.target = "auto", .log_level = "info", .jobs = 1, .stop_timeout = 10, .idle_timeout = 600,
+              .tune_nice = 10, .deadline_grace = 60};
   for (int i = 1; i < argc; i++) {
     const char *v;
     if ((v = opt_value(argc, argv, &i, "--target"))) a->target = v;
@@ -156,6 +165,13 @@ static int parse_args(int argc, char **argv, args_t *a) {
       a->stop_timeout = strtod(v, &end);
       if (*end || !(a->stop_timeout > 0 && a->stop_timeout <= 86400)) {
         fprintf(stderr, "tuned: --stop-timeout must be a number of seconds above 0 and at most 86400, got '%s'\n", v);
+        return 2;
+      }
+    } else if ((v = opt_value(argc, argv, &i, "--deadline-grace"))) {
+      char *end;
+      a->deadline_grace = strtod(v, &end);
+      if (*end || !(a->deadline_grace >= 0 && a->deadline_grace <= 86400)) {
+        fprintf(stderr, "tuned: --deadline-grace must be a number of seconds from 0 to 86400, got '%s'\n", v);
         return 2;
       }
     } else if (strcmp(argv[i], "--foreground") != 0) {
@@ -257,7 +273,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   td_config_t cfg = {.max_jobs = a.jobs, .stop_timeout = a.stop_timeout, .idle_timeout = a.idle_timeout,
-                     .tune_nice = a.tune_nice, .config_dir = a.configs ? a.configs : configs};
+                     .tune_nice = a.tune_nice, .deadline_grace = a.deadline_grace,
+                     .config_dir = a.configs ? a.configs : configs};
   td_log(TD_INFO, "target files", "dir=%s", td_q(cfg.config_dir));
   td_machine_t m;
   td_machine_probe(&m, cfg.config_dir);

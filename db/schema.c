@@ -155,6 +155,14 @@ int db_fail(db_t *db, tn_err_t *err, const char *op) {
   int code = TN_EIO;
   if ((rc & 0xff) == SQLITE_CONSTRAINT) code = TN_EINVAL;
   if ((rc & 0xff) == SQLITE_NOMEM) code = TN_ENOMEM;
+  /* A write that failed: say what the system said (ENOSPC, EFBIG, EIO) and
+   * what to look at, rather than SQLite's bare "disk I/O error". */
+  if ((rc & 0xff) == SQLITE_FULL || (rc & 0xff) == SQLITE_IOERR) {
+    int sys = sqlite3_system_errno(db->h);
+    return tn_err_set(err, code, "%s: %s (sqlite error %d%s%s): the database file could not be written; is its disk "
+                      "full, or over a file size limit?", op, sqlite3_errmsg(db->h), rc, sys ? ", " : "",
+                      sys ? strerror(sys) : "");
+  }
   return tn_err_set(err, code, "%s: %s (sqlite error %d)", op, sqlite3_errmsg(db->h), rc);
 }
 

@@ -283,14 +283,32 @@ static int eval_threads(void) {
   return (int)TN_MAX(1, TN_MIN(n, EV_MAX_THREADS));
 }
 
-int ir_eval_opts(const ir_func_t *f, ir_data_t *d, bool force_scalar, ir_eval_stats_t *stats,
-                 tn_err_t *err) {
-  ev_t ev = {.f = f, .block = "root", .force_scalar = force_scalar, .err = err, .nthreads = eval_threads()};
-  int rc = ev_setup(&ev, f, d);
+bool ev_poll_stop(ev_t *ev) {
+  ev->poll_left = EV_POLL_EVERY;
+  if (!ev->stop(ev->stop_ctx)) return false;
+  tn_err_set(ev->err, TN_ESTOPPED, "stopped on request in block \"%s\" of \"%s\"", ev->block, ev->f->name);
+  return true;
+}
+
+static int eval_with(const ir_func_t *f, ir_data_t *d, bool force_scalar, bool (*stop)(void *), void *stop_ctx,
+                     ir_eval_stats_t *stats, tn_err_t *err) {
+  ev_t ev = {.f = f, .block = "root", .force_scalar = force_scalar, .err = err, .nthreads = eval_threads(),
+             .stop = stop, .stop_ctx = stop_ctx, .poll_left = 1};
+  int rc = stop && stop(stop_ctx) ? tn_err_set(err, TN_ESTOPPED, "stopped on request before evaluating \"%s\"", f->name)
+                                  : ev_setup(&ev, f, d);
   if (!rc) rc = ev_stmt(&ev, f->root);
   if (stats) *stats = ev.st;
   ev_teardown(&ev);
   return rc;
+}
+
+int ir_eval_opts(const ir_func_t *f, ir_data_t *d, bool force_scalar, ir_eval_stats_t *stats,
+                 tn_err_t *err) {
+  return eval_with(f, d, force_scalar, NULL, NULL, stats, err);
+}
+
+int ir_eval_stoppable(const ir_func_t *f, ir_data_t *d, bool (*stop)(void *ctx), void *ctx, tn_err_t *err) {
+  return eval_with(f, d, false, stop, ctx, NULL, err);
 }
 
 int ir_eval(const ir_func_t *f, ir_data_t *d, tn_err_t *err) {

@@ -39,7 +39,23 @@ typedef struct ev {
   tn_err_t *err;
   int depth;    /* loops around the statement being run */
   int nthreads; /* for independent outermost loops (eval.c) */
+  bool (*stop)(void *ctx); /* NULL: never stops (ir_eval_stoppable) */
+  void *stop_ctx;
+  int poll_left; /* loop iterations until stop is asked again */
 } ev_t;
+
+/* Loop iterations (scalar iterations and fast-path lane chunks) between two
+ * calls of the stop callback.  Every loop of every depth counts, so the work
+ * between two polls is at most this many block instances' worth: a few
+ * microseconds to a millisecond, whatever the extents. */
+#define EV_POLL_EVERY 4096
+
+/* Asks the stop callback (and sets the error) once every EV_POLL_EVERY
+ * calls; true: give up, the error is TN_ESTOPPED. */
+bool ev_poll_stop(ev_t *ev);
+static inline bool ev_should_stop(ev_t *ev) {
+  return ev->stop && --ev->poll_left <= 0 && ev_poll_stop(ev);
+}
 
 /* The variable's current value, NULL when its id is outside the function's. */
 static inline double *var_slot(ev_t *ev, const ir_var_t *v) {

@@ -168,6 +168,7 @@ static int ev_block(ev_t *ev, const ir_block_t *b) {
 
 int ev_loop_range(ev_t *ev, const ir_loop_t *l, double *slot, int64_t lo, int64_t hi) {
   for (int64_t x = lo; x < hi; x++) {
+    if (ev_should_stop(ev)) return ev->err ? ev->err->code : TN_ESTOPPED;
     *slot = (double)x;
     int rc = ev_stmt(ev, l->body);
     if (rc) return rc;

@@ -499,7 +499,8 @@ static vprog_t *vchoose(ev_t *ev, const ir_stmt_t *loop) {
 
 /* ---- running a program on one chunk ------------------------------------ */
 
-enum { RUN_OK = 0, RUN_SCALAR = 1 }; /* RUN_SCALAR: redo the chunk on the scalar path */
+/* RUN_SCALAR: redo the chunk on the scalar path; RUN_STOP: the stop callback said so */
+enum { RUN_OK = 0, RUN_SCALAR = 1, RUN_STOP = 2 };
 
 static inline double lane_val(const vprog_t *p, int r, int l) {
   switch (p->ins[r].cls) {
@@ -928,6 +929,7 @@ static int run_chunk(ev_t *ev, vprog_t *p, int64_t x0, int L) {
   p->nsaved = 0;
   memset(p->saved, 0, EV_LANES);
   for (;;) {
+    if (ev_should_stop(ev)) return RUN_STOP;
     if (vrun(ev, p, x0, L) != RUN_OK) return RUN_SCALAR;
     ev->st.fast_iters += p->mcnt[p->pred_mask];
     int i = p->ninner - 1;
@@ -951,7 +953,9 @@ int ev_loop_span(ev_t *ev, const ir_stmt_t *s, int64_t lo, int64_t hi) {
   if (!p) return ev_loop_range(ev, l, slot, lo, hi);
   for (int64_t x0 = lo; x0 < hi; x0 += EV_LANES) {
     int L = (int)TN_MIN(EV_LANES, hi - x0);
-    if (run_chunk(ev, p, x0, L) == RUN_OK) continue;
+    int run = run_chunk(ev, p, x0, L);
+    if (run == RUN_OK) continue;
+    if (run == RUN_STOP) return ev->err ? ev->err->code : TN_ESTOPPED;
     /* put back what the chunk wrote and redo it in loop order, so that
      * values and errors are those of the scalar path */
     undo_chunk(p, ev->bufs[p->store_buf].data);

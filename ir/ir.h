@@ -454,6 +454,13 @@ void ir_data_free(ir_data_t *d);
  * well-formed IR, scheduled or not.  Out-of-bounds loads/stores are reported
  * as TN_ERANGE naming the block and buffer, never performed. */
 int ir_eval(const ir_func_t *f, ir_data_t *d, tn_err_t *err);
+/* ir_eval that can be stopped midway: stop(ctx) is asked before it starts
+ * and then every few thousand loop iterations of any loop (microseconds to a
+ * millisecond of work apart, whatever the extents); once it returns true
+ * the evaluation gives up with TN_ESTOPPED and d's outputs are partial.
+ * stop is called from the evaluation's threads at once, so it must be
+ * thread-safe (an atomic flag, a clock), and should stay true once true. */
+int ir_eval_stoppable(const ir_func_t *f, ir_data_t *d, bool (*stop)(void *ctx), void *ctx, tn_err_t *err);
 
 /* Most bytes of temporaries (allocated as doubles) one evaluation may use;
  * more is TN_ENOMEM naming the buffer. */
@@ -490,9 +497,10 @@ double ir_func_flops(const ir_func_t *f);
 /* Element updates (stores, inits included) one evaluation performs. */
 double ir_func_updates(const ir_func_t *f);
 /* The most element updates a reference evaluation may take: the reference
- * evaluator runs at about 1e9 updates/s on a few cores and cannot be
- * stopped midway, so larger problems are refused before it starts (2^38,
- * minutes of work: matmul 4096^3 is 2^36; $TUNED_EVAL_MAX_UPDATES overrides). */
+ * evaluator runs at about 1e9 updates/s on a few cores, so larger problems
+ * are refused before it starts (2^38, minutes of work: matmul 4096^3 is
+ * 2^36; $TUNED_EVAL_MAX_UPDATES overrides).  Work under the cap can still
+ * be stopped midway (ir_eval_stoppable: a cancel, a job's deadline). */
 #define IR_EVAL_MAX_UPDATES 274877906944.0
 double ir_eval_max_updates(void);
 /* TN_ERANGE, naming the function, the count and the cap, when f is over it. */

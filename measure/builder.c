@@ -222,6 +222,10 @@ static void *thread_main(void *arg) {
       ms_result_init(&j->local); /* ownership of run_secs moved */
       j->state = JOB_DONE;
       pthread_cond_broadcast(&c->done);
+    } else if (j->local.artifact[0]) { /* nobody will run it: its directory goes */
+      char dir[MS_PATH_MAX];
+      snprintf(dir, sizeof dir, "%s/b%06lld", c->run_dir, (long long)j->ticket);
+      ms_remove_tree(dir);
     }
     job_unref(j);
     if (me->retired) break;
@@ -238,16 +242,21 @@ static void *thread_main(void *arg) {
   return NULL;
 }
 
-/* Abandons a running job at its deadline (lock held). */
-static void abandon_locked(core_t *c, job_t *j, double now) {
+/* Abandons a running job (lock held): at its deadline (timed_out), or
+ * because its search stopped.  Its thread finishes the compile, discards
+ * the result and exits; a new thread takes its place in the pool. */
+static void abandon_locked(core_t *c, job_t *j, double now, bool timed_out) {
   j->abandoned = true;
   ms_result_init(j->dest);
   snprintf(j->dest->build.arch, sizeof j->dest->build.arch, "%s", j->cand->target.arch);
   j->dest->build.build_secs = now - j->started;
-  ms_result_fail(j->dest, MS_TIMEOUT,
-                 "build timed out after %.1f s (the %s compiler did not return and cannot be interrupted: "
-                 "the build was abandoned and its thread replaced)",
-                 now - j->started, tn_target_kind_name(j->cand->target.kind));
+  if (timed_out)
+    ms_result_fail(j->dest, MS_TIMEOUT,
+                   "build timed out after %.1f s (the %s compiler did not return and cannot be interrupted: the build "
+                   "was abandoned and its thread replaced)",
+                   now - j->started, tn_target_kind_name(j->cand->target.kind));
+  else
+    ms_result_fail(j->dest, MS_BUILD_ERROR, "build abandoned after %.1f s: its search stopped", now - j->started);
   j->state = JOB_DONE;
   j->thread->retired = true;
   c->nactive--;
@@ -263,7 +272,7 @@ static void *watchdog_main(void *arg) {
     for (job_t *j = c->all; j; j = j->next_all) {
       if (j->state != JOB_RUNNING || j->abandoned) continue;
       double jnow = job_clock(j);
-      if (j->deadline <= jnow) abandon_locked(c, j, jnow);
+      if (j->deadline <= jnow) abandon_locked(c, j, jnow, true);
       else if (j->deadline - jnow + now < next) next = j->deadline - jnow + now;
     }
     struct timespec ts = deadline_in(next - now + 0.001);
@@ -401,6 +410,18 @@ void ms_build_wait(ms_builder_t *b, int64_t ticket) {
   pthread_mutex_unlock(&c->mu);
 }
 
+bool ms_build_wait_for(ms_builder_t *b, int64_t ticket, double max_s) {
+  core_t *c = b->core;
+  struct timespec ts = deadline_in(max_s);
+  pthread_mutex_lock(&c->mu);
+  job_t *j;
+  while ((j = find_locked(c, ticket, NULL)) && j->state != JOB_DONE)
+    if (pthread_cond_timedwait(&c->done, &c->mu, &ts) != 0) break;
+  bool done = !j || j->state == JOB_DONE;
+  pthread_mutex_unlock(&c->mu);
+  return done;
+}
+
 bool ms_build_done(ms_builder_t *b, int64_t ticket) {
   core_t *c = b->core;
   pthread_mutex_lock(&c->mu);
@@ -408,6 +429,16 @@ bool ms_build_done(ms_builder_t *b, int64_t ticket) {
   bool done = !j || j->state == JOB_DONE;
   pthread_mutex_unlock(&c->mu);
   return done;
+}
+
+void ms_build_abandon(ms_builder_t *b, int64_t ticket) {
+  core_t *c = b->core;
+  pthread_mutex_lock(&c->mu);
+  job_t *j = find_locked(c, ticket, NULL);
+  bool running = j && j->state == JOB_RUNNING && !j->abandoned;
+  if (running) abandon_locked(c, j, job_clock(j), false);
+  pthread_mutex_unlock(&c->mu);
+  if (!running) ms_build_cancel(b, ticket);
 }
 
 void ms_build_cancel(ms_builder_t *b, int64_t ticket) {

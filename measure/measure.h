@@ -287,6 +287,9 @@ int ms_build_batch(ms_builder_t *b, ms_candidate_t *const *cands, int n, ms_resu
 int64_t ms_build_submit(ms_builder_t *b, const ms_candidate_t *cand, ms_result_t *res);
 /* Blocks until that build is finished (or abandoned at its timeout). */
 void ms_build_wait(ms_builder_t *b, int64_t ticket);
+/* Waits at most max_s seconds for that build; true once it is finished
+ * (still wait for the ticket: that releases it). */
+bool ms_build_wait_for(ms_builder_t *b, int64_t ticket, double max_s);
 /* Non-blocking: true once the build is finished. */
 bool ms_build_done(ms_builder_t *b, int64_t ticket);
 /* Withdraws a build that is still queued: it finishes at once as a
@@ -294,6 +297,11 @@ bool ms_build_done(ms_builder_t *b, int64_t ticket);
  * does not wait behind other jobs' builds in a shared pool.  A build already
  * compiling is left to finish.  Wait for the ticket either way. */
 void ms_build_cancel(ms_builder_t *b, int64_t ticket);
+/* Withdraws a queued build, or abandons one compiling (BUILD_ERROR "build
+ * abandoned": its thread finishes the compile in the background, discards
+ * it and is replaced), so that a stopped search waits for no compiler.
+ * Wait for the ticket either way (it returns at once). */
+void ms_build_abandon(ms_builder_t *b, int64_t ticket);
 /* Stops (pause) or continues every compiler process the builders run (cc
  * builds: SIGSTOP/SIGCONT to their process groups), nesting; builds started
  * while paused stop at once, and paused time does not count against build
@@ -301,6 +309,10 @@ void ms_build_cancel(ms_builder_t *b, int64_t ticket);
  * device (ms_device_acquire), whose cores the compilers would otherwise
  * share.  NVRTC and OpenCL builds are not paused. */
 void ms_commands_pause(bool pause);
+/* SIGKILLs every worker process, build process and compiler command this
+ * process started and has not reaped: for a process about to exit without
+ * waiting for the threads that own them (tuned past --stop-timeout). */
+void ms_kill_children(void);
 /* Waits up to max_s seconds until no build of this process is inside an
  * in-process compiler call (OpenCL; abandoned ones included; cc and NVRTC
  * run in child processes); returns how many still are.  Runs at exit (up to
@@ -393,7 +405,19 @@ typedef struct ms_run_opts {
    * spent time budget stops waiting at once.  NULL: wait as long as it takes. */
   bool (*stop)(void *ctx);
   void *stop_ctx;
+  /* Polled during the reference evaluation (ms_runner_set_workload, from the
+   * evaluator's threads at once: it must be thread-safe) and every
+   * MS_CANCEL_POLL_S while a candidate runs: true abandons the work at once
+   * (the evaluation fails with TN_ESTOPPED; the running candidate's worker
+   * is killed and the candidate left unrun, ran false, like one that never
+   * got its device).  A cancelled job or a daemon shutting down ends here
+   * within a fraction of a second.  NULL: nothing is abandoned. */
+  bool (*cancel)(void *ctx);
+  void *cancel_ctx;
 } ms_run_opts_t;
+
+/* How often a running candidate's wait asks ms_run_opts_t.cancel. */
+#define MS_CANCEL_POLL_S 0.05
 
 typedef struct ms_runner ms_runner_t;
 
@@ -415,7 +439,8 @@ int ms_runner_worker_pid(const ms_runner_t *r);
 int ms_runner_worker_starts(const ms_runner_t *r);
 
 /* Prepares the workload: inputs from ir_data_new(f, seed), reference outputs
- * from ir_eval (in this process: the evaluator never runs candidate code),
+ * from ir_eval (in this process: the evaluator never runs candidate code;
+ * stopped with TN_ESTOPPED when the run options' cancel says so),
  * both in the parameters' dtypes in one file the worker maps.  Keeps the
  * workload's FLOP and byte counts for GFLOP/s and GB/s. */
 int ms_runner_set_workload(ms_runner_t *r, const ir_func_t *f, uint64_t seed, tn_err_t *err);

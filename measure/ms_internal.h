@@ -30,6 +30,9 @@ const char *ms_pocl_cache_init(const char *fallback);
 /* Seconds on a clock that stands still while commands are paused
  * (ms_commands_pause): timeouts of commands, and of cc builds, use it. */
 double ms_active_clock(void);
+/* Keeps a started worker's pid (add) or forgets a reaped one, for
+ * ms_kill_children. */
+void ms_track_worker(pid_t pid, bool add);
 /* Runs argv (PATH search) in its own process group with stdout+stderr
  * captured into log (cut to max_log bytes), killing the group after
  * timeout_s of unpaused time.  Returns 0 when the child ran to completion

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +106,7 @@ static int reap(ms_runner_t *r, bool kill_it) {
   if (kill_it) kill(r->pid, SIGKILL);
   while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR) {
   }
+  ms_track_worker(r->pid, false);
   close(r->fd);
   r->pid = 0;
   r->fd = -1;
@@ -118,6 +120,7 @@ static int reap_exiting(ms_runner_t *r) {
     int st;
     pid_t p = waitpid(r->pid, &st, WNOHANG);
     if (p == r->pid) {
+      ms_track_worker(r->pid, false);
       close(r->fd);
       r->pid = 0, r->fd = -1, r->loaded_gen = 0;
       return st;
@@ -159,6 +162,7 @@ int ms_runner_start(ms_runner_t *r, tn_err_t *err) {
   }
   r->fd = sv[0];
   r->starts++;
+  ms_track_worker(r->pid, true);
   int from = log_size(r);
   cJSON *hello = cJSON_CreateObject(), *reply = NULL;
   cJSON_AddStringToObject(hello, "op", "hello");
@@ -283,7 +287,7 @@ int ms_runner_set_workload(ms_runner_t *r, const ir_func_t *f, uint64_t seed, tn
   ir_data_t *d = NULL;
   int rc = ir_eval_check_work(f, err);
   if (rc == TN_OK) rc = ir_data_new(f, seed, EVAL_MAX_BYTES, &d, err);
-  if (rc == TN_OK) rc = ir_eval(f, d, err);
+  if (rc == TN_OK) rc = ir_eval_stoppable(f, d, r->o.cancel, r->o.cancel_ctx, err);
   if (rc < 0) {
     ir_data_free(d);
     return tn_err_prefix(err, "reference evaluation");
@@ -466,15 +470,34 @@ static double stop_secs(const ms_runner_t *r) {
   return r->o.slow_factor > 0 && r->best > 0 ? TN_MAX(r->o.stop_min_s, 10 * r->o.slow_factor * r->best) : INFINITY;
 }
 
+static bool cancelled(const ms_runner_t *r) { return r->o.cancel && r->o.cancel(r->o.cancel_ctx); }
+
+/* Waits until the worker has something to say, the deadline passes
+ * (TN_ERANGE) or the run is cancelled (TN_ESTOPPED), asking cancel every
+ * MS_CANCEL_POLL_S: a candidate may run for its whole timeout. */
+static int await_readable(ms_runner_t *r, double deadline) {
+  for (;;) {
+    if (cancelled(r)) return TN_ESTOPPED;
+    double left = deadline - tn_now();
+    if (left <= 0) return TN_ERANGE;
+    struct pollfd p = {.fd = r->fd, .events = POLLIN};
+    int n = poll(&p, 1, (int)ceil(TN_MIN(left, r->o.cancel ? MS_CANCEL_POLL_S : left) * 1e3));
+    if (n > 0 || (n < 0 && errno != EINTR)) return TN_OK; /* the read says what it was */
+  }
+}
+
 /* Waits for the worker's reply to a run request: the timeout counts from
  * the request, the early stop from the worker's {"started": true} (loading
  * and compiling the candidate do not count against it).  TN_ERANGE when
- * either passed first (*stopped says it was the early stop). */
+ * either passed first (*stopped says it was the early stop); TN_ESTOPPED
+ * when cancelled meanwhile. */
 static int await_reply(ms_runner_t *r, cJSON **reply, bool *stopped, tn_err_t *e) {
   double end = tn_now() + r->o.timeout_s, stop_at = INFINITY;
   for (;;) {
     double deadline = TN_MIN(end, stop_at);
-    int rc = ms_frame_recv(r->fd, deadline, reply, e);
+    int rc = await_readable(r, deadline);
+    if (rc == TN_ESTOPPED) return rc;
+    if (rc == TN_OK) rc = ms_frame_recv(r->fd, deadline, reply, e);
     if (rc == TN_ERANGE) *stopped = stop_at < end;
     if (rc < 0 || !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(*reply, "started"))) return rc;
     cJSON_Delete(*reply);
@@ -506,12 +529,14 @@ static int run_one(ms_runner_t *r, const ms_candidate_t *c, ms_result_t *res, tn
       if (rc < 0) reap(r, true); /* died between requests: start a fresh one */
     }
     if (rc == TN_OK) rc = await_reply(r, &reply, &stopped, &e);
-    if (rc >= 0 || rc == TN_ERANGE) break;
+    if (rc >= 0 || rc == TN_ERANGE || rc == TN_ESTOPPED) break;
     st = reap(r, false);
     if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) || life == 1) break;
     from = log_size(r); /* killed from outside: once more, in a fresh worker */
   }
-  if (rc == TN_ERANGE) {
+  if (rc == TN_ESTOPPED) {
+    reap(r, true); /* cancelled: the candidate stays unrun (status OK, ran false) */
+  } else if (rc == TN_ERANGE) {
     reap(r, true);
     if (stopped)
       ms_result_fail(res, MS_TOO_SLOW, "stopped early: still running %.1f s after it started, %g times the fastest "
@@ -557,7 +582,8 @@ int ms_runner_run_batch(ms_runner_t *r, ms_candidate_t *const *cands, ms_result_
     char name[MS_DEVICE_NAME_MAX];
     ms_device_name(&cands[i]->target, name, sizeof name);
     ms_device_t *d = ms_device_get(name);
-    if (!ms_device_acquire(d, r->o.stop, r->o.stop_ctx)) return TN_OK; /* stopped while waiting: the rest stays unrun */
+    if (cancelled(r) || !ms_device_acquire(d, r->o.stop, r->o.stop_ctx))
+      return TN_OK; /* cancelled, or stopped while waiting: the rest stays unrun */
     int rc = run_one(r, cands[i], &results[i], err);
     ms_device_release(d);
     if (rc < 0) return err ? err->code : TN_EIO;

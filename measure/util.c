@@ -276,6 +276,31 @@ void ms_commands_pause(bool pause) {
   pthread_mutex_unlock(&cmd_mu);
 }
 
+#define MAX_WORKERS 256
+static pid_t worker_pids[MAX_WORKERS];
+static int nworkers;
+
+void ms_track_worker(pid_t pid, bool add) {
+  pthread_mutex_lock(&cmd_mu);
+  if (add && nworkers < MAX_WORKERS) worker_pids[nworkers++] = pid;
+  for (int i = 0; !add && i < nworkers; i++)
+    if (worker_pids[i] == pid) {
+      worker_pids[i] = worker_pids[--nworkers];
+      break;
+    }
+  pthread_mutex_unlock(&cmd_mu);
+}
+
+void ms_kill_children(void) {
+  /* a thread may hold the lock for a moment; one that died holding it must
+   * not keep a process that is about to exit from killing the rest */
+  bool locked = false;
+  for (int i = 0; i < 100 && !(locked = pthread_mutex_trylock(&cmd_mu) == 0); i++) usleep(1000);
+  for (int i = 0; i < ncmds; i++) kill(-cmd_pids[i], SIGKILL);
+  for (int i = 0; i < nworkers; i++) kill(worker_pids[i], SIGKILL);
+  if (locked) pthread_mutex_unlock(&cmd_mu);
+}
+
 static void track_command(pid_t pid, bool add) {
   pthread_mutex_lock(&cmd_mu);
   if (add) {

@@ -124,10 +124,18 @@ static bool mutable_tile(const sch_inst_t *in) {
   return prod >= 2;
 }
 
+/* The divisors of v in ascending order, at most max of them.  Pairs up to
+ * sqrt(v): a loop of extent 2^30 costs 32768 divisions, not 2^30 (a huge
+ * extent made every mutation take seconds and the search unresponsive). */
 static int divisors(int64_t v, int64_t *out, int max) {
-  int n = 0;
-  for (int64_t d = 1; d <= v && n < max; d++)
-    if (v % d == 0) out[n++] = d;
+  int n = 0, nhigh = 0;
+  int64_t high[1024]; /* the partners v / d above sqrt(v), descending */
+  for (int64_t d = 1; d <= v / d && n < max; d++) {
+    if (v % d) continue;
+    out[n++] = d;
+    if (d != v / d && nhigh < (int)TN_ARRAY_LEN(high)) high[nhigh++] = v / d;
+  }
+  for (int i = nhigh - 1; i >= 0 && n < max; i--) out[n++] = high[i];
   return n;
 }
 

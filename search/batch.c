@@ -75,6 +75,9 @@ bool srch_batch_wait(ms_builder_t *builder, srch_batch_t *b, int cap, bool (*sto
   for (int i = 0; i < b->n; i++) {
     srch_batch_pump(builder, b, cap);
     if (stop(ctx)) return false;
+    /* a build may take its whole timeout: a stop is asked every 50 ms */
+    while (b->tickets[i] >= 0 && !ms_build_wait_for(builder, b->tickets[i], 0.05))
+      if (stop(ctx)) return false;
     if (b->tickets[i] >= 0) ms_build_wait(builder, b->tickets[i]);
     b->built[i] = true;
   }
@@ -92,9 +95,10 @@ void srch_remove_artifact(const char *run_dir, ms_result_t *r) {
   *slash = '/';
 }
 
-void srch_batch_drain(ms_builder_t *builder, srch_batch_t *b) {
+void srch_batch_drain(ms_builder_t *builder, srch_batch_t *b, bool abandon) {
   for (int i = 0; i < b->nsubmitted; i++)
-    if (b->tickets[i] >= 0) ms_build_cancel(builder, b->tickets[i]);
+    if (b->tickets[i] >= 0 && abandon) ms_build_abandon(builder, b->tickets[i]);
+    else if (b->tickets[i] >= 0) ms_build_cancel(builder, b->tickets[i]);
   for (int i = 0; i < b->nsubmitted; i++)
     if (b->tickets[i] >= 0) ms_build_wait(builder, b->tickets[i]);
   /* a stopped batch's unrun artifacts: a shared pool's dir outlives the search */

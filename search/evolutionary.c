@@ -73,7 +73,7 @@ static void add_fresh(srch_ctx_t *c, srch_task_state_t *ts, pool_t *pop, pool_t 
   int want = TN_MIN(c->opts.init_min_unmeasured, c->opts.population);
   /* Stop when the population is full too: with a small population the
    * measured seeds can leave fewer than `want` slots for fresh samples. */
-  for (int fails = 0; fresh->n < want && pop->n < c->opts.population && fails < MAX_EMPTY_ROUNDS;) {
+  for (int fails = 0; fresh->n < want && pop->n < c->opts.population && fails < MAX_EMPTY_ROUNDS && !srch_stopped(c);) {
     srch_cand_t **got = NULL;
     int n = srch_sample_fresh(c, ts, attempts, tn_rng_next(&ts->rng), &got);
     fails += n == 0;
@@ -172,7 +172,7 @@ static void gen_slot(void *ctx, int slot) {
   gen_t *g = ctx;
   tn_rng_t rng;
   tn_rng_seed(&rng, srch_seed_for(g->base, (uint64_t)slot));
-  for (int k = 0; k < MAX_TRIES; k++) {
+  for (int k = 0; k < MAX_TRIES && !srch_stopped(g->c); k++) {
     int p = pick_parent(g, &rng);
     g->last_parent[slot] = p;
     if (tn_rng_double(&rng) >= g->c->opts.mutate_prob) {
@@ -264,7 +264,9 @@ int srch_evolve_batch(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_
     smp_memo_t *memo = smp_memo_new();
     srch_cand_memo_t made;
     srch_cand_memo_init(&made);
+    bool stopped = false; /* meanwhile: no batch (the population was cut short) */
     for (int it = 0;; it++) {
+      if ((stopped = srch_stopped(c))) break;
       if ((rc = predict(c, &pop, err)) < 0) break;
       bests_push(&b, ts, &pop, want);
       if (it == c->opts.genetic_iters) break;
@@ -272,7 +274,7 @@ int srch_evolve_batch(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_
     }
     srch_cand_memo_free(&made);
     smp_memo_free(memo);
-    if (rc == 0) *nout = pick_batch(ts, &b, &fresh, want, c->opts.eps_greedy, *out);
+    if (rc == 0 && !stopped) *nout = pick_batch(ts, &b, &fresh, want, c->opts.eps_greedy, *out);
   }
   for (int i = 0; i < b.n; i++) srch_cand_unref(b.v[i].cand);
   free(b.v);

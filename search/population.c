@@ -15,6 +15,7 @@ typedef struct fresh {
 
 static void fresh_one(void *ctx, int i) {
   fresh_t *fr = ctx;
+  if (srch_stopped(fr->c)) return; /* no sample: the search is over */
   tn_rng_t rng;
   tn_rng_seed(&rng, srch_seed_for(fr->base, (uint64_t)i));
   const smp_space_t *sp = &fr->ts->space;

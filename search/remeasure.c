@@ -163,7 +163,7 @@ int srch_remeasure(srch_ctx_t *c, int task, ms_builder_t *builder, int build_cap
   int rc = 0;
   bool done = n > 0 && srch_batch_wait(builder, &b, build_cap, stop, stop_ctx) &&
               run_rounds(c, &b, runner, smp, stop, stop_ctx, &rc, err);
-  srch_batch_drain(builder, &b); /* nothing is marked measured: every artifact goes */
+  srch_batch_drain(builder, &b, false); /* nothing is marked measured: every artifact goes */
   if (done) {
     conclude(c, ts, smp, src, n);
     rc = store(c, ts, smp, src, n, ts->best.db_id, err);

@@ -120,7 +120,10 @@ typedef struct srch_callbacks {
   void (*on_progress)(const srch_progress_t *p, void *ctx);
   void (*on_batch)(const srch_record_t *recs, int n, void *ctx);
   /* Polled between candidates and batches; true stops the search cleanly
-   * (what was measured is kept and committed). */
+   * (what was measured is kept and committed).  Also asked from the
+   * reference evaluator's threads and while a candidate runs, where true
+   * abandons that work at once (the candidate is not recorded): it must be
+   * thread-safe and stay true once true. */
   bool (*should_stop)(void *ctx);
   void *ctx;
   /* What the search has to say (the cost model's warm start, a stored

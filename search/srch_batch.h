@@ -31,10 +31,11 @@ void srch_batch_pump(ms_builder_t *builder, srch_batch_t *b, int cap);
 /* Waits for the builds in order (queueing more as they finish); false when
  * stop(ctx) said so first. */
 bool srch_batch_wait(ms_builder_t *builder, srch_batch_t *b, int cap, bool (*stop)(void *ctx), void *ctx);
-/* Withdraws the builds still queued, waits for the others and removes the
+/* Withdraws the builds still queued, waits for the others (abandon: gives
+ * up those compiling instead, for a stopped search) and removes the
  * artifacts that were not run: call before srch_batch_free (the builder
  * writes into the batch's results). */
-void srch_batch_drain(ms_builder_t *builder, srch_batch_t *b);
+void srch_batch_drain(ms_builder_t *builder, srch_batch_t *b, bool abandon);
 /* Runs the built candidates in order until stop(ctx) says so (the runner
  * polls its own stop while a candidate waits for the device); marks what
  * was processed and removes its build directory (under run_dir, the

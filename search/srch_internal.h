@@ -146,6 +146,10 @@ typedef struct srch_ctx {
 
 /* Passes a message to the caller's on_log (printf-style). */
 void srch_log(const srch_ctx_t *c, srch_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The caller's should_stop (false without one).  Thread-safe by its
+ * contract: the sampling and mutation slots ask it, so that generating a
+ * huge population ends soon after a cancel or a deadline. */
+bool srch_stopped(const srch_ctx_t *c);
 
 /* Sets up the task: design spaces, database rows, known trace hashes and
  * the best measured records. */

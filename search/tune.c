@@ -129,6 +129,17 @@ static int start_builder(loop_t *l, tn_err_t *err) {
   return ms_builder_new(&bo, &l->builder, err);
 }
 
+/* The caller's stop alone (not the time budget, not the build pump): asked
+ * from the reference evaluator's threads and while a candidate runs, where
+ * it abandons the work midway. */
+static bool cancelled(void *ctx) {
+  const srch_callbacks_t *cb = ((loop_t *)ctx)->c->cb;
+  return cb && cb->should_stop && cb->should_stop(cb->ctx);
+}
+
+/* The task's runner, its reference outputs computed on first use.  A stop
+ * during that evaluation is TN_ESTOPPED with l->stopped set: callers treat
+ * it as the stop it is, not as a failure. */
 static int ensure_runner(loop_t *l, int task, tn_err_t *err) {
   srch_task_state_t *ts = &l->c->tasks[task];
   if (ts->runner) return 0;
@@ -138,10 +149,21 @@ static int ensure_runner(loop_t *l, int task, tn_err_t *err) {
   ro.run_dir = dir;
   ro.stop = should_stop; /* a cancel or the time budget ends a wait for the device */
   ro.stop_ctx = l;
+  ro.cancel = cancelled;
+  ro.cancel_ctx = l;
   if (ms_flush_by_default(l->c->target->kind) && !l->c->opts.no_flush) ro.flush_l2 = true;
   ro.tf32 = l->c->target->allow_tf32;
-  if (ms_runner_new(&ro, &ts->runner, err) < 0 || ms_runner_set_workload(ts->runner, ts->func, 1, err) < 0)
-    return tn_err_prefix(err, "search: workload %s", ts->workload->name);
+  srch_log(l->c, SRCH_LOG_INFO, "evaluating the reference outputs of %s (%.3g element updates)", ts->workload->name,
+           ir_func_updates(ts->func));
+  int rc = ms_runner_new(&ro, &ts->runner, err);
+  if (rc == 0) rc = ms_runner_set_workload(ts->runner, ts->func, 1, err);
+  if (rc == TN_ESTOPPED) {
+    ms_runner_free(ts->runner); /* evaluated again if the search goes on */
+    ts->runner = NULL;
+    l->stopped = true;
+    return rc;
+  }
+  if (rc < 0) return tn_err_prefix(err, "search: workload %s", ts->workload->name);
   /* the database's best bounds the first candidates already (slow_factor) */
   if (ts->best.found) ms_runner_note_best(ts->runner, ts->best.median_secs);
   return 0;
@@ -296,7 +318,8 @@ static int finish_batch(loop_t *l, srch_batch_t *b, tn_err_t *err) {
 static int measure_batch(loop_t *l, srch_batch_t *b, srch_batch_t *next, tn_err_t *err) {
   if (!srch_batch_wait(l->builder, b, l->build_cap, should_stop, l)) return 0;
   l->pending = next; /* its builds are queued between b's runs */
-  if (ensure_runner(l, b->task, err) < 0) return err->code;
+  int rc = ensure_runner(l, b->task, err);
+  if (rc < 0) return rc == TN_ESTOPPED ? 0 : rc; /* stopped: nothing of b was run */
   /* The runner takes each candidate's device, shared with every other
    * search of the process; the host CPU's also pauses cc builds (this job's
    * next batch, other jobs') while a candidate is timed on its cores.  GPU
@@ -319,13 +342,13 @@ static int run_loop(loop_t *l, tn_err_t *err) {
     if (got > 0) srch_batch_lower(l->c->target, &next);
     if (have_cur) {
       if (rc == 0) rc = measure_batch(l, &cur, got > 0 ? &next : NULL, err);
-      srch_batch_drain(l->builder, &cur);
+      srch_batch_drain(l->builder, &cur, l->stopped); /* stopped: no compiler is waited for */
       srch_batch_free(&cur);
       have_cur = false;
     }
     l->pending = NULL;
     if (got <= 0 || rc < 0) {
-      if (got > 0) srch_batch_drain(l->builder, &next), srch_batch_free(&next);
+      if (got > 0) srch_batch_drain(l->builder, &next, l->stopped), srch_batch_free(&next);
       break;
     }
     cur = next, have_cur = true;
@@ -345,16 +368,20 @@ static int epilogue(loop_t *l, tn_err_t *err) {
   for (int i = 0; i < c->ntasks && !should_stop(l); i++) {
     srch_task_state_t *ts = &c->tasks[i];
     if (c->opts.remeasure > 0 && ts->nmeasured > 0) {
-      if (ensure_runner(l, i, err) < 0 ||
-          srch_remeasure(c, i, l->builder, l->build_cap, ts->runner, should_stop, l, err) < 0)
+      int rc = ensure_runner(l, i, err);
+      if (rc == TN_ESTOPPED) break;
+      if (rc < 0 || srch_remeasure(c, i, l->builder, l->build_cap, ts->runner, should_stop, l, err) < 0)
         return err->code;
       if (ts->remeasure.n > 0) report_progress(l, SRCH_STAGE_REMEASURE, i);
     }
     if (!c->opts.baseline || should_stop(l)) continue;
     bool found = false;
     if (srch_baseline_lookup(c, i, &found, err) < 0) return err->code;
-    if (!found && (ensure_runner(l, i, err) < 0 || srch_baseline_measure(c, i, l->builder, ts->runner, err) < 0))
-      return err->code;
+    if (!found) {
+      int rc = ensure_runner(l, i, err);
+      if (rc == TN_ESTOPPED) break;
+      if (rc < 0 || srch_baseline_measure(c, i, l->builder, ts->runner, err) < 0) return err->code;
+    }
     if (ts->baseline.have) report_progress(l, SRCH_STAGE_BASELINE, i);
   }
   return 0;

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "ir/ir.h"
@@ -878,6 +879,81 @@ START_TEST(t_flops_bytes) {
 }
 END_TEST
 
+/* ---- stopping midway ------------------------------------------------------- */
+
+typedef struct stop_ctl {
+  atomic_int calls;
+  int stop_at;    /* the call that first says stop (0: never) */
+  double t_stop;  /* tn_now() of that call */
+} stop_ctl_t;
+
+static bool stop_after(void *ctx) {
+  stop_ctl_t *s = ctx;
+  int n = atomic_fetch_add(&s->calls, 1) + 1;
+  if (s->stop_at <= 0 || n < s->stop_at) return false;
+  if (n == s->stop_at) s->t_stop = tn_now();
+  return true;
+}
+
+/* C[i] = sum(k < K: A[i]): 2^32 updates of 16 outputs, about a minute of
+ * evaluation on tiny data; K small enough (2^10) for a full run here. */
+static ir_workload_t *heavy_reduction(int64_t K) {
+  char text[256];
+  snprintf(text, sizeof text, "param N = 16, K = %lld\ninput A: float32[N]\noutput C: float32[N]\n"
+           "C[i] = sum(k < K: A[i])\n", (long long)K);
+  ir_workload_t *w;
+  tn_err_t err = {0};
+  ck_assert_msg(ir_workload_parse("heavy.tw", text, strlen(text), NULL, 0, &w, &err) == 0, "%s", err.msg);
+  return w;
+}
+
+/* ir_eval_stoppable gives up at the poll after the stop (TN_ESTOPPED, within
+ * milliseconds of it, on every thread), and with a stop that never comes
+ * computes what ir_eval does. */
+START_TEST(t_stoppable) {
+  static const char *const threads[] = {"1", "4"};
+  for (int t = 0; t < 2; t++) {
+    setenv("TUNED_EVAL_THREADS", threads[t], 1);
+    /* 2^32 updates: over a minute unstopped; the 20th poll says stop */
+    ir_workload_t *w = heavy_reduction(INT64_C(1) << 28);
+    ir_data_t *d = data_for(w->func, 3);
+    stop_ctl_t s = {.stop_at = 20};
+    tn_err_t err = {0};
+    double t0 = tn_now();
+    int rc = ir_eval_stoppable(w->func, d, stop_after, &s, &err);
+    double took = tn_now() - t0, after = tn_now() - s.t_stop;
+    ck_assert_int_eq(rc, TN_ESTOPPED);
+    ck_assert_msg(strstr(err.msg, "stopped on request in block \"root\" of \"main\""), "%s", err.msg);
+    ck_assert_int_ge(atomic_load(&s.calls), 20);
+    /* a poll is at most EV_POLL_EVERY (4096) iterations apart: 20 of them are
+     * well under a second even on a loaded machine; the bound is loose
+     * because a busy machine may deschedule the evaluating thread */
+    ck_assert_msg(took < 2.0 && after < 1.0, "stopped after %.3f s (%.3f s after the stop)", took, after);
+    ir_data_free(d);
+    ir_workload_free(w);
+
+    /* asked before it starts */
+    w = heavy_reduction(1024);
+    d = data_for(w->func, 3);
+    s = (stop_ctl_t){.stop_at = 1};
+    ck_assert_int_eq(ir_eval_stoppable(w->func, d, stop_after, &s, &err), TN_ESTOPPED);
+    ck_assert_msg(strstr(err.msg, "before evaluating"), "%s", err.msg);
+    /* never stopped: the same outputs as ir_eval */
+    s = (stop_ctl_t){.stop_at = 0};
+    ck_assert_int_eq(ir_eval_stoppable(w->func, d, stop_after, &s, &err), 0);
+    ck_assert_int_ge(atomic_load(&s.calls), 1);
+    ir_data_t *ref = eval_ok(w->func, 3, false, NULL);
+    for (int i = 0; i < d->n; i++)
+      ck_assert(memcmp(d->vals[i], ref->vals[i], sizeof(double) * (size_t)d->sizes[i]) == 0);
+    ck_assert_double_eq(d->vals[1][5], 1024 * d->vals[0][5]);
+    ir_data_free(ref);
+    ir_data_free(d);
+    ir_workload_free(w);
+  }
+  unsetenv("TUNED_EVAL_THREADS");
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("eval");
   TU_TCASE(s, "values", 0, t_matmul_values, t_window_and_padding, t_max_negative, t_split_predicate_init,
@@ -886,6 +962,7 @@ static Suite *make_suite(void) {
            t_unwritten_is_nan, t_bad_buffers, t_bad_load_first_in_binding);
   TU_TCASE(s, "fast-path", 120, t_fast_matches_scalar_matmul, t_fast_matches_scalar_misc, t_workloads,
            t_parallel_outer_loops);
+  TU_TCASE(s, "stop", 60, t_stoppable);
   TU_TCASE(s, "data", 0, t_data, t_metrics, t_flops_bytes);
   return s;
 }

@@ -884,6 +884,39 @@ START_TEST(test_mutators) {
 }
 END_TEST
 
+/* A loop of extent 2 x 1073741789 (a huge reduction; the factor is prime): tile-size mutations keep the
+ * product and stay fast (the divisors of a factor were found by trial
+ * division up to the factor: seconds per mutation). */
+START_TEST(test_mutate_huge_extent) {
+  ir_workload_t *w = tu_load_sets("matmul", "M=1,N=1,K=2147483578");
+  tn_target_t t = target("cpu");
+  smp_space_t sp = generate(w->func, &t, 1);
+  sch_trace_t *c = candidate(w->func, &t, sp.traces[0], 1);
+  tn_rng_t rng;
+  tn_rng_seed(&rng, 5);
+  double t0 = tn_now();
+  int done = 0;
+  for (int n = 0; n < 200; n++) {
+    sch_trace_t *mt = NULL;
+    tn_err_t err = {0};
+    if (smp_mutate_with(SMP_MUT_TILE_SIZE, c, w->func, &t, &rng, NULL, &mt, &err) != TN_OK) continue;
+    int at = -1;
+    ck_assert_int_eq(changes(c, mt, &at), 1);
+    int64_t pa = 1, pb = 1;
+    for (int k = 0; k < mt->insts[at].ndecision; k++) pa *= c->insts[at].decision[k], pb *= mt->insts[at].decision[k];
+    ck_assert_int_eq(pa, pb);
+    done++;
+    sch_trace_free(mt);
+  }
+  double took = tn_now() - t0;
+  ck_assert_int_gt(done, 50);
+  ck_assert_msg(took < 2.0, "200 tile-size mutations of a 2^31 loop took %.2f s", took);
+  sch_trace_free(c);
+  smp_space_free(&sp);
+  ir_workload_free(w);
+}
+END_TEST
+
 /* smp_mutate picks among the target's mutators; GPU matmul also mutates the
  * cooperative-fetch widths; mutators that do not apply say so. */
 START_TEST(test_mutate_dispatch) {
@@ -986,6 +1019,7 @@ static Suite *make_suite(void) {
   TCase *mut = tcase_create("mutators");
   tcase_set_timeout(mut, 120);
   tcase_add_test(mut, test_mutators);
+  tcase_add_test(mut, test_mutate_huge_extent);
   tcase_add_test(mut, test_mutate_dispatch);
   tcase_add_test(mut, test_mutate_determinism);
   suite_add_tcase(s, mut);
