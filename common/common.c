@@ -153,13 +153,19 @@ void *tn_arena_memdup(tn_arena_t *a, const void *p, size_t size) {
 }
 
 char *tn_arena_printf(tn_arena_t *a, const char *fmt, ...) {
+  /* Formatted into a stack buffer first: short strings take one pass (and
+   * gcc with -fsanitize=undefined rejects vsnprintf(NULL, 0, ...) as a
+   * "null format string" under -Werror). */
+  char small[256];
   va_list ap, ap2;
   va_start(ap, fmt);
   va_copy(ap2, ap);
-  int n = vsnprintf(NULL, 0, fmt, ap);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
   va_end(ap);
-  char *p = tn_arena_alloc(a, (size_t)(n < 0 ? 0 : n) + 1);
-  if (n > 0) vsnprintf(p, (size_t)n + 1, fmt, ap2);
+  if (n < 0) n = 0, small[0] = 0;
+  char *p = tn_arena_alloc(a, (size_t)n + 1);
+  if ((size_t)n < sizeof small) memcpy(p, small, (size_t)n + 1);
+  else vsnprintf(p, (size_t)n + 1, fmt, ap2);
   va_end(ap2);
   return p;
 }

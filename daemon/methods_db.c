@@ -286,12 +286,17 @@ static int import_check(void *ctx, const db_import_item_t *it, tn_err_t *err) {
   return rc;
 }
 
+int td_import_jsonl(db_t *db, const char *text, size_t len, db_import_stats_t *stats, tn_err_t *err) {
+  import_cache_t cache = {0};
+  int rc = db_import_jsonl_checked(db, text, len, import_check, &cache, stats, err);
+  import_cache_free(&cache);
+  return rc;
+}
+
 static void import_work(td_req_t *req) {
   xfer_t *x = req->data;
   uv_mutex_lock(&req->srv->wdb_lock);
-  import_cache_t cache = {0};
-  x->rc = db_import_jsonl_checked(req->srv->wdb, x->jsonl, strlen(x->jsonl), import_check, &cache, &x->stats, &x->err);
-  import_cache_free(&cache);
+  x->rc = td_import_jsonl(req->srv->wdb, x->jsonl, strlen(x->jsonl), &x->stats, &x->err);
   uv_mutex_unlock(&req->srv->wdb_lock);
 }
 

@@ -290,6 +290,10 @@ td_reply_t td_m_db_import(td_req_t *req);
 td_reply_t td_m_kernel_get(td_req_t *req);
 td_reply_t td_m_workload_check(td_req_t *req);
 
+/* db.import's work: db_import_jsonl_checked with every line's workload
+ * hash checked against its source and its trace replayed on it. */
+int td_import_jsonl(db_t *db, const char *text, size_t len, db_import_stats_t *stats, tn_err_t *err);
+
 /* ---- json.c: the protocol's objects --------------------------------------- */
 
 /* A record object (docs/protocol.md); flops of its workload for GFLOP/s. */

@@ -720,7 +720,7 @@ static void init_override(vprog_t *p, double *o, int L) {
 static int vload(ev_t *ev, vprog_t *p, int i, int L) {
   const vins_t *in = &p->ins[i];
   const ev_buf_t *eb = &ev->bufs[in->buf];
-  const int *idx = &p->args[in->arg0];
+  const int *idx = p->args ? p->args + in->arg0 : NULL; /* (no index arguments at all: a 0-d buffer) */
   int cnt = p->mcnt[in->mask];
   double *o = p->own + (size_t)i * EV_REG_STRIDE;
   p->rv[i] = o;
@@ -787,7 +787,7 @@ static int vfold(ev_t *ev, vprog_t *p, int L) {
   int pm = p->pred_mask;
   if (!p->mcnt[pm]) return RUN_OK;
   const ev_buf_t *eb = &ev->bufs[p->store_buf];
-  const int *idx = &p->args[p->store_arg0];
+  const int *idx = p->args ? p->args + p->store_arg0 : NULL;
   int64_t off = 0;
   for (int d = 0; d < p->store_n; d++) {
     if (!in_range(p->ru[idx[d]], eb->b->shape[d])) return RUN_SCALAR;
@@ -864,7 +864,7 @@ static int vscatter(ev_t *ev, vprog_t *p, int L) {
   const ev_buf_t *eb = &ev->bufs[p->store_buf];
   const uint8_t *act = p->mact + (size_t)pm * EV_LANES;
   vaddr_t a;
-  if (vaddr(eb, p, &p->args[p->store_arg0], p->store_n, pm, L, &a)) return RUN_SCALAR;
+  if (vaddr(eb, p, p->args ? p->args + p->store_arg0 : NULL, p->store_n, pm, L, &a)) return RUN_SCALAR;
   bool distinct = a.affine ? a.stride != 0 || cnt == 1 : offsets_distinct(p, act, L);
   if (p->ninner) distinct = a.affine && (a.stride != 0 || L == 1); /* for every inner iteration */
   if (!distinct) return RUN_SCALAR;

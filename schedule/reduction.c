@@ -322,6 +322,75 @@ static int check_rfactor_loops(const ir_block_t *b, const ir_loop_t *rl, const n
   return TN_OK;
 }
 
+/* Whether conjunct c is an upper bound that only grows with the variables
+ * `vars` (lhs < rhs or lhs <= rhs, lhs affine with coefficients >= 0 in
+ * them, rhs with coefficients <= 0): then it holds for some values of them
+ * exactly when it holds with all of them 0 (a split's guard, k_0*3 + k_1 < 16). */
+static bool monotone_bound(const ir_expr_t *c, ir_var_t *const *vars, int n) {
+  if (c->kind != IR_E_LT && c->kind != IR_E_LE) return false;
+  for (int i = 0; i < n; i++) {
+    int64_t cl, cr;
+    if (!ir_affine_coef_of(c->u.bin.a, vars[i], 0, &cl) || !ir_affine_coef_of(c->u.bin.b, vars[i], 0, &cr) || cl < 0 ||
+        cr > 0)
+      return false;
+  }
+  return true;
+}
+
+/* Whether every conjunct of p that ties the rfactor loop's variable rv to
+ * the removed reduction loops' `removed` is a monotone_bound in them. */
+static bool ties_bounded(const ir_expr_t *p, const ir_var_t *rv, ir_var_t *const *removed, int n) {
+  if (!p) return true;
+  if (p->kind == IR_E_AND) return ties_bounded(p->u.bin.a, rv, removed, n) && ties_bounded(p->u.bin.b, rv, removed, n);
+  return !(ir_expr_uses_var(p, rv) && uses_any(p, removed, n)) || monotone_bound(p, removed, n);
+}
+
+/* The write-back's predicate: b's conjuncts without the removed loops; one
+ * that ties the rfactor loop to them (an imperfect split's guard) keeps
+ * them at 0, so the write-back skips the rows of the rfactor buffer that no
+ * reduction instance writes (k_0 * 3 < 16: k_0 = 6 has none of k_0*3 + k_1 <
+ * 16) instead of adding rows that were never initialised. */
+static ir_expr_t *write_back_predicate(ir_func_t *f, ir_expr_t *p, const ir_var_t *rv, ir_var_t *const *removed,
+                                       int n) {
+  if (!p) return NULL;
+  if (p->kind == IR_E_AND) {
+    ir_expr_t *a = write_back_predicate(f, p->u.bin.a, rv, removed, n);
+    ir_expr_t *b = write_back_predicate(f, p->u.bin.b, rv, removed, n);
+    if (a && b) return a == p->u.bin.a && b == p->u.bin.b ? p : ir_bin(f, IR_E_AND, a, b);
+    return a ? a : b;
+  }
+  if (!uses_any(p, removed, n)) return p;
+  if (!ir_expr_uses_var(p, rv)) return NULL;
+  ir_expr_t **zero = tn_xmalloc(sizeof zero[0] * (size_t)n);
+  for (int i = 0; i < n; i++) zero[i] = ir_const_int(f, removed[i]->dtype, 0);
+  ir_expr_t *q = ir_simplify(f, ir_expr_subst(f, p, removed, zero, n), NULL);
+  free(zero);
+  return q;
+}
+
+/* The removed reduction loops' variables of an rfactor over rl (malloc'ed). */
+static ir_var_t **removed_vars(const ir_block_t *b, const ir_loop_t *rl, const nest_t *ns, int *n) {
+  ir_var_t **v = tn_xmalloc(sizeof v[0] * (size_t)(ns->n + 1));
+  *n = 0;
+  for (int i = ns->n - 1; i >= 0; i--)
+    if (ns->loops[i] != rl && (loop_feeds(b, ns->loops[i], IR_ITER_REDUCE, NULL) & 2)) v[(*n)++] = ns->loops[i]->var;
+  return v;
+}
+
+/* A predicate tie between the rfactor loop and the other reduction loops
+ * that is not a monotone bound: which rows of the rfactor buffer some
+ * instance writes cannot be told, and the write-back would add in the others. */
+static int check_rfactor_predicate(const ir_block_t *b, const ir_loop_t *rl, const nest_t *ns, tn_err_t *err) {
+  int n;
+  ir_var_t **removed = removed_vars(b, rl, ns, &n);
+  bool ok = ties_bounded(b->predicate, rl->var, removed, n);
+  free(removed);
+  if (ok) return 0;
+  return tn_err_set(err, TN_EINVAL, "block \"%s\" runs under a predicate that ties loop %s to its other reduction "
+                    "loops other than as an upper bound: rfactor over %s could not tell which rows of the rfactor "
+                    "buffer no iteration writes", b->name, sch_loop_name(rl), sch_loop_name(rl));
+}
+
 static int check_rfactor(const ir_func_t *f, const ir_loop_t *rl, ir_stmt_t *ls, int *axis, ir_block_t **blk,
                          reduction_t *red, nest_t *ns, tn_err_t *err) {
   if (rl->kind != IR_LOOP_SERIAL)
@@ -340,6 +409,7 @@ static int check_rfactor(const ir_func_t *f, const ir_loop_t *rl, ir_stmt_t *ls,
   if ((rc = match_reduction(b, red, err)) < 0) return rc;
   get_nest(f, b, ns);
   if ((rc = check_rfactor_loops(b, rl, ns, err)) < 0) return rc;
+  if ((rc = check_rfactor_predicate(b, rl, ns, err)) < 0) return rc;
   int ndim = red->buf->ndim;
   if (*axis < -(ndim + 1) || *axis > ndim)
     return tn_err_set(err, TN_EINVAL, "factor_axis %d is out of range for %s (%d dimensions): expected %d..%d", *axis,
@@ -460,7 +530,7 @@ static void make_write_back(ir_func_t *f, ir_block_t *b, const ir_loop_t *rl, ne
     removed[nrem++] = l->var;
     *ns->path.slots[ns->pos[i]] = l->body;
   }
-  b->predicate = filter_predicate(f, b->predicate, removed, nrem);
+  b->predicate = write_back_predicate(f, b->predicate, rl->var, removed, nrem);
   free(removed);
   ir_iter_t *iters = TN_NEWN(f->arena, ir_iter_t, b->niters + 1);
   int n = 0;

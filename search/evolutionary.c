@@ -135,7 +135,7 @@ static void bests_push(bests_t *b, const srch_task_state_t *ts, const pool_t *po
     }
     b->v[b->n++] = (best_t){srch_cand_ref(cd), cd->score, b->orders++};
   }
-  qsort(b->v, (size_t)b->n, sizeof *b->v, cmp_best);
+  if (b->n > 1) qsort(b->v, (size_t)b->n, sizeof *b->v, cmp_best); /* (b->v is NULL while empty: qsort must not see it) */
   /* dropped entries stay in `in`: a candidate once pushed out is not better later */
   while (b->n > keep) srch_cand_unref(b->v[--b->n].cand);
 }

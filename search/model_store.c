@@ -25,6 +25,7 @@ void srch_log(const srch_ctx_t *c, srch_log_level_t level, const char *fmt, ...)
 bool srch_stopped(const srch_ctx_t *c) { return c->cb && c->cb->should_stop && c->cb->should_stop(c->cb->ctx); }
 
 void srch_model_note_samples(srch_ctx_t *c, const int64_t *ids, int n) {
+  if (n <= 0) return; /* (ids and model_ids may both be NULL then: memcpy must not see them) */
   if (c->nmodel_ids + n > c->cap_model_ids) {
     c->cap_model_ids = TN_MAX(c->cap_model_ids * 2, c->nmodel_ids + n + 64);
     c->model_ids = tn_xrealloc(c->model_ids, (size_t)c->cap_model_ids * sizeof *c->model_ids);

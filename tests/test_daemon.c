@@ -87,7 +87,17 @@ static pid_t spawn_tuned(daemon_t *d, const char *const *args, const char *const
   const char *envp[256];
   int ne = 0;
   for (int i = 0; env && env[i]; i++) envp[ne++] = env[i];
-  for (char **e = environ; *e && ne < 255; e++) envp[ne++] = *e;
+  /* the caller's entries replace the inherited ones of the same name: with
+   * both, which one counts is up to the program (a shell keeps the last) */
+  for (char **e = environ; *e && ne < 255; e++) {
+    bool replaced = false;
+    for (int i = 0; env && env[i] && !replaced; i++) {
+      const char *eq = strchr(env[i], '=');
+      size_t n = eq ? (size_t)(eq - env[i]) + 1 : strlen(env[i]);
+      replaced = strncmp(*e, env[i], n) == 0;
+    }
+    if (!replaced) envp[ne++] = *e;
+  }
   envp[ne] = NULL;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -124,6 +134,7 @@ static int try_connect(const char *sock) {
 
 /* Waits for a child to exit; its exit status, or -1 on timeout. */
 static int wait_exit(pid_t pid, double timeout_s) {
+  timeout_s *= tu_slowdown();
   for (double t = 0; t < timeout_s; t += 0.02) {
     int st;
     pid_t r = waitpid(pid, &st, WNOHANG);
@@ -140,10 +151,14 @@ static int wait_exit(pid_t pid, double timeout_s) {
 static void start_daemon(daemon_t *d, const char *const *extra) {
   const char *args[24] = {"--target", "cpu", "--db", d->db, "--socket", d->sock, "--log-level", "debug"};
   int n = 8;
-  for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
+  bool stop_timeout = false;
+  for (int i = 0; extra && extra[i]; i++) stop_timeout |= strcmp(extra[i], "--stop-timeout") == 0, args[n++] = extra[i];
+  char slow_stop[32]; /* a slowed-down tuned (valgrind) finishes its batch at a stop that much later */
+  snprintf(slow_stop, sizeof slow_stop, "%.0f", 300 * tu_slowdown());
+  if (tu_slowdown() > 1 && !stop_timeout) args[n++] = "--stop-timeout", args[n++] = slow_stop;
   args[n] = NULL;
   d->pid = spawn_tuned(d, args, NULL);
-  for (int i = 0; i < 6000; i++) { /* 60 s: slow under valgrind or a loaded machine */
+  for (int i = 0; i < 6000 * tu_slowdown(); i++) { /* 60 s (a loaded machine), times the slowdown (valgrind) */
     int fd = try_connect(d->sock);
     if (fd >= 0) {
       close(fd);
@@ -156,7 +171,7 @@ static void start_daemon(daemon_t *d, const char *const *extra) {
     }
     usleep(10000);
   }
-  ck_abort_msg("tuned did not listen on %s within 60 s: %s", d->sock, read_log(d));
+  ck_abort_msg("tuned did not listen on %s within %.0f s: %s", d->sock, 60 * tu_slowdown(), read_log(d));
 }
 
 static void stop_daemon(daemon_t *d) {
@@ -212,6 +227,7 @@ static void cl_send_line(client_t *c, const char *line) {
 
 /* Next line as parsed JSON; NULL at EOF; fails after timeout_s. */
 static cJSON *cl_recv(client_t *c, double timeout_s) {
+  timeout_s *= tu_slowdown();
   for (;;) {
     char *nl = c->len ? memchr(c->buf, '\n', c->len) : NULL;
     if (nl) {
@@ -354,10 +370,9 @@ static cJSON *watch(client_t *c, int job) {
 /* Reads notifications until one satisfies trials_done >= min_done or the job
  * is in a final state; returns it (caller frees). */
 static cJSON *wait_progress(client_t *c, int job, int min_done, double timeout_s) {
-  double t0 = tn_now();
+  double t0 = tn_now(), limit = timeout_s * tu_slowdown();
   for (;;) {
-    ck_assert_msg(tn_now() - t0 < timeout_s, "job %d: no progress to %d trials within %.0f s", job, min_done,
-                  timeout_s);
+    ck_assert_msg(tn_now() - t0 < limit, "job %d: no progress to %d trials within %.0f s", job, min_done, limit);
     cJSON *n = cl_recv(c, timeout_s);
     ck_assert_msg(n, "watch connection closed");
     const cJSON *m = cJSON_GetObjectItem(n, "method");
@@ -922,7 +937,7 @@ START_TEST(concurrent_clients) {
     ck_assert_msg(!args[i].failure[0], "client %d: %s", i, args[i].failure);
     ck_assert_int_eq(args[i].answered, 20);
   }
-  ck_assert_msg(secs < 30, "640 queries took %.1f s", secs);
+  ck_assert_msg(secs < 30 * tu_slowdown(), "640 queries took %.1f s", secs);
   cJSON *r = status(&c, s.job);
   ck_assert_str_eq(str(result(r), "state"), "running"); /* still tuning meanwhile */
   cJSON_Delete(r);
@@ -1469,10 +1484,10 @@ START_TEST(xdg_defaults) {
   snprintf(sock, sizeof sock, "%s/tuned/tuned.sock", run);
   snprintf(db, sizeof db, "%s/tuned/tuned.db", data);
   const char *args[] = {"--target", "cpu", NULL};
-  const char *env[] = {env_run, env_data, "TUNED_SOCKET=", NULL}; /* first match wins */
+  const char *env[] = {env_run, env_data, "TUNED_SOCKET=", NULL}; /* replace the inherited ones */
   pid_t pid = spawn_tuned(&d, args, env);
   int fd = -1;
-  for (int i = 0; i < 1500 && fd < 0; i++) fd = try_connect(sock), usleep(fd < 0 ? 10000 : 0);
+  for (int i = 0; i < 1500 * tu_slowdown() && fd < 0; i++) fd = try_connect(sock), usleep(fd < 0 ? 10000 : 0);
   ck_assert_msg(fd >= 0, "no socket at %s: %s", sock, read_log(&d));
   close(fd);
   struct stat st;

@@ -2002,7 +2002,7 @@ END_TEST
 START_TEST(t_cupti_launch_secs) {
   /* 3 launches of 2 kernels: the checked run, the warm-up, one sample */
   ms_span_t spans[] = {{5000, 5600}, {1000, 1400}, {9000, 9250}, {1500, 1900}, {9300, 9700}, {5700, 6000}};
-  double out[2];
+  double out[3]; /* room for `want` times: the third call asks for 3 */
   char why[256] = "";
   ck_assert_int_eq(ms_cupti_launch_secs(spans, 6, 2, 1, out, why, sizeof why), 1);
   ck_assert_double_eq_tol(out[0], 650e-9, 1e-15);
@@ -2022,6 +2022,11 @@ END_TEST
  * CUPTI's host API (no GPU needed) for Hopper, Ampere and Ada chips; an
  * unknown metric or chip is a clear error. */
 START_TEST(t_cupti_config) {
+#if defined(__SANITIZE_ADDRESS__)
+  /* CUPTI loads libnvperf_host.so with RTLD_DEEPBIND, which ASan cannot
+   * follow (it ends the process): this case runs in the plain build only. */
+  return;
+#endif
   static const char *const chips[] = {"GH100", "GA100", "AD102"};
   tn_err_t err = {0};
   ms_cupti_config_t c;

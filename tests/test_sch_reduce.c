@@ -584,6 +584,26 @@ START_TEST(t_rfactor_row_sum_predicated) {
 }
 END_TEST
 
+/* K = 16 split [7, None]: 7 x 3 with the guard k_0*3 + k_1 < 16, so k_0 = 6
+ * has no reduction instance at all.  rfactor over k_0 must not add that row
+ * of C_rf (never initialised) into C: the write-back keeps the guard at
+ * k_1 = 0.  (Found by fuzz_trace: the output differed.) */
+START_TEST(t_rfactor_imperfect_split_outer) {
+  ir_workload_t *w = TU_LOAD("matmul", {"M", 4}, {"N", 4}, {"K", 16});
+  sch_t *s = sch_create(w->func, 1);
+  sch_rv_t c = tu_block(s, "C"), l[8], sk[2], rf;
+  tu_loops(s, c, l);
+  sch_arg_t fs[2] = {sch_arg_int(7), sch_arg_none()};
+  tn_err_t err = {0};
+  ck_assert_msg(sch_split(s, l[2], fs, 2, sk, &err) == 0, "split: %s", err.msg);
+  ck_assert_msg(sch_rfactor(s, sk[0], 0, &rf, &err) == 0, "%s", err.msg);
+  tu_assert_text_has(s, "T.where(k_0_1 * 3 < 16)");
+  tu_assert_same_outputs(w->func, sch_func(s), 11);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
 /* matmul with k split: rfactor, then decompose both reductions. */
 START_TEST(t_rfactor_matmul) {
   ir_workload_t *w = TU_LOAD("matmul", {"M", 4}, {"N", 4}, {"K", 16});
@@ -717,7 +737,7 @@ static Suite *make_suite(void) {
   TU_TCASE(s, "reverse_compute_inline", 0, t_reverse_inline_epilogue, t_reverse_inline_into_tiled_write_back,
            t_reverse_inline_general_store, t_reverse_inline_errors);
   TU_TCASE(s, "rfactor", 0, t_rfactor_row_sum_text, t_rfactor_row_sum_pieces_and_axes,
-           t_rfactor_row_sum_predicated, t_rfactor_matmul, t_rfactor_errors);
+           t_rfactor_row_sum_predicated, t_rfactor_imperfect_split_outer, t_rfactor_matmul, t_rfactor_errors);
   return s;
 }
 

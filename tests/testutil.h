@@ -14,6 +14,15 @@
 
 #include "tuned_config.h"
 
+/* How much longer the processes a test starts may take: $TUNED_TEST_SLOWDOWN
+ * (default 1; the valgrind test setup runs tuned many times slower).  Waits
+ * for those processes are multiplied by it. */
+static inline double tu_slowdown(void) {
+  const char *s = getenv("TUNED_TEST_SLOWDOWN");
+  double f = s && *s ? atof(s) : 1;
+  return f > 1 ? f : 1;
+}
+
 /* Absolute path of a file in the source tree: SRC("workloads/matmul.tw"). */
 #define SRC(rel) TUNED_SOURCE_ROOT "/" rel
 

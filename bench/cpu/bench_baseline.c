@@ -621,6 +621,13 @@ static void set_param(const bcase_t *k, ctx_t *c, const char *kv) {
   exit(2);
 }
 
+/* The case's buffers (a leak check at exit, -Db_sanitize=address, reports them otherwise). */
+static void free_ctx(ctx_t *c) {
+  for (size_t i = 0; i < sizeof c->in / sizeof c->in[0]; i++) free(c->in[i]);
+  free(c->out);
+  free(c->work);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -684,6 +691,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_baseline: %s has no variant '%s' (its variants:", k->name, only);
     for (int i = 0; i < nv; i++) fprintf(stderr, " %s", k->v[i].name);
     fprintf(stderr, ")\n");
+    free_ctx(&c);
     return 2;
   }
   const variant_t *bv = &k->v[best];
@@ -708,5 +716,6 @@ int main(int argc, char **argv) {
     first = 0;
   }
   printf("]}\n");
+  free_ctx(&c);
   return 0;
 }
