@@ -278,6 +278,17 @@ inline bool release(int n) {
 inline void hopper_block_start(int n);
 inline void hopper_block_end();
 
+/* Thread i's context: its own stack, back to the scheduler when it returns.
+ * Apart from run_block, whose loop variables the compiler would otherwise
+ * see as clobbered (getcontext may "return twice"). */
+__attribute__((noinline)) inline void start_context(thread &t, int i) {
+  getcontext(&t.ctx);
+  t.ctx.uc_stack.ss_sp = stacks + (size_t)i * STACK;
+  t.ctx.uc_stack.ss_size = STACK;
+  t.ctx.uc_link = &sched;
+  makecontext(&t.ctx, (void (*)())trampoline, 0);
+}
+
 inline void run_block(int n) {
   uintptr_t lo = (uintptr_t)__start_tuned_shared, hi = (uintptr_t)__stop_tuned_shared;
   if (lo && hi > lo) memset(__start_tuned_shared, 0xFF, hi - lo); /* NaN bytes, as cuda_prepare's poison */
@@ -297,11 +308,7 @@ inline void run_block(int n) {
     t.wg_ops = t.wg_fences = 0;
     t.wg_pending.clear();
     t.mbar_spin = t.mbar_wait = NULL;
-    getcontext(&t.ctx);
-    t.ctx.uc_stack.ss_sp = stacks + (size_t)i * STACK;
-    t.ctx.uc_stack.ss_size = STACK;
-    t.ctx.uc_link = &sched;
-    makecontext(&t.ctx, (void (*)())trampoline, 0);
+    start_context(t, i);
   }
   for (;;) {
     int k = 0;

@@ -103,9 +103,21 @@ def _source_tree_builds():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if not os.path.isfile(os.path.join(root, "client", "tuned.h")):
         return []
-    # a half-built or cleaned build directory leaves a dangling libtuned.so link: skip it
-    found = [f for f in glob.glob(os.path.join(root, "build*", "client", "libtuned.so")) if os.path.exists(f)]
+    # a half-built or cleaned build directory leaves a dangling libtuned.so link, and a sanitizer
+    # build's library cannot load into an uninstrumented python (ASan aborts the process): skip both
+    found = [f for f in glob.glob(os.path.join(root, "build*", "client", "libtuned.so"))
+             if os.path.exists(f) and not sanitized(f)]
     return sorted(found, key=os.path.getmtime, reverse=True)
+
+
+def sanitized(path):
+    """Whether a shared library needs a sanitizer runtime (it names libasan or libubsan)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return b"libasan.so" in data or b"libubsan.so" in data
 
 
 def _pkg_config_dir():
