@@ -176,6 +176,17 @@ static void emit_lanes(cg_ctx_t *c, const ir_loop_t *l, const ir_block_t *b, con
   free(need);
 }
 
+/* Whether the statements here run under a thread guard (surplus threads of
+ * a bound loop skip them): a vector access would then be partial. */
+static bool thread_guarded(cg_ctx_t *c) {
+  tn_buf_t guard;
+  tn_buf_init(&guard);
+  cg_thread_guard(c, &guard);
+  bool guarded = guard.len > 0;
+  tn_buf_free(&guard);
+  return guarded;
+}
+
 /* CUDA: a loop that only copies a 16-bit buffer into another of its type,
  * contiguous and aligned, 4, 8 or 16 bytes in all (float16 and bfloat16 tiles
  * of 2, 4 or 8: half8 as float4), moves the bytes at once: cp.async in a
@@ -192,11 +203,7 @@ static bool try_raw_copy(cg_ctx_t *c, const ir_loop_t *l) {
   /* 16-bit types only: float32 copies take the float2/float4 path below (the same bytes) */
   if (src->dtype != dst->dtype || ir_dtype_bytes(dst->dtype) != 2 || (bytes != 4 && bytes != 8 && bytes != 16))
     return false;
-  tn_buf_t guard;
-  tn_buf_init(&guard);
-  cg_thread_guard(c, &guard);
-  bool guarded = guard.len > 0;
-  tn_buf_free(&guard);
+  bool guarded = thread_guarded(c);
   vec_access_t so, lo;
   if (guarded || !vec_access_of(c, b, l, dst, st->u.store.idx, true, &so) ||
       !vec_access_of(c, b, l, src, ld->u.load.idx, true, &lo))
@@ -222,11 +229,7 @@ bool cg_try_vectorize(cg_ctx_t *c, const ir_loop_t *l) {
   const ir_block_t *b = &bs->u.block;
   const ir_stmt_t *st = b->body;
   if (b->init || b->predicate || !st || st->kind != IR_S_STORE) return false;
-  tn_buf_t guard;
-  tn_buf_init(&guard);
-  cg_thread_guard(c, &guard);
-  bool guarded = guard.len > 0;
-  tn_buf_free(&guard);
+  bool guarded = thread_guarded(c);
   vec_access_t store, loads[CG_MAX_OVERRIDES];
   if (guarded || !vec_access(c, b, l, st->u.store.buf, st->u.store.idx, &store)) return false;
   int n = 0;

@@ -1620,6 +1620,16 @@ static bool same_text(const parser_t *p, const ast_t *a, const ast_t *b) {
   return a->end - a->off == b->end - b->off && !memcmp(p->src + a->off, p->src + b->off, a->end - a->off);
 }
 
+/* `name[v, ...]` (a bare name when nv is 0) at r's place in the source. */
+static ast_t *access_ast(parser_t *p, const ast_t *r, const char *name, const ast_t *const *vars, int nv) {
+  ast_t *a = TN_NEW(p->ast, ast_t);
+  *a = (ast_t){.kind = nv ? A_INDEX : A_NAME, .line = r->line, .col = r->col, .off = r->off, .end = r->end,
+               .depth = 2, .name = name};
+  a->args = nv ? tn_arena_memdup(p->ast, vars, sizeof vars[0] * (size_t)nv) : NULL;
+  a->nargs = nv;
+  return a;
+}
+
 /* Hoists reduction r (whose inner reductions are hoisted already): its
  * temp (a new one, or the one of an identical reduction) and the access
  * `temp[i, ...]` that replaces it; NULL after an error. */
@@ -1657,27 +1667,14 @@ static ast_t *hoist_one(parser_t *p, hoist_t *h, const ast_t *r) {
     tensor_t *T = &p->tensors[p->ntensors++];
     *T = (tensor_t){.name = b->name, .line = r->line, .col = r->col, .buf = b, .stmt = -1, .hoisted = true};
     /* its statement: temp[i, ...] = r */
-    ast_t *lhs = TN_NEW(p->ast, ast_t);
-    *lhs = (ast_t){.kind = A_INDEX, .line = r->line, .col = r->col, .off = r->off, .end = r->end, .depth = 2,
-                   .name = b->name};
-    ast_t *args[IR_MAX_DIMS];
-    for (int i = 0; i < nv; i++) args[i] = (ast_t *)vars[i];
-    lhs->args = nv ? tn_arena_memdup(p->ast, args, sizeof args[0] * (size_t)nv) : NULL;
-    lhs->nargs = nv;
+    ast_t *lhs = access_ast(p, r, b->name, vars, nv);
+    lhs->kind = A_INDEX; /* a left side is always indexed, [] for a scalar */
     if (add_statement(p, lhs, r, T)) return NULL;
     h->seen[h->nseen].red = r;
     h->seen[h->nseen++].temp = b->name;
     temp = b->name;
   }
-  const tensor_t *tt = find_tensor(p, temp);
-  ast_t *a = TN_NEW(p->ast, ast_t);
-  *a = (ast_t){.kind = tt->buf->ndim ? A_INDEX : A_NAME, .line = r->line, .col = r->col, .off = r->off,
-               .end = r->end, .depth = 2, .name = tt->name};
-  ast_t *args[IR_MAX_DIMS];
-  for (int i = 0; i < nv; i++) args[i] = (ast_t *)vars[i];
-  a->args = nv ? tn_arena_memdup(p->ast, args, sizeof args[0] * (size_t)nv) : NULL;
-  a->nargs = nv;
-  return a;
+  return access_ast(p, r, find_tensor(p, temp)->name, vars, nv);
 }
 
 /* Hoists every reduction below a (innermost first) and replaces it by its

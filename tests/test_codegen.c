@@ -2088,9 +2088,7 @@ START_TEST(test_gpu_wmma_pipelined) {
   for (int stages = 2; stages <= 3; stages++) {
     wmma_sched_t ws = ws_schedule(w->func, "Acc", "C", 16);
     SCH_OK(sch_annotate(ws.s, ws.k0, IR_ANN_PIPELINE_STAGES, sch_arg_int(stages), err));
-    SCH_OK(sch_tensorize(ws.s, ws.init_loop, "wmma_fill_f32_16x16", err));
-    SCH_OK(sch_tensorize(ws.s, ws.update_loop, "wmma_f16_f32_16x16x16", err));
-    SCH_OK(sch_tensorize(ws.s, ws.store_loop, "wmma_store_f32_16x16", err));
+    ws_tensorize(&ws, "wmma_f16_f32_16x16x16");
     cg_module_t *m = lower_ok(sch_func(ws.s), CG_TARGET_CUDA);
     char want[64];
     snprintf(want, sizeof want, "tuned_cp_wait<%d>();", stages - 2);
@@ -2118,9 +2116,7 @@ START_TEST(test_gpu_wmma_vector_copies) {
   for (int stages = 1; stages <= 2; stages++) {
     wmma_sched_t ws = ws_schedule_lanes(w->func, "Acc", "C", 16, 4, 8); /* A: 32 x 16, B: 16 x 64 per step */
     if (stages > 1) SCH_OK(sch_annotate(ws.s, ws.k0, IR_ANN_PIPELINE_STAGES, sch_arg_int(stages), err));
-    SCH_OK(sch_tensorize(ws.s, ws.init_loop, "wmma_fill_f32_16x16", err));
-    SCH_OK(sch_tensorize(ws.s, ws.update_loop, "wmma_f16_f32_16x16x16", err));
-    SCH_OK(sch_tensorize(ws.s, ws.store_loop, "wmma_store_f32_16x16", err));
+    ws_tensorize(&ws, "wmma_f16_f32_16x16x16");
     cg_module_t *m = lower_ok(sch_func(ws.s), CG_TARGET_CUDA);
     if (stages > 1) {
       HAS(m->source, "tuned_cp_async8(A_shared + (");

@@ -105,13 +105,18 @@ static inline wmma_sched_t ws_schedule_lanes(const ir_func_t *f, const char *nam
   return w;
 }
 
-/* The schedule with the three tensorize calls: fill, mma `intrin`, store. */
+/* The three tensorize calls: fill, mma `intrin`, store. */
+static inline void ws_tensorize(const wmma_sched_t *w, const char *intrin) {
+  WS_OK(sch_tensorize(w->s, w->init_loop, "wmma_fill_f32_16x16", err));
+  WS_OK(sch_tensorize(w->s, w->update_loop, intrin, err));
+  WS_OK(sch_tensorize(w->s, w->store_loop, "wmma_store_f32_16x16", err));
+}
+
+/* The schedule with the three tensorize calls. */
 static inline sch_t *ws_tensorized(const ir_func_t *f, const char *name, const char *cast_block, const char *intrin,
                                    int kt) {
   wmma_sched_t w = ws_schedule(f, name, cast_block, kt);
-  WS_OK(sch_tensorize(w.s, w.init_loop, "wmma_fill_f32_16x16", err));
-  WS_OK(sch_tensorize(w.s, w.update_loop, intrin, err));
-  WS_OK(sch_tensorize(w.s, w.store_loop, "wmma_store_f32_16x16", err));
+  ws_tensorize(&w, intrin);
   return w.s;
 }
 
