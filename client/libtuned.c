@@ -631,6 +631,7 @@ static int kernel_from(const cJSON *r, tuned_kernel_t *k, tuned_error_t *err) {
   k->ptx = text_of(r, "ptx");
   k->trace_json = text_of(r, "trace");
   k->launch_json = text_of(r, "launch");
+  k->fallback_json = text_of(r, "fallback");
   cJSON *launch = k->launch_json ? cJSON_Parse(k->launch_json) : NULL;
   int rc = launch_from(launch, k, err);
   cJSON_Delete(launch);
@@ -678,6 +679,11 @@ int tuned_kernel_get(tuned_client_t *c, const char *workload_hash, const char *t
 
 int tuned_kernel_get_text(tuned_client_t *c, const char *workload_text, const char *params_json,
                           const char *target, tuned_kernel_t **out, tuned_error_t *err) {
+  return tuned_kernel_get_nearest(c, workload_text, params_json, target, 0, out, err);
+}
+
+int tuned_kernel_get_nearest(tuned_client_t *c, const char *workload_text, const char *params_json,
+                             const char *target, int nearest, tuned_kernel_t **out, tuned_error_t *err) {
   *out = NULL;
   if (!workload_text) return set_err(err, TUNED_E_INVALID, "tuned_kernel_get_text needs the workload text");
   cJSON *params;
@@ -687,6 +693,7 @@ int tuned_kernel_get_text(tuned_client_t *c, const char *workload_text, const ch
   cJSON_AddStringToObject(p, "workload_text", workload_text);
   if (params) cJSON_AddItemToObject(p, "params", params);
   if (target) cJSON_AddStringToObject(p, "target", target);
+  if (nearest) cJSON_AddStringToObject(p, "fallback", "nearest");
   return kernel_call(c, p, out, err);
 }
 
@@ -710,6 +717,7 @@ void tuned_kernel_free(tuned_kernel_t *k) {
   free(k->cubin);
   free(k->launch_json);
   free(k->trace_json);
+  free(k->fallback_json);
   free(k);
 }
 

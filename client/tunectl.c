@@ -23,7 +23,7 @@ enum {
   O_SET, O_TARGET, O_DAEMON_TARGET, O_TRACE, O_EMIT, O_KERNEL_EMIT, O_TRIALS, O_SECONDS, O_DATA_SEED,
   O_SEARCH_SEED, O_REPEAT_MS, O_NO_FLUSH, O_DB, O_STRATEGY, O_MODEL, O_WAIT, O_STATE, O_STATUS, O_LIMIT, O_K,
   O_OUT, O_BASELINE, O_MAX_REGRESSION, O_COMPARE, O_DAEMON, O_JSON, O_JSON_OUT, O_SOCKET, O_REMEASURE,
-  O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_ALLOW_TF32, O_TOP, O_COUNT
+  O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_ALLOW_TF32, O_TOP, O_FALLBACK, O_COUNT
 };
 #define OPT(name) (UINT64_C(1) << O_##name)
 _Static_assert(O_COUNT <= 64, "a command's options are a 64-bit mask");
@@ -74,6 +74,10 @@ static const opt_spec_t options[O_COUNT] = {
                       "CUDA: float32 matmuls may run on TF32 tensor cores (off by\n"
                       "default, as in PyTorch): the target becomes T+tf32, whose records\n"
                       "are kept apart and whose float32 outputs are checked at 2e-3"},
+    [O_FALLBACK] = {"fallback", 0, "HOW", K_TEXT, F(fallback), 0, 0,
+                    "none (default), or nearest: without a record for this shape, the\n"
+                    "best record of the nearest shape of the same workload text,\n"
+                    "replayed, built, verified and timed on this shape (a fallback)"},
     [O_NO_FLUSH] = {"no-flush", 0, NULL, K_FLAG, F(no_flush), 0, 0,
                     "GPUs: do not flush the L2 cache between timed repeats"},
     [O_DB] = {"db", 0, "PATH", K_TEXT, F(db), 0, 0, "tuning database (SQLite) to record into and dedup against"},
@@ -350,8 +354,9 @@ static const command_t commands[] = {
              "target (default: the daemon's target).\n" WORKLOAD_HELP,
      .run = tcd_best},
     {.name = "kernel",
-     .usage = "FILE|HASH|NAME [--set NAME=VALUE ...] [--target T] --emit cuda|ptx|cubin|header|json|source [-o OUT]",
-     .min_pos = 1, .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(KERNEL_EMIT) | OPT(OUT),
+     .usage = "FILE|HASH|NAME [--set NAME=VALUE ...] [--target T] [--fallback nearest] "
+              "--emit cuda|ptx|cubin|header|json|source [-o OUT]",
+     .min_pos = 1, .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(KERNEL_EMIT) | OPT(OUT) | OPT(FALLBACK),
      .need = OPT(KERNEL_EMIT), .needs_daemon = true, .summary = "print the best kernel of a workload",
      .help = "Fetches the best kernel of the workload on the target and prints it:\n"
              "  source  the kernel source in its language (C, CUDA C or OpenCL C)\n"
@@ -362,7 +367,11 @@ static const command_t commands[] = {
              "          tuned_launch_NAME(A, B, ..., stream) with the tuned grid, block and\n"
              "          shared memory (CUDA); a C header for CPU kernels; for OpenCL the\n"
              "          source as a string with the global and local sizes\n"
-             "  json    everything kernel.get returns (source, launch configuration, trace)\n" WORKLOAD_HELP,
+             "  json    everything kernel.get returns (source, launch configuration, trace)\n"
+             "With --fallback nearest, a shape that was never tuned gets the record of\n"
+             "the nearest tuned shape of the same workload text (by the parameters'\n"
+             "ratios), replayed on the requested shape, built, verified and timed there\n"
+             "(at most 2 minutes); stderr says which record, the JSON has \"fallback\".\n" WORKLOAD_HELP,
      .run = tcd_kernel},
     {.name = "export", .usage = "[FILE|HASH|NAME] [--set NAME=VALUE ...] [--target T] [-o OUT]", .min_pos = 0,
      .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(OUT), .needs_daemon = true,

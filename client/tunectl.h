@@ -24,7 +24,7 @@ typedef struct tc_args {
   int nsets;
   const char *socket; /* --socket, before or after the command (NULL: libtuned's default) */
   const char *trace, *target, *emit, *out, *state, *status, *baseline, *max_regression, *compare, *json_out;
-  const char *db, *strategy, *model, *cc;
+  const char *db, *strategy, *model, *cc, *fallback;
   int64_t trials, seed, limit, k, remeasure;
   double seconds, repeat_ms;
   bool json, wait, daemon, no_flush, no_remeasure, no_baseline, allow_tf32;

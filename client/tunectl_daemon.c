@@ -149,6 +149,9 @@ static int resolve_name(const tc_args_t *o, const char *name, workload_ref_t *re
   tn_buf_t shapes;
   tn_buf_init(&shapes);
   const char *hash = NULL;
+  /* kernel --fallback nearest: the first text of the name at the requested
+   * shape, for the daemon to look for a nearby one */
+  workload_ref_t near = {0};
   cJSON_ArrayForEach(e, list) {
     const char *h = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "hash")),
                *src = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "source"));
@@ -166,15 +169,25 @@ static int resolve_name(const tc_args_t *o, const char *name, workload_ref_t *re
     ir_workload_t *w = NULL;
     tn_err_t err = {0};
     char hx[17];
-    bool match = ir_workload_parse(name, src, strlen(src), sets, n, &w, &err) == 0 &&
-                 (ir_hash_hex(ir_func_hash(w->func), hx), strcmp(hx, h) == 0);
+    bool parsed = ir_workload_parse(name, src, strlen(src), sets, n, &w, &err) == 0,
+         match = parsed && (ir_hash_hex(ir_func_hash(w->func), hx), strcmp(hx, h) == 0);
     ir_workload_free(w);
+    if (parsed && !match && !near.text && o->fallback) {
+      snprintf(near.hash, sizeof near.hash, "%s", hx);
+      near.text = tn_arena_strdup(o->arena, src);
+      near.params = cJSON_CreateObject();
+      for (int i = 0; i < n; i++) cJSON_AddNumberToObject(near.params, sets[i].name, (double)sets[i].value);
+    }
     if (!match) continue;
     cJSON_AddItemToArray(found, cJSON_CreateString(h));
     hash = h;
   }
   int nfound = cJSON_GetArraySize(found), rc = 0;
-  if (nfound == 0 || (nfound > 1 && !all)) {
+  if (nfound == 0 && near.text) {
+    *ref = near;
+    ref->name = tn_arena_strdup(o->arena, name);
+    near.params = NULL;
+  } else if (nfound == 0 || (nfound > 1 && !all)) {
     char *sets = NULL;
     cJSON *sj = sets_json(o);
     if (sj) sets = cJSON_PrintUnformatted(sj);
@@ -195,6 +208,7 @@ static int resolve_name(const tc_args_t *o, const char *name, workload_ref_t *re
     ref->name = tn_arena_strdup(o->arena, name);
   }
   tn_buf_free(&shapes);
+  cJSON_Delete(near.params);
   if (rc == 0 && all) *all = found;
   else cJSON_Delete(found);
   cJSON_Delete(r);
@@ -825,11 +839,25 @@ int tcd_kernel(tc_args_t *o) {
     fprintf(stderr, "tunectl kernel: unknown --emit '%s' (cuda, ptx, cubin, header, json or source)\n", o->emit);
     return 2;
   }
+  bool fallback = o->fallback && strcmp(o->fallback, "none") != 0;
+  if (fallback && strcmp(o->fallback, "nearest") != 0) {
+    fprintf(stderr, "tunectl kernel: unknown --fallback '%s' (none or nearest)\n", o->fallback);
+    return 2;
+  }
   workload_ref_t w;
   if (resolve_workload(o, o->pos[0], &w) < 0) return 1;
-  cJSON_Delete(w.params);
   cJSON *p = cJSON_CreateObject();
-  cJSON_AddStringToObject(p, "workload", w.hash);
+  if (fallback && w.text) {
+    /* the text: the daemon may not know this shape */
+    cJSON_AddStringToObject(p, "workload_text", w.text);
+    cJSON_AddStringToObject(p, "name", w.name);
+    if (w.params) cJSON_AddItemToObject(p, "params", w.params);
+    w.params = NULL;
+  } else {
+    cJSON_AddStringToObject(p, "workload", w.hash);
+  }
+  cJSON_Delete(w.params);
+  if (fallback) cJSON_AddStringToObject(p, "fallback", "nearest");
   if (o->target) cJSON_AddStringToObject(p, "target", o->target);
   cJSON *r = rpc_once(o, "kernel.get", p);
   if (!r) return 1;
@@ -837,6 +865,18 @@ int tcd_kernel(tc_args_t *o) {
   tuned_error_t err = {0};
   char *text = cJSON_PrintUnformatted(r);
   int rc = 1;
+  const cJSON *fb = cJSON_GetObjectItemCaseSensitive(r, "fallback");
+  if (fb) {
+    char *params = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(fb, "params"));
+    fprintf(stderr, "tunectl kernel: no record for this shape; fallback: record %lld of workload %s %s, verified "
+                    "on this shape and timed at ", (long long)jnum(fb, "record", 0), jstr(fb, "workload"),
+            params ? params : "{}");
+    print_secs(stderr, jnum(r, "median_secs", 0));
+    fprintf(stderr, " (");
+    print_secs(stderr, jnum(fb, "median_secs", 0));
+    fprintf(stderr, " at its own shape)\n");
+    free(params);
+  }
   if (tuned_kernel_parse(text, &k, &err) < 0) {
     fprintf(stderr, "tunectl kernel: %s\n", err.message);
   } else {

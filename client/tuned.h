@@ -216,6 +216,8 @@ typedef struct tuned_kernel {
   size_t cubin_size;
   char *launch_json;        /* the launch configuration as the daemon sent it */
   char *trace_json;         /* the schedule trace; NULL when absent */
+  char *fallback_json;      /* NULL, or a fallback's origin: {"workload": HASH, "params": {...},
+                               "record": ID, "median_secs": its time at its own shape, "verified": true} */
 } tuned_kernel_t;
 
 /* The best kernel of a workload (by hash) on target (NULL: the daemon's). */
@@ -224,6 +226,12 @@ TUNED_API int tuned_kernel_get(tuned_client_t *c, const char *workload_hash, con
 /* The same, naming the workload by its text and parameter overrides. */
 TUNED_API int tuned_kernel_get_text(tuned_client_t *c, const char *workload_text, const char *params_json,
                                     const char *target, tuned_kernel_t **out, tuned_error_t *err);
+/* The same; with nearest, a shape without a verified record gets the best
+ * record of the nearest tuned shape of the same text (nearest != 0), replayed, built,
+ * verified and timed on this shape by the daemon (fallback_json says so). */
+TUNED_API int tuned_kernel_get_nearest(tuned_client_t *c, const char *workload_text, const char *params_json,
+                                       const char *target, int nearest, tuned_kernel_t **out,
+                                       tuned_error_t *err);
 /* Builds a kernel from kernel.get's result JSON text. */
 TUNED_API int tuned_kernel_parse(const char *json, tuned_kernel_t **out, tuned_error_t *err);
 TUNED_API void tuned_kernel_free(tuned_kernel_t *k); /* NULL is fine */

@@ -1,9 +1,12 @@
 /* methods_kernel.c — kernel.get: the best verified record of a workload on a
  * target, replayed on the workload and lowered to the target's language (and
  * for CUDA compiled to PTX and CUBIN in a build process), all on the thread
- * pool; and workload.check: a workload text's hash, parameters and work, so
- * clients that cannot parse the language (libtuned, Python) can name its
- * records. */
+ * pool; with "fallback": "nearest", a shape without a record gets the record
+ * of the nearest shape of the same workload text, re-verified on it in a
+ * worker process.  And workload.check: a workload text's hash, parameters
+ * and work, so clients that cannot parse the language (libtuned, Python) can
+ * name its records. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,7 @@ typedef struct kget {
   cJSON *overrides;
   td_target_info_t target;
   char entry[CG_ENTRY_MAX + 1];
+  bool fallback;        /* "fallback": "nearest" */
   tn_arena_t *arena;
   cJSON *out;           /* the result, built on the worker */
 } kget_t;
@@ -68,7 +72,9 @@ static int hash_of_text(td_req_t *req, kget_t *k) {
   return 0;
 }
 
-/* The workload row and its best record (copied into k->arena). */
+/* The workload row and its best record (copied into k->arena).  Without a
+ * verified record: 1 when the request asked for a fallback (w is the row, or
+ * all zero when there is none), else an error answers req (-1). */
 static int lookup(td_req_t *req, kget_t *k, db_workload_t *w, db_record_t *best) {
   td_server_t *srv = req->srv;
   tn_err_t err = {0};
@@ -80,6 +86,7 @@ static int lookup(td_req_t *req, kget_t *k, db_workload_t *w, db_record_t *best)
   if (!rc) rc = db_best(db, k->hash, k->target.t.name, 1, &rs, &err);
   td_rdb_release(srv, db);
   if (rc == TN_EINVAL && !w->hash) {
+    if (k->fallback && k->text) return memset(w, 0, sizeof *w), 1;
     if (k->text) td_req_error(req, TD_E_NO_KERNEL, "no tuned kernel yet: workload %s was never tuned (tune.submit "
                               "it first)", k->hash);
     else td_req_error(req, TD_E_NOT_FOUND, "no workload %s in the database (db.workloads lists them)", k->hash);
@@ -88,6 +95,7 @@ static int lookup(td_req_t *req, kget_t *k, db_workload_t *w, db_record_t *best)
   if (rc) return td_req_tn_error(req, TD_E_INTERNAL, &err), -1;
   if (rs.n == 0) {
     db_records_free(&rs);
+    if (k->fallback) return 1;
     return td_req_error(req, TD_E_NO_KERNEL, "no tuned kernel yet for workload %s on target %s: no verified "
                         "record (tune.submit it, or wait for its job)", k->hash, k->target.t.name), -1;
   }
@@ -98,17 +106,23 @@ static int lookup(td_req_t *req, kget_t *k, db_workload_t *w, db_record_t *best)
   return 0;
 }
 
-/* Replays the trace on the stored workload the way the tuner does (the
+/* Replays the trace on workload f the way the tuner does (the
  * postprocessors run, and verify, again) and lowers it. */
+static int replay(kget_t *k, const ir_func_t *f, const char *trace, cg_module_t **mod, tn_err_t *err) {
+  sch_trace_t *tr = NULL;
+  int rc = sch_trace_from_json(trace, strlen(trace), &tr, err);
+  if (!rc) rc = srch_lower(f, &k->target.t, tr, 1, k->entry, mod, NULL, err);
+  sch_trace_free(tr);
+  return rc;
+}
+
+/* The same on the stored workload; an error answers req. */
 static int lower(td_req_t *req, kget_t *k, const db_workload_t *w, const char *trace, cg_module_t **mod) {
   tn_err_t err = {0};
   ir_workload_t *wl = NULL;
-  sch_trace_t *tr = NULL;
   int rc = td_workload_parse(w->name, w->source, w->params, &wl, &err);
-  if (!rc) rc = sch_trace_from_json(trace, strlen(trace), &tr, &err);
-  if (!rc) rc = srch_lower(wl->func, &k->target.t, tr, 1, k->entry, mod, NULL, &err);
+  if (!rc) rc = replay(k, wl->func, trace, mod, &err);
   if (rc) td_req_error(req, TD_E_INTERNAL, "replaying the best record of %s: %s", k->hash, err.msg);
-  sch_trace_free(tr);
   ir_workload_free(wl);
   return rc ? -1 : 0;
 }
@@ -138,37 +152,208 @@ static int add_cuda_binary(td_req_t *req, kget_t *k, const cg_module_t *mod, cJS
   return 0;
 }
 
-static void kernel_work(td_req_t *req) {
-  kget_t *k = req->data;
-  if (k->text && hash_of_text(req, k)) return;
-  db_workload_t w = {0};
-  db_record_t best;
-  if (lookup(req, k, &w, &best)) return;
-  if (!k->entry[0]) snprintf(k->entry, sizeof k->entry, "%s", cg_entry_for(w.name));
-  cg_module_t *mod = NULL;
-  if (lower(req, k, &w, best.trace, &mod)) return;
+/* kernel.get's answer for module mod lowered from record rec of workload
+ * (hash, name, flops); NULL after answering req with an error. */
+static cJSON *kernel_reply(td_req_t *req, kget_t *k, const cg_module_t *mod, const db_record_t *rec,
+                           const char *name, double flops) {
   cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "record", (double)best.id);
+  cJSON_AddNumberToObject(o, "record", (double)rec->id);
   cJSON_AddStringToObject(o, "workload", k->hash);
-  cJSON_AddStringToObject(o, "name", w.name ? w.name : "");
+  cJSON_AddStringToObject(o, "name", name ? name : "");
   cJSON_AddStringToObject(o, "target", k->target.t.name);
-  td_json_num(o, "median_secs", best.median_secs);
-  td_json_num(o, "gflops", w.flops > 0 && best.median_secs > 0 ? w.flops / best.median_secs * 1e-9 : 0);
-  td_json_num(o, "flops", w.flops);
+  td_json_num(o, "median_secs", rec->median_secs);
+  td_json_num(o, "gflops", flops > 0 && rec->median_secs > 0 ? flops / rec->median_secs * 1e-9 : 0);
+  td_json_num(o, "flops", flops);
   cJSON_AddStringToObject(o, "language", cg_target_name(mod->target));
   cJSON_AddStringToObject(o, "entry", mod->entry);
   cJSON_AddStringToObject(o, "source", mod->source);
   char *launch = cg_module_launch_json(mod);
   cJSON_AddItemToObject(o, "launch", td_json_embed(launch));
   free(launch);
-  if (best.compiler) cJSON_AddStringToObject(o, "compiler", best.compiler);
-  cJSON_AddItemToObject(o, "trace", td_json_embed(best.trace));
+  if (rec->compiler) cJSON_AddStringToObject(o, "compiler", rec->compiler);
+  cJSON_AddItemToObject(o, "trace", td_json_embed(rec->trace));
   if (k->target.t.kind == TN_TARGET_CUDA && add_cuda_binary(req, k, mod, o)) {
     cJSON_Delete(o);
-    o = NULL;
+    return NULL;
   }
+  return o;
+}
+
+static void nearest(td_req_t *req, kget_t *k, const db_workload_t *w);
+
+static void kernel_work(td_req_t *req) {
+  kget_t *k = req->data;
+  if (k->text && hash_of_text(req, k)) return;
+  db_workload_t w = {0};
+  db_record_t best;
+  int rc = lookup(req, k, &w, &best);
+  if (rc > 0) nearest(req, k, &w);
+  if (rc) return;
+  if (!k->entry[0]) snprintf(k->entry, sizeof k->entry, "%s", cg_entry_for(w.name));
+  cg_module_t *mod = NULL;
+  if (lower(req, k, &w, best.trace, &mod)) return;
+  k->out = kernel_reply(req, k, mod, &best, w.name, w.flops);
   cg_module_free(mod);
-  k->out = o;
+}
+
+/* ---- the nearest-shape fallback ------------------------------------------------ */
+
+/* A record of the requested workload's family (the same text at other
+ * parameters), and how far its shape is from the requested one. */
+typedef struct kin {
+  double dist;
+  const char *hash, *params;
+  db_record_t best;
+} kin_t;
+
+/* How far apart two parameter sets are: the sum over the requested
+ * parameters of |ln a - ln b| (a factor of 2 in one extent counts as much
+ * as in any other), |a - b| where a value is not positive. */
+static double shape_distance(const ir_workload_t *want, const char *params_json) {
+  cJSON *p = cJSON_Parse(params_json ? params_json : "{}");
+  double d = 0;
+  for (int i = 0; i < want->nparams; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, want->params[i].name);
+    double a = (double)want->params[i].value, b = cJSON_IsNumber(v) ? v->valuedouble : a;
+    d += a > 0 && b > 0 ? fabs(log(a) - log(b)) : fabs(a - b);
+  }
+  cJSON_Delete(p);
+  return d;
+}
+
+static int kin_cmp(const void *a, const void *b) {
+  const kin_t *x = a, *y = b;
+  return x->dist < y->dist ? -1 : x->dist > y->dist ? 1 : strcmp(x->hash, y->hash);
+}
+
+/* The family's workloads with a verified record on the target, nearest
+ * first (at most KIN_MAX), copied into k->arena. */
+#define KIN_MAX 8
+static int find_kin(td_req_t *req, kget_t *k, const ir_workload_t *want, const char *text, kin_t *kin) {
+  tn_err_t err = {0};
+  db_workloads_t ws = {0};
+  db_t *db = td_rdb_acquire(req->srv, &err);
+  if (!db) return td_req_tn_error(req, TD_E_INTERNAL, &err), -1;
+  int rc = db_workloads_list(db, 0, 0, &ws, &err), n = 0;
+  kin_t *all = tn_xcalloc(TN_MAX(ws.n, 1), sizeof *all);
+  for (size_t i = 0; rc == 0 && i < ws.n; i++) {
+    const db_workload_t *x = &ws.items[i];
+    if (x->n_records == 0 || !x->source || strcmp(x->source, text) != 0 || strcmp(x->hash, k->hash) == 0) continue;
+    all[n++] = (kin_t){shape_distance(want, x->params), x->hash, x->params, {0}};
+  }
+  if (rc == 0) qsort(all, (size_t)n, sizeof *all, kin_cmp);
+  int found = 0;
+  for (int i = 0; rc == 0 && i < n && found < KIN_MAX; i++) {
+    db_records_t rs = {0};
+    rc = db_best(db, all[i].hash, k->target.t.name, 1, &rs, &err);
+    if (rc == 0 && rs.n > 0) {
+      kin_t *c = &kin[found++];
+      *c = all[i];
+      c->hash = tn_arena_strdup(k->arena, all[i].hash);
+      c->params = tn_arena_strdup(k->arena, all[i].params ? all[i].params : "{}");
+      c->best = rs.items[0];
+      c->best.trace = tn_arena_strdup(k->arena, rs.items[0].trace);
+      c->best.compiler = rs.items[0].compiler ? tn_arena_strdup(k->arena, rs.items[0].compiler) : NULL;
+    }
+    db_records_free(&rs);
+  }
+  free(all);
+  db_workloads_free(&ws);
+  td_rdb_release(req->srv, db);
+  if (rc) return td_req_tn_error(req, TD_E_INTERNAL, &err), -1;
+  return found;
+}
+
+/* The whole re-verification (the reference evaluation, the build and the
+ * run of each record tried) stops here, as it does when the daemon stops. */
+#define FALLBACK_BUDGET_S 120.0
+
+typedef struct fb_ctx {
+  td_server_t *srv;
+  double deadline;
+} fb_ctx_t;
+
+static bool fb_cancel(void *p) {
+  const fb_ctx_t *c = p;
+  return __atomic_load_n(&c->srv->stopping, __ATOMIC_RELAXED) || tn_now() > c->deadline;
+}
+
+/* Builds, runs and verifies mod on the requested workload in a worker
+ * process; 0 with its median time, else why not in why. */
+static int reverify(const kget_t *k, const ir_func_t *f, cg_module_t *mod, fb_ctx_t *ctx, double *secs,
+                    tn_buf_t *why) {
+  ms_options_t o = {0};
+  o.run.cancel = o.run.stop = fb_cancel;
+  o.run.cancel_ctx = o.run.stop_ctx = ctx;
+  o.seed = 1;
+  ms_result_t r;
+  tn_err_t err = {0};
+  int rc = ms_measure(f, &k->target.t, &mod, 1, &o, &r, &err);
+  if (rc) tn_buf_printf(why, "%s", err.msg);
+  else if (r.status != MS_OK || !r.ran) tn_buf_printf(why, "%s: %s", ms_status_name(r.status), r.error);
+  else *secs = r.median_secs;
+  bool ok = rc == 0 && r.status == MS_OK && r.ran;
+  ms_result_clear(&r);
+  return ok ? 0 : -1;
+}
+
+/* No verified record for the requested shape: the nearest shape of the same
+ * workload text whose best record replays on the requested shape and
+ * verifies there is served, re-measured, marked as a fallback. */
+static void nearest(td_req_t *req, kget_t *k, const db_workload_t *w) {
+  tn_err_t err = {0};
+  ir_workload_t *want = NULL;
+  if (k->text) want = parse_text(req, k);
+  else if (td_workload_parse(w->name, w->source, w->params, &want, &err))
+    td_req_error(req, TD_E_INTERNAL, "workload %s: %s", k->hash, err.msg);
+  if (!want) return;
+  const char *text = k->text ? k->text : w->source;
+  kin_t kin[KIN_MAX];
+  int n = find_kin(req, k, want, text, kin);
+  if (n < 0) {
+    ir_workload_free(want);
+    return;
+  }
+  if (!k->entry[0]) snprintf(k->entry, sizeof k->entry, "%s", cg_entry_for(want->name));
+  fb_ctx_t ctx = {req->srv, tn_now() + FALLBACK_BUDGET_S};
+  tn_buf_t why;
+  tn_buf_init(&why);
+  for (int i = 0; i < n && !k->out && !fb_cancel(&ctx); i++) {
+    cg_module_t *mod = NULL;
+    double secs = 0;
+    tn_buf_printf(&why, "\n  record %lld of %s %s: ", (long long)kin[i].best.id, kin[i].hash, kin[i].params);
+    if (replay(k, want->func, kin[i].best.trace, &mod, &err)) {
+      tn_buf_printf(&why, "does not replay here (%s)", err.msg);
+      tn_err_clear(&err);
+      continue;
+    }
+    if (reverify(k, want->func, mod, &ctx, &secs, &why) == 0) {
+      db_record_t rec = kin[i].best;
+      rec.median_secs = secs;
+      cJSON *o = kernel_reply(req, k, mod, &rec, want->name, ir_func_flops(want->func));
+      if (o) {
+        cJSON *f = cJSON_AddObjectToObject(o, "fallback");
+        cJSON_AddStringToObject(f, "workload", kin[i].hash);
+        cJSON_AddItemToObject(f, "params", td_json_embed(kin[i].params));
+        cJSON_AddNumberToObject(f, "record", (double)kin[i].best.id);
+        td_json_num(f, "median_secs", kin[i].best.median_secs);
+        cJSON_AddBoolToObject(f, "verified", true);
+      }
+      k->out = o;
+    }
+    cg_module_free(mod);
+  }
+  if (!k->out && !req->code) {
+    if (n == 0)
+      td_req_error(req, TD_E_NO_KERNEL, "no tuned kernel yet for workload %s on target %s, and no verified record "
+                   "of the same workload text at another shape to fall back on", k->hash, k->target.t.name);
+    else
+      td_req_error(req, TD_E_NO_KERNEL, "no tuned kernel yet for workload %s on target %s, and none of the nearest "
+                   "shapes' records replays and verifies on it%s%s", k->hash, k->target.t.name, tn_buf_str(&why),
+                   fb_cancel(&ctx) ? "\n  (stopped: the daemon is stopping or the fallback's time is spent)" : "");
+  }
+  tn_buf_free(&why);
+  ir_workload_free(want);
 }
 
 static void kernel_done(td_req_t *req) {
@@ -183,12 +368,16 @@ td_reply_t td_m_kernel_get(td_req_t *req) {
   k->arena = tn_arena_new();
   req->data = k;
   req->free_data = kget_free;
-  const char *text, *name, *entry;
+  const char *text, *name, *entry, *fallback;
   if (td_param_hash(req, "workload", false, k->hash) ||
       td_param_str(req, "workload_text", false, TUNED_MAX_MESSAGE, &text) ||
       td_param_str(req, "name", false, 47, &name) || td_param_overrides(req, "params", &k->overrides) ||
-      td_param_target(req, "target", false, &k->target) || td_param_str(req, "entry", false, CG_ENTRY_MAX, &entry))
+      td_param_target(req, "target", false, &k->target) || td_param_str(req, "entry", false, CG_ENTRY_MAX, &entry) ||
+      td_param_str(req, "fallback", false, 16, &fallback))
     return TD_REPLY;
+  if (fallback && strcmp(fallback, "none") != 0 && strcmp(fallback, "nearest") != 0)
+    return td_req_error(req, TD_E_PARAMS, "invalid param \"fallback\": \"%s\" (\"none\" or \"nearest\")", fallback);
+  k->fallback = fallback && strcmp(fallback, "nearest") == 0;
   if (!k->hash[0] == !text)
     return td_req_error(req, TD_E_PARAMS, "give exactly one of the params \"workload\" (a hash) and "
                         "\"workload_text\" (the workload's source)");

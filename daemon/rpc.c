@@ -32,7 +32,7 @@ static const td_method_t methods[] = {
     {"db.best", td_m_db_best, "workload,target,k", false},
     {"db.export", td_m_db_export, "workload,target", false},
     {"db.import", td_m_db_import, "jsonl", true},
-    {"kernel.get", td_m_kernel_get, "workload,workload_text,name,params,target,entry", false},
+    {"kernel.get", td_m_kernel_get, "workload,workload_text,name,params,target,entry,fallback", false},
     {"workload.check", td_m_workload_check, "workload_text,name,params", false},
     {"server.shutdown", td_m_server_shutdown, "", false},
 };

@@ -360,6 +360,24 @@ START_TEST(t_by_name) {
                 "%s", r->err);
   r = ctl(0, "kernel matmul --set K=32 --set M=32 --set N=32 --emit source");
   ck_assert_msg(strstr(r->out, "matmul"), "%s", r->out);
+  /* a shape never tuned: an error, or with --fallback nearest the record of
+   * the nearest tuned matmul verified at 24 x 40 x 32 (by name and by file) */
+  r = ctl(1, "kernel matmul --set M=24 --set N=40 --emit source");
+  ck_assert_msg(strstr(r->err, "no workload named matmul with"), "%s", r->err);
+  r = ctl(2, "kernel matmul --set M=24 --fallback closest --emit source");
+  ck_assert_msg(strstr(r->err, "unknown --fallback 'closest' (none or nearest)"), "%s", r->err);
+  const char *fb[] = {"matmul --set M=24 --set N=40 --set K=32", SRC("workloads/matmul.tw") " --set M=24 --set N=40 --set K=32"};
+  for (int i = 0; i < 2; i++) {
+    j = parse_json(ctl(0, "kernel %s --fallback nearest --emit json", fb[i])->out);
+    const char *from = jstr(cJSON_GetObjectItemCaseSensitive(j, "fallback"), "workload");
+    ck_assert_int_eq(strlen(from), 16);
+    ck_assert_str_ne(from, jstr(j, "workload"));
+    ck_assert_double_eq(jnum(j, "flops"), 2.0 * 24 * 40 * 32);
+    cJSON_Delete(j);
+    r = ctl(0, "kernel %s --fallback nearest --emit source", fb[i]);
+    ck_assert_msg(strstr(r->err, "no record for this shape; fallback: record") &&
+                      strstr(r->err, "verified on this shape and timed at"), "%s", r->err);
+  }
   /* the daemon's list by name carries each workload's source */
   j = parse_json(ctl(0, "workloads --json")->out);
   int named = 0;
@@ -656,6 +674,16 @@ START_TEST(t_libtuned) {
   ck_assert_int_eq(tuned_kernel_get_text(c, text, "{\"N\": 999}", NULL, &k, &err), TUNED_E_RPC);
   ck_assert_int_eq(err.rpc_code, TUNED_RPC_NO_KERNEL);
   ck_assert_ptr_null(k);
+  /* ... unless the nearest tuned shape's kernel verifies at N = 999 */
+  ck_assert_msg(tuned_kernel_get_nearest(c, text, "{\"N\": 999}", NULL, 1, &k, &err) == 0, "%s", err.message);
+  ck_assert_int_eq(k->params[2].elements, 999);
+  ck_assert_ptr_nonnull(k->fallback_json);
+  ck_assert_ptr_nonnull(strstr(k->fallback_json, "\"verified\":true"));
+  ck_assert(k->median_secs > 0);
+  tuned_kernel_free(k);
+  ck_assert_int_eq(tuned_kernel_get_text(c, text, "{\"N\": 2048}", NULL, &k, &err), 0);
+  ck_assert_ptr_null(k->fallback_json);
+  tuned_kernel_free(k);
   ck_assert_int_eq(tuned_job_status(c, 424242, &st, &err), TUNED_E_RPC);
   ck_assert_int_eq(err.rpc_code, TUNED_RPC_NOT_FOUND);
   ck_assert_int_eq(tuned_kernel_get_text(c, text, "[1]", NULL, &k, &err), TUNED_E_INVALID);

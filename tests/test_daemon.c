@@ -544,6 +544,58 @@ static void kernel_for_imported_gpu_record(client_t *c, const char *cpu_line, co
 }
 #endif
 
+/* kernel.get's nearest-shape fallback: a matmul at 48 x 40 x 32 was never
+ * tuned; with "fallback": "nearest" it gets the 32^3 record (hash32, id
+ * best_id), replayed, built, verified and timed at 48 x 40 x 32 in a worker. */
+static void check_fallback(client_t *c, const char *hash32, int best_id, double best_secs, const char *dir) {
+  cJSON *kp = cJSON_Parse(matmul_submit_on(48, NULL, 1, 1));
+  cJSON_ReplaceItemInObject(cJSON_GetObjectItem(kp, "params"), "N", cJSON_CreateNumber(40));
+  cJSON_ReplaceItemInObject(cJSON_GetObjectItem(kp, "params"), "K", cJSON_CreateNumber(32));
+  cJSON *q = cJSON_CreateObject();
+  cJSON_AddItemToObject(q, "workload_text", cJSON_DetachItemFromObject(kp, "workload"));
+  cJSON_AddItemToObject(q, "params", cJSON_DetachItemFromObject(kp, "params"));
+  cJSON_AddStringToObject(q, "name", "matmul");
+  char *plain = cJSON_PrintUnformatted(q);
+  expect_error(c, "kernel.get", plain, -32004, "never tuned");
+  cJSON_AddStringToObject(q, "fallback", "closest");
+  char *bad = cJSON_PrintUnformatted(q);
+  expect_error(c, "kernel.get", bad, -32602, "\"none\" or \"nearest\"");
+  cJSON_ReplaceItemInObject(q, "fallback", cJSON_CreateString("nearest"));
+  char *qs = cJSON_PrintUnformatted(q);
+  cJSON *r = rpc(c, "kernel.get", qs);
+  const cJSON *k = result(r), *fb = cJSON_GetObjectItem(k, "fallback");
+  ck_assert_msg(cJSON_IsObject(fb), "no fallback in %s", cJSON_PrintUnformatted(r));
+  ck_assert_int_eq((int)num(k, "record"), best_id);
+  ck_assert_str_ne(str(k, "workload"), hash32); /* the requested shape's hash */
+  ck_assert_str_eq(str(fb, "workload"), hash32);
+  ck_assert_int_eq((int)num(fb, "record"), best_id);
+  ck_assert_double_eq(num(fb, "median_secs"), best_secs);
+  ck_assert_int_eq((int)num(cJSON_GetObjectItem(fb, "params"), "M"), 32);
+  ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(fb, "verified")));
+  ck_assert_double_gt(num(k, "median_secs"), 0); /* timed at 48 x 40 x 32 */
+  ck_assert_double_eq(num(k, "flops"), 2.0 * 48 * 40 * 32);
+  /* lowered at the requested shape: C is 48 x 40 */
+  const cJSON *cp = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(k, "launch"), "params"), 2);
+  const cJSON *shape = cJSON_GetObjectItem(cp, "shape");
+  ck_assert_int_eq(cJSON_GetArraySize(shape), 2);
+  ck_assert_int_eq(cJSON_GetArrayItem(shape, 0)->valueint, 48);
+  ck_assert_int_eq(cJSON_GetArrayItem(shape, 1)->valueint, 40);
+  compile_c(dir, str(k, "source"));
+  cJSON_Delete(r);
+  /* another text (a different computation) has no family to fall back on */
+  cJSON_ReplaceItemInObject(q, "workload_text", cJSON_CreateString("param N = 8\ninput A: float32[N]\n"
+                                                                     "output B: float32[N]\nB[i] = A[i] * 3.0\n"));
+  cJSON_DeleteItemFromObject(q, "params");
+  char *other = cJSON_PrintUnformatted(q);
+  expect_error(c, "kernel.get", other, -32004, "no verified record of the same workload text");
+  free(other);
+  free(qs);
+  free(bad);
+  free(plain);
+  cJSON_Delete(q);
+  cJSON_Delete(kp);
+}
+
 START_TEST(submit_watch_best_kernel) {
   daemon_t d;
   tmp_daemon(&d);
@@ -658,6 +710,8 @@ START_TEST(submit_watch_best_kernel) {
   free(qs);
   cJSON_Delete(q);
   cJSON_Delete(kp);
+
+  check_fallback(&c, s.hash, best_id, best_secs, d.dir);
 
   /* export and import into the same database: all duplicates */
   r = rpc(&c, "db.export", p);
