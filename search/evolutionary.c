@@ -1,7 +1,10 @@
 /* evolutionary.c — the evolutionary search of metaschedule.md §6: a
  * population of the best measured records and fresh samples, evolved for a
  * few generations by mutation under the cost model's predictions, then an
- * eps-greedy mix of the predicted-best and random fresh samples.
+ * eps-greedy mix of the predicted-best and random fresh samples.  A task's
+ * first batch also measures one locality seed per design space (every
+ * compute location at the consumer's outermost loop: the fused form), which
+ * MetaSchedule does not.
  *
  * Determinism: every random draw of a population slot comes from a seed made
  * of the generation's seed and the slot index, and the one coupling between
@@ -87,6 +90,48 @@ static void add_fresh(srch_ctx_t *c, srch_task_state_t *ts, pool_t *pop, pool_t 
     }
     free(got);
   }
+}
+
+/* ---- locality seeds ---------------------------------------------------- */
+
+/* The space's trace with every sampled compute location decided as the
+ * first candidate loop, the consumer's outermost (decision 0); NULL when it
+ * samples no compute location.  That is the fused form of a producer chain
+ * (softmax's row max, exponentials and row sum computed inside the output's
+ * row loop, the row still in cache): in a space that also offers the root,
+ * inlining and every inner loop, random samples rarely draw it for every
+ * producer at once (about 1 in 300 for softmax), so the cost model may
+ * never see one. */
+static sch_trace_t *outermost_trace(const sch_trace_t *space) {
+  sch_trace_t *t = NULL;
+  for (int i = 0; i < space->n; i++) {
+    if (space->insts[i].kind != SCH_SAMPLE_COMPUTE_LOCATION) continue;
+    if (!t) t = sch_trace_copy(space);
+    int64_t *d = tn_arena_alloc(t->arena, sizeof *d);
+    t->insts[i].decision = d; /* 0 */
+    t->insts[i].ndecision = 1;
+  }
+  return t;
+}
+
+/* The task's first batch starts with one seed per design space that samples
+ * compute locations (other decisions sampled; at most half the batch), so
+ * that the model learns from the first batch what fusing is worth; seeds
+ * already measured (a database's records) are skipped.  Returns how many
+ * went into out. */
+static int add_seeds(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_t **out, srch_hashset_t *taken) {
+  if (ts->seeded) return 0;
+  ts->seeded = true;
+  int n = 0;
+  for (int k = 0; k < ts->space.n && n < want / 2 && !srch_stopped(c); k++) {
+    sch_trace_t *t = outermost_trace(ts->space.traces[k]);
+    if (!t) continue;
+    srch_cand_t *cd = srch_cand_make(ts->func, c->target, t, tn_rng_next(&ts->rng), NULL, NULL);
+    sch_trace_free(t);
+    if (cd && !srch_hashset_has(&ts->seen, cd->hash) && srch_hashset_add(taken, cd->hash)) out[n++] = cd;
+    else srch_cand_unref(cd);
+  }
+  return n;
 }
 
 /* ---- prediction and the best-list --------------------------------------- */
@@ -226,28 +271,27 @@ static void next_generation(srch_ctx_t *c, srch_task_state_t *ts, pool_t *pop, s
 
 /* eps-greedy: the first want - int(want*eps) slots take the predicted best,
  * the rest random fresh samples; each falls back to the other list. */
-static int pick_batch(srch_task_state_t *ts, bests_t *b, pool_t *fresh, int want, double eps, srch_cand_t **out) {
+/* Fills out[n0..want) (out[0..n0) are seeds, their hashes in taken). */
+static int pick_batch(srch_task_state_t *ts, bests_t *b, pool_t *fresh, int want, double eps, srch_cand_t **out,
+                      int n0, srch_hashset_t *taken) {
   for (int i = fresh->n - 1; i > 0; i--) { /* random order of the fresh samples */
     int j = (int)tn_rng_below(&ts->rng, (uint64_t)i + 1);
     srch_cand_t *t = fresh->v[i];
     fresh->v[i] = fresh->v[j], fresh->v[j] = t;
   }
-  int num_rand = (int)(want * eps), n = 0, ib = 0, ir = 0;
-  srch_hashset_t taken;
-  srch_hashset_init(&taken);
-  for (int i = 0; i < want; i++) {
+  int num_rand = (int)(want * eps), n = n0, ib = 0, ir = 0;
+  for (int i = n0; i < want; i++) {
     bool from_best = i < want - num_rand;
     srch_cand_t *pick = NULL;
     for (int pass = 0; pass < 2 && !pick; pass++, from_best = !from_best) {
       while (!pick && (from_best ? ib < b->n : ir < fresh->n)) {
         srch_cand_t *cd = from_best ? b->v[ib++].cand : fresh->v[ir++];
-        if (!srch_hashset_has(&ts->seen, cd->hash) && srch_hashset_add(&taken, cd->hash)) pick = cd;
+        if (!srch_hashset_has(&ts->seen, cd->hash) && srch_hashset_add(taken, cd->hash)) pick = cd;
       }
     }
     if (!pick) break;
     out[n++] = srch_cand_ref(pick);
   }
-  srch_hashset_free(&taken);
   return n;
 }
 
@@ -257,6 +301,9 @@ int srch_evolve_batch(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_
   srch_hashset_init(&b.in);
   *out = tn_xcalloc((size_t)TN_MAX(want, 1), sizeof(srch_cand_t *));
   *nout = 0;
+  srch_hashset_t taken;
+  srch_hashset_init(&taken);
+  int nseeds = add_seeds(c, ts, want, *out, &taken);
   add_measured(c, ts, &pop);
   add_fresh(c, ts, &pop, &fresh);
   int rc = 0;
@@ -274,8 +321,13 @@ int srch_evolve_batch(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_
     }
     srch_cand_memo_free(&made);
     smp_memo_free(memo);
-    if (rc == 0 && !stopped) *nout = pick_batch(ts, &b, &fresh, want, c->opts.eps_greedy, *out);
+    if (rc == 0 && !stopped) *nout = pick_batch(ts, &b, &fresh, want, c->opts.eps_greedy, *out, nseeds, &taken);
+  } else if (!srch_stopped(c)) {
+    *nout = nseeds; /* nothing fresh: the seeds alone */
   }
+  if (*nout == 0) /* no batch after all */
+    for (int i = 0; i < nseeds; i++) srch_cand_unref((*out)[i]), (*out)[i] = NULL;
+  srch_hashset_free(&taken);
   for (int i = 0; i < b.n; i++) srch_cand_unref(b.v[i].cand);
   free(b.v);
   srch_hashset_free(&b.in);

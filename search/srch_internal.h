@@ -120,6 +120,7 @@ typedef struct srch_task_state {
   int trials_sent, trials_done;
   int empty_batches;
   bool done;
+  bool seeded;                 /* the locality seeds went into a batch (evolutionary.c) */
   srch_best_t best;            /* best verified over the database and this run */
   double *history;             /* best seconds after each joined batch (task scheduler) */
   int nhistory;
