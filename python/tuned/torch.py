@@ -52,6 +52,7 @@ class Task:
     attrs: dict         # what torch needs to compute it (stride, padding, eps, ...)
     _nodes: list = dataclasses.field(default_factory=list, repr=False, compare=False)
     _operands: list = dataclasses.field(default_factory=list, repr=False, compare=False)
+    _bypassed: list = dataclasses.field(default_factory=list, repr=False, compare=False)  # transposes read through
 
 
 @dataclasses.dataclass
@@ -270,13 +271,16 @@ def _workload(title, params, inputs, producer, idx, shape, epilogue=(), bias_ind
     return "\n".join(lines) + "\n"
 
 
-def _matmul_text(title, params, transposed_b, epilogue):
+def _matmul_text(title, params, linear, transposed_b, epilogue):
+    """linear: X W^T as nn.Linear (W is OUT x IN); else A B, or A B^T with B
+    read in place where the model transposed it."""
     batched = "BATCH" in params
     bt = "BATCH, " if batched else ""
     b = "b, " if batched else ""
-    if transposed_b:   # nn.Linear: Y = X W^T
-        ins = [f"input  X: float32[{bt}M, K]", f"input  W: float32[{bt}N, K]"]
-        prod = f"sum(k < K: X[{b}i, k] * W[{b}j, k])"
+    x, w = ("X", "W") if linear else ("A", "B")
+    if transposed_b or linear:
+        ins = [f"input  {x}: float32[{bt}M, K]", f"input  {w}: float32[{bt}N, K]"]
+        prod = f"sum(k < K: {x}[{b}i, k] * {w}[{b}j, k])"
     else:
         ins = [f"input  A: float32[{bt}M, K]", f"input  B: float32[{bt}K, N]"]
         prod = f"sum(k < K: A[{b}i, k] * B[{b}k, j])"
@@ -333,6 +337,26 @@ def _float32(*ops):
     return [o.meta()[0] for o in ops]
 
 
+def _transpose_of(o):
+    """The operand whose last two dimensions swapped `o` is (x for x.t(),
+    x.transpose(-2, -1), torch.transpose(x, 1, 2) of a 3-D x, ...), or None."""
+    n = o.node
+    if not isinstance(n, fx.Node) or o.meta() is None or not n.args or not isinstance(n.args[0], fx.Node):
+        return None
+    nd = len(o.meta()[0])
+    if (n.op == "call_method" and n.target == "t") or (n.op == "call_function" and n.target is torch.t):
+        swapped = nd == 2 and len(n.args) == 1
+    elif (n.op == "call_method" and n.target == "transpose") or (n.op == "call_function" and
+                                                                 n.target is torch.transpose):
+        dims = n.args[1:]
+        swapped = len(dims) == 2 and all(isinstance(d, int) and -nd <= d < nd for d in dims) and \
+            {d % nd for d in dims} == {nd - 2, nd - 1}
+    else:
+        return None
+    src = _Operand(node=n.args[0])
+    return src if swapped and not n.kwargs and src.meta() is not None else None
+
+
 def _producer(kind, info):
     """(task kind, operands, params, attrs) of a producing op, or _Skip."""
     if kind == "linear":
@@ -345,10 +369,12 @@ def _producer(kind, info):
         if a is None or b is None:
             raise _Skip("a matmul with a constant operand")
         sa, sb = _float32(a, b)
+        bt = _transpose_of(b)  # A @ B^T reads B where it is: no transposed copy
+        attrs = {"transposed_b": bt is not None}
         if len(sa) >= 2 and len(sb) == 2 and sa[-1] == sb[0] and not info["batched_only"]:
-            return "matmul", [a, b], {"M": _prod(sa[:-1]), "N": sb[1], "K": sb[0]}, {}
+            return "matmul", [a, bt or b], {"M": _prod(sa[:-1]), "N": sb[1], "K": sb[0]}, attrs
         if len(sa) == len(sb) >= 3 and sa[:-2] == sb[:-2] and sa[-1] == sb[-2]:
-            return "bmm", [a, b], {"BATCH": _prod(sa[:-2]), "M": sa[-2], "N": sb[-1], "K": sa[-1]}, {}
+            return "bmm", [a, bt or b], {"BATCH": _prod(sa[:-2]), "M": sa[-2], "N": sb[-1], "K": sa[-1]}, attrs
         raise _Skip(f"matmul of shapes {list(sa)} and {list(sb)}: tuned takes 2-D @ 2-D, N-D @ 2-D and batches of "
                     f"equal batch dimensions (no broadcasting)")
     if kind == "conv2d":
@@ -440,9 +466,9 @@ def _task(gm, n, kind, info):
             if step[2] is not None:
                 operands.append(step[2])
     name = _name(tkind, epilogue, n.name)
-    what = f"{n.name}: {' + '.join([tkind, *epilogue])}"
+    what = f"{n.name}: {' + '.join([tkind, *epilogue])}" + (" (B transposed)" if attrs.get("transposed_b") else "")
     if tkind in ("linear", "matmul", "bmm"):
-        text = _matmul_text(what, params, tkind == "linear", tuple(epilogue))
+        text = _matmul_text(what, params, tkind == "linear", attrs.get("transposed_b"), tuple(epilogue))
     elif tkind == "conv2d":
         text = _conv_text(what, params, tuple(epilogue))
     elif tkind == "softmax":
@@ -453,7 +479,7 @@ def _task(gm, n, kind, info):
     return Task(name=name, kind=tkind, epilogue=tuple(epilogue), text=text, params=dict(params),
                 nodes=[x.name for x in nodes], operands=[o.name for o in operands],
                 in_shapes=[o.meta()[0] for o in operands], out_shape=tuple(last.shape), attrs=attrs,
-                _nodes=nodes, _operands=operands)
+                _nodes=nodes, _operands=operands, _bypassed=[info["b"].node] if attrs.get("transposed_b") else [])
 
 
 def _inputs(example_inputs):
@@ -487,7 +513,8 @@ def extract(model, example_inputs):
             continue
         claimed.update(t._nodes)
         tasks.append(t)
-    return Plan(gm, tasks, skipped, rec.values)
+    absorbed = {n.name for t in tasks for n in t._bypassed if len(n.users) == 1}
+    return Plan(gm, tasks, [s for s in skipped if s.node not in absorbed], rec.values)
 
 
 # ---- running tuned kernels -----------------------------------------------------------
@@ -544,7 +571,7 @@ class TunedOp(torch.nn.Module):
         if k == "linear":
             y = F.linear(a[0], a[1])
         elif k in ("matmul", "bmm"):
-            y = torch.matmul(a[0], a[1])
+            y = torch.matmul(a[0], a[1].transpose(-2, -1) if self.attrs.get("transposed_b") else a[1])
         elif k == "conv2d":
             y = F.conv2d(a[0], a[1], None, self.attrs["stride"], self.attrs["padding"])
         elif k == "softmax":
@@ -620,6 +647,9 @@ def _rewrite(gm, task, op, sub, replaced):
     replaced[last] = call
     for n in reversed(task._nodes):
         g.erase_node(n)
+    for n in task._bypassed:
+        if not n.users:
+            g.erase_node(n)
 
 
 def _tune(c, plan, target, trials, seconds, seed, progress, timeout):
