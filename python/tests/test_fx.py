@@ -365,3 +365,21 @@ def test_tuned_torch_on_first_use():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(
         os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(tuned.__file__))))
     assert out.returncode == 0 and out.stdout == "tuned.torch\n", out.stderr
+
+
+def test_example_torch_block(daemon, kernel_cache):
+    """examples/torch_block.py at a tiny size, one trial per op: it runs, every
+    op it extracts runs tuned, and it prints the timing table."""
+    example = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           "examples", "torch_block.py")
+    out = subprocess.run([sys.executable, example, "--socket", daemon, "--tokens", "4", "--dim", "8", "--trials", "1",
+                          "--repeat", "1"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout
+    assert "11 tuning tasks in the block's graph:" in text and "linear_bias_gelu_up: linear + bias + gelu" in text
+    statuses = re.findall(r"^(\w+) +(tuned(?= +record)|torch|no record|mismatch|failed) ", text, re.M)
+    assert len([s for s in statuses if s[1] == "tuned"]) == 11, text
+    assert {n for n, s in statuses if s != "tuned"} == {"mul", "add", "add_1"}, text
+    assert re.search(r"^whole block \(vs eager\) +[0-9.]+ +[0-9.]+ +[0-9.]+x$", text, re.M), text
+    err = float(re.search(r"max \|optimized - eager\| = (\S+)", text).group(1))
+    assert err < 1e-5

@@ -529,11 +529,10 @@ class TunedOp(torch.nn.Module):
     def __init__(self, task, fn):
         super().__init__()
         self.name, self.kind, self.epilogue, self.attrs = task.name, task.kind, task.epilogue, dict(task.attrs)
-        self.in_shapes, self.out_shape = [tuple(s) for s in task.in_shapes], tuple(task.out_shape)
+        self.in_shapes, self.out_shape = [torch.Size(s) for s in task.in_shapes], torch.Size(task.out_shape)
         self.fn = fn
-        self.kernel_shapes = [tuple(p.shape) for p in fn.inputs]
         got = [(p.dtype, math.prod(p.shape)) for p in fn.inputs + fn.outputs]
-        want = [("float32", math.prod(s)) for s in self.in_shapes + [self.out_shape]]
+        want = [("float32", math.prod(s)) for s in [*self.in_shapes, self.out_shape]]
         if got != want:  # the kernel's signature is the workload's, which extract wrote for these shapes
             raise Error(f"{task.name}: the kernel takes {got} (dtype, elements), the model's operands {want}")
         self.tuned_calls = self.torch_calls = 0
@@ -543,13 +542,11 @@ class TunedOp(torch.nn.Module):
 
     def fits(self, args):
         """Whether the kernel can compute these operands."""
-        if len(args) != len(self.in_shapes):
+        if len(args) != len(self.in_shapes) or (torch.is_grad_enabled() and
+                                                 any(getattr(a, "requires_grad", False) for a in args)):
             return False
-        for a, s in zip(args, self.in_shapes):
-            if not isinstance(a, torch.Tensor) or a.dtype != torch.float32 or a.device.type != "cpu" or \
-                    tuple(a.shape) != s:
-                return False
-        return not (torch.is_grad_enabled() and any(a.requires_grad for a in args))
+        return all(isinstance(a, torch.Tensor) and a.dtype == torch.float32 and a.is_cpu and a.shape == s
+                   for a, s in zip(args, self.in_shapes))
 
     def forward(self, *args):
         if self.fits(args):
@@ -559,10 +556,12 @@ class TunedOp(torch.nn.Module):
         return self.run_torch(*args)
 
     def run_tuned(self, *args):
-        """The tuned kernel on operands of the example's shapes (not checked)."""
-        xs = [a.detach().reshape(s).contiguous() for a, s in zip(args, self.kernel_shapes)]
+        """The tuned kernel on operands of the example's shapes (not checked):
+        a dense row-major tensor is what the kernel indexes, whatever its
+        shape, so only non-contiguous operands are copied."""
+        dense = [a if a.is_contiguous() else a.contiguous() for a in args]
         out = torch.empty(self.out_shape)
-        self.fn.launch([x.data_ptr() for x in xs] + [out.data_ptr()])
+        self.fn.launch([a.data_ptr() for a in dense] + [out.data_ptr()])
         return out
 
     def run_torch(self, *args):
