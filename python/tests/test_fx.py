@@ -95,6 +95,12 @@ Y[i, j] = max(Z1[i, j], 0.0)
     assert plan.skipped == []
 
 
+def test_sequential_names():
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+    plan = tt.extract(model, torch.randn(2, 8))
+    assert [(t.name, t.nodes) for t in plan.tasks] == [("linear_bias_gelu_0", ["_0", "_1"]), ("linear_bias_2", ["_2"])]
+
+
 def test_linear_flattens_leading_dimensions_and_tanh_gelu():
     plan = tt.extract(MLP((16, 12, 8), act=lambda: nn.GELU(approximate="tanh")), torch.randn(2, 3, 16))
     fc1, fc2 = plan.tasks

@@ -441,8 +441,8 @@ def _epilogue_step(gm, kind, cur, out_shape):
 
 def _name(kind, epilogue, node):
     stem = "_".join([kind, *epilogue, node])
-    stem = re.sub(r"[^A-Za-z0-9_]", "_", stem)
-    return stem[:47]
+    stem = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", stem))  # Sequential's children are _0, _1, ...
+    return stem[:47].rstrip("_")
 
 
 def _task(gm, n, kind, info):
