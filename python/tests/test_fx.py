@@ -364,6 +364,21 @@ def test_untraceable_model():
 
 
 
+def test_bad_example_inputs():
+    with pytest.raises(tuned.Error) as e:
+        tt.extract(MLP(), torch.randn(4, 12))
+    assert "MLP fails on the example inputs at node fc1: " in str(e.value)
+    assert "cannot be multiplied" in str(e.value)  # torch's own message
+
+
+def test_nothing_to_tune_needs_no_daemon(tmp_path):
+    model, x = nn.Sequential(nn.Sigmoid(), nn.Tanh()), torch.randn(3)
+    fast = tt.optimize(model, x, socket=str(tmp_path / "no-daemon.sock"))
+    assert [(r.name, r.status) for r in fast.tuned_report] == [("_0", "torch"), ("_1", "torch")]
+    assert fast.tuned_report.max_error == 0.0
+    torch.testing.assert_close(fast(x), model(x), rtol=0, atol=0)
+
+
 def test_tuned_torch_on_first_use():
     """`import tuned` does not import torch; tuned.torch does."""
     code = ("import sys, tuned; assert 'torch' not in sys.modules; f = tuned.torch.optimize; "

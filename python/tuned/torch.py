@@ -74,13 +74,15 @@ class Plan:
 
 
 class _Recorder(ShapeProp):
-    """Shape propagation that also keeps every node's value."""
+    """Shape propagation that also keeps every node's value (and the node
+    it runs, for errors)."""
 
     def __init__(self, gm):
         super().__init__(gm)
-        self.values = {}
+        self.values, self.current = {}, None
 
     def run_node(self, n):
+        self.current = n
         result = super().run_node(n)
         self.values[n.name] = result
         return result
@@ -495,8 +497,13 @@ def extract(model, example_inputs):
     except Exception as e:  # control flow on values, untraceable calls: torch.fx says which
         raise Error(f"torch.fx cannot trace {type(model).__name__}: {e}") from e
     rec = _Recorder(gm)
-    with torch.no_grad():
-        rec.propagate(*_inputs(example_inputs))
+    try:
+        with torch.no_grad():
+            rec.propagate(*_inputs(example_inputs))
+    except Exception as e:  # ShapeProp's message names the node; torch's own is the one it replaced
+        where = f" at node {rec.current.name}" if rec.current is not None else ""
+        why = e.__cause__ or e.__context__ or e
+        raise Error(f"{type(model).__name__} fails on the example inputs{where}: {why}") from e
     tasks, skipped, claimed = [], [], set()
     for n in gm.graph.nodes:
         if n in claimed or n.op not in ("call_module", "call_function", "call_method"):
@@ -673,6 +680,8 @@ def optimize(model, example_inputs, *, trials=32, seconds=None, seed=None, targe
     The module's tuned_report (a Report) says what runs where."""
     plan = extract(model, example_inputs)
     gm, values, report, replaced = plan.module, plan.values, Report(), {}
+    if not plan.tasks:
+        return _finish(model, gm, example_inputs, report, plan, rtol, atol)
     own = client is None
     c = Client(socket) if own else client
     try:
@@ -723,6 +732,11 @@ def optimize(model, example_inputs, *, trials=32, seconds=None, seed=None, targe
     finally:
         if own:
             c.close()
+    return _finish(model, gm, example_inputs, report, plan, rtol, atol)
+
+
+def _finish(model, gm, example_inputs, report, plan, rtol, atol):
+    """The rewritten module with its report, checked against eager."""
     gm.graph.lint()
     gm.recompile()
     report.extend(OpReport(s.node, s.op, [s.node], "torch", s.reason) for s in plan.skipped)
@@ -730,7 +744,7 @@ def optimize(model, example_inputs, *, trials=32, seconds=None, seed=None, targe
     if not ok:
         warnings.warn(f"tuned.torch: the optimized module differs from eager by up to {report.max_error:.3g} on the "
                       f"example inputs (rtol {rtol}, atol {atol} times each output's largest value)", RuntimeWarning,
-                      stacklevel=2)
+                      stacklevel=3)
     gm.tuned_report = report
     return gm
 
@@ -773,7 +787,7 @@ def profile(model, optimized, example_inputs, repeat=20):
     `optimized`): a list of (name, tuned_secs, torch_secs), the whole model
     last, named "model"."""
     ops, seen = [m for m in optimized.modules() if isinstance(m, TunedOp)], {}
-    hooks = [m.register_forward_pre_hook(lambda m, args: seen.setdefault(m, args)) for m in ops]
+    hooks = [m.register_forward_pre_hook(lambda m, args: seen.setdefault(m, args) and None) for m in ops]
     xs = _inputs(example_inputs)
     with torch.no_grad():
         try:
