@@ -7,6 +7,7 @@ libtuned (the C client library) with ctypes.
         c.watch(job)                                 # a progress bar on a terminal
     mm = tuned.load("workloads/matmul.tw", M=256, N=256, K=256)
     C = mm(A, B)                                     # numpy arrays or torch CPU tensors
+    fast = tuned.torch.optimize(model, (x,))         # a torch model's ops on tuned kernels
 
 libtuned is found through $TUNED_LIB, the build directories of the source
 tree this package sits in, then the places `meson install` uses."""
@@ -19,6 +20,14 @@ from .client import Client, Job, Kernel, Launch, Param
 from .kernel import TunedFunction, build_c, load
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    """tuned.torch (the PyTorch integration) is imported when first used: torch loads slowly."""
+    if name == "torch":
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'tuned' has no attribute {name!r}")
 
 __all__ = ["ArgumentError", "BadWorkload", "BuildError", "Client", "ConnectError", "ConnectionLost", "DaemonError",
            "Error", "InvalidParams", "Job", "Kernel", "Launch", "LibraryNotFound", "NoKernel", "NotFound", "Param",

@@ -112,6 +112,8 @@ class TunedFunction:
         self.inputs = [p for p in kernel.params if p.role == "input"]
         self.outputs = [p for p in kernel.params if p.role == "output"]
         self.workspaces = [p for p in kernel.params if p.role == "workspace"]
+        position = {p.name: i for i, p in enumerate(self.inputs + self.outputs + self.workspaces)}
+        self._order = [position[p.name] for p in kernel.params]
         self.__name__ = kernel.entry
 
     def __repr__(self):
@@ -230,16 +232,22 @@ class TunedFunction:
                 if q != p.name and a.ptr < o.ptr + o.nbytes and o.ptr < a.ptr + a.nbytes:
                     raise ArgumentError(f"{self._what(p)}: shares memory with argument {q}; outputs must not "
                                         f"overlap other arguments")
+        self.launch([given[p.name].ptr for p in self.inputs + self.outputs])
+        del given  # the arguments stay alive up to here
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def launch(self, addresses):
+        """Runs the kernel on the data addresses (ints) of its inputs, then
+        its outputs, in that order, unchecked: the caller vouches for their
+        shapes, dtypes and layout (tuned.torch does, once per call)."""
         scratch = [ctypes.create_string_buffer(max(p.elements * p.elem_bytes, 1)) for p in self.workspaces]
-        ptrs = [given[p.name].ptr for p in self.inputs + self.outputs] + [ctypes.addressof(s) for s in scratch]
-        # the C kernel takes its arguments in the launch's order: map by name
-        order = {p.name: i for i, p in enumerate(self.inputs + self.outputs + self.workspaces)}
-        argv = (ctypes.c_void_p * max(len(ptrs), 1))(*[ptrs[order[p.name]] for p in self.kernel.params])
+        ptrs = list(addresses) + [ctypes.addressof(s) for s in scratch]
+        # the C kernel takes its arguments in the launch's order
+        argv = (ctypes.c_void_p * max(len(ptrs), 1))(*[ptrs[i] for i in self._order])
         rc = self._entry(argv)
-        del given, scratch  # the arguments stay alive up to here
+        del scratch
         if rc != 0:
             raise Error(f"{self.__name__}: the kernel returned {rc} (out of memory for its temporaries?)")
-        return results[0] if len(results) == 1 else tuple(results)
 
 
 def _numpy_module():
