@@ -46,7 +46,15 @@ def test_submit_watch_best_records_kernel(tuned_matmul):
         assert len(k.launches) == 1 and k.launches[0].name == "matmul"
         assert k.cubin is None and k.ptx is None and k.trace is not None
         assert k.launch["entry"] == "matmul"
-        assert c.kernel(h).record == k.record
+        assert c.kernel(h).record == k.record and k.fallback is None
+        # a shape never tuned: the nearest tuned matmul's record, verified there
+        with pytest.raises(tuned.Error):
+            c.kernel(MATMUL, M=24, N=40, K=48)
+        near = c.kernel(MATMUL, fallback="nearest", M=24, N=40, K=48)
+        assert near.fallback["verified"] is True and near.fallback["workload"] != near.workload
+        assert near.params[2].shape == (24, 40) and near.median_secs > 0
+        with pytest.raises(ValueError, match="nearest"):
+            c.kernel(MATMUL, fallback="closest", **SHAPE)
         assert any(j["job"] == job.id for j in c.jobs())
         assert c.info()["target"] == "cpu"
 

@@ -59,7 +59,8 @@ class KernelStruct(ctypes.Structure):
                 ("kernels", ctypes.POINTER(LaunchStruct)), ("nkernels", ctypes.c_int),
                 ("params", ctypes.POINTER(ParamStruct)), ("nparams", ctypes.c_int), ("ptx", ctypes.c_char_p),
                 ("cubin", ctypes.POINTER(ctypes.c_ubyte)), ("cubin_size", ctypes.c_size_t),
-                ("launch_json", ctypes.c_char_p), ("trace_json", ctypes.c_char_p)]
+                ("launch_json", ctypes.c_char_p), ("trace_json", ctypes.c_char_p),
+                ("fallback_json", ctypes.c_char_p)]
 
 
 PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(JobStruct), ctypes.c_void_p)
@@ -85,6 +86,9 @@ _FUNCTIONS = [
      [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(KernelStruct)), _ERR]),
     ("tuned_kernel_get_text", ctypes.c_int,
      [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(KernelStruct)), _ERR]),
+    ("tuned_kernel_get_nearest", ctypes.c_int,
+     [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.POINTER(KernelStruct)),
+      _ERR]),
     ("tuned_kernel_free", None, [ctypes.POINTER(KernelStruct)]),
 ]
 

@@ -104,6 +104,7 @@ class Kernel:
     cubin: bytes | None
     launch: dict
     trace: object
+    fallback: dict | None = None  # kernel(fallback="nearest"): the record's own workload, params, time
 
     @classmethod
     def _from(cls, k):
@@ -117,7 +118,8 @@ class Kernel:
                    source=_lib.decode(k.source), median_secs=k.median_secs, gflops=k.gflops, launches=launches,
                    params=params, ptx=_lib.decode(k.ptx), cubin=cubin,
                    launch=json.loads(k.launch_json) if k.launch_json else {},
-                   trace=json.loads(k.trace_json) if k.trace_json else None)
+                   trace=json.loads(k.trace_json) if k.trace_json else None,
+                   fallback=json.loads(k.fallback_json) if k.fallback_json else None)
 
 
 @dataclasses.dataclass
@@ -334,12 +336,22 @@ class Client:
             raise Error("parameters need a workload")
         return self.call("db.records", **args)["records"]
 
-    def kernel(self, workload, target=None, **params):
+    def kernel(self, workload, target=None, fallback=None, **params):
         """kernel.get: the best kernel (a Kernel) of a workload (path, text or
-        hash) on a target (None: the daemon's): source, launches, params."""
+        hash) on a target (None: the daemon's): source, launches, params.
+        fallback="nearest" (a path or text): a shape never tuned gets the best
+        record of the nearest tuned shape of the same text, verified and timed
+        on this shape by the daemon; Kernel.fallback then says which."""
+        if fallback not in (None, "none", "nearest"):
+            raise ValueError(f"fallback must be None, 'none' or 'nearest', not {fallback!r}")
         w = Workload.of(workload, params)
         lib, out, err = _lib.lib(), ctypes.POINTER(_lib.KernelStruct)(), _lib.ErrorStruct()
-        if w.hash:
+        if fallback == "nearest":
+            if w.hash:
+                raise ValueError("fallback='nearest' needs the workload's path or text, not a hash")
+            rc = lib.tuned_kernel_get_nearest(self._handle(), _lib.encode(w.text), _lib.encode(_params_json(params)),
+                                              _lib.encode(target), 1, ctypes.byref(out), ctypes.byref(err))
+        elif w.hash:
             rc = lib.tuned_kernel_get(self._handle(), _lib.encode(w.hash), _lib.encode(target), ctypes.byref(out),
                                       ctypes.byref(err))
         else:
