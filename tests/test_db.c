@@ -1524,6 +1524,30 @@ START_TEST(t_pg_errors) {
 }
 END_TEST
 
+/* The server restarts under a daemon: the statement that finds the
+ * connection gone fails (its work, if any, is not half-done), and the next
+ * one runs on a new connection. */
+START_TEST(t_pg_reconnect) {
+  const char *url = tmp_db_in(1, "reconnect.db");
+  db_t *db = open_ok(url);
+  add_workload(db, "00000000000000e1", "before");
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "%s/pg_ctl -D %s/data -m fast -w restart >/dev/null 2>&1", pg.bin, pg.dir);
+  ck_assert_int_eq(pgt_sh(&pg, cmd), 0);
+  tn_arena_t *a = tn_arena_new();
+  db_workload_t w;
+  tn_err_t err = {0};
+  int rc = db_workload_get(db, "00000000000000e1", &w, a, &err);
+  if (rc) ck_assert_msg(rc == TN_EIO && strstr(err.msg, "connection to the server is lost"), "%s", err.msg);
+  OK(db_workload_get(db, "00000000000000e1", &w, a, E));
+  ck_assert_str_eq(w.name, "before");
+  add_workload(db, "00000000000000e2", "after");
+  tn_arena_free(a);
+  db_close(db);
+  ck_assert_int_eq(count_rows(url, "SELECT count(*) FROM workloads"), 2);
+}
+END_TEST
+
 /* ---- suite ---------------------------------------------------------------------------- */
 
 static Suite *make_suite(void) {
@@ -1536,7 +1560,7 @@ static Suite *make_suite(void) {
   tcase_add_test(schema, t_migrate_from_v2);
   tcase_add_test(schema, t_migrate_from_v3);
   tcase_add_loop_test(schema, t_version_too_new, 0, n_engines);
-  if (n_engines > 1) tcase_add_test(schema, t_pg_errors);
+  if (n_engines > 1) tcase_add_test(schema, t_pg_errors), tcase_add_test(schema, t_pg_reconnect);
   suite_add_tcase(s, schema);
   TCase *data = tcase_create("data");
   tcase_set_timeout(data, 30);
