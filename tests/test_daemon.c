@@ -820,30 +820,39 @@ START_TEST(restart_and_resume) {
 }
 END_TEST
 
+/* Submits a 16-trial job (batches of 4) to d, SIGKILLs d once a batch is
+ * reported, and checks what the database kept: every batch reported, at
+ * most the one being measured more, whole traces once each, the job still
+ * running.  Returns the trials reported before the kill. */
+static int kill_mid_job(daemon_t *d, submitted_t *s) {
+  client_t c;
+  cl_open(&c, d->sock);
+  *s = submit(&c, 16, 4);
+  cJSON_Delete(watch(&c, s->job));
+  cJSON *n = wait_progress(&c, s->job, 4, 240);
+  int notified = (int)num(cJSON_GetObjectItem(n, "params"), "trials_done");
+  cJSON_Delete(n);
+  kill(d->pid, SIGKILL);
+  ck_assert_int_eq(wait_exit(d->pid, 10), 128 + SIGKILL);
+  d->pid = 0;
+  cl_close(&c);
+  size_t nrec = count_records(d->db, s->hash, true); /* also db_check: the file is intact */
+  ck_assert_uint_ge(nrec, (size_t)notified);
+  ck_assert_uint_le(nrec, (size_t)notified + 4);
+  db_job_state_t state;
+  db_job_t row = job_row(d->db, s->job, &state);
+  ck_assert_int_eq(state, DB_JOB_RUNNING);
+  ck_assert_int_ge(row.trials_done, notified);
+  return notified;
+}
+
 START_TEST(sigkill_while_tuning) {
   daemon_t d;
   tmp_daemon(&d);
   start_daemon(&d, NULL);
+  submitted_t s;
+  kill_mid_job(&d, &s);
   client_t c;
-  cl_open(&c, d.sock);
-  submitted_t s = submit(&c, 16, 4);
-  cJSON_Delete(watch(&c, s.job));
-  cJSON *n = wait_progress(&c, s.job, 4, 240);
-  int notified = (int)num(cJSON_GetObjectItem(n, "params"), "trials_done");
-  cJSON_Delete(n);
-  kill(d.pid, SIGKILL);
-  ck_assert_int_eq(wait_exit(d.pid, 10), 128 + SIGKILL);
-  cl_close(&c);
-  /* Every batch reported is there and the file is intact (integrity_check);
-   * at most the one batch that was being measured may have been committed
-   * after the notification we saw. */
-  size_t nrec = count_records(d.db, s.hash, true);
-  ck_assert_uint_ge(nrec, (size_t)notified);
-  ck_assert_uint_le(nrec, (size_t)notified + 4);
-  db_job_state_t state;
-  db_job_t row = job_row(d.db, s.job, &state);
-  ck_assert_int_eq(state, DB_JOB_RUNNING);
-  ck_assert_int_ge(row.trials_done, notified);
 
   /* the stale socket is removed, the job resumes and completes */
   start_daemon(&d, NULL);
@@ -2066,24 +2075,17 @@ START_TEST(pg_two_daemons) {
   ck_assert_msg(!strstr(log, "password"), "%s", log);
   free(log);
 
+  submitted_t s;
+  int notified = kill_mid_job(&a, &s);
+  db_t *db = NULL;
+  tn_err_t err = {0};
+  tn_arena_t *ar = tn_arena_new();
+  db_job_t row;
+  ck_assert_msg(db_open(url, &db, &err) == 0 && db_job_get(db, s.job, &row, ar, &err) == 0, "%s", err.msg);
+  ck_assert_str_eq(row.owner, "host-a"); /* a's to resume, nobody else's */
+  db_close(db);
+  tn_arena_free(ar);
   client_t ca, cb;
-  cl_open(&ca, a.sock);
-  submitted_t s = submit(&ca, 16, 4);
-  cJSON_Delete(watch(&ca, s.job));
-  cJSON *n = wait_progress(&ca, s.job, 4, 240);
-  int notified = (int)num(cJSON_GetObjectItem(n, "params"), "trials_done");
-  cJSON_Delete(n);
-  kill(a.pid, SIGKILL);
-  ck_assert_int_eq(wait_exit(a.pid, 10), 128 + SIGKILL);
-  cl_close(&ca);
-  /* every batch a reported is committed; at most the one being measured more */
-  size_t nrec = count_records(url, s.hash, true);
-  ck_assert_uint_ge(nrec, (size_t)notified);
-  ck_assert_uint_le(nrec, (size_t)notified + 4);
-  db_job_state_t state;
-  db_job_t row = job_row(url, s.job, &state);
-  ck_assert_int_eq(state, DB_JOB_RUNNING);
-  ck_assert_int_ge(row.trials_done, notified);
 
   /* b sees a's job as the database has it, and leaves it alone */
   cl_open(&cb, b.sock);
@@ -2093,7 +2095,6 @@ START_TEST(pg_two_daemons) {
   cJSON_Delete(r);
 
   /* a, restarted under its name, resumes its job and completes it */
-  a.pid = 0;
   start_named(&a, url, "host-a");
   cl_open(&ca, a.sock);
   r = watch(&ca, s.job);
@@ -2178,10 +2179,7 @@ int main(void) {
     if (pgt_start(&pg) != 0) printf("daemon: PostgreSQL cases SKIPPED: %s\n", pg.skip);
     fflush(stdout);
   }
-  SRunner *sr = srunner_create(make_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  int rc = tu_run_suite(make_suite());
   pgt_stop(&pg);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return rc;
 }

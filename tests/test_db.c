@@ -1583,10 +1583,7 @@ int main(void) {
   if (pgt_start(&pg) == 0) n_engines = 2;
   else printf("db: PostgreSQL tests SKIPPED: %s\n", pg.skip);
   fflush(stdout);
-  SRunner *sr = srunner_create(make_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  int rc = tu_run_suite(make_suite());
   pgt_stop(&pg);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return rc;
 }
