@@ -199,19 +199,30 @@ bool db_is_url(const char *path) {
 }
 
 void db_redact(const char *path, char *buf, size_t size) {
-  const char *scheme = path ? strstr(path, "://") : NULL;
-  if (!db_is_url(path) || !scheme) {
+  if (!db_is_url(path)) {
     snprintf(buf, size, "%s", path ? path : "(null)");
     return;
   }
-  /* postgresql://user:password@host/...: the password becomes *** */
-  const char *auth = scheme + 3, *at = strchr(auth, '@'), *slash = strchr(auth, '/');
+  /* postgresql://user:PASSWORD@host/db?password=PASSWORD&...: each PASSWORD becomes *** */
+  tn_buf_t b;
+  tn_buf_init(&b);
+  const char *auth = strstr(path, "://") + 3, *end = auth + strcspn(auth, "/?");
+  const char *at = memchr(auth, '@', (size_t)(end - auth));
   const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-  if (!at || (slash && slash < at) || !colon) {
-    snprintf(buf, size, "%s", path);
-    return;
+  const char *p = path;
+  if (colon) {
+    tn_buf_printf(&b, "%.*s:***", (int)(colon - path), path);
+    p = at;
   }
-  snprintf(buf, size, "%.*s:***%s", (int)(colon - path), path, at);
+  for (const char *k; (k = strstr(p, "password=")) != NULL;) {
+    bool param = k > path && (k[-1] == '?' || k[-1] == '&');
+    const char *value = k + strlen("password=");
+    tn_buf_printf(&b, "%.*s%s", (int)(value - p), p, param ? "***" : "");
+    p = param ? value + strcspn(value, "&") : value;
+  }
+  tn_buf_put(&b, p);
+  snprintf(buf, size, "%s", tn_buf_str(&b));
+  tn_buf_free(&b);
 }
 
 /* Opens through the engine the locator names; errors start with it

@@ -1485,6 +1485,26 @@ START_TEST(t_crash) {
 }
 END_TEST
 
+/* What logs and server.info show of a locator: a URL's passwords hidden. */
+START_TEST(t_redact) {
+  const char *cases[][2] = {
+      {"postgresql://u:secret@db.example.com:5432/tuned?sslmode=require",
+       "postgresql://u:***@db.example.com:5432/tuned?sslmode=require"},
+      {"postgres:///tuned?host=/tmp/s&password=secret&user=u", "postgres:///tuned?host=/tmp/s&password=***&user=u"},
+      {"postgresql://u:a@h/d?password=b", "postgresql://u:***@h/d?password=***"},
+      {"postgresql://u@h/d?application_name=xpassword=1", "postgresql://u@h/d?application_name=xpassword=1"},
+      {"postgresql://h/d", "postgresql://h/d"},
+      {"/tmp/a:b@c/tuned.db", "/tmp/a:b@c/tuned.db"},
+  };
+  char buf[256];
+  for (size_t i = 0; i < TN_ARRAY_LEN(cases); i++) {
+    db_redact(cases[i][0], buf, sizeof buf);
+    ck_assert_str_eq(buf, cases[i][1]);
+  }
+  ck_assert(db_is_url("postgresql://h/d") && db_is_url("postgres://h/d") && !db_is_url("/tmp/postgresql://x"));
+}
+END_TEST
+
 /* ---- PostgreSQL's own errors -------------------------------------------------------- */
 
 /* What a user gets wrong with a URL: each is refused with the reason, and
@@ -1560,6 +1580,7 @@ static Suite *make_suite(void) {
   tcase_add_test(schema, t_migrate_from_v2);
   tcase_add_test(schema, t_migrate_from_v3);
   tcase_add_loop_test(schema, t_version_too_new, 0, n_engines);
+  tcase_add_test(schema, t_redact);
   if (n_engines > 1) tcase_add_test(schema, t_pg_errors), tcase_add_test(schema, t_pg_reconnect);
   suite_add_tcase(s, schema);
   TCase *data = tcase_create("data");
