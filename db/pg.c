@@ -135,15 +135,26 @@ static const char *const pg_migrations[DB_SCHEMA_VERSION] = {
 
 /* ---- errors ------------------------------------------------------------------ */
 
+/* libpq's message on one line: its newlines and tabs as single spaces,
+ * nothing trailing. */
+static void one_line(char *buf, size_t size, const char *msg) {
+  size_t n = 0;
+  for (const char *p = msg; *p && n + 1 < size; p++) {
+    bool space = *p == '\n' || *p == '\t' || *p == ' ';
+    if (space && (n == 0 || buf[n - 1] == ' ')) continue;
+    buf[n++] = space ? ' ' : *p;
+  }
+  while (n && buf[n - 1] == ' ') n--;
+  buf[n] = 0;
+}
+
 /* Keeps a failed result's (or, without one, the connection's) message. */
 static void keep_error(db_t *db, const PGresult *res) {
   const char *msg = res ? PQresultErrorMessage(res) : "";
   if (!msg[0]) msg = PQerrorMessage(CONN(db));
   if (!msg[0]) msg = "unknown error";
   const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-  snprintf(db->last_err, sizeof db->last_err, "%s", msg);
-  size_t n = strlen(db->last_err);
-  while (n && (db->last_err[n - 1] == '\n' || db->last_err[n - 1] == ' ')) db->last_err[--n] = 0;
+  one_line(db->last_err, sizeof db->last_err, msg);
   snprintf(db->last_state, sizeof db->last_state, "%s", state ? state : "");
 }
 
@@ -498,9 +509,7 @@ const db_driver_t db_pg_driver = {
  * means for the user. */
 static int connect_error(PGconn *c, tn_err_t *err) {
   char msg[512];
-  snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
-  size_t n = strlen(msg);
-  while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' ')) msg[--n] = 0;
+  one_line(msg, sizeof msg, PQerrorMessage(c));
   const char *hint = "";
   if (strstr(msg, "password authentication failed") || strstr(msg, "no password supplied"))
     hint = " (check the user and password in the URL, or ~/.pgpass)";
@@ -516,9 +525,10 @@ int db_pg_connect(db_t *db, const char *url, bool readonly, tn_err_t *err) {
   char *why = NULL;
   PQconninfoOption *opts = PQconninfoParse(url, &why);
   if (!opts) {
+    char msg[256];
+    one_line(msg, sizeof msg, why ? why : "out of memory");
     int rc = tn_err_set(err, TN_EINVAL, "not a valid PostgreSQL URL: %s (expected "
-                        "postgresql://[user[:password]@][host][:port][/dbname][?param=value...])",
-                        why ? why : "out of memory");
+                        "postgresql://[user[:password]@][host][:port][/dbname][?param=value...])", msg);
     PQfreemem(why);
     return rc;
   }
