@@ -497,7 +497,7 @@ int td_jobs_init(td_server_t *srv, tn_err_t *err) {
   int rc = bs.rc;
   if (rc) return tn_err_prefix(err, "build pool");
   db_jobs_t jobs;
-  rc = db_jobs_unfinished(srv->wdb, &jobs, err);
+  rc = db_jobs_unfinished(srv->wdb, td_job_owner(srv), &jobs, err);
   if (rc) return rc;
   for (size_t i = 0; i < jobs.n && !rc; i++) {
     const db_job_t *jb = &jobs.items[i];

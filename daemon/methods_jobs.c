@@ -60,7 +60,7 @@ static int store(td_server_t *srv, submit_t *s, const ir_workload_t *w, tn_err_t
   db_target_t tr = {.name = s->target.t.name, .kind = tn_target_kind_name(s->target.t.kind),
                     .arch = s->target.t.arch, .json = target_json};
   db_job_t job = {.budget_trials = s->trials, .budget_seconds = s->seconds, .seed = (uint64_t)s->seed,
-                  .options = options};
+                  .options = options, .owner = td_job_owner(srv)};
   uv_mutex_lock(&srv->wdb_lock);
   int rc = db_tx_begin(srv->wdb, err);
   if (!rc) rc = db_workload_upsert(srv->wdb, &wr, &job.workload_id, err);

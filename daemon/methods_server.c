@@ -10,7 +10,7 @@ td_reply_t td_m_server_info(td_req_t *req) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "version", TUNED_VERSION);
   cJSON_AddStringToObject(o, "target", srv->cfg.target);
-  cJSON_AddStringToObject(o, "db", srv->cfg.db_path);
+  cJSON_AddStringToObject(o, "db", srv->cfg.db_shown);
   cJSON_AddStringToObject(o, "socket", srv->cfg.socket_path);
   cJSON_AddNumberToObject(o, "pid", (double)getpid());
   cJSON_AddNumberToObject(o, "uptime_s", tn_now() - srv->started);

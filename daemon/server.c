@@ -328,9 +328,14 @@ static int open_socket(td_server_t *srv, tn_err_t *err) {
   return 0;
 }
 
-/* One daemon per database: an flock on DB.lock (released when we exit, even
- * by SIGKILL). */
+const char *td_job_owner(const td_server_t *srv) { return db_is_url(srv->cfg.db_path) ? srv->cfg.name : NULL; }
+
+/* One daemon per SQLite file: an flock on DB.lock (released when we exit,
+ * even by SIGKILL).  A PostgreSQL database is shared, one daemon per name:
+ * a lock the server holds for the write connection's life (released when
+ * the connection ends, SIGKILL included). */
 static int lock_db(td_server_t *srv, tn_err_t *err) {
+  if (db_is_url(srv->cfg.db_path)) return db_claim_name(srv->wdb, srv->cfg.name, err);
   char path[PATH_MAX + 8];
   snprintf(path, sizeof path, "%s.lock", srv->cfg.db_path);
   srv->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -419,8 +424,9 @@ static void on_signal(uv_signal_t *h, int signum) {
 /* ---- run --------------------------------------------------------------------- */
 
 static int start(td_server_t *srv, tn_err_t *err) {
-  int rc = lock_db(srv, err);
+  int rc = db_is_url(srv->cfg.db_path) ? 0 : lock_db(srv, err);
   if (!rc) rc = db_open(srv->cfg.db_path, &srv->wdb, err); /* creates and migrates: before the readers */
+  if (!rc && db_is_url(srv->cfg.db_path)) rc = lock_db(srv, err);
   if (!rc) rc = td_jobs_init(srv, err); /* the build pool: before our other threads (it sets the environment) */
   if (!rc) rc = td_readers_start(srv, TD_READERS, err);
   if (!rc) rc = open_socket(srv, err);
@@ -470,7 +476,7 @@ int td_server_run(const td_config_t *cfg, const td_machine_t *machine) {
     if (srv->listening) uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
   } else {
     td_log(TD_INFO, "listening", "socket=%s db=%s target=%s jobs=%d pid=%d", td_q(cfg->socket_path),
-           td_q(cfg->db_path), cfg->target, cfg->max_jobs, (int)getpid());
+           td_q(cfg->db_shown), cfg->target, cfg->max_jobs, (int)getpid());
     td_jobs_schedule(srv);
     uv_run(srv->loop, UV_RUN_DEFAULT);
     unlink(cfg->socket_path);

@@ -97,7 +97,9 @@ int td_target_list(const td_machine_t *m, td_target_info_t **out, int *n);
 
 typedef struct td_config {
   char target[64];
-  char db_path[PATH_MAX];
+  char db_path[PATH_MAX];  /* a file, or a postgresql:// URL (never logged or shown as is: db_shown) */
+  char db_shown[PATH_MAX]; /* db_path with a URL's password hidden */
+  char name[256];          /* this daemon on a shared database: the owner of the jobs it runs */
   char socket_path[108];
   int max_jobs;
   double stop_timeout;     /* seconds a stop waits for running jobs before exiting anyway */
@@ -106,6 +108,11 @@ typedef struct td_config {
   double deadline_grace;   /* a job is stopped (failed) this long after its `seconds` budget */
   const char *config_dir;
 } td_config_t;
+
+/* The owner this daemon gives its jobs and resumes them by: its name on a
+ * shared (PostgreSQL) database, NULL (any) on its own SQLite file. */
+struct td_server;
+const char *td_job_owner(const struct td_server *srv);
 
 typedef struct td_conn td_conn_t;
 typedef struct td_req td_req_t;

@@ -15,7 +15,7 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: tuned [--target NAME|auto] [--db PATH] [--socket PATH] [--jobs N]\n"
+          "usage: tuned [--target NAME|auto] [--db PATH|URL] [--name NAME] [--socket PATH] [--jobs N]\n"
           "             [--log-level debug|info|warn|error] [--configs DIR] [--stop-timeout S]\n"
           "             [--idle-timeout S] [--tune-nice N] [--deadline-grace S] [--cc gcc|clang|auto]\n"
           "             [--foreground]\n"
@@ -31,6 +31,11 @@ static void usage(FILE *out) {
           "                  A target this machine cannot measure for is refused, with the reason.\n"
           "  --db PATH       database (default $XDG_DATA_HOME/tuned/tuned.db, else\n"
           "                  ~/.local/share/tuned/tuned.db)\n"
+          "  --db postgresql://[USER[:PASSWORD]@][HOST][:PORT]/DBNAME[?PARAM=VALUE...]\n"
+          "                  a PostgreSQL database that several daemons share (docs/scale-out.md);\n"
+          "                  the database must exist, tuned creates its tables\n"
+          "  --name NAME     this daemon on a shared database: it resumes only the jobs it\n"
+          "                  started under this name (default HOSTNAME:SOCKET); one daemon per name\n"
           "  --socket PATH   socket (default $TUNED_SOCKET, else $XDG_RUNTIME_DIR/tuned/tuned.sock,\n"
           "                  else /tmp/tuned-$UID/tuned.sock; directory 0700, socket 0600)\n"
           "  --jobs N        tuning jobs running at once (default 1; the others wait queued); they\n"
@@ -101,7 +106,7 @@ static int print_backends(void) {
 }
 
 typedef struct args {
-  const char *target, *db, *socket, *log_level, *configs, *cc;
+  const char *target, *db, *name, *socket, *log_level, *configs, *cc;
   int jobs, tune_nice;
   double stop_timeout, idle_timeout, deadline_grace;
 } args_t;
@@ -127,6 +132,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
     if ((v = opt_value(argc, argv, &i, "--target"))) a->target = v;
     else if ((v = opt_value(argc, argv, &i, "--db"))) a->db = v;
     else if ((v = opt_value(argc, argv, &i, "--socket"))) a->socket = v;
+    else if ((v = opt_value(argc, argv, &i, "--name"))) a->name = v;
     else if ((v = opt_value(argc, argv, &i, "--log-level"))) a->log_level = v;
     else if ((v = opt_value(argc, argv, &i, "--configs"))) a->configs = v;
     else if ((v = opt_value(argc, argv, &i, "--cc"))) {
@@ -210,6 +216,12 @@ static int choose_target(const args_t *a, const td_machine_t *m, td_config_t *cf
   return 0;
 }
 
+static int fit_url(const char *url, char *buf, size_t size, tn_err_t *err) {
+  if (strlen(url) >= size) return tn_err_set(err, TN_EINVAL, "the --db URL is over %zu bytes", size - 1);
+  snprintf(buf, size, "%s", url);
+  return 0;
+}
+
 /* Job threads and clients see the same file whatever the working directory. */
 static int absolute(const char *path, char *buf, size_t size, tn_err_t *err) {
   char cwd[PATH_MAX];
@@ -235,16 +247,28 @@ static int fill_paths(const args_t *a, td_config_t *cfg) {
   } else {
     rc = td_default_socket(cfg->socket_path, sizeof cfg->socket_path, &err);
   }
-  if (!rc && a->db) rc = absolute(a->db, cfg->db_path, sizeof cfg->db_path, &err);
+  if (!rc && a->db && db_is_url(a->db)) rc = fit_url(a->db, cfg->db_path, sizeof cfg->db_path, &err);
+  else if (!rc && a->db) rc = absolute(a->db, cfg->db_path, sizeof cfg->db_path, &err);
   else if (!rc) rc = td_default_db(cfg->db_path, sizeof cfg->db_path, &err);
   if (rc) fprintf(stderr, "tuned: %s\n", err.msg);
-  return rc ? 1 : 0;
+  if (rc) return 1;
+  db_redact(cfg->db_path, cfg->db_shown, sizeof cfg->db_shown);
+  char host[200] = "localhost";
+  gethostname(host, sizeof host - 1);
+  int n = a->name ? snprintf(cfg->name, sizeof cfg->name, "%s", a->name)
+                  : snprintf(cfg->name, sizeof cfg->name, "%s:%s", host, cfg->socket_path);
+  if (n <= 0 || (size_t)n >= sizeof cfg->name) {
+    fprintf(stderr, "tuned: --name must be 1 to %zu bytes\n", sizeof cfg->name - 1);
+    return 2;
+  }
+  return 0;
 }
 
 /* PoCL reads its cache directory once per process: give the long-running
- * daemon one that outlives every tuning run. */
+ * daemon one that outlives every tuning run (beside an SQLite file; the
+ * build pool makes one for a daemon on PostgreSQL). */
 static void set_pocl_cache(const td_config_t *cfg) {
-  if (getenv("POCL_CACHE_DIR")) return;
+  if (getenv("POCL_CACHE_DIR") || db_is_url(cfg->db_path)) return;
   char dir[PATH_MAX + 16], base[PATH_MAX];
   td_dirname(cfg->db_path, base, sizeof base);
   snprintf(dir, sizeof dir, "%s/pocl-cache", base);

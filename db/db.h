@@ -1,15 +1,23 @@
 /* db.h — the tuning database: workloads, targets, measured records and jobs
- * in one SQLite file (WAL mode), with JSON-lines export/import.  Prefix: db_.
+ * in one SQLite file (WAL mode) or one PostgreSQL database that several
+ * daemons share, with JSON-lines export/import.  Prefix: db_.
  *
- * Threads: a db_t is one SQLite connection and is NOT shared between threads.
- * Every thread that needs the database calls db_open on the same path and
- * gets its own connection; WAL lets readers run while one writer commits.
+ * The locator names the engine: a file path is SQLite, a
+ * postgresql://[user[:password]@][host][:port][/dbname][?param=value] URL
+ * (libpq's; postgres:// too) is PostgreSQL.  Both hold the same tables,
+ * migrations and guarantees; every call below works on either.
+ *
+ * Threads: a db_t is one connection and is NOT shared between threads.
+ * Every thread that needs the database calls db_open on the same locator
+ * and gets its own connection; readers run while one writer commits (WAL
+ * in SQLite, MVCC in PostgreSQL).
  *
  * Durability: every public call that writes commits before it returns
  * (unless the caller opened a transaction with db_tx_begin).  A process
  * killed at any moment (SIGKILL) loses nothing that was committed and leaves
- * no partial batch; synchronous=NORMAL means only an OS crash or power loss
- * can drop the last commits (never corrupt the file).
+ * no partial batch; with SQLite, synchronous=NORMAL means only an OS crash
+ * or power loss can drop the last commits (never corrupt the file); with
+ * PostgreSQL a commit is as durable as the server's settings make it.
  *
  * Strings and arrays in results live in an arena owned by the result (free
  * it with the matching *_free) or by the caller (the *_get functions). */
@@ -23,7 +31,7 @@
 #include "common/common.h"
 
 /* The schema version this build creates and understands. */
-#define DB_SCHEMA_VERSION 4
+#define DB_SCHEMA_VERSION 5
 
 typedef struct db db_t;
 
@@ -32,7 +40,11 @@ typedef struct db db_t;
 /* Opens (creating if needed) the database at `path`, sets WAL mode,
  * synchronous=NORMAL, foreign keys and a busy timeout, and applies pending
  * migrations.  A database made by a newer tuned (user_version above
- * DB_SCHEMA_VERSION) is refused with TN_EUNSUPPORTED. */
+ * DB_SCHEMA_VERSION) is refused with TN_EUNSUPPORTED.  A postgresql:// URL
+ * connects (the database must exist; its tables are created) and migrates
+ * the same way; a bad URL is TN_EINVAL, a server that cannot be reached or
+ * refuses the login TN_EIO with libpq's reason.  Errors never show the
+ * URL's password. */
 int db_open(const char *path, db_t **out, tn_err_t *err);
 /* Opens an existing database file for queries only: the connection can
  * never write, and in WAL mode its reads never wait on a writer (a read sees
@@ -44,15 +56,31 @@ int db_open(const char *path, db_t **out, tn_err_t *err);
 int db_open_readonly(const char *path, db_t **out, tn_err_t *err);
 void db_close(db_t *db); /* NULL is fine; rolls back an open transaction */
 
+/* Whether a locator is a PostgreSQL URL (postgresql:// or postgres://). */
+bool db_is_url(const char *path);
+/* The locator as it may be shown or logged: a URL's password as ***. */
+void db_redact(const char *path, char *buf, size_t size);
+/* For a process that must be the only one of its name on a shared
+ * database (a daemon and its jobs): PostgreSQL holds a lock on `name` for
+ * this connection's life (released when it closes or its process dies,
+ * SIGKILL included); a second holder gets TN_ESTATE.  SQLite: nothing to do
+ * (one process per file is the caller's own lock). */
+int db_claim_name(db_t *db, const char *name, tn_err_t *err);
+/* "sqlite" or "postgresql". */
+const char *db_engine(const db_t *db);
+
 /* Record queries on this connection (db_records_query, db_best,
  * db_record_get) give each record's run times as the stored JSON text
  * (run_secs_text) instead of numbers: a reader that passes them on as JSON
  * skips converting every time twice (decimal text to double and back). */
 void db_set_run_secs_text(db_t *db, bool text);
 
-/* The schema version of the open database (PRAGMA user_version). */
+/* The schema version of the open database (SQLite: PRAGMA user_version;
+ * PostgreSQL: the tuned_schema table). */
 int db_schema_version(db_t *db, int *version, tn_err_t *err);
-/* PRAGMA integrity_check: 0 when it says "ok", else TN_EIO with its first line. */
+/* SQLite: PRAGMA integrity_check: 0 when it says "ok", else TN_EIO with its
+ * first line.  PostgreSQL (which checks its own files): the schema version
+ * and that no job points at a missing record. */
 int db_check(db_t *db, tn_err_t *err);
 
 /* Groups several calls into one atomic commit (nests: inner levels are
@@ -310,6 +338,9 @@ typedef struct db_job {
   const char *error;          /* out: NULL when none */
   double created, updated;    /* out: unix seconds */
   double started, finished;   /* out: 0 when not yet */
+  /* The daemon that runs it (its --name), NULL when any may: on a shared
+   * PostgreSQL database each daemon resumes only its own jobs. */
+  const char *owner;
 } db_job_t;
 
 /* Creates a queued job from job's inputs; sets job->id, state and times. */
@@ -338,8 +369,9 @@ typedef struct db_jobs {
 
 /* All jobs, newest first; limit 0 = all. */
 int db_job_list(db_t *db, size_t limit, size_t offset, db_jobs_t *out, tn_err_t *err);
-/* Queued and running jobs, oldest first: what to resume after a restart. */
-int db_jobs_unfinished(db_t *db, db_jobs_t *out, tn_err_t *err);
+/* Queued and running jobs of `owner` (NULL: of anyone), oldest first: what
+ * to resume after a restart. */
+int db_jobs_unfinished(db_t *db, const char *owner, db_jobs_t *out, tn_err_t *err);
 void db_jobs_free(db_jobs_t *j);
 
 /* ---- JSON lines export / import --------------------------------------- */

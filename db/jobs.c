@@ -40,8 +40,8 @@ static bool move_allowed(db_job_state_t from, db_job_state_t to) {
 
 static const char SQL_JOB_INSERT[] =
     "INSERT INTO jobs (state, workload_id, target_id, budget_trials, budget_seconds,"
-    " trials_done, seed, options, created, updated)"
-    " VALUES ('queued', ?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?7) RETURNING id";
+    " trials_done, seed, options, created, updated, owner)"
+    " VALUES ('queued', ?1, ?2, ?3, ?4, 0, ?5, ?6, ?7, ?7, ?8) RETURNING id";
 
 static int check_job(const db_job_t *job, tn_err_t *err) {
   if (job->budget_trials < 0)
@@ -59,33 +59,34 @@ int db_job_create(db_t *db, db_job_t *job, tn_err_t *err) {
   char *options = NULL;
   rc = db_canon_object(job->options, "job options", &options, err);
   if (rc) return rc;
-  sqlite3_stmt *st = db_stmt(db, SQL_JOB_INSERT, err);
+  db_st_t *st = db_stmt(db, SQL_JOB_INSERT, err);
   if (!st) {
     free(options);
     return err ? err->code : TN_EIO;
   }
   double now = db_now();
-  sqlite3_bind_int64(st, 1, job->workload_id);
-  sqlite3_bind_int64(st, 2, job->target_id);
-  sqlite3_bind_int64(st, 3, job->budget_trials);
-  sqlite3_bind_double(st, 4, job->budget_seconds);
-  sqlite3_bind_int64(st, 5, (int64_t)job->seed); /* bit pattern kept; read back as uint64 */
+  db_bind_int(st, 1, job->workload_id);
+  db_bind_int(st, 2, job->target_id);
+  db_bind_int(st, 3, job->budget_trials);
+  db_bind_real(st, 4, job->budget_seconds);
+  db_bind_int(st, 5, (int64_t)job->seed); /* bit pattern kept; read back as uint64 */
   db_bind_text(st, 6, options);
-  sqlite3_bind_double(st, 7, now);
+  db_bind_real(st, 7, now);
+  db_bind_text(st, 8, job->owner);
   free(options);
-  rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
-    job->id = sqlite3_column_int64(st, 0);
-    rc = sqlite3_step(st);
+  rc = db_step(st);
+  if (rc == DB_ROW) {
+    job->id = db_col_int(st, 0);
+    rc = db_step(st);
   }
   int ret = 0;
-  if (rc != SQLITE_DONE) {
-    bool fk = sqlite3_extended_errcode(db->h) == SQLITE_CONSTRAINT_FOREIGNKEY;
+  if (rc != DB_DONE) {
+    bool fk = db->drv->last_was_foreign_key(db);
     ret = fk ? tn_err_set(err, TN_EINVAL, "job: workload id %" PRId64 " or target id %" PRId64
                           " is not in the database", job->workload_id, job->target_id)
              : db_fail(db, err, "creating a job");
   }
-  sqlite3_reset(st);
+  db_reset(st);
   if (ret) return ret;
   job->state = DB_JOB_QUEUED;
   job->trials_done = job->best_record_id = 0;
@@ -100,61 +101,63 @@ int db_job_create(db_t *db, db_job_t *job, tn_err_t *err) {
 #define JOB_COLS                                                                            \
   "j.id, j.state, j.workload_id, j.target_id, w.hash, t.name, j.budget_trials,"            \
   " j.budget_seconds, j.trials_done, j.best_record_id, j.seed, j.options, j.error,"        \
-  " j.created, j.updated, j.started, j.finished"
+  " j.created, j.updated, j.started, j.finished, j.owner"
 #define JOB_FROM                                                                            \
   " FROM jobs j JOIN workloads w ON w.id = j.workload_id JOIN targets t ON t.id = j.target_id"
 
-static void read_job(sqlite3_stmt *st, void *item, tn_arena_t *a) {
+static void read_job(db_st_t *st, void *item, tn_arena_t *a) {
   db_job_t *j = item;
   memset(j, 0, sizeof *j);
-  j->id = sqlite3_column_int64(st, 0);
-  db_job_state_parse((const char *)sqlite3_column_text(st, 1), &j->state, NULL);
-  j->workload_id = sqlite3_column_int64(st, 2);
-  j->target_id = sqlite3_column_int64(st, 3);
+  j->id = db_col_int(st, 0);
+  db_job_state_parse(db_col_str(st, 1), &j->state, NULL);
+  j->workload_id = db_col_int(st, 2);
+  j->target_id = db_col_int(st, 3);
   j->workload_hash = db_col_text(st, 4, a);
   j->target_name = db_col_text(st, 5, a);
-  j->budget_trials = sqlite3_column_int64(st, 6);
-  j->budget_seconds = sqlite3_column_double(st, 7);
-  j->trials_done = sqlite3_column_int64(st, 8);
-  j->best_record_id = sqlite3_column_int64(st, 9); /* NULL reads as 0 */
-  j->seed = (uint64_t)sqlite3_column_int64(st, 10);
+  j->budget_trials = db_col_int(st, 6);
+  j->budget_seconds = db_col_real(st, 7);
+  j->trials_done = db_col_int(st, 8);
+  j->best_record_id = db_col_int(st, 9); /* NULL reads as 0 */
+  j->seed = (uint64_t)db_col_int(st, 10);
   j->options = db_col_text(st, 11, a);
   j->error = db_col_text(st, 12, a);
-  j->created = sqlite3_column_double(st, 13);
-  j->updated = sqlite3_column_double(st, 14);
-  j->started = sqlite3_column_double(st, 15);
-  j->finished = sqlite3_column_double(st, 16);
+  j->created = db_col_real(st, 13);
+  j->updated = db_col_real(st, 14);
+  j->started = db_col_real(st, 15);
+  j->finished = db_col_real(st, 16);
+  j->owner = db_col_text(st, 17, a);
 }
 
 static const char SQL_JOB_GET[] = "SELECT " JOB_COLS JOB_FROM " WHERE j.id = ?1";
 
 int db_job_get(db_t *db, int64_t id, db_job_t *out, tn_arena_t *arena, tn_err_t *err) {
   memset(out, 0, sizeof *out);
-  sqlite3_stmt *st = db_stmt(db, SQL_JOB_GET, err);
+  db_st_t *st = db_stmt(db, SQL_JOB_GET, err);
   if (!st) return err ? err->code : TN_EIO;
-  sqlite3_bind_int64(st, 1, id);
-  int rc = sqlite3_step(st), ret = 0;
-  if (rc == SQLITE_ROW)
+  db_bind_int(st, 1, id);
+  int rc = db_step(st), ret = 0;
+  if (rc == DB_ROW)
     read_job(st, out, arena);
-  else if (rc == SQLITE_DONE)
+  else if (rc == DB_DONE)
     ret = tn_err_set(err, TN_EINVAL, "no job with id %" PRId64, id);
   else
     ret = db_fail(db, err, "reading a job");
-  sqlite3_reset(st);
+  db_reset(st);
   return ret;
 }
 
-static int list_jobs(db_t *db, const char *sql, size_t limit, size_t offset, db_jobs_t *out,
+static int list_jobs(db_t *db, const char *sql, size_t limit, size_t offset, const char *owner, db_jobs_t *out,
                      tn_err_t *err) {
   memset(out, 0, sizeof *out);
-  sqlite3_stmt *st = db_stmt(db, sql, err);
+  db_st_t *st = db_stmt(db, sql, err);
   if (!st) return err ? err->code : TN_EIO;
-  sqlite3_bind_int64(st, 1, limit ? (int64_t)limit : -1);
-  sqlite3_bind_int64(st, 2, (int64_t)offset);
+  db_bind_int(st, 1, db_sql_limit(limit));
+  db_bind_int(st, 2, (int64_t)offset);
+  db_bind_text(st, 3, owner); /* a statement without ?3 ignores it */
   out->arena = tn_arena_new();
   size_t cap = 0;
   int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  while ((rc = db_step(st)) == DB_ROW) {
     if (out->n == cap) {
       cap = cap ? 2 * cap : 16;
       db_job_t *grown = TN_NEWN(out->arena, db_job_t, cap);
@@ -163,8 +166,8 @@ static int list_jobs(db_t *db, const char *sql, size_t limit, size_t offset, db_
     }
     read_job(st, &out->items[out->n++], out->arena);
   }
-  int ret = rc == SQLITE_DONE ? 0 : db_fail(db, err, "listing jobs");
-  sqlite3_reset(st);
+  int ret = rc == DB_DONE ? 0 : db_fail(db, err, "listing jobs");
+  db_reset(st);
   if (ret) db_jobs_free(out);
   return ret;
 }
@@ -172,15 +175,15 @@ static int list_jobs(db_t *db, const char *sql, size_t limit, size_t offset, db_
 static const char SQL_JOB_LIST[] =
     "SELECT " JOB_COLS JOB_FROM " ORDER BY j.id DESC LIMIT ?1 OFFSET ?2";
 static const char SQL_JOB_UNFINISHED[] =
-    "SELECT " JOB_COLS JOB_FROM " WHERE j.state IN ('queued', 'running')"
+    "SELECT " JOB_COLS JOB_FROM " WHERE j.state IN ('queued', 'running') AND (j.owner = ?3 OR ?3 IS NULL)"
     " ORDER BY j.id LIMIT ?1 OFFSET ?2";
 
 int db_job_list(db_t *db, size_t limit, size_t offset, db_jobs_t *out, tn_err_t *err) {
-  return list_jobs(db, SQL_JOB_LIST, limit, offset, out, err);
+  return list_jobs(db, SQL_JOB_LIST, limit, offset, NULL, out, err);
 }
 
-int db_jobs_unfinished(db_t *db, db_jobs_t *out, tn_err_t *err) {
-  return list_jobs(db, SQL_JOB_UNFINISHED, 0, 0, out, err);
+int db_jobs_unfinished(db_t *db, const char *owner, db_jobs_t *out, tn_err_t *err) {
+  return list_jobs(db, SQL_JOB_UNFINISHED, 0, 0, owner, out, err);
 }
 
 void db_jobs_free(db_jobs_t *j) {
@@ -194,25 +197,26 @@ static const char SQL_JOB_STATE[] = "SELECT state, trials_done FROM jobs WHERE i
 static const char SQL_JOB_UPDATE[] =
     "UPDATE jobs SET state = ?2, trials_done = ?3,"
     " best_record_id = coalesce(?4, best_record_id), error = coalesce(?5, error),"
-    " updated = ?6, started = coalesce(started, ?7), finished = ?8 WHERE id = ?1";
+    " updated = ?6, started = coalesce(started, ?7), finished = ?8"
+    " WHERE id = ?1 AND state = ?9 AND trials_done <= ?3";
 
 /* Checks the move against the stored state (inside the update's transaction). */
 static int check_move(db_t *db, int64_t id, const db_job_progress_t *p, int64_t *trials,
-                      tn_err_t *err) {
-  sqlite3_stmt *st = db_stmt(db, SQL_JOB_STATE, err);
+                      db_job_state_t *from_out, tn_err_t *err) {
+  db_st_t *st = db_stmt(db, SQL_JOB_STATE, err);
   if (!st) return err ? err->code : TN_EIO;
-  sqlite3_bind_int64(st, 1, id);
-  int rc = sqlite3_step(st), ret = 0;
-  if (rc != SQLITE_ROW) {
-    ret = rc == SQLITE_DONE ? tn_err_set(err, TN_EINVAL, "no job with id %" PRId64, id)
+  db_bind_int(st, 1, id);
+  int rc = db_step(st), ret = 0;
+  if (rc != DB_ROW) {
+    ret = rc == DB_DONE ? tn_err_set(err, TN_EINVAL, "no job with id %" PRId64, id)
                             : db_fail(db, err, "reading a job's state");
-    sqlite3_reset(st);
+    db_reset(st);
     return ret;
   }
   db_job_state_t from = DB_JOB_FAILED;
-  db_job_state_parse((const char *)sqlite3_column_text(st, 0), &from, NULL);
-  int64_t done = sqlite3_column_int64(st, 1);
-  sqlite3_reset(st);
+  db_job_state_parse(db_col_str(st, 0), &from, NULL);
+  int64_t done = db_col_int(st, 1);
+  db_reset(st);
   if (!move_allowed(from, p->state))
     return tn_err_set(err, TN_ESTATE, "job %" PRId64 " is %s and cannot become %s%s", id,
                       state_names[from], state_names[p->state],
@@ -221,30 +225,37 @@ static int check_move(db_t *db, int64_t id, const db_job_progress_t *p, int64_t 
     return tn_err_set(err, TN_EINVAL, "job %" PRId64 ": trials_done cannot go back from %" PRId64
                       " to %" PRId64, id, done, p->trials_done);
   *trials = p->trials_done >= 0 ? p->trials_done : done;
+  *from_out = from;
   return 0;
 }
 
-static int write_move(db_t *db, int64_t id, const db_job_progress_t *p, int64_t trials,
+/* Writes the move only if the row is still as check_move read it: on
+ * PostgreSQL another daemon's transaction may have moved it in between. */
+static int write_move(db_t *db, int64_t id, const db_job_progress_t *p, int64_t trials, db_job_state_t from,
                       tn_err_t *err) {
-  sqlite3_stmt *st = db_stmt(db, SQL_JOB_UPDATE, err);
+  db_st_t *st = db_stmt(db, SQL_JOB_UPDATE, err);
   if (!st) return err ? err->code : TN_EIO;
   double now = db_now();
-  sqlite3_bind_int64(st, 1, id);
+  db_bind_int(st, 1, id);
   db_bind_text(st, 2, state_names[p->state]);
-  sqlite3_bind_int64(st, 3, trials);
-  if (p->best_record_id > 0) sqlite3_bind_int64(st, 4, p->best_record_id);
+  db_bind_int(st, 3, trials);
+  if (p->best_record_id > 0) db_bind_int(st, 4, p->best_record_id);
   db_bind_text(st, 5, p->error);
-  sqlite3_bind_double(st, 6, now);
-  if (p->state == DB_JOB_RUNNING) sqlite3_bind_double(st, 7, now);
-  if (db_job_state_final(p->state)) sqlite3_bind_double(st, 8, now);
-  int rc = sqlite3_step(st), ret = 0;
-  if (rc != SQLITE_DONE) {
-    bool fk = sqlite3_extended_errcode(db->h) == SQLITE_CONSTRAINT_FOREIGNKEY;
+  db_bind_real(st, 6, now);
+  if (p->state == DB_JOB_RUNNING) db_bind_real(st, 7, now);
+  if (db_job_state_final(p->state)) db_bind_real(st, 8, now);
+  db_bind_text(st, 9, state_names[from]);
+  int rc = db_step(st), ret = 0;
+  if (rc != DB_DONE) {
+    bool fk = db->drv->last_was_foreign_key(db);
     ret = fk ? tn_err_set(err, TN_EINVAL, "job %" PRId64 ": best record id %" PRId64
                           " is not in the database", id, p->best_record_id)
              : db_fail(db, err, "updating a job");
   }
-  sqlite3_reset(st);
+  db_reset(st);
+  if (!ret && db_changes(db) == 0)
+    ret = tn_err_set(err, TN_ESTATE, "job %" PRId64 " changed while it was being updated (another daemon or "
+                     "client moved it); read it again", id);
   return ret;
 }
 
@@ -255,8 +266,9 @@ int db_job_update(db_t *db, int64_t id, const db_job_progress_t *p, tn_err_t *er
   int rc = db_tx_begin(db, err);
   if (rc) return rc;
   int64_t trials = 0;
-  rc = check_move(db, id, p, &trials, err);
-  if (!rc) rc = write_move(db, id, p, trials, err);
+  db_job_state_t from = DB_JOB_QUEUED;
+  rc = check_move(db, id, p, &trials, &from, err);
+  if (!rc) rc = write_move(db, id, p, trials, from, err);
   if (rc) {
     db_tx_rollback(db);
     return rc;

@@ -46,33 +46,33 @@ static void add_number(cJSON *o, const char *key, double d) {
 }
 
 /* Adds a stored JSON text as a nested value (it was validated on the way in). */
-static void add_raw_json(cJSON *o, const char *key, const unsigned char *text) {
-  cJSON *v = text ? cJSON_Parse((const char *)text) : NULL;
+static void add_raw_json(cJSON *o, const char *key, const char *text) {
+  cJSON *v = text ? cJSON_Parse(text) : NULL;
   cJSON_AddItemToObject(o, key, v ? v : cJSON_CreateObject());
 }
 
-static cJSON *export_workload(sqlite3_stmt *st, const db_record_t *r) {
+static cJSON *export_workload(db_st_t *st, const db_record_t *r) {
   cJSON *w = cJSON_CreateObject();
   cJSON_AddStringToObject(w, "hash", r->workload_hash);
-  cJSON_AddStringToObject(w, "name", (const char *)sqlite3_column_text(st, RECORD_NCOLS));
-  cJSON_AddStringToObject(w, "source", (const char *)sqlite3_column_text(st, RECORD_NCOLS + 1));
-  add_raw_json(w, "params", sqlite3_column_text(st, RECORD_NCOLS + 2));
-  add_number(w, "flops", sqlite3_column_double(st, RECORD_NCOLS + 3));
-  add_number(w, "bytes", sqlite3_column_double(st, RECORD_NCOLS + 4));
+  cJSON_AddStringToObject(w, "name", db_col_str(st, RECORD_NCOLS));
+  cJSON_AddStringToObject(w, "source", db_col_str(st, RECORD_NCOLS + 1));
+  add_raw_json(w, "params", db_col_str(st, RECORD_NCOLS + 2));
+  add_number(w, "flops", db_col_real(st, RECORD_NCOLS + 3));
+  add_number(w, "bytes", db_col_real(st, RECORD_NCOLS + 4));
   return w;
 }
 
-static cJSON *export_target(sqlite3_stmt *st, const db_record_t *r) {
+static cJSON *export_target(db_st_t *st, const db_record_t *r) {
   cJSON *t = cJSON_CreateObject();
   cJSON_AddStringToObject(t, "name", r->target_name);
-  cJSON_AddStringToObject(t, "kind", (const char *)sqlite3_column_text(st, RECORD_NCOLS + 5));
-  cJSON_AddStringToObject(t, "arch", (const char *)sqlite3_column_text(st, RECORD_NCOLS + 6));
-  add_raw_json(t, "json", sqlite3_column_text(st, RECORD_NCOLS + 7));
+  cJSON_AddStringToObject(t, "kind", db_col_str(st, RECORD_NCOLS + 5));
+  cJSON_AddStringToObject(t, "arch", db_col_str(st, RECORD_NCOLS + 6));
+  add_raw_json(t, "json", db_col_str(st, RECORD_NCOLS + 7));
   return t;
 }
 
 /* One export line for the current row (keys in a fixed order). */
-static cJSON *export_row(sqlite3_stmt *st, tn_arena_t *a) {
+static cJSON *export_row(db_st_t *st, tn_arena_t *a) {
   db_record_t r;
   db_read_record(st, &r, a);
   cJSON *o = cJSON_CreateObject();
@@ -105,27 +105,27 @@ static cJSON *export_row(sqlite3_stmt *st, tn_arena_t *a) {
 }
 
 int db_export_jsonl(db_t *db, const db_query_t *q, tn_buf_t *out, tn_err_t *err) {
-  sqlite3_stmt *st = NULL;
+  db_st_t *st = NULL;
   int rc = db_prepare_query(db, q, EXPORT_COLS, "w.hash, t.name, r.trace_hash", &st, err);
   if (rc) return rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  while ((rc = db_step(st)) == DB_ROW) {
     tn_arena_t *a = tn_arena_new(); /* per row: an export of any size stays small */
     cJSON *o = export_row(st, a);
     tn_arena_free(a);
     char *line = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!line) {
-      rc = SQLITE_NOMEM;
+      rc = TN_ENOMEM;
       break;
     }
     tn_buf_put(out, line);
     tn_buf_putc(out, '\n');
     free(line);
   }
-  int ret = rc == SQLITE_DONE ? 0
-            : rc == SQLITE_NOMEM ? tn_err_set(err, TN_ENOMEM, "export: out of memory")
+  int ret = rc == DB_DONE ? 0
+            : rc == TN_ENOMEM ? tn_err_set(err, TN_ENOMEM, "export: out of memory")
                                  : db_fail(db, err, "exporting records");
-  sqlite3_finalize(st);
+  db_finalize(st);
   return ret;
 }
 

@@ -18,17 +18,17 @@ static const char SQL_MODEL_PUT[] =
 int db_cost_model_put(db_t *db, const db_cost_model_t *m, tn_err_t *err) {
   if (!m->model || m->model_len == 0 || (m->nrecord_ids && !m->record_ids))
     return tn_err_set(err, TN_EINVAL, "cost model of target %" PRId64 ": no model data", m->target_id);
-  sqlite3_stmt *st = db_stmt(db, SQL_MODEL_PUT, err);
+  db_st_t *st = db_stmt(db, SQL_MODEL_PUT, err);
   if (!st) return err ? err->code : TN_EIO;
   /* ids as little-endian 64-bit integers */
   unsigned char *ids = tn_xmalloc(TN_MAX(m->nrecord_ids, (size_t)1) * 8);
   for (size_t i = 0; i < m->nrecord_ids; i++)
     for (int k = 0; k < 8; k++) ids[i * 8 + (size_t)k] = (unsigned char)((uint64_t)m->record_ids[i] >> (8 * k));
-  sqlite3_bind_int64(st, 1, m->target_id);
-  sqlite3_bind_int(st, 2, m->format);
-  sqlite3_bind_blob64(st, 3, m->model, m->model_len, SQLITE_STATIC);
-  sqlite3_bind_blob64(st, 4, ids, m->nrecord_ids * 8, SQLITE_STATIC);
-  sqlite3_bind_double(st, 5, db_now());
+  db_bind_int(st, 1, m->target_id);
+  db_bind_int(st, 2, m->format);
+  db_bind_blob(st, 3, m->model, m->model_len);
+  db_bind_blob(st, 4, ids, m->nrecord_ids * 8);
+  db_bind_real(st, 5, db_now());
   int rc = db_step_done(db, st, "saving the cost model", err);
   free(ids);
   return rc;
@@ -38,16 +38,17 @@ static const char SQL_MODEL_GET[] =
     "SELECT format, model, record_ids, updated FROM cost_models WHERE target_id = ?1"
     " ORDER BY format = ?2 DESC, updated DESC LIMIT 1";
 
-static int read_model_row(sqlite3_stmt *st, db_cost_model_t *out, tn_arena_t *a, tn_err_t *err) {
-  out->format = sqlite3_column_int(st, 0);
-  size_t n = (size_t)sqlite3_column_bytes(st, 1);
+static int read_model_row(db_st_t *st, db_cost_model_t *out, tn_arena_t *a, tn_err_t *err) {
+  out->format = db_col_int(st, 0);
+  size_t n = 0;
+  const void *blob = db_col_blob(st, 1, &n);
   void *model = tn_arena_alloc(a, TN_MAX(n, (size_t)1));
-  if (n) memcpy(model, sqlite3_column_blob(st, 1), n);
+  if (n) memcpy(model, blob, n);
   out->model = model;
   out->model_len = n;
-  const unsigned char *ids = sqlite3_column_blob(st, 2);
-  size_t bytes = (size_t)sqlite3_column_bytes(st, 2);
-  out->updated = sqlite3_column_double(st, 3);
+  size_t bytes = 0;
+  const unsigned char *ids = db_col_blob(st, 2, &bytes);
+  out->updated = db_col_real(st, 3);
   if (bytes % 8)
     return tn_err_set(err, TN_EINVAL, "cost model of target %" PRId64 ": its record-id list has %zu bytes, not a "
                       "multiple of 8", out->target_id, bytes);
@@ -67,18 +68,18 @@ int db_cost_model_get(db_t *db, int64_t target_id, int format, db_cost_model_t *
   memset(out, 0, sizeof *out);
   out->target_id = target_id;
   *found = false;
-  sqlite3_stmt *st = db_stmt(db, SQL_MODEL_GET, err);
+  db_st_t *st = db_stmt(db, SQL_MODEL_GET, err);
   if (!st) return err ? err->code : TN_EIO;
-  sqlite3_bind_int64(st, 1, target_id);
-  sqlite3_bind_int(st, 2, format);
-  int rc = sqlite3_step(st), ret = 0;
-  if (rc == SQLITE_ROW) {
+  db_bind_int(st, 1, target_id);
+  db_bind_int(st, 2, format);
+  int rc = db_step(st), ret = 0;
+  if (rc == DB_ROW) {
     *found = true;
     ret = read_model_row(st, out, a, err);
-  } else if (rc != SQLITE_DONE) {
+  } else if (rc != DB_DONE) {
     ret = db_fail(db, err, "reading the cost model");
   }
-  sqlite3_reset(st);
+  db_reset(st);
   return ret;
 }
 
@@ -99,16 +100,16 @@ int db_baseline_put(db_t *db, const db_baseline_t *b, tn_err_t *err) {
   for (size_t i = 0; i < b->n_runs; i++)
     if (!isfinite(b->run_secs[i]) || b->run_secs[i] < 0)
       return tn_err_set(err, TN_EINVAL, "baseline: run %zu took %g s (need a finite time >= 0)", i, b->run_secs[i]);
-  sqlite3_stmt *st = db_stmt(db, SQL_BASELINE_PUT, err);
+  db_st_t *st = db_stmt(db, SQL_BASELINE_PUT, err);
   if (!st) return err ? err->code : TN_EIO;
   char *runs = db_run_secs_json(b->run_secs, b->n_runs);
-  sqlite3_bind_int64(st, 1, b->workload_id);
-  sqlite3_bind_int64(st, 2, b->target_id);
+  db_bind_int(st, 1, b->workload_id);
+  db_bind_int(st, 2, b->target_id);
   db_bind_text(st, 3, status);
   db_bind_opt_real(st, 4, b->median_secs);
   db_bind_text(st, 5, runs);
   db_bind_text(st, 6, b->error);
-  sqlite3_bind_double(st, 7, db_now());
+  db_bind_real(st, 7, db_now());
   free(runs);
   return db_step_done(db, st, "saving the unscheduled program's time", err);
 }
@@ -123,23 +124,23 @@ int db_baseline_get(db_t *db, const char *workload_hash, const char *target_name
   memset(out, 0, sizeof *out);
   out->median_secs = NAN;
   *found = false;
-  sqlite3_stmt *st = db_stmt(db, SQL_BASELINE_GET, err);
+  db_st_t *st = db_stmt(db, SQL_BASELINE_GET, err);
   if (!st) return err ? err->code : TN_EIO;
   db_bind_text(st, 1, workload_hash);
   db_bind_text(st, 2, target_name);
-  int rc = sqlite3_step(st), ret = 0;
-  if (rc == SQLITE_ROW) {
+  int rc = db_step(st), ret = 0;
+  if (rc == DB_ROW) {
     *found = true;
-    out->workload_id = sqlite3_column_int64(st, 0);
-    out->target_id = sqlite3_column_int64(st, 1);
-    db_status_parse((const char *)sqlite3_column_text(st, 2), &out->status, NULL);
+    out->workload_id = db_col_int(st, 0);
+    out->target_id = db_col_int(st, 1);
+    db_status_parse(db_col_str(st, 2), &out->status, NULL);
     out->median_secs = db_col_opt_real(st, 3);
-    out->run_secs = db_read_run_secs((const char *)sqlite3_column_text(st, 4), &out->n_runs, a);
+    out->run_secs = db_read_run_secs(db_col_str(st, 4), &out->n_runs, a);
     out->error = db_col_text(st, 5, a);
-    out->created = sqlite3_column_double(st, 6);
-  } else if (rc != SQLITE_DONE) {
+    out->created = db_col_real(st, 6);
+  } else if (rc != DB_DONE) {
     ret = db_fail(db, err, "reading the unscheduled program's time");
   }
-  sqlite3_reset(st);
+  db_reset(st);
   return ret;
 }

@@ -34,16 +34,16 @@ static const char SQL_WORKLOAD_ID[] = "SELECT id FROM workloads WHERE hash = ?1"
 /* Looks up the id of a row by one text key with a cached statement. */
 static int lookup_id(db_t *db, const char *sql, const char *key, int64_t *id, bool *found,
                      const char *op, tn_err_t *err) {
-  sqlite3_stmt *st = db_stmt(db, sql, err);
+  db_st_t *st = db_stmt(db, sql, err);
   if (!st) return err ? err->code : TN_EIO;
   db_bind_text(st, 1, key);
-  int rc = sqlite3_step(st), ret = 0;
-  *found = rc == SQLITE_ROW;
-  if (rc == SQLITE_ROW)
-    *id = sqlite3_column_int64(st, 0);
-  else if (rc != SQLITE_DONE)
+  int rc = db_step(st), ret = 0;
+  *found = rc == DB_ROW;
+  if (rc == DB_ROW)
+    *id = db_col_int(st, 0);
+  else if (rc != DB_DONE)
     ret = db_fail(db, err, op);
-  sqlite3_reset(st);
+  db_reset(st);
   return ret;
 }
 
@@ -53,7 +53,7 @@ int db_workload_ensure(db_t *db, const db_workload_t *w, int64_t *id, bool *adde
   char *params = NULL;
   rc = db_canon_object(w->params, "workload params", &params, err);
   if (rc) return rc;
-  sqlite3_stmt *st = db_stmt(db, SQL_WORKLOAD_INSERT, err);
+  db_st_t *st = db_stmt(db, SQL_WORKLOAD_INSERT, err);
   if (!st) {
     free(params);
     return err ? err->code : TN_EIO;
@@ -62,13 +62,13 @@ int db_workload_ensure(db_t *db, const db_workload_t *w, int64_t *id, bool *adde
   db_bind_text(st, 2, w->name);
   db_bind_text(st, 3, w->source);
   db_bind_text(st, 4, params);
-  sqlite3_bind_double(st, 5, w->flops);
-  sqlite3_bind_double(st, 6, w->bytes);
-  sqlite3_bind_double(st, 7, db_now());
+  db_bind_real(st, 5, w->flops);
+  db_bind_real(st, 6, w->bytes);
+  db_bind_real(st, 7, db_now());
   free(params);
   rc = db_step_done(db, st, "adding a workload", err);
   if (rc) return rc;
-  if (added) *added = sqlite3_changes(db->h) > 0;
+  if (added) *added = db_changes(db) > 0;
   int64_t got = 0;
   bool found = false;
   rc = lookup_id(db, SQL_WORKLOAD_ID, w->hash, &got, &found, "looking up a workload", err);
@@ -86,16 +86,16 @@ int db_workload_upsert(db_t *db, const db_workload_t *w, int64_t *id, tn_err_t *
   "w.id, w.hash, w.name, w.source, w.params, w.flops, w.bytes, w.created,"                \
   " (SELECT count(*) FROM records r WHERE r.workload_id = w.id)"
 
-static void read_workload(sqlite3_stmt *st, db_workload_t *w, tn_arena_t *a) {
-  w->id = sqlite3_column_int64(st, 0);
+static void read_workload(db_st_t *st, db_workload_t *w, tn_arena_t *a) {
+  w->id = db_col_int(st, 0);
   w->hash = db_col_text(st, 1, a);
   w->name = db_col_text(st, 2, a);
   w->source = db_col_text(st, 3, a);
   w->params = db_col_text(st, 4, a);
-  w->flops = sqlite3_column_double(st, 5);
-  w->bytes = sqlite3_column_double(st, 6);
-  w->created = sqlite3_column_double(st, 7);
-  w->n_records = sqlite3_column_int64(st, 8);
+  w->flops = db_col_real(st, 5);
+  w->bytes = db_col_real(st, 6);
+  w->created = db_col_real(st, 7);
+  w->n_records = db_col_int(st, 8);
 }
 
 static const char SQL_WORKLOAD_GET[] =
@@ -104,32 +104,32 @@ static const char SQL_WORKLOAD_GET[] =
 int db_workload_get(db_t *db, const char *hash, db_workload_t *out, tn_arena_t *arena,
                     tn_err_t *err) {
   memset(out, 0, sizeof *out);
-  sqlite3_stmt *st = db_stmt(db, SQL_WORKLOAD_GET, err);
+  db_st_t *st = db_stmt(db, SQL_WORKLOAD_GET, err);
   if (!st) return err ? err->code : TN_EIO;
   db_bind_text(st, 1, hash);
-  int rc = sqlite3_step(st), ret = 0;
-  if (rc == SQLITE_ROW)
+  int rc = db_step(st), ret = 0;
+  if (rc == DB_ROW)
     read_workload(st, out, arena);
-  else if (rc == SQLITE_DONE)
+  else if (rc == DB_DONE)
     ret = tn_err_set(err, TN_EINVAL, "no workload with hash '%s' in the database",
                      hash ? hash : "(null)");
   else
     ret = db_fail(db, err, "reading a workload");
-  sqlite3_reset(st);
+  db_reset(st);
   return ret;
 }
 
 /* Steps a query, growing *items (element size `size`) through `read` for
  * each row.  Shared by every list function. */
-typedef void (*row_reader_fn)(sqlite3_stmt *st, void *item, tn_arena_t *a);
+typedef void (*row_reader_fn)(db_st_t *st, void *item, tn_arena_t *a);
 
-static int collect_rows(db_t *db, sqlite3_stmt *st, size_t size, row_reader_fn read,
+static int collect_rows(db_t *db, db_st_t *st, size_t size, row_reader_fn read,
                         void **items, size_t *n, tn_arena_t *a, const char *op, tn_err_t *err) {
   size_t cap = 0;
   char *buf = NULL;
   int rc;
   *n = 0;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  while ((rc = db_step(st)) == DB_ROW) {
     if (*n == cap) {
       cap = cap ? cap * 2 : 16;
       char *grown = tn_arena_alloc(a, cap * size);
@@ -140,31 +140,28 @@ static int collect_rows(db_t *db, sqlite3_stmt *st, size_t size, row_reader_fn r
     (*n)++;
   }
   *items = buf;
-  return rc == SQLITE_DONE ? 0 : db_fail(db, err, op);
+  return rc == DB_DONE ? 0 : db_fail(db, err, op);
 }
 
-static void read_workload_row(sqlite3_stmt *st, void *item, tn_arena_t *a) {
+static void read_workload_row(db_st_t *st, void *item, tn_arena_t *a) {
   read_workload(st, item, a);
 }
-
-/* SQLite reads LIMIT -1 as "no limit". */
-static int64_t sql_limit(size_t limit) { return limit ? (int64_t)limit : -1; }
 
 static const char SQL_WORKLOADS_LIST[] =
     "SELECT " WORKLOAD_COLS " FROM workloads w ORDER BY w.hash LIMIT ?1 OFFSET ?2";
 
 int db_workloads_list(db_t *db, size_t limit, size_t offset, db_workloads_t *out, tn_err_t *err) {
   memset(out, 0, sizeof *out);
-  sqlite3_stmt *st = db_stmt(db, SQL_WORKLOADS_LIST, err);
+  db_st_t *st = db_stmt(db, SQL_WORKLOADS_LIST, err);
   if (!st) return err ? err->code : TN_EIO;
-  sqlite3_bind_int64(st, 1, sql_limit(limit));
-  sqlite3_bind_int64(st, 2, (int64_t)offset);
+  db_bind_int(st, 1, db_sql_limit(limit));
+  db_bind_int(st, 2, (int64_t)offset);
   out->arena = tn_arena_new();
   void *items = NULL;
   int rc = collect_rows(db, st, sizeof(db_workload_t), read_workload_row, &items, &out->n,
                         out->arena, "listing workloads", err);
   out->items = items;
-  sqlite3_reset(st);
+  db_reset(st);
   if (rc) db_workloads_free(out);
   return rc;
 }
@@ -179,8 +176,8 @@ void db_workloads_free(db_workloads_t *w) {
 static const char SQL_TARGET_REPLACE[] =
     "INSERT INTO targets (name, kind, arch, json, created) VALUES (?1, ?2, ?3, ?4, ?5)"
     " ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, arch = excluded.arch,"
-    " json = excluded.json WHERE kind <> excluded.kind OR arch <> excluded.arch"
-    " OR json <> excluded.json";
+    " json = excluded.json WHERE targets.kind <> excluded.kind OR targets.arch <> excluded.arch"
+    " OR targets.json <> excluded.json";
 static const char SQL_TARGET_KEEP[] =
     "INSERT INTO targets (name, kind, arch, json, created) VALUES (?1, ?2, ?3, ?4, ?5)"
     " ON CONFLICT (name) DO NOTHING";
@@ -197,7 +194,7 @@ int db_target_put(db_t *db, const db_target_t *t, bool replace, int64_t *id, boo
   char *json = NULL;
   rc = db_canon_object(t->json, "target json", &json, err);
   if (rc) return rc;
-  sqlite3_stmt *st = db_stmt(db, replace ? SQL_TARGET_REPLACE : SQL_TARGET_KEEP, err);
+  db_st_t *st = db_stmt(db, replace ? SQL_TARGET_REPLACE : SQL_TARGET_KEEP, err);
   if (!st) {
     free(json);
     return err ? err->code : TN_EIO;
@@ -206,7 +203,7 @@ int db_target_put(db_t *db, const db_target_t *t, bool replace, int64_t *id, boo
   db_bind_text(st, 2, t->kind);
   db_bind_text(st, 3, t->arch ? t->arch : "");
   db_bind_text(st, 4, json);
-  sqlite3_bind_double(st, 5, db_now());
+  db_bind_real(st, 5, db_now());
   free(json);
   rc = db_step_done(db, st, "adding a target", err);
   if (rc) return rc;
@@ -223,9 +220,9 @@ int db_target_upsert(db_t *db, const db_target_t *t, int64_t *id, tn_err_t *err)
   return db_target_put(db, t, true, id, NULL, err);
 }
 
-static void read_target_row(sqlite3_stmt *st, void *item, tn_arena_t *a) {
+static void read_target_row(db_st_t *st, void *item, tn_arena_t *a) {
   db_target_t *t = item;
-  t->id = sqlite3_column_int64(st, 0);
+  t->id = db_col_int(st, 0);
   t->name = db_col_text(st, 1, a);
   t->kind = db_col_text(st, 2, a);
   t->arch = db_col_text(st, 3, a);
@@ -237,14 +234,14 @@ static const char SQL_TARGETS_LIST[] =
 
 int db_targets_list(db_t *db, db_targets_t *out, tn_err_t *err) {
   memset(out, 0, sizeof *out);
-  sqlite3_stmt *st = db_stmt(db, SQL_TARGETS_LIST, err);
+  db_st_t *st = db_stmt(db, SQL_TARGETS_LIST, err);
   if (!st) return err ? err->code : TN_EIO;
   out->arena = tn_arena_new();
   void *items = NULL;
   int rc = collect_rows(db, st, sizeof(db_target_t), read_target_row, &items, &out->n,
                         out->arena, "listing targets", err);
   out->items = items;
-  sqlite3_reset(st);
+  db_reset(st);
   if (rc) db_targets_free(out);
   return rc;
 }
@@ -346,20 +343,20 @@ static const char SQL_REFS_EXIST[] =
 /* A clear message for a record that names a workload or target not in the
  * database (rather than SQLite's bare "FOREIGN KEY constraint failed"). */
 static int check_refs(db_t *db, const db_record_t *r, const char *where, tn_err_t *err) {
-  sqlite3_stmt *st = db_stmt(db, SQL_REFS_EXIST, err);
+  db_st_t *st = db_stmt(db, SQL_REFS_EXIST, err);
   if (!st) return err ? err->code : TN_EIO;
-  sqlite3_bind_int64(st, 1, r->workload_id);
-  sqlite3_bind_int64(st, 2, r->target_id);
-  int rc = sqlite3_step(st), ret = 0;
-  if (rc != SQLITE_ROW)
+  db_bind_int(st, 1, r->workload_id);
+  db_bind_int(st, 2, r->target_id);
+  int rc = db_step(st), ret = 0;
+  if (rc != DB_ROW)
     ret = db_fail(db, err, "checking a record's workload and target");
-  else if (!sqlite3_column_int(st, 0))
+  else if (!db_col_int(st, 0))
     ret = tn_err_set(err, TN_EINVAL, "%s: unknown workload id %" PRId64
                      " (add the workload with db_workload_upsert first)", where, r->workload_id);
-  else if (!sqlite3_column_int(st, 1))
+  else if (!db_col_int(st, 1))
     ret = tn_err_set(err, TN_EINVAL, "%s: unknown target id %" PRId64
                      " (add the target with db_target_upsert first)", where, r->target_id);
-  sqlite3_reset(st);
+  db_reset(st);
   return ret;
 }
 
@@ -370,9 +367,9 @@ static const char SQL_RECORD_INSERT[] =
     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
     " ON CONFLICT (workload_id, target_id, trace_hash) DO NOTHING RETURNING id";
 
-static void bind_record(sqlite3_stmt *st, const db_record_t *r, const char *run_secs) {
-  sqlite3_bind_int64(st, 1, r->workload_id);
-  sqlite3_bind_int64(st, 2, r->target_id);
+static void bind_record(db_st_t *st, const db_record_t *r, const char *run_secs) {
+  db_bind_int(st, 1, r->workload_id);
+  db_bind_int(st, 2, r->target_id);
   db_bind_text(st, 3, r->trace);
   db_bind_text(st, 4, r->trace_hash);
   db_bind_text(st, 5, run_secs);
@@ -385,11 +382,11 @@ static void bind_record(sqlite3_stmt *st, const db_record_t *r, const char *run_
   db_bind_text(st, 12, r->compiler);
   db_bind_text(st, 13, r->toolkit_version);
   db_bind_text(st, 14, r->arch);
-  sqlite3_bind_int(st, 15, r->verified);
-  sqlite3_bind_double(st, 16, r->created);
-  sqlite3_bind_double(st, 17, r->updated);
+  db_bind_int(st, 15, r->verified);
+  db_bind_real(st, 16, r->created);
+  db_bind_real(st, 17, r->updated);
   db_bind_opt_real(st, 18, r->cupti_median_secs);
-  sqlite3_bind_int(st, 19, r->times_disagree);
+  db_bind_int(st, 19, r->times_disagree);
 }
 
 int db_record_insert(db_t *db, db_record_t *r, const char *where, tn_err_t *err) {
@@ -399,20 +396,20 @@ int db_record_insert(db_t *db, db_record_t *r, const char *where, tn_err_t *err)
   if (!rc) rc = check_refs(db, r, where, err);
   if (rc) return rc;
   db_trace_hash(r->trace, r->trace_hash);
-  sqlite3_stmt *st = db_stmt(db, SQL_RECORD_INSERT, err);
+  db_st_t *st = db_stmt(db, SQL_RECORD_INSERT, err);
   if (!st) return err ? err->code : TN_EIO;
   char *runs = db_run_secs_json(r->run_secs, r->n_runs);
   bind_record(st, r, runs);
   free(runs);
-  rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) {
-    r->id = sqlite3_column_int64(st, 0);
-    rc = sqlite3_step(st); /* finishes the statement: the row is written */
+  rc = db_step(st);
+  if (rc == DB_ROW) {
+    r->id = db_col_int(st, 0);
+    rc = db_step(st); /* finishes the statement: the row is written */
   } else {
-    r->duplicate = rc == SQLITE_DONE;
+    r->duplicate = rc == DB_DONE;
   }
-  int ret = rc == SQLITE_DONE ? 0 : db_fail(db, err, where);
-  sqlite3_reset(st);
+  int ret = rc == DB_DONE ? 0 : db_fail(db, err, where);
+  db_reset(st);
   return ret;
 }
 
@@ -450,15 +447,15 @@ static const char SQL_RECORD_EXISTS[] =
 int db_record_exists(db_t *db, int64_t workload_id, int64_t target_id, const char *trace_hash,
                      bool *exists, tn_err_t *err) {
   *exists = false;
-  sqlite3_stmt *st = db_stmt(db, SQL_RECORD_EXISTS, err);
+  db_st_t *st = db_stmt(db, SQL_RECORD_EXISTS, err);
   if (!st) return err ? err->code : TN_EIO;
-  sqlite3_bind_int64(st, 1, workload_id);
-  sqlite3_bind_int64(st, 2, target_id);
+  db_bind_int(st, 1, workload_id);
+  db_bind_int(st, 2, target_id);
   db_bind_text(st, 3, trace_hash);
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW) *exists = sqlite3_column_int(st, 0) != 0;
-  int ret = rc == SQLITE_ROW ? 0 : db_fail(db, err, "looking up a trace hash");
-  sqlite3_reset(st);
+  int rc = db_step(st);
+  if (rc == DB_ROW) *exists = db_col_int(st, 0) != 0;
+  int ret = rc == DB_ROW ? 0 : db_fail(db, err, "looking up a trace hash");
+  db_reset(st);
   return ret;
 }
 
@@ -467,23 +464,23 @@ static const char SQL_RECORD_VERIFY[] =
 static const char SQL_RECORD_STATUS[] = "SELECT status FROM records WHERE id = ?1";
 
 int db_record_set_verified(db_t *db, int64_t record_id, bool verified, tn_err_t *err) {
-  sqlite3_stmt *st = db_stmt(db, SQL_RECORD_VERIFY, err);
+  db_st_t *st = db_stmt(db, SQL_RECORD_VERIFY, err);
   if (!st) return err ? err->code : TN_EIO;
-  sqlite3_bind_int64(st, 1, record_id);
-  sqlite3_bind_int(st, 2, verified);
-  sqlite3_bind_double(st, 3, db_now());
+  db_bind_int(st, 1, record_id);
+  db_bind_int(st, 2, verified);
+  db_bind_real(st, 3, db_now());
   int rc = db_step_done(db, st, "marking a record verified", err);
-  if (rc || sqlite3_changes(db->h) > 0) return rc;
+  if (rc || db_changes(db) > 0) return rc;
   /* Nothing changed: say whether the record is missing or not ok. */
   st = db_stmt(db, SQL_RECORD_STATUS, err);
   if (!st) return err ? err->code : TN_EIO;
-  sqlite3_bind_int64(st, 1, record_id);
-  if (sqlite3_step(st) == SQLITE_ROW)
+  db_bind_int(st, 1, record_id);
+  if (db_step(st) == DB_ROW)
     rc = tn_err_set(err, TN_EINVAL, "record %" PRId64 " has status %s; only ok records can be "
-                    "verified", record_id, (const char *)sqlite3_column_text(st, 0));
+                    "verified", record_id, db_col_str(st, 0));
   else
     rc = tn_err_set(err, TN_EINVAL, "no record with id %" PRId64, record_id);
-  sqlite3_reset(st);
+  db_reset(st);
   return rc;
 }
 
@@ -494,14 +491,14 @@ int db_record_set_cupti(db_t *db, int64_t record_id, double cupti_median_secs, b
   if (!isnan(cupti_median_secs) && (!isfinite(cupti_median_secs) || cupti_median_secs < 0))
     return tn_err_set(err, TN_EINVAL, "record %" PRId64 ": CUPTI median %g s is not a finite time >= 0", record_id,
                       cupti_median_secs);
-  sqlite3_stmt *st = db_stmt(db, SQL_RECORD_CUPTI, err);
+  db_st_t *st = db_stmt(db, SQL_RECORD_CUPTI, err);
   if (!st) return err ? err->code : TN_EIO;
-  sqlite3_bind_int64(st, 1, record_id);
+  db_bind_int(st, 1, record_id);
   db_bind_opt_real(st, 2, cupti_median_secs);
-  sqlite3_bind_int(st, 3, times_disagree && !isnan(cupti_median_secs));
-  sqlite3_bind_double(st, 4, db_now());
+  db_bind_int(st, 3, times_disagree && !isnan(cupti_median_secs));
+  db_bind_real(st, 4, db_now());
   int rc = db_step_done(db, st, "setting a record's CUPTI time", err);
-  if (!rc && sqlite3_changes(db->h) == 0)
+  if (!rc && db_changes(db) == 0)
     rc = tn_err_set(err, TN_EINVAL, "no ok record with id %" PRId64 " (only ok records have times)", record_id);
   return rc;
 }
@@ -518,16 +515,16 @@ int db_record_set_times(db_t *db, int64_t record_id, const double *run_secs, siz
   if (n == 0 || !isfinite(median_secs) || median_secs <= 0)
     return tn_err_set(err, TN_EINVAL, "record %" PRId64 ": new times need at least one run and a median > 0",
                       record_id);
-  sqlite3_stmt *st = db_stmt(db, SQL_RECORD_TIMES, err);
+  db_st_t *st = db_stmt(db, SQL_RECORD_TIMES, err);
   if (!st) return err ? err->code : TN_EIO;
   char *runs = db_run_secs_json(run_secs, n);
-  sqlite3_bind_int64(st, 1, record_id);
+  db_bind_int(st, 1, record_id);
   db_bind_text(st, 2, runs);
-  sqlite3_bind_double(st, 3, median_secs);
-  sqlite3_bind_double(st, 4, db_now());
+  db_bind_real(st, 3, median_secs);
+  db_bind_real(st, 4, db_now());
   free(runs);
   int rc = db_step_done(db, st, "replacing a record's times", err);
-  if (!rc && sqlite3_changes(db->h) == 0)
+  if (!rc && db_changes(db) == 0)
     rc = tn_err_set(err, TN_EINVAL, "no ok record with id %" PRId64 " (only ok records have times)", record_id);
   return rc;
 }
@@ -547,28 +544,28 @@ const double *db_read_run_secs(const char *text, size_t *n, tn_arena_t *a) {
   return v;
 }
 
-static void read_record(sqlite3_stmt *st, db_record_t *r, bool runs_as_text, tn_arena_t *a);
+static void read_record(db_st_t *st, db_record_t *r, bool runs_as_text, tn_arena_t *a);
 
-void db_read_record(sqlite3_stmt *st, void *item, tn_arena_t *a) { read_record(st, item, false, a); }
+void db_read_record(db_st_t *st, void *item, tn_arena_t *a) { read_record(st, item, false, a); }
 
-void db_read_record_text(sqlite3_stmt *st, void *item, tn_arena_t *a) { read_record(st, item, true, a); }
+void db_read_record_text(db_st_t *st, void *item, tn_arena_t *a) { read_record(st, item, true, a); }
 
 void db_set_run_secs_text(db_t *db, bool text) { db->run_secs_text = text; }
 
-static void read_record(sqlite3_stmt *st, db_record_t *r, bool runs_as_text, tn_arena_t *a) {
+static void read_record(db_st_t *st, db_record_t *r, bool runs_as_text, tn_arena_t *a) {
   db_record_init(r);
-  r->id = sqlite3_column_int64(st, 0);
-  r->workload_id = sqlite3_column_int64(st, 1);
-  r->target_id = sqlite3_column_int64(st, 2);
+  r->id = db_col_int(st, 0);
+  r->workload_id = db_col_int(st, 1);
+  r->target_id = db_col_int(st, 2);
   r->workload_hash = db_col_text(st, 3, a);
   r->target_name = db_col_text(st, 4, a);
   r->trace = db_col_text(st, 5, a);
-  const char *h = (const char *)sqlite3_column_text(st, 6);
+  const char *h = db_col_str(st, 6);
   snprintf(r->trace_hash, sizeof r->trace_hash, "%s", h ? h : "");
   if (runs_as_text) r->run_secs_text = db_col_text(st, 7, a);
-  else r->run_secs = db_read_run_secs((const char *)sqlite3_column_text(st, 7), &r->n_runs, a);
+  else r->run_secs = db_read_run_secs(db_col_str(st, 7), &r->n_runs, a);
   r->median_secs = db_col_opt_real(st, 8);
-  db_status_parse((const char *)sqlite3_column_text(st, 9), &r->status, NULL);
+  db_status_parse(db_col_str(st, 9), &r->status, NULL);
   r->error = db_col_text(st, 10, a);
   r->registers = db_col_opt_int(st, 11);
   r->shared_bytes = db_col_opt_int(st, 12);
@@ -576,61 +573,61 @@ static void read_record(sqlite3_stmt *st, db_record_t *r, bool runs_as_text, tn_
   r->compiler = db_col_text(st, 14, a);
   r->toolkit_version = db_col_text(st, 15, a);
   r->arch = db_col_text(st, 16, a);
-  r->verified = sqlite3_column_int(st, 17) != 0;
-  r->created = sqlite3_column_double(st, 18);
-  r->updated = sqlite3_column_double(st, 19);
+  r->verified = db_col_int(st, 17) != 0;
+  r->created = db_col_real(st, 18);
+  r->updated = db_col_real(st, 19);
   r->cupti_median_secs = db_col_opt_real(st, 20);
-  r->times_disagree = sqlite3_column_int(st, 21) != 0;
+  r->times_disagree = db_col_int(st, 21) != 0;
 }
 
 static const char SQL_RECORD_GET[] = "SELECT " RECORD_COLS RECORD_FROM " WHERE r.id = ?1";
 
 int db_record_get(db_t *db, int64_t id, db_record_t *out, tn_arena_t *arena, tn_err_t *err) {
   db_record_init(out);
-  sqlite3_stmt *st = db_stmt(db, SQL_RECORD_GET, err);
+  db_st_t *st = db_stmt(db, SQL_RECORD_GET, err);
   if (!st) return err ? err->code : TN_EIO;
-  sqlite3_bind_int64(st, 1, id);
-  int rc = sqlite3_step(st), ret = 0;
-  if (rc == SQLITE_ROW)
+  db_bind_int(st, 1, id);
+  int rc = db_step(st), ret = 0;
+  if (rc == DB_ROW)
     (db->run_secs_text ? db_read_record_text : db_read_record)(st, out, arena);
-  else if (rc == SQLITE_DONE)
+  else if (rc == DB_DONE)
     ret = tn_err_set(err, TN_EINVAL, "no record with id %" PRId64 " in the database", id);
   else
     ret = db_fail(db, err, "reading a record");
-  sqlite3_reset(st);
+  db_reset(st);
   return ret;
 }
 
 db_query_t db_query_all(void) { return (db_query_t){.status = DB_STATUS_ANY}; }
 
 int db_prepare_query(db_t *db, const db_query_t *q, const char *cols, const char *order,
-                     sqlite3_stmt **out, tn_err_t *err) {
+                     db_st_t **out, tn_err_t *err) {
   db_query_t all = db_query_all();
   if (!q) q = &all;
   if (q->status != DB_STATUS_ANY && (unsigned)q->status >= TN_ARRAY_LEN(status_names))
     return tn_err_set(err, TN_EINVAL, "query: status %d is not a db_status_t", q->status);
+  /* the filters that apply, numbered in order (?1, ?2, ...) */
+  const char *texts[3];
+  int n = 0;
   tn_buf_t b;
   tn_buf_init(&b);
-  tn_buf_printf(&b, "SELECT %s" RECORD_FROM " WHERE 1", cols);
-  if (q->workload_hash) tn_buf_put(&b, " AND w.hash = :w");
-  if (q->target_name) tn_buf_put(&b, " AND t.name = :t");
-  if (q->status != DB_STATUS_ANY) tn_buf_put(&b, " AND r.status = :s");
+  tn_buf_printf(&b, "SELECT %s" RECORD_FROM " WHERE 1 = 1", cols);
+  if (q->workload_hash) tn_buf_printf(&b, " AND w.hash = ?%d", n + 1), texts[n++] = q->workload_hash;
+  if (q->target_name) tn_buf_printf(&b, " AND t.name = ?%d", n + 1), texts[n++] = q->target_name;
+  if (q->status != DB_STATUS_ANY) tn_buf_printf(&b, " AND r.status = ?%d", n + 1), texts[n++] = status_names[q->status];
   if (q->verified_only) tn_buf_put(&b, " AND r.verified = 1");
-  tn_buf_printf(&b, " ORDER BY %s LIMIT :limit OFFSET :offset", order);
-  int rc = sqlite3_prepare_v2(db->h, tn_buf_str(&b), -1, out, NULL);
+  tn_buf_printf(&b, " ORDER BY %s LIMIT ?%d OFFSET ?%d", order, n + 1, n + 2);
+  db_st_t *st = db_prepare(db, tn_buf_str(&b), err);
   tn_buf_free(&b);
-  if (rc != SQLITE_OK) return db_fail(db, err, "preparing a record query");
-  sqlite3_stmt *st = *out;
-  db_bind_text(st, sqlite3_bind_parameter_index(st, ":w"), q->workload_hash);
-  db_bind_text(st, sqlite3_bind_parameter_index(st, ":t"), q->target_name);
-  if (q->status != DB_STATUS_ANY)
-    db_bind_text(st, sqlite3_bind_parameter_index(st, ":s"), status_names[q->status]);
-  sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":limit"), sql_limit(q->limit));
-  sqlite3_bind_int64(st, sqlite3_bind_parameter_index(st, ":offset"), (int64_t)q->offset);
+  if (!st) return tn_err_prefix(err, "preparing a record query");
+  for (int i = 0; i < n; i++) db_bind_text(st, i + 1, texts[i]);
+  db_bind_int(st, n + 1, db_sql_limit(q->limit));
+  db_bind_int(st, n + 2, (int64_t)q->offset);
+  *out = st;
   return 0;
 }
 
-static int collect_records(db_t *db, sqlite3_stmt *st, db_records_t *out, const char *op,
+static int collect_records(db_t *db, db_st_t *st, db_records_t *out, const char *op,
                            tn_err_t *err) {
   out->arena = tn_arena_new();
   void *items = NULL;
@@ -643,10 +640,10 @@ static int collect_records(db_t *db, sqlite3_stmt *st, db_records_t *out, const 
 
 int db_records_query(db_t *db, const db_query_t *q, db_records_t *out, tn_err_t *err) {
   memset(out, 0, sizeof *out);
-  sqlite3_stmt *st = NULL;
+  db_st_t *st = NULL;
   int rc = db_prepare_query(db, q, RECORD_COLS, "w.hash, t.name, r.id", &st, err);
   if (!rc) rc = collect_records(db, st, out, "querying records", err);
-  sqlite3_finalize(st);
+  db_finalize(st);
   return rc;
 }
 
@@ -663,13 +660,13 @@ int db_best(db_t *db, const char *workload_hash, const char *target_name, size_t
                       "different targets are never compared)");
   if (!workload_hash)
     return tn_err_set(err, TN_EINVAL, "best records: a workload hash is required");
-  sqlite3_stmt *st = db_stmt(db, SQL_BEST, err);
+  db_st_t *st = db_stmt(db, SQL_BEST, err);
   if (!st) return err ? err->code : TN_EIO;
   db_bind_text(st, 1, workload_hash);
   db_bind_text(st, 2, target_name);
-  sqlite3_bind_int64(st, 3, sql_limit(k));
+  db_bind_int(st, 3, db_sql_limit(k));
   int rc = collect_records(db, st, out, "querying the best records", err);
-  sqlite3_reset(st);
+  db_reset(st);
   return rc;
 }
 

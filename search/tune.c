@@ -5,6 +5,7 @@
  * after the budget, each task's best candidates are re-measured and its
  * unscheduled program timed, and the cost model is saved. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,13 +54,15 @@ static int check_opts(const srch_opts_t *o, tn_err_t *err) {
 
 static int open_db(srch_ctx_t *c, tn_err_t *err) {
   if (!c->opts.db_path) return 0;
-  if (db_open(c->opts.db_path, &c->db, err) < 0) return tn_err_prefix(err, "search: %s", c->opts.db_path);
+  char shown[PATH_MAX]; /* a URL's password stays out of the job's error */
+  db_redact(c->opts.db_path, shown, sizeof shown);
+  if (db_open(c->opts.db_path, &c->db, err) < 0) return tn_err_prefix(err, "search");
   char *json = tn_target_to_json(c->target);
   db_target_t t = {.name = c->target->name, .kind = tn_target_kind_name(c->target->kind), .arch = c->target->arch,
                    .json = json};
   int rc = db_target_upsert(c->db, &t, &c->target_id, err);
   free(json);
-  return rc < 0 ? tn_err_prefix(err, "search: %s", c->opts.db_path) : 0;
+  return rc < 0 ? tn_err_prefix(err, "search: %s", shown) : 0;
 }
 
 static int new_model(srch_ctx_t *c, uint64_t seed, tn_err_t *err) {

@@ -30,6 +30,7 @@
 
 #include "db/db.h"
 #include "measure/measure.h"
+#include "pgtest.h"
 #include "testutil.h"
 
 extern char **environ;
@@ -873,30 +874,39 @@ START_TEST(restart_and_resume) {
 }
 END_TEST
 
+/* Submits a 16-trial job (batches of 4) to d, SIGKILLs d once a batch is
+ * reported, and checks what the database kept: every batch reported, at
+ * most the one being measured more, whole traces once each, the job still
+ * running.  Returns the trials reported before the kill. */
+static int kill_mid_job(daemon_t *d, submitted_t *s) {
+  client_t c;
+  cl_open(&c, d->sock);
+  *s = submit(&c, 16, 4);
+  cJSON_Delete(watch(&c, s->job));
+  cJSON *n = wait_progress(&c, s->job, 4, 240);
+  int notified = (int)num(cJSON_GetObjectItem(n, "params"), "trials_done");
+  cJSON_Delete(n);
+  kill(d->pid, SIGKILL);
+  ck_assert_int_eq(wait_exit(d->pid, 10), 128 + SIGKILL);
+  d->pid = 0;
+  cl_close(&c);
+  size_t nrec = count_records(d->db, s->hash, true); /* also db_check: the file is intact */
+  ck_assert_uint_ge(nrec, (size_t)notified);
+  ck_assert_uint_le(nrec, (size_t)notified + 4);
+  db_job_state_t state;
+  db_job_t row = job_row(d->db, s->job, &state);
+  ck_assert_int_eq(state, DB_JOB_RUNNING);
+  ck_assert_int_ge(row.trials_done, notified);
+  return notified;
+}
+
 START_TEST(sigkill_while_tuning) {
   daemon_t d;
   tmp_daemon(&d);
   start_daemon(&d, NULL);
+  submitted_t s;
+  kill_mid_job(&d, &s);
   client_t c;
-  cl_open(&c, d.sock);
-  submitted_t s = submit(&c, 16, 4);
-  cJSON_Delete(watch(&c, s.job));
-  cJSON *n = wait_progress(&c, s.job, 4, 240);
-  int notified = (int)num(cJSON_GetObjectItem(n, "params"), "trials_done");
-  cJSON_Delete(n);
-  kill(d.pid, SIGKILL);
-  ck_assert_int_eq(wait_exit(d.pid, 10), 128 + SIGKILL);
-  cl_close(&c);
-  /* Every batch reported is there and the file is intact (integrity_check);
-   * at most the one batch that was being measured may have been committed
-   * after the notification we saw. */
-  size_t nrec = count_records(d.db, s.hash, true);
-  ck_assert_uint_ge(nrec, (size_t)notified);
-  ck_assert_uint_le(nrec, (size_t)notified + 4);
-  db_job_state_t state;
-  db_job_t row = job_row(d.db, s.job, &state);
-  ck_assert_int_eq(state, DB_JOB_RUNNING);
-  ck_assert_int_ge(row.trials_done, notified);
 
   /* the stale socket is removed, the job resumes and completes */
   start_daemon(&d, NULL);
@@ -2087,6 +2097,97 @@ START_TEST(client_vanishes_mid_message) {
 }
 END_TEST
 
+/* ---- two daemons, one PostgreSQL database ------------------------------------------------- */
+
+static pgt_server_t pg; /* started by main when the pg_ cases run */
+
+static void start_named(daemon_t *d, const char *url, const char *name) {
+  ck_assert_uint_lt(strlen(url), sizeof d->db);
+  snprintf(d->db, sizeof d->db, "%s", url);
+  start_daemon(d, (const char *const[]){"--name", name, NULL});
+}
+
+/* Two daemons on this machine (sockets, worker pools and logs of their
+ * own) share one PostgreSQL database: a job submitted to a is tuned by a;
+ * a dies by SIGKILL mid-job without losing a committed record; b never
+ * takes a's job; a restarted under its name resumes it; b answers for a's
+ * job, records, best and kernel through tunectl. */
+START_TEST(pg_two_daemons) {
+  daemon_t a, b, a2;
+  tmp_daemon(&a), tmp_daemon(&b), tmp_daemon(&a2);
+  char url[128];
+  ck_assert_msg(pgt_createdb(&pg, "shared", url, sizeof url) == 0, "%s", pg.skip);
+  start_named(&a, url, "host-a");
+  start_named(&b, url, "host-b");
+
+  /* one daemon per name */
+  pid_t dup = spawn_tuned(&a2, (const char *const[]){"--target", "cpu", "--db", url, "--socket", a2.sock, "--name",
+                                                    "host-a", NULL}, NULL);
+  ck_assert_int_eq(wait_exit(dup, 60), 1);
+  char *log = read_log(&a2);
+  ck_assert_msg(strstr(log, "another tuned named 'host-a' is using this database"), "%s", log);
+  ck_assert_msg(!strstr(log, "password"), "%s", log);
+  free(log);
+
+  submitted_t s;
+  int notified = kill_mid_job(&a, &s);
+  db_t *db = NULL;
+  tn_err_t err = {0};
+  tn_arena_t *ar = tn_arena_new();
+  db_job_t row;
+  ck_assert_msg(db_open(url, &db, &err) == 0 && db_job_get(db, s.job, &row, ar, &err) == 0, "%s", err.msg);
+  ck_assert_str_eq(row.owner, "host-a"); /* a's to resume, nobody else's */
+  db_close(db);
+  tn_arena_free(ar);
+  client_t ca, cb;
+
+  /* b sees a's job as the database has it, and leaves it alone */
+  cl_open(&cb, b.sock);
+  cJSON *r = status(&cb, s.job);
+  ck_assert_str_eq(str(result(r), "state"), "running");
+  ck_assert_int_ge((int)num(result(r), "trials_done"), notified);
+  cJSON_Delete(r);
+
+  /* a, restarted under its name, resumes its job and completes it */
+  start_named(&a, url, "host-a");
+  cl_open(&ca, a.sock);
+  r = watch(&ca, s.job);
+  if (strcmp(str(result(r), "state"), "done") != 0) cJSON_Delete(wait_progress(&ca, s.job, 1 << 30, 240));
+  cJSON_Delete(r);
+  cl_close(&ca);
+  r = status(&cb, s.job);
+  ck_assert_str_eq(str(result(r), "state"), "done");
+  ck_assert_int_eq((int)num(result(r), "trials_done"), 16);
+  cJSON_Delete(r);
+  cl_close(&cb);
+  ck_assert_uint_ge(count_records(url, s.hash, true), 16);
+
+  /* tunectl through b: the records, the best one and its kernel */
+  const char *tunectl = getenv("TUNECTL");
+  ck_assert_msg(tunectl && *tunectl, "set TUNECTL (meson test does)");
+  char cmd[1024];
+  tu_run_t *out = malloc(sizeof *out);
+  snprintf(cmd, sizeof cmd, "%s best %s --target cpu --json --socket %s", tunectl, s.hash, b.sock);
+  tu_run_capture(cmd, out);
+  ck_assert_msg(out->status == 0 && strstr(out->out, "\"median_secs\"") && strstr(out->out, s.hash), "%s\n%s",
+                out->out, out->err);
+  snprintf(cmd, sizeof cmd, "%s kernel %s --target cpu --emit source --socket %s", tunectl, s.hash, b.sock);
+  tu_run_capture(cmd, out);
+  ck_assert_msg(out->status == 0 && strstr(out->out, "void"), "%s\n%s", out->out, out->err);
+  snprintf(cmd, sizeof cmd, "%s records %s --target cpu --socket %s", tunectl, s.hash, b.sock);
+  tu_run_capture(cmd, out);
+  ck_assert_msg(out->status == 0, "%s\n%s", out->out, out->err);
+  free(out);
+  stop_daemon(&a);
+  stop_daemon(&b);
+  log = read_log(&b);
+  ck_assert_msg(!strstr(log, "resuming an unfinished job"), "b took a's job: %s", log);
+  ck_assert_msg(strstr(log, "db=\"postgresql:///shared"), "%s", log);
+  free(log);
+  rm_tree(a.dir), rm_tree(b.dir), rm_tree(a2.dir);
+}
+END_TEST
+
 #define ADD_CASE(s, fn, secs)          \
   do {                                 \
     TCase *tc_ = tcase_create(#fn);    \
@@ -2120,7 +2221,19 @@ static Suite *make_suite(void) {
   ADD_CASE(s, sigterm_within_stop_timeout, 300);
   ADD_CASE(s, client_vanishes_mid_message, 300);
   ADD_CASE(s, disk_full_fails_the_job, 900);
+  if (pg.running && tu_slowdown() == 1) ADD_CASE(s, pg_two_daemons, 900); /* not under valgrind: minutes of libpq */
   return s;
 }
 
-TN_TEST_MAIN(make_suite)
+/* Starts the PostgreSQL server of the pg_ cases (unless CK_RUN_CASE picks
+ * another case), or says why they are skipped. */
+int main(void) {
+  const char *only = getenv("CK_RUN_CASE");
+  if (!only || strncmp(only, "pg_", 3) == 0) {
+    if (pgt_start(&pg) != 0) printf("daemon: PostgreSQL cases SKIPPED: %s\n", pg.skip);
+    fflush(stdout);
+  }
+  int rc = tu_run_suite(make_suite());
+  pgt_stop(&pg);
+  return rc;
+}

@@ -15,26 +15,48 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cJSON.h>
 #include <sqlite3.h>
 
 #include "db/db.h"
 #include "db/db_internal.h"
+#include "pgtest.h"
 #include "testutil.h"
 
 /* ---- fixtures ------------------------------------------------------------ */
 
-static char tmp_dir[64];
-static char tmp_path[128];
+/* The tests added with tcase_add_loop_test run once per engine: _i 0 is
+ * SQLite, _i 1 PostgreSQL (a server this process started; see main). */
+static pgt_server_t pg;
+static int n_engines = 1;
 
-/* A fresh directory per test; returns the path of "NAME" inside it. */
-static const char *tmp_db(const char *name) {
+static char tmp_dir[64];
+static char tmp_path[512];
+
+/* A fresh directory per test; returns the path of "NAME" inside it, or on
+ * PostgreSQL the URL of a fresh database named after it. */
+static const char *tmp_db_in(int engine, const char *name) {
   snprintf(tmp_dir, sizeof tmp_dir, "/tmp/tuned-dbtest-XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
+  if (engine == 1) {
+    char db[64];
+    snprintf(db, sizeof db, "t%d_%.*s", (int)getpid(), (int)strcspn(name, "."), name);
+    ck_assert_msg(pgt_createdb(&pg, db, tmp_path, sizeof tmp_path) == 0, "%s", pg.skip);
+    return tmp_path;
+  }
   snprintf(tmp_path, sizeof tmp_path, "%s/%s", tmp_dir, name);
   return tmp_path;
 }
+#define tmp_db(name) tmp_db_in(_i, (name))
 
 static void rm_db(const char *path) {
+  if (db_is_url(path)) { /* an empty database under the same name */
+    const char *base = path + strlen("postgresql:///"); /* pgt_url's form */
+    char name[64], url[512];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(base, "?"), base);
+    ck_assert_msg(pgt_createdb(&pg, name, url, sizeof url) == 0, "%s", pg.skip);
+    return;
+  }
   char p[160];
   const char *suffix[] = {"", "-wal", "-shm", "-journal"};
   for (size_t i = 0; i < TN_ARRAY_LEN(suffix); i++) {
@@ -44,7 +66,7 @@ static void rm_db(const char *path) {
 }
 
 static void tmp_cleanup(void) {
-  rm_db(tmp_path);
+  if (!db_is_url(tmp_path)) rm_db(tmp_path); /* the server's data goes with it at the end */
   rmdir(tmp_dir);
 }
 
@@ -101,15 +123,18 @@ static db_record_t rec(int64_t w, int64_t t, char *trace_buf, int tag, double me
   return r;
 }
 
+/* The first column of a one-row query, through the db layer's own
+ * driver (either engine). */
 static int64_t count_rows(const char *path, const char *sql) {
-  sqlite3 *h = NULL;
-  ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
-  sqlite3_stmt *st = NULL;
-  ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
-  ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
-  int64_t n = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(h);
+  tn_err_t err = {0};
+  db_t *db = NULL;
+  ck_assert_msg(db_open(path, &db, &err) == 0, "%s", err.msg);
+  db_st_t *st = db_prepare(db, sql, &err);
+  ck_assert_msg(st, "%s: %s", sql, err.msg);
+  ck_assert_int_eq(db_step(st), DB_ROW);
+  int64_t n = db_col_int(st, 0);
+  db_finalize(st);
+  db_close(db);
   return n;
 }
 
@@ -177,7 +202,7 @@ START_TEST(t_private_files) {
   tn_err_t err = {0};
   ck_assert_int_eq(db_open(link_path, &l, &err), TN_EINVAL);
   ck_assert_ptr_null(l);
-  ck_assert_msg(strstr(err.msg, ".link' is a symbolic link: not opened through it"), "%s", err.msg);
+  ck_assert_msg(strstr(err.msg, ".link': is a symbolic link: not opened through it"), "%s", err.msg);
   unlink(link_path);
   tmp_cleanup();
 }
@@ -288,7 +313,7 @@ START_TEST(t_migrate_from_v3) {
   db_t *db = open_ok(path);
   int v = 0;
   OK(db_schema_version(db, &v, E));
-  ck_assert_int_eq(v, 4);
+  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
   OK(db_check(db, E));
   char b1[96], b2[96];
   db_record_t rs[2] = {rec(1, 1, b1, 1, 1e-3, DB_STATUS_OK, true), rec(1, 1, b2, 2, 2e-3, DB_STATUS_OK, true)};
@@ -425,8 +450,9 @@ START_TEST(t_cost_models) {
   tn_err_t err = {0};
   ck_assert_int_eq(db_cost_model_put(db, &(db_cost_model_t){.target_id = t}, &err), TN_EINVAL);
   db_close(db);
-  raw_exec(path, "UPDATE cost_models SET record_ids = x'010203' WHERE target_id = 2");
   db = open_ok(path);
+  OK(db_exec(db, _i ? "UPDATE cost_models SET record_ids = '\\x010203'::bytea WHERE target_id = 2"
+                    : "UPDATE cost_models SET record_ids = x'010203' WHERE target_id = 2", "damaging", E));
   ck_assert_int_eq(db_cost_model_get(db, t2, 7, &got, &found, a, &err), TN_EINVAL);
   ck_assert_msg(strstr(err.msg, "not a multiple of 8"), "%s", err.msg);
   ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM cost_models"), 3);
@@ -473,16 +499,22 @@ END_TEST
 
 START_TEST(t_version_too_new) {
   const char *path = tmp_db("a.db");
-  db_close(open_ok(path));
-  raw_exec(path, "PRAGMA user_version = 99");
+  db_t *db = open_ok(path);
+  OK(db->drv->write_version(db, 99, E));
+  db_close(db);
   tn_err_t err = {0};
-  db_t *db = (db_t *)1;
+  db = (db_t *)1;
   ck_assert_int_eq(db_open(path, &db, &err), TN_EUNSUPPORTED);
   ck_assert_ptr_null(db);
   ck_assert_ptr_nonnull(strstr(err.msg, path));
   ck_assert_ptr_nonnull(strstr(err.msg, "schema version 99 is newer than this build"));
-  ck_assert_ptr_nonnull(strstr(err.msg, "(up to 4)"));
+  char up_to[32];
+  snprintf(up_to, sizeof up_to, "(up to %d)", DB_SCHEMA_VERSION);
+  ck_assert_ptr_nonnull(strstr(err.msg, up_to));
+  ck_assert_int_eq(db_open_readonly(path, &db, &err), TN_EUNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(err.msg, "schema version 99 is newer than this build"));
   tmp_cleanup();
+  if (_i == 1) return; /* the rest is about files */
 
   /* A file that is not a database, and a directory that does not exist. */
   path = tmp_db("junk.db");
@@ -813,6 +845,7 @@ START_TEST(t_jobs) {
   db_job_t a = {.workload_id = w, .target_id = t, .budget_trials = 64, .budget_seconds = 30,
                 .seed = 0xfedcba9876543210ULL, .options = "{\"strategy\": \"evolutionary\"}"};
   db_job_t b = a, c = a;
+  c.owner = "host-2:/run/tuned.sock"; /* a daemon of a shared database */
   OK(db_job_create(db, &a, E));
   OK(db_job_create(db, &b, E));
   OK(db_job_create(db, &c, E));
@@ -873,11 +906,21 @@ START_TEST(t_jobs) {
 
   /* What a restarted daemon resumes: b (queued, 5 trials done) and c. */
   db_jobs_t js;
-  OK(db_jobs_unfinished(db, &js, E));
+  OK(db_jobs_unfinished(db, NULL, &js, E));
   ck_assert_uint_eq(js.n, 2);
   ck_assert_int_eq(js.items[0].id, b.id);
   ck_assert_int_eq(js.items[0].trials_done, 5);
   ck_assert_int_eq(js.items[1].id, c.id);
+  ck_assert_ptr_null(js.items[0].owner);
+  ck_assert_str_eq(js.items[1].owner, "host-2:/run/tuned.sock");
+  db_jobs_free(&js);
+  /* each daemon of a shared database resumes its own */
+  OK(db_jobs_unfinished(db, "host-2:/run/tuned.sock", &js, E));
+  ck_assert_uint_eq(js.n, 1);
+  ck_assert_int_eq(js.items[0].id, c.id);
+  db_jobs_free(&js);
+  OK(db_jobs_unfinished(db, "host-3:/run/tuned.sock", &js, E));
+  ck_assert_uint_eq(js.n, 0);
   db_jobs_free(&js);
 
   /* c: cancelled with a reason; b: failed. */
@@ -886,7 +929,7 @@ START_TEST(t_jobs) {
   OK(db_job_update(db, c.id, &p, E));
   p = (db_job_progress_t){.state = DB_JOB_FAILED, .trials_done = -1, .error = "no valid candidate"};
   OK(db_job_update(db, b.id, &p, E));
-  OK(db_jobs_unfinished(db, &js, E));
+  OK(db_jobs_unfinished(db, NULL, &js, E));
   ck_assert_uint_eq(js.n, 0);
   db_jobs_free(&js);
   OK(db_job_list(db, 0, 0, &js, E));
@@ -1320,16 +1363,16 @@ START_TEST(t_readonly_refusals) {
   ck_assert_int_eq(symlink(path, link_path), 0);
   ck_assert_int_eq(db_open_readonly(link_path, &r, &err), TN_EINVAL);
   ck_assert_ptr_null(r);
-  ck_assert_msg(strstr(err.msg, ".link' is a symbolic link: not opened through it"), "%s", err.msg);
+  ck_assert_msg(strstr(err.msg, ".link': is a symbolic link: not opened through it"), "%s", err.msg);
   unlink(link_path);
 
   /* An older schema: the read-write open migrates it first. */
   raw_exec(path, "PRAGMA user_version = 2");
   ck_assert_int_eq(db_open_readonly(path, &r, &err), TN_ESTATE);
-  ck_assert_msg(strstr(err.msg, "schema version 2, this build reads 4 only"), "%s", err.msg);
+  ck_assert_msg(strstr(err.msg, "schema version 2, this build reads 5 only"), "%s", err.msg);
   raw_exec(path, "PRAGMA user_version = 99");
   ck_assert_int_eq(db_open_readonly(path, &r, &err), TN_EUNSUPPORTED);
-  raw_exec(path, "PRAGMA user_version = 4");
+  raw_exec(path, "PRAGMA user_version = 5");
 
   /* Not in WAL mode: a reader would hold the writer's commits up. */
   raw_exec(path, "PRAGMA journal_mode = DELETE");
@@ -1396,24 +1439,25 @@ static int run_and_kill(const char *path, int run, int kill_after, int delay_us)
 /* Every batch of `run` is present in full or not at all; all batches up to
  * `last` are present. */
 static void check_run(const char *path, int run, int last) {
-  sqlite3 *h = NULL;
-  ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
-  sqlite3_stmt *st = NULL;
-  ck_assert_int_eq(sqlite3_prepare_v2(h,
-                   "SELECT json_extract(trace, '$.batch') AS b, count(*) FROM records"
-                   " WHERE json_extract(trace, '$.run') = ?1 GROUP BY b ORDER BY b",
-                   -1, &st, NULL), SQLITE_OK);
-  sqlite3_bind_int(st, 1, run);
-  int expect = 0;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    int b = sqlite3_column_int(st, 0), n = sqlite3_column_int(st, 1);
-    ck_assert_msg(b == expect, "run %d: batch %d missing (found %d)", run, expect, b);
-    ck_assert_msg(n == CRASH_BATCH, "run %d: batch %d has %d of %d records", run, b, n,
-                  CRASH_BATCH);
-    expect++;
+  int count[1024] = {0}, batches = 0;
+  tn_err_t err = {0};
+  db_t *db = open_ok(path);
+  db_records_t r;
+  ck_assert_msg(db_records_query(db, NULL, &r, &err) == 0, "%s", err.msg);
+  for (size_t i = 0; i < r.n; i++) {
+    cJSON *t = cJSON_Parse(r.items[i].trace);
+    int rn = cJSON_GetObjectItem(t, "run")->valueint, b = cJSON_GetObjectItem(t, "batch")->valueint;
+    cJSON_Delete(t);
+    ck_assert_int_lt(b, 1024);
+    if (rn != run) continue;
+    count[b]++;
+    if (b + 1 > batches) batches = b + 1;
   }
-  sqlite3_finalize(st);
-  sqlite3_close(h);
+  db_records_free(&r);
+  db_close(db);
+  for (int b = 0; b < batches; b++)
+    ck_assert_msg(count[b] == CRASH_BATCH, "run %d: batch %d has %d of %d records", run, b, count[b], CRASH_BATCH);
+  int expect = batches;
   /* Reported batches are all there; at most one more committed unreported. */
   ck_assert_msg(expect - 1 >= last, "run %d: child reported batch %d, db has %d", run, last,
                 expect - 1);
@@ -1425,8 +1469,8 @@ START_TEST(t_crash) {
   tn_rng_t rng;
   uint64_t seed = (uint64_t)time(NULL) ^ (uint64_t)getpid();
   tn_rng_seed(&rng, seed);
-  int lasts[12];
-  for (int run = 0; run < 12; run++) {
+  int lasts[12], runs = _i == 1 ? 4 : 12; /* PostgreSQL: fewer, the check reads every record through libpq */
+  for (int run = 0; run < runs; run++) {
     int kill_after = 1 + (int)tn_rng_below(&rng, 12);
     int delay_us = (int)tn_rng_below(&rng, 8000);
     int last = lasts[run] = run_and_kill(path, run, kill_after, delay_us);
@@ -1441,39 +1485,126 @@ START_TEST(t_crash) {
 }
 END_TEST
 
+/* What logs and server.info show of a locator: a URL's passwords hidden. */
+START_TEST(t_redact) {
+  const char *cases[][2] = {
+      {"postgresql://u:secret@db.example.com:5432/tuned?sslmode=require",
+       "postgresql://u:***@db.example.com:5432/tuned?sslmode=require"},
+      {"postgres:///tuned?host=/tmp/s&password=secret&user=u", "postgres:///tuned?host=/tmp/s&password=***&user=u"},
+      {"postgresql://u:a@h/d?password=b", "postgresql://u:***@h/d?password=***"},
+      {"postgresql://u@h/d?application_name=xpassword=1", "postgresql://u@h/d?application_name=xpassword=1"},
+      {"postgresql://h/d", "postgresql://h/d"},
+      {"/tmp/a:b@c/tuned.db", "/tmp/a:b@c/tuned.db"},
+  };
+  char buf[256];
+  for (size_t i = 0; i < TN_ARRAY_LEN(cases); i++) {
+    db_redact(cases[i][0], buf, sizeof buf);
+    ck_assert_str_eq(buf, cases[i][1]);
+  }
+  ck_assert(db_is_url("postgresql://h/d") && db_is_url("postgres://h/d") && !db_is_url("/tmp/postgresql://x"));
+}
+END_TEST
+
+/* ---- PostgreSQL's own errors -------------------------------------------------------- */
+
+/* What a user gets wrong with a URL: each is refused with the reason, and
+ * the password never shows. */
+START_TEST(t_pg_errors) {
+  tn_err_t err = {0};
+  db_t *db = (db_t *)1;
+  ck_assert_int_eq(db_open("postgresql://%zz/x", &db, &err), TN_EINVAL);
+  ck_assert_ptr_null(db);
+  ck_assert_msg(strstr(err.msg, "not a valid PostgreSQL URL"), "%s", err.msg);
+
+  ck_assert_int_eq(db_open("postgresql:///x?host=/nonexistent-dir&connect_timeout=2", &db, &err), TN_EIO);
+  ck_assert_msg(strstr(err.msg, "cannot connect") && strstr(err.msg, "is the server running"), "%s", err.msg);
+
+  char url[512];
+  snprintf(url, sizeof url, "postgresql://" pgt_pw_user ":not-the-password@/postgres?host=%s", pg.dir);
+  ck_assert_int_eq(db_open(url, &db, &err), TN_EIO);
+  ck_assert_msg(strstr(err.msg, "password authentication failed"), "%s", err.msg);
+  ck_assert_msg(!strstr(err.msg, "not-the-password") && strstr(err.msg, pgt_pw_user ":***@"), "%s", err.msg);
+
+  snprintf(url, sizeof url, "postgresql:///no_such_db?host=%s&user=postgres", pg.dir);
+  ck_assert_int_eq(db_open(url, &db, &err), TN_EIO);
+  ck_assert_msg(strstr(err.msg, "does not exist"), "%s", err.msg);
+
+  /* the right password; a read-only connection before any daemon made the
+   * tables; then the tables, and the engine's name */
+  char plain[512];
+  ck_assert_int_eq(pgt_createdb(&pg, "pw_ok", plain, sizeof plain), 0);
+  snprintf(url, sizeof url, "postgres://" pgt_pw_user ":" pgt_pw_password "@/pw_ok?host=%s", pg.dir);
+  ck_assert_int_eq(db_open_readonly(url, &db, &err), TN_ESTATE);
+  ck_assert_msg(strstr(err.msg, "schema version 0"), "%s", err.msg);
+  db = open_ok(url);
+  ck_assert_str_eq(db_engine(db), "postgresql");
+  OK(db_check(db, E));
+  db_close(db);
+  ck_assert_int_eq(count_rows(plain, "SELECT count(*) FROM tuned_schema WHERE version = 5"), 1);
+}
+END_TEST
+
+/* The server restarts under a daemon: the statement that finds the
+ * connection gone fails (its work, if any, is not half-done), and the next
+ * one runs on a new connection. */
+START_TEST(t_pg_reconnect) {
+  const char *url = tmp_db_in(1, "reconnect.db");
+  db_t *db = open_ok(url);
+  add_workload(db, "00000000000000e1", "before");
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "%s/pg_ctl -D %s/data -m fast -w restart >/dev/null 2>&1", pg.bin, pg.dir);
+  ck_assert_int_eq(pgt_sh(&pg, cmd), 0);
+  tn_arena_t *a = tn_arena_new();
+  db_workload_t w;
+  tn_err_t err = {0};
+  int rc = db_workload_get(db, "00000000000000e1", &w, a, &err);
+  if (rc) ck_assert_msg(rc == TN_EIO && strstr(err.msg, "connection to the server is lost"), "%s", err.msg);
+  OK(db_workload_get(db, "00000000000000e1", &w, a, E));
+  ck_assert_str_eq(w.name, "before");
+  add_workload(db, "00000000000000e2", "after");
+  tn_arena_free(a);
+  db_close(db);
+  ck_assert_int_eq(count_rows(url, "SELECT count(*) FROM workloads"), 2);
+}
+END_TEST
+
 /* ---- suite ---------------------------------------------------------------------------- */
 
 static Suite *make_suite(void) {
   Suite *s = suite_create("db");
   TCase *schema = tcase_create("schema");
   tcase_add_test(schema, t_migrate_empty);
-  tcase_add_test(schema, t_reopen);
+  tcase_add_loop_test(schema, t_reopen, 0, n_engines);
   tcase_add_test(schema, t_private_files);
   tcase_add_test(schema, t_migrate_from_v1);
   tcase_add_test(schema, t_migrate_from_v2);
   tcase_add_test(schema, t_migrate_from_v3);
-  tcase_add_test(schema, t_version_too_new);
+  tcase_add_loop_test(schema, t_version_too_new, 0, n_engines);
+  tcase_add_test(schema, t_redact);
+  if (n_engines > 1) tcase_add_test(schema, t_pg_errors), tcase_add_test(schema, t_pg_reconnect);
   suite_add_tcase(s, schema);
   TCase *data = tcase_create("data");
-  tcase_add_test(data, t_upsert);
-  tcase_add_test(data, t_batch_dedup);
-  tcase_add_test(data, t_best);
-  tcase_add_test(data, t_target_aware);
-  tcase_add_test(data, t_jobs);
-  tcase_add_test(data, t_export_import);
-  tcase_add_test(data, t_import_bad_line);
-  tcase_add_test(data, t_record_set_times);
-  tcase_add_test(data, t_cost_models);
-  tcase_add_test(data, t_baselines);
-  tcase_add_test(data, t_read_while_writing);
+  tcase_set_timeout(data, 30);
+  TTest const *both[] = {t_upsert, t_batch_dedup, t_best, t_target_aware, t_jobs, t_export_import,
+                         t_import_bad_line, t_record_set_times, t_cost_models, t_baselines, t_read_while_writing};
+  for (size_t i = 0; i < TN_ARRAY_LEN(both); i++) tcase_add_loop_test(data, both[i], 0, n_engines);
   tcase_add_test(data, t_readonly_refusals);
   suite_add_tcase(s, data);
   TCase *stress = tcase_create("stress");
   tcase_set_timeout(stress, 120);
-  tcase_add_test(stress, t_concurrent);
-  tcase_add_test(stress, t_crash);
+  tcase_add_loop_test(stress, t_concurrent, 0, n_engines);
+  tcase_add_loop_test(stress, t_crash, 0, n_engines);
   suite_add_tcase(s, stress);
   return s;
 }
 
-TN_TEST_MAIN(make_suite)
+/* Starts the PostgreSQL server the second engine's tests use (or says why
+ * they are skipped), runs the suite, stops the server. */
+int main(void) {
+  if (pgt_start(&pg) == 0) n_engines = 2;
+  else printf("db: PostgreSQL tests SKIPPED: %s\n", pg.skip);
+  fflush(stdout);
+  int rc = tu_run_suite(make_suite());
+  pgt_stop(&pg);
+  return rc;
+}

@@ -26,14 +26,17 @@ static inline double tu_slowdown(void) {
 /* Absolute path of a file in the source tree: SRC("workloads/matmul.tw"). */
 #define SRC(rel) TUNED_SOURCE_ROOT "/" rel
 
-#define TN_TEST_MAIN(make_suite)                                  \
-  int main(void) {                                                \
-    SRunner *sr = srunner_create(make_suite());                   \
-    srunner_run_all(sr, CK_NORMAL);                               \
-    int failed = srunner_ntests_failed(sr);                       \
-    srunner_free(sr);                                             \
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;                  \
-  }
+/* Runs every test of suite s; the exit status for main. */
+static inline int tu_run_suite(Suite *s) {
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+#define TN_TEST_MAIN(make_suite) \
+  int main(void) { return tu_run_suite(make_suite()); }
 
 /* Adds test case `name` (timeout in seconds; 0 keeps Check's default) with
  * the tests of `tests[0..n)` to suite `s`. */
