@@ -371,7 +371,8 @@ static const command_t commands[] = {
              "With --fallback nearest, a shape that was never tuned gets the record of\n"
              "the nearest tuned shape of the same workload text (by the parameters'\n"
              "ratios), replayed on the requested shape, built, verified and timed there\n"
-             "(at most 2 minutes); stderr says which record, the JSON has \"fallback\".\n" WORKLOAD_HELP,
+             "(at most 2 minutes); stderr says which record, the JSON has \"fallback\".\n"
+             "By NAME, --set must then give every parameter of the requested shape.\n" WORKLOAD_HELP,
      .run = tcd_kernel},
     {.name = "export", .usage = "[FILE|HASH|NAME] [--set NAME=VALUE ...] [--target T] [-o OUT]", .min_pos = 0,
      .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(OUT), .needs_daemon = true,

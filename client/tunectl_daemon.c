@@ -159,10 +159,12 @@ static int resolve_name(const tc_args_t *o, const char *name, workload_ref_t *re
     tn_buf_printf(&shapes, "\n  %s  %s", h, shape_text(o, e));
     ir_param_set_t sets[96];
     int n = 0;
+    bool all_given = true; /* a fallback's shape is the command line's alone */
     const cJSON *it;
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(e, "params")) {
       bool given = false; /* the command line's value decides, once */
       for (int i = 0; i < o->nsets; i++) given |= !strcmp(o->sets[i].name, it->string);
+      all_given &= given;
       if (cJSON_IsNumber(it) && !given && n < 32) sets[n++] = (ir_param_set_t){it->string, (int64_t)it->valuedouble};
     }
     for (int i = 0; i < o->nsets && n < (int)TN_ARRAY_LEN(sets); i++) sets[n++] = o->sets[i];
@@ -172,7 +174,7 @@ static int resolve_name(const tc_args_t *o, const char *name, workload_ref_t *re
     bool parsed = ir_workload_parse(name, src, strlen(src), sets, n, &w, &err) == 0,
          match = parsed && (ir_hash_hex(ir_func_hash(w->func), hx), strcmp(hx, h) == 0);
     ir_workload_free(w);
-    if (parsed && !match && !near.text && o->fallback) {
+    if (parsed && !match && !near.text && o->fallback && all_given) {
       snprintf(near.hash, sizeof near.hash, "%s", hx);
       near.text = tn_arena_strdup(o->arena, src);
       near.params = cJSON_CreateObject();

@@ -364,6 +364,8 @@ START_TEST(t_by_name) {
    * the nearest tuned matmul verified at 24 x 40 x 32 (by name and by file) */
   r = ctl(1, "kernel matmul --set M=24 --set N=40 --emit source");
   ck_assert_msg(strstr(r->err, "no workload named matmul with"), "%s", r->err);
+  r = ctl(1, "kernel matmul --set M=24 --fallback nearest --emit source"); /* N and K not given */
+  ck_assert_msg(strstr(r->err, "no workload named matmul with"), "%s", r->err);
   r = ctl(2, "kernel matmul --set M=24 --fallback closest --emit source");
   ck_assert_msg(strstr(r->err, "unknown --fallback 'closest' (none or nearest)"), "%s", r->err);
   const char *fb[] = {"matmul --set M=24 --set N=40 --set K=32", SRC("workloads/matmul.tw") " --set M=24 --set N=40 --set K=32"};
