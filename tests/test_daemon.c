@@ -1557,6 +1557,19 @@ static bool target_usable(client_t *c, const char *name) {
   return usable;
 }
 
+/* Nothing of PoCL (nor the LLVM in it) was ever loaded into process pid:
+ * OpenCL's probe and builds run in build processes, where an overrunning
+ * or crashing compile can be killed without taking the daemon along. */
+static void assert_no_llvm(pid_t pid) {
+  char path[64], *maps = NULL;
+  size_t len;
+  tn_err_t err = {0};
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+  ck_assert_msg(tn_read_file(path, 64 << 20, &maps, &len, &err) == 0, "%s", err.msg);
+  ck_assert_msg(!strstr(maps, "libpocl") && !strstr(maps, "libLLVM"), "the daemon loaded PoCL or LLVM:\n%s", maps);
+  free(maps);
+}
+
 /* tuned --jobs 3: two jobs on the CPU (and, with PoCL, one on
  * opencl/pocl-cpu, whose device is the same CPU) run at once with one build
  * pool; no two candidates are ever timed at once on a device, and the jobs
@@ -1591,6 +1604,7 @@ START_TEST(jobs_share_devices) {
     cJSON_Delete(r);
   }
   cl_close(&c);
+  if (pocl) assert_no_llvm(d.pid);
   stop_daemon(&d);
 
   int n = 0;
