@@ -53,6 +53,7 @@ struct ms_build_proc {
   /* the current call's: "NVRTC" (build process) and "NVRTC" (still compiling),
    * or "OpenCL" and "the OpenCL compiler" */
   const char *what, *compiler;
+  bool killed; /* the current call's process died of a SIGKILL we did not send */
 };
 
 /* ---- the build process ------------------------------------------------------ */
@@ -235,6 +236,7 @@ static int died(ms_build_proc_t *p, const char *why, tn_err_t *err) {
   pid_t pid = p->pid;
   int st = reap(p, false);
   char how[128], tail[LOG_TAIL + 32];
+  p->killed = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
   if (WIFSIGNALED(st)) {
     char sig[96];
     ms_signal_text(WTERMSIG(st), sig, sizeof sig);
@@ -307,6 +309,7 @@ int ms_build_proc_call(ms_build_proc_t *p, const cJSON *req, const char *what, d
   bool nvrtc = strcmp(what, "NVRTC") == 0;
   p->what = nvrtc ? "NVRTC" : "OpenCL";
   p->compiler = nvrtc ? "NVRTC" : "the OpenCL compiler";
+  p->killed = false;
   reap_if_gone(p);
   int rc = p->pid > 0 ? TN_OK : start(p, err);
   if (rc < 0) return rc;
@@ -340,6 +343,8 @@ int ms_nvrtc_compile(ms_build_proc_t *p, const char *source, const char *arch, d
   }
   return rc;
 }
+
+bool ms_build_proc_killed(const ms_build_proc_t *p) { return p && p->killed; }
 
 int ms_build_proc_pid(const ms_build_proc_t *p) { return p && p->pid > 0 ? (int)p->pid : 0; }
 int ms_build_proc_starts(const ms_build_proc_t *p) { return p ? p->starts : 0; }

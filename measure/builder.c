@@ -102,19 +102,26 @@ static bool host_compiled(const job_t *j) {
 static double job_clock(const job_t *j) { return host_compiled(j) ? ms_active_clock() : tn_now(); }
 
 /* CUDA and OpenCL: NVRTC or clBuildProgram in the thread's build process
- * (none without CUDA in this build: the compile then says so). */
+ * (none without CUDA in this build: the compile then says so).  A build
+ * process killed by a SIGKILL we did not send (the OOM killer, a user) is
+ * not the candidate's fault by itself: the build runs once more in a fresh
+ * process, and only a second such death is recorded against it. */
 static void build_in_proc(core_t *c, pool_thread_t *me, const job_t *j, const char *dir, ms_result_t *r) {
   tn_err_t err = {0};
   char log[MS_PATH_MAX];
   snprintf(log, sizeof log, "%s/build-%d.log", c->run_dir, me->index);
   bool cuda = j->cand->target.kind == TN_TARGET_CUDA;
   bool needed = cuda ? TUNED_HAVE_CUDA : TUNED_HAVE_OPENCL;
-  if (needed && !me->proc && ms_build_proc_new(NULL, log, &me->proc, &err) < 0)
+  if (needed && !me->proc && ms_build_proc_new(NULL, log, &me->proc, &err) < 0) {
     ms_result_fail(r, MS_BUILD_ERROR, "%s", err.msg);
-  else if (cuda)
-    ms_build_cuda(j->cand, dir, me->proc, c->timeout_s, r);
-  else
-    ms_build_opencl(j->cand, dir, me->proc, c->timeout_s, r);
+    return;
+  }
+  for (int life = 0; life < 2; life++) {
+    if (cuda) ms_build_cuda(j->cand, dir, me->proc, c->timeout_s, r);
+    else ms_build_opencl(j->cand, dir, me->proc, c->timeout_s, r);
+    if (life == 1 || !ms_build_proc_killed(me->proc)) break;
+    ms_result_clear(r);
+  }
 }
 
 /* Runs one build into j->local (no lock held). */

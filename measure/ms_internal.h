@@ -93,6 +93,9 @@ int ms_build_serve(int argc, char **argv);
  * killed), TN_EIO when the process died or could not start. */
 int ms_build_proc_call(ms_build_proc_t *p, const cJSON *req, const char *what, double timeout_s, cJSON **reply,
                        tn_err_t *err);
+/* Whether the last call's process died of a SIGKILL that the caller did
+ * not send (the OOM killer, a user): not the compile's fault by itself. */
+bool ms_build_proc_killed(const ms_build_proc_t *p);
 /* In the build process: answers an "opencl" or "opencl_probe" request
  * (build_opencl.c). */
 cJSON *ms_opencl_serve(const cJSON *req);

@@ -2195,6 +2195,123 @@ START_TEST(sqlite_faults) {
 }
 END_TEST
 
+/* ---- workers and build processes killed at random moments -------------------------------- */
+
+/* The direct children of pid (workers, build processes, compilers): pids
+ * and command lines, at most max. */
+static int children_of(pid_t parent, pid_t *pids, char (*cmds)[160], int max) {
+  DIR *dir = opendir("/proc");
+  struct dirent *e;
+  int n = 0;
+  while (dir && n < max && (e = readdir(dir))) {
+    pid_t pid = (pid_t)atoi(e->d_name), ppid = 0;
+    char path[300], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE *f = pid > 0 ? fopen(path, "r") : NULL;
+    size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[len] = 0;
+    const char *rp = strrchr(buf, ')');
+    if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1 || ppid != parent) continue;
+    snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+    f = fopen(path, "r");
+    len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    for (size_t i = 0; i < len; i++) buf[i] = buf[i] ? buf[i] : ' ';
+    buf[len] = 0;
+    if (!len) continue; /* a zombie */
+    pids[n] = pid;
+    snprintf(cmds[n], sizeof cmds[n], "%.150s", buf);
+    n++;
+  }
+  if (dir) closedir(dir);
+  return n;
+}
+
+/* Records of a workload whose error blames a SIGKILL on the candidate. */
+static int blamed_kills(const char *db_path, const char *hash) {
+  db_t *db;
+  tn_err_t err = {0};
+  ck_assert_msg(db_open(db_path, &db, &err) == 0, "%s", err.msg);
+  db_query_t q = db_query_all();
+  q.workload_hash = hash;
+  db_records_t rs;
+  ck_assert_int_eq(db_records_query(db, &q, &rs, &err), 0);
+  int n = 0;
+  for (size_t i = 0; i < rs.n; i++)
+    if (rs.items[i].error && strstr(rs.items[i].error, "SIGKILL")) {
+      fprintf(stderr, "random_kills: record %lld blames a SIGKILL: %s\n", (long long)rs.items[i].id,
+              rs.items[i].error);
+      n++;
+    }
+  db_records_free(&rs);
+  db_close(db);
+  return n;
+}
+
+/* A real tune (on PoCL where it is usable, so that both kinds of
+ * tuned-worker run, else on the CPU with cc) while the test SIGKILLs the
+ * daemon's workers, build processes and compilers at seeded random moments,
+ * at most one per two batches (so that no candidate is hit twice): the
+ * daemon lives on, the job completes with all its trials, no record blames
+ * a kill on its candidate (each killed build or run ran again in a fresh
+ * process), and the database is intact with no trace measured twice. */
+START_TEST(random_kills) {
+  enum { TRIALS = 12, BATCH = 2, MAX_KILLS = 3 };
+  daemon_t d;
+  tmp_daemon(&d);
+  start_daemon(&d, NULL);
+  client_t c;
+  cl_open(&c, d.sock);
+  const char *target = target_usable(&c, "opencl/pocl-cpu") ? "opencl/pocl-cpu" : "cpu";
+  submitted_t s = submit_on(&c, 32, target, TRIALS, BATCH);
+  tn_rng_t rng;
+  tn_rng_seed(&rng, 16);
+  int kills = 0, done = 0, next_kill_at = 0;
+  double t0 = tn_now(), kill_time = -1;
+  const char *state = "queued";
+  cJSON *r = NULL;
+  for (;;) {
+    cJSON_Delete(r);
+    r = status(&c, s.job);
+    state = str(result(r), "state");
+    done = (int)num(result(r), "trials_done");
+    if (final_state(state)) break;
+    ck_assert_msg(tn_now() - t0 < 600 * tu_slowdown(), "job %d still %s after 600 s", s.job, state);
+    if (kills < MAX_KILLS && done >= next_kill_at && done < TRIALS) {
+      if (kill_time < 0) kill_time = tn_now() + (double)tn_rng_below(&rng, 1000) / 1000.0; /* 0 to 1 s from now */
+      pid_t pids[16];
+      char cmds[16][160];
+      int n = tn_now() >= kill_time ? children_of(d.pid, pids, cmds, 16) : 0;
+      if (n > 0) {
+        int k = (int)tn_rng_below(&rng, (uint64_t)n);
+        fprintf(stderr, "random_kills: at %d trials, SIGKILL to %d (%s)\n", done, (int)pids[k], cmds[k]);
+        kill(pids[k], SIGKILL);
+        kills++;
+        next_kill_at = done + 2 * BATCH;
+        kill_time = -1;
+      }
+    }
+    usleep(20 * 1000);
+  }
+  ck_assert_msg(strcmp(state, "done") == 0, "job %s: %s", state,
+                cJSON_IsString(cJSON_GetObjectItem(result(r), "error")) ? str(result(r), "error") : "");
+  ck_assert_int_eq(done, TRIALS);
+  cJSON_Delete(r);
+  ck_assert_msg(kills >= 2, "only %d kills landed", kills);
+  r = rpc(&c, "server.info", NULL); /* alive and serving */
+  result(r);
+  cJSON_Delete(r);
+  cl_close(&c);
+  stop_daemon(&d);
+  ck_assert_uint_ge(count_records(d.db, s.hash, true), TRIALS); /* integrity, no trace twice */
+  ck_assert_int_eq(blamed_kills(d.db, s.hash), 0);
+  fprintf(stderr, "random_kills: %d kills on %s, job done with %d trials in %.1f s\n", kills, target, done,
+          tn_now() - t0);
+  rm_tree(d.dir);
+}
+END_TEST
+
 #define ADD_CASE(s, fn, secs)          \
   do {                                 \
     TCase *tc_ = tcase_create(#fn);    \
@@ -2229,6 +2346,7 @@ static Suite *make_suite(void) {
   ADD_CASE(s, client_vanishes_mid_message, 300);
   ADD_CASE(s, disk_full_fails_the_job, 900);
   ADD_CASE(s, sqlite_faults, 900);
+  ADD_CASE(s, random_kills, 900);
   return s;
 }
 
