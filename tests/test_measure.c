@@ -994,6 +994,53 @@ START_TEST(t_build_pause) {
 }
 END_TEST
 
+/* A cc killed by a SIGKILL the builder did not send (the OOM killer, a
+ * user) is not the candidate's fault by itself: the build runs once more,
+ * and only a second such death is a BUILD_ERROR naming the signal.  The
+ * compiler here is a script that SIGKILLs itself on its first `kills`
+ * compiles. */
+START_TEST(t_build_cc_killed) {
+  for (int kills = 1; kills <= 2; kills++) {
+    ir_workload_t *w;
+    cg_module_t *m;
+    ms_candidate_t *c;
+    ms_builder_t *b = small_cpu_build(30.0, &w, &m, &c);
+    char script[] = "/tmp/tuned-killed-cc-XXXXXX", counter[64], text[512];
+    tu_write_temp(script, "");
+    snprintf(counter, sizeof counter, "%s.n", script);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\ncase \" $* \" in *\" -shared \"*) ;; *) exec cc \"$@\";; esac\n"
+             "n=$(cat %s 2>/dev/null || echo 0)\necho $((n + 1)) > %s\n"
+             "[ \"$n\" -lt %d ] && kill -KILL $$\nexec cc \"$@\"\n",
+             counter, counter, kills);
+    FILE *f = fopen(script, "w");
+    fputs(text, f);
+    fclose(f);
+    chmod(script, 0755);
+    setenv("TUNED_CC", script, 1);
+    ms_result_t res;
+    ms_build_wait(b, ms_build_submit(b, c, &res));
+    unsetenv("TUNED_CC");
+    char *n = NULL;
+    size_t len;
+    tn_err_t err = {0};
+    ck_assert_int_eq(tn_read_file(counter, 64, &n, &len, &err), 0);
+    ck_assert_int_eq(atoi(n), 2); /* compiled twice either way */
+    free(n);
+    if (kills == 1) {
+      ck_assert_msg(res.status == MS_OK, "%s", res.error);
+    } else {
+      ck_assert_int_eq(res.status, MS_BUILD_ERROR);
+      ck_assert_msg(strstr(res.error, "SIGKILL"), "%s", res.error);
+    }
+    unlink(script);
+    unlink(counter);
+    ms_result_clear(&res);
+    teardown(b, c, m, w);
+  }
+}
+END_TEST
+
 /* CUDA that keeps NVRTC busy for minutes (113 s on a 2-core VM): 4096
  * distinct instantiations, all inlined into one kernel. */
 static const char *slow_cuda =
@@ -2287,6 +2334,7 @@ static Suite *make_suite(void) {
   if (WITH_CUDA) tcase_add_test(tc, t_nvrtc_proc);
   if (WITH_CUDA) tcase_add_test(tc, t_nvrtc_proc_orphan);
   tcase_add_test(tc, t_build_pause);
+  tcase_add_test(tc, t_build_cc_killed);
   tcase_add_test(tc, t_build_async);
   tcase_add_test(tc, t_build_opencl_after_pool);
   tcase_add_test(tc, t_temp_dir_sweep);
