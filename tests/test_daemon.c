@@ -2201,37 +2201,6 @@ END_TEST
 
 /* ---- workers and build processes killed at random moments -------------------------------- */
 
-/* The direct children of pid (workers, build processes, compilers): pids
- * and command lines, at most max. */
-static int children_of(pid_t parent, pid_t *pids, char (*cmds)[160], int max) {
-  DIR *dir = opendir("/proc");
-  struct dirent *e;
-  int n = 0;
-  while (dir && n < max && (e = readdir(dir))) {
-    pid_t pid = (pid_t)atoi(e->d_name), ppid = 0;
-    char path[300], buf[512];
-    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-    FILE *f = pid > 0 ? fopen(path, "r") : NULL;
-    size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f) fclose(f);
-    buf[len] = 0;
-    const char *rp = strrchr(buf, ')');
-    if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1 || ppid != parent) continue;
-    snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
-    f = fopen(path, "r");
-    len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f) fclose(f);
-    for (size_t i = 0; i < len; i++) buf[i] = buf[i] ? buf[i] : ' ';
-    buf[len] = 0;
-    if (!len) continue; /* a zombie */
-    pids[n] = pid;
-    snprintf(cmds[n], sizeof cmds[n], "%.150s", buf);
-    n++;
-  }
-  if (dir) closedir(dir);
-  return n;
-}
-
 /* Records of a workload whose error blames a SIGKILL on the candidate. */
 static int blamed_kills(const char *db_path, const char *hash) {
   db_t *db;
@@ -2289,8 +2258,8 @@ START_TEST(random_kills) {
     if (kills < MAX_KILLS && done >= next_kill_at && done < TRIALS) {
       if (kill_time < 0) kill_time = tn_now() + (double)tn_rng_below(&rng, 1000) / 1000.0; /* 0 to 1 s from now */
       pid_t pids[16];
-      char cmds[16][160];
-      int n = tn_now() >= kill_time ? children_of(d.pid, pids, cmds, 16) : 0;
+      tu_cmdline_t cmds[16];
+      int n = tn_now() >= kill_time ? tu_children(d.pid, pids, cmds, 16) : 0; /* workers, builders, compilers */
       if (n > 0) {
         int k = (int)tn_rng_below(&rng, (uint64_t)n);
         fprintf(stderr, "random_kills: at %d trials, SIGKILL to %d (%s)\n", done, (int)pids[k], cmds[k]);

@@ -1062,31 +1062,11 @@ static pid_t pid_in(const char *msg) {
  * "--build" (the builder's build process); 0 when none appears. */
 static pid_t build_process(void) {
   for (int tries = 0; tries < 3000; tries++) {
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    pid_t found = 0;
-    while (d && !found && (e = readdir(d))) {
-      char path[300], buf[512];
-      pid_t pid = (pid_t)atoi(e->d_name), ppid = 0;
-      snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-      FILE *f = pid > 0 ? fopen(path, "r") : NULL;
-      if (!f) continue;
-      /* "pid (comm) state ppid": comm may hold blanks, so parse after the last ')' */
-      size_t n = fread(buf, 1, sizeof buf - 1, f);
-      fclose(f);
-      buf[n] = 0;
-      const char *rp = strrchr(buf, ')');
-      if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1 || ppid != getpid()) continue;
-      snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
-      f = fopen(path, "r");
-      n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-      if (f) fclose(f);
-      for (size_t i = 0; i < n; i++) buf[i] = buf[i] ? buf[i] : ' ';
-      buf[n] = 0;
-      if (strstr(buf, " --build ")) found = pid;
-    }
-    if (d) closedir(d);
-    if (found) return found;
+    pid_t pids[16];
+    tu_cmdline_t cmds[16];
+    int n = tu_children(getpid(), pids, cmds, 16);
+    for (int i = 0; i < n; i++)
+      if (strstr(cmds[i], " --build ")) return pids[i];
     usleep(10000);
   }
   return 0;
