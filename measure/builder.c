@@ -34,7 +34,9 @@ static struct timespec deadline_in(double secs) {
 }
 
 typedef struct pool_thread {
-  bool retired; /* abandoned by the watchdog: exit after the current job */
+  pthread_t th;
+  struct pool_thread *next_ended; /* on the core's list of ended threads to join */
+  bool retired; /* abandoned by the watchdog: exit after the current job (detached) */
   int index;    /* names its build process's log */
   ms_build_proc_t *proc; /* its build process, made at the first CUDA or OpenCL build */
 } pool_thread_t;
@@ -62,6 +64,7 @@ typedef struct core {
   int nstarted;    /* pool threads ever started */
   bool shutdown, wd_stop;
   job_t *queue_head, *queue_tail, *all;
+  pool_thread_t *ended; /* threads that ended at shutdown, for ms_builder_free to join */
   int64_t next_ticket;
   double timeout_s;
   char run_dir[MS_DIR_MAX];
@@ -153,18 +156,13 @@ static void spawn_thread_locked(core_t *c) {
   void **args = tn_xmalloc(2 * sizeof *args);
   args[0] = c, args[1] = t;
   t->index = c->nstarted++;
-  pthread_t th;
-  pthread_attr_t at;
-  pthread_attr_init(&at);
-  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&th, &at, thread_main, args) == 0) {
+  if (pthread_create(&t->th, NULL, thread_main, args) == 0) {
     c->refs++;
     c->nactive++;
   } else {
     free(args);
     free(t);
   }
-  pthread_attr_destroy(&at);
 }
 
 static void *thread_main(void *arg) {
@@ -206,8 +204,14 @@ static void *thread_main(void *arg) {
   pthread_mutex_unlock(&c->mu);
   ms_build_proc_free(me->proc); /* it exits at once: it is idle */
   pthread_mutex_lock(&c->mu);
-  if (!me->retired) c->nactive--;
-  free(me);
+  if (me->retired) { /* nobody waits for it */
+    pthread_detach(me->th);
+    free(me);
+  } else { /* ms_builder_free joins it, so that no thread of the pool outlives it */
+    c->nactive--;
+    me->next_ended = c->ended;
+    c->ended = me;
+  }
   pthread_cond_broadcast(&c->done);
   core_unref_locked(c);
   return NULL;
@@ -315,10 +319,18 @@ void ms_builder_free(ms_builder_t *b) {
   c->shutdown = true;
   pthread_cond_broadcast(&c->work);
   while (c->nactive > 0) pthread_cond_wait(&c->done, &c->mu);
+  pool_thread_t *ended = c->ended;
+  c->ended = NULL;
   c->wd_stop = true;
   pthread_cond_signal(&c->wd);
   pthread_mutex_unlock(&c->mu);
   pthread_join(b->watchdog, NULL);
+  while (ended) { /* exited (or about to): at process exit none is still running */
+    pool_thread_t *next = ended->next_ended;
+    pthread_join(ended->th, NULL);
+    free(ended);
+    ended = next;
+  }
   pthread_mutex_lock(&c->mu);
   for (job_t *j = c->all, *next; j; j = next) {
     next = j->next_all;
