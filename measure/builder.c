@@ -36,7 +36,7 @@ static struct timespec deadline_in(double secs) {
 typedef struct pool_thread {
   pthread_t th;
   struct pool_thread *next_ended; /* on the core's list of ended threads to join */
-  bool retired; /* abandoned by the watchdog: exit after the current job (detached) */
+  bool retired; /* its build was abandoned: exit after the current job */
   int index;    /* names its build process's log */
   ms_build_proc_t *proc; /* its build process, made at the first CUDA or OpenCL build */
 } pool_thread_t;
@@ -64,7 +64,8 @@ typedef struct core {
   int nstarted;    /* pool threads ever started */
   bool shutdown, wd_stop;
   job_t *queue_head, *queue_tail, *all;
-  pool_thread_t *ended; /* threads that ended at shutdown, for ms_builder_free to join */
+  pool_thread_t *ended; /* threads that ended, for ms_builder_free to join */
+  bool freed;           /* ms_builder_free returned: a thread ending later detaches itself */
   int64_t next_ticket;
   double timeout_s;
   char run_dir[MS_DIR_MAX];
@@ -204,11 +205,11 @@ static void *thread_main(void *arg) {
   pthread_mutex_unlock(&c->mu);
   ms_build_proc_free(me->proc); /* it exits at once: it is idle */
   pthread_mutex_lock(&c->mu);
-  if (me->retired) { /* nobody waits for it */
+  if (!me->retired) c->nactive--;
+  if (c->freed) { /* stuck past ms_builder_free's wait: nobody joins it */
     pthread_detach(me->th);
     free(me);
-  } else { /* ms_builder_free joins it, so that no thread of the pool outlives it */
-    c->nactive--;
+  } else { /* ms_builder_free joins it, so that no thread of the pool outlives the pool */
     me->next_ended = c->ended;
     c->ended = me;
   }
@@ -319,8 +320,14 @@ void ms_builder_free(ms_builder_t *b) {
   c->shutdown = true;
   pthread_cond_broadcast(&c->work);
   while (c->nactive > 0) pthread_cond_wait(&c->done, &c->mu);
+  /* Threads retired with an abandoned build end when its compiler does,
+   * which is killed at the build timeout: wait for them too. */
+  struct timespec ts = deadline_in(c->timeout_s + KILL_WATCHDOG_GRACE_S);
+  while (c->refs > 1 && pthread_cond_timedwait(&c->done, &c->mu, &ts) == 0) {
+  }
   pool_thread_t *ended = c->ended;
   c->ended = NULL;
+  c->freed = true;
   c->wd_stop = true;
   pthread_cond_signal(&c->wd);
   pthread_mutex_unlock(&c->mu);

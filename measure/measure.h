@@ -260,7 +260,9 @@ int ms_builder_new(const ms_build_opts_t *o, ms_builder_t **out, tn_err_t *err);
  * and cuda-host; TN_OK for the other kinds): a missing one is an error
  * naming it, where it was chosen, and how to choose another. */
 int ms_compiler_check(const tn_target_t *t, tn_err_t *err);
-/* Waits for queued builds, then stops the pool and its build processes. */
+/* Waits for queued builds and for builds still compiling after they were
+ * abandoned (their compilers are killed at the build timeout), then stops
+ * the pool, its threads and its build processes. */
 void ms_builder_free(ms_builder_t *b);
 const char *ms_builder_run_dir(const ms_builder_t *b);
 
