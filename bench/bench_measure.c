@@ -132,9 +132,9 @@ static void bench_pool(const char *label, ms_candidate_t *c, int n) {
  * reported apart.  'round trip' is the build process's wall time minus
  * NVRTC's own time in it: the request, the reply and the CUBIN. */
 static void bench_nvrtc_proc(const char *label, const char *source, int n) {
-  ms_nvrtc_proc_t *p = NULL;
+  ms_build_proc_t *p = NULL;
   tn_err_t err = {0};
-  if (ms_nvrtc_proc_new(NULL, NULL, &p, &err) < 0) die("build process", &err);
+  if (ms_build_proc_new(NULL, NULL, &p, &err) < 0) die("build process", &err);
   double here = 0, there = 0, trip = 0, first_here = 0, first_there = 0;
   for (int i = 0; i < 2 * n + 2; i++) {
     ms_cuda_output_t o;
@@ -150,7 +150,7 @@ static void bench_nvrtc_proc(const char *label, const char *source, int n) {
   }
   printf("%-24s %4d %11.1f %11.1f %9.2f %9.2f %9.2f %10.2f\n", label, n, first_here * 1e3, first_there * 1e3,
          here * 1e3 / n, there * 1e3 / n, (there - here) * 1e3 / n, trip * 1e3 / n);
-  ms_nvrtc_proc_free(p);
+  ms_build_proc_free(p);
 }
 
 /* ---- worker overhead -------------------------------------------------------- */

@@ -135,10 +135,10 @@ static int lower(td_req_t *req, kget_t *k, const db_workload_t *w, const char *t
 static int add_cuda_binary(td_req_t *req, kget_t *k, const cg_module_t *mod, cJSON *o) {
   ms_cuda_output_t co = {0};
   tn_err_t err = {0};
-  ms_nvrtc_proc_t *p = NULL;
-  int rc = ms_nvrtc_proc_new(NULL, NULL, &p, &err);
+  ms_build_proc_t *p = NULL;
+  int rc = ms_build_proc_new(NULL, NULL, &p, &err);
   if (rc == TN_OK) rc = ms_nvrtc_compile(p, mod->source, k->target.t.arch, KERNEL_BUILD_TIMEOUT_S, &co, &err);
-  ms_nvrtc_proc_free(p);
+  ms_build_proc_free(p);
   if (rc != TN_OK) {
     ms_cuda_output_free(&co);
     return td_req_error(req, TD_E_INTERNAL, "compiling the kernel for %s: %s", k->target.t.arch, err.msg), -1;

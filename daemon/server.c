@@ -429,7 +429,16 @@ static int start(td_server_t *srv, tn_err_t *err) {
   if (!rc && db_is_url(srv->cfg.db_path)) rc = lock_db(srv, err);
   if (!rc) rc = td_jobs_init(srv, err); /* the build pool: before our other threads (it sets the environment) */
   if (!rc) rc = td_readers_start(srv, TD_READERS, err);
-  if (!rc) rc = open_socket(srv, err);
+  if (rc) return rc;
+  /* Before the socket listens: a SIGTERM as soon as a client can connect
+   * (a service stopped right after its start) stops the daemon, instead of
+   * killing it by the signal's default action. */
+  uv_signal_init(srv->loop, &srv->sig_term);
+  uv_signal_init(srv->loop, &srv->sig_int);
+  srv->sig_term.data = srv->sig_int.data = srv;
+  uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
+  uv_signal_start(&srv->sig_int, on_signal, SIGINT);
+  rc = open_socket(srv, err);
   if (rc) return rc;
   uv_timer_init(srv->loop, &srv->stop_timer);
   srv->stop_timer.data = srv;
@@ -439,11 +448,6 @@ static int start(td_server_t *srv, tn_err_t *err) {
     uint64_t every = (uint64_t)(TN_MIN(srv->cfg.idle_timeout / 4, 10.0) * 1e3);
     uv_timer_start(&srv->idle_timer, on_idle_check, TN_MAX(every, 50), TN_MAX(every, 50));
   }
-  uv_signal_init(srv->loop, &srv->sig_term);
-  uv_signal_init(srv->loop, &srv->sig_int);
-  srv->sig_term.data = srv->sig_int.data = srv;
-  uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
-  uv_signal_start(&srv->sig_int, on_signal, SIGINT);
   return 0;
 }
 
@@ -474,6 +478,10 @@ int td_server_run(const td_config_t *cfg, const td_machine_t *machine) {
     if (srv->jobs) td_jobs_free(srv);
     td_readers_close(srv);
     if (srv->listening) uv_close((uv_handle_t *)&srv->listener, on_handle_closed);
+    if (srv->sig_term.loop) { /* started before the socket failed */
+      uv_close((uv_handle_t *)&srv->sig_term, on_handle_closed);
+      uv_close((uv_handle_t *)&srv->sig_int, on_handle_closed);
+    }
   } else {
     td_log(TD_INFO, "listening", "socket=%s db=%s target=%s jobs=%d pid=%d", td_q(cfg->socket_path),
            td_q(cfg->db_shown), cfg->target, cfg->max_jobs, (int)getpid());

@@ -49,9 +49,12 @@ static bool nvrtc_arch_ok(const char *arch, char *why, size_t size) {
       snprintf(why, size, "%s", cache[i].why);
       return cache[i].ok;
     }
-  ms_cuda_output_t out;
+  ms_cuda_output_t out = {0};
   tn_err_t err = {0};
-  int rc = ms_cuda_compile("extern \"C\" __global__ void tuned_probe() {}\n", arch, &out, &err);
+  ms_build_proc_t *p = NULL; /* NVRTC (LLVM) never runs in the daemon */
+  int rc = ms_build_proc_new(NULL, NULL, &p, &err);
+  if (rc == 0) rc = ms_nvrtc_compile(p, "extern \"C\" __global__ void tuned_probe() {}\n", arch, 60, &out, &err);
+  ms_build_proc_free(p);
   ms_cuda_output_free(&out);
   bool ok = rc == 0;
   snprintf(why, size, "%s", ok ? "" : err.msg);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "daemon/td.h"
+#include "db/sqlite_fault.h"
 #include "measure/measure.h"
 #include "tuned_config.h"
 
@@ -276,6 +277,18 @@ static void set_pocl_cache(const td_config_t *cfg) {
   if (tn_mkdirs(dir, 0700, &err) == 0) setenv("POCL_CACHE_DIR", dir, 0);
 }
 
+/* Fault-injection tests only: $TUNED_TEST_SQLITE_FAULT makes SQLite fail
+ * the chosen I/O call (db/sqlite_fault.h), $TUNED_TEST_SQLITE_FAULT_COUNTS
+ * gets how many such calls the process made. */
+static int test_faults(void) {
+  const char *spec = getenv("TUNED_TEST_SQLITE_FAULT");
+  tn_err_t err = {0};
+  if (!spec || !*spec) return 0;
+  if (db_fault_vfs_install(spec, getenv("TUNED_TEST_SQLITE_FAULT_COUNTS"), &err) == 0) return 0;
+  fprintf(stderr, "tuned: TUNED_TEST_SQLITE_FAULT: %s\n", err.msg);
+  return 2;
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     usage(stdout);
@@ -288,7 +301,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--backends") == 0) return print_backends();
   args_t a;
   int rc = parse_args(argc, argv, &a);
-  if (rc) return rc;
+  if (rc || (rc = test_faults())) return rc;
   td_log_set_level((td_log_level_t)td_log_level_parse(a.log_level));
   char configs[PATH_MAX];
   tn_err_t err = {0};

@@ -334,6 +334,11 @@ static int configure(db_t *db, const char *path, tn_err_t *err) {
   /* foreign keys are off while migrating (see sq_check_foreign_keys) */
   if (!rc) rc = pragma(db, "PRAGMA foreign_keys=OFF", NULL, err);
   if (!rc) rc = db_migrate(db, err);
+  /* A new file switches to WAL with its first transaction, and stays in
+   * rollback mode without a word if a write or fsync of that switch fails
+   * (readers then refuse it): asked again, SQLite switches now or names the
+   * I/O error. */
+  if (!rc && !memory) rc = pragma(db, "PRAGMA journal_mode=WAL", "wal", err);
   if (!rc) rc = pragma(db, "PRAGMA foreign_keys=ON", NULL, err);
   return rc;
 }

@@ -3,6 +3,7 @@
  * replaces it) makes cand.so with OpenMP, under a timeout that kills the
  * compiler's process group.  cuda-host builds are the same in C++. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,8 +162,13 @@ static void compile(const tn_target_t *t, const char *const *flags, int nflags, 
   argv[n] = NULL;
   tn_buf_t log;
   tn_buf_init(&log);
-  int st = 0;
-  int rc = ms_run_command(argv, timeout_s, &log, CC_LOG_MAX, &st, &err);
+  int st = 0, rc = TN_OK;
+  for (int life = 0; life < 2; life++) { /* a SIGKILL we did not send: once more (see build_in_proc) */
+    tn_buf_free(&log);
+    tn_buf_init(&log);
+    rc = ms_run_command(argv, timeout_s, &log, CC_LOG_MAX, &st, &err);
+    if (rc != TN_OK || !WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) break;
+  }
   struct stat sb;
   if (rc == TN_ERANGE) {
     ms_result_fail(res, MS_TIMEOUT, "build: %s\n%s", err.msg, tn_buf_str(&log));

@@ -1,7 +1,7 @@
 /* build_cuda.c — CUDA builds with NVRTC: CUBIN and PTX for the target's
  * sm_XX, ptxas -v output parsed into registers, shared memory, spills and
  * stack, and kernels over the target's limits rejected at build time.  The
- * builder's compiles run in a build process (nvrtc_proc.c). */
+ * builder's compiles run in a build process (build_proc.c). */
 #include <ctype.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -262,7 +262,7 @@ static bool save(const char *dir, const char *name, const void *data, size_t n, 
   return false;
 }
 
-void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_nvrtc_proc_t *proc, double timeout_s,
+void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_build_proc_t *proc, double timeout_s,
                    ms_result_t *res) {
   snprintf(res->build.arch, sizeof res->build.arch, "%s", cand->target.arch);
   if (ms_check_block_limits(cand, res) < 0) return;

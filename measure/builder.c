@@ -1,11 +1,10 @@
 /* builder.c — the build thread pool: a FIFO of build jobs served by one
  * thread per core (one pool may serve every search of a daemon), tickets to
- * wait on or withdraw, and a watchdog that abandons builds stuck in a
- * compiler call past their timeout (clBuildProgram, which runs in this
- * process and cannot be interrupted) and replaces the stuck thread.  Every
- * other compiler runs in a child process that the thread kills at the
- * timeout itself: cc, and NVRTC in the thread's own build process
- * (nvrtc_proc.c), started at its first CUDA build and kept for the next.
+ * wait on or withdraw, and a watchdog that abandons a build still running
+ * a while after its timeout and replaces its thread.  Every compiler runs
+ * in a child process that the thread kills at the timeout itself: cc, and
+ * NVRTC and clBuildProgram in the thread's own build process (build_proc.c),
+ * started at its first CUDA or OpenCL build and kept for the next.
  *
  * Lifetimes: a job is shared by the table of submitted jobs (until waited)
  * and by the thread running it; the pool's core is shared by the owner and
@@ -20,27 +19,9 @@
 #include "ms_internal.h"
 #include "tuned_config.h"
 
-/* cc and NVRTC builds kill their compiler at the timeout; the watchdog only
- * steps in this much later, should that fail. */
+/* Builds kill their compiler at the timeout; the watchdog only steps in
+ * this much later, should that fail. */
 #define KILL_WATCHDOG_GRACE_S 10.0
-
-/* At process exit, how long to wait for builds still inside an in-process
- * compiler call (OpenCL; abandoned ones included): the compiler's static
- * destructors must not run under a thread that is still compiling. */
-#define EXIT_DRAIN_S 30.0
-
-/* In-process compiler calls in progress, across all builders. */
-static pthread_mutex_t inflight_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t inflight_cv = PTHREAD_COND_INITIALIZER;
-static int inflight;
-static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
-
-static void inflight_add(int d) {
-  pthread_mutex_lock(&inflight_mu);
-  inflight += d;
-  if (inflight == 0) pthread_cond_broadcast(&inflight_cv);
-  pthread_mutex_unlock(&inflight_mu);
-}
 
 /* CLOCK_REALTIME `secs` from now, for pthread_cond_timedwait. */
 static struct timespec deadline_in(double secs) {
@@ -52,23 +33,12 @@ static struct timespec deadline_in(double secs) {
   return ts;
 }
 
-int ms_build_drain(double max_s) {
-  struct timespec ts = deadline_in(max_s);
-  pthread_mutex_lock(&inflight_mu);
-  while (inflight > 0 && pthread_cond_timedwait(&inflight_cv, &inflight_mu, &ts) == 0) {
-  }
-  int left = inflight;
-  pthread_mutex_unlock(&inflight_mu);
-  return left;
-}
-
-static void drain_at_exit(void) { ms_build_drain(EXIT_DRAIN_S); }
-static void register_drain(void) { atexit(drain_at_exit); }
-
 typedef struct pool_thread {
-  bool retired; /* abandoned by the watchdog: exit after the current job */
+  pthread_t th;
+  struct pool_thread *next_ended; /* on the core's list of ended threads to join */
+  bool retired; /* its build was abandoned: exit after the current job */
   int index;    /* names its build process's log */
-  ms_nvrtc_proc_t *nvrtc; /* its NVRTC build process, made at the first CUDA build */
+  ms_build_proc_t *proc; /* its build process, made at the first CUDA or OpenCL build */
 } pool_thread_t;
 
 typedef enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE } job_state_t;
@@ -94,6 +64,8 @@ typedef struct core {
   int nstarted;    /* pool threads ever started */
   bool shutdown, wd_stop;
   job_t *queue_head, *queue_tail, *all;
+  pool_thread_t *ended; /* threads that ended, for ms_builder_free to join */
+  bool freed;           /* ms_builder_free returned: a thread ending later detaches itself */
   int64_t next_ticket;
   double timeout_s;
   char run_dir[MS_DIR_MAX];
@@ -133,20 +105,27 @@ static bool host_compiled(const job_t *j) {
 
 static double job_clock(const job_t *j) { return host_compiled(j) ? ms_active_clock() : tn_now(); }
 
-/* Builds whose compiler runs in a child process that the build kills at
- * its timeout (the others run in this process). */
-static bool killable(const job_t *j) { return j->cand->target.kind != TN_TARGET_OPENCL; }
-
-/* CUDA: NVRTC in the thread's build process (none without CUDA in this
- * build: the compile then says so). */
-static void build_cuda(core_t *c, pool_thread_t *me, const job_t *j, const char *dir, ms_result_t *r) {
+/* CUDA and OpenCL: NVRTC or clBuildProgram in the thread's build process
+ * (none without CUDA in this build: the compile then says so).  A build
+ * process killed by a SIGKILL we did not send (the OOM killer, a user) is
+ * not the candidate's fault by itself: the build runs once more in a fresh
+ * process, and only a second such death is recorded against it. */
+static void build_in_proc(core_t *c, pool_thread_t *me, const job_t *j, const char *dir, ms_result_t *r) {
   tn_err_t err = {0};
   char log[MS_PATH_MAX];
-  snprintf(log, sizeof log, "%s/nvrtc-%d.log", c->run_dir, me->index);
-  if (TUNED_HAVE_CUDA && !me->nvrtc && ms_nvrtc_proc_new(NULL, log, &me->nvrtc, &err) < 0)
+  snprintf(log, sizeof log, "%s/build-%d.log", c->run_dir, me->index);
+  bool cuda = j->cand->target.kind == TN_TARGET_CUDA;
+  bool needed = cuda ? TUNED_HAVE_CUDA : TUNED_HAVE_OPENCL;
+  if (needed && !me->proc && ms_build_proc_new(NULL, log, &me->proc, &err) < 0) {
     ms_result_fail(r, MS_BUILD_ERROR, "%s", err.msg);
-  else
-    ms_build_cuda(j->cand, dir, me->nvrtc, c->timeout_s, r);
+    return;
+  }
+  for (int life = 0; life < 2; life++) {
+    if (cuda) ms_build_cuda(j->cand, dir, me->proc, c->timeout_s, r);
+    else ms_build_opencl(j->cand, dir, me->proc, c->timeout_s, r);
+    if (life == 1 || !ms_build_proc_killed(me->proc)) break;
+    ms_result_clear(r);
+  }
 }
 
 /* Runs one build into j->local (no lock held). */
@@ -159,12 +138,8 @@ static void run_job(core_t *c, pool_thread_t *me, job_t *j) {
   double t0 = job_clock(j);
   if (ms_mkdirs(dir, &err) < 0) {
     ms_result_fail(r, MS_BUILD_ERROR, "%s", err.msg);
-  } else if (j->cand->target.kind == TN_TARGET_CUDA) {
-    build_cuda(c, me, j, dir, r);
-  } else if (j->cand->target.kind == TN_TARGET_OPENCL) {
-    inflight_add(1);
-    ms_build_opencl(j->cand, dir, r);
-    inflight_add(-1);
+  } else if (j->cand->target.kind == TN_TARGET_CUDA || j->cand->target.kind == TN_TARGET_OPENCL) {
+    build_in_proc(c, me, j, dir, r);
   } else if (j->cand->target.kind == TN_TARGET_CUDA_HOST) {
     ms_build_cuda_host(j->cand, dir, c->timeout_s, r);
   } else {
@@ -182,18 +157,13 @@ static void spawn_thread_locked(core_t *c) {
   void **args = tn_xmalloc(2 * sizeof *args);
   args[0] = c, args[1] = t;
   t->index = c->nstarted++;
-  pthread_t th;
-  pthread_attr_t at;
-  pthread_attr_init(&at);
-  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&th, &at, thread_main, args) == 0) {
+  if (pthread_create(&t->th, NULL, thread_main, args) == 0) {
     c->refs++;
     c->nactive++;
   } else {
     free(args);
     free(t);
   }
-  pthread_attr_destroy(&at);
 }
 
 static void *thread_main(void *arg) {
@@ -212,7 +182,7 @@ static void *thread_main(void *arg) {
     j->thread = me;
     j->refs++;
     j->started = job_clock(j);
-    j->deadline = j->started + c->timeout_s + (killable(j) ? KILL_WATCHDOG_GRACE_S : 0);
+    j->deadline = j->started + c->timeout_s + KILL_WATCHDOG_GRACE_S;
     pthread_cond_signal(&c->wd);
     pthread_mutex_unlock(&c->mu);
     run_job(c, me, j);
@@ -233,10 +203,16 @@ static void *thread_main(void *arg) {
   /* Before counting this thread out: ms_builder_free returns with no build
    * process of the pool left. */
   pthread_mutex_unlock(&c->mu);
-  ms_nvrtc_proc_free(me->nvrtc); /* it exits at once: it is idle */
+  ms_build_proc_free(me->proc); /* it exits at once: it is idle */
   pthread_mutex_lock(&c->mu);
   if (!me->retired) c->nactive--;
-  free(me);
+  if (c->freed) { /* stuck past ms_builder_free's wait: nobody joins it */
+    pthread_detach(me->th);
+    free(me);
+  } else { /* ms_builder_free joins it, so that no thread of the pool outlives the pool */
+    me->next_ended = c->ended;
+    c->ended = me;
+  }
   pthread_cond_broadcast(&c->done);
   core_unref_locked(c);
   return NULL;
@@ -252,8 +228,8 @@ static void abandon_locked(core_t *c, job_t *j, double now, bool timed_out) {
   j->dest->build.build_secs = now - j->started;
   if (timed_out)
     ms_result_fail(j->dest, MS_TIMEOUT,
-                   "build timed out after %.1f s (the %s compiler did not return and cannot be interrupted: the build "
-                   "was abandoned and its thread replaced)",
+                   "build timed out after %.1f s (the %s compiler was not stopped at its time limit: the build was "
+                   "abandoned and its thread replaced)",
                    now - j->started, tn_target_kind_name(j->cand->target.kind));
   else
     ms_result_fail(j->dest, MS_BUILD_ERROR, "build abandoned after %.1f s: its search stopped", now - j->started);
@@ -285,7 +261,6 @@ static void *watchdog_main(void *arg) {
 int ms_builder_new(const ms_build_opts_t *o, ms_builder_t **out, tn_err_t *err) {
   ms_build_opts_t def = {0};
   if (!o) o = &def;
-  pthread_once(&exit_once, register_drain);
   *out = NULL;
   if (o->timeout_s < 0 || o->nthreads < 0)
     return tn_err_set(err, TN_EINVAL, "builder: timeout and thread count must not be negative");
@@ -345,10 +320,24 @@ void ms_builder_free(ms_builder_t *b) {
   c->shutdown = true;
   pthread_cond_broadcast(&c->work);
   while (c->nactive > 0) pthread_cond_wait(&c->done, &c->mu);
+  /* Threads retired with an abandoned build end when its compiler does,
+   * which is killed at the build timeout: wait for them too. */
+  struct timespec ts = deadline_in(c->timeout_s + KILL_WATCHDOG_GRACE_S);
+  while (c->refs > 1 && pthread_cond_timedwait(&c->done, &c->mu, &ts) == 0) {
+  }
+  pool_thread_t *ended = c->ended;
+  c->ended = NULL;
+  c->freed = true;
   c->wd_stop = true;
   pthread_cond_signal(&c->wd);
   pthread_mutex_unlock(&c->mu);
   pthread_join(b->watchdog, NULL);
+  while (ended) { /* exited (or about to): at process exit none is still running */
+    pool_thread_t *next = ended->next_ended;
+    pthread_join(ended->th, NULL);
+    free(ended);
+    ended = next;
+  }
   pthread_mutex_lock(&c->mu);
   for (job_t *j = c->all, *next; j; j = next) {
     next = j->next_all;

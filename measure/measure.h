@@ -47,7 +47,9 @@ bool ms_flush_by_default(tn_target_kind_t k);
 /* The language a target of this kind is generated in (cpu -> C, ...). */
 cg_target_t ms_language_of(tn_target_kind_t k);
 
-/* Probes a backend without side effects beyond loading libraries.  The CUDA
+/* Probes a backend without side effects beyond loading libraries; OpenCL
+ * is probed in a build process (tuned-worker --build), so that its
+ * platform's libraries (PoCL: LLVM) never load in the caller.  The CUDA
  * driver is loaded with dlopen (path from $TUNED_CUDA_DRIVER, default
  * "libcuda.so.1"); libcuda is never linked. */
 void ms_backend_probe(ms_backend_t b, ms_backend_status_t *st);
@@ -258,9 +260,9 @@ int ms_builder_new(const ms_build_opts_t *o, ms_builder_t **out, tn_err_t *err);
  * and cuda-host; TN_OK for the other kinds): a missing one is an error
  * naming it, where it was chosen, and how to choose another. */
 int ms_compiler_check(const tn_target_t *t, tn_err_t *err);
-/* Waits for queued builds, then stops the pool and its build processes.
- * Builds stuck in the OpenCL compiler past their timeout were already
- * abandoned (see below) and do not delay this. */
+/* Waits for queued builds and for builds still compiling after they were
+ * abandoned (their compilers are killed at the build timeout), then stops
+ * the pool, its threads and its build processes. */
 void ms_builder_free(ms_builder_t *b);
 const char *ms_builder_run_dir(const ms_builder_t *b);
 
@@ -270,15 +272,14 @@ const char *ms_builder_run_dir(const ms_builder_t *b);
  * are never returned as errors: the call fails only on bad arguments.
  *
  * Timeouts: a cc build is killed (its whole process group) at the timeout,
- * and so is a CUDA build: NVRTC runs in a build process per pool thread
- * (ms_nvrtc_compile), killed with SIGKILL at the timeout (TIMEOUT, "NVRTC
- * was still compiling after ...") and started anew for the next build; one
- * that dies during a build (a crash, the OOM killer) makes that build a
- * BUILD_ERROR naming the signal.  clBuildProgram runs in this process and
- * cannot be interrupted: a watchdog thread marks such a build TIMEOUT at its
- * deadline, completes it for the waiter, and gives the pool a replacement
- * thread; the stuck thread discards its result when the compiler returns
- * and then exits. */
+ * and so are CUDA and OpenCL builds: NVRTC and clBuildProgram run in a
+ * build process per pool thread (ms_build_proc_t), killed with SIGKILL at
+ * the timeout (TIMEOUT, "NVRTC was still compiling after ..." or "the
+ * OpenCL compiler was ...") and started anew for the next build; one that
+ * dies during a build (a crash, the OOM killer) makes that build a
+ * BUILD_ERROR naming the signal.  Should a kill not end a build, a
+ * watchdog thread marks it TIMEOUT a little after its deadline, completes
+ * it for the waiter, and gives the pool a replacement thread. */
 int ms_build_batch(ms_builder_t *b, ms_candidate_t *const *cands, int n, ms_result_t *results,
                    tn_err_t *err);
 
@@ -313,12 +314,6 @@ void ms_commands_pause(bool pause);
  * process started and has not reaped: for a process about to exit without
  * waiting for the threads that own them (tuned past --stop-timeout). */
 void ms_kill_children(void);
-/* Waits up to max_s seconds until no build of this process is inside an
- * in-process compiler call (OpenCL; abandoned ones included; cc and NVRTC
- * run in child processes); returns how many still are.  Runs at exit (up to
- * 30 s) once a builder was created, so that the compiler's static
- * destructors never run under a thread that is still compiling. */
-int ms_build_drain(double max_s);
 
 /* NVRTC directly (tunectl emit --emit ptx, the builder): compiles CUDA source
  * for arch ("sm_90") and returns PTX (NUL-terminated), the CUBIN and the
@@ -336,29 +331,31 @@ typedef struct ms_cuda_output {
 int ms_cuda_compile(const char *source, const char *arch, ms_cuda_output_t *out, tn_err_t *err);
 void ms_cuda_output_free(ms_cuda_output_t *o);
 
-/* NVRTC in a separate process (nvrtc_proc.c): `tuned-worker --build`,
- * started with exec at the first compile and serving one compile after
- * another, so that a compile past its time limit can be killed (NVRTC
- * cannot be interrupted) and one that crashes or is OOM-killed takes only
- * that process.  The builder gives each pool thread one.  Not thread-safe:
+/* NVRTC and the OpenCL compiler in a separate process (build_proc.c):
+ * `tuned-worker --build`, started with exec at the first compile and
+ * serving one compile after another, so that a compile past its time limit
+ * can be killed (neither NVRTC nor clBuildProgram can be interrupted), one
+ * that crashes or is OOM-killed takes only that process, and nothing of
+ * LLVM runs in the caller.  The builder gives each pool thread one; the
+ * OpenCL probe (ms_backend_probe) starts one of its own.  Not thread-safe:
  * one thread uses a handle, and the process dies with the thread that
  * started it.  worker NULL: ms_worker_path(); log_path NULL: the process's
  * stderr (NVRTC's fatal messages, such as "LLVM ERROR: out of memory") is
  * dropped, else appended there and quoted when the process dies. */
-typedef struct ms_nvrtc_proc ms_nvrtc_proc_t;
-int ms_nvrtc_proc_new(const char *worker, const char *log_path, ms_nvrtc_proc_t **out, tn_err_t *err);
+typedef struct ms_build_proc ms_build_proc_t;
+int ms_build_proc_new(const char *worker, const char *log_path, ms_build_proc_t **out, tn_err_t *err);
 /* ms_cuda_compile in the process (started, or replaced after it died, as
  * needed): its results and errors, and TN_ERANGE when NVRTC was still
  * compiling after timeout_s (the process was killed with SIGKILL), TN_EIO
  * when the process died during the compile (the message says how: the
  * signal or exit status, and what it printed) or could not start. */
-int ms_nvrtc_compile(ms_nvrtc_proc_t *p, const char *source, const char *arch, double timeout_s,
+int ms_nvrtc_compile(ms_build_proc_t *p, const char *source, const char *arch, double timeout_s,
                      ms_cuda_output_t *out, tn_err_t *err);
 /* The running process's id (0: none), and how many were started. */
-int ms_nvrtc_proc_pid(const ms_nvrtc_proc_t *p);
-int ms_nvrtc_proc_starts(const ms_nvrtc_proc_t *p);
+int ms_build_proc_pid(const ms_build_proc_t *p);
+int ms_build_proc_starts(const ms_build_proc_t *p);
 /* Asks the process to exit (killing it if it does not within 2 s). */
-void ms_nvrtc_proc_free(ms_nvrtc_proc_t *p);
+void ms_build_proc_free(ms_build_proc_t *p);
 
 /* Facts ptxas printed (--ptxas-options=-v) for one kernel. */
 typedef struct ms_ptxas_kernel {

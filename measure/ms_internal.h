@@ -79,15 +79,34 @@ void ms_build_c(const ms_candidate_t *cand, const char *dir, double timeout_s, m
 /* cuda-host: the CUDA source as C++ with the harness header and a launcher. */
 void ms_build_cuda_host(const ms_candidate_t *cand, const char *dir, double timeout_s, ms_result_t *res);
 /* cuda: NVRTC in the build process proc (killed at timeout_s). */
-void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_nvrtc_proc_t *proc, double timeout_s,
+void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_build_proc_t *proc, double timeout_s,
                    ms_result_t *res);
-/* The main loop of `tuned-worker --build PARENT_PID` (nvrtc_proc.c). */
-int ms_nvrtc_serve(int argc, char **argv);
-void ms_build_opencl(const ms_candidate_t *cand, const char *dir, ms_result_t *res);
+/* opencl: clBuildProgram in the build process proc (killed at timeout_s). */
+void ms_build_opencl(const ms_candidate_t *cand, const char *dir, ms_build_proc_t *proc, double timeout_s,
+                     ms_result_t *res);
+
+/* The main loop of `tuned-worker --build PARENT_PID` (build_proc.c). */
+int ms_build_serve(int argc, char **argv);
+/* One request to the build process (started, or replaced after it died, as
+ * needed), what being "NVRTC" or "OpenCL" (for the messages): TN_OK with
+ * *reply, TN_ERANGE when no reply came within timeout_s (the process was
+ * killed), TN_EIO when the process died or could not start. */
+int ms_build_proc_call(ms_build_proc_t *p, const cJSON *req, const char *what, double timeout_s, cJSON **reply,
+                       tn_err_t *err);
+/* Whether the last call's process died of a SIGKILL that the caller did
+ * not send (the OOM killer, a user): not the compile's fault by itself. */
+bool ms_build_proc_killed(const ms_build_proc_t *p);
+/* In the build process: answers an "opencl" or "opencl_probe" request
+ * (build_opencl.c). */
+cJSON *ms_opencl_serve(const cJSON *req);
+/* The OpenCL probe, asked of a build process (build_opencl.c); cpu: whether
+ * the device is a CPU. */
+void ms_opencl_probe(ms_backend_status_t *st, bool *cpu);
 
 /* Whether the OpenCL device the builder and the worker use (the first one of
  * the first platform that has one) is a CPU, as PoCL's is; false without
- * OpenCL or a device.  Decides the device an OpenCL candidate is timed on. */
+ * OpenCL or a device.  Decides the device an OpenCL candidate is timed on.
+ * Probed once per process, in a build process. */
 bool ms_opencl_device_is_cpu(void);
 
 /* Checks threads per block against the target (GPU kernels); 0 or sets res. */

@@ -1,6 +1,7 @@
 /* probe.c — finds out which execution backends are usable on this machine:
- * the host CPU, an OpenCL platform, and the CUDA driver (dlopen'ed). */
-#include "measure.h"
+ * the host CPU, an OpenCL platform (asked of a build process, build_opencl.c,
+ * so that PoCL's LLVM never loads here), and the CUDA driver (dlopen'ed). */
+#include "ms_internal.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -9,10 +10,6 @@
 
 #include "tuned_config.h"
 
-#if TUNED_HAVE_OPENCL
-#define CL_TARGET_OPENCL_VERSION 120
-#include <CL/cl.h>
-#endif
 #if TUNED_HAVE_CUDA
 #include <nvrtc.h>
 #endif
@@ -26,34 +23,6 @@ static void probe_cpu(ms_backend_status_t *st) {
   st->compiled = st->available = true;
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   snprintf(st->detail, sizeof st->detail, "host CPU, %ld cores", n);
-}
-
-static void probe_opencl(ms_backend_status_t *st) {
-#if TUNED_HAVE_OPENCL
-  st->compiled = true;
-  cl_platform_id plats[8];
-  cl_uint np = 0;
-  cl_int rc = clGetPlatformIDs(8, plats, &np);
-  if (rc != CL_SUCCESS || np == 0) {
-    snprintf(st->detail, sizeof st->detail, "no OpenCL platform (clGetPlatformIDs returned %d); "
-             "install an ICD such as pocl-opencl-icd", (int)rc);
-    return;
-  }
-  for (cl_uint p = 0; p < np && p < 8; p++) {
-    cl_device_id dev;
-    cl_uint nd = 0;
-    if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 1, &dev, &nd) != CL_SUCCESS || nd == 0) continue;
-    char pname[96] = "", dname[128] = "";
-    clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL);
-    clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof dname - 1, dname, NULL);
-    st->available = true;
-    snprintf(st->detail, sizeof st->detail, "%s: %s", pname, dname);
-    return;
-  }
-  snprintf(st->detail, sizeof st->detail, "%u OpenCL platform(s) but no device", (unsigned)np);
-#else
-  snprintf(st->detail, sizeof st->detail, "built without OpenCL (install ocl-icd-opencl-dev and rebuild)");
-#endif
 }
 
 /* cuInit and friends through dlopen: the three calls below have had one ABI
@@ -116,7 +85,7 @@ void ms_backend_probe(ms_backend_t b, ms_backend_status_t *st) {
   memset(st, 0, sizeof *st);
   switch (b) {
   case MS_BACKEND_CPU: probe_cpu(st); break;
-  case MS_BACKEND_OPENCL: probe_opencl(st); break;
+  case MS_BACKEND_OPENCL: ms_opencl_probe(st, NULL); break; /* in a build process: PoCL is LLVM */
   case MS_BACKEND_CUDA: probe_cuda(st); break;
   default: snprintf(st->detail, sizeof st->detail, "unknown backend"); break;
   }

@@ -1,7 +1,7 @@
 /* proto.c — the framed messages between the runner and tuned-worker: a
  * 4-byte little-endian length followed by that many bytes of JSON (the
  * format and the messages are documented at the top of worker.c), or of
- * raw data where a message announces it (nvrtc_proc.c's CUBIN). */
+ * raw data where a message announces it (build_proc.c's CUBIN). */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>

@@ -471,7 +471,7 @@ int wk_main(int argc, char **argv) {
   if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     printf("usage: tuned-worker\n       tuned-worker --build PARENT_PID\n\n"
            "Runs candidate kernels for tuned's measurement runner, or with --build\n"
-           "compiles CUDA candidates with NVRTC for its builder.  It talks a framed\n"
+           "compiles CUDA and OpenCL candidates for its builder.  It talks a framed\n"
            "JSON protocol on fd 0 (a socket) and is not meant to be run by hand.\n");
     return 0;
   }
@@ -480,7 +480,7 @@ int wk_main(int argc, char **argv) {
     fprintf(stderr, "tuned-worker: fd 0 must be the runner's socket (this program is started by tuned)\n");
     return 2;
   }
-  if (argc > 1 && strcmp(argv[1], "--build") == 0) return ms_nvrtc_serve(argc, argv);
+  if (argc > 1 && strcmp(argv[1], "--build") == 0) return ms_build_serve(argc, argv);
 #ifdef _OPENMP
   /* Referencing the OpenMP runtime keeps it loaded for good: candidates'
    * .so files use it, and closing one must not unload it under its threads. */

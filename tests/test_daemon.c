@@ -148,8 +148,9 @@ static int wait_exit(pid_t pid, double timeout_s) {
   return -1;
 }
 
-/* Starts tuned on d's socket and database (target cpu unless extra says). */
-static void start_daemon(daemon_t *d, const char *const *extra) {
+/* Starts tuned with extra arguments and environment entries; true once it
+ * listens, false (with its wait status in *st) when it exited first. */
+static bool launch_daemon(daemon_t *d, const char *const *extra, const char *const *env, int *st) {
   const char *args[24] = {"--target", "cpu", "--db", d->db, "--socket", d->sock, "--log-level", "debug"};
   int n = 8;
   bool stop_timeout = false;
@@ -158,21 +159,28 @@ static void start_daemon(daemon_t *d, const char *const *extra) {
   snprintf(slow_stop, sizeof slow_stop, "%.0f", 300 * tu_slowdown());
   if (tu_slowdown() > 1 && !stop_timeout) args[n++] = "--stop-timeout", args[n++] = slow_stop;
   args[n] = NULL;
-  d->pid = spawn_tuned(d, args, NULL);
+  d->pid = spawn_tuned(d, args, env);
   for (int i = 0; i < 6000 * tu_slowdown(); i++) { /* 60 s (a loaded machine), times the slowdown (valgrind) */
     int fd = try_connect(d->sock);
     if (fd >= 0) {
       close(fd);
-      return;
+      return true;
     }
-    int st;
-    if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+    if (waitpid(d->pid, st, WNOHANG) == d->pid) {
       untrack(d->pid);
-      ck_abort_msg("tuned exited at start (status %d): %s", st, read_log(d));
+      d->pid = 0;
+      return false;
     }
     usleep(10000);
   }
   ck_abort_msg("tuned did not listen on %s within %.0f s: %s", d->sock, 60 * tu_slowdown(), read_log(d));
+  return false;
+}
+
+/* Starts tuned on d's socket and database (target cpu unless extra says). */
+static void start_daemon(daemon_t *d, const char *const *extra) {
+  int st;
+  if (!launch_daemon(d, extra, NULL, &st)) ck_abort_msg("tuned exited at start (status %d): %s", st, read_log(d));
 }
 
 static void stop_daemon(daemon_t *d) {
@@ -1621,6 +1629,19 @@ static bool target_usable(client_t *c, const char *name) {
   return usable;
 }
 
+/* Nothing of PoCL (nor the LLVM in it) was ever loaded into process pid:
+ * OpenCL's probe and builds run in build processes, where an overrunning
+ * or crashing compile can be killed without taking the daemon along. */
+static void assert_no_llvm(pid_t pid) {
+  char path[64], *maps = NULL;
+  size_t len;
+  tn_err_t err = {0};
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+  ck_assert_msg(tn_read_file(path, 64 << 20, &maps, &len, &err) == 0, "%s", err.msg);
+  ck_assert_msg(!strstr(maps, "libpocl") && !strstr(maps, "libLLVM"), "the daemon loaded PoCL or LLVM:\n%s", maps);
+  free(maps);
+}
+
 /* tuned --jobs 3: two jobs on the CPU (and, with PoCL, one on
  * opencl/pocl-cpu, whose device is the same CPU) run at once with one build
  * pool; no two candidates are ever timed at once on a device, and the jobs
@@ -1655,6 +1676,7 @@ START_TEST(jobs_share_devices) {
     cJSON_Delete(r);
   }
   cl_close(&c);
+  if (pocl) assert_no_llvm(d.pid);
   stop_daemon(&d);
 
   int n = 0;
@@ -2004,6 +2026,10 @@ END_TEST
  * compilers killed), and the job resumes at the next start, where a cancel
  * and another stop work too. */
 START_TEST(sigterm_within_stop_timeout) {
+  if (tu_slowdown() > 1) { /* the forced exit leaves the job's state allocated on purpose: memcheck's leaks */
+    fprintf(stderr, "sigterm_within_stop_timeout: skipped in a slowed-down run (TUNED_TEST_SLOWDOWN)\n");
+    return;
+  }
   daemon_t d;
   tmp_daemon(&d);
   const char *extra[] = {"--stop-timeout", "1", NULL};
@@ -2188,6 +2214,240 @@ START_TEST(pg_two_daemons) {
 }
 END_TEST
 
+/* ---- SQLite I/O faults (tuned's test VFS, db/sqlite_fault.c) ------------------------------------ */
+
+typedef struct vfs_counts {
+  long long open, write, sync, failed;
+} vfs_counts_t;
+
+/* Whether an error message says what SQLite's fault was. */
+static bool names_io_fault(const char *msg) {
+  return strstr(msg, "disk I/O error") || strstr(msg, "database or disk is full") ||
+         strstr(msg, "unable to open database file");
+}
+
+/* The job's end: its trials as its last notifications said (committed
+ * batches), and its final status. */
+static bool final_state(const char *state) {
+  return strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0;
+}
+
+static cJSON *follow_job(client_t *c, int job, int *notified) {
+  cJSON *w = watch(c, job);
+  bool over = final_state(str(result(w), "state")); /* ended before the watch */
+  cJSON_Delete(w);
+  *notified = 0;
+  while (!over) {
+    cJSON *n = cl_recv(c, 300);
+    ck_assert_msg(n, "watch connection closed");
+    const cJSON *m = cJSON_GetObjectItem(n, "method"), *p = cJSON_GetObjectItem(n, "params");
+    bool progress = m && strcmp(m->valuestring, "tune.progress") == 0;
+    const char *state = progress ? str(p, "state") : "";
+    if (progress && strcmp(state, "running") == 0 && num(p, "trials_done") > *notified)
+      *notified = (int)num(p, "trials_done");
+    over = final_state(state);
+    cJSON_Delete(n);
+  }
+  return status(c, job);
+}
+
+/* One daemon under the fault spec (and, with_job, one 6-trial job): tuned
+ * either refuses to start, with the fault in its message, or serves; the
+ * job is done, or failed with the fault as its reason, or its submit is
+ * refused with it; tuned still answers and exits by itself at SIGTERM; and
+ * the database, reopened without faults, passes its integrity check and
+ * holds every record whose batch was reported committed.  Returns the
+ * VFS's counts. */
+static vfs_counts_t fault_run(const char *spec, bool with_job) {
+  daemon_t d;
+  tmp_daemon(&d);
+  char fenv[96], cenv[192], counts[128];
+  snprintf(counts, sizeof counts, "%s/vfs-counts", d.dir);
+  snprintf(fenv, sizeof fenv, "TUNED_TEST_SQLITE_FAULT=%s", spec);
+  snprintf(cenv, sizeof cenv, "TUNED_TEST_SQLITE_FAULT_COUNTS=%s", counts);
+  const char *env[] = {fenv, cenv, NULL}, *quiet[] = {"--log-level", "info", NULL};
+  char outcome[600] = "";
+  int st, committed = 0;
+  char hash[17] = "";
+  if (!launch_daemon(&d, quiet, env, &st)) {
+    char *log = read_log(&d);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "%s: tuned ended with wait status %d at start: %s", spec,
+                  st, log);
+    ck_assert_msg(names_io_fault(log), "%s: tuned exited at start without naming the fault: %s", spec, log);
+    snprintf(outcome, sizeof outcome, "refused to start (exit %d)", WEXITSTATUS(st));
+    free(log);
+  } else {
+    client_t c;
+    cl_open(&c, d.sock);
+    cJSON *r = with_job ? rpc(&c, "tune.submit", matmul_submit(6, 2)) : NULL;
+    if (r && error_code(r)) {
+      ck_assert_msg(names_io_fault(error_message(r)), "%s: tune.submit failed without naming the fault: %s", spec,
+                    error_message(r));
+      snprintf(outcome, sizeof outcome, "tune.submit refused: %.400s", error_message(r));
+    } else if (r) {
+      int job = (int)num(result(r), "job");
+      snprintf(hash, sizeof hash, "%s", str(result(r), "workload"));
+      cJSON *s = follow_job(&c, job, &committed);
+      const cJSON *j = result(s);
+      const char *state = str(j, "state"), *error = cJSON_IsString(cJSON_GetObjectItem(j, "error")) ?
+                                                        str(j, "error") : "";
+      int done = (int)num(j, "trials_done");
+      if (strcmp(state, "done") == 0) ck_assert_int_eq(done, 6);
+      else ck_assert_msg(names_io_fault(error), "%s: job %s without naming the fault: '%s'", spec, state, error);
+      committed = committed > done ? committed : done;
+      snprintf(outcome, sizeof outcome, "job %s after %d trials%s%.400s", state, done, *error ? ": " : "", error);
+      cJSON_Delete(s);
+    }
+    cJSON_Delete(r);
+    cJSON *info = rpc(&c, "server.info", NULL); /* still serving */
+    result(info);
+    cJSON_Delete(info);
+    cl_close(&c);
+    kill(d.pid, SIGTERM);
+    st = wait_exit(d.pid, 120);
+    ck_assert_msg(st >= 0 && st < 128, "%s: tuned ended with status %d after SIGTERM: %s", spec, st, read_log(&d));
+  }
+  /* reopened without faults: intact, and nothing reported committed is lost */
+  size_t n = count_records(d.db, hash[0] ? hash : NULL, true);
+  ck_assert_msg(n >= (size_t)committed, "%s: %zu records in the database, %d reported committed", spec, n, committed);
+  vfs_counts_t k = {0};
+  FILE *f = fopen(counts, "r");
+  ck_assert_msg(f, "%s: tuned left no VFS counts", spec);
+  ck_assert_int_eq(fscanf(f, "open %lld write %lld sync %lld failed %lld", &k.open, &k.write, &k.sync, &k.failed), 4);
+  fclose(f);
+  fprintf(stderr, "sqlite_faults %-16s %lld opens, %lld writes, %lld syncs, %lld failed: %s\n", spec, k.open, k.write,
+          k.sync, k.failed, outcome);
+  rm_tree(d.dir);
+  return k;
+}
+
+/* SQLite failing the Nth open, write or fsync, with SQLITE_IOERR or
+ * SQLITE_FULL, once or from then on: N swept over the start and over a
+ * job's commits (positions from a first run that only counts). */
+START_TEST(sqlite_faults) {
+  if (tu_slowdown() > 1) { /* under valgrind: some 20 daemons and 8 jobs would take most of an hour */
+    fprintf(stderr, "sqlite_faults: skipped in a slowed-down run (TUNED_TEST_SLOWDOWN)\n");
+    return;
+  }
+  vfs_counts_t idle = fault_run("write:0", false), job = fault_run("write:0", true);
+  ck_assert_int_eq(idle.failed + job.failed, 0);
+  ck_assert_msg(job.write > idle.write, "the job wrote nothing?");
+  fault_run("open:1", false);
+  fault_run("write:1:full", false);
+  char spec[64];
+  /* the fsyncs of a new database's first transactions: one failed left it
+   * in rollback mode without a word, and the readers then refused it with
+   * "PRAGMA journal_mode: got 'delete', need 'wal'" */
+  for (int k = 1; k <= 4; k++) {
+    snprintf(spec, sizeof spec, "sync:%d", k);
+    fault_run(spec, false);
+  }
+  for (int k = 1; k <= 4; k++) {
+    snprintf(spec, sizeof spec, "write:%lld%s:%s", idle.write + (job.write - idle.write) * k / 5, k % 2 ? "" : "+",
+             k <= 2 ? "ioerr" : "full");
+    ck_assert_int_ge(fault_run(spec, true).failed, 1);
+  }
+  for (int k = 1; k <= 2; k++) { /* WAL with synchronous=NORMAL: fsyncs at the start and at checkpoints */
+    snprintf(spec, sizeof spec, "sync:%lld%s", job.sync * k / 3 + 1, k == 2 ? "+" : "");
+    ck_assert_int_ge(fault_run(spec, true).failed, 1);
+  }
+  if (job.open > idle.open) { /* connections opened while the job runs */
+    snprintf(spec, sizeof spec, "open:%lld+", idle.open + 1);
+    ck_assert_int_ge(fault_run(spec, true).failed, 1);
+  }
+}
+END_TEST
+
+/* ---- workers and build processes killed at random moments -------------------------------- */
+
+/* Records of a workload whose error blames a SIGKILL on the candidate. */
+static int blamed_kills(const char *db_path, const char *hash) {
+  db_t *db;
+  tn_err_t err = {0};
+  ck_assert_msg(db_open(db_path, &db, &err) == 0, "%s", err.msg);
+  db_query_t q = db_query_all();
+  q.workload_hash = hash;
+  db_records_t rs;
+  ck_assert_int_eq(db_records_query(db, &q, &rs, &err), 0);
+  int n = 0;
+  for (size_t i = 0; i < rs.n; i++)
+    if (rs.items[i].error && strstr(rs.items[i].error, "SIGKILL")) {
+      fprintf(stderr, "random_kills: record %lld blames a SIGKILL: %s\n", (long long)rs.items[i].id,
+              rs.items[i].error);
+      n++;
+    }
+  db_records_free(&rs);
+  db_close(db);
+  return n;
+}
+
+/* A real tune (on PoCL where it is usable, so that both kinds of
+ * tuned-worker run, else on the CPU with cc) while the test SIGKILLs the
+ * daemon's workers, build processes and compilers at seeded random moments,
+ * at most one per two batches (so that no candidate is hit twice): the
+ * daemon lives on, the job completes with all its trials, no record blames
+ * a kill on its candidate (each killed build or run ran again in a fresh
+ * process), and the database is intact with no trace measured twice. */
+START_TEST(random_kills) {
+  enum { TRIALS = 12, BATCH = 2, MAX_KILLS = 3 };
+  if (tu_slowdown() > 1) { /* under valgrind: a real 12-trial tune on PoCL takes too long for CI */
+    fprintf(stderr, "random_kills: skipped in a slowed-down run (TUNED_TEST_SLOWDOWN)\n");
+    return;
+  }
+  daemon_t d;
+  tmp_daemon(&d);
+  start_daemon(&d, NULL);
+  client_t c;
+  cl_open(&c, d.sock);
+  const char *target = target_usable(&c, "opencl/pocl-cpu") ? "opencl/pocl-cpu" : "cpu";
+  submitted_t s = submit_on(&c, 32, target, TRIALS, BATCH);
+  tn_rng_t rng;
+  tn_rng_seed(&rng, 16);
+  int kills = 0, done = 0, next_kill_at = 0;
+  double t0 = tn_now(), kill_time = -1;
+  const char *state = "queued";
+  cJSON *r = NULL;
+  for (;;) {
+    cJSON_Delete(r);
+    r = status(&c, s.job);
+    state = str(result(r), "state");
+    done = (int)num(result(r), "trials_done");
+    if (final_state(state)) break;
+    ck_assert_msg(tn_now() - t0 < 600 * tu_slowdown(), "job %d still %s after 600 s", s.job, state);
+    if (kills < MAX_KILLS && done >= next_kill_at && done < TRIALS) {
+      if (kill_time < 0) kill_time = tn_now() + (double)tn_rng_below(&rng, 1000) / 1000.0; /* 0 to 1 s from now */
+      pid_t pids[16];
+      tu_cmdline_t cmds[16];
+      int n = tn_now() >= kill_time ? tu_children(d.pid, pids, cmds, 16) : 0; /* workers, builders, compilers */
+      if (n > 0) {
+        int k = (int)tn_rng_below(&rng, (uint64_t)n);
+        fprintf(stderr, "random_kills: at %d trials, SIGKILL to %d (%s)\n", done, (int)pids[k], cmds[k]);
+        kill(pids[k], SIGKILL);
+        kills++;
+        next_kill_at = done + 2 * BATCH;
+        kill_time = -1;
+      }
+    }
+    usleep(20 * 1000);
+  }
+  ck_assert_msg(strcmp(state, "done") == 0, "job %s: %s", state,
+                cJSON_IsString(cJSON_GetObjectItem(result(r), "error")) ? str(result(r), "error") : "");
+  ck_assert_int_eq(done, TRIALS);
+  cJSON_Delete(r);
+  ck_assert_msg(kills >= 2, "only %d kills landed", kills);
+  r = rpc(&c, "server.info", NULL); /* alive and serving */
+  result(r);
+  cJSON_Delete(r);
+  cl_close(&c);
+  stop_daemon(&d);
+  ck_assert_uint_ge(count_records(d.db, s.hash, true), TRIALS); /* integrity, no trace twice */
+  ck_assert_int_eq(blamed_kills(d.db, s.hash), 0);
+  fprintf(stderr, "random_kills: %d kills on %s, job done with %d trials in %.1f s\n", kills, target, done,
+          tn_now() - t0);
+  rm_tree(d.dir);
+}
+END_TEST
+
 #define ADD_CASE(s, fn, secs)          \
   do {                                 \
     TCase *tc_ = tcase_create(#fn);    \
@@ -2222,6 +2482,8 @@ static Suite *make_suite(void) {
   ADD_CASE(s, client_vanishes_mid_message, 300);
   ADD_CASE(s, disk_full_fails_the_job, 900);
   if (pg.running && tu_slowdown() == 1) ADD_CASE(s, pg_two_daemons, 900); /* not under valgrind: minutes of libpq */
+  ADD_CASE(s, sqlite_faults, 900);
+  ADD_CASE(s, random_kills, 900);
   return s;
 }
 

@@ -994,6 +994,53 @@ START_TEST(t_build_pause) {
 }
 END_TEST
 
+/* A cc killed by a SIGKILL the builder did not send (the OOM killer, a
+ * user) is not the candidate's fault by itself: the build runs once more,
+ * and only a second such death is a BUILD_ERROR naming the signal.  The
+ * compiler here is a script that SIGKILLs itself on its first `kills`
+ * compiles. */
+START_TEST(t_build_cc_killed) {
+  for (int kills = 1; kills <= 2; kills++) {
+    ir_workload_t *w;
+    cg_module_t *m;
+    ms_candidate_t *c;
+    ms_builder_t *b = small_cpu_build(30.0, &w, &m, &c);
+    char script[] = "/tmp/tuned-killed-cc-XXXXXX", counter[64], text[512];
+    tu_write_temp(script, "");
+    snprintf(counter, sizeof counter, "%s.n", script);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\ncase \" $* \" in *\" -shared \"*) ;; *) exec cc \"$@\";; esac\n"
+             "n=$(cat %s 2>/dev/null || echo 0)\necho $((n + 1)) > %s\n"
+             "[ \"$n\" -lt %d ] && kill -KILL $$\nexec cc \"$@\"\n",
+             counter, counter, kills);
+    FILE *f = fopen(script, "w");
+    fputs(text, f);
+    fclose(f);
+    chmod(script, 0755);
+    setenv("TUNED_CC", script, 1);
+    ms_result_t res;
+    ms_build_wait(b, ms_build_submit(b, c, &res));
+    unsetenv("TUNED_CC");
+    char *n = NULL;
+    size_t len;
+    tn_err_t err = {0};
+    ck_assert_int_eq(tn_read_file(counter, 64, &n, &len, &err), 0);
+    ck_assert_int_eq(atoi(n), 2); /* compiled twice either way */
+    free(n);
+    if (kills == 1) {
+      ck_assert_msg(res.status == MS_OK, "%s", res.error);
+    } else {
+      ck_assert_int_eq(res.status, MS_BUILD_ERROR);
+      ck_assert_msg(strstr(res.error, "SIGKILL"), "%s", res.error);
+    }
+    unlink(script);
+    unlink(counter);
+    ms_result_clear(&res);
+    teardown(b, c, m, w);
+  }
+}
+END_TEST
+
 /* CUDA that keeps NVRTC busy for minutes (113 s on a 2-core VM): 4096
  * distinct instantiations, all inlined into one kernel. */
 static const char *slow_cuda =
@@ -1012,52 +1059,73 @@ static pid_t pid_in(const char *msg) {
 }
 
 /* Waits up to 30 s for a child of this process whose command line has
- * "--build" (the builder's NVRTC process); 0 when none appears. */
+ * "--build" (the builder's build process); 0 when none appears. */
 static pid_t build_process(void) {
   for (int tries = 0; tries < 3000; tries++) {
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    pid_t found = 0;
-    while (d && !found && (e = readdir(d))) {
-      char path[300], buf[512];
-      pid_t pid = (pid_t)atoi(e->d_name), ppid = 0;
-      snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-      FILE *f = pid > 0 ? fopen(path, "r") : NULL;
-      if (!f) continue;
-      /* "pid (comm) state ppid": comm may hold blanks, so parse after the last ')' */
-      size_t n = fread(buf, 1, sizeof buf - 1, f);
-      fclose(f);
-      buf[n] = 0;
-      const char *rp = strrchr(buf, ')');
-      if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1 || ppid != getpid()) continue;
-      snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
-      f = fopen(path, "r");
-      n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-      if (f) fclose(f);
-      for (size_t i = 0; i < n; i++) buf[i] = buf[i] ? buf[i] : ' ';
-      buf[n] = 0;
-      if (strstr(buf, " --build ")) found = pid;
-    }
-    if (d) closedir(d);
-    if (found) return found;
+    pid_t pids[16];
+    tu_cmdline_t cmds[16];
+    int n = tu_children(getpid(), pids, cmds, 16);
+    for (int i = 0; i < n; i++)
+      if (strstr(cmds[i], " --build ")) return pids[i];
     usleep(10000);
   }
   return 0;
 }
 
-/* A CUDA build past its timeout is killed (its build process, with
- * SIGKILL): TIMEOUT within the timeout and a little, no compile left running
- * in this process, the process gone, and the next build in the same pool
- * succeeds.  (An NVRTC call in a thread could only be abandoned: it went on
+/* OpenCL C that keeps PoCL's compiler busy (10 s on a 2-core VM): 16384
+ * statements in one kernel.  The nonce keeps PoCL's cache from answering a
+ * second run at once. */
+static char *slow_opencl(void) {
+  static const char *text =
+      "#define A(x) x x x x\n#define B(x) A(A(x))\n#define C(x) B(B(x))\n"
+      "__kernel void slow(__global float *o) {\n"
+      "  float s = o[get_global_id(0)] + %d.0f;\n"
+      "  C(A(B(s = s * 1.0001f + (float)get_local_id(0); if (s > 3.0f) s = s - o[(int)s & 7];)))\n"
+      "  o[get_global_id(0)] = s;\n}\n";
+  char *src = malloc(strlen(text) + 64);
+  sprintf(src, text, (int)(tn_now() * 1000) % 1000000 + getpid());
+  return src;
+}
+
+/* The two compilers that run in a build process: what a test of one needs. */
+typedef struct slow_case {
+  const char *target, *schedule, *compiler, *artifact;
+  cg_target_t lang;
+} slow_case_t;
+static const slow_case_t slow_cases[] = {
+    {"nvidia/h100", "matmul_shared", "NVRTC", ".cubin", CG_TARGET_CUDA},
+    {"opencl/pocl-cpu", "matmul_shared", "OpenCL", ".cl", CG_TARGET_OPENCL},
+};
+
+static bool slow_case_usable(int i) { return i == 0 ? WITH_CUDA : WITH_OPENCL; }
+
+/* A slow candidate (CUDA or OpenCL) with m's kernels. */
+static ms_candidate_t *slow_candidate(const slow_case_t *sc, const tn_target_t *t, const cg_module_t *m) {
+  if (sc->lang == CG_TARGET_CUDA) return planted(t, m, slow_cuda);
+  char *src = slow_opencl();
+  ms_candidate_t *c = planted(t, m, src);
+  free(src);
+  return c;
+}
+
+/* A CUDA or OpenCL build past its timeout is killed (its build process,
+ * with SIGKILL): TIMEOUT within the timeout and a little, the process gone,
+ * and the next build in the same pool succeeds.  (An NVRTC or
+ * clBuildProgram call in a thread could only be abandoned: it went on
  * compiling, and allocating, in the caller.) */
-START_TEST(t_build_timeout_nvrtc) {
+START_TEST(t_build_timeout_in_proc) {
+  const slow_case_t *sc = &slow_cases[_i];
+  if (!slow_case_usable(_i)) return;
   ir_workload_t *w = tu_load_sets("matmul", "M=128,N=128,K=128");
-  cg_module_t *m = lower(w, "matmul_shared", CG_TARGET_CUDA);
-  tn_target_t t = target("nvidia/h100");
-  ms_candidate_t *slow = planted(&t, m, slow_cuda), *good = from_module(&t, m);
+  cg_module_t *m = lower(w, sc->schedule, sc->lang);
+  tn_target_t t = target(sc->target);
+  ms_candidate_t *slow = slow_candidate(sc, &t, m), *good = from_module(&t, m);
   ms_builder_t *b = builder(1.5, 1);
   ms_result_t res[3];
   ms_candidate_t *order[3] = {good, slow, good}; /* the first starts the build process */
+  char want[128];
+  snprintf(want, sizeof want, "%s was still compiling after 1.5 s: its build process (pid ",
+           sc->lang == CG_TARGET_CUDA ? "NVRTC" : "the OpenCL compiler");
   for (int i = 0; i < 3; i++) {
     double t0 = tn_now();
     int64_t tk = ms_build_submit(b, order[i], &res[i]);
@@ -1066,19 +1134,18 @@ START_TEST(t_build_timeout_nvrtc) {
     double secs = tn_now() - t0;
     if (order[i] == slow) {
       ck_assert_int_eq(res[i].status, MS_TIMEOUT);
-      ck_assert_msg(strstr(res[i].error, "NVRTC was still compiling after 1.5 s: its build process (pid "), "%s",
-                    res[i].error);
+      ck_assert_msg(strstr(res[i].error, want), "%s", res[i].error);
       ck_assert_msg(strstr(res[i].error, ") was killed"), "%s", res[i].error);
       ck_assert_msg(secs >= 1.5 && secs < 1.5 + 1.0, "timed out after %.2f s", secs); /* slack for a busy machine */
-      ck_assert_int_eq(ms_build_drain(0), 0); /* nothing of it still compiles here */
       pid_t pid = pid_in(res[i].error);
       ck_assert_int_gt(pid, 0);
       ck_assert_int_eq(kill(pid, 0), -1); /* killed and reaped */
       ck_assert_int_eq(errno, ESRCH);
     } else {
       ck_assert_msg(res[i].status == MS_OK, "build %d: %s", i, res[i].error);
-      ck_assert_msg(strstr(res[i].artifact, ".cubin"), "%s", res[i].artifact);
-      ck_assert_int_gt(res[i].build.registers, 0);
+      ck_assert_msg(strstr(res[i].artifact, sc->artifact), "%s", res[i].artifact);
+      if (sc->lang == CG_TARGET_CUDA) ck_assert_int_gt(res[i].build.registers, 0);
+      else ck_assert_msg(strstr(res[i].build.compiler, "OpenCL"), "%s", res[i].build.compiler);
     }
   }
   for (int i = 0; i < 3; i++) ms_result_clear(&res[i]);
@@ -1087,35 +1154,53 @@ START_TEST(t_build_timeout_nvrtc) {
 }
 END_TEST
 
+/* A --build child of this process other than `not` (0: any); 0 when none
+ * appears within 30 s. */
+static pid_t build_process_other_than(pid_t not) {
+  for (int i = 0; i < 100; i++) {
+    pid_t pid = build_process();
+    if (pid != not) return pid;
+    usleep(50 * 1000);
+  }
+  return 0;
+}
+
 /* The build process killed from outside in the middle of a build (as the
- * OOM killer would): that build is a BUILD_ERROR naming the signal, the
- * caller carries on, and the next build gets a new process and succeeds. */
+ * OOM killer would): not the candidate's fault by itself, so the build
+ * runs again in a fresh process; killed there too, the build is a
+ * BUILD_ERROR naming the signal, the caller carries on, and the next build
+ * gets a new process and succeeds. */
 START_TEST(t_build_process_killed) {
+  const slow_case_t *sc = &slow_cases[_i];
+  if (!slow_case_usable(_i)) return;
   ir_workload_t *w = tu_load_sets("matmul", "M=128,N=128,K=128");
-  cg_module_t *m = lower(w, "matmul_shared", CG_TARGET_CUDA);
-  tn_target_t t = target("nvidia/h100");
-  ms_candidate_t *slow = planted(&t, m, slow_cuda), *good = from_module(&t, m);
+  cg_module_t *m = lower(w, sc->schedule, sc->lang);
+  tn_target_t t = target(sc->target);
+  ms_candidate_t *slow = slow_candidate(sc, &t, m), *good = from_module(&t, m);
   ms_builder_t *b = builder(120, 1);
   ms_result_t res[2];
   int64_t tk = ms_build_submit(b, slow, &res[0]);
   ck_assert_int_ge(tk, 0);
-  pid_t pid = build_process();
-  ck_assert_msg(pid > 0, "no build process (a child with --build) appeared");
-  usleep(300 * 1000); /* well inside NVRTC by now */
-  ck_assert(!ms_build_done(b, tk));
-  ck_assert_int_eq(kill(pid, SIGKILL), 0);
+  pid_t pid = 0;
+  for (int kill_no = 0; kill_no < 2; kill_no++) {
+    pid = build_process_other_than(pid);
+    ck_assert_msg(pid > 0, "no build process (a child with --build) appeared for kill %d", kill_no + 1);
+    usleep(300 * 1000); /* well inside the compiler by now */
+    ck_assert_msg(!ms_build_done(b, tk), "the build ended before kill %d", kill_no + 1);
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+  }
   double t0 = tn_now();
   ms_build_wait(b, tk);
   ck_assert_msg(tn_now() - t0 < 5.0, "the death was noticed after %.1f s", tn_now() - t0);
   ck_assert_int_eq(res[0].status, MS_BUILD_ERROR);
   char want[128];
-  snprintf(want, sizeof want, "the NVRTC build process (pid %d) was killed by SIGKILL (Killed) during the build",
-           (int)pid);
+  snprintf(want, sizeof want, "the %s build process (pid %d) was killed by SIGKILL (Killed) during the build",
+           sc->compiler, (int)pid);
   ck_assert_msg(strstr(res[0].error, want), "%s", res[0].error);
   tk = ms_build_submit(b, good, &res[1]);
   ms_build_wait(b, tk);
   ck_assert_msg(res[1].status == MS_OK, "%s", res[1].error);
-  ck_assert_msg(strstr(res[1].artifact, ".cubin"), "%s", res[1].artifact);
+  ck_assert_msg(strstr(res[1].artifact, sc->artifact), "%s", res[1].artifact);
   pid_t next = build_process();
   ck_assert_int_gt(next, 0);
   ck_assert_int_ne(next, pid);
@@ -1149,13 +1234,13 @@ START_TEST(t_nvrtc_proc_orphan) {
   ck_assert_int_ge(caller, 0);
   if (caller == 0) {
     close(fds[0]);
-    ms_nvrtc_proc_t *p = NULL;
+    ms_build_proc_t *p = NULL;
     ms_cuda_output_t o;
     tn_err_t err = {0};
-    if (ms_nvrtc_proc_new(NULL, NULL, &p, &err) < 0 ||
+    if (ms_build_proc_new(NULL, NULL, &p, &err) < 0 ||
         ms_nvrtc_compile(p, "extern \"C\" __global__ void k() {}\n", "sm_90", 60, &o, &err) < 0)
       _exit(1);
-    pid_t pid = ms_nvrtc_proc_pid(p);
+    pid_t pid = ms_build_proc_pid(p);
     if (write(fds[1], &pid, sizeof pid) != sizeof pid) _exit(1);
     ms_nvrtc_compile(p, slow_cuda, "sm_90", 600, &o, &err); /* killed in here */
     _exit(0);
@@ -1180,10 +1265,10 @@ END_TEST
  * killed while idle is replaced without failing the next compile, and a
  * compile error comes back as it would from NVRTC in this process. */
 START_TEST(t_nvrtc_proc) {
-  ms_nvrtc_proc_t *p = NULL;
+  ms_build_proc_t *p = NULL;
   tn_err_t err = {0};
-  ck_assert_msg(ms_nvrtc_proc_new(NULL, NULL, &p, &err) == TN_OK, "%s", err.msg);
-  ck_assert_int_eq(ms_nvrtc_proc_pid(p), 0); /* started at the first compile */
+  ck_assert_msg(ms_build_proc_new(NULL, NULL, &p, &err) == TN_OK, "%s", err.msg);
+  ck_assert_int_eq(ms_build_proc_pid(p), 0); /* started at the first compile */
   const char *ok = "extern \"C\" __global__ void k(float *o) { o[threadIdx.x] = 2.0f; }\n";
   ms_cuda_output_t o, here;
   for (int i = 0; i < 2; i++) {
@@ -1199,15 +1284,15 @@ START_TEST(t_nvrtc_proc) {
     ms_cuda_output_free(&o);
     ms_cuda_output_free(&here);
   }
-  ck_assert_int_eq(ms_nvrtc_proc_starts(p), 1);
-  pid_t pid = ms_nvrtc_proc_pid(p);
+  ck_assert_int_eq(ms_build_proc_starts(p), 1);
+  pid_t pid = ms_build_proc_pid(p);
   ck_assert_int_gt(pid, 0);
   kill(pid, SIGKILL);
   usleep(100 * 1000);
   ck_assert_msg(ms_nvrtc_compile(p, ok, "sm_90", 30, &o, &err) == TN_OK, "%s", err.msg);
   ms_cuda_output_free(&o);
-  ck_assert_int_eq(ms_nvrtc_proc_starts(p), 2);
-  ck_assert_int_ne(ms_nvrtc_proc_pid(p), pid);
+  ck_assert_int_eq(ms_build_proc_starts(p), 2);
+  ck_assert_int_ne(ms_build_proc_pid(p), pid);
   ck_assert_int_eq(ms_nvrtc_compile(p, "extern \"C\" __global__ void k() { undeclared(); }\n", "sm_90", 30, &o, &err),
                    TN_EINVAL);
   ck_assert_msg(strstr(err.msg, "identifier \"undeclared\" is undefined"), "%s", err.msg);
@@ -1216,9 +1301,9 @@ START_TEST(t_nvrtc_proc) {
   ck_assert_int_eq(ms_nvrtc_compile(p, ok, "sm_1", 30, &o, &err), TN_EUNSUPPORTED); /* checked in the process */
   ck_assert_msg(strstr(err.msg, "sm_1 is not supported by NVRTC "), "%s", err.msg);
   ms_cuda_output_free(&o);
-  ck_assert_int_eq(ms_nvrtc_proc_starts(p), 2);
-  pid = ms_nvrtc_proc_pid(p);
-  ms_nvrtc_proc_free(p);
+  ck_assert_int_eq(ms_build_proc_starts(p), 2);
+  pid = ms_build_proc_pid(p);
+  ms_build_proc_free(p);
   ck_assert_int_eq(kill(pid, 0), -1); /* asked to exit, and reaped */
 }
 END_TEST
@@ -2224,11 +2309,12 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, t_build_timeout_cc);
   tcase_add_test(tc, t_compilers);
   tcase_add_test(tc, t_compiler_missing);
-  if (WITH_CUDA) tcase_add_test(tc, t_build_timeout_nvrtc);
-  if (WITH_CUDA) tcase_add_test(tc, t_build_process_killed);
+  tcase_add_loop_test(tc, t_build_timeout_in_proc, 0, (int)TN_ARRAY_LEN(slow_cases));
+  tcase_add_loop_test(tc, t_build_process_killed, 0, (int)TN_ARRAY_LEN(slow_cases));
   if (WITH_CUDA) tcase_add_test(tc, t_nvrtc_proc);
   if (WITH_CUDA) tcase_add_test(tc, t_nvrtc_proc_orphan);
   tcase_add_test(tc, t_build_pause);
+  tcase_add_test(tc, t_build_cc_killed);
   tcase_add_test(tc, t_build_async);
   tcase_add_test(tc, t_build_opencl_after_pool);
   tcase_add_test(tc, t_temp_dir_sweep);

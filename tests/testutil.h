@@ -5,6 +5,7 @@
 #define TUNED_TESTUTIL_H
 
 #include <check.h>
+#include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,39 @@ static inline tu_run_t *tu_run_capture(const char *cmd, tu_run_t *r) {
 
 /* Writes `text` to a new temporary file named from `tmpl` (ends in XXXXXX,
  * rewritten in place); the caller unlinks it. */
+/* The live (not zombie) children of parent: pids and command lines (NULs
+ * as blanks, cut to 255 bytes), at most max; returns how many. */
+typedef char tu_cmdline_t[256];
+static inline int tu_children(pid_t parent, pid_t *pids, tu_cmdline_t *cmds, int max) {
+  DIR *dir = opendir("/proc");
+  struct dirent *e;
+  int n = 0;
+  while (dir && n < max && (e = readdir(dir))) {
+    pid_t pid = (pid_t)atoi(e->d_name), ppid = 0;
+    char path[300], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE *f = pid > 0 ? fopen(path, "r") : NULL;
+    size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[len] = 0;
+    /* "pid (comm) state ppid": comm may hold blanks, so parse after the last ')' */
+    const char *rp = strrchr(buf, ')');
+    if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1 || ppid != parent) continue;
+    snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+    f = fopen(path, "r");
+    len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    for (size_t i = 0; i < len; i++) buf[i] = buf[i] ? buf[i] : ' ';
+    buf[len] = 0;
+    if (!len) continue; /* a zombie */
+    pids[n] = pid;
+    snprintf(cmds[n], sizeof cmds[n], "%.255s", buf);
+    n++;
+  }
+  if (dir) closedir(dir);
+  return n;
+}
+
 static inline void tu_write_temp(char *tmpl, const char *text) {
   int fd = mkstemp(tmpl);
   ck_assert_int_ge(fd, 0);

@@ -1,17 +1,20 @@
-/* nvrtc_proc.c — NVRTC in a separate process, so that a compile can be
- * stopped.  NVRTC cannot be interrupted: a build abandoned at its time limit
- * kept compiling (and allocating) in the caller, which LLVM then aborted
- * ("LLVM ERROR: out of memory") with the whole daemon.  Here the compile runs
- * in `tuned-worker --build`, started with exec (never a bare fork: a child
- * forked after XGBoost's OpenMP threads ran hangs), which serves one build
- * after another; past the time limit it is killed with SIGKILL, and a
- * process that dies (crash, OOM kill) is reaped and replaced at the next
- * build.  The caller only ever waits on a socket.
+/* build_proc.c — compilers in a separate process, so that a compile can be
+ * stopped and nothing of them runs in the caller.  NVRTC and PoCL's
+ * clBuildProgram (both LLVM) cannot be interrupted: a build abandoned at
+ * its time limit kept compiling (and allocating) in the caller, which LLVM
+ * then aborted ("LLVM ERROR: out of memory") with the whole daemon, and an
+ * abandoned OpenCL build was still inside LLVM when the daemon exited.
+ * Here each compile runs in `tuned-worker --build`, started with exec (never
+ * a bare fork: a child forked after XGBoost's OpenMP threads ran hangs),
+ * which serves one build after another; past the time limit it is killed
+ * with SIGKILL, and a process that dies (crash, OOM kill) is reaped and
+ * replaced at the next build.  The caller only ever waits on a socket.
  *
  * Protocol: fd 0 of the build process is a Unix stream socket to its
- * parent, fds 1 and 2 a log file (NVRTC's own fatal messages land there).
- * Frames as tuned-worker's (proto.c): a 4-byte little-endian length, then a
- * JSON object, or raw bytes where the previous message announced them.
+ * parent, fds 1 and 2 a log file (the compilers' own fatal messages land
+ * there).  Frames as tuned-worker's (proto.c): a 4-byte little-endian
+ * length, then a JSON object, or raw bytes where the previous message
+ * announced them.
  *   {"op": "hello"} -> {"ok": true, "pid": 1234}
  *   {"op": "compile", "source": "...", "arch": "sm_90"}
  *     -> {"code": 0, "version": "NVRTC 13.0", "log": "...", "ptx": "...",
@@ -19,6 +22,7 @@
  *        frame of the CUBIN
  *      | {"code": -1, "error": "NVRTC (...): ...", "version": ..., "log": ...}
  *     code and error are ms_cuda_compile's; secs is NVRTC's time.
+ *   {"op": "opencl", ...} and {"op": "opencl_probe"}: build_opencl.c.
  *   {"op": "exit"}, or EOF -> the process exits 0.
  * The build process also dies with the thread that started it
  * (PR_SET_PDEATHSIG), so a compile never outlives its caller. */
@@ -40,12 +44,16 @@
 #define HELLO_TIMEOUT_S 30.0
 #define LOG_TAIL 1024
 
-struct ms_nvrtc_proc {
+struct ms_build_proc {
   char worker[MS_PATH_MAX], log_path[MS_PATH_MAX];
   pid_t pid; /* 0: none running */
   int fd;
   int starts;
   off_t log_from; /* the log's size when the current process started */
+  /* the current call's: "NVRTC" (build process) and "NVRTC" (still compiling),
+   * or "OpenCL" and "the OpenCL compiler" */
+  const char *what, *compiler;
+  bool killed; /* the current call's process died of a SIGKILL we did not send */
 };
 
 /* ---- the build process ------------------------------------------------------ */
@@ -93,13 +101,13 @@ static bool serve_compile(const cJSON *req) {
   return sent == TN_OK;
 }
 
-int ms_nvrtc_serve(int argc, char **argv) {
+int ms_build_serve(int argc, char **argv) {
   /* Die with the thread that started us; a parent already gone (between
    * its spawn and this call) is caught by comparing with the pid it gave. */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (argc > 2 && getppid() != (pid_t)strtol(argv[2], NULL, 10)) return 1;
   for (;;) {
-    cJSON *req = NULL;
+    cJSON *req = NULL, *r = NULL;
     tn_err_t err = {0};
     if (ms_frame_recv(0, 0, &req, &err) < 0) break;
     const char *op = jstr(req, "op");
@@ -109,16 +117,18 @@ int ms_nvrtc_serve(int argc, char **argv) {
       break;
     } else if (op && strcmp(op, "compile") == 0) {
       ok = serve_compile(req);
+    } else if (op && strncmp(op, "opencl", 6) == 0) {
+      r = ms_opencl_serve(req);
     } else {
-      cJSON *r = cJSON_CreateObject();
+      r = cJSON_CreateObject();
       bool hello = op && strcmp(op, "hello") == 0;
       cJSON_AddBoolToObject(r, "ok", hello);
       if (hello) cJSON_AddNumberToObject(r, "pid", (double)getpid());
       else
-        cJSON_AddStringToObject(r, "error", "unknown op (hello, compile, exit)");
-      ok = ms_frame_send(0, r, &err) == TN_OK;
-      cJSON_Delete(r);
+        cJSON_AddStringToObject(r, "error", "unknown op (hello, compile, opencl, opencl_probe, exit)");
     }
+    if (r) ok = ms_frame_send(0, r, &err) == TN_OK;
+    cJSON_Delete(r);
     cJSON_Delete(req);
     if (!ok) break;
   }
@@ -127,9 +137,9 @@ int ms_nvrtc_serve(int argc, char **argv) {
 
 /* ---- the caller's side ------------------------------------------------------- */
 
-int ms_nvrtc_proc_new(const char *worker, const char *log_path, ms_nvrtc_proc_t **out, tn_err_t *err) {
+int ms_build_proc_new(const char *worker, const char *log_path, ms_build_proc_t **out, tn_err_t *err) {
   *out = NULL;
-  ms_nvrtc_proc_t *p = tn_xcalloc(1, sizeof *p);
+  ms_build_proc_t *p = tn_xcalloc(1, sizeof *p);
   p->fd = -1;
   int rc = worker ? (snprintf(p->worker, sizeof p->worker, "%s", worker), TN_OK)
                   : ms_worker_path(p->worker, sizeof p->worker, err);
@@ -146,13 +156,13 @@ int ms_nvrtc_proc_new(const char *worker, const char *log_path, ms_nvrtc_proc_t 
   return TN_OK;
 }
 
-static off_t log_size(const ms_nvrtc_proc_t *p) {
+static off_t log_size(const ms_build_proc_t *p) {
   struct stat st;
   return p->log_path[0] && stat(p->log_path, &st) == 0 ? st.st_size : 0;
 }
 
 /* "; it said: ..." with what the process wrote to its log, or "". */
-static void log_tail(const ms_nvrtc_proc_t *p, char *out, size_t size) {
+static void log_tail(const ms_build_proc_t *p, char *out, size_t size) {
   out[0] = 0;
   int fd = p->log_path[0] ? open(p->log_path, O_RDONLY | O_CLOEXEC) : -1;
   if (fd < 0) return;
@@ -168,7 +178,7 @@ static void log_tail(const ms_nvrtc_proc_t *p, char *out, size_t size) {
 
 /* Reaps the process, killing it first if asked, else after 2 s of waiting
  * for it to exit; returns its wait status. */
-static int reap(ms_nvrtc_proc_t *p, bool kill_it) {
+static int reap(ms_build_proc_t *p, bool kill_it) {
   int st = 0;
   if (kill_it) kill(p->pid, SIGKILL);
   for (int i = 0; !kill_it && i < 200; i++) {
@@ -186,7 +196,7 @@ done:
   return st;
 }
 
-static int start(ms_nvrtc_proc_t *p, tn_err_t *err) {
+static int start(ms_build_proc_t *p, tn_err_t *err) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
     return tn_err_set(err, TN_EIO, "socketpair: %s", strerror(errno));
@@ -214,7 +224,7 @@ static int start(ms_nvrtc_proc_t *p, tn_err_t *err) {
     char tail[LOG_TAIL + 32];
     reap(p, true);
     log_tail(p, tail, sizeof tail);
-    return tn_err_set(err, TN_EIO, "the NVRTC build process %s --build did not start: %s%s", p->worker,
+    return tn_err_set(err, TN_EIO, "the build process %s --build did not start: %s%s", p->worker,
                       err ? err->msg : "", tail);
   }
   return TN_OK;
@@ -222,10 +232,11 @@ static int start(ms_nvrtc_proc_t *p, tn_err_t *err) {
 
 /* The process died during a build (its socket closed or spoke nonsense):
  * reaps it and says how it ended. */
-static int died(ms_nvrtc_proc_t *p, const char *why, tn_err_t *err) {
+static int died(ms_build_proc_t *p, const char *why, tn_err_t *err) {
   pid_t pid = p->pid;
   int st = reap(p, false);
   char how[128], tail[LOG_TAIL + 32];
+  p->killed = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
   if (WIFSIGNALED(st)) {
     char sig[96];
     ms_signal_text(WTERMSIG(st), sig, sizeof sig);
@@ -236,13 +247,13 @@ static int died(ms_nvrtc_proc_t *p, const char *why, tn_err_t *err) {
     snprintf(how, sizeof how, "stopped answering (%s)", why);
   }
   log_tail(p, tail, sizeof tail);
-  return tn_err_set(err, TN_EIO, "the NVRTC build process (pid %d) %s during the build%s; it is replaced for the next "
-                    "build", (int)pid, how, tail);
+  return tn_err_set(err, TN_EIO, "the %s build process (pid %d) %s during the build%s; it is replaced for the next "
+                    "build", p->what, (int)pid, how, tail);
 }
 
 /* Reaps a process that ended while idle (killed from outside between
  * builds): that is no build's fault, so the next one simply starts anew. */
-static void reap_if_gone(ms_nvrtc_proc_t *p) {
+static void reap_if_gone(ms_build_proc_t *p) {
   int st;
   if (p->pid > 0 && waitpid(p->pid, &st, WNOHANG) == p->pid) {
     close(p->fd);
@@ -252,7 +263,7 @@ static void reap_if_gone(ms_nvrtc_proc_t *p) {
 }
 
 /* Reads the reply (and the CUBIN after it) into out. */
-static int take_reply(ms_nvrtc_proc_t *p, const cJSON *reply, double deadline, const char *arch, ms_cuda_output_t *out,
+static int take_reply(ms_build_proc_t *p, const cJSON *reply, double deadline, const char *arch, ms_cuda_output_t *out,
                       tn_err_t *err) {
   const cJSON *code = cJSON_GetObjectItemCaseSensitive(reply, "code");
   const char *version = jstr(reply, "version"), *log = jstr(reply, "log"), *ptx = jstr(reply, "ptx");
@@ -284,41 +295,61 @@ static int take_reply(ms_nvrtc_proc_t *p, const cJSON *reply, double deadline, c
   return TN_OK;
 }
 
-int ms_nvrtc_compile(ms_nvrtc_proc_t *p, const char *source, const char *arch, double timeout_s,
-                     ms_cuda_output_t *out, tn_err_t *err) {
-  memset(out, 0, sizeof *out);
-  if (!TUNED_HAVE_CUDA) return ms_cuda_compile(source, arch, out, err); /* says this build has none */
+/* The compile ran past its time limit: kills the process. */
+static int overran(ms_build_proc_t *p, double timeout_s, tn_err_t *err) {
+  pid_t pid = p->pid;
+  reap(p, true);
+  return tn_err_set(err, TN_ERANGE, "%s was still compiling after %.1f s: its build process (pid %d) was killed",
+                    p->compiler, timeout_s, (int)pid);
+}
+
+int ms_build_proc_call(ms_build_proc_t *p, const cJSON *req, const char *what, double timeout_s, cJSON **reply,
+                       tn_err_t *err) {
+  *reply = NULL;
+  bool nvrtc = strcmp(what, "NVRTC") == 0;
+  p->what = nvrtc ? "NVRTC" : "OpenCL";
+  p->compiler = nvrtc ? "NVRTC" : "the OpenCL compiler";
+  p->killed = false;
   reap_if_gone(p);
   int rc = p->pid > 0 ? TN_OK : start(p, err);
   if (rc < 0) return rc;
+  tn_err_t ferr = {0};
+  double deadline = tn_now() + timeout_s;
+  rc = ms_frame_send(p->fd, req, &ferr);
+  if (rc == TN_ENOMEM) return tn_err_set(err, TN_ENOMEM, "the %s source is too large to compile: %s", what, ferr.msg);
+  if (rc == TN_OK) rc = ms_frame_recv(p->fd, deadline, reply, &ferr);
+  if (rc == TN_ERANGE) return overran(p, timeout_s, err);
+  if (rc < 0) return died(p, ferr.msg, err);
+  return TN_OK;
+}
+
+int ms_nvrtc_compile(ms_build_proc_t *p, const char *source, const char *arch, double timeout_s,
+                     ms_cuda_output_t *out, tn_err_t *err) {
+  memset(out, 0, sizeof *out);
+  if (!TUNED_HAVE_CUDA) return ms_cuda_compile(source, arch, out, err); /* says this build has none */
   cJSON *req = cJSON_CreateObject(), *reply = NULL;
   cJSON_AddStringToObject(req, "op", "compile");
   cJSON_AddStringToObject(req, "source", source);
   cJSON_AddStringToObject(req, "arch", arch);
-  tn_err_t ferr = {0};
   double deadline = tn_now() + timeout_s;
-  rc = ms_frame_send(p->fd, req, &ferr);
+  int rc = ms_build_proc_call(p, req, "NVRTC", timeout_s, &reply, err);
   cJSON_Delete(req);
-  if (rc == TN_ENOMEM) return tn_err_set(err, TN_ENOMEM, "the CUDA source is too large to compile: %s", ferr.msg);
-  if (rc == TN_OK) rc = ms_frame_recv(p->fd, deadline, &reply, &ferr);
   if (rc == TN_OK) rc = take_reply(p, reply, deadline, arch, out, err);
-  else if (rc != TN_ERANGE) rc = died(p, ferr.msg, err);
   cJSON_Delete(reply);
+  if (rc == TN_ERANGE && p->pid > 0) rc = overran(p, timeout_s, err); /* during the CUBIN */
   if (rc == TN_ERANGE) {
-    pid_t pid = p->pid;
-    reap(p, true);
     ms_cuda_output_free(out);
     snprintf(out->version, sizeof out->version, "NVRTC");
-    return tn_err_set(err, TN_ERANGE, "NVRTC was still compiling after %.1f s: its build process (pid %d) was killed",
-                      timeout_s, (int)pid);
   }
   return rc;
 }
 
-int ms_nvrtc_proc_pid(const ms_nvrtc_proc_t *p) { return p && p->pid > 0 ? (int)p->pid : 0; }
-int ms_nvrtc_proc_starts(const ms_nvrtc_proc_t *p) { return p ? p->starts : 0; }
+bool ms_build_proc_killed(const ms_build_proc_t *p) { return p && p->killed; }
 
-void ms_nvrtc_proc_free(ms_nvrtc_proc_t *p) {
+int ms_build_proc_pid(const ms_build_proc_t *p) { return p && p->pid > 0 ? (int)p->pid : 0; }
+int ms_build_proc_starts(const ms_build_proc_t *p) { return p ? p->starts : 0; }
+
+void ms_build_proc_free(ms_build_proc_t *p) {
   if (!p) return;
   if (p->pid > 0) {
     cJSON *bye = cJSON_CreateObject();
