@@ -584,3 +584,42 @@ int ir_intrin_match(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in
   ir_bounds_free(&st.bounds);
   return rc;
 }
+
+/* ---- Hopper warpgroup GEMM -------------------------------------------------- */
+
+static bool annot_int(const ir_block_t *b, const char *key, int lo, int hi, int *v, char *why, size_t n) {
+  const ir_annot_t *a = ir_annot_get(b->annots, b->nannots, key);
+  if (!a || a->is_str || a->ival < lo || a->ival > hi) {
+    if (why) snprintf(why, n, "block \"%s\": annotation %s %s (expected an integer from %d to %d)", b->name, key,
+                      a ? "out of range" : "missing", lo, hi);
+    return false;
+  }
+  *v = (int)a->ival;
+  return true;
+}
+
+bool ir_hopper_gemm_get(const ir_block_t *b, ir_hopper_gemm_t *g, char *why, size_t why_len) {
+  if (why && why_len) why[0] = 0;
+  if (!ir_annot_get(b->annots, b->nannots, IR_ANN_HOPPER_GEMM)) return false;
+  if (!annot_int(b, IR_ANN_HOPPER_WARPGROUPS, 1, 2, &g->warpgroups, why, why_len) ||
+      !annot_int(b, IR_ANN_HOPPER_M_FRAGS, 1, 2, &g->m_frags, why, why_len) ||
+      !annot_int(b, IR_ANN_HOPPER_N_TILE, 8, 256, &g->n_tile, why, why_len) ||
+      !annot_int(b, IR_ANN_HOPPER_STAGES, 2, 6, &g->stages, why, why_len) ||
+      !annot_int(b, IR_ANN_HOPPER_GROUP, 1, 64, &g->group, why, why_len))
+    return false;
+  if (g->n_tile % 8) {
+    if (why) snprintf(why, why_len, "block \"%s\": %s %d is not a multiple of 8", b->name, IR_ANN_HOPPER_N_TILE,
+                      g->n_tile);
+    return false;
+  }
+  return true;
+}
+
+int ir_hopper_gemm_rows(const ir_hopper_gemm_t *g) { return 64 * g->warpgroups * g->m_frags; }
+
+int64_t ir_hopper_gemm_smem(const ir_hopper_gemm_t *g) {
+  int64_t stage = (int64_t)(ir_hopper_gemm_rows(g) + g->n_tile) * IR_HOPPER_K_TILE * 2;
+  return stage * g->stages + 16 * g->stages + 1024;
+}
+
+int ir_hopper_gemm_acc_regs(const ir_hopper_gemm_t *g) { return g->m_frags * g->n_tile / 2; }

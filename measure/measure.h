@@ -77,6 +77,8 @@ typedef struct ms_candidate {
   cg_param_t *params;
   int nparams;
   int min_sm;          /* CUDA: the lowest architecture the source is for (cg_module_t's); 0 any */
+  bool sm90a;          /* CUDA: built for sm_90a (Hopper's wgmma kernels, cg_module_t's); the build refuses
+                          such a candidate that spills or whose SASS has no HGMMA */
 } ms_candidate_t;
 
 /* From a lowered module; its language must be the target's (TN_EINVAL

@@ -1,0 +1,275 @@
+/* hopper_gemm.c — the CUDA kernel of a block that the Hopper rule
+ * (sampler/rules_hopper.c) annotated: out[i, j] += A * B over k, float16 or
+ * bfloat16 operands, float32 out, printed from the block's shape and the
+ * trace's decisions (ir/intrin.h, IR_ANN_HOPPER_*) with the primitives of
+ * hopper.c:
+ *
+ *   - a block tile of (64 x warpgroups x m_frags) x n_tile, tiles in the
+ *     grouped order (`group` row tiles share a column of B while it is in L2);
+ *   - K in steps of 64: one stage holds the A and B tiles K-major in rows of
+ *     128 bytes, 128B-swizzled (what wgmma's descriptors read without bank
+ *     conflicts), in a ring of `stages` stages;
+ *   - every thread copies its share of a stage with ordinary loads and
+ *     stores (16-byte vectors when K is the operand's contiguous dimension,
+ *     halves otherwise), then fence.proxy.async and an arrive on the stage's
+ *     full mbarrier; the warpgroups wait for its phase, issue
+ *     m_frags x 4 wgmma m64nNk16 into their accumulators, commit, and once
+ *     the previous stage's group completed (wait_group 1) arrive on its empty
+ *     mbarrier, which the copies of the stage `stages` - 1 ahead wait for;
+ *   - the accumulators stored to the output from their fragment layout.
+ *
+ * Not yet: TMA copies, a producer warp with setmaxnreg, a persistent grid,
+ * clusters, fused epilogues (a consumer of the output is its own kernel). */
+#include "cg_internal.h"
+
+#include <string.h>
+
+/* The GEMM the block computes. */
+typedef struct hgemm {
+  ir_hopper_gemm_t g;
+  const ir_block_t *blk;
+  const ir_buffer_t *a, *b, *out;
+  bool a_k_inner, b_k_inner; /* K is the operand's last (contiguous) dimension */
+  int64_t m, n, k;
+} hgemm_t;
+
+static const ir_expr_t *strip_cast(const ir_expr_t *e) { return e->kind == IR_E_CAST ? e->u.un : e; }
+
+static bool is_var(const ir_expr_t *e, const ir_var_t *v) { return e->kind == IR_E_VAR && e->u.var == v; }
+
+/* The operand load x: 2-D, indexed by (row, k) or (k, row); *k_inner says which. */
+static bool operand(const ir_expr_t *x, const ir_var_t *row, const ir_var_t *k, bool *k_inner) {
+  if (x->kind != IR_E_LOAD || x->u.load.n != 2) return false;
+  ir_expr_t *const *ix = x->u.load.idx;
+  *k_inner = is_var(ix[0], row) && is_var(ix[1], k);
+  return *k_inner || (is_var(ix[0], k) && is_var(ix[1], row));
+}
+
+static int64_t extent_of(const ir_block_t *b, const ir_var_t *v) {
+  for (int t = 0; t < b->niters; t++)
+    if (b->iters[t].var == v) return b->iters[t].extent;
+  return -1;
+}
+
+/* Reads out[i, j] = out[i, j] + A * B (casts allowed) from the block. */
+static int analyse(cg_ctx_t *c, const ir_block_t *b, hgemm_t *h) {
+  const ir_stmt_t *st = b->body;
+  const char *bad = NULL;
+  const ir_var_t *k = NULL;
+  for (int t = 0; t < b->niters; t++)
+    if (b->iters[t].kind == IR_ITER_REDUCE) k = b->iters[t].var;
+  if (!st || st->kind != IR_S_STORE || st->u.store.n != 2 || st->u.store.buf->dtype != IR_FLOAT32 || !k)
+    bad = "not a float32 2-D store with a reduction";
+  const ir_expr_t *v = bad ? NULL : st->u.store.value, *mul = NULL;
+  if (!bad && v->kind == IR_E_ADD) mul = v->u.bin.b->kind == IR_E_MUL ? v->u.bin.b : v->u.bin.a;
+  if (!bad && (!mul || mul->kind != IR_E_MUL)) bad = "not an accumulation of a product";
+  if (!bad) {
+    ir_expr_t *const *ci = st->u.store.idx;
+    const ir_expr_t *x = strip_cast(mul->u.bin.a), *y = strip_cast(mul->u.bin.b);
+    if (x->kind == IR_E_LOAD && x->u.load.n == 2 && (is_var(x->u.load.idx[0], ci[1]->u.var) ||
+                                                     is_var(x->u.load.idx[1], ci[1]->u.var))) {
+      const ir_expr_t *t = x;
+      x = y, y = t;
+    }
+    if (ci[0]->kind != IR_E_VAR || ci[1]->kind != IR_E_VAR || !operand(x, ci[0]->u.var, k, &h->a_k_inner) ||
+        !operand(y, ci[1]->u.var, k, &h->b_k_inner))
+      bad = "its operands are not A[i, k] (or A[k, i]) and B[k, j] (or B[j, k]) over the output's [i, j]";
+    else {
+      h->a = x->u.load.buf, h->b = y->u.load.buf, h->out = st->u.store.buf;
+      h->m = extent_of(b, ci[0]->u.var), h->n = extent_of(b, ci[1]->u.var), h->k = extent_of(b, k);
+    }
+  }
+  if (!bad && (h->a->dtype != h->b->dtype || (h->a->dtype != IR_FLOAT16 && h->a->dtype != IR_BFLOAT16)))
+    bad = "its operands are not both float16 or both bfloat16";
+  if (!bad && (h->out->shape[0] != h->m || h->out->shape[1] != h->n ||
+               h->a->shape[h->a_k_inner ? 0 : 1] != h->m || h->b->shape[h->b_k_inner ? 0 : 1] != h->n ||
+               h->a->shape[h->a_k_inner ? 1 : 0] != h->k || h->b->shape[h->b_k_inner ? 1 : 0] != h->k))
+    bad = "its buffers are not exactly M x K, K x N and M x N";
+  int rows = ir_hopper_gemm_rows(&h->g);
+  if (!bad && (h->m % rows || h->n % h->g.n_tile || h->k % IR_HOPPER_K_TILE))
+    bad = "the tile does not divide M, N or K";
+  if (bad)
+    return cg_fail(c, TN_EUNSUPPORTED, "block \"%s\" is annotated %s but %s", b->name, IR_ANN_HOPPER_GEMM, bad);
+  return TN_OK;
+}
+
+typedef struct find {
+  const ir_block_t *hopper;
+  int nblocks;
+} find_t;
+
+static bool find_visit(ir_stmt_t *s, void *p) {
+  find_t *f = p;
+  if (s->kind != IR_S_BLOCK) return s->kind != IR_S_STORE;
+  f->nblocks++;
+  if (ir_annot_get(s->u.block.annots, s->u.block.nannots, IR_ANN_HOPPER_GEMM)) f->hopper = &s->u.block;
+  return true;
+}
+
+/* Whether root statement k holds a Hopper block (the GEMM's update, and its
+ * init where the reduction was decomposed, nothing else). */
+static const ir_block_t *hopper_block(cg_ctx_t *c, int k, int *nblocks) {
+  find_t f = {0};
+  ir_stmt_walk((ir_stmt_t *)c->roots[k], find_visit, &f);
+  *nblocks = f.nblocks;
+  return f.hopper;
+}
+
+bool cg_hopper_gemm_kernel(cg_ctx_t *c, int k) {
+  int nb;
+  return c->d->gpu && hopper_block(c, k, &nb) != NULL;
+}
+
+/* Copies of one stage: tile `t` (rows x 64 halves, 128B-swizzled) from
+ * operand X's rows row0.. and columns k0.. of K; ld the operand's row length. */
+static const char load_text[] =
+    "/* One operand's 64-wide K slice into a stage: rows of 128 bytes, 16-byte chunks swizzled by the row's low 3\n"
+    "   bits (wgmma's 128B mode); K contiguous in X: 16-byte copies, else half by half. */\n"
+    "template <int ROWS, int THREADS, bool K_INNER>\n"
+    "__device__ __forceinline__ void tuned_hopper_stage(unsigned char *t, const unsigned short *__restrict__ X, "
+    "long long ld,\n"
+    "                                                   long long row0, long long k0, int tid) {\n"
+    "  if (K_INNER) {\n"
+    "#pragma unroll\n"
+    "    for (int q = tid; q < ROWS * 8; q += THREADS) {\n"
+    "      int r = q >> 3, c = q & 7;\n"
+    "      *(float4 *)(t + r * 128 + ((c ^ (r & 7)) << 4)) = *(const float4 *)(X + (row0 + r) * ld + k0 + 8 * c);\n"
+    "    }\n"
+    "  } else {\n"
+    "#pragma unroll 4\n"
+    "    for (int q = tid; q < ROWS * 64; q += THREADS) {\n"
+    "      int kk = q / ROWS, r = q % ROWS;\n"
+    "      *(unsigned short *)(t + r * 128 + (((kk >> 3) ^ (r & 7)) << 4) + (kk & 7) * 2) = X[(k0 + kk) * ld + row0 "
+    "+ r];\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+/* The kernel's body after its declaration line. */
+static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o) {
+  const ir_hopper_gemm_t *g = &h->g;
+  int bm = ir_hopper_gemm_rows(g), bn = g->n_tile, threads = 128 * g->warpgroups, s = g->stages;
+  int64_t stage = (int64_t)(bm + bn) * 128, kt = h->k / IR_HOPPER_K_TILE, tm = h->m / bm, tn = h->n / bn;
+  const char *ty = h->a->dtype == IR_BFLOAT16 ? "bf16" : "f16";
+  tn_buf_printf(o,
+                "#ifdef TUNED_CUDA_HOST_H\n  __shared__ __align__(1024) unsigned char tuned_dyn_shared[%lld];\n"
+                "#else\n  extern __shared__ __align__(1024) unsigned char tuned_dyn_shared[];\n#endif\n",
+                (long long)smem);
+  tn_buf_printf(o,
+                "  /* %d x %d tiles, %d warpgroup%s of %d m64n%dk16 blocks, %d stages of K 64, groups of %d row tiles */\n"
+                "  unsigned char *smem = tuned_dyn_shared + ((1024u - (tuned_smem_addr(tuned_dyn_shared) & 1023u)) & "
+                "1023u);\n"
+                "  unsigned long long *full = (unsigned long long *)(smem + %lld), *empty = full + %d;\n"
+                "  const unsigned short *ga = (const unsigned short *)%s, *gb = (const unsigned short *)%s;\n"
+                "  float *gc = %s;\n"
+                "  const int tid = threadIdx.x, wg = tid / 128, lane = tid %% 128;\n"
+                "  const int pid = blockIdx.x, width = %d * %lld, first = pid / width * %d;\n"
+                "  const int rows = %lld - first < %d ? %lld - first : %d;\n"
+                "  const long long m0 = (long long)(first + pid %% width %% rows) * %d, n0 = (long long)(pid %% width / "
+                "rows) * %d;\n",
+                bm, bn, g->warpgroups, g->warpgroups > 1 ? "s" : "", g->m_frags, bn, s, g->group, (long long)(stage * s),
+                s, c->bufs[h->a->id].name, c->bufs[h->b->id].name, c->bufs[h->out->id].name, g->group, (long long)tn,
+                g->group, (long long)tm, g->group, (long long)tm, g->group, bm, bn);
+  tn_buf_printf(o,
+                "  if (tid == 0)\n    for (int s = 0; s < %d; s++) {\n      tuned_mbar_init(&full[s], %d);\n"
+                "      tuned_mbar_init(&empty[s], %d);\n    }\n  __syncthreads();\n",
+                s, threads, threads);
+  /* one stage's copies, as a lambda-free macro body used twice */
+  tn_buf_t load;
+  tn_buf_init(&load);
+  tn_buf_printf(&load,
+                "tuned_hopper_stage<%d, %d, %s>(smem + (STAGE) * %lld, ga, %lld, m0, (long long)(KT) * 64, tid); "
+                "tuned_hopper_stage<%d, %d, %s>(smem + (STAGE) * %lld + %d, gb, %lld, n0, (long long)(KT) * 64, tid); "
+                "tuned_fence_proxy_async(); tuned_mbar_arrive(&full[STAGE]);",
+                bm, threads, h->a_k_inner ? "true" : "false", (long long)stage, (long long)(h->a_k_inner ? h->k : h->m),
+                bn, threads, h->b_k_inner ? "true" : "false", (long long)stage, bm * 128,
+                (long long)(h->b_k_inner ? h->k : h->n));
+  tn_buf_printf(o, "#define TUNED_HOPPER_LOAD(KT, STAGE) do { %s } while (0)\n", tn_buf_str(&load));
+  tn_buf_free(&load);
+  tn_buf_printf(o,
+                "  for (int kt = 0; kt < %d && kt < %lld; kt++) TUNED_HOPPER_LOAD(kt, kt);\n"
+                "  tuned_wgmma_acc<%d> acc[%d];\n"
+                "  for (int kt = 0; kt < %lld; kt++) {\n"
+                "    const int s = kt %% %d;\n"
+                "    while (!tuned_mbar_try_wait(&full[s], (kt / %d) & 1)) {\n    }\n"
+                "    tuned_wgmma_fence();\n"
+                "#pragma unroll\n"
+                "    for (int f = 0; f < %d; f++)\n"
+                "#pragma unroll\n"
+                "      for (int kk = 0; kk < 4; kk++)\n"
+                "        tuned_wgmma_%s(acc[f],\n"
+                "                       tuned_wgmma_desc(smem + s * %lld + (wg * %d + f) * 8192 + kk * 32, 128, 1024, "
+                "TUNED_SWIZZLE_128B),\n"
+                "                       tuned_wgmma_desc(smem + s * %lld + %d + kk * 32, 128, 1024, TUNED_SWIZZLE_128B),\n"
+                "                       kt > 0 || kk > 0);\n"
+                "    tuned_wgmma_commit();\n"
+                "    tuned_wgmma_wait<1>(); /* the stage before is read: its slot may be refilled */\n"
+                "    if (kt > 0) tuned_mbar_arrive(&empty[(kt - 1) %% %d]);\n"
+                "    const int next = kt + %d;\n"
+                "    if (next < %lld) {\n"
+                "      const int ns = next %% %d;\n"
+                "      if (next >= %d)\n        while (!tuned_mbar_try_wait(&empty[ns], (next / %d - 1) & 1)) {\n        }\n"
+                "      TUNED_HOPPER_LOAD(next, ns);\n"
+                "    }\n"
+                "  }\n"
+                "  tuned_wgmma_wait<0>();\n"
+                "#undef TUNED_HOPPER_LOAD\n",
+                s - 1, (long long)kt, bn, g->m_frags, (long long)kt, s, s, g->m_frags, ty, (long long)stage,
+                g->m_frags, (long long)stage, bm * 128, s, s - 1, (long long)kt, s, s, s);
+  tn_buf_printf(o,
+                "  /* register i of m64 block f: row 16 warp + lane / 4 (+ 8), columns 8 (i / 4) + 2 (lane %% 4) and + 1 */\n"
+                "#pragma unroll\n"
+                "  for (int f = 0; f < %d; f++)\n"
+                "#pragma unroll\n"
+                "    for (int i = 0; i < %d; i += 2) {\n"
+                "      long long r = m0 + (wg * %d + f) * 64 + 16 * (lane / 32) + lane %% 32 / 4 + 8 * (i / 2 %% 2);\n"
+                "      long long col = n0 + 8 * (i / 4) + 2 * (lane %% 4);\n"
+                "      float2 v;\n"
+                "      v.x = acc[f][i];\n"
+                "      v.y = acc[f][i + 1];\n"
+                "      *(float2 *)(gc + r * %lld + col) = v;\n"
+                "    }\n",
+                g->m_frags, bn / 2, g->m_frags, (long long)h->n);
+}
+
+int cg_hopper_gemm_emit(cg_ctx_t *c, int k, cg_kernel_t *kd, const char *args, tn_buf_t *out) {
+  int nb;
+  hgemm_t h = {.blk = hopper_block(c, k, &nb)};
+  char why[160];
+  if (!h.blk) return cg_fail(c, TN_EINVAL, "kernel %d has no Hopper GEMM block", k);
+  if (c->d->target != CG_TARGET_CUDA)
+    return cg_fail(c, TN_EUNSUPPORTED, "block \"%s\" is scheduled for Hopper's warpgroup MMA, which only CUDA has",
+                   h.blk->name);
+  if (!ir_hopper_gemm_get(h.blk, &h.g, why, sizeof why)) return cg_fail(c, TN_EINVAL, "%s", why);
+  if (analyse(c, h.blk, &h)) return c->rc;
+  if (nb > 2) /* the update and its init */
+    return cg_fail(c, TN_EUNSUPPORTED, "block \"%s\" is scheduled for Hopper's warpgroup MMA but shares its kernel "
+                   "with %d other blocks", h.blk->name, nb - 1);
+  int64_t smem = ir_hopper_gemm_smem(&h.g);
+  int bm = ir_hopper_gemm_rows(&h.g), threads = 128 * h.g.warpgroups;
+  kd->grid[0] = (h.m / bm) * (h.n / h.g.n_tile);
+  kd->grid[1] = kd->grid[2] = kd->block[1] = kd->block[2] = 1;
+  kd->block[0] = threads;
+  kd->dyn_shared_bytes = smem;
+  kd->static_shared_bytes = 0;
+  if (h.a->dtype == IR_BFLOAT16) c->need_bf16 = true;
+  else c->need_half = true;
+  bool seen = false;
+  for (int i = 0; i < c->nhopper_n; i++) seen |= c->hopper_n[i] == h.g.n_tile;
+  if (!seen && c->nhopper_n < CG_MAX_HOPPER_N) c->hopper_n[c->nhopper_n++] = h.g.n_tile;
+  c->need_hopper = true;
+  tn_buf_printf(out, "%s void __launch_bounds__(%d, 1) %s(%s) {\n", c->d->kernel_decl, threads, kd->name, args);
+  print_body(c, &h, smem, out);
+  tn_buf_put(out, "}\n\n");
+  return TN_OK;
+}
+
+void cg_hopper_gemm_helpers(cg_ctx_t *c, tn_buf_t *o) {
+  if (!c->need_hopper) return;
+  tn_err_t e = {0};
+  if (cg_hopper_helpers(o, c->hopper_n, c->nhopper_n, &e) < 0) {
+    cg_fail(c, e.code ? e.code : TN_EINVAL, "%s", e.msg);
+    return;
+  }
+  tn_buf_put(o, load_text);
+}
