@@ -266,6 +266,8 @@ static bool save(const char *dir, const char *name, const void *data, size_t n, 
 
 /* ---- Hopper candidates: no spills, HGMMA in the SASS ---------------------------- */
 
+const char *ms_cuda_arch(const tn_target_t *t, bool sm90a) { return sm90a ? "sm_90a" : t->arch; }
+
 /* nvdisasm on PATH, else PyPI's nvidia-cuda-nvdisasm (scripts/install-deps
  * installs it with pip --user); false when neither is there. */
 static bool find_nvdisasm(char *out, size_t n) {
@@ -317,8 +319,7 @@ static int check_hopper_build(const ms_candidate_t *cand, const ms_build_facts_t
 
 void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_nvrtc_proc_t *proc, double timeout_s,
                    ms_result_t *res) {
-  /* Hopper's wgmma kernels are built for the architecture-specific sm_90a */
-  const char *arch = cand->sm90a ? "sm_90a" : cand->target.arch;
+  const char *arch = ms_cuda_arch(&cand->target, cand->sm90a);
   snprintf(res->build.arch, sizeof res->build.arch, "%s", arch);
   if (ms_check_block_limits(cand, res) < 0) return;
   ms_cuda_output_t o;

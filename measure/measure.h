@@ -336,6 +336,9 @@ typedef struct ms_cuda_output {
   double nvrtc_secs; /* NVRTC's own time (in the build process: without the round trip) */
 } ms_cuda_output_t;
 int ms_cuda_compile(const char *source, const char *arch, ms_cuda_output_t *out, tn_err_t *err);
+/* The architecture a module is built for on target t: sm_90a for Hopper's
+ * warpgroup-MMA kernels (cg_module_t's sm90a), else the target's. */
+const char *ms_cuda_arch(const tn_target_t *t, bool sm90a);
 void ms_cuda_output_free(ms_cuda_output_t *o);
 
 /* NVRTC in a separate process (nvrtc_proc.c): `tuned-worker --build`,
