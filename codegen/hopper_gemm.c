@@ -16,11 +16,15 @@
  *     m_frags x 4 wgmma m64nNk16 into their accumulators, commit, and once
  *     the previous stage's group completed (wait_group 1) arrive on its empty
  *     mbarrier, which the copies of the stage `stages` - 1 ahead wait for;
- *   - the accumulators stored to the output from their fragment layout.
+ *
+ *   - the accumulators stored to the output from their fragment layout, or
+ *     a fused elementwise epilogue (float16 rounding, bias, activation)
+ *     computed from them and stored instead.
  *
  * Not yet: TMA copies, a producer warp with setmaxnreg, a persistent grid,
- * clusters, fused epilogues (a consumer of the output is its own kernel). */
+ * clusters. */
 #include "cg_internal.h"
+#include "ir/analysis.h"
 
 #include <string.h>
 
@@ -31,6 +35,8 @@ typedef struct hgemm {
   const ir_buffer_t *a, *b, *out;
   bool a_k_inner, b_k_inner; /* K is the operand's last (contiguous) dimension */
   int64_t m, n, k;
+  const ir_block_t *epi;             /* the fused epilogue, computed from the accumulators (NULL: none) */
+  const ir_var_t *epi_row, *epi_col; /* its iterators along the output's rows and columns */
 } hgemm_t;
 
 static const ir_expr_t *strip_cast(const ir_expr_t *e) { return e->kind == IR_E_CAST ? e->u.un : e; }
@@ -93,31 +99,50 @@ static int analyse(cg_ctx_t *c, const ir_block_t *b, hgemm_t *h) {
   return TN_OK;
 }
 
+#define MAX_BLOCKS 4
+
 typedef struct find {
   const ir_block_t *hopper;
+  const ir_block_t *all[MAX_BLOCKS];
   int nblocks;
 } find_t;
 
 static bool find_visit(ir_stmt_t *s, void *p) {
   find_t *f = p;
   if (s->kind != IR_S_BLOCK) return s->kind != IR_S_STORE;
+  if (f->nblocks < MAX_BLOCKS) f->all[f->nblocks] = &s->u.block;
   f->nblocks++;
   if (ir_annot_get(s->u.block.annots, s->u.block.nannots, IR_ANN_HOPPER_GEMM)) f->hopper = &s->u.block;
   return true;
 }
 
-/* Whether root statement k holds a Hopper block (the GEMM's update, and its
- * init where the reduction was decomposed, nothing else). */
-static const ir_block_t *hopper_block(cg_ctx_t *c, int k, int *nblocks) {
-  find_t f = {0};
-  ir_stmt_walk((ir_stmt_t *)c->roots[k], find_visit, &f);
-  *nblocks = f.nblocks;
-  return f.hopper;
+/* The blocks of root statement k, and the Hopper block among them (NULL none). */
+static void kernel_blocks(cg_ctx_t *c, int k, find_t *f) {
+  memset(f, 0, sizeof *f);
+  ir_stmt_walk((ir_stmt_t *)c->roots[k], find_visit, f);
 }
 
 bool cg_hopper_gemm_kernel(cg_ctx_t *c, int k) {
-  int nb;
-  return c->d->gpu && hopper_block(c, k, &nb) != NULL;
+  find_t f;
+  kernel_blocks(c, k, &f);
+  return c->d->gpu && f.hopper;
+}
+
+/* Besides the GEMM's update: its init (where the reduction was decomposed)
+ * and at most one fused epilogue (ir_hopper_epilogue), nothing else. */
+static int other_blocks(cg_ctx_t *c, const find_t *f, hgemm_t *h) {
+  if (f->nblocks > 3)
+    return cg_fail(c, TN_EUNSUPPORTED, "block \"%s\" is scheduled for Hopper's warpgroup MMA but shares its kernel "
+                   "with %d other blocks", h->blk->name, f->nblocks - 1);
+  for (int i = 0; i < f->nblocks; i++) {
+    const ir_block_t *b = f->all[i];
+    if (b == h->blk || (ir_block_writes(b, h->out) && !ir_block_reads(b, h->out))) continue;
+    if (h->epi || !ir_hopper_epilogue(b, h->out, &h->epi_row, &h->epi_col))
+      return cg_fail(c, TN_EUNSUPPORTED, "block \"%s\" shares the kernel of Hopper GEMM block \"%s\" but is not "
+                     "an elementwise epilogue of %s", b->name, h->blk->name, h->out->name);
+    h->epi = b;
+  }
+  return TN_OK;
 }
 
 /* Copies of one stage: tile `t` (rows x 64 halves, 128B-swizzled) from
@@ -144,6 +169,8 @@ static const char load_text[] =
     "    }\n"
     "  }\n"
     "}\n";
+
+static void print_epilogue(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o);
 
 /* The kernel's body after its declaration line. */
 static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o) {
@@ -223,28 +250,61 @@ static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
                 "#pragma unroll\n"
                 "    for (int i = 0; i < %d; i += 2) {\n"
                 "      long long r = m0 + (wg * %d + f) * 64 + 16 * (lane / 32) + lane %% 32 / 4 + 8 * (i / 2 %% 2);\n"
-                "      long long col = n0 + 8 * (i / 4) + 2 * (lane %% 4);\n"
-                "      float2 v;\n"
-                "      v.x = acc[f][i];\n"
-                "      v.y = acc[f][i + 1];\n"
-                "      *(float2 *)(gc + r * %lld + col) = v;\n"
-                "    }\n",
-                g->m_frags, bn / 2, g->m_frags, (long long)h->n);
+                "      long long col = n0 + 8 * (i / 4) + 2 * (lane %% 4);\n",
+                g->m_frags, bn / 2, g->m_frags);
+  if (h->epi)
+    print_epilogue(c, h, o);
+  else
+    tn_buf_printf(o, "      float2 v;\n      v.x = acc[f][i];\n      v.y = acc[f][i + 1];\n"
+                     "      *(float2 *)(gc + r * %lld + col) = v;\n", (long long)h->n);
+  tn_buf_put(o, "    }\n");
+}
+
+/* Marks every load of acc in e to print as `text`. */
+static void override_loads(cg_ctx_t *c, const ir_expr_t *e, const ir_buffer_t *acc, const char *text) {
+  if (e->kind == IR_E_LOAD && e->u.load.buf == acc) {
+    if (c->novr < CG_MAX_OVERRIDES) c->ovr_expr[c->novr] = e, c->ovr_text[c->novr++] = text;
+    return;
+  }
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, kids);
+  for (int i = 0; i < n; i++) override_loads(c, kids[i], acc, text);
+}
+
+/* The fused epilogue at the two columns (r, col) and (r, col + 1): its
+ * iterators declared as the element's row and column, its loads of the
+ * GEMM's output read from the accumulator register. */
+static void print_epilogue(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o) {
+  const ir_stmt_t *st = h->epi->body;
+  tn_buf_t *saved_o = c->o;
+  const ir_block_t *saved_blk = c->blk;
+  int saved_ind = c->ind, saved_novr = c->novr;
+  c->o = o, c->blk = h->epi, c->ind = 3;
+  override_loads(c, st->u.store.value, h->out, "tuned_v");
+  for (int e = 0; e < 2; e++) {
+    cg_line(c, "{");
+    c->ind++;
+    cg_line(c, "const float tuned_v = acc[f][i + %d];", e);
+    cg_line(c, "const int %s = (int)r, %s = (int)col + %d;", cg_var(c, h->epi_row), cg_var(c, h->epi_col), e);
+    cg_emit_store_text(c, st->u.store.buf, st->u.store.idx, cg_expr_str(c, st->u.store.value));
+    c->ind--;
+    cg_line(c, "}");
+  }
+  c->o = saved_o, c->blk = saved_blk, c->ind = saved_ind, c->novr = saved_novr;
 }
 
 int cg_hopper_gemm_emit(cg_ctx_t *c, int k, cg_kernel_t *kd, const char *args, tn_buf_t *out) {
-  int nb;
-  hgemm_t h = {.blk = hopper_block(c, k, &nb)};
+  find_t f;
+  kernel_blocks(c, k, &f);
+  hgemm_t h = {.blk = f.hopper};
   char why[160];
   if (!h.blk) return cg_fail(c, TN_EINVAL, "kernel %d has no Hopper GEMM block", k);
   if (c->d->target != CG_TARGET_CUDA)
     return cg_fail(c, TN_EUNSUPPORTED, "block \"%s\" is scheduled for Hopper's warpgroup MMA, which only CUDA has",
                    h.blk->name);
   if (!ir_hopper_gemm_get(h.blk, &h.g, why, sizeof why)) return cg_fail(c, TN_EINVAL, "%s", why);
-  if (analyse(c, h.blk, &h)) return c->rc;
-  if (nb > 2) /* the update and its init */
-    return cg_fail(c, TN_EUNSUPPORTED, "block \"%s\" is scheduled for Hopper's warpgroup MMA but shares its kernel "
-                   "with %d other blocks", h.blk->name, nb - 1);
+  if (analyse(c, h.blk, &h) || other_blocks(c, &f, &h)) return c->rc;
+  c->kernel = k;
   int64_t smem = ir_hopper_gemm_smem(&h.g);
   int bm = ir_hopper_gemm_rows(&h.g), threads = 128 * h.g.warpgroups;
   kd->grid[0] = (h.m / bm) * (h.n / h.g.n_tile);

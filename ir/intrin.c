@@ -623,3 +623,36 @@ int64_t ir_hopper_gemm_smem(const ir_hopper_gemm_t *g) {
 }
 
 int ir_hopper_gemm_acc_regs(const ir_hopper_gemm_t *g) { return g->m_frags * g->n_tile / 2; }
+
+/* Every load of acc in e is acc[*row, *col] over two distinct variables (set by the first). */
+static bool acc_loads(const ir_expr_t *e, const ir_buffer_t *acc, const ir_var_t **row, const ir_var_t **col, int *n) {
+  if (e->kind == IR_E_LOAD && e->u.load.buf == acc) {
+    ir_expr_t *const *ix = e->u.load.idx;
+    if (e->u.load.n != 2 || ix[0]->kind != IR_E_VAR || ix[1]->kind != IR_E_VAR || ix[0]->u.var == ix[1]->u.var)
+      return false;
+    if (!(*n)++) *row = ix[0]->u.var, *col = ix[1]->u.var;
+    return *row == ix[0]->u.var && *col == ix[1]->u.var;
+  }
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int k = ir_expr_children(e, kids);
+  for (int i = 0; i < k; i++)
+    if (!acc_loads(kids[i], acc, row, col, n)) return false;
+  return true;
+}
+
+bool ir_hopper_epilogue(const ir_block_t *cons, const ir_buffer_t *acc, const ir_var_t **row, const ir_var_t **col) {
+  const ir_stmt_t *st = cons->body;
+  if (cons->niters != 2 || cons->init || !st || st->kind != IR_S_STORE || st->u.store.buf == acc) return false;
+  for (int i = 0; i < 2; i++)
+    if (cons->iters[i].kind != IR_ITER_SPATIAL) return false;
+  const ir_var_t *r = NULL, *c = NULL;
+  int n = 0;
+  if (!acc_loads(st->u.store.value, acc, &r, &c, &n) || n == 0) return false;
+  int in_idx = 0; /* acc in the store's indices: not an elementwise epilogue */
+  for (int i = 0; i < st->u.store.n; i++)
+    if (!acc_loads(st->u.store.idx[i], acc, &r, &c, &in_idx) || in_idx) return false;
+  bool iters = (r == cons->iters[0].var && c == cons->iters[1].var) || (r == cons->iters[1].var && c == cons->iters[0].var);
+  if (iters && row) *row = r;
+  if (iters && col) *col = c;
+  return iters;
+}

@@ -127,6 +127,12 @@ int ir_hopper_gemm_rows(const ir_hopper_gemm_t *g);
 /* Dynamic shared memory the kernel asks for: the stages of A and B, their
  * full/empty mbarriers and 1024 bytes to align the 128-byte swizzle atoms. */
 int64_t ir_hopper_gemm_smem(const ir_hopper_gemm_t *g);
+/* Whether block `cons` can be computed in a Hopper GEMM's kernel as its
+ * epilogue, from the accumulators instead of the buffer `acc` the GEMM
+ * writes: two spatial iterators, no init, one store (not to acc), and every
+ * load of acc (one at least) acc[row, col] over both iterators, the same
+ * everywhere; *row and *col (when not NULL) are those iterators. */
+bool ir_hopper_epilogue(const ir_block_t *cons, const ir_buffer_t *acc, const ir_var_t **row, const ir_var_t **col);
 /* f32 accumulator registers per consumer thread (m_frags x n_tile / 2). */
 int ir_hopper_gemm_acc_regs(const ir_hopper_gemm_t *g);
 

@@ -18,7 +18,10 @@
  * registers) are refused by the verify postprocessor with the reason.  The
  * loops are what a SIMT lowering would run (each thread a row of the tile),
  * so the schedule stays a correct program for every other consumer of the
- * IR.  The rule forks: the block left as it was is a second space (the
+ * IR.  An elementwise consumer of the output (its float16 rounding, a bias,
+ * an activation) moves under the tile's blockIdx loop: the kernel computes
+ * it from the accumulators and never writes the float32 temporary.  The
+ * rule forks: the block left as it was is a second space (the
  * wmma and SIMT rules take it).  Only 2-D blocks with float16 or bfloat16 operands accumulated in
  * float32 whose M, N and K are multiples of 64 are taken. */
 #include <string.h>
@@ -71,7 +74,35 @@ static int sample_all(sch_t *s, const smp_roles_t *r, decisions_t *d, tn_err_t *
   return sample(s, groups, all, 4, &d->group, err);
 }
 
-static int tile(sch_t *s, const char *block, const smp_roles_t *r, tn_err_t *err) {
+/* The GEMM's one consumer, when it is an elementwise epilogue of the
+ * temporary the GEMM writes (ir_hopper_epilogue: a conversion, a bias, an
+ * activation) over the whole output: computed in the GEMM's kernel from the
+ * accumulators, under the tile's blockIdx loop, its loops fused and bound to
+ * the 64 threadIdx.x of the tiling.  *fused says whether it was. */
+static int fuse_epilogue(sch_t *s, const char *block, sch_rv_t bx, bool *fused, tn_err_t *err) {
+  const ir_func_t *f = sch_func(s);
+  const ir_block_t *b = smp_block(f, block);
+  ir_block_t *cons[2];
+  *fused = false;
+  const ir_buffer_t *acc = b->writes[0].buf;
+  if (acc->role != IR_BUF_TEMP || ir_consumers(f, b, cons, 2) != 1 || !ir_hopper_epilogue(cons[0], acc, NULL, NULL))
+    return TN_OK;
+  if (cons[0]->iters[0].extent * cons[0]->iters[1].extent != acc->shape[0] * acc->shape[1]) return TN_OK;
+  sch_rv_t cb, loops[SCH_MAX_RVS_OUT], fusedl, parts[2];
+  int n = 0;
+  SMP_TRY(sch_get_block(s, cons[0]->name, &cb, err));
+  SMP_TRY(sch_reverse_compute_at(s, cb, bx, true, err));
+  SMP_TRY(sch_get_loops(s, cb, loops, &n, err));
+  if (n != 3) return tn_err_set(err, TN_EINVAL, "epilogue \"%s\" has %d loops under the tile", cons[0]->name, n);
+  SMP_TRY(sch_fuse(s, loops + 1, 2, &fusedl, err));
+  sch_arg_t f64[2] = {sch_arg_none(), sch_arg_int(64)};
+  SMP_TRY(sch_split(s, fusedl, f64, 2, parts, err));
+  SMP_TRY(sch_bind(s, parts[1], ir_thread_tag_name(IR_TAG_THREAD_X), err));
+  *fused = true;
+  return TN_OK;
+}
+
+static int tile(sch_t *s, const char *block, const smp_roles_t *r, bool *fused, tn_err_t *err) {
   sch_rv_t b, loops[SCH_MAX_RVS_OUT];
   int nl = 0;
   SMP_TRY(sch_get_block(s, block, &b, err));
@@ -91,6 +122,7 @@ static int tile(sch_t *s, const char *block, const smp_roles_t *r, tn_err_t *err
   SMP_TRY(sch_bind(s, bx, ir_thread_tag_name(IR_TAG_BLOCK_X), err));
   SMP_TRY(sch_bind(s, ip[1], ir_thread_tag_name(IR_TAG_THREAD_Y), err));
   SMP_TRY(sch_bind(s, ip[3], ir_thread_tag_name(IR_TAG_THREAD_X), err));
+  SMP_TRY(fuse_epilogue(s, block, bx, fused, err));
   SMP_TRY(sch_annotate(s, b, SMP_ANN_TILING, sch_arg_str("hopper-wgmma"), err));
   SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_GEMM, sch_arg_int(1), err));
   SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_WARPGROUPS, sch_arg_rv(d.wg), err));
@@ -111,14 +143,15 @@ int smp_rule_multi_level_tiling_hopper(smp_ctx_t *c, smp_state_t *st, const char
   /* the block untouched stays a second space, for the wmma and SIMT rules */
   smp_state_t plain;
   int rc = smp_fork(c, st, &plain, err);
-  if (rc == TN_OK) rc = tile(st->s, block, &r, err);
+  bool fused = false;
+  if (rc == TN_OK) rc = tile(st->s, block, &r, &fused, err);
   if (rc < 0) {
     smp_state_free(st);
     return rc;
   }
 
-  smp_note(st, "multi-level-tiling-hopper(%s: wgmma m64nNk16 %s, K ring in 128B-swizzled shared memory)", block,
-           ir_dtype_name(read_dtype(b, r.a)));
+  smp_note(st, "multi-level-tiling-hopper(%s: wgmma m64nNk16 %s, K ring in 128B-swizzled shared memory%s)", block,
+           ir_dtype_name(read_dtype(b, r.a)), fused ? ", epilogue fused" : "");
   smp_states_push(out, *st);
   smp_states_push(out, plain);
   return TN_OK;

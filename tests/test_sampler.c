@@ -384,7 +384,8 @@ static void hopper_mutants(const ir_func_t *f, const tn_target_t *host, cg_modul
  * M, N and K are multiples of 64 forks into the warpgroup-MMA space (five
  * categorical decisions, annotated on the block) and the untouched block
  * (the wmma tiling).  Sampled candidates of the Hopper space lower to one
- * wgmma kernel (sm_90a) and a SIMT kernel for the float16 rounding, compile
+ * wgmma kernel (sm_90a) with the elementwise consumer (float16 rounding,
+ * bias and ReLU) fused into it, compile
  * with NVRTC for sm_90a to wgmma in the PTX and HGMMA in the SASS (where
  * cuobjdump is installed) without spills, and compute the reference on the
  * cuda-host harness configured as Hopper (which checks the mbarrier phases,
@@ -399,6 +400,9 @@ START_TEST(test_hopper_space) {
        "C[i, j] = float16(Acc[i, j])\n", "float16"},
       {"param M = 256, N = 64, K = 192\ninput A: bfloat16[M, K]\ninput B: bfloat16[K, N]\n"
        "output C: float32[M, N]\nC[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n", "bfloat16"},
+      {"param M = 128, N = 64, K = 64\ninput X: float16[M, K]\ninput W: float16[N, K]\ninput bias: float32[N]\n"
+       "temp D: float32[M, N]\noutput Y: float16[M, N]\nD[i, j] = sum(k < K: float32(X[i, k]) * float32(W[j, k]))\n"
+       "Y[i, j] = float16(max(D[i, j] + bias[j], 0.0))\n", "float16"},
       {"param M = 64, N = 192, K = 128\ninput A: float16[K, M]\ninput B: float16[N, K]\n"
        "output C: float32[M, N]\nC[i, j] = sum(k < K: float32(A[k, i]) * float32(B[j, k]))\n", "float16"},
   };
@@ -412,7 +416,10 @@ START_TEST(test_hopper_space) {
     ck_assert_int_eq(on_plain.n, 1); /* not Hopper: no fork */
     smp_space_free(&on_plain);
     char want[96];
-    snprintf(want, sizeof want, "multi-level-tiling-hopper(%s: wgmma m64nNk16 %s", c == 0 ? "Acc" : "C", cases[c].want);
+    snprintf(want, sizeof want, "multi-level-tiling-hopper(%s: wgmma m64nNk16 %s", c == 0 ? "Acc" : c == 2 ? "D" : "C",
+             cases[c].want);
+    bool fused = c == 0 || c == 2; /* the float16 rounding (and the bias and ReLU) in the GEMM's kernel */
+    ck_assert_msg(!fused == !strstr(sp.descs[0], "epilogue fused"), "%s", sp.descs[0]);
     ck_assert_msg(strstr(sp.descs[0], want) && strstr(sp.descs[1], "multi-level-tiling-tensor-core("), "%s | %s",
                   sp.descs[0], sp.descs[1]);
     const sch_trace_t *tr = sp.traces[0];
@@ -448,6 +455,7 @@ START_TEST(test_hopper_space) {
                     strstr(m->source, "tuned_mbar_try_wait(&full[s]") && m->kernels[0].dyn_shared_bytes > 0,
                     "%s\n%s", what[n], m->source);
       ck_assert_int_eq(m->kernels[0].block[0] % 128, 0);
+      ck_assert_int_eq(m->nkernels, 1); /* the epilogue fused, or none */
       ms_cuda_output_t o;
       tn_err_t ce = {0};
       int rc = ms_cuda_compile(m->source, "sm_90a", &o, &ce);
