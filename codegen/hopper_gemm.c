@@ -172,49 +172,85 @@ static const char load_text[] =
 
 static void print_epilogue(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o);
 
-/* The kernel's body after its declaration line. */
-static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o) {
+/* Registers per thread after setmaxnreg, the producer warpgroup's and the
+ * consumers', by consumer warpgroups (1, 2): 128 x (producer + consumers x
+ * consumer) within the 64K registers of an SM.  The producer's ordinary
+ * copies (unrolled) spilled at 40, TMA producers' usual count, and at 96
+ * with one consumer warpgroup and transposed operands. */
+static const int producer_regs[2] = {152, 96}, consumer_regs[2] = {240, 208};
+
+/* The kernel's head: shared memory, the tile of this block (grouped order),
+ * the mbarriers (full: the copying threads arrive; empty: the consumers). */
+static void print_head(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o) {
   const ir_hopper_gemm_t *g = &h->g;
-  int bm = ir_hopper_gemm_rows(g), bn = g->n_tile, threads = 128 * g->warpgroups, s = g->stages;
-  int64_t stage = (int64_t)(bm + bn) * 128, kt = h->k / IR_HOPPER_K_TILE, tm = h->m / bm, tn = h->n / bn;
-  const char *ty = h->a->dtype == IR_BFLOAT16 ? "bf16" : "f16";
+  int bm = ir_hopper_gemm_rows(g), bn = g->n_tile, s = g->stages, consumers = 128 * g->warpgroups;
+  int64_t stage = (int64_t)(bm + bn) * 128, tm = h->m / bm, tn = h->n / bn;
   tn_buf_printf(o,
                 "#ifdef TUNED_CUDA_HOST_H\n  __shared__ __align__(1024) unsigned char tuned_dyn_shared[%lld];\n"
                 "#else\n  extern __shared__ __align__(1024) unsigned char tuned_dyn_shared[];\n#endif\n",
                 (long long)smem);
   tn_buf_printf(o,
-                "  /* %d x %d tiles, %d warpgroup%s of %d m64n%dk16 blocks, %d stages of K 64, groups of %d row tiles */\n"
+                "  /* %d x %d tiles, %d warpgroup%s of %d m64n%dk16 blocks, %d stages of K 64, groups of %d row tiles,\n"
+                "     copies by %s */\n"
                 "  unsigned char *smem = tuned_dyn_shared + ((1024u - (tuned_smem_addr(tuned_dyn_shared) & 1023u)) & "
                 "1023u);\n"
                 "  unsigned long long *full = (unsigned long long *)(smem + %lld), *empty = full + %d;\n"
                 "  const unsigned short *ga = (const unsigned short *)%s, *gb = (const unsigned short *)%s;\n"
-                "  float *gc = %s;\n"
+                "%s%s%s"
                 "  const int tid = threadIdx.x, wg = tid / 128, lane = tid %% 128;\n"
                 "  const int pid = blockIdx.x, width = %d * %lld, first = pid / width * %d;\n"
                 "  const int rows = %lld - first < %d ? %lld - first : %d;\n"
                 "  const long long m0 = (long long)(first + pid %% width %% rows) * %d, n0 = (long long)(pid %% width / "
                 "rows) * %d;\n",
-                bm, bn, g->warpgroups, g->warpgroups > 1 ? "s" : "", g->m_frags, bn, s, g->group, (long long)(stage * s),
-                s, c->bufs[h->a->id].name, c->bufs[h->b->id].name, c->bufs[h->out->id].name, g->group, (long long)tn,
+                bm, bn, g->warpgroups, g->warpgroups > 1 ? "s" : "", g->m_frags, bn, s, g->group,
+                g->producer ? "a producer warpgroup (the last)" : "every thread", (long long)(stage * s), s,
+                c->bufs[h->a->id].name, c->bufs[h->b->id].name, h->epi ? "" : "  float *gc = ",
+                h->epi ? "" : c->bufs[h->out->id].name, h->epi ? "" : ";\n", g->group, (long long)tn,
                 g->group, (long long)tm, g->group, (long long)tm, g->group, bm, bn);
   tn_buf_printf(o,
                 "  if (tid == 0)\n    for (int s = 0; s < %d; s++) {\n      tuned_mbar_init(&full[s], %d);\n"
                 "      tuned_mbar_init(&empty[s], %d);\n    }\n  __syncthreads();\n",
-                s, threads, threads);
-  /* one stage's copies, as a lambda-free macro body used twice */
-  tn_buf_t load;
-  tn_buf_init(&load);
-  tn_buf_printf(&load,
-                "tuned_hopper_stage<%d, %d, %s>(smem + (STAGE) * %lld, ga, %lld, m0, (long long)(KT) * 64, tid); "
-                "tuned_hopper_stage<%d, %d, %s>(smem + (STAGE) * %lld + %d, gb, %lld, n0, (long long)(KT) * 64, tid); "
-                "tuned_fence_proxy_async(); tuned_mbar_arrive(&full[STAGE]);",
+                s, g->producer ? 128 : consumers, consumers);
+  /* one stage's copies by THREADS threads numbered by T */
+  int threads = g->producer ? 128 : consumers;
+  tn_buf_printf(o,
+                "#define TUNED_HOPPER_LOAD(KT, STAGE, T) do { "
+                "tuned_hopper_stage<%d, %d, %s>(smem + (STAGE) * %lld, ga, %lld, m0, (long long)(KT) * 64, T); "
+                "tuned_hopper_stage<%d, %d, %s>(smem + (STAGE) * %lld + %d, gb, %lld, n0, (long long)(KT) * 64, T); "
+                "tuned_fence_proxy_async(); tuned_mbar_arrive(&full[STAGE]); } while (0)\n",
                 bm, threads, h->a_k_inner ? "true" : "false", (long long)stage, (long long)(h->a_k_inner ? h->k : h->m),
                 bn, threads, h->b_k_inner ? "true" : "false", (long long)stage, bm * 128,
                 (long long)(h->b_k_inner ? h->k : h->n));
-  tn_buf_printf(o, "#define TUNED_HOPPER_LOAD(KT, STAGE) do { %s } while (0)\n", tn_buf_str(&load));
-  tn_buf_free(&load);
+}
+
+/* The kernel's body after its declaration line.  Without a producer every
+ * thread copies stage kt + stages - 1 after its warpgroup's wgmma of stage
+ * kt - 1 completed; with one, the producer runs ahead on its own, waiting
+ * only for the empty phases. */
+static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o) {
+  const ir_hopper_gemm_t *g = &h->g;
+  int bm = ir_hopper_gemm_rows(g), bn = g->n_tile, s = g->stages;
+  int64_t stage = (int64_t)(bm + bn) * 128, kt = h->k / IR_HOPPER_K_TILE;
+  const char *ty = h->a->dtype == IR_BFLOAT16 ? "bf16" : "f16";
+  print_head(c, h, smem, o);
+  if (g->producer)
+    tn_buf_printf(o,
+                  "  if (wg == %d) { /* the producer */\n"
+                  "    tuned_setmaxnreg_dec<%d>();\n"
+                  "    for (int kt = 0; kt < %lld; kt++) {\n"
+                  "      const int s = kt %% %d;\n"
+                  "      if (kt >= %d)\n        while (!tuned_mbar_try_wait(&empty[s], (kt / %d - 1) & 1)) {\n        }\n"
+                  "      TUNED_HOPPER_LOAD(kt, s, lane);\n"
+                  "    }\n"
+                  "    return;\n"
+                  "  }\n"
+                  "  tuned_setmaxnreg_inc<%d>();\n",
+                  g->warpgroups, producer_regs[g->warpgroups - 1], (long long)kt, s, s, s,
+                  consumer_regs[g->warpgroups - 1]);
+  else
+    tn_buf_printf(o, "  for (int kt = 0; kt < %d && kt < %lld; kt++) TUNED_HOPPER_LOAD(kt, kt, tid);\n", s - 1,
+                  (long long)kt);
   tn_buf_printf(o,
-                "  for (int kt = 0; kt < %d && kt < %lld; kt++) TUNED_HOPPER_LOAD(kt, kt);\n"
                 "  tuned_wgmma_acc<%d> acc[%d];\n"
                 "  for (int kt = 0; kt < %lld; kt++) {\n"
                 "    const int s = kt %% %d;\n"
@@ -231,18 +267,19 @@ static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
                 "                       kt > 0 || kk > 0);\n"
                 "    tuned_wgmma_commit();\n"
                 "    tuned_wgmma_wait<1>(); /* the stage before is read: its slot may be refilled */\n"
-                "    if (kt > 0) tuned_mbar_arrive(&empty[(kt - 1) %% %d]);\n"
-                "    const int next = kt + %d;\n"
-                "    if (next < %lld) {\n"
-                "      const int ns = next %% %d;\n"
-                "      if (next >= %d)\n        while (!tuned_mbar_try_wait(&empty[ns], (next / %d - 1) & 1)) {\n        }\n"
-                "      TUNED_HOPPER_LOAD(next, ns);\n"
-                "    }\n"
-                "  }\n"
-                "  tuned_wgmma_wait<0>();\n"
-                "#undef TUNED_HOPPER_LOAD\n",
-                s - 1, (long long)kt, bn, g->m_frags, (long long)kt, s, s, g->m_frags, ty, (long long)stage,
-                g->m_frags, (long long)stage, bm * 128, s, s - 1, (long long)kt, s, s, s);
+                "    if (kt > 0) tuned_mbar_arrive(&empty[(kt - 1) %% %d]);\n",
+                bn, g->m_frags, (long long)kt, s, s, g->m_frags, ty, (long long)stage, g->m_frags, (long long)stage,
+                bm * 128, s);
+  if (!g->producer)
+    tn_buf_printf(o,
+                  "    const int next = kt + %d;\n"
+                  "    if (next < %lld) {\n"
+                  "      const int ns = next %% %d;\n"
+                  "      if (next >= %d)\n        while (!tuned_mbar_try_wait(&empty[ns], (next / %d - 1) & 1)) {\n        }\n"
+                  "      TUNED_HOPPER_LOAD(next, ns, tid);\n"
+                  "    }\n",
+                  s - 1, (long long)kt, s, s, s);
+  tn_buf_put(o, "  }\n  tuned_wgmma_wait<0>();\n#undef TUNED_HOPPER_LOAD\n");
   tn_buf_printf(o,
                 "  /* register i of m64 block f: row 16 warp + lane / 4 (+ 8), columns 8 (i / 4) + 2 (lane %% 4) and + 1 */\n"
                 "#pragma unroll\n"
@@ -306,7 +343,7 @@ int cg_hopper_gemm_emit(cg_ctx_t *c, int k, cg_kernel_t *kd, const char *args, t
   if (analyse(c, h.blk, &h) || other_blocks(c, &f, &h)) return c->rc;
   c->kernel = k;
   int64_t smem = ir_hopper_gemm_smem(&h.g);
-  int bm = ir_hopper_gemm_rows(&h.g), threads = 128 * h.g.warpgroups;
+  int bm = ir_hopper_gemm_rows(&h.g), threads = ir_hopper_gemm_threads(&h.g);
   kd->grid[0] = (h.m / bm) * (h.n / h.g.n_tile);
   kd->grid[1] = kd->grid[2] = kd->block[1] = kd->block[2] = 1;
   kd->block[0] = threads;

@@ -605,7 +605,8 @@ bool ir_hopper_gemm_get(const ir_block_t *b, ir_hopper_gemm_t *g, char *why, siz
       !annot_int(b, IR_ANN_HOPPER_M_FRAGS, 1, 2, &g->m_frags, why, why_len) ||
       !annot_int(b, IR_ANN_HOPPER_N_TILE, 8, 256, &g->n_tile, why, why_len) ||
       !annot_int(b, IR_ANN_HOPPER_STAGES, 2, 6, &g->stages, why, why_len) ||
-      !annot_int(b, IR_ANN_HOPPER_GROUP, 1, 64, &g->group, why, why_len))
+      !annot_int(b, IR_ANN_HOPPER_GROUP, 1, 64, &g->group, why, why_len) ||
+      !annot_int(b, IR_ANN_HOPPER_PRODUCER, 0, 1, &g->producer, why, why_len))
     return false;
   if (g->n_tile % 8) {
     if (why) snprintf(why, why_len, "block \"%s\": %s %d is not a multiple of 8", b->name, IR_ANN_HOPPER_N_TILE,
@@ -614,6 +615,8 @@ bool ir_hopper_gemm_get(const ir_block_t *b, ir_hopper_gemm_t *g, char *why, siz
   }
   return true;
 }
+
+int ir_hopper_gemm_threads(const ir_hopper_gemm_t *g) { return 128 * (g->warpgroups + g->producer); }
 
 int ir_hopper_gemm_rows(const ir_hopper_gemm_t *g) { return 64 * g->warpgroups * g->m_frags; }
 

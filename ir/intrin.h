@@ -110,18 +110,21 @@ int ir_intrin_match(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in
 #define IR_ANN_HOPPER_N_TILE "hopper_gemm.n_tile"         /* the wgmma's N: 8 to 256, a multiple of 8 */
 #define IR_ANN_HOPPER_STAGES "hopper_gemm.stages"         /* K ring buffer stages: 2 to 6 */
 #define IR_ANN_HOPPER_GROUP "hopper_gemm.group"           /* row tiles per group of the grouped tile order */
+#define IR_ANN_HOPPER_PRODUCER "hopper_gemm.producer"     /* 1: a producer warpgroup copies (setmaxnreg); 0: all */
 
 /* K per stage: one 128-byte swizzled row of 16-bit elements. */
 #define IR_HOPPER_K_TILE 64
 
 typedef struct ir_hopper_gemm {
-  int warpgroups, m_frags, n_tile, stages, group;
+  int warpgroups, m_frags, n_tile, stages, group, producer;
 } ir_hopper_gemm_t;
 
 /* Reads the decisions from a block's annotations: false when the block has
  * no IR_ANN_HOPPER_GEMM; TN_EINVAL-style message in why (when not NULL and
  * a value is out of range) and false too. */
 bool ir_hopper_gemm_get(const ir_block_t *b, ir_hopper_gemm_t *g, char *why, size_t why_len);
+/* Threads of the kernel: 128 per consumer warpgroup, and the producer's. */
+int ir_hopper_gemm_threads(const ir_hopper_gemm_t *g);
 /* Rows of the block tile: 64 x warpgroups x m_frags. */
 int ir_hopper_gemm_rows(const ir_hopper_gemm_t *g);
 /* Dynamic shared memory the kernel asks for: the stages of A and B, their

@@ -1001,6 +1001,16 @@ template <int N> inline void tuned_wgmma_bf16(tuned_wgmma_acc<N> &d, const uint3
   tuned_host::wgmma(d, 0, a, b, scale_d, true, N, "wgmma.mma_async (bf16, A in registers)");
 }
 
+/* setmaxnreg.inc/dec: warpgroup-wide (all 128 threads, the same count); the
+ * registers themselves are not emulated. */
+template <int N> inline void tuned_host_setmaxnreg(const char *op) {
+  static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256 registers in steps of 8");
+  tuned_host::wg_args g = {op, {0, 0}, N, 0, NULL, NULL};
+  tuned_host::wg_meet(g);
+}
+template <int N> inline void tuned_setmaxnreg_inc() { tuned_host_setmaxnreg<N>("setmaxnreg.inc"); }
+template <int N> inline void tuned_setmaxnreg_dec() { tuned_host_setmaxnreg<N>("setmaxnreg.dec"); }
+
 /* fence.proxy.async: what ordinary code stored so far is what the async proxy sees. */
 inline void tuned_fence_proxy_async() {
   memcpy(tuned_host::proxy_view.data(), __start_tuned_shared, tuned_host::proxy_view.size());

@@ -12,9 +12,10 @@
  *
  * Decisions (sample_categorical, each replayable and mutable on its own):
  * consumer warpgroups {1, 2}, m64 blocks per warpgroup {1, 2}, N tile
- * {64, 128, 192, 256} (those dividing the block's N), stages {2..6} and the
+ * {64, 128, 192, 256} (those dividing the block's N), stages {2..6}, the
  * grouped order's group {1, 2, 4, 8} (row tiles that share a column of B in
- * L2).  Combinations the target cannot hold (shared memory, accumulator
+ * L2) and the copies {0: by every thread, 1: by a producer warpgroup that
+ * gives its registers to the consumers with setmaxnreg}.  Combinations the target cannot hold (shared memory, accumulator
  * registers) are refused by the verify postprocessor with the reason.  The
  * loops are what a SIMT lowering would run (each thread a row of the tile),
  * so the schedule stays a correct program for every other consumer of the
@@ -58,20 +59,21 @@ static int sample(sch_t *s, const int64_t *cand, const bool *keep, int n, sch_rv
 }
 
 typedef struct decisions {
-  sch_rv_t wg, mf, bn, stages, group;
+  sch_rv_t wg, mf, bn, stages, group, producer;
 } decisions_t;
 
 /* The decisions, their candidates cut to what divides the block's extents. */
 static int sample_all(sch_t *s, const smp_roles_t *r, decisions_t *d, tn_err_t *err) {
   static const int64_t two[] = {1, 2}, ns[] = {64, 128, 192, 256}, stages[] = {2, 3, 4, 5, 6},
-                       groups[] = {1, 2, 4, 8};
+                       groups[] = {1, 2, 4, 8}, off_on[] = {0, 1};
   bool wg_ok[2] = {true, r->m % 128 == 0}, mf_ok[2] = {true, r->m % 256 == 0}, n_ok[4], all[5] = {1, 1, 1, 1, 1};
   for (int i = 0; i < 4; i++) n_ok[i] = r->n % ns[i] == 0;
   SMP_TRY(sample(s, two, wg_ok, 2, &d->wg, err));
   SMP_TRY(sample(s, two, mf_ok, 2, &d->mf, err));
   SMP_TRY(sample(s, ns, n_ok, 4, &d->bn, err));
   SMP_TRY(sample(s, stages, all, 5, &d->stages, err));
-  return sample(s, groups, all, 4, &d->group, err);
+  SMP_TRY(sample(s, groups, all, 4, &d->group, err));
+  return sample(s, off_on, all, 2, &d->producer, err);
 }
 
 /* The GEMM's one consumer, when it is an elementwise epilogue of the
@@ -129,7 +131,8 @@ static int tile(sch_t *s, const char *block, const smp_roles_t *r, bool *fused, 
   SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_M_FRAGS, sch_arg_rv(d.mf), err));
   SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_N_TILE, sch_arg_rv(d.bn), err));
   SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_STAGES, sch_arg_rv(d.stages), err));
-  return sch_annotate(s, b, IR_ANN_HOPPER_GROUP, sch_arg_rv(d.group), err);
+  SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_GROUP, sch_arg_rv(d.group), err));
+  return sch_annotate(s, b, IR_ANN_HOPPER_PRODUCER, sch_arg_rv(d.producer), err);
 }
 
 int smp_rule_multi_level_tiling_hopper(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,

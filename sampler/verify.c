@@ -262,7 +262,7 @@ static int check_hopper(kernel_use_t *k, const tn_target_t *t, tn_err_t *err) {
     return tn_err_set(err, TN_ERANGE, "block \"%s\": %d m64 blocks x N %d keep %d accumulator registers per thread "
                       "(at most %d fit without spilling)", k->hopper->name, g.m_frags, g.n_tile,
                       ir_hopper_gemm_acc_regs(&g), HOPPER_MAX_ACC_REGS);
-  k->threads = 128 * g.warpgroups;
+  k->threads = ir_hopper_gemm_threads(&g);
   k->shared = ir_hopper_gemm_smem(&g);
   tn_buf_reset(&k->detail);
   tn_buf_printf(&k->detail, "%d stages of %d x 64 A and %d x 64 B", g.stages, ir_hopper_gemm_rows(&g), g.n_tile);

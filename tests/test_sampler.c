@@ -408,6 +408,7 @@ START_TEST(test_hopper_space) {
   };
   tn_target_t h100 = target("nvidia/h100"), host = target("cuda-host/hopper"), plain = target("cuda-host");
   ck_assert(tn_target_is_hopper(&h100) && tn_target_is_hopper(&host) && !tn_target_is_hopper(&plain));
+  int producers = 0, all_copy = 0; /* candidates of either copy mode, over the cases */
   for (size_t c = 0; c < TN_ARRAY_LEN(cases); c++) {
     ir_workload_t *w = tu_parse(cases[c].src);
     ref_t ref = reference(w->func);
@@ -456,6 +457,8 @@ START_TEST(test_hopper_space) {
                     "%s\n%s", what[n], m->source);
       ck_assert_int_eq(m->kernels[0].block[0] % 128, 0);
       ck_assert_int_eq(m->nkernels, 1); /* the epilogue fused, or none */
+      if (strstr(m->source, "tuned_setmaxnreg_dec<")) producers++;
+      else all_copy++;
       ms_cuda_output_t o;
       tn_err_t ce = {0};
       int rc = ms_cuda_compile(m->source, "sm_90a", &o, &ce);
@@ -501,6 +504,8 @@ START_TEST(test_hopper_space) {
     ir_data_free(ref.d);
     ir_workload_free(w);
   }
+  ck_assert_msg(producers >= 2 && all_copy >= 2, "%d candidates with a producer warpgroup, %d without", producers,
+                all_copy);
 }
 END_TEST
 
