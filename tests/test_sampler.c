@@ -354,6 +354,7 @@ static void hopper_mutants(const ir_func_t *f, const tn_target_t *host, cg_modul
     const char *cut, *why;
   } cuts[] = {
       {"tuned_fence_proxy_async(); ", "no fence.proxy.async since"},
+      {"while (!tuned_mbar_try_wait(&full[s], ", "with no mbarrier phase or __syncthreads ordering the store"},
   };
   char *orig = m->source;
   for (size_t i = 0; i < TN_ARRAY_LEN(cuts); i++) {
