@@ -632,7 +632,12 @@ inline std::vector<unsigned short> tma_flying; /* per 16 shared bytes: copies in
  * shared bytes that a fence.proxy.async found changed remember the fencing
  * thread and its clock; a wgmma reading them in a thread that has not
  * acquired that clock read a stage before its writer's mbarrier phase (or
- * barrier) ordered it: an error, even where the data happen to be there. */
+ * barrier) ordered it: an error, even where the data happen to be there.
+ * The other way round, a wait_group completing a wgmma records its reads
+ * with the clock of the thread that computed it, and a fence finding such
+ * bytes changed by a thread that has not acquired that clock (an mbarrier
+ * arrival after the wait), or read by a wgmma still in flight, stops: the
+ * stage was refilled before its readers were done. */
 struct hb_write {
   int thread; /* -1: not an ordinary store (or never fenced) */
   unsigned clock;
@@ -640,6 +645,8 @@ struct hb_write {
 inline std::vector<std::vector<unsigned>> hb_clocks; /* empty until the block uses them */
 inline std::vector<unsigned> hb_barrier;             /* what __syncthreads hands on */
 inline std::vector<hb_write> hb_writes;              /* per 16 shared bytes */
+inline std::vector<hb_write> hb_reads;               /* per 16 shared bytes: the last completed wgmma read */
+inline std::vector<unsigned short> wg_reading;        /* per 16 shared bytes: wgmmas in flight that read them */
 
 /* What a thread brings to a warpgroup-wide operation. */
 struct wg_args {
@@ -657,6 +664,8 @@ inline void hopper_block_start(int n) {
   hb_clocks.clear();
   hb_barrier.clear();
   hb_writes.assign(shared_size() / 16 + 1, hb_write{-1, 0});
+  hb_reads.assign(shared_size() / 16 + 1, hb_write{-1, 0});
+  wg_reading.assign(shared_size() / 16 + 1, 0);
   warpgroups.assign((size_t)(n + 127) / 128, warpgroup_state{0, 0, {}, {}});
   mbars.clear();
   tma_copies.clear();
@@ -695,6 +704,21 @@ inline void hb_release(std::vector<unsigned> &to) {
   std::vector<unsigned> &c = hb_clock();
   hb_join(to, c);
   c[(size_t)cur->lin]++;
+}
+
+/* Stores over shared bytes at `off` must come after the wgmmas that read
+ * them: none in flight, the last completed one's clock acquired. */
+inline void hb_check_overwrite(size_t off) {
+  if (wg_reading[off / 16])
+    fail("%s", "ordinary stores over shared memory that a wgmma.mma_async in flight reads (wait for the stage's "
+               "empty mbarrier phase first)");
+  const hb_write &r = hb_reads[off / 16];
+  if (r.thread >= 0 && r.thread != cur->lin && hb_clock()[(size_t)r.thread] < r.clock) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "ordinary stores over shared memory that the wgmma of thread %d's warpgroup read", r.thread);
+    fail("%s, with no mbarrier phase ordering that wgmma's wait_group before the stores (wait for the stage's empty "
+         "phase first)", msg);
+  }
 }
 
 /* Meets the thread's warpgroup (as warp_meet its warp); true for the one
@@ -807,6 +831,7 @@ inline void wgmma(wg_acc &d, uint64_t da, const uint32_t *afrag, uint64_t db, in
         for (int k = 0; k < 16; k++) s += a[(size_t)i * 16 + k] * b[(size_t)j * 16 + k];
         w.tile[(size_t)i * n + j] = s;
       }
+    for (const wg_chunk &c : rec.chunks) wg_reading[(size_t)((const char *)c.p - __start_tuned_shared) / 16]++;
     w.ops.push_back(rec);
   }
   int tid = cur->lin - base;
@@ -833,8 +858,12 @@ inline void wg_wait(int n) {
         w.ops[kept++] = w.ops[i];
         continue;
       }
-      for (const wg_chunk &c : w.ops[i].chunks)
+      for (const wg_chunk &c : w.ops[i].chunks) {
         if (memcmp(c.p, c.b, 16)) fail("%s", "shared memory that a wgmma.mma_async reads changed before its wgmma.wait_group");
+        size_t at = (size_t)((const char *)c.p - __start_tuned_shared) / 16;
+        hb_reads[at] = hb_write{cur->lin, hb_clock()[(size_t)cur->lin]};
+        wg_reading[at]--;
+      }
     }
     w.ops.resize(kept);
   }
@@ -1072,8 +1101,10 @@ inline void tuned_fence_proxy_async() {
   std::vector<unsigned> &c = tuned_host::hb_clock();
   const unsigned char *sh = (const unsigned char *)__start_tuned_shared;
   for (size_t o = 0; o + 16 <= tuned_host::proxy_view.size(); o += 16) /* the bytes this thread stored */
-    if (memcmp(sh + o, tuned_host::proxy_view.data() + o, 16))
+    if (memcmp(sh + o, tuned_host::proxy_view.data() + o, 16)) {
+      tuned_host::hb_check_overwrite(o);
       tuned_host::hb_writes[o / 16] = tuned_host::hb_write{tuned_host::cur->lin, c[(size_t)tuned_host::cur->lin]};
+    }
   memcpy(tuned_host::proxy_view.data(), __start_tuned_shared, tuned_host::proxy_view.size());
 }
 
