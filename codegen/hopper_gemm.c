@@ -26,6 +26,7 @@
 #include "cg_internal.h"
 #include "ir/analysis.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* The GEMM the block computes. */
@@ -34,66 +35,21 @@ typedef struct hgemm {
   const ir_block_t *blk;
   const ir_buffer_t *a, *b, *out;
   bool a_k_inner, b_k_inner; /* K is the operand's last (contiguous) dimension */
-  int64_t m, n, k;
+  int64_t batch, m, n, k; /* batch 1: none */
   const ir_block_t *epi;             /* the fused epilogue, computed from the accumulators (NULL: none) */
   const ir_var_t *epi_row, *epi_col; /* its iterators along the output's rows and columns */
 } hgemm_t;
 
-static const ir_expr_t *strip_cast(const ir_expr_t *e) { return e->kind == IR_E_CAST ? e->u.un : e; }
-
-static bool is_var(const ir_expr_t *e, const ir_var_t *v) { return e->kind == IR_E_VAR && e->u.var == v; }
-
-/* The operand load x: 2-D, indexed by (row, k) or (k, row); *k_inner says which. */
-static bool operand(const ir_expr_t *x, const ir_var_t *row, const ir_var_t *k, bool *k_inner) {
-  if (x->kind != IR_E_LOAD || x->u.load.n != 2) return false;
-  ir_expr_t *const *ix = x->u.load.idx;
-  *k_inner = is_var(ix[0], row) && is_var(ix[1], k);
-  return *k_inner || (is_var(ix[0], k) && is_var(ix[1], row));
-}
-
-static int64_t extent_of(const ir_block_t *b, const ir_var_t *v) {
-  for (int t = 0; t < b->niters; t++)
-    if (b->iters[t].var == v) return b->iters[t].extent;
-  return -1;
-}
-
-/* Reads out[i, j] = out[i, j] + A * B (casts allowed) from the block. */
+/* The block's GEMM (ir_hopper_gemm_shape), which the decided tile must divide. */
 static int analyse(cg_ctx_t *c, const ir_block_t *b, hgemm_t *h) {
-  const ir_stmt_t *st = b->body;
   const char *bad = NULL;
-  const ir_var_t *k = NULL;
-  for (int t = 0; t < b->niters; t++)
-    if (b->iters[t].kind == IR_ITER_REDUCE) k = b->iters[t].var;
-  if (!st || st->kind != IR_S_STORE || st->u.store.n != 2 || st->u.store.buf->dtype != IR_FLOAT32 || !k)
-    bad = "not a float32 2-D store with a reduction";
-  const ir_expr_t *v = bad ? NULL : st->u.store.value, *mul = NULL;
-  if (!bad && v->kind == IR_E_ADD) mul = v->u.bin.b->kind == IR_E_MUL ? v->u.bin.b : v->u.bin.a;
-  if (!bad && (!mul || mul->kind != IR_E_MUL)) bad = "not an accumulation of a product";
-  if (!bad) {
-    ir_expr_t *const *ci = st->u.store.idx;
-    const ir_expr_t *x = strip_cast(mul->u.bin.a), *y = strip_cast(mul->u.bin.b);
-    if (x->kind == IR_E_LOAD && x->u.load.n == 2 && (is_var(x->u.load.idx[0], ci[1]->u.var) ||
-                                                     is_var(x->u.load.idx[1], ci[1]->u.var))) {
-      const ir_expr_t *t = x;
-      x = y, y = t;
-    }
-    if (ci[0]->kind != IR_E_VAR || ci[1]->kind != IR_E_VAR || !operand(x, ci[0]->u.var, k, &h->a_k_inner) ||
-        !operand(y, ci[1]->u.var, k, &h->b_k_inner))
-      bad = "its operands are not A[i, k] (or A[k, i]) and B[k, j] (or B[j, k]) over the output's [i, j]";
-    else {
-      h->a = x->u.load.buf, h->b = y->u.load.buf, h->out = st->u.store.buf;
-      h->m = extent_of(b, ci[0]->u.var), h->n = extent_of(b, ci[1]->u.var), h->k = extent_of(b, k);
-    }
+  ir_hopper_shape_t sh;
+  if (ir_hopper_gemm_shape(b, &sh, &bad)) {
+    h->a = sh.a, h->b = sh.b, h->out = sh.out, h->a_k_inner = sh.a_k_inner, h->b_k_inner = sh.b_k_inner;
+    h->batch = sh.batch, h->m = sh.m, h->n = sh.n, h->k = sh.k;
+    if (h->m % ir_hopper_gemm_rows(&h->g) || h->n % h->g.n_tile || h->k % IR_HOPPER_K_TILE)
+      bad = "the tile does not divide M, N or K";
   }
-  if (!bad && (h->a->dtype != h->b->dtype || (h->a->dtype != IR_FLOAT16 && h->a->dtype != IR_BFLOAT16)))
-    bad = "its operands are not both float16 or both bfloat16";
-  if (!bad && (h->out->shape[0] != h->m || h->out->shape[1] != h->n ||
-               h->a->shape[h->a_k_inner ? 0 : 1] != h->m || h->b->shape[h->b_k_inner ? 0 : 1] != h->n ||
-               h->a->shape[h->a_k_inner ? 1 : 0] != h->k || h->b->shape[h->b_k_inner ? 1 : 0] != h->k))
-    bad = "its buffers are not exactly M x K, K x N and M x N";
-  int rows = ir_hopper_gemm_rows(&h->g);
-  if (!bad && (h->m % rows || h->n % h->g.n_tile || h->k % IR_HOPPER_K_TILE))
-    bad = "the tile does not divide M, N or K";
   if (bad)
     return cg_fail(c, TN_EUNSUPPORTED, "block \"%s\" is annotated %s but %s", b->name, IR_ANN_HOPPER_GEMM, bad);
   return TN_OK;
@@ -185,6 +141,8 @@ static void print_head(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
   const ir_hopper_gemm_t *g = &h->g;
   int bm = ir_hopper_gemm_rows(g), bn = g->n_tile, s = g->stages, consumers = 128 * g->warpgroups;
   int64_t stage = (int64_t)(bm + bn) * 128, tm = h->m / bm, tn = h->n / bn;
+  char gc_off[48];
+  snprintf(gc_off, sizeof gc_off, " + bat * %lldLL;\n", (long long)(h->m * h->n));
   tn_buf_printf(o,
                 "#ifdef TUNED_CUDA_HOST_H\n  __shared__ __align__(1024) unsigned char tuned_dyn_shared[%lld];\n"
                 "#else\n  extern __shared__ __align__(1024) unsigned char tuned_dyn_shared[];\n#endif\n",
@@ -195,17 +153,21 @@ static void print_head(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
                 "  unsigned char *smem = tuned_dyn_shared + ((1024u - (tuned_smem_addr(tuned_dyn_shared) & 1023u)) & "
                 "1023u);\n"
                 "  unsigned long long *full = (unsigned long long *)(smem + %lld), *empty = full + %d;\n"
-                "  const unsigned short *ga = (const unsigned short *)%s, *gb = (const unsigned short *)%s;\n"
+                "  const int bat = blockIdx.x / %lld, pid = blockIdx.x %% %lld; /* the batch, the tile in it */\n"
+                "  const unsigned short *ga = (const unsigned short *)%s + bat * %lldLL, *gb = (const unsigned short *)%s "
+                "+ bat * %lldLL;\n"
                 "%s%s%s"
                 "  const int tid = threadIdx.x, wg = tid / 128, lane = tid %% 128;\n"
-                "  const int pid = blockIdx.x, width = %d * %lld, first = pid / width * %d;\n"
+                "  const int width = %d * %lld, first = pid / width * %d;\n"
                 "  const int rows = %lld - first < %d ? %lld - first : %d;\n"
                 "  const long long m0 = (long long)(first + pid %% width %% rows) * %d, n0 = (long long)(pid %% width / "
                 "rows) * %d;\n",
                 bm, bn, g->warpgroups, g->warpgroups > 1 ? "s" : "", g->m_frags, bn, s, g->group,
                 g->producer ? "a producer warpgroup (the last)" : "every thread", (long long)(stage * s), s,
-                c->bufs[h->a->id].name, c->bufs[h->b->id].name, h->epi ? "" : "  float *gc = ",
-                h->epi ? "" : c->bufs[h->out->id].name, h->epi ? "" : ";\n", g->group, (long long)tn,
+                (long long)(tm * tn), (long long)(tm * tn), c->bufs[h->a->id].name, (long long)(h->m * h->k),
+                c->bufs[h->b->id].name, (long long)(h->k * h->n), h->epi ? "" : "  float *gc = ",
+                h->epi ? "" : c->bufs[h->out->id].name, h->epi ? "" : gc_off,
+                g->group, (long long)tn,
                 g->group, (long long)tm, g->group, (long long)tm, g->group, bm, bn);
   tn_buf_printf(o,
                 "  if (tid == 0)\n    for (int s = 0; s < %d; s++) {\n      tuned_mbar_init(&full[s], %d);\n"
@@ -344,7 +306,7 @@ int cg_hopper_gemm_emit(cg_ctx_t *c, int k, cg_kernel_t *kd, const char *args, t
   c->kernel = k;
   int64_t smem = ir_hopper_gemm_smem(&h.g);
   int bm = ir_hopper_gemm_rows(&h.g), threads = ir_hopper_gemm_threads(&h.g);
-  kd->grid[0] = (h.m / bm) * (h.n / h.g.n_tile);
+  kd->grid[0] = h.batch * (h.m / bm) * (h.n / h.g.n_tile);
   kd->grid[1] = kd->grid[2] = kd->block[1] = kd->block[2] = 1;
   kd->block[0] = threads;
   kd->dyn_shared_bytes = smem;

@@ -130,6 +130,20 @@ int ir_hopper_gemm_rows(const ir_hopper_gemm_t *g);
 /* Dynamic shared memory the kernel asks for: the stages of A and B, their
  * full/empty mbarriers and 1024 bytes to align the 128-byte swizzle atoms. */
 int64_t ir_hopper_gemm_smem(const ir_hopper_gemm_t *g);
+/* The GEMM a block computes: out[(b,) i, j] += A[(b,) i, k] * B[(b,) k, j]
+ * (casts to float32 allowed; A may be read as A[(b,) k, i], B as
+ * B[(b,) j, k]), float16 or bfloat16 operands, a float32 out, every buffer
+ * exactly its iterators' extents, a batch iterator (if any) the first index
+ * of all three. */
+typedef struct ir_hopper_shape {
+  const ir_buffer_t *a, *b, *out;
+  bool a_k_inner, b_k_inner; /* K is the operand's last (contiguous) dimension */
+  int64_t batch, m, n, k;    /* batch 1 without one */
+} ir_hopper_shape_t;
+
+/* Matches the block; false with the reason in *why otherwise. */
+bool ir_hopper_gemm_shape(const ir_block_t *b, ir_hopper_shape_t *sh, const char **why);
+
 /* Whether block `cons` can be computed in a Hopper GEMM's kernel as its
  * epilogue, from the accumulators instead of the buffer `acc` the GEMM
  * writes: two spatial iterators, no init, one store (not to acc), and every

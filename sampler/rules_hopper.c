@@ -22,9 +22,10 @@
  * IR.  An elementwise consumer of the output (its float16 rounding, a bias,
  * an activation) moves under the tile's blockIdx loop: the kernel computes
  * it from the accumulators and never writes the float32 temporary.  The
- * rule forks: the block left as it was is a second space (the
- * wmma and SIMT rules take it).  Only 2-D blocks with float16 or bfloat16 operands accumulated in
- * float32 whose M, N and K are multiples of 64 are taken. */
+ * rule forks: the block left as it was is a second space (the wmma and
+ * SIMT rules take it).  Only 2-D or batched blocks (ir_hopper_gemm_shape:
+ * float16 or bfloat16 operands accumulated in float32) whose M, N and K are
+ * multiples of 64 are taken; a batch joins the tiles on blockIdx.x. */
 #include <string.h>
 
 #include "ir/intrin.h"
@@ -39,12 +40,11 @@ static ir_dtype_t read_dtype(const ir_block_t *b, const char *name) {
 /* Whether the rule takes the block: 2-D, 16-bit operands of one type, sizes
  * that the fixed 64s divide. */
 static bool takes(const smp_ctx_t *c, const ir_func_t *f, const ir_block_t *b, smp_roles_t *r) {
-  if (!tn_target_is_hopper(c->t) || b->niters != 3) return false;
-  if (!smp_needs_multi_level_tiling(f, b) || !smp_matmul_roles(b, r, true)) return false;
-  ir_dtype_t da = read_dtype(b, r->a), db = read_dtype(b, r->b);
-  if (da != db || (da != IR_FLOAT16 && da != IR_BFLOAT16)) return false;
-  int64_t k = b->iters[r->k].extent;
-  return r->m % 64 == 0 && r->n % 64 == 0 && k % IR_HOPPER_K_TILE == 0;
+  ir_hopper_shape_t sh;
+  const char *why;
+  if (!tn_target_is_hopper(c->t) || !smp_needs_multi_level_tiling(f, b) || !smp_matmul_roles(b, r, true)) return false;
+  if (!ir_hopper_gemm_shape(b, &sh, &why)) return false;
+  return sh.m % 64 == 0 && sh.n % 64 == 0 && sh.k % IR_HOPPER_K_TILE == 0;
 }
 
 /* A categorical decision over those of cand[0..n) that keep[] allows, equally likely. */
@@ -109,7 +109,10 @@ static int tile(sch_t *s, const char *block, const smp_roles_t *r, bool *fused, 
   int nl = 0;
   SMP_TRY(sch_get_block(s, block, &b, err));
   SMP_TRY(sch_get_loops(s, b, loops, &nl, err));
-  if (nl != 3) return tn_err_set(err, TN_EINVAL, "block \"%s\" has %d loops for 3 iterators", block, nl);
+  int nb = nl - 3; /* a batch loop */
+  if (nl != sch_rv_stmt(s, b)->u.block.niters || nb < 0 || nb > 1)
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" has %d loops for %d iterators", block, nl,
+                      sch_rv_stmt(s, b)->u.block.niters);
   decisions_t d;
   SMP_TRY(sample_all(s, r, &d, err));
   sch_rv_t ip[4], jp[2], kp[2], bx;
@@ -118,9 +121,14 @@ static int tile(sch_t *s, const char *block, const smp_roles_t *r, bool *fused, 
   SMP_TRY(sch_split(s, loops[r->i], fi, 4, ip, err));
   SMP_TRY(sch_split(s, loops[r->j], fj, 2, jp, err));
   SMP_TRY(sch_split(s, loops[r->k], fk, 2, kp, err));
-  sch_rv_t order[] = {ip[0], jp[0], ip[1], ip[3], ip[2], jp[1], kp[0], kp[1]};
-  SMP_TRY(sch_reorder(s, order, (int)TN_ARRAY_LEN(order), err));
-  SMP_TRY(sch_fuse(s, order, 2, &bx, err));
+  sch_rv_t order[9];
+  int no = 0;
+  for (int t = 0; t < nl; t++)
+    if (t != r->i && t != r->j && t != r->k) order[no++] = loops[t]; /* the batch */
+  sch_rv_t rest[] = {ip[0], jp[0], ip[1], ip[3], ip[2], jp[1], kp[0], kp[1]};
+  for (size_t q = 0; q < TN_ARRAY_LEN(rest); q++) order[no++] = rest[q];
+  SMP_TRY(sch_reorder(s, order, no, err));
+  SMP_TRY(sch_fuse(s, order, nb + 2, &bx, err));
   SMP_TRY(sch_bind(s, bx, ir_thread_tag_name(IR_TAG_BLOCK_X), err));
   SMP_TRY(sch_bind(s, ip[1], ir_thread_tag_name(IR_TAG_THREAD_Y), err));
   SMP_TRY(sch_bind(s, ip[3], ir_thread_tag_name(IR_TAG_THREAD_X), err));

@@ -386,33 +386,38 @@ static void hopper_mutants(const ir_func_t *f, const tn_target_t *host, cg_modul
   m->source = orig;
 }
 
-/* Hopper (nvidia/h100, cuda-host/hopper): a float16/bfloat16 matmul whose
- * M, N and K are multiples of 64 forks into the warpgroup-MMA space (five
- * categorical decisions, annotated on the block) and the untouched block
- * (the wmma tiling).  Sampled candidates of the Hopper space lower to one
- * wgmma kernel (sm_90a) with the elementwise consumer (float16 rounding,
- * bias and ReLU) fused into it, compile
- * with NVRTC for sm_90a to wgmma in the PTX and HGMMA in the SASS (where
+/* Hopper (nvidia/h100, cuda-host/hopper): a float16/bfloat16 matmul (or
+ * batched matmul) whose M, N and K are multiples of 64 forks into the
+ * warpgroup-MMA space (six categorical decisions, annotated on the block)
+ * and the untouched block (the wmma tiling).  Sampled candidates of the
+ * Hopper space lower to one wgmma kernel (sm_90a) with the elementwise
+ * consumer (float16 rounding, bias and ReLU) fused into it, compile with
+ * NVRTC for sm_90a to wgmma in the PTX and HGMMA in the SASS (where
  * cuobjdump is installed) without spills, and compute the reference on the
  * cuda-host harness configured as Hopper (which checks the mbarrier phases,
  * the wgmma waits and fence.proxy.async).  A and B given transposed take the
- * half-by-half copies. */
+ * half-by-half copies; both copy modes (every thread, a producer
+ * warpgroup) are sampled. */
 START_TEST(test_hopper_space) {
   static const struct {
-    const char *src, *want;
+    const char *src, *block, *want;
+    bool fused; /* the consumer (float16 rounding; bias and ReLU) in the GEMM's kernel */
   } cases[] = {
       {"param M = 128, N = 128, K = 128\ninput A: float16[M, K]\ninput B: float16[K, N]\ntemp Acc: float32[M, N]\n"
        "output C: float16[M, N]\nAcc[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n"
-       "C[i, j] = float16(Acc[i, j])\n", "float16"},
+       "C[i, j] = float16(Acc[i, j])\n", "Acc", "float16", true},
       {"param M = 256, N = 64, K = 192\ninput A: bfloat16[M, K]\ninput B: bfloat16[K, N]\n"
-       "output C: float32[M, N]\nC[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n", "bfloat16"},
+       "output C: float32[M, N]\nC[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n", "C", "bfloat16", false},
       {"param M = 128, N = 64, K = 64\ninput X: float16[M, K]\ninput W: float16[N, K]\ninput bias: float32[N]\n"
        "temp D: float32[M, N]\noutput Y: float16[M, N]\nD[i, j] = sum(k < K: float32(X[i, k]) * float32(W[j, k]))\n"
-       "Y[i, j] = float16(max(D[i, j] + bias[j], 0.0))\n", "float16"},
+       "Y[i, j] = float16(max(D[i, j] + bias[j], 0.0))\n", "D", "float16", true},
       {"param M = 64, N = 64, K = 512\ninput A: float16[M, K]\ninput B: float16[K, N]\n"
-       "output C: float32[M, N]\nC[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n", "float16"},
+       "output C: float32[M, N]\nC[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n", "C", "float16", false},
       {"param M = 64, N = 192, K = 128\ninput A: float16[K, M]\ninput B: float16[N, K]\n"
-       "output C: float32[M, N]\nC[i, j] = sum(k < K: float32(A[k, i]) * float32(B[j, k]))\n", "float16"},
+       "output C: float32[M, N]\nC[i, j] = sum(k < K: float32(A[k, i]) * float32(B[j, k]))\n", "C", "float16", false},
+      {"param NB = 3, M = 64, N = 128, K = 128\ninput X: bfloat16[NB, M, K]\ninput Y: bfloat16[NB, K, N]\n"
+       "output Z: float32[NB, M, N]\nZ[b, i, j] = sum(k < K: float32(X[b, i, k]) * float32(Y[b, k, j]))\n", "Z",
+       "bfloat16", false},
   };
   tn_target_t h100 = target("nvidia/h100"), host = target("cuda-host/hopper"), plain = target("cuda-host");
   ck_assert(tn_target_is_hopper(&h100) && tn_target_is_hopper(&host) && !tn_target_is_hopper(&plain));
@@ -425,10 +430,8 @@ START_TEST(test_hopper_space) {
     ck_assert_int_eq(on_plain.n, 1); /* not Hopper: no fork */
     smp_space_free(&on_plain);
     char want[96];
-    snprintf(want, sizeof want, "multi-level-tiling-hopper(%s: wgmma m64nNk16 %s", c == 0 ? "Acc" : c == 2 ? "D" : "C",
-             cases[c].want);
-    bool fused = c == 0 || c == 2; /* the float16 rounding (and the bias and ReLU) in the GEMM's kernel */
-    ck_assert_msg(!fused == !strstr(sp.descs[0], "epilogue fused"), "%s", sp.descs[0]);
+    snprintf(want, sizeof want, "multi-level-tiling-hopper(%s: wgmma m64nNk16 %s", cases[c].block, cases[c].want);
+    ck_assert_msg(!cases[c].fused == !strstr(sp.descs[0], "epilogue fused"), "%s", sp.descs[0]);
     ck_assert_msg(strstr(sp.descs[0], want) && strstr(sp.descs[1], "multi-level-tiling-tensor-core("), "%s | %s",
                   sp.descs[0], sp.descs[1]);
     const sch_trace_t *tr = sp.traces[0];
