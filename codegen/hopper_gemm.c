@@ -1,28 +1,29 @@
 /* hopper_gemm.c — the CUDA kernel of a block that the Hopper rule
- * (sampler/rules_hopper.c) annotated: out[i, j] += A * B over k, float16 or
- * bfloat16 operands, float32 out, printed from the block's shape and the
- * trace's decisions (ir/intrin.h, IR_ANN_HOPPER_*) with the primitives of
- * hopper.c:
+ * (sampler/rules_hopper.c) annotated: out[(b,) i, j] += A * B over k
+ * (ir_hopper_gemm_shape), float16 or bfloat16 operands, float32 out, printed
+ * from the block's shape and the trace's decisions (ir/intrin.h,
+ * IR_ANN_HOPPER_*) with the primitives of hopper.c:
  *
  *   - a block tile of (64 x warpgroups x m_frags) x n_tile, tiles in the
- *     grouped order (`group` row tiles share a column of B while it is in L2);
+ *     grouped order (`group` row tiles share a column of B while it is in
+ *     L2), batches after one another on blockIdx.x;
  *   - K in steps of 64: one stage holds the A and B tiles K-major in rows of
  *     128 bytes, 128B-swizzled (what wgmma's descriptors read without bank
  *     conflicts), in a ring of `stages` stages;
- *   - every thread copies its share of a stage with ordinary loads and
- *     stores (16-byte vectors when K is the operand's contiguous dimension,
- *     halves otherwise), then fence.proxy.async and an arrive on the stage's
- *     full mbarrier; the warpgroups wait for its phase, issue
- *     m_frags x 4 wgmma m64nNk16 into their accumulators, commit, and once
- *     the previous stage's group completed (wait_group 1) arrive on its empty
- *     mbarrier, which the copies of the stage `stages` - 1 ahead wait for;
- *
+ *   - every consumer thread, or (`producer`) a producer warpgroup that gave
+ *     its registers to the consumers with setmaxnreg, copies a stage with
+ *     ordinary loads and stores (16-byte vectors when K is the operand's
+ *     contiguous dimension, halves otherwise), then fence.proxy.async and
+ *     an arrive on the stage's full mbarrier; the consumer warpgroups wait
+ *     for its phase, issue m_frags x 4 wgmma m64nNk16 into their
+ *     accumulators, commit, and once the previous stage's group completed
+ *     (wait_group 1) arrive on its empty mbarrier, which the copies of the
+ *     stage `stages` - 1 ahead wait for;
  *   - the accumulators stored to the output from their fragment layout, or
  *     a fused elementwise epilogue (float16 rounding, bias, activation)
  *     computed from them and stored instead.
  *
- * Not yet: TMA copies, a producer warp with setmaxnreg, a persistent grid,
- * clusters. */
+ * Not yet: TMA copies, cp.async, a persistent grid, clusters. */
 #include "cg_internal.h"
 #include "ir/analysis.h"
 
