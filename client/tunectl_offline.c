@@ -332,7 +332,7 @@ int tco_emit(tc_args_t *o) {
   if (kind == 1) {
     ms_cuda_output_t out;
     tn_err_t err = {0};
-    if (ms_cuda_compile(m->source, t.arch, &out, &err) < 0) {
+    if (ms_cuda_compile(m->source, ms_cuda_arch(&t, m->sm90a), &out, &err) < 0) {
       fprintf(stderr, "tunectl emit: %s\n", err.msg);
       rc = 1;
     } else {

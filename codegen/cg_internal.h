@@ -140,6 +140,7 @@ typedef struct cg_promo {
 #define CG_CUDA_STATIC_SHARED_MAX 49152
 
 #define CG_MAX_OVERRIDES 16
+#define CG_MAX_HOPPER_N 32
 
 typedef struct cg_ctx {
   const ir_func_t *f;
@@ -200,6 +201,9 @@ typedef struct cg_ctx {
   uint64_t intrin_used; /* tensor intrinsics called, by registry index (ir/intrin.h) */
   bool need_wmma;       /* CUDA tensor-core intrinsics: <mma.h> */
   int wmma_sm;          /* the lowest architecture they need (70: sm_70); 0 none */
+  bool need_hopper;     /* Hopper GEMM kernels (hopper_gemm.c): the primitives for sm_90a */
+  int hopper_n[CG_MAX_HOPPER_N]; /* the wgmma Ns they use */
+  int nhopper_n;
 } cg_ctx_t;
 
 /* Records the first error; returns its code. */
@@ -334,6 +338,14 @@ const char *cg_promo_ref(const cg_ctx_t *c, const ir_buffer_t *b);
  * appends the implementations the module called. */
 bool cg_intrin_emit(cg_ctx_t *c, const ir_stmt_t *s);
 void cg_intrin_helpers(const cg_ctx_t *c, tn_buf_t *o);
+/* hopper_gemm.c: whether root statement k is a block the Hopper rule
+ * annotated (IR_ANN_HOPPER_GEMM), printed whole as a warpgroup-MMA kernel
+ * by cg_hopper_gemm_emit (its launch extents and shared memory into kd;
+ * args the kernel's parameter list); the helpers are hopper.c's primitives
+ * for the Ns used, and the stage copies. */
+bool cg_hopper_gemm_kernel(cg_ctx_t *c, int k);
+int cg_hopper_gemm_emit(cg_ctx_t *c, int k, cg_kernel_t *kd, const char *args, tn_buf_t *out);
+void cg_hopper_gemm_helpers(cg_ctx_t *c, tn_buf_t *o);
 /* The attribute line the C entry function needs for the intrinsics it calls
  * (their CPU features), "" when none. */
 void cg_intrin_entry_attr(const cg_ctx_t *c, tn_buf_t *o);

@@ -71,6 +71,8 @@ typedef struct cg_module {
   int nparams;
   int min_sm;         /* CUDA: the lowest architecture the source is for (tensor-core intrinsics: 70 for
                          sm_70); 0 any */
+  bool sm90a;         /* CUDA: Hopper's architecture-specific features (wgmma, mbarrier transaction counts):
+                         to be built for sm_90a, and run on sm_90 only */
 } cg_module_t;
 
 /* Whether s can name an entry point: an identifier (tn_is_identifier) of

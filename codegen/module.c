@@ -192,6 +192,7 @@ static void helper_text(cg_ctx_t *c, tn_buf_t *o) {
   if (c->need_bf16 && c->d->target == CG_TARGET_OPENCL) tn_buf_put(o, opencl_bf16_helpers);
   if (c->need_cp_async && c->d->target == CG_TARGET_CUDA) tn_buf_put(o, cg_cp_async_helpers);
   cg_intrin_helpers(c, o);
+  cg_hopper_gemm_helpers(c, o);
 }
 
 /* ---- C ------------------------------------------------------------------------ */
@@ -343,6 +344,11 @@ static void emit_kernel(cg_ctx_t *c, int k, cg_kernel_t *kd, tn_buf_t *out) {
   arg_list(c, unalias, &argbuf);
   free(unalias);
   const char *args = tn_buf_str(&argbuf);
+  if (cg_hopper_gemm_kernel(c, k)) {
+    cg_hopper_gemm_emit(c, k, kd, args, out);
+    tn_buf_free(&argbuf);
+    return;
+  }
   c->kernel = k;
   memcpy(c->grid, kd->grid, sizeof c->grid);
   memcpy(c->block, kd->block, sizeof c->block);
@@ -393,7 +399,8 @@ static void emit_gpu(cg_ctx_t *c, cg_module_t *m, tn_buf_t *src) {
   if (c->d->target == CG_TARGET_CUDA && c->need_half) tn_buf_put(src, "#include <cuda_fp16.h>\n");
   if (c->d->target == CG_TARGET_CUDA && c->need_bf16) tn_buf_put(src, "#include <cuda_bf16.h>\n");
   if (c->d->target == CG_TARGET_CUDA && c->need_wmma) tn_buf_put(src, "#include <mma.h>\n");
-  m->min_sm = c->wmma_sm;
+  m->min_sm = c->need_hopper ? 90 : c->wmma_sm;
+  m->sm90a = c->need_hopper;
   if (c->d->target == CG_TARGET_OPENCL && c->need_fp64)
     tn_buf_put(src, "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n");
   tn_buf_putc(src, '\n');

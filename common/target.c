@@ -64,6 +64,11 @@ int tn_target_set_cc(tn_target_t *t, const char *cc, tn_err_t *err) {
   return TN_OK;
 }
 
+bool tn_target_is_hopper(const tn_target_t *t) {
+  if (t->kind == TN_TARGET_CUDA) return !strcmp(t->arch, "sm_90") || !strcmp(t->arch, "sm_90a");
+  return t->kind == TN_TARGET_CUDA_HOST && !strcmp(t->arch, "sm_90a");
+}
+
 int64_t tn_target_shared_limit(const tn_target_t *t) {
   return TN_MAX(t->max_shared_memory_per_block, t->max_shared_memory_per_block_optin);
 }

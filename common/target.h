@@ -50,6 +50,12 @@ bool tn_target_uses_cc(tn_target_kind_t k);
  * choices otherwise, or for a kind that has no host compiler. */
 int tn_target_set_cc(tn_target_t *t, const char *cc, tn_err_t *err);
 
+/* Whether the target is Hopper with its architecture-specific features
+ * (wgmma, mbarrier transaction counts, TMA: code built for sm_90a): a cuda
+ * target of arch sm_90 or sm_90a, or a cuda-host target whose "arch" says
+ * sm_90a (the harness then stands in for an H100/H200, as cuda-host/hopper). */
+bool tn_target_is_hopper(const tn_target_t *t);
+
 /* The most shared memory a kernel of the target may use per block. */
 int64_t tn_target_shared_limit(const tn_target_t *t);
 

@@ -137,11 +137,12 @@ static int add_cuda_binary(td_req_t *req, kget_t *k, const cg_module_t *mod, cJS
   tn_err_t err = {0};
   ms_build_proc_t *p = NULL;
   int rc = ms_build_proc_new(NULL, NULL, &p, &err);
-  if (rc == TN_OK) rc = ms_nvrtc_compile(p, mod->source, k->target.t.arch, KERNEL_BUILD_TIMEOUT_S, &co, &err);
+  const char *arch = ms_cuda_arch(&k->target.t, mod->sm90a);
+  if (rc == TN_OK) rc = ms_nvrtc_compile(p, mod->source, arch, KERNEL_BUILD_TIMEOUT_S, &co, &err);
   ms_build_proc_free(p);
   if (rc != TN_OK) {
     ms_cuda_output_free(&co);
-    return td_req_error(req, TD_E_INTERNAL, "compiling the kernel for %s: %s", k->target.t.arch, err.msg), -1;
+    return td_req_error(req, TD_E_INTERNAL, "compiling the kernel for %s: %s", arch, err.msg), -1;
   }
   cJSON_AddStringToObject(o, "ptx", co.ptx ? co.ptx : "");
   char *b64 = base64(co.cubin, co.cubin_size);

@@ -584,3 +584,149 @@ int ir_intrin_match(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in
   ir_bounds_free(&st.bounds);
   return rc;
 }
+
+/* ---- Hopper warpgroup GEMM -------------------------------------------------- */
+
+static bool annot_int(const ir_block_t *b, const char *key, int lo, int hi, int *v, char *why, size_t n) {
+  const ir_annot_t *a = ir_annot_get(b->annots, b->nannots, key);
+  if (!a || a->is_str || a->ival < lo || a->ival > hi) {
+    if (why) snprintf(why, n, "block \"%s\": annotation %s %s (expected an integer from %d to %d)", b->name, key,
+                      a ? "out of range" : "missing", lo, hi);
+    return false;
+  }
+  *v = (int)a->ival;
+  return true;
+}
+
+bool ir_hopper_gemm_get(const ir_block_t *b, ir_hopper_gemm_t *g, char *why, size_t why_len) {
+  if (why && why_len) why[0] = 0;
+  if (!ir_annot_get(b->annots, b->nannots, IR_ANN_HOPPER_GEMM)) return false;
+  if (!annot_int(b, IR_ANN_HOPPER_WARPGROUPS, 1, 2, &g->warpgroups, why, why_len) ||
+      !annot_int(b, IR_ANN_HOPPER_M_FRAGS, 1, 2, &g->m_frags, why, why_len) ||
+      !annot_int(b, IR_ANN_HOPPER_N_TILE, 8, 256, &g->n_tile, why, why_len) ||
+      !annot_int(b, IR_ANN_HOPPER_STAGES, 2, 6, &g->stages, why, why_len) ||
+      !annot_int(b, IR_ANN_HOPPER_GROUP, 1, 64, &g->group, why, why_len) ||
+      !annot_int(b, IR_ANN_HOPPER_PRODUCER, 0, 1, &g->producer, why, why_len))
+    return false;
+  if (g->n_tile % 8) {
+    if (why) snprintf(why, why_len, "block \"%s\": %s %d is not a multiple of 8", b->name, IR_ANN_HOPPER_N_TILE,
+                      g->n_tile);
+    return false;
+  }
+  return true;
+}
+
+int ir_hopper_gemm_threads(const ir_hopper_gemm_t *g) { return 128 * (g->warpgroups + g->producer); }
+
+int ir_hopper_gemm_rows(const ir_hopper_gemm_t *g) { return 64 * g->warpgroups * g->m_frags; }
+
+int64_t ir_hopper_gemm_smem(const ir_hopper_gemm_t *g) {
+  int64_t stage = (int64_t)(ir_hopper_gemm_rows(g) + g->n_tile) * IR_HOPPER_K_TILE * 2;
+  return stage * g->stages + 16 * g->stages + 1024;
+}
+
+int ir_hopper_gemm_acc_regs(const ir_hopper_gemm_t *g) { return g->m_frags * g->n_tile / 2; }
+
+/* Every load of acc in e is acc[*row, *col] over two distinct variables (set by the first). */
+static bool acc_loads(const ir_expr_t *e, const ir_buffer_t *acc, const ir_var_t **row, const ir_var_t **col, int *n) {
+  if (e->kind == IR_E_LOAD && e->u.load.buf == acc) {
+    ir_expr_t *const *ix = e->u.load.idx;
+    if (e->u.load.n != 2 || ix[0]->kind != IR_E_VAR || ix[1]->kind != IR_E_VAR || ix[0]->u.var == ix[1]->u.var)
+      return false;
+    if (!(*n)++) *row = ix[0]->u.var, *col = ix[1]->u.var;
+    return *row == ix[0]->u.var && *col == ix[1]->u.var;
+  }
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int k = ir_expr_children(e, kids);
+  for (int i = 0; i < k; i++)
+    if (!acc_loads(kids[i], acc, row, col, n)) return false;
+  return true;
+}
+
+bool ir_hopper_epilogue(const ir_block_t *cons, const ir_buffer_t *acc, const ir_var_t **row, const ir_var_t **col) {
+  const ir_stmt_t *st = cons->body;
+  if (cons->niters != 2 || cons->init || !st || st->kind != IR_S_STORE || st->u.store.buf == acc) return false;
+  for (int i = 0; i < 2; i++)
+    if (cons->iters[i].kind != IR_ITER_SPATIAL) return false;
+  const ir_var_t *r = NULL, *c = NULL;
+  int n = 0;
+  if (!acc_loads(st->u.store.value, acc, &r, &c, &n) || n == 0) return false;
+  int in_idx = 0; /* acc in the store's indices: not an elementwise epilogue */
+  for (int i = 0; i < st->u.store.n; i++)
+    if (!acc_loads(st->u.store.idx[i], acc, &r, &c, &in_idx) || in_idx) return false;
+  bool iters = (r == cons->iters[0].var && c == cons->iters[1].var) || (r == cons->iters[1].var && c == cons->iters[0].var);
+  if (iters && row) *row = r;
+  if (iters && col) *col = c;
+  return iters;
+}
+
+static const ir_expr_t *strip_cast(const ir_expr_t *e) { return e->kind == IR_E_CAST ? e->u.un : e; }
+
+static bool is_var(const ir_expr_t *e, const ir_var_t *v) { return e->kind == IR_E_VAR && e->u.var == v; }
+
+/* The operand load x: its last two indices (row, k) or (k, row) after the
+ * batch's (nb of them, over bv); *k_inner says which. */
+static bool gemm_operand(const ir_expr_t *x, int nb, const ir_var_t *bv, const ir_var_t *row, const ir_var_t *k,
+                         bool *k_inner) {
+  if (x->kind != IR_E_LOAD || x->u.load.n != 2 + nb || (nb && !is_var(x->u.load.idx[0], bv))) return false;
+  ir_expr_t *const *ix = x->u.load.idx + nb;
+  *k_inner = is_var(ix[0], row) && is_var(ix[1], k);
+  return *k_inner || (is_var(ix[0], k) && is_var(ix[1], row));
+}
+
+static int64_t iter_extent(const ir_block_t *b, const ir_var_t *v) {
+  for (int t = 0; t < b->niters; t++)
+    if (b->iters[t].var == v) return b->iters[t].extent;
+  return -1;
+}
+
+/* Whether buf's shape is (batch,) rows x cols. */
+static bool shaped(const ir_buffer_t *buf, int nb, int64_t batch, int64_t rows, int64_t cols) {
+  return buf->ndim == 2 + nb && (!nb || buf->shape[0] == batch) && buf->shape[nb] == rows && buf->shape[nb + 1] == cols;
+}
+
+bool ir_hopper_gemm_shape(const ir_block_t *b, ir_hopper_shape_t *sh, const char **why) {
+  const ir_stmt_t *st = b->body;
+  const ir_var_t *k = NULL;
+  memset(sh, 0, sizeof *sh);
+  for (int t = 0; t < b->niters; t++)
+    if (b->iters[t].kind == IR_ITER_REDUCE) k = b->iters[t].var;
+  int n = st && st->kind == IR_S_STORE ? st->u.store.n : 0, nb = n - 2;
+  if ((n != 2 && n != 3) || st->u.store.buf->dtype != IR_FLOAT32 || !k || b->niters != n + 1) {
+    *why = "not a float32 2-D (or batched) store with one reduction";
+    return false;
+  }
+  const ir_expr_t *v = st->u.store.value, *mul = NULL;
+  if (v->kind == IR_E_ADD) mul = v->u.bin.b->kind == IR_E_MUL ? v->u.bin.b : v->u.bin.a;
+  ir_expr_t *const *ci = st->u.store.idx;
+  for (int d = 0; d < n; d++)
+    if (ci[d]->kind != IR_E_VAR) mul = NULL;
+  if (!mul || mul->kind != IR_E_MUL) {
+    *why = "not an accumulation of a product into out[(b,) i, j]";
+    return false;
+  }
+  const ir_var_t *bv = nb ? ci[0]->u.var : NULL, *iv = ci[nb]->u.var, *jv = ci[nb + 1]->u.var;
+  const ir_expr_t *x = strip_cast(mul->u.bin.a), *y = strip_cast(mul->u.bin.b);
+  if (x->kind == IR_E_LOAD && x->u.load.n == n && (is_var(x->u.load.idx[nb], jv) || is_var(x->u.load.idx[nb + 1], jv))) {
+    const ir_expr_t *t = x;
+    x = y, y = t;
+  }
+  if (!gemm_operand(x, nb, bv, iv, k, &sh->a_k_inner) || !gemm_operand(y, nb, bv, jv, k, &sh->b_k_inner)) {
+    *why = "its operands are not A[(b,) i, k] (or [k, i]) and B[(b,) k, j] (or [j, k]) over the output's [(b,) i, j]";
+    return false;
+  }
+  sh->a = x->u.load.buf, sh->b = y->u.load.buf, sh->out = st->u.store.buf;
+  sh->batch = nb ? iter_extent(b, bv) : 1;
+  sh->m = iter_extent(b, iv), sh->n = iter_extent(b, jv), sh->k = iter_extent(b, k);
+  if (sh->a->dtype != sh->b->dtype || (sh->a->dtype != IR_FLOAT16 && sh->a->dtype != IR_BFLOAT16)) {
+    *why = "its operands are not both float16 or both bfloat16";
+    return false;
+  }
+  if (!shaped(sh->out, nb, sh->batch, sh->m, sh->n) ||
+      !shaped(sh->a, nb, sh->batch, sh->a_k_inner ? sh->m : sh->k, sh->a_k_inner ? sh->k : sh->m) ||
+      !shaped(sh->b, nb, sh->batch, sh->b_k_inner ? sh->n : sh->k, sh->b_k_inner ? sh->k : sh->n)) {
+    *why = "its buffers are not exactly (B x) M x K, K x N and M x N";
+    return false;
+  }
+  return true;
+}

@@ -98,4 +98,59 @@ typedef struct ir_intrin_match {
 int ir_intrin_match(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in, ir_intrin_match_t *m,
                     tn_err_t *err);
 
+/* ---- Hopper warpgroup GEMM (sampler/rules_hopper.c -> codegen/hopper_gemm.c) ----
+ *
+ * A matmul-like block that the Hopper rule took carries IR_ANN_HOPPER_GEMM
+ * (int 1) and one annotation per sampled decision; the CUDA code generator
+ * prints its kernel from them (warpgroup MMA on a K ring of swizzled
+ * shared-memory stages) instead of lowering the block's loops. */
+#define IR_ANN_HOPPER_GEMM "hopper_gemm"
+#define IR_ANN_HOPPER_WARPGROUPS "hopper_gemm.warpgroups" /* consumer warpgroups: 1 or 2 */
+#define IR_ANN_HOPPER_M_FRAGS "hopper_gemm.m_frags"       /* m64 row blocks per warpgroup: 1 or 2 */
+#define IR_ANN_HOPPER_N_TILE "hopper_gemm.n_tile"         /* the wgmma's N: 8 to 256, a multiple of 8 */
+#define IR_ANN_HOPPER_STAGES "hopper_gemm.stages"         /* K ring buffer stages: 2 to 6 */
+#define IR_ANN_HOPPER_GROUP "hopper_gemm.group"           /* row tiles per group of the grouped tile order */
+#define IR_ANN_HOPPER_PRODUCER "hopper_gemm.producer"     /* 1: a producer warpgroup copies (setmaxnreg); 0: all */
+
+/* K per stage: one 128-byte swizzled row of 16-bit elements. */
+#define IR_HOPPER_K_TILE 64
+
+typedef struct ir_hopper_gemm {
+  int warpgroups, m_frags, n_tile, stages, group, producer;
+} ir_hopper_gemm_t;
+
+/* Reads the decisions from a block's annotations: false when the block has
+ * no IR_ANN_HOPPER_GEMM; TN_EINVAL-style message in why (when not NULL and
+ * a value is out of range) and false too. */
+bool ir_hopper_gemm_get(const ir_block_t *b, ir_hopper_gemm_t *g, char *why, size_t why_len);
+/* Threads of the kernel: 128 per consumer warpgroup, and the producer's. */
+int ir_hopper_gemm_threads(const ir_hopper_gemm_t *g);
+/* Rows of the block tile: 64 x warpgroups x m_frags. */
+int ir_hopper_gemm_rows(const ir_hopper_gemm_t *g);
+/* Dynamic shared memory the kernel asks for: the stages of A and B, their
+ * full/empty mbarriers and 1024 bytes to align the 128-byte swizzle atoms. */
+int64_t ir_hopper_gemm_smem(const ir_hopper_gemm_t *g);
+/* The GEMM a block computes: out[(b,) i, j] += A[(b,) i, k] * B[(b,) k, j]
+ * (casts to float32 allowed; A may be read as A[(b,) k, i], B as
+ * B[(b,) j, k]), float16 or bfloat16 operands, a float32 out, every buffer
+ * exactly its iterators' extents, a batch iterator (if any) the first index
+ * of all three. */
+typedef struct ir_hopper_shape {
+  const ir_buffer_t *a, *b, *out;
+  bool a_k_inner, b_k_inner; /* K is the operand's last (contiguous) dimension */
+  int64_t batch, m, n, k;    /* batch 1 without one */
+} ir_hopper_shape_t;
+
+/* Matches the block; false with the reason in *why otherwise. */
+bool ir_hopper_gemm_shape(const ir_block_t *b, ir_hopper_shape_t *sh, const char **why);
+
+/* Whether block `cons` can be computed in a Hopper GEMM's kernel as its
+ * epilogue, from the accumulators instead of the buffer `acc` the GEMM
+ * writes: two spatial iterators, no init, one store (not to acc), and every
+ * load of acc (one at least) acc[row, col] over both iterators, the same
+ * everywhere; *row and *col (when not NULL) are those iterators. */
+bool ir_hopper_epilogue(const ir_block_t *cons, const ir_buffer_t *acc, const ir_var_t **row, const ir_var_t **col);
+/* f32 accumulator registers per consumer thread (m_frags x n_tile / 2). */
+int ir_hopper_gemm_acc_regs(const ir_hopper_gemm_t *g);
+
 #endif

@@ -244,6 +244,7 @@ void ms_build_cuda_host(const ms_candidate_t *cand, const char *dir, double time
   snprintf(mma, sizeof mma, "%s/mma.h", dir);         /* and nvcuda::wmma */
   snprintf(inc, sizeof inc, "-I%s", dir);
   snprintf(res->build.arch, sizeof res->build.arch, "host");
+  if (ms_check_block_limits(cand, res) < 0) return; /* Hopper's kernels on a harness that is not Hopper */
   char rpath[MS_PATH_MAX + 16];
   cc_facts_t cc;
   compiler_version(&cand->target, timeout_s, res->build.compiler, sizeof res->build.compiler, &cc);

@@ -4,6 +4,8 @@
  * builder's compiles run in a build process (build_proc.c). */
 #include <ctype.h>
 #include <dlfcn.h>
+#include <glob.h>
+#include <sys/wait.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -262,13 +264,67 @@ static bool save(const char *dir, const char *name, const void *data, size_t n, 
   return false;
 }
 
+/* ---- Hopper candidates: no spills, HGMMA in the SASS ---------------------------- */
+
+const char *ms_cuda_arch(const tn_target_t *t, bool sm90a) { return sm90a ? "sm_90a" : t->arch; }
+
+/* nvdisasm on PATH, else PyPI's nvidia-cuda-nvdisasm (scripts/install-deps
+ * installs it with pip --user); false when neither is there. */
+static bool find_nvdisasm(char *out, size_t n) {
+  const char *path = getenv("PATH"), *home = getenv("HOME");
+  for (const char *p = path; p && *p;) {
+    size_t len = strcspn(p, ":");
+    snprintf(out, n, "%.*s/nvdisasm", (int)len, p);
+    if (len && access(out, X_OK) == 0) return true;
+    p += len + (p[len] == ':');
+  }
+  char pat[MS_PATH_MAX];
+  snprintf(pat, sizeof pat, "%s/.local/lib/python3*/site-packages/nvidia/cu*/bin/nvdisasm", home ? home : "");
+  glob_t g;
+  bool found = home && glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+  if (found) snprintf(out, n, "%s", g.gl_pathv[g.gl_pathc - 1]);
+  if (home) globfree(&g);
+  return found;
+}
+
+/* A kernel built for sm_90a that spills, or whose SASS (by nvdisasm, when
+ * installed) has no HGMMA, would run on a slower path than the one it was
+ * scheduled for: refused with the reason.  -1 when refused. */
+static int check_hopper_build(const ms_candidate_t *cand, const ms_build_facts_t *f, const char *cubin,
+                              double timeout_s, ms_result_t *res) {
+  if (!cand->sm90a) return 0;
+  if (f->spill_bytes > 0) {
+    ms_result_fail(res, MS_BUILD_ERROR, "the Hopper kernel spills %lld bytes to local memory (ptxas); refused",
+                   (long long)f->spill_bytes);
+    return -1;
+  }
+  char tool[MS_PATH_MAX];
+  if (!find_nvdisasm(tool, sizeof tool)) return 0;
+  char *argv[] = {tool, (char *)cubin, NULL};
+  tn_buf_t sass;
+  tn_buf_init(&sass);
+  int status = 0;
+  tn_err_t err = {0};
+  int rc = ms_run_command(argv, timeout_s, &sass, (size_t)64 << 20, &status, &err);
+  bool ran = rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  bool hgmma = ran && strstr(tn_buf_str(&sass), "HGMMA");
+  tn_buf_free(&sass);
+  if (ran && !hgmma) {
+    ms_result_fail(res, MS_BUILD_ERROR, "the Hopper kernel's SASS has no HGMMA (nvdisasm %s): ptxas did not keep the "
+                   "warpgroup MMA; refused", cubin);
+    return -1;
+  }
+  return 0;
+}
+
 void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_build_proc_t *proc, double timeout_s,
                    ms_result_t *res) {
-  snprintf(res->build.arch, sizeof res->build.arch, "%s", cand->target.arch);
+  const char *arch = ms_cuda_arch(&cand->target, cand->sm90a);
+  snprintf(res->build.arch, sizeof res->build.arch, "%s", arch);
   if (ms_check_block_limits(cand, res) < 0) return;
   ms_cuda_output_t o;
   tn_err_t err = {0};
-  int rc = ms_nvrtc_compile(proc, cand->source, cand->target.arch, timeout_s, &o, &err);
+  int rc = ms_nvrtc_compile(proc, cand->source, arch, timeout_s, &o, &err);
   snprintf(res->build.compiler, sizeof res->build.compiler, "%s", o.version[0] ? o.version : "NVRTC");
   if (o.log) save(dir, "build.log", o.log, strlen(o.log), res, NULL);
   ms_ptxas_kernel_t ks[MAX_KERNELS];
@@ -284,7 +340,8 @@ void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_build_proc_t 
     ms_result_fail(res, MS_BUILD_ERROR, "%s", err.msg);
   else if (check_limits(cand, ks, n, res) == 0 && save(dir, "cand.cu", cand->source, strlen(cand->source), res, NULL) &&
            save(dir, "cand.ptx", o.ptx, strlen(o.ptx), res, NULL) &&
-           save(dir, "cand.cubin", o.cubin, o.cubin_size, res, cubin))
+           save(dir, "cand.cubin", o.cubin, o.cubin_size, res, cubin) &&
+           check_hopper_build(cand, &res->build, cubin, timeout_s, res) == 0)
     snprintf(res->artifact, sizeof res->artifact, "%s", cubin);
   ms_cuda_output_free(&o);
 }

@@ -362,6 +362,7 @@ int64_t ms_build_submit(ms_builder_t *b, const ms_candidate_t *cand, ms_result_t
     return err.code;
   }
   j->cand->min_sm = cand->min_sm;
+  j->cand->sm90a = cand->sm90a;
   j->dest = res;
   j->refs = 1; /* the table's */
   ms_result_init(&j->local);

@@ -70,13 +70,18 @@ int ms_candidate_from_module(const tn_target_t *t, const cg_module_t *m, ms_cand
                       t->name, tn_target_kind_name(t->kind), cg_target_name(want), cg_target_name(m->target));
   }
   int rc = ms_candidate_new(t, m->source, m->kernels, m->nkernels, m->params, m->nparams, out, err);
-  if (rc == TN_OK) (*out)->min_sm = m->min_sm;
+  if (rc == TN_OK) (*out)->min_sm = m->min_sm, (*out)->sm90a = m->sm90a;
   return rc;
 }
 
 int ms_check_block_limits(const ms_candidate_t *c, ms_result_t *res) {
   const tn_target_t *t = &c->target;
   int sm = 0;
+  if (c->sm90a && !tn_target_is_hopper(t)) {
+    ms_result_fail(res, MS_BUILD_ERROR, "the kernels use Hopper's warpgroup MMA (sm_90a); target %s is %s %s", t->name,
+                   tn_target_kind_name(t->kind), t->arch[0] ? t->arch : "without an architecture");
+    return -1;
+  }
   if (t->kind == TN_TARGET_CUDA && c->min_sm && (sscanf(t->arch, "sm_%d", &sm) != 1 || sm < c->min_sm)) {
     ms_result_fail(res, MS_BUILD_ERROR,
                    "the kernels use tensor-core intrinsics that need sm_%d or newer; target %s is %s", c->min_sm,

@@ -600,6 +600,7 @@ struct mbarrier {
   const void *addr;
   unsigned expected, pending, phase;
   long long tx; /* transaction bytes expected and not yet complete */
+  std::vector<unsigned> clock, done; /* arrivals' clocks: gathering, and at the last completed phase */
 };
 
 /* A tensor map as the harness encodes it (tensor_map_2d): what
@@ -624,6 +625,29 @@ struct tma_copy {
 inline std::vector<tma_copy> tma_copies;
 inline std::vector<unsigned short> tma_flying; /* per 16 shared bytes: copies in flight that write them */
 
+/* Happens-before for shared memory that ordinary stores fill and the async
+ * proxy reads: vector clocks per thread (made at the block's first
+ * fence.proxy.async or mbarrier), carried by mbarrier arrivals to the threads
+ * whose try_wait sees the phase complete, and by __syncthreads.  Each 16
+ * shared bytes that a fence.proxy.async found changed remember the fencing
+ * thread and its clock; a wgmma reading them in a thread that has not
+ * acquired that clock read a stage before its writer's mbarrier phase (or
+ * barrier) ordered it: an error, even where the data happen to be there.
+ * The other way round, a wait_group completing a wgmma records its reads
+ * with the clock of the thread that computed it, and a fence finding such
+ * bytes changed by a thread that has not acquired that clock (an mbarrier
+ * arrival after the wait), or read by a wgmma still in flight, stops: the
+ * stage was refilled before its readers were done. */
+struct hb_write {
+  int thread; /* -1: not an ordinary store (or never fenced) */
+  unsigned clock;
+};
+inline std::vector<std::vector<unsigned>> hb_clocks; /* empty until the block uses them */
+inline std::vector<unsigned> hb_barrier;             /* what __syncthreads hands on */
+inline std::vector<hb_write> hb_writes;              /* per 16 shared bytes */
+inline std::vector<hb_write> hb_reads;               /* per 16 shared bytes: the last completed wgmma read */
+inline std::vector<unsigned short> wg_reading;        /* per 16 shared bytes: wgmmas in flight that read them */
+
 /* What a thread brings to a warpgroup-wide operation. */
 struct wg_args {
   const char *op;
@@ -637,6 +661,11 @@ struct wg_args {
 inline size_t shared_size() { return (size_t)(__stop_tuned_shared - __start_tuned_shared); }
 
 inline void hopper_block_start(int n) {
+  hb_clocks.clear();
+  hb_barrier.clear();
+  hb_writes.assign(shared_size() / 16 + 1, hb_write{-1, 0});
+  hb_reads.assign(shared_size() / 16 + 1, hb_write{-1, 0});
+  wg_reading.assign(shared_size() / 16 + 1, 0);
   warpgroups.assign((size_t)(n + 127) / 128, warpgroup_state{0, 0, {}, {}});
   mbars.clear();
   tma_copies.clear();
@@ -650,6 +679,46 @@ inline size_t shared_offset(const void *p, const char *what) {
   if (!lo || u < lo || u >= (uintptr_t)__stop_tuned_shared) fail("%s: the address is not in shared memory", what);
   if (u - lo >= (1u << 18)) fail("%s: shared memory past 256 KiB", what);
   return u - lo;
+}
+
+/* The vector clocks, made at the block's first use: thread i at 1 for itself. */
+inline std::vector<unsigned> &hb_clock() {
+  if (hb_clocks.empty()) {
+    size_t n = threads.size() < (size_t)(block_dim.x * block_dim.y * block_dim.z) ? threads.size()
+                                                                                  : (size_t)(block_dim.x * block_dim.y * block_dim.z);
+    hb_clocks.assign(n, std::vector<unsigned>(n, 0));
+    for (size_t i = 0; i < n; i++) hb_clocks[i][i] = 1;
+    hb_barrier.assign(n, 0);
+  }
+  return hb_clocks[(size_t)cur->lin];
+}
+
+inline void hb_join(std::vector<unsigned> &into, const std::vector<unsigned> &from) {
+  if (into.size() < from.size()) into.resize(from.size(), 0);
+  for (size_t i = 0; i < from.size(); i++)
+    if (from[i] > into[i]) into[i] = from[i];
+}
+
+/* A release (mbarrier arrival): the thread's clock goes with it, and ticks. */
+inline void hb_release(std::vector<unsigned> &to) {
+  std::vector<unsigned> &c = hb_clock();
+  hb_join(to, c);
+  c[(size_t)cur->lin]++;
+}
+
+/* Stores over shared bytes at `off` must come after the wgmmas that read
+ * them: none in flight, the last completed one's clock acquired. */
+inline void hb_check_overwrite(size_t off) {
+  if (wg_reading[off / 16])
+    fail("%s", "ordinary stores over shared memory that a wgmma.mma_async in flight reads (wait for the stage's "
+               "empty mbarrier phase first)");
+  const hb_write &r = hb_reads[off / 16];
+  if (r.thread >= 0 && r.thread != cur->lin && hb_clock()[(size_t)r.thread] < r.clock) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "ordinary stores over shared memory that the wgmma of thread %d's warpgroup read", r.thread);
+    fail("%s, with no mbarrier phase ordering that wgmma's wait_group before the stores (wait for the stage's empty "
+         "phase first)", msg);
+  }
 }
 
 /* Meets the thread's warpgroup (as warp_meet its warp); true for the one
@@ -695,6 +764,13 @@ inline const unsigned char *wg_chunk_at(uint64_t desc, int row, int kc, const ch
     fail("%s reads shared memory that a TMA copy in flight writes (wait for its mbarrier phase first)", what);
   if (memcmp(p, proxy_view.data() + off, 16))
     fail("%s reads shared memory written by ordinary stores with no fence.proxy.async since", what);
+  const hb_write &w = hb_writes[off / 16];
+  if (w.thread >= 0 && w.thread != cur->lin && hb_clock()[(size_t)w.thread] < w.clock) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s reads shared memory that thread %d stored and fenced", what, w.thread);
+    fail("%s, with no mbarrier phase or __syncthreads ordering the store before the read (wait for the stage's "
+         "mbarrier first)", msg);
+  }
   return p;
 }
 
@@ -755,6 +831,7 @@ inline void wgmma(wg_acc &d, uint64_t da, const uint32_t *afrag, uint64_t db, in
         for (int k = 0; k < 16; k++) s += a[(size_t)i * 16 + k] * b[(size_t)j * 16 + k];
         w.tile[(size_t)i * n + j] = s;
       }
+    for (const wg_chunk &c : rec.chunks) wg_reading[(size_t)((const char *)c.p - __start_tuned_shared) / 16]++;
     w.ops.push_back(rec);
   }
   int tid = cur->lin - base;
@@ -781,8 +858,12 @@ inline void wg_wait(int n) {
         w.ops[kept++] = w.ops[i];
         continue;
       }
-      for (const wg_chunk &c : w.ops[i].chunks)
+      for (const wg_chunk &c : w.ops[i].chunks) {
         if (memcmp(c.p, c.b, 16)) fail("%s", "shared memory that a wgmma.mma_async reads changed before its wgmma.wait_group");
+        size_t at = (size_t)((const char *)c.p - __start_tuned_shared) / 16;
+        hb_reads[at] = hb_write{cur->lin, hb_clock()[(size_t)cur->lin]};
+        wg_reading[at]--;
+      }
     }
     w.ops.resize(kept);
   }
@@ -822,6 +903,7 @@ inline size_t swizzled(size_t off, int swizzle) {
 inline void mbar_complete(mbarrier &m) {
   m.tx = 0;
   m.phase++;
+  hb_join(m.done, m.clock);
   m.pending = m.expected;
   for (thread &t : threads)
     if (t.state == AT_MBAR && t.mbar_wait == m.addr) t.state = RUN;
@@ -867,6 +949,7 @@ inline void mbar_land(mbarrier &m) {
       size_t at = swizzled(c.dst + o, c.swizzle);
       memcpy(__start_tuned_shared + at, &c.data[o], 16);
       memcpy(proxy_view.data() + at, &c.data[o], 16); /* written by the async proxy */
+      hb_writes[at / 16] = hb_write{-1, 0};
       tma_flying[at / 16]--;
     }
   }
@@ -876,6 +959,7 @@ inline void mbar_land(mbarrier &m) {
 
 inline uint64_t mbar_arrive(const void *bar, long long tx, const char *op) {
   mbarrier &m = mbar(bar, op);
+  hb_release(m.clock);
   m.tx += tx;
   uint64_t token = m.phase;
   m.pending--;
@@ -901,6 +985,7 @@ inline bool mbar_try_wait(const void *bar, unsigned parity) {
     cur->mbar_wait = NULL;
   }
   cur->mbar_spin = NULL;
+  hb_join(hb_clock(), mbar(bar, op).done); /* the completed phase's arrivals happened before */
   return true;
 }
 
@@ -1001,8 +1086,25 @@ template <int N> inline void tuned_wgmma_bf16(tuned_wgmma_acc<N> &d, const uint3
   tuned_host::wgmma(d, 0, a, b, scale_d, true, N, "wgmma.mma_async (bf16, A in registers)");
 }
 
+/* setmaxnreg.inc/dec: warpgroup-wide (all 128 threads, the same count); the
+ * registers themselves are not emulated. */
+template <int N> inline void tuned_host_setmaxnreg(const char *op) {
+  static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256 registers in steps of 8");
+  tuned_host::wg_args g = {op, {0, 0}, N, 0, NULL, NULL};
+  tuned_host::wg_meet(g);
+}
+template <int N> inline void tuned_setmaxnreg_inc() { tuned_host_setmaxnreg<N>("setmaxnreg.inc"); }
+template <int N> inline void tuned_setmaxnreg_dec() { tuned_host_setmaxnreg<N>("setmaxnreg.dec"); }
+
 /* fence.proxy.async: what ordinary code stored so far is what the async proxy sees. */
 inline void tuned_fence_proxy_async() {
+  std::vector<unsigned> &c = tuned_host::hb_clock();
+  const unsigned char *sh = (const unsigned char *)__start_tuned_shared;
+  for (size_t o = 0; o + 16 <= tuned_host::proxy_view.size(); o += 16) /* the bytes this thread stored */
+    if (memcmp(sh + o, tuned_host::proxy_view.data() + o, 16)) {
+      tuned_host::hb_check_overwrite(o);
+      tuned_host::hb_writes[o / 16] = tuned_host::hb_write{tuned_host::cur->lin, c[(size_t)tuned_host::cur->lin]};
+    }
   memcpy(tuned_host::proxy_view.data(), __start_tuned_shared, tuned_host::proxy_view.size());
 }
 
@@ -1011,10 +1113,10 @@ inline void tuned_mbar_init(unsigned long long *bar, unsigned count) {
   tuned_host::shared_offset(bar, "mbarrier.init");
   for (tuned_host::mbarrier &m : tuned_host::mbars)
     if (m.addr == bar) {
-      m = tuned_host::mbarrier{bar, count, count, 0, 0};
+      m = tuned_host::mbarrier{bar, count, count, 0, 0, {}, {}};
       return;
     }
-  tuned_host::mbars.push_back(tuned_host::mbarrier{bar, count, count, 0, 0});
+  tuned_host::mbars.push_back(tuned_host::mbarrier{bar, count, count, 0, 0, {}, {}});
 }
 inline unsigned long long tuned_mbar_arrive(unsigned long long *bar) {
   return tuned_host::mbar_arrive(bar, 0, "mbarrier.arrive");
@@ -1032,7 +1134,12 @@ inline bool tuned_mbar_try_wait(unsigned long long *bar, unsigned parity) { retu
 #define blockDim (tuned_host::block_dim)
 #define gridDim (tuned_host::grid_dim)
 
-inline void __syncthreads() { tuned_host::wait(tuned_host::AT_BARRIER); }
+/* A barrier; once the block keeps clocks, everything before it happened before what follows. */
+inline void __syncthreads() {
+  if (!tuned_host::hb_clocks.empty()) tuned_host::hb_release(tuned_host::hb_barrier);
+  tuned_host::wait(tuned_host::AT_BARRIER);
+  if (!tuned_host::hb_clocks.empty()) tuned_host::hb_join(tuned_host::hb_clock(), tuned_host::hb_barrier);
+}
 
 template <typename T> T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
   int lane = tuned_host::cur->lin & 31;

@@ -79,6 +79,8 @@ typedef struct ms_candidate {
   cg_param_t *params;
   int nparams;
   int min_sm;          /* CUDA: the lowest architecture the source is for (cg_module_t's); 0 any */
+  bool sm90a;          /* CUDA: built for sm_90a (Hopper's wgmma kernels, cg_module_t's); the build refuses
+                          such a candidate that spills or whose SASS has no HGMMA */
 } ms_candidate_t;
 
 /* From a lowered module; its language must be the target's (TN_EINVAL
@@ -329,6 +331,9 @@ typedef struct ms_cuda_output {
   double nvrtc_secs; /* NVRTC's own time (in the build process: without the round trip) */
 } ms_cuda_output_t;
 int ms_cuda_compile(const char *source, const char *arch, ms_cuda_output_t *out, tn_err_t *err);
+/* The architecture a module is built for on target t: sm_90a for Hopper's
+ * warpgroup-MMA kernels (cg_module_t's sm90a), else the target's. */
+const char *ms_cuda_arch(const tn_target_t *t, bool sm90a);
 void ms_cuda_output_free(ms_cuda_output_t *o);
 
 /* NVRTC and the OpenCL compiler in a separate process (build_proc.c):

@@ -74,6 +74,9 @@ int smp_sample_pipeline(sch_t *s, sch_rv_t loop, tn_err_t *err);
 int smp_rule_multi_level_tiling_tensor_core(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,
                                             tn_err_t *err);
 
+int smp_rule_multi_level_tiling_hopper(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,
+                                       tn_err_t *err);
+
 /* The rewrite-tensorize postprocessor (rules_intrin.c). */
 int smp_pp_rewrite_tensorize(sch_t *s, const tn_target_t *t, tn_err_t *err);
 

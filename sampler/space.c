@@ -54,8 +54,10 @@ typedef struct rule {
 
 /* "cuda" minus ApplyCustomRule (no custom rules are registered), with the
  * tensor-core tiling of "cuda-tensorcore" first: it takes the blocks it can
- * tensorize and leaves the others to the SIMT tiling. */
+ * tensorize and leaves the others to the SIMT tiling.  Before it, on Hopper
+ * targets, the warpgroup-MMA tiling (rules_hopper.c), which forks. */
 static const rule_t gpu_rules[] = {
+    {"multi-level-tiling-hopper", smp_rule_multi_level_tiling_hopper},
     {"multi-level-tiling-tensor-core", smp_rule_multi_level_tiling_tensor_core},
     {"multi-level-tiling", smp_rule_multi_level_tiling},
     {"inline-constant-scalars", smp_rule_inline_const_scalars},

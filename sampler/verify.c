@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/intrin.h"
 #include "smp_internal.h"
 
 /* What one kernel uses. */
@@ -16,6 +17,7 @@ typedef struct kernel_use {
   int64_t vector_bytes;
   int64_t low, high;       /* tightest thread-extent annotations */
   const char *unbound;     /* a block not under both blockIdx and threadIdx, or NULL */
+  const ir_block_t *hopper; /* a block printed as a Hopper warpgroup-MMA kernel, or NULL */
   int nunbound;
   tn_buf_t detail;         /* "A_shared 2048 B, B_shared 2048 B" */
 } kernel_use_t;
@@ -224,6 +226,7 @@ static void measure_kernel(const ir_func_t *f, ir_stmt_t *item, kernel_use_t *k)
     const ir_annot_t *lo = ir_annot_get(b->annots, b->nannots, SMP_ANN_THREAD_LOW);
     const ir_annot_t *hi = ir_annot_get(b->annots, b->nannots, SMP_ANN_THREAD_HIGH);
     if (lo && !lo->is_str) k->low = TN_MAX(k->low, lo->ival);
+    if (ir_annot_get(b->annots, b->nannots, IR_ANN_HOPPER_GEMM)) k->hopper = b;
     if (hi && !hi->is_str) k->high = TN_MIN(k->high, hi->ival);
   }
   measure_shared(f, blocks, nb, k);
@@ -241,8 +244,34 @@ static ir_stmt_t **kernels(const ir_func_t *f, int *n) {
   return body;
 }
 
-static int check_kernel(const kernel_use_t *k, const tn_target_t *t, tn_err_t *err) {
+/* Most f32 accumulator registers a consumer thread may hold: with the
+ * addresses and loop state around them they stay under 255 (ptxas spills
+ * past it; 128 + about 40 is what CUTLASS's 64x256 tiles use). */
+#define HOPPER_MAX_ACC_REGS 128
+
+/* A Hopper warpgroup-MMA kernel: its own threads and shared memory (what
+ * codegen/hopper_gemm.c prints), on a Hopper target only. */
+static int check_hopper(kernel_use_t *k, const tn_target_t *t, tn_err_t *err) {
+  char why[160];
+  ir_hopper_gemm_t g;
+  if (!ir_hopper_gemm_get(k->hopper, &g, why, sizeof why)) return tn_err_set(err, TN_EINVAL, "%s", why);
+  if (!tn_target_is_hopper(t))
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" is scheduled for Hopper's warpgroup MMA; target %s (%s %s) is "
+                      "not sm_90", k->hopper->name, t->name, tn_target_kind_name(t->kind), t->arch);
+  if (ir_hopper_gemm_acc_regs(&g) > HOPPER_MAX_ACC_REGS)
+    return tn_err_set(err, TN_ERANGE, "block \"%s\": %d m64 blocks x N %d keep %d accumulator registers per thread "
+                      "(at most %d fit without spilling)", k->hopper->name, g.m_frags, g.n_tile,
+                      ir_hopper_gemm_acc_regs(&g), HOPPER_MAX_ACC_REGS);
+  k->threads = ir_hopper_gemm_threads(&g);
+  k->shared = ir_hopper_gemm_smem(&g);
+  tn_buf_reset(&k->detail);
+  tn_buf_printf(&k->detail, "%d stages of %d x 64 A and %d x 64 B", g.stages, ir_hopper_gemm_rows(&g), g.n_tile);
+  return TN_OK;
+}
+
+static int check_kernel(kernel_use_t *k, const tn_target_t *t, tn_err_t *err) {
   const char *kn = k->first_block;
+  if (k->hopper) SMP_TRY(check_hopper(k, t, err));
   if (k->unbound)
     return tn_err_set(err, TN_EINVAL, "block \"%s\" is not bound to both blockIdx and threadIdx", k->unbound);
   if (k->threads > t->max_threads_per_block)

@@ -6,9 +6,10 @@
  * 8 x 8 core matrices (no swizzle: the K neighbours 128 bytes apart, the next
  * 8 rows 1024) or in rows of 128, 64 or 32 bytes swizzled in atoms of 8 rows.
  * The stride byte offset is a parameter (0: the right one) and `omit` leaves
- * out the wgmma wait (1), the fence.proxy.async after the stores (2) or the
- * wgmma.fence after zeroing the accumulator (8), so that the tests can show
- * the harness catching each. */
+ * out the wgmma wait (1), the fence.proxy.async after the stores (2), the
+ * wgmma.fence after zeroing the accumulator (8) or the wait for the
+ * mbarrier's phase after the stores (16), so that the tests can show the
+ * harness catching each. */
 
 /* The width in bytes of a swizzled row (the swizzle's span). */
 template <int SWIZZLE> __device__ __forceinline__ int tuned_test_width() {
@@ -64,8 +65,9 @@ __global__ void __launch_bounds__(128) tuned_test_wgmma(const unsigned short *__
   for (int i = t; i < N * 64; i += 128) sb[tuned_test_offset<SWIZZLE>(i / 64, i % 64, N) / 2] = B[i];
   if (!(omit & 2)) tuned_fence_proxy_async(); /* these ordinary stores are read by the tensor cores (the async proxy) */
   tuned_mbar_arrive(&bar);
-  while (!tuned_mbar_try_wait(&bar, 0)) {
-  }
+  if (!(omit & 16))
+    while (!tuned_mbar_try_wait(&bar, 0)) {
+    }
   tuned_wgmma_acc<N> acc;
   for (int i = 0; i < N / 2; i++) acc[i] = 0.0f;
   if (!(omit & 8)) tuned_wgmma_fence();

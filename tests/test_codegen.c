@@ -2230,33 +2230,6 @@ static char *hopper_source(void) {
   return tn_buf_take(&b);
 }
 
-/* cuobjdump -sass of a CUBIN, with the PyPI tools' directory on PATH; NULL
- * when cuobjdump is not installed. */
-static char *cubin_sass(const void *cubin, size_t n) {
-  char path[] = "/tmp/tuned-hopper-XXXXXX";
-  int fd = mkstemp(path);
-  ck_assert_int_ge(fd, 0);
-  ck_assert_int_eq(write(fd, cubin, n), (ssize_t)n);
-  close(fd);
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "PATH=\"$PATH:$(python3 -c 'import glob, nvidia; print(\":\".join(glob.glob(nvidia."
-           "__path__[0] + \"/cu*/bin\")))' 2>/dev/null)\"; command -v cuobjdump >/dev/null && cuobjdump -sass %s",
-           path);
-  FILE *p = popen(cmd, "r");
-  ck_assert_ptr_nonnull(p);
-  tn_buf_t b;
-  tn_buf_init(&b);
-  char line[512];
-  while (fgets(line, sizeof line, p)) tn_buf_put(&b, line);
-  int rc = pclose(p);
-  unlink(path);
-  if (rc != 0) {
-    tn_buf_free(&b);
-    return NULL;
-  }
-  return tn_buf_take(&b);
-}
-
 START_TEST(test_hopper_primitives) {
   char *src = hopper_source();
   ms_cuda_output_t o;
@@ -2274,7 +2247,7 @@ START_TEST(test_hopper_primitives) {
         "mbarrier.arrive.expect_tx.shared", "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"};
     for (size_t i = 0; i < TN_ARRAY_LEN(want); i++) ck_assert_msg(strstr(o.ptx, want[i]), "PTX lacks %s", want[i]);
     ck_assert_msg(strstr(o.ptx, "}, {%r"), "PTX lacks a wgmma with A in registers"); /* the d list, then a's */
-    char *sass = cubin_sass(o.cubin, o.cubin_size);
+    char *sass = tu_cubin_sass(o.cubin, o.cubin_size);
     if (!sass) {
       printf("test_hopper_primitives: cuobjdump not installed (scripts/install-deps), SASS not checked\n");
     } else {

@@ -235,6 +235,7 @@ static const struct {
     {"opencl/pocl-cpu", "", TN_TARGET_OPENCL, 1024, 32, 16, 49152, 0, 0, 0, 0},
     {"cpu", "native", TN_TARGET_CPU, 0, 1, 32, 0, 0, 0, 0, 0},
     {"cuda-host", "", TN_TARGET_CUDA_HOST, 1024, 32, 16, 49152, 232448, 0, 0, 0},
+    {"cuda-host/hopper", "sm_90a", TN_TARGET_CUDA_HOST, 1024, 32, 16, 49152, 232448, 0, 0, 0},
 };
 
 #define CPU_CC "gcc" /* configs/cpu.json and cpu/local.json */
@@ -259,6 +260,9 @@ START_TEST(t_target_shipped) {
     ck_assert_double_eq(t.peak_gflops, shipped[i].gflops);
     ck_assert_double_eq(t.peak_gbps, shipped[i].gbps);
     if (t.kind == TN_TARGET_CPU) ck_assert_int_ge(t.num_cores, 1); /* detected */
+    /* Hopper: the H100/H200 and the harness configured as one (the warpgroup-MMA design space) */
+    bool hopper = !strcmp(t.name, "nvidia/h100") || !strcmp(t.name, "nvidia/h200") || !strcmp(t.name, "cuda-host/hopper");
+    ck_assert_msg(tn_target_is_hopper(&t) == hopper, "%s", t.name);
     bool listed = false;
     for (int k = 0; k < n; k++) listed |= strcmp(names[k], shipped[i].name) == 0;
     ck_assert_msg(listed, "%s is not listed", shipped[i].name);

@@ -194,6 +194,8 @@ static int check_hopper() {
                      "a wgmma accumulator is read or written before the wgmma.wait_group that completes it");
   bad += !stops_with([] { wgmma_errors<64, TUNED_SWIZZLE_128B>(0, 2); },
                      "reads shared memory written by ordinary stores with no fence.proxy.async since");
+  bad += !stops_with([] { wgmma_errors<64, TUNED_SWIZZLE_128B>(0, 16); }, /* the data are there, unordered */
+                     "with no mbarrier phase or __syncthreads ordering the store before the read");
   int t[3] = {wgmma_tma_errors<64>(0, 8, 0), wgmma_tma_errors<128>(64, 72, 0), wgmma_tma_errors<64>(64, 160, 0)};
   for (int i = 0; i < 3; i++)
     if (t[i] && !bad++) fprintf(stderr, "test_cuda_host: wgmma after TMA case %d: %d elements wrong\n", i, t[i]);

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "codegen/codegen.h"
 #include "db/db.h"
 #include "measure/measure.h"
 #include "schedule/schedule.h"
@@ -1071,6 +1072,66 @@ static pid_t build_process(void) {
   }
   return 0;
 }
+
+/* Hopper candidates (cg_module_t's sm90a): built for sm_90a; refused on a
+ * target that is not Hopper before the build; after it, refused when the
+ * SASS (nvdisasm, when installed) has no HGMMA.  The same kernel without
+ * the flag builds for the target's sm_90. */
+START_TEST(t_build_hopper) {
+  tn_buf_t src;
+  tn_buf_init(&src);
+  tn_err_t err = {0};
+  static const int ns[] = {64};
+  ck_assert_int_eq(cg_hopper_helpers(&src, ns, 1, &err), TN_OK);
+  tn_buf_put(&src, "extern \"C\" __global__ void __launch_bounds__(128) hopper_mma(float *out) {\n"
+                   "  __shared__ __align__(1024) unsigned short s[2 * 64 * 64];\n"
+                   "  tuned_wgmma_acc<64> acc;\n  tuned_wgmma_fence();\n"
+                   "  tuned_wgmma_f16(acc, tuned_wgmma_desc(s, 128, 1024, TUNED_SWIZZLE_128B),\n"
+                   "                  tuned_wgmma_desc(s + 4096, 128, 1024, TUNED_SWIZZLE_128B), 0);\n"
+                   "  tuned_wgmma_commit();\n  tuned_wgmma_wait<0>();\n"
+                   "  for (int i = 0; i < 32; i++) out[threadIdx.x * 32 + i] = acc[i];\n}\n");
+  static const char plain_src[] = "extern \"C\" __global__ void hopper_mma(float *out) { out[threadIdx.x] = 1.0f; }\n";
+  cg_kernel_t k = {.name = "hopper_mma", .grid = {1, 1, 1}, .block = {128, 1, 1}};
+  tn_target_t h100 = target("nvidia/h100"), a100 = target("nvidia/a100");
+  const struct {
+    const tn_target_t *t;
+    const char *src;
+    bool sm90a;
+    const char *want; /* NULL: built */
+  } cases[] = {
+      {&h100, tn_buf_str(&src), true, NULL},
+      {&h100, plain_src, true, "SASS has no HGMMA"},
+      {&h100, plain_src, false, NULL},
+      {&a100, tn_buf_str(&src), true, "warpgroup MMA (sm_90a); target nvidia/a100 is cuda sm_80"},
+  };
+  /* where the builder looks for nvdisasm (build_cuda.c) */
+  bool nvdisasm = system("command -v nvdisasm >/dev/null 2>&1 || "
+                         "ls \"$HOME\"/.local/lib/python3*/site-packages/nvidia/cu*/bin/nvdisasm >/dev/null 2>&1") == 0;
+  ms_builder_t *b = builder(60, 1);
+  for (size_t i = 0; i < TN_ARRAY_LEN(cases); i++) {
+    ms_candidate_t *c = NULL;
+    ck_assert_int_eq(ms_candidate_new(cases[i].t, cases[i].src, &k, 1, NULL, 0, &c, &err), TN_OK);
+    c->sm90a = cases[i].sm90a;
+    ms_result_t res;
+    ms_build_wait(b, ms_build_submit(b, c, &res));
+    if (i == 1 && !nvdisasm) {
+      ck_assert_msg(res.status == MS_OK, "%s", res.error);
+      printf("t_build_hopper: nvdisasm not installed, SASS not checked\n");
+    } else if (cases[i].want) {
+      ck_assert_msg(res.status == MS_BUILD_ERROR && strstr(res.error, cases[i].want), "case %zu: %s: %s", i,
+                    ms_status_name(res.status), res.error);
+    } else {
+      ck_assert_msg(res.status == MS_OK, "case %zu: %s", i, res.error);
+      ck_assert_str_eq(res.build.arch, cases[i].sm90a ? "sm_90a" : "sm_90");
+      ck_assert_int_eq(res.build.spill_bytes, 0);
+    }
+    ms_result_clear(&res);
+    ms_candidate_free(c);
+  }
+  ms_builder_free(b);
+  tn_buf_free(&src);
+}
+END_TEST
 
 /* OpenCL C that keeps PoCL's compiler busy (10 s on a 2-core VM): 16384
  * statements in one kernel.  The nonce keeps PoCL's cache from answering a
@@ -2311,6 +2372,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, t_compiler_missing);
   tcase_add_loop_test(tc, t_build_timeout_in_proc, 0, (int)TN_ARRAY_LEN(slow_cases));
   tcase_add_loop_test(tc, t_build_process_killed, 0, (int)TN_ARRAY_LEN(slow_cases));
+  if (WITH_CUDA) tcase_add_test(tc, t_build_hopper);
   if (WITH_CUDA) tcase_add_test(tc, t_nvrtc_proc);
   if (WITH_CUDA) tcase_add_test(tc, t_nvrtc_proc_orphan);
   tcase_add_test(tc, t_build_pause);

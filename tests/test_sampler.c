@@ -342,6 +342,185 @@ START_TEST(test_tensor_core_space) {
 }
 END_TEST
 
+/* The harness's ordering checks on a generated Hopper kernel: without the
+ * fence.proxy.async after the copies the run stops with the reason (it does
+ * not pass by luck).  Missing mbarrier waits are not caught where the
+ * copies are ordinary stores (README, "Hopper GEMM design space"): the
+ * harness does not relate the stores to the mbarrier, and wgmma is a
+ * meeting point of the warpgroup, so one warpgroup's copies are complete
+ * when it reads them. */
+static void hopper_mutants(const ir_func_t *f, const tn_target_t *host, cg_module_t *m) {
+  static const struct {
+    const char *cut, *why, *or_why;
+  } cuts[] = {
+      {"tuned_fence_proxy_async(); ", "no fence.proxy.async since", NULL},
+      {"while (!tuned_mbar_try_wait(&full[s], ", "with no mbarrier phase or __syncthreads ordering the store", NULL},
+      /* stores over a stage still read; a producer that never waits may first overwrite a stage
+         not yet read (its readers then see stores no phase ordered) or arrive on a full phase early
+         (a deadlock): every reason names the mbarrier */
+      {"while (!tuned_mbar_try_wait(&empty[", "ordinary stores over shared memory that", "mbarrier"},
+  };
+  char *orig = m->source;
+  for (size_t i = 0; i < TN_ARRAY_LEN(cuts); i++) {
+    char *at = strstr(orig, cuts[i].cut);
+    ck_assert_msg(at, "no %s in\n%s", cuts[i].cut, orig);
+    /* the copies' fence goes; a wait becomes `if (0 && ...)`, which never waits */
+    tn_buf_t b;
+    tn_buf_init(&b);
+    tn_buf_putn(&b, orig, (size_t)(at - orig));
+    if (i > 0) tn_buf_put(&b, "if (0 && !tuned_mbar_try_wait(");
+    tn_buf_put(&b, at + strlen(i > 0 ? "while (!tuned_mbar_try_wait(" : cuts[i].cut));
+    m->source = (char *)tn_buf_str(&b);
+    ms_options_t opt = {.seed = 1};
+    opt.run.min_secs = 1e-9;
+    opt.run.min_repeats = opt.run.max_repeats = 1;
+    ms_result_t res = {0};
+    tn_err_t err = {0};
+    ck_assert_msg(ms_measure(f, host, &m, 1, &opt, &res, &err) == TN_OK, "%s", err.msg);
+    ck_assert_msg(res.status == MS_RUN_ERROR &&
+                      (strstr(res.error, cuts[i].why) || (cuts[i].or_why && strstr(res.error, cuts[i].or_why))),
+                  "without %s: %s: %s", cuts[i].cut, ms_status_name(res.status), res.error);
+    ms_result_clear(&res);
+    tn_buf_free(&b);
+  }
+  m->source = orig;
+}
+
+/* Hopper (nvidia/h100, cuda-host/hopper): a float16/bfloat16 matmul (or
+ * batched matmul) whose M, N and K are multiples of 64 forks into the
+ * warpgroup-MMA space (six categorical decisions, annotated on the block)
+ * and the untouched block (the wmma tiling).  Sampled candidates of the
+ * Hopper space lower to one wgmma kernel (sm_90a) with the elementwise
+ * consumer (float16 rounding, bias and ReLU) fused into it, compile with
+ * NVRTC for sm_90a to wgmma in the PTX and HGMMA in the SASS (where
+ * cuobjdump is installed) without spills, and compute the reference on the
+ * cuda-host harness configured as Hopper (which checks the mbarrier phases,
+ * the wgmma waits and fence.proxy.async).  A and B given transposed take the
+ * half-by-half copies; both copy modes (every thread, a producer
+ * warpgroup) are sampled. */
+START_TEST(test_hopper_space) {
+  static const struct {
+    const char *src, *block, *want;
+    bool fused; /* the consumer (float16 rounding; bias and ReLU) in the GEMM's kernel */
+  } cases[] = {
+      {"param M = 128, N = 128, K = 128\ninput A: float16[M, K]\ninput B: float16[K, N]\ntemp Acc: float32[M, N]\n"
+       "output C: float16[M, N]\nAcc[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n"
+       "C[i, j] = float16(Acc[i, j])\n", "Acc", "float16", true},
+      {"param M = 256, N = 64, K = 192\ninput A: bfloat16[M, K]\ninput B: bfloat16[K, N]\n"
+       "output C: float32[M, N]\nC[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n", "C", "bfloat16", false},
+      {"param M = 128, N = 64, K = 64\ninput X: float16[M, K]\ninput W: float16[N, K]\ninput bias: float32[N]\n"
+       "temp D: float32[M, N]\noutput Y: float16[M, N]\nD[i, j] = sum(k < K: float32(X[i, k]) * float32(W[j, k]))\n"
+       "Y[i, j] = float16(max(D[i, j] + bias[j], 0.0))\n", "D", "float16", true},
+      {"param M = 64, N = 64, K = 512\ninput A: float16[M, K]\ninput B: float16[K, N]\n"
+       "output C: float32[M, N]\nC[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n", "C", "float16", false},
+      {"param M = 64, N = 192, K = 128\ninput A: float16[K, M]\ninput B: float16[N, K]\n"
+       "output C: float32[M, N]\nC[i, j] = sum(k < K: float32(A[k, i]) * float32(B[j, k]))\n", "C", "float16", false},
+      {"param NB = 3, M = 64, N = 128, K = 128\ninput X: bfloat16[NB, M, K]\ninput Y: bfloat16[NB, K, N]\n"
+       "output Z: float32[NB, M, N]\nZ[b, i, j] = sum(k < K: float32(X[b, i, k]) * float32(Y[b, k, j]))\n", "Z",
+       "bfloat16", false},
+  };
+  tn_target_t h100 = target("nvidia/h100"), host = target("cuda-host/hopper"), plain = target("cuda-host");
+  ck_assert(tn_target_is_hopper(&h100) && tn_target_is_hopper(&host) && !tn_target_is_hopper(&plain));
+  int producers = 0, all_copy = 0; /* candidates of either copy mode, over the cases */
+  for (size_t c = 0; c < TN_ARRAY_LEN(cases); c++) {
+    ir_workload_t *w = tu_parse(cases[c].src);
+    ref_t ref = reference(w->func);
+    smp_space_t sp = generate(w->func, &h100, 1), on_plain = generate(w->func, &plain, 1);
+    ck_assert_int_eq(sp.n, 2);
+    ck_assert_int_eq(on_plain.n, 1); /* not Hopper: no fork */
+    smp_space_free(&on_plain);
+    char want[96];
+    snprintf(want, sizeof want, "multi-level-tiling-hopper(%s: wgmma m64nNk16 %s", cases[c].block, cases[c].want);
+    ck_assert_msg(!cases[c].fused == !strstr(sp.descs[0], "epilogue fused"), "%s", sp.descs[0]);
+    ck_assert_msg(strstr(sp.descs[0], want) && strstr(sp.descs[1], "multi-level-tiling-tensor-core("), "%s | %s",
+                  sp.descs[0], sp.descs[1]);
+    const sch_trace_t *tr = sp.traces[0];
+    int stages = 0, groups = 0, ntiles = 0;
+    for (int i = 0; i < tr->n; i++) {
+      const sch_arg_t *a = &tr->insts[i].attrs[0];
+      if (tr->insts[i].kind != SCH_SAMPLE_CATEGORICAL) continue;
+      stages += a->n == 5 && a->items[0].i == 2 && a->items[4].i == 6;
+      groups += a->n == 4 && a->items[0].i == 1 && a->items[3].i == 8;
+      ntiles += a->items[0].i == 64 && a->items[a->n - 1].i <= 256; /* the Ns dividing N */
+    }
+    ck_assert(stages == 1 && groups == 1 && ntiles == 1);
+    ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, IR_ANN_HOPPER_GEMM, -1), 1);
+    ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, IR_ANN_HOPPER_STAGES, -1), 1);
+    cg_module_t *mods[4];
+    char what[4][256];
+    int n = 0, sass_checked = 0;
+    for (int k = 0; k < 12 && n < 4; k++) {
+      sch_t *s = NULL;
+      smp_stage_t st;
+      tn_err_t err = {0};
+      snprintf(what[n], sizeof what[n], "case %zu, sample %d", c, k);
+      if (smp_sample(w->func, &h100, tr, 300 + (uint64_t)k, &s, &st, &err) != TN_OK) {
+        /* too much shared memory or too many accumulators: refused with the reason */
+        ck_assert_msg(st == SMP_STAGE_VERIFY && (strstr(err.msg, "stages of") || strstr(err.msg, "accumulator")), "%s: %s",
+                      what[n], err.msg);
+        continue;
+      }
+      check_outputs(w->func, &ref, sch_func(s), what[n]);
+      check_roundtrip(w->func, s, what[n]);
+      cg_module_t *m = check_lowers(&h100, s, what[n]);
+      ck_assert_msg(m->sm90a && m->min_sm == 90 && strstr(m->source, "tuned_wgmma_") &&
+                    strstr(m->source, "tuned_mbar_try_wait(&full[s]") && m->kernels[0].dyn_shared_bytes > 0,
+                    "%s\n%s", what[n], m->source);
+      ck_assert_int_eq(m->kernels[0].block[0] % 128, 0);
+      ck_assert_int_eq(m->nkernels, 1); /* the epilogue fused, or none */
+      if (strstr(m->source, "tuned_setmaxnreg_dec<")) producers++;
+      else all_copy++;
+      ms_cuda_output_t o;
+      tn_err_t ce = {0};
+      int rc = ms_cuda_compile(m->source, "sm_90a", &o, &ce);
+      if (rc == TN_OK) {
+        ck_assert_msg(strstr(o.ptx, "wgmma.mma_async.sync.aligned.m64n") && strstr(o.ptx, "fence.proxy.async"),
+                      "%s: PTX", what[n]);
+        ck_assert_msg(!strstr(o.log, "bytes spill stores") || strstr(o.log, " 0 bytes spill stores"), "%s: %s", what[n],
+                      o.log);
+        char *sass = tu_cubin_sass(o.cubin, o.cubin_size);
+        if (sass) {
+          ck_assert_msg(strstr(sass, "HGMMA.64x"), "%s: no HGMMA in the SASS", what[n]);
+          sass_checked++;
+        }
+        free(sass);
+        ms_cuda_output_free(&o);
+      } else {
+        ck_assert_msg(rc == TN_EUNSUPPORTED, "%s: NVRTC: %s\n%s", what[n], ce.msg, m->source);
+      }
+      mods[n++] = m;
+      sch_free(s);
+    }
+    ck_assert_int_ge(n, 3);
+    /* the harness as Hopper: every candidate computes the reference */
+    ms_options_t opt = {.seed = 1};
+    opt.run.min_secs = 1e-9;
+    opt.run.min_repeats = opt.run.max_repeats = 1;
+    ms_result_t res[4] = {0};
+    tn_err_t err = {0};
+    ck_assert_msg(ms_measure(w->func, &host, mods, n, &opt, res, &err) == TN_OK, "%s", err.msg);
+    for (int i = 0; i < n; i++) {
+      ck_assert_msg(res[i].status == MS_OK, "%s on cuda-host/hopper: %s: %s\n%s", what[i], ms_status_name(res[i].status),
+                    res[i].error, mods[i]->source);
+      ms_result_clear(&res[i]);
+    }
+    /* the plain harness is no Hopper: refused before the build */
+    ck_assert_msg(ms_measure(w->func, &plain, mods, 1, &opt, res, &err) == TN_OK, "%s", err.msg);
+    ck_assert_msg(res[0].status == MS_BUILD_ERROR && strstr(res[0].error, "warpgroup MMA"), "%s", res[0].error);
+    ms_result_clear(&res[0]);
+    if (c == 3)
+      for (int i = 0; i < n; i++) hopper_mutants(w->func, &host, mods[i]); /* both copy modes */
+    printf("test_hopper_space: case %zu: %d candidates ran on cuda-host/hopper, %d SASS checked\n", c, n, sass_checked);
+    for (int i = 0; i < n; i++) cg_module_free(mods[i]);
+    smp_space_free(&sp);
+    ir_data_free(ref.d);
+    ir_workload_free(w);
+  }
+  ck_assert_msg(producers >= 2 && all_copy >= 2, "%d candidates with a producer warpgroup, %d without", producers,
+                all_copy);
+}
+END_TEST
+
 /* TF32 only where the target says so ("+tf32"): a float32 matmul then gets
  * the tf32 tensor-core tiling, and its candidates pass verification at TF32's
  * tolerance on that target while the same kernels fail float32's (the
@@ -1009,6 +1188,10 @@ static Suite *make_suite(void) {
   tcase_set_timeout(samples, 120);
   tcase_add_loop_test(samples, test_samples, 0, (int)TN_ARRAY_LEN(workloads));
   tcase_add_test(samples, test_determinism);
+  TCase *hopper = tcase_create("hopper");
+  tcase_set_timeout(hopper, 300);
+  tcase_add_test(hopper, test_hopper_space);
+  suite_add_tcase(s, hopper);
   suite_add_tcase(s, samples);
   TCase *pp = tcase_create("postprocessors");
   tcase_add_test(pp, test_cooperative_fetch);

@@ -154,4 +154,34 @@ static inline void tu_remove_tree(const char *dir) {
   ck_assert_int_eq(system(cmd), 0);
 }
 
+/* cuobjdump -sass of a CUBIN, with the PyPI tools' directory on PATH; NULL
+ * when cuobjdump is not installed. */
+static inline char *tu_cubin_sass(const void *cubin, size_t n) {
+  char path[] = "/tmp/tuned-hopper-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, cubin, n), (ssize_t)n);
+  close(fd);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "PATH=\"$PATH:$(python3 -c 'import glob, nvidia; print(\":\".join(glob.glob(nvidia."
+           "__path__[0] + \"/cu*/bin\")))' 2>/dev/null)\"; command -v cuobjdump >/dev/null && cuobjdump -sass %s",
+           path);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  size_t len = 0, cap = 1 << 16;
+  char *b = malloc(cap);
+  ck_assert_ptr_nonnull(b);
+  size_t got;
+  while ((got = fread(b + len, 1, cap - len - 1, p)) > 0)
+    if ((len += got) + 1 == cap) ck_assert_ptr_nonnull(b = realloc(b, cap *= 2));
+  b[len] = 0;
+  int rc = pclose(p);
+  unlink(path);
+  if (rc != 0) {
+    free(b);
+    return NULL;
+  }
+  return b;
+}
+
 #endif

@@ -1,0 +1,335 @@
+/* hopper_gemm.c — the CUDA kernel of a block that the Hopper rule
+ * (sampler/rules_hopper.c) annotated: out[(b,) i, j] += A * B over k
+ * (ir_hopper_gemm_shape), float16 or bfloat16 operands, float32 out, printed
+ * from the block's shape and the trace's decisions (ir/intrin.h,
+ * IR_ANN_HOPPER_*) with the primitives of hopper.c:
+ *
+ *   - a block tile of (64 x warpgroups x m_frags) x n_tile, tiles in the
+ *     grouped order (`group` row tiles share a column of B while it is in
+ *     L2), batches after one another on blockIdx.x;
+ *   - K in steps of 64: one stage holds the A and B tiles K-major in rows of
+ *     128 bytes, 128B-swizzled (what wgmma's descriptors read without bank
+ *     conflicts), in a ring of `stages` stages;
+ *   - every consumer thread, or (`producer`) a producer warpgroup that gave
+ *     its registers to the consumers with setmaxnreg, copies a stage with
+ *     ordinary loads and stores (16-byte vectors when K is the operand's
+ *     contiguous dimension, halves otherwise), then fence.proxy.async and
+ *     an arrive on the stage's full mbarrier; the consumer warpgroups wait
+ *     for its phase, issue m_frags x 4 wgmma m64nNk16 into their
+ *     accumulators, commit, and once the previous stage's group completed
+ *     (wait_group 1) arrive on its empty mbarrier, which the copies of the
+ *     stage `stages` - 1 ahead wait for;
+ *   - the accumulators stored to the output from their fragment layout, or
+ *     a fused elementwise epilogue (float16 rounding, bias, activation)
+ *     computed from them and stored instead.
+ *
+ * Not yet: TMA copies, cp.async, a persistent grid, clusters. */
+#include "cg_internal.h"
+#include "ir/analysis.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The GEMM the block computes. */
+typedef struct hgemm {
+  ir_hopper_gemm_t g;
+  const ir_block_t *blk;
+  const ir_buffer_t *a, *b, *out;
+  bool a_k_inner, b_k_inner; /* K is the operand's last (contiguous) dimension */
+  int64_t batch, m, n, k; /* batch 1: none */
+  const ir_block_t *epi;             /* the fused epilogue, computed from the accumulators (NULL: none) */
+  const ir_var_t *epi_row, *epi_col; /* its iterators along the output's rows and columns */
+} hgemm_t;
+
+/* The block's GEMM (ir_hopper_gemm_shape), which the decided tile must divide. */
+static int analyse(cg_ctx_t *c, const ir_block_t *b, hgemm_t *h) {
+  const char *bad = NULL;
+  ir_hopper_shape_t sh;
+  if (ir_hopper_gemm_shape(b, &sh, &bad)) {
+    h->a = sh.a, h->b = sh.b, h->out = sh.out, h->a_k_inner = sh.a_k_inner, h->b_k_inner = sh.b_k_inner;
+    h->batch = sh.batch, h->m = sh.m, h->n = sh.n, h->k = sh.k;
+    if (h->m % ir_hopper_gemm_rows(&h->g) || h->n % h->g.n_tile || h->k % IR_HOPPER_K_TILE)
+      bad = "the tile does not divide M, N or K";
+  }
+  if (bad)
+    return cg_fail(c, TN_EUNSUPPORTED, "block \"%s\" is annotated %s but %s", b->name, IR_ANN_HOPPER_GEMM, bad);
+  return TN_OK;
+}
+
+#define MAX_BLOCKS 4
+
+typedef struct find {
+  const ir_block_t *hopper;
+  const ir_block_t *all[MAX_BLOCKS];
+  int nblocks;
+} find_t;
+
+static bool find_visit(ir_stmt_t *s, void *p) {
+  find_t *f = p;
+  if (s->kind != IR_S_BLOCK) return s->kind != IR_S_STORE;
+  if (f->nblocks < MAX_BLOCKS) f->all[f->nblocks] = &s->u.block;
+  f->nblocks++;
+  if (ir_annot_get(s->u.block.annots, s->u.block.nannots, IR_ANN_HOPPER_GEMM)) f->hopper = &s->u.block;
+  return true;
+}
+
+/* The blocks of root statement k, and the Hopper block among them (NULL none). */
+static void kernel_blocks(cg_ctx_t *c, int k, find_t *f) {
+  memset(f, 0, sizeof *f);
+  ir_stmt_walk((ir_stmt_t *)c->roots[k], find_visit, f);
+}
+
+bool cg_hopper_gemm_kernel(cg_ctx_t *c, int k) {
+  find_t f;
+  kernel_blocks(c, k, &f);
+  return c->d->gpu && f.hopper;
+}
+
+/* Besides the GEMM's update: its init (where the reduction was decomposed)
+ * and at most one fused epilogue (ir_hopper_epilogue), nothing else. */
+static int other_blocks(cg_ctx_t *c, const find_t *f, hgemm_t *h) {
+  if (f->nblocks > 3)
+    return cg_fail(c, TN_EUNSUPPORTED, "block \"%s\" is scheduled for Hopper's warpgroup MMA but shares its kernel "
+                   "with %d other blocks", h->blk->name, f->nblocks - 1);
+  for (int i = 0; i < f->nblocks; i++) {
+    const ir_block_t *b = f->all[i];
+    if (b == h->blk || (ir_block_writes(b, h->out) && !ir_block_reads(b, h->out))) continue;
+    if (h->epi || !ir_hopper_epilogue(b, h->out, &h->epi_row, &h->epi_col))
+      return cg_fail(c, TN_EUNSUPPORTED, "block \"%s\" shares the kernel of Hopper GEMM block \"%s\" but is not "
+                     "an elementwise epilogue of %s", b->name, h->blk->name, h->out->name);
+    h->epi = b;
+  }
+  return TN_OK;
+}
+
+/* Copies of one stage: tile `t` (rows x 64 halves, 128B-swizzled) from
+ * operand X's rows row0.. and columns k0.. of K; ld the operand's row length. */
+static const char load_text[] =
+    "/* One operand's 64-wide K slice into a stage: rows of 128 bytes, 16-byte chunks swizzled by the row's low 3\n"
+    "   bits (wgmma's 128B mode); K contiguous in X: 16-byte copies, else half by half. */\n"
+    "template <int ROWS, int THREADS, bool K_INNER>\n"
+    "__device__ __forceinline__ void tuned_hopper_stage(unsigned char *t, const unsigned short *__restrict__ X, "
+    "long long ld,\n"
+    "                                                   long long row0, long long k0, int tid) {\n"
+    "  if (K_INNER) {\n"
+    "#pragma unroll\n"
+    "    for (int q = tid; q < ROWS * 8; q += THREADS) {\n"
+    "      int r = q >> 3, c = q & 7;\n"
+    "      *(float4 *)(t + r * 128 + ((c ^ (r & 7)) << 4)) = *(const float4 *)(X + (row0 + r) * ld + k0 + 8 * c);\n"
+    "    }\n"
+    "  } else {\n"
+    "#pragma unroll 4\n"
+    "    for (int q = tid; q < ROWS * 64; q += THREADS) {\n"
+    "      int kk = q / ROWS, r = q % ROWS;\n"
+    "      *(unsigned short *)(t + r * 128 + (((kk >> 3) ^ (r & 7)) << 4) + (kk & 7) * 2) = X[(k0 + kk) * ld + row0 "
+    "+ r];\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+static void print_epilogue(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o);
+
+/* Registers per thread after setmaxnreg, the producer warpgroup's and the
+ * consumers', by consumer warpgroups (1, 2): 128 x (producer + consumers x
+ * consumer) within the 64K registers of an SM.  The producer's ordinary
+ * copies (unrolled) spilled at 40, TMA producers' usual count, and at 96
+ * with one consumer warpgroup and transposed operands. */
+static const int producer_regs[2] = {152, 96}, consumer_regs[2] = {240, 208};
+
+/* The kernel's head: shared memory, the tile of this block (grouped order),
+ * the mbarriers (full: the copying threads arrive; empty: the consumers). */
+static void print_head(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o) {
+  const ir_hopper_gemm_t *g = &h->g;
+  int bm = ir_hopper_gemm_rows(g), bn = g->n_tile, s = g->stages, consumers = 128 * g->warpgroups;
+  int64_t stage = (int64_t)(bm + bn) * 128, tm = h->m / bm, tn = h->n / bn;
+  char gc_off[48];
+  snprintf(gc_off, sizeof gc_off, " + bat * %lldLL;\n", (long long)(h->m * h->n));
+  tn_buf_printf(o,
+                "#ifdef TUNED_CUDA_HOST_H\n  __shared__ __align__(1024) unsigned char tuned_dyn_shared[%lld];\n"
+                "#else\n  extern __shared__ __align__(1024) unsigned char tuned_dyn_shared[];\n#endif\n",
+                (long long)smem);
+  tn_buf_printf(o,
+                "  /* %d x %d tiles, %d warpgroup%s of %d m64n%dk16 blocks, %d stages of K 64, groups of %d row tiles,\n"
+                "     copies by %s */\n"
+                "  unsigned char *smem = tuned_dyn_shared + ((1024u - (tuned_smem_addr(tuned_dyn_shared) & 1023u)) & "
+                "1023u);\n"
+                "  unsigned long long *full = (unsigned long long *)(smem + %lld), *empty = full + %d;\n"
+                "  const int bat = blockIdx.x / %lld, pid = blockIdx.x %% %lld; /* the batch, the tile in it */\n"
+                "  const unsigned short *ga = (const unsigned short *)%s + bat * %lldLL, *gb = (const unsigned short *)%s "
+                "+ bat * %lldLL;\n"
+                "%s%s%s"
+                "  const int tid = threadIdx.x, wg = tid / 128, lane = tid %% 128;\n"
+                "  const int width = %d * %lld, first = pid / width * %d;\n"
+                "  const int rows = %lld - first < %d ? %lld - first : %d;\n"
+                "  const long long m0 = (long long)(first + pid %% width %% rows) * %d, n0 = (long long)(pid %% width / "
+                "rows) * %d;\n",
+                bm, bn, g->warpgroups, g->warpgroups > 1 ? "s" : "", g->m_frags, bn, s, g->group,
+                g->producer ? "a producer warpgroup (the last)" : "every thread", (long long)(stage * s), s,
+                (long long)(tm * tn), (long long)(tm * tn), c->bufs[h->a->id].name, (long long)(h->m * h->k),
+                c->bufs[h->b->id].name, (long long)(h->k * h->n), h->epi ? "" : "  float *gc = ",
+                h->epi ? "" : c->bufs[h->out->id].name, h->epi ? "" : gc_off,
+                g->group, (long long)tn,
+                g->group, (long long)tm, g->group, (long long)tm, g->group, bm, bn);
+  tn_buf_printf(o,
+                "  if (tid == 0)\n    for (int s = 0; s < %d; s++) {\n      tuned_mbar_init(&full[s], %d);\n"
+                "      tuned_mbar_init(&empty[s], %d);\n    }\n  __syncthreads();\n",
+                s, g->producer ? 128 : consumers, consumers);
+  /* one stage's copies by THREADS threads numbered by T */
+  int threads = g->producer ? 128 : consumers;
+  tn_buf_printf(o,
+                "#define TUNED_HOPPER_LOAD(KT, STAGE, T) do { "
+                "tuned_hopper_stage<%d, %d, %s>(smem + (STAGE) * %lld, ga, %lld, m0, (long long)(KT) * 64, T); "
+                "tuned_hopper_stage<%d, %d, %s>(smem + (STAGE) * %lld + %d, gb, %lld, n0, (long long)(KT) * 64, T); "
+                "tuned_fence_proxy_async(); tuned_mbar_arrive(&full[STAGE]); } while (0)\n",
+                bm, threads, h->a_k_inner ? "true" : "false", (long long)stage, (long long)(h->a_k_inner ? h->k : h->m),
+                bn, threads, h->b_k_inner ? "true" : "false", (long long)stage, bm * 128,
+                (long long)(h->b_k_inner ? h->k : h->n));
+}
+
+/* The kernel's body after its declaration line.  Without a producer every
+ * thread copies stage kt + stages - 1 after its warpgroup's wgmma of stage
+ * kt - 1 completed; with one, the producer runs ahead on its own, waiting
+ * only for the empty phases. */
+static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o) {
+  const ir_hopper_gemm_t *g = &h->g;
+  int bm = ir_hopper_gemm_rows(g), bn = g->n_tile, s = g->stages;
+  int64_t stage = (int64_t)(bm + bn) * 128, kt = h->k / IR_HOPPER_K_TILE;
+  const char *ty = h->a->dtype == IR_BFLOAT16 ? "bf16" : "f16";
+  print_head(c, h, smem, o);
+  if (g->producer)
+    tn_buf_printf(o,
+                  "  if (wg == %d) { /* the producer */\n"
+                  "    tuned_setmaxnreg_dec<%d>();\n"
+                  "    for (int kt = 0; kt < %lld; kt++) {\n"
+                  "      const int s = kt %% %d;\n"
+                  "      if (kt >= %d)\n        while (!tuned_mbar_try_wait(&empty[s], (kt / %d - 1) & 1)) {\n        }\n"
+                  "      TUNED_HOPPER_LOAD(kt, s, lane);\n"
+                  "    }\n"
+                  "    return;\n"
+                  "  }\n"
+                  "  tuned_setmaxnreg_inc<%d>();\n",
+                  g->warpgroups, producer_regs[g->warpgroups - 1], (long long)kt, s, s, s,
+                  consumer_regs[g->warpgroups - 1]);
+  else
+    tn_buf_printf(o, "  for (int kt = 0; kt < %d && kt < %lld; kt++) TUNED_HOPPER_LOAD(kt, kt, tid);\n", s - 1,
+                  (long long)kt);
+  tn_buf_printf(o,
+                "  tuned_wgmma_acc<%d> acc[%d];\n"
+                "  for (int kt = 0; kt < %lld; kt++) {\n"
+                "    const int s = kt %% %d;\n"
+                "    while (!tuned_mbar_try_wait(&full[s], (kt / %d) & 1)) {\n    }\n"
+                "    tuned_wgmma_fence();\n"
+                "#pragma unroll\n"
+                "    for (int f = 0; f < %d; f++)\n"
+                "#pragma unroll\n"
+                "      for (int kk = 0; kk < 4; kk++)\n"
+                "        tuned_wgmma_%s(acc[f],\n"
+                "                       tuned_wgmma_desc(smem + s * %lld + (wg * %d + f) * 8192 + kk * 32, 128, 1024, "
+                "TUNED_SWIZZLE_128B),\n"
+                "                       tuned_wgmma_desc(smem + s * %lld + %d + kk * 32, 128, 1024, TUNED_SWIZZLE_128B),\n"
+                "                       kt > 0 || kk > 0);\n"
+                "    tuned_wgmma_commit();\n"
+                "    tuned_wgmma_wait<1>(); /* the stage before is read: its slot may be refilled */\n"
+                "    if (kt > 0) tuned_mbar_arrive(&empty[(kt - 1) %% %d]);\n",
+                bn, g->m_frags, (long long)kt, s, s, g->m_frags, ty, (long long)stage, g->m_frags, (long long)stage,
+                bm * 128, s);
+  if (!g->producer)
+    tn_buf_printf(o,
+                  "    const int next = kt + %d;\n"
+                  "    if (next < %lld) {\n"
+                  "      const int ns = next %% %d;\n"
+                  "      if (next >= %d)\n        while (!tuned_mbar_try_wait(&empty[ns], (next / %d - 1) & 1)) {\n        }\n"
+                  "      TUNED_HOPPER_LOAD(next, ns, tid);\n"
+                  "    }\n",
+                  s - 1, (long long)kt, s, s, s);
+  tn_buf_put(o, "  }\n  tuned_wgmma_wait<0>();\n#undef TUNED_HOPPER_LOAD\n");
+  tn_buf_printf(o,
+                "  /* register i of m64 block f: row 16 warp + lane / 4 (+ 8), columns 8 (i / 4) + 2 (lane %% 4) and + 1 */\n"
+                "#pragma unroll\n"
+                "  for (int f = 0; f < %d; f++)\n"
+                "#pragma unroll\n"
+                "    for (int i = 0; i < %d; i += 2) {\n"
+                "      long long r = m0 + (wg * %d + f) * 64 + 16 * (lane / 32) + lane %% 32 / 4 + 8 * (i / 2 %% 2);\n"
+                "      long long col = n0 + 8 * (i / 4) + 2 * (lane %% 4);\n",
+                g->m_frags, bn / 2, g->m_frags);
+  if (h->epi)
+    print_epilogue(c, h, o);
+  else
+    tn_buf_printf(o, "      float2 v;\n      v.x = acc[f][i];\n      v.y = acc[f][i + 1];\n"
+                     "      *(float2 *)(gc + r * %lld + col) = v;\n", (long long)h->n);
+  tn_buf_put(o, "    }\n");
+}
+
+/* Marks every load of acc in e to print as `text`. */
+static void override_loads(cg_ctx_t *c, const ir_expr_t *e, const ir_buffer_t *acc, const char *text) {
+  if (e->kind == IR_E_LOAD && e->u.load.buf == acc) {
+    if (c->novr < CG_MAX_OVERRIDES) c->ovr_expr[c->novr] = e, c->ovr_text[c->novr++] = text;
+    return;
+  }
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, kids);
+  for (int i = 0; i < n; i++) override_loads(c, kids[i], acc, text);
+}
+
+/* The fused epilogue at the two columns (r, col) and (r, col + 1): its
+ * iterators declared as the element's row and column, its loads of the
+ * GEMM's output read from the accumulator register. */
+static void print_epilogue(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o) {
+  const ir_stmt_t *st = h->epi->body;
+  tn_buf_t *saved_o = c->o;
+  const ir_block_t *saved_blk = c->blk;
+  int saved_ind = c->ind, saved_novr = c->novr;
+  c->o = o, c->blk = h->epi, c->ind = 3;
+  override_loads(c, st->u.store.value, h->out, "tuned_v");
+  for (int e = 0; e < 2; e++) {
+    cg_line(c, "{");
+    c->ind++;
+    cg_line(c, "const float tuned_v = acc[f][i + %d];", e);
+    cg_line(c, "const int %s = (int)r, %s = (int)col + %d;", cg_var(c, h->epi_row), cg_var(c, h->epi_col), e);
+    cg_emit_store_text(c, st->u.store.buf, st->u.store.idx, cg_expr_str(c, st->u.store.value));
+    c->ind--;
+    cg_line(c, "}");
+  }
+  c->o = saved_o, c->blk = saved_blk, c->ind = saved_ind, c->novr = saved_novr;
+}
+
+int cg_hopper_gemm_emit(cg_ctx_t *c, int k, cg_kernel_t *kd, const char *args, tn_buf_t *out) {
+  find_t f;
+  kernel_blocks(c, k, &f);
+  hgemm_t h = {.blk = f.hopper};
+  char why[160];
+  if (!h.blk) return cg_fail(c, TN_EINVAL, "kernel %d has no Hopper GEMM block", k);
+  if (c->d->target != CG_TARGET_CUDA)
+    return cg_fail(c, TN_EUNSUPPORTED, "block \"%s\" is scheduled for Hopper's warpgroup MMA, which only CUDA has",
+                   h.blk->name);
+  if (!ir_hopper_gemm_get(h.blk, &h.g, why, sizeof why)) return cg_fail(c, TN_EINVAL, "%s", why);
+  if (analyse(c, h.blk, &h) || other_blocks(c, &f, &h)) return c->rc;
+  c->kernel = k;
+  int64_t smem = ir_hopper_gemm_smem(&h.g);
+  int bm = ir_hopper_gemm_rows(&h.g), threads = ir_hopper_gemm_threads(&h.g);
+  kd->grid[0] = h.batch * (h.m / bm) * (h.n / h.g.n_tile);
+  kd->grid[1] = kd->grid[2] = kd->block[1] = kd->block[2] = 1;
+  kd->block[0] = threads;
+  kd->dyn_shared_bytes = smem;
+  kd->static_shared_bytes = 0;
+  if (h.a->dtype == IR_BFLOAT16) c->need_bf16 = true;
+  else c->need_half = true;
+  bool seen = false;
+  for (int i = 0; i < c->nhopper_n; i++) seen |= c->hopper_n[i] == h.g.n_tile;
+  if (!seen && c->nhopper_n < CG_MAX_HOPPER_N) c->hopper_n[c->nhopper_n++] = h.g.n_tile;
+  c->need_hopper = true;
+  tn_buf_printf(out, "%s void __launch_bounds__(%d, 1) %s(%s) {\n", c->d->kernel_decl, threads, kd->name, args);
+  print_body(c, &h, smem, out);
+  tn_buf_put(out, "}\n\n");
+  return TN_OK;
+}
+
+void cg_hopper_gemm_helpers(cg_ctx_t *c, tn_buf_t *o) {
+  if (!c->need_hopper) return;
+  tn_err_t e = {0};
+  if (cg_hopper_helpers(o, c->hopper_n, c->nhopper_n, &e) < 0) {
+    cg_fail(c, e.code ? e.code : TN_EINVAL, "%s", e.msg);
+    return;
+  }
+  tn_buf_put(o, load_text);
+}
