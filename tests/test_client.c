@@ -765,7 +765,26 @@ START_TEST(t_parse_kernel_job) {
   ck_assert_int_eq(k->params[0].elem_bytes, 2);
   ck_assert_int_eq(k->params[0].ndim, 2);
   ck_assert_str_eq(k->params[1].role, "workspace");
+  ck_assert_ptr_null(k->params[1].packs);
   tuned_kernel_free(k);
+  /* a hoisted packing: the packed copy's padded size, the input it holds and its function */
+  const char *packed = "{\"language\": \"c\", \"source\": \"int d(...)\", \"launch\": {\"entry\": \"d\", "
+                       "\"pack_entry\": \"tuned_pack_d\", \"kernels\": [{\"name\": \"d\"}], \"params\": [{\"name\": \"W\", "
+                       "\"dtype\": \"float32\", \"shape\": [48, 64], \"role\": \"input\", \"elements\": 3072}, "
+                       "{\"name\": \"W_local\", \"dtype\": \"float32\", \"shape\": [64, 48], \"role\": \"packed\", "
+                       "\"elements\": 5120%s}]}}";
+  char text[1024];
+  snprintf(text, sizeof text, packed, ", \"packs\": \"W\", \"pack_function\": \"d_pack_W\"");
+  ck_assert_msg(tuned_kernel_parse(text, &k, &err) == 0, "%s", err.message);
+  ck_assert_str_eq(k->params[1].role, "packed");
+  ck_assert_int_eq(k->params[1].elements, 5120);
+  ck_assert_str_eq(k->params[1].packs, "W");
+  ck_assert_str_eq(k->params[1].pack_function, "d_pack_W");
+  ck_assert_ptr_null(k->params[0].pack_function);
+  tuned_kernel_free(k);
+  snprintf(text, sizeof text, packed, "");
+  ck_assert_int_eq(tuned_kernel_parse(text, &k, &err), TUNED_E_PROTOCOL);
+  ck_assert_msg(strstr(err.message, "packed parameter W_local does not say what it packs"), "%s", err.message);
   ck_assert_int_eq(tuned_kernel_parse("{\"source\": \"x\", \"launch\": {}}", &k, &err), TUNED_E_PROTOCOL);
   ck_assert_ptr_null(k);
   ck_assert_int_eq(tuned_kernel_parse("{\"language\": \"c\"}", &k, &err), TUNED_E_PROTOCOL);
