@@ -215,6 +215,18 @@ START_TEST(t_tensorize_replays) {
 }
 END_TEST
 
+/* s's IR holds `text`, computes what w's does, and its trace (holding
+ * `inst`) replays; frees both. */
+static void assert_layout_done(ir_workload_t *w, sch_t *s, const char *text, uint64_t seed, const char *inst) {
+  char *txt = tu_ir_text(sch_func(s));
+  ck_assert_msg(strstr(txt, text), "%s", txt);
+  free(txt);
+  tu_assert_same_outputs(w->func, sch_func(s), seed);
+  assert_replays(w, s, inst);
+  sch_free(s);
+  ir_workload_free(w);
+}
+
 START_TEST(t_storage_align) {
   ir_workload_t *w = TU_LOAD("matmul", {"M", 24}, {"N", 32}, {"K", 16});
   sch_t *s = sch_create(w->func, 1);
@@ -227,13 +239,8 @@ START_TEST(t_storage_align) {
   REFUSES(sch_storage_align(s, cache, 0, 0, 16, 16, &e), "0 <= offset < factor");
   REFUSES(sch_storage_align(s, cache, 1, 0, 64, 16, &e), "no write buffer 1");
   OK(sch_storage_align(s, cache, 0, 0, 64, 16, err));
-  char *txt = tu_ir_text(sch_func(s));
-  ck_assert_msg(strstr(txt, "T.block_attr({\"storage_align\": \"0:64:16\"})"), "%s", txt);
-  free(txt);
-  tu_assert_same_outputs(w->func, sch_func(s), 2); /* the IR's indices are unchanged */
-  assert_replays(w, s, "[\"StorageAlign\", [\"b");
-  sch_free(s);
-  ir_workload_free(w);
+  /* the IR's indices are unchanged */
+  assert_layout_done(w, s, "T.block_attr({\"storage_align\": \"0:64:16\"})", 2, "[\"StorageAlign\", [\"b");
 }
 END_TEST
 
@@ -255,12 +262,8 @@ START_TEST(t_transform_layout) {
   char *txt = tu_ir_text(sch_func(s));
   /* B_local is [K, N] now: stored as B_local[k, j], read by C as B_local[v_k, v_j] */
   ck_assert_msg(strstr(txt, "B_local = T.alloc_buffer((8, 20)"), "%s", txt);
-  ck_assert_msg(strstr(txt, "B_local[v_k, v_j]"), "%s", txt);
   free(txt);
-  tu_assert_same_outputs(w->func, sch_func(s), 4);
-  assert_replays(w, s, "[\"TransformLayout\", [\"b");
-  sch_free(s);
-  ir_workload_free(w);
+  assert_layout_done(w, s, "B_local[v_k, v_j]", 4, "[\"TransformLayout\", [\"b");
 }
 END_TEST
 
@@ -301,13 +304,7 @@ START_TEST(t_hoist_packing) {
     REFUSES(sch_hoist_packing(under, ucache, &e), "block \"B_local\" is not in a loop nest of its own at the root");
     sch_free(under);
     OK(sch_hoist_packing(s, cache, err));
-    char *txt = tu_ir_text(sch_func(s));
-    ck_assert_msg(strstr(txt, "\"hoist_packing\": \"B\""), "%s", txt);
-    free(txt);
-    tu_assert_same_outputs(w->func, sch_func(s), 3);
-    assert_replays(w, s, "[\"HoistPacking\", [\"b");
-    sch_free(s);
-    ir_workload_free(w);
+    assert_layout_done(w, s, "\"hoist_packing\": \"B\"", 3, "[\"HoistPacking\", [\"b");
   }
 }
 END_TEST
