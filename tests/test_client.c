@@ -398,6 +398,17 @@ START_TEST(t_by_name) {
 }
 END_TEST
 
+/* Compiles `code` as g_dir/NAME.c beside the headers written there, runs
+ * it, and expects it to print `ok`. */
+static void run_host_program(const char *name, const char *code, const char *ok) {
+  char prog[128], exe[128];
+  snprintf(prog, sizeof prog, "%s/%s.c", g_dir, name);
+  snprintf(exe, sizeof exe, "%s/%s", g_dir, name);
+  write_file(prog, code);
+  run_t *r = sh("cc -std=gnu11 -O1 -fopenmp -o '%s' '%s' -lm && '%s'", exe, prog, exe);
+  ck_assert_msg(r->status == 0 && strstr(r->out, ok), "%s\n%s", r->out, r->err);
+}
+
 START_TEST(t_kernel) {
   run_t *r = ctl(0, "kernel %s --emit source", g_hash);
   ck_assert_msg(strstr(r->out, "int matmul(float *restrict A, float *restrict B, float *restrict C)") &&
@@ -416,15 +427,13 @@ START_TEST(t_kernel) {
   ctl(2, "kernel %s --emit bogus", g_hash);
   ctl(2, "kernel %s", g_hash);
   /* the header compiles into a host program and computes C = A B */
-  char hdr[128], prog[128], exe[128];
+  char hdr[128];
   snprintf(hdr, sizeof hdr, "%s/matmul_tuned.h", g_dir);
-  snprintf(prog, sizeof prog, "%s/use_header.c", g_dir);
-  snprintf(exe, sizeof exe, "%s/use_header", g_dir);
   ctl(0, "kernel " MM32 " --emit header -o %s", hdr);
   const char *text = slurp(hdr);
   ck_assert_ptr_nonnull(strstr(text, "static inline int tuned_launch_matmul(float *A, float *B, float *C)"));
   ck_assert_ptr_nonnull(strstr(text, "#ifndef TUNED_KERNEL_MATMUL_"));
-  write_file(prog, "#include <math.h>\n#include <stdio.h>\n#include \"matmul_tuned.h\"\n"
+  run_host_program("use_header", "#include <math.h>\n#include <stdio.h>\n#include \"matmul_tuned.h\"\n"
                    "int main(void) {\n"
                    "  static float A[32 * 32], B[32 * 32], C[32 * 32];\n"
                    "  for (int i = 0; i < 32 * 32; i++) A[i] = (float)(i % 7) - 3, B[i] = (float)(i % 5) * 0.5f;\n"
@@ -432,9 +441,7 @@ START_TEST(t_kernel) {
                    "  for (int i = 0; i < 32; i++) for (int j = 0; j < 32; j++) {\n"
                    "    double s = 0; for (int k = 0; k < 32; k++) s += A[i * 32 + k] * B[k * 32 + j];\n"
                    "    if (fabs(s - C[i * 32 + j]) > 1e-3) { printf(\"C[%d][%d] = %g, want %g\\n\", i, j, C[i * 32 + j], s); return 1; }\n"
-                   "  }\n  printf(\"header ok\\n\");\n  return 0;\n}\n");
-  r = sh("cc -std=gnu11 -O1 -fopenmp -o '%s' '%s' -lm && '%s'", exe, prog, exe);
-  ck_assert_msg(r->status == 0 && strstr(r->out, "header ok"), "%s\n%s", r->out, r->err);
+                   "  }\n  printf(\"header ok\\n\");\n  return 0;\n}\n", "header ok");
 }
 END_TEST
 
@@ -443,7 +450,7 @@ END_TEST
  * pack_entry), and the header's kernel, with its packing function called
  * once, computes the dense layer in a host program. */
 START_TEST(t_kernel_packed) {
-  char wl[128], line_path[128], hdr[128], prog[128], exe[128];
+  char wl[128], line_path[128], hdr[128];
   snprintf(wl, sizeof wl, "%s/dense_const.tw", g_dir);
   write_file(wl, "param B = 12, IN = 24, OUT = 48\ninput  X: float32[B, IN]\ninput  W: float32[OUT, IN] const\n"
                  "input  bias: float32[OUT]\ntemp   D: float32[B, OUT]\noutput Y: float32[B, OUT]\n"
@@ -484,14 +491,12 @@ START_TEST(t_kernel_packed) {
   ck_assert_int_eq((int)jnum(packed, "elements"), 24 * 80); /* rows of 48 padded to 64 n + 16 */
   cJSON_Delete(j);
   snprintf(hdr, sizeof hdr, "%s/dense_tuned.h", g_dir);
-  snprintf(prog, sizeof prog, "%s/use_packed.c", g_dir);
-  snprintf(exe, sizeof exe, "%s/use_packed", g_dir);
   ctl(0, "kernel %s --emit header -o %s", wl, hdr);
   const char *h = slurp(hdr);
   ck_assert_msg(strstr(h, "W packed once, outside the kernel: allocate 1920 elements, fill them with") &&
                     strstr(h, "dense_const_pack_W(W, W_local) once per weight"),
                 "%s", h);
-  write_file(prog, "#include <math.h>\n#include <stdio.h>\n#include \"dense_tuned.h\"\n"
+  run_host_program("use_packed", "#include <math.h>\n#include <stdio.h>\n#include \"dense_tuned.h\"\n"
                    "int main(void) {\n"
                    "  static float X[12 * 24], W[48 * 24], bias[48], Y[12 * 48], W_local[1920];\n"
                    "  for (int i = 0; i < 12 * 24; i++) X[i] = (float)(i % 7) - 3;\n"
@@ -504,9 +509,7 @@ START_TEST(t_kernel_packed) {
                    "      double s = bias[o]; for (int k = 0; k < 24; k++) s += X[b * 24 + k] * W[o * 24 + k];\n"
                    "      s = s > 0 ? s : 0;\n"
                    "      if (fabs(s - Y[b * 48 + o]) > 1e-3) { printf(\"Y[%d][%d] = %g, want %g\\n\", b, o, Y[b * 48 + o], s); return 1; }\n"
-                   "    }\n  }\n  printf(\"packed header ok\\n\");\n  return 0;\n}\n");
-  r = sh("cc -std=gnu11 -O1 -fopenmp -o '%s' '%s' -lm && '%s'", exe, prog, exe);
-  ck_assert_msg(r->status == 0 && strstr(r->out, "packed header ok"), "%s\n%s", r->out, r->err);
+                   "    }\n  }\n  printf(\"packed header ok\\n\");\n  return 0;\n}\n", "packed header ok");
   free(text);
   cJSON_Delete(line);
   free(exported);
