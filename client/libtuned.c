@@ -605,6 +605,13 @@ static int launch_from(const cJSON *l, tuned_kernel_t *k, tuned_error_t *err) {
       p->shape[d] = (int64_t)cJSON_GetArrayItem(shape, d)->valuedouble;
       p->elements *= p->shape[d];
     }
+    p->elements = (int64_t)num_of(o, "elements", (double)p->elements); /* padded rows count */
+    p->packs = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "packs")) ? dup_str(o, "packs") : NULL;
+    p->pack_function =
+        cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "pack_function")) ? dup_str(o, "pack_function") : NULL;
+    if (p->role && strcmp(p->role, "packed") == 0 && (!p->packs || !p->pack_function))
+      return set_err(err, TUNED_E_PROTOCOL, "packed parameter %s does not say what it packs and how (packs, "
+                     "pack_function)", p->name);
   }
   return 0;
 }
@@ -704,6 +711,8 @@ void tuned_kernel_free(tuned_kernel_t *k) {
     free(k->params[i].name);
     free(k->params[i].dtype);
     free(k->params[i].role);
+    free(k->params[i].packs);
+    free(k->params[i].pack_function);
   }
   free(k->kernels);
   free(k->params);

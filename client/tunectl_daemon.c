@@ -702,6 +702,10 @@ static void print_header_comment(FILE *out, const tuned_kernel_t *k, const char 
     for (int d = 0; d < p->ndim; d++) fprintf(out, "%s%lld", d ? ", " : "", (long long)p->shape[d]);
     fprintf(out, "] %s%s\n", p->role,
             strcmp(p->role, "workspace") == 0 ? " (scratch the caller allocates; contents do not matter)" : "");
+    if (p->packs)
+      fprintf(out, " *              %s packed once, outside the kernel: allocate %lld elements, fill them with\n"
+                   " *              %s(%s, %s) once per weight, then pass %s to every call\n",
+              p->packs, (long long)p->elements, p->pack_function, p->packs, p->name, p->name);
   }
   fprintf(out, " */\n");
 }

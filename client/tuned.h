@@ -193,9 +193,17 @@ typedef struct tuned_param {
   char *dtype;              /* "float32", "float16", "int32", ... */
   int ndim;
   int64_t shape[TUNED_MAX_DIMS];
-  char *role;               /* "input", "output" or "workspace" (scratch the caller allocates) */
-  int64_t elements;         /* product of the shape */
+  char *role;               /* "input", "output", "workspace" (scratch the caller allocates) or "packed" */
+  int64_t elements;         /* elements to allocate: the product of the shape, or more for a packed copy whose
+                               rows are padded */
   int elem_bytes;           /* size of one element, 0 for an unknown dtype */
+  /* role "packed" (a hoisted packing of a const input): the input it holds
+   * and the source's function int <pack_function>(const T *input, T *packed)
+   * that fills it; call it once per weight (again only when the weight
+   * changes) and pass the copy to every call of the kernel.  NULL for other
+   * roles. */
+  char *packs;
+  char *pack_function;
 } tuned_param_t;
 
 typedef struct tuned_kernel {

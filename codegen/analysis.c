@@ -208,9 +208,9 @@ static void register_allocs(cg_ctx_t *c, const ir_block_t *b) {
     cb->kernel = -1;
     for (int d = 0; d < buf->ndim; d++) cb->ext[d] = buf->shape[d];
     /* GPU kernels take global temporaries as workspace arguments (they live
-     * across kernels); everything else, and on the C target every temporary,
+     * across kernels), every kernel its hoisted packed copies; everything else, and on the C target every temporary,
      * is sized to the region used under its allocation point. */
-    if (buf->scope == IR_SCOPE_GLOBAL && c->d->gpu) cb->param = true;
+    if ((buf->scope == IR_SCOPE_GLOBAL && c->d->gpu) || cb->packs) cb->param = true;
     else cb->sized = true;
   }
 }
@@ -797,6 +797,7 @@ int cg_analyse(cg_ctx_t *c) {
                    c->entry);
   for (int k = 0; k < c->nroots && c->d->gpu; k++)
     cg_name_unique(c, tn_arena_printf(c->scratch->arena, "%s_kernel%d", c->entry, k));
+  cg_packing_analyse(c);
   register_params(c);
   register_allocs(c, &f->root->u.block);
   cg_layout_analyse(c);

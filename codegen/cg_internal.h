@@ -96,6 +96,10 @@ typedef struct cg_buf {
    * operand a warp loads or stores (32-byte aligned) */
   int wmma_k, wmma_kernel;
   bool wmma_operand;
+  /* the packed copy of this constant input that a hoisted packing nest
+   * fills (IR_ANN_HOIST_PACKING): an argument of role "packed", laid out
+   * whole (with its storage_align padding) */
+  const ir_buffer_t *packs;
 } cg_buf_t;
 
 /* A loop annotated IR_ANN_PIPELINE_STAGES (GPU) whose body is copies into
@@ -165,6 +169,10 @@ typedef struct cg_ctx {
   int nxreds, capxreds;
   const ir_stmt_t **roots; /* root statements (one kernel each on GPUs) */
   int nroots;
+  /* per root: the block of a hoisted packing nest (printed as a function
+   * of its own, named pack_fn[k]), else NULL */
+  const ir_block_t **pack_blk;
+  const char **pack_fn;
   cg_pipe_t *pipes;
   int npipes, cappipes;
 
@@ -246,6 +254,8 @@ int64_t cg_buf_numel(const cg_buf_t *cb); /* of the storage (sized extents, vthr
  * that reads the storage_align annotations. */
 int64_t cg_buf_strides(const cg_buf_t *cb, int64_t *stride);
 void cg_layout_analyse(cg_ctx_t *c);
+/* Finds the hoisted packing nests (layout.c; before buffers are registered). */
+void cg_packing_analyse(cg_ctx_t *c);
 /* Bytes of one element of a buffer as stored by this target. */
 int cg_elem_bytes(const cg_ctx_t *c, const ir_buffer_t *b);
 const char *cg_storage_type(const cg_ctx_t *c, const ir_buffer_t *b);

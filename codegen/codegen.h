@@ -5,12 +5,18 @@
  * The module only writes text: it never compiles or runs anything.
  *
  * C target: one function
- *     int <entry>(float *restrict A, float *restrict B, ...)   (f->params order)
+ *     int <entry>(float *restrict A, float *restrict B, ...)   (f->params order,
+ *                                                              then packed copies)
  * returning 0, or -1 when a temporary buffer could not be allocated, and a
  * wrapper `int tuned_entry_<entry>(void **args)` that calls it with args[i]
  * cast to the parameter's pointer type (what a CPU runner dlsym()s; named
  * after the entry, so that kernels with different entries link into one
- * program).  float16 data is
+ * program).  A hoisted packing (schedule's hoist_packing of a const input W)
+ * is a function of its own, `int <entry>_pack_W(const float *W, float *W_p)`,
+ * run once per weight; the kernel takes W_p after the parameters (role
+ * "packed") and no longer reads W, and `int tuned_pack_<entry>(void **args)`
+ * runs every packing function on the same argument array as the wrapper.
+ * float16 data is
  * stored as uint16_t (IEEE half bits) and computed in float.
  *
  * A runner that dlopen()s the built library should pass RTLD_NODELETE:
@@ -50,7 +56,13 @@ typedef struct cg_param {
   ir_dtype_t dtype;
   int ndim;
   int64_t shape[IR_MAX_DIMS];
-  ir_buf_role_t role; /* INPUT, OUTPUT, or TEMP: a workspace (GPU targets only) */
+  ir_buf_role_t role; /* INPUT, OUTPUT, or TEMP: a workspace (GPU targets) or a packed copy */
+  int64_t elements;   /* elements to allocate: the shape's, or more for rows padded by storage_align */
+  /* A packed copy (C target, schedule's hoist_packing): the constant input
+   * it holds (role TEMP) and the function that fills it,
+   * int <pack_fn>(const T *input, T *packed), to run once per weight before
+   * the kernel; NULL for other parameters. */
+  char *packs, *pack_fn;
 } cg_param_t;
 
 /* One kernel launch (the C target has one entry describing the function). */
@@ -98,8 +110,13 @@ void cg_module_free(cg_module_t *m);
  * {"target": "cuda", "entry": "...",
  *  "kernels": [{"name": "...", "grid": [x, y, z], "block": [x, y, z],
  *               "dyn_shared_bytes": 0, "static_shared_bytes": N}, ...],
- *  "params": [{"name": "A", "dtype": "float32", "shape": [..], "role": "input"}, ...]}
- * role is "input", "output" or "workspace".  NULL only when out of memory. */
+ *  "params": [{"name": "A", "dtype": "float32", "shape": [..], "role": "input",
+ *              "elements": N}, ...]}
+ * role is "input", "output", "workspace" or "packed" (which also has
+ * "packs": the input's name and "pack_function": its packing function's
+ * name; elements counts the padding of its rows); a module with packed
+ * parameters has "pack_entry": "tuned_pack_<entry>".  NULL only when out of
+ * memory. */
 char *cg_module_launch_json(const cg_module_t *m);
 
 /* Prints the CUDA text of the Hopper primitives (codegen/hopper.c): wgmma

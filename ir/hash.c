@@ -11,7 +11,7 @@
 /* Tags that keep the byte stream unambiguous. */
 enum {
   TAG_FUNC = 1, TAG_BUF_DECL, TAG_BUF_REF, TAG_VAR_DECL, TAG_VAR_REF, TAG_NULL,
-  TAG_ANNOTS, TAG_REGION, TAG_ITER, TAG_PREDICATE, TAG_INIT, TAG_ALLOCS,
+  TAG_ANNOTS, TAG_REGION, TAG_ITER, TAG_PREDICATE, TAG_INIT, TAG_ALLOCS, TAG_CONST,
   TAG_EXPR = 0x100, /* + ir_expr_kind_t */
   TAG_STMT = 0x200, /* + ir_stmt_kind_t */
 };
@@ -110,6 +110,10 @@ static void put_buf(hasher_t *hs, const ir_buffer_t *b) {
   put_u64(hs, b->role);
   put_double(hs, b->init_lo);
   put_double(hs, b->init_hi);
+  /* only when set, so that the hashes of workloads without it stay as they
+   * were; when set, the records may hold kernels with a hoisted packing
+   * (an extra argument), which must not answer the plain workload */
+  if (b->is_const) put_u64(hs, TAG_CONST);
 }
 
 /* ---- expressions ------------------------------------------------------- */

@@ -75,6 +75,10 @@ typedef struct ir_buffer {
   /* Input data distribution for the reference evaluator: uniform in
    * [init_lo, init_hi).  Defaults: floats [-1, 1), ints [-8, 8). */
   double init_lo, init_hi;
+  /* An input whose values do not change between calls (a layer's weights:
+   * `input W: float32[N, K] const`): a schedule may pack it once, outside
+   * the kernel (schedule's hoist_packing). */
+  bool is_const;
 } ir_buffer_t;
 
 int64_t ir_buffer_numel(const ir_buffer_t *b); /* product of shape (1 for 0-d) */
@@ -284,6 +288,13 @@ ir_stmt_t *ir_store(ir_func_t *f, ir_buffer_t *b, ir_expr_t *const *idx, int n, 
  * buffer the block writes is laid out with the stride of dimension AXIS
  * padded to FACTOR * n + OFFSET elements.  Only the code generators read it. */
 #define IR_ANN_STORAGE_ALIGN "storage_align"
+
+/* Block annotation naming a constant input (schedule's hoist_packing): the
+ * block, alone in a root loop nest, copies that input into the temporary it
+ * writes; the code generators put the nest in a packing function of its own
+ * (run once per weight, not per call) and pass the temporary to the kernel
+ * as an argument of role "packed". */
+#define IR_ANN_HOIST_PACKING "hoist_packing"
 
 /* Sets or replaces an annotation on a loop or block. */
 void ir_annot_set_int(ir_func_t *f, ir_annot_t **annots, int *n, const char *key, int64_t v);

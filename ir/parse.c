@@ -147,6 +147,7 @@ static const char *plural(int64_t n, const char *one, const char *many) { return
 static const char *const keywords[] = {
     "param", "input", "output", "temp", "sum", "max", "min", "select", "exp", "log", "sqrt",
     "tanh", "abs", "pow", "float16", "bfloat16", "float32", "float64", "int32", "int64", "in",
+    "const",
 };
 /* clang-format on */
 
@@ -906,7 +907,7 @@ static int parse_shape(parser_t *p, const char *name, int64_t *shape, int *ndim)
   return TN_OK;
 }
 
-/* input|output|temp NAME: DTYPE[SHAPE] [in [lo, hi)] */
+/* input|output|temp NAME: DTYPE[SHAPE] [in [lo, hi)] [const] (the last two in either order) */
 static int parse_tensor(parser_t *p, ir_buf_role_t role) {
   tok_t *kw = next(p), *t = next(p);
   char found[80], kws[16];
@@ -937,14 +938,25 @@ static int parse_tensor(parser_t *p, ir_buf_role_t role) {
       (rc = parse_shape(p, name, shape, &ndim)))
     return rc;
   double lo = ir_dtype_is_float(dtype) ? -1.0 : -8.0, hi = -lo;
-  tok_t *in = peek(p);
-  if (tok_is(p, in, "in")) {
+  bool ranged = false, is_const = false;
+  for (tok_t *in = peek(p); tok_is(p, in, "in") || tok_is(p, in, "const"); in = peek(p)) {
     next(p);
-    if ((rc = parse_value_range(p, in, role, &lo, &hi))) return rc;
+    if (tok_is(p, in, "const")) {
+      if (role != IR_BUF_INPUT)
+        return perr(p, in->line, in->col, "only inputs can be 'const' (values that do not change between calls); "
+                    "'%s' is computed", name);
+      if (is_const) return perr(p, in->line, in->col, "'const' given twice for '%s'", name);
+      is_const = true;
+    } else {
+      if (ranged) return perr(p, in->line, in->col, "a second value range for '%s'", name);
+      if ((rc = parse_value_range(p, in, role, &lo, &hi))) return rc;
+      ranged = true;
+    }
   }
   if ((rc = expect_eol(p, "tensor declaration"))) return rc;
   ir_buffer_t *b = ir_buffer_new(p->f, name, dtype, ndim, shape, IR_SCOPE_GLOBAL, role);
   b->init_lo = lo, b->init_hi = hi;
+  b->is_const = is_const;
   if (p->ntensors == p->captensors) {
     p->captensors = p->captensors ? 2 * p->captensors : 16;
     p->tensors = tn_xrealloc(p->tensors, sizeof *p->tensors * (size_t)p->captensors);

@@ -23,7 +23,11 @@ cg_target_t ms_language_of(tn_target_kind_t k) {
 
 void ms_candidate_free(ms_candidate_t *c) {
   if (!c) return;
-  for (int i = 0; i < c->nparams; i++) free(c->params[i].name);
+  for (int i = 0; i < c->nparams; i++) {
+    free(c->params[i].name);
+    free(c->params[i].packs);
+    free(c->params[i].pack_fn);
+  }
   free(c->params);
   free(c->kernels);
   free(c->source);
@@ -55,6 +59,8 @@ int ms_candidate_new(const tn_target_t *t, const char *source, const cg_kernel_t
   for (int i = 0; i < nparams; i++) {
     c->params[i] = params[i];
     c->params[i].name = tn_xstrdup(params[i].name);
+    c->params[i].packs = params[i].packs ? tn_xstrdup(params[i].packs) : NULL;
+    c->params[i].pack_fn = params[i].pack_fn ? tn_xstrdup(params[i].pack_fn) : NULL;
   }
   c->nparams = nparams;
   *out = c;

@@ -359,7 +359,14 @@ static cJSON *run_request(const ms_runner_t *r, const ms_candidate_t *c, const m
     cJSON *a = cJSON_CreateObject();
     cJSON_AddItemToArray(args, a);
     if (p->role == IR_BUF_TEMP) {
-      cJSON_AddNumberToObject(a, "workspace", (double)(numel * ir_dtype_bytes(p->dtype)));
+      /* a packed copy's rows may be padded: its elements say how many */
+      int64_t n = p->elements > numel ? p->elements : numel;
+      cJSON_AddNumberToObject(a, "workspace", (double)(n * ir_dtype_bytes(p->dtype)));
+      if (p->packs && !cJSON_GetObjectItem(m, "pack")) {
+        char sym[sizeof c->kernels[0].name + 16];
+        snprintf(sym, sizeof sym, "tuned_pack_%s", c->kernels[0].name);
+        cJSON_AddStringToObject(m, "pack", sym);
+      }
       continue;
     }
     const wl_param_t *w = next < r->nparams ? &r->params[next] : NULL;

@@ -27,6 +27,10 @@
  *    "kernels": [{"name": "...", "grid": [x, y, z], "block": [x, y, z],
  *                 "dyn_shared_bytes": 0}, ...],
  *    "args": [{"param": 0}, ..., {"workspace": 65536}],
+ *    "pack": "tuned_pack_<entry>" (optional, cpu: run once at load, on the
+ *      same arguments, to fill the packed copies of constant inputs; the
+ *      workspaces are poisoned first, so a copy it leaves unwritten fails
+ *      verification),
  *    "min_secs": 0.1, "min_repeats": 3, "max_repeats": 1000, "flush_l2": false,
  *    "slow_secs": 0.05 (optional), "notify_start": true (optional),
  *    "profile": ["gpu__time_duration.sum", ...] (optional)}
@@ -210,6 +214,9 @@ static int parse_run(const cJSON *req, wk_run_t *r, wk_err_t *e) {
   const cJSON *as = cJSON_GetObjectItemCaseSensitive(req, "args"), *x;
   if (!art || !cJSON_IsArray(ks) || !cJSON_IsArray(as)) return wk_fail(e, "run: needs artifact, kernels and args");
   snprintf(r->artifact, sizeof r->artifact, "%s", art);
+  const char *pack = jstr(req, "pack");
+  if (pack && strlen(pack) >= sizeof r->pack) return wk_fail(e, "run: pack function name \"%.40s...\" is too long", pack);
+  snprintf(r->pack, sizeof r->pack, "%s", pack ? pack : "");
   cJSON_ArrayForEach(x, ks) {
     if (r->nkernels >= WK_MAX_KERNELS) return wk_fail(e, "run: more than %d kernels", WK_MAX_KERNELS);
     wk_kernel_t *k = &r->kernels[r->nkernels++];
@@ -359,7 +366,9 @@ static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_ru
   double *dev = NULL; /* the device's own times of the samples (CUPTI) */
   int ndev = 0;
   cJSON *prof = NULL;
-  if (!backend_ready[which] && (rc = b->init(&e)) == 0) backend_ready[which] = true;
+  if (r->pack[0] && which != MS_BACKEND_CPU)
+    rc = wk_fail(&e, "run: a packing function (%s) runs on the cpu backend only, not %s", r->pack, b->name);
+  if (rc == 0 && !backend_ready[which] && (rc = b->init(&e)) == 0) backend_ready[which] = true;
   if (rc == 0 && backend_bound_gen[which] != W.gen && (rc = b->bind(&W, &e)) == 0)
     backend_bound_gen[which] = W.gen;
   if (rc == 0) {

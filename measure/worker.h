@@ -57,6 +57,10 @@ typedef struct wk_run {
   int nkernels;
   wk_arg_t args[WK_MAX_ARGS];
   int nargs;
+  /* "" or the function that fills the packed copies of constant inputs
+   * (tuned_pack_<entry>(void **args)): run once when the candidate is
+   * loaded, before the checked run and the timed repeats */
+  char pack[80];
 } wk_run_t;
 
 /* A backend.  Every call returns 0 or -1 with e filled. */

@@ -1,7 +1,8 @@
 /* worker_cpu.c — the worker's CPU backend: dlopen of the candidate's .so,
  * `int tuned_entry_<entry>(void **args)` called on the mapped inputs (read-only, so
  * a write into an input faults) and the worker's output buffers, timed with
- * CLOCK_MONOTONIC. */
+ * CLOCK_MONOTONIC; a candidate's packing function (hoisted packing of
+ * constant inputs) runs once at load, untimed. */
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,21 @@ static void pin_openmp_runtimes(void) {
   }
 }
 
+/* Runs the candidate's packing function once (hoisted packing of constant
+ * inputs), untimed, into workspaces poisoned first: a previous candidate's
+ * copy must not pass for this one's. */
+static int cpu_pack(const wk_run_t *r, wk_err_t *e) {
+  void *p = dlsym(cpu_lib, r->pack);
+  if (!p) return wk_fail(e, "%s has no %s function (its packing)", r->artifact, r->pack);
+  entry_fn pack;
+  memcpy(&pack, &p, sizeof p);
+  for (int i = 0; i < r->nargs; i++)
+    if (r->args[i].param < 0) memset(cpu_args[i], 0xFF, (size_t)r->args[i].workspace_bytes);
+  int rc = pack(cpu_args);
+  if (rc != 0) return wk_fail(e, "the packing function %s returned %d", r->pack, rc);
+  return 0;
+}
+
 static int cpu_load(const wk_run_t *r, wk_err_t *e) {
   cpu_lib = dlopen(r->artifact, RTLD_NOW | RTLD_LOCAL);
   if (!cpu_lib) return wk_fail(e, "cannot load %s: %s", r->artifact, dlerror());
@@ -75,7 +91,7 @@ static int cpu_load(const wk_run_t *r, wk_err_t *e) {
       return wk_fail(e, "out of memory for a %lld-byte workspace", (long long)a->workspace_bytes);
     }
   }
-  return 0;
+  return r->pack[0] ? cpu_pack(r, e) : 0;
 }
 
 static int cpu_prepare(wk_err_t *e) {

@@ -19,8 +19,11 @@
  * intrinsic; after the reduction is decomposed, rewrite-tensorize blockizes
  * the k1 i2 j2 nest and tensorizes it.  One design space per intrinsic that
  * fits the shape (at most two, in the registry's order of preference), each
- * with B read in place, B packed, A and B packed; when
- * none fits, the plain multi-level tiling rule takes the block. */
+ * with B read in place, B packed, A and B packed, and where B is an input
+ * declared const (weights) B packed whole, once, outside the kernel
+ * (hoist_packing: a packing function of its own), with A in place or
+ * packed under k0; when none fits, the plain multi-level tiling rule takes
+ * the block. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,13 +70,26 @@ static int split_outer(sch_t *s, sch_rv_t loop, int64_t tile, int max_inner, sch
 
 static bool transposed(const smp_roles_t *r) { return r->jdim != r->bdims - 1; }
 
-/* What a space copies under k0. */
-enum { PACK_NONE, PACK_B, PACK_AB };
+/* What a space copies under k0: nothing, B, A and B; for a constant B
+ * (weights), B packed once outside the kernel (hoisted), and A too under k0. */
+enum { PACK_NONE, PACK_B, PACK_AB, PACK_B_HOISTED, PACK_AB_HOISTED, PACK__COUNT };
+
+static bool packs_b(int pack) { return pack != PACK_NONE; }
+static bool packs_a(int pack) { return pack == PACK_AB || pack == PACK_AB_HOISTED; }
+static bool hoists_b(int pack) { return pack >= PACK_B_HOISTED; }
+
+/* Whether the block reads `name` from an input declared const. */
+static bool reads_const(const ir_block_t *b, const char *name) {
+  for (int q = 0; q < b->nreads; q++)
+    if (!strcmp(b->reads[q].buf->name, name)) return b->reads[q].buf->is_const;
+  return false;
+}
 
 /* Copies the block's input `name` under loop `at` into a buffer whose rows
  * are padded to 64 n + 16 floats; with last >= 0, that dimension is moved
- * last (a transposed B's j). */
-static int pack_operand(sch_t *s, sch_rv_t b, const char *block, const char *name, sch_rv_t at, int last,
+ * last (a transposed B's j).  hoist: the copy stays at the root, whole, and
+ * becomes a packing function of its own (the input is const). */
+static int pack_operand(sch_t *s, sch_rv_t b, const char *block, const char *name, sch_rv_t at, bool hoist, int last,
                         tn_err_t *err) {
   const ir_block_t *cur = &sch_rv_stmt(s, b)->u.block;
   int index = -1;
@@ -83,7 +99,7 @@ static int pack_operand(sch_t *s, sch_rv_t b, const char *block, const char *nam
   int ndim = cur->reads[index].buf->ndim;
   sch_rv_t cache;
   SMP_TRY(sch_cache_read(s, b, index, "local", &cache, err));
-  SMP_TRY(sch_compute_at(s, cache, at, true, err));
+  if (!hoist) SMP_TRY(sch_compute_at(s, cache, at, true, err));
   if (last >= 0) {
     int perm[IR_MAX_DIMS], np = 0;
     for (int d = 0; d < ndim; d++)
@@ -91,7 +107,8 @@ static int pack_operand(sch_t *s, sch_rv_t b, const char *block, const char *nam
     perm[np++] = last;
     SMP_TRY(sch_transform_layout(s, cache, 0, true, perm, np, err));
   }
-  return sch_storage_align(s, cache, 0, ndim - 2, 64, 16, err);
+  SMP_TRY(sch_storage_align(s, cache, 0, ndim - 2, 64, 16, err));
+  return hoist ? sch_hoist_packing(s, cache, err) : TN_OK;
 }
 
 static int tile_for(smp_ctx_t *c, smp_state_t *st, const char *block, const smp_roles_t *r, const ir_intrin_t *in,
@@ -120,9 +137,14 @@ static int tile_for(smp_ctx_t *c, smp_state_t *st, const char *block, const smp_
   for (size_t q = 0; q < TN_ARRAY_LEN(rest); q++) order[n++] = rest[q];
   SMP_TRY(sch_reorder(s, order, n, err));
   smp_note(st, "multi-level-tiling-with-intrinsic(%s: %s", block, in->name);
-  if (pack >= PACK_B) SMP_TRY(pack_operand(s, b, block, r->b, k[0], transposed(r) ? r->jdim : -1, err));
-  if (pack >= PACK_AB) SMP_TRY(pack_operand(s, b, block, r->a, k[0], -1, err));
-  if (pack) smp_note(st, "%s packed%s under k0", pack == PACK_AB ? "A and B" : "B", transposed(r) ? " (B transposed)" : "");
+  if (packs_b(pack))
+    SMP_TRY(pack_operand(s, b, block, r->b, k[0], hoists_b(pack), transposed(r) ? r->jdim : -1, err));
+  if (packs_a(pack)) SMP_TRY(pack_operand(s, b, block, r->a, k[0], false, -1, err));
+  if (hoists_b(pack))
+    smp_note(st, "B packed%s once, outside the kernel (hoisted)%s", transposed(r) ? " (transposed)" : "",
+             packs_a(pack) ? ", A packed under k0" : "");
+  else if (packs_b(pack))
+    smp_note(st, "%s packed%s under k0", packs_a(pack) ? "A and B" : "B", transposed(r) ? " (B transposed)" : "");
   /* an elementwise consumer (bias, activation) runs per j0 i0 tile, after its reduction */
   const ir_func_t *f = sch_func(s);
   ir_block_t *cons[2];
@@ -161,11 +183,14 @@ int smp_rule_multi_level_tiling_intrin(smp_ctx_t *c, smp_state_t *st, const char
   }
   /* per intrinsic: B in place (not when transposed: the intrinsic reads rows
    * of B), B packed, A and B packed (more than 8 rows of A a power of two
-   * apart share one set of an 8-way cache) */
-  int first = transposed(&r) ? PACK_B : PACK_NONE, per = PACK_AB + 1;
-  for (int i = 0; i < n * per; i++) {
-    if (i % per < first) continue;
-    bool last = i == n * per - 1;
+   * apart share one set of an 8-way cache); for a const B the same two with
+   * B packed once, outside the kernel */
+  int first = transposed(&r) ? PACK_B : PACK_NONE, per = PACK__COUNT;
+  int end = reads_const(b, r.b) ? PACK__COUNT : PACK_B_HOISTED;
+  int total = (n - 1) * per + end;
+  for (int i = 0; i < total; i++) {
+    if (i % per < first || i % per >= end) continue;
+    bool last = i == total - 1;
     smp_state_t fork, *ns = st;
     if (!last) {
       SMP_TRY(smp_fork(c, st, &fork, err));

@@ -364,6 +364,14 @@ static int ap_storage_align(sch_t *s, const sch_inst_t *in, const int64_t *d, in
   return sch_prim_storage_align(s, (int)blk, (int)index, (int)axis, factor, offset, err);
 }
 
+static int ap_hoist_packing(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o,
+                            tn_err_t *err) {
+  (void)d, (void)nd, (void)o;
+  int64_t blk = 0;
+  int rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err);
+  return rc < 0 ? rc : sch_prim_hoist_packing(s, (int)blk, err);
+}
+
 static int ap_transform_layout(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o,
                                tn_err_t *err) {
   (void)d, (void)nd, (void)o;
@@ -504,6 +512,7 @@ static const kind_info_t kinds[SCH_INST__COUNT] = {
     [SCH_TENSORIZE] = {"Tensorize", "tensorize", 1, 1, 1, 1, SCH_RV_BLOCK, false, false, ap_tensorize},
     [SCH_STORAGE_ALIGN] = {"StorageAlign", "storage_align", 1, 1, 4, 4, SCH_RV_BLOCK, false, false, ap_storage_align},
     [SCH_TRANSFORM_LAYOUT] = {"TransformLayout", "transform_layout", 1, 1, 3, 3, SCH_RV_BLOCK, false, false, ap_transform_layout},
+    [SCH_HOIST_PACKING] = {"HoistPacking", "hoist_packing", 1, 1, 0, 0, SCH_RV_BLOCK, false, false, ap_hoist_packing},
     [SCH_SAMPLE_PERFECT_TILE] = {"SamplePerfectTile", "sample_perfect_tile", 1, 1, 2, 2, SCH_RV_EXPR, true, true, ap_sample_tile, .keeps_index = true},
     [SCH_SAMPLE_CATEGORICAL] = {"SampleCategorical", "sample_categorical", 0, 0, 2, 2, SCH_RV_EXPR, true, true, ap_sample_cat, .keeps_index = true},
     [SCH_SAMPLE_COMPUTE_LOCATION] = {"SampleComputeLocation", "sample_compute_location", 1, 1, 0, 0, SCH_RV_LOOP, true, true, ap_sample_loc, .keeps_index = true},
@@ -694,6 +703,11 @@ int sch_storage_align(sch_t *s, sch_rv_t b, int buffer_index, int axis, int64_t 
   sch_arg_t in[1] = {sch_arg_rv(b)},
             attrs[4] = {sch_arg_int(buffer_index), sch_arg_int(axis), sch_arg_int(factor), sch_arg_int(offset)};
   return run(s, SCH_STORAGE_ALIGN, in, 1, attrs, 4, NULL, NULL, err);
+}
+
+int sch_hoist_packing(sch_t *s, sch_rv_t b, tn_err_t *err) {
+  sch_arg_t in[1] = {sch_arg_rv(b)};
+  return run(s, SCH_HOIST_PACKING, in, 1, NULL, 0, NULL, NULL, err);
 }
 
 int sch_transform_layout(sch_t *s, sch_rv_t b, int buffer_index, bool write, const int *perm, int n, tn_err_t *err) {

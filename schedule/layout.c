@@ -4,7 +4,9 @@
  * e.g. so that the rows of a packed panel do not all fall into one cache
  * set.  Recorded as the block annotation IR_ANN_STORAGE_ALIGN, which the
  * code generators read when they lay the buffer out; the IR's indices, and
- * so the reference evaluator, are unchanged. */
+ * so the reference evaluator, are unchanged.  hoist_packing marks the copy
+ * of a constant input (IR_ANN_HOIST_PACKING) as work done once, outside
+ * the kernel, by a packing function of its own. */
 #include <stdio.h>
 
 #include "sch_internal.h"
@@ -111,5 +113,60 @@ int sch_prim_transform_layout(sch_t *s, int block_uid, int buffer_index, bool wr
   int64_t *shape = TN_NEWN(s->f->arena, int64_t, n);
   for (int d = 0; d < n; d++) shape[d] = x->shape[perm[d]];
   x->shape = shape;
+  return TN_OK;
+}
+
+/* ---- hoist_packing ------------------------------------------------------------ */
+
+typedef struct nest_blocks {
+  int uid, n;
+  bool has;
+} nest_blocks_t;
+
+static bool count_blocks(ir_stmt_t *s, void *p) {
+  nest_blocks_t *nb = p;
+  if (s->kind != IR_S_BLOCK) return true;
+  nb->n++;
+  nb->has |= s->u.block.uid == nb->uid;
+  return true;
+}
+
+/* Whether block uid has a top-level nest of the root scope to itself. */
+static bool nest_alone(const ir_func_t *f, int uid) {
+  ir_stmt_t *body = ir_func_root(f)->body;
+  int n = body && body->kind == IR_S_SEQ ? body->u.seq.n : body ? 1 : 0;
+  for (int i = 0; i < n; i++) {
+    nest_blocks_t nb = {.uid = uid};
+    ir_stmt_walk(body->kind == IR_S_SEQ ? body->u.seq.items[i] : body, count_blocks, &nb);
+    if (nb.has) return nb.n == 1;
+  }
+  return false;
+}
+
+int sch_prim_hoist_packing(sch_t *s, int block_uid, tn_err_t *err) {
+  ir_block_t *b = sch_find_block(s->f, block_uid);
+  if (!b) return tn_err_set(err, TN_EINVAL, "the block no longer exists");
+  const ir_stmt_t *st = b->body;
+  if (b->nreads != 1 || b->nwrites != 1 || b->init || !st || st->kind != IR_S_STORE ||
+      st->u.store.value->kind != IR_E_LOAD)
+    return tn_err_set(err, TN_EINVAL,
+                      "block \"%s\" is not a packing copy (one buffer read, stored into one temporary): only "
+                      "cache_read's copy of an input can be hoisted",
+                      b->name);
+  const ir_buffer_t *src = b->reads[0].buf, *dst = b->writes[0].buf;
+  if (src->role != IR_BUF_INPUT || !src->is_const)
+    return tn_err_set(err, TN_EINVAL,
+                      "block \"%s\" packs %s, which is not a constant input: only an input declared `const` "
+                      "(input %s: ... const) can be packed once, outside the kernel",
+                      b->name, src->name, src->name);
+  if (dst->role != IR_BUF_TEMP)
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" writes %s, a parameter: the packed copy must be a temporary",
+                      b->name, dst->name);
+  if (!nest_alone(s->f, block_uid))
+    return tn_err_set(err, TN_EINVAL,
+                      "block \"%s\" is not in a loop nest of its own at the root: a packing copy computed under "
+                      "the kernel's loops cannot run before the kernel",
+                      b->name);
+  ir_annot_set_str(s->f, &b->annots, &b->nannots, IR_ANN_HOIST_PACKING, src->name);
   return TN_OK;
 }

@@ -156,6 +156,7 @@ int sch_prim_tensorize(sch_t *s, int uid, const char *intrin, tn_err_t *err);
 /* layout.c */
 int sch_prim_transform_layout(sch_t *s, int block_uid, int buffer_index, bool write, const int *perm, int n,
                               tn_err_t *err);
+int sch_prim_hoist_packing(sch_t *s, int block_uid, tn_err_t *err);
 int sch_prim_storage_align(sch_t *s, int block_uid, int buffer_index, int axis, int64_t factor, int64_t offset,
                            tn_err_t *err);
 

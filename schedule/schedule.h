@@ -89,6 +89,7 @@ typedef enum sch_inst_kind {
   SCH_TENSORIZE,             /* [b|l] [intrinsic name] -> (a loop is blockized first) */
   SCH_STORAGE_ALIGN,         /* [b] [buffer_index, axis, factor, offset] -> */
   SCH_TRANSFORM_LAYOUT,      /* [b] [buffer_index, "read"|"write", [permutation]] -> */
+  SCH_HOIST_PACKING,         /* [b] [] -> */
   SCH_SAMPLE_PERFECT_TILE,   /* [l] [n, max_innermost_factor] -> v1..vn; decision: n ints */
   SCH_SAMPLE_CATEGORICAL,    /* [] [[candidates], [probs]] -> v; decision: index */
   SCH_SAMPLE_COMPUTE_LOCATION,/* [b] [] -> l; decision: -2 inline, -1 root, k >= 0 loop index */
@@ -228,6 +229,14 @@ int sch_transform_layout(sch_t *s, sch_rv_t block, int buffer_index, bool write,
  * (its write buffer `buffer_index`) to factor * n + offset elements. */
 int sch_storage_align(sch_t *s, sch_rv_t block, int buffer_index, int axis, int64_t factor, int64_t offset,
                       tn_err_t *err);
+/* Marks the block, a copy of a constant input (`const` in the workload)
+ * alone in a loop nest at the root (cache_read's block, not moved under the
+ * kernel's loops), as packing hoisted out of the kernel: generated code
+ * gets a function <entry>_pack_<input> that fills the copy, run once per
+ * weight, and the kernel takes the copy as an argument (role "packed").
+ * TN_EINVAL, naming the block, for anything else (a copy of an input not
+ * declared const, a copy under loops of the kernel). */
+int sch_hoist_packing(sch_t *s, sch_rv_t block, tn_err_t *err);
 
 int sch_sample_perfect_tile(sch_t *s, sch_rv_t loop, int n, int max_innermost_factor,
                             sch_rv_t *out, tn_err_t *err);

@@ -27,6 +27,7 @@ static const char *const dict[] = {
     "int64",
     "bool",
     "in",
+    "const",
     "(",
     ")",
     "[",

@@ -400,6 +400,17 @@ START_TEST(t_by_name) {
 }
 END_TEST
 
+/* Compiles `code` as g_dir/NAME.c beside the headers written there, runs
+ * it, and expects it to print `ok`. */
+static void run_host_program(const char *name, const char *code, const char *ok) {
+  char prog[128], exe[128];
+  snprintf(prog, sizeof prog, "%s/%s.c", g_dir, name);
+  snprintf(exe, sizeof exe, "%s/%s", g_dir, name);
+  write_file(prog, code);
+  run_t *r = sh("cc -std=gnu11 -O1 -fopenmp -o '%s' '%s' -lm && '%s'", exe, prog, exe);
+  ck_assert_msg(r->status == 0 && strstr(r->out, ok), "%s\n%s", r->out, r->err);
+}
+
 START_TEST(t_kernel) {
   run_t *r = ctl(0, "kernel %s --emit source", g_hash);
   ck_assert_msg(strstr(r->out, "int matmul(float *restrict A, float *restrict B, float *restrict C)") &&
@@ -418,15 +429,13 @@ START_TEST(t_kernel) {
   ctl(2, "kernel %s --emit bogus", g_hash);
   ctl(2, "kernel %s", g_hash);
   /* the header compiles into a host program and computes C = A B */
-  char hdr[128], prog[128], exe[128];
+  char hdr[128];
   snprintf(hdr, sizeof hdr, "%s/matmul_tuned.h", g_dir);
-  snprintf(prog, sizeof prog, "%s/use_header.c", g_dir);
-  snprintf(exe, sizeof exe, "%s/use_header", g_dir);
   ctl(0, "kernel " MM32 " --emit header -o %s", hdr);
   const char *text = slurp(hdr);
   ck_assert_ptr_nonnull(strstr(text, "static inline int tuned_launch_matmul(float *A, float *B, float *C)"));
   ck_assert_ptr_nonnull(strstr(text, "#ifndef TUNED_KERNEL_MATMUL_"));
-  write_file(prog, "#include <math.h>\n#include <stdio.h>\n#include \"matmul_tuned.h\"\n"
+  run_host_program("use_header", "#include <math.h>\n#include <stdio.h>\n#include \"matmul_tuned.h\"\n"
                    "int main(void) {\n"
                    "  static float A[32 * 32], B[32 * 32], C[32 * 32];\n"
                    "  for (int i = 0; i < 32 * 32; i++) A[i] = (float)(i % 7) - 3, B[i] = (float)(i % 5) * 0.5f;\n"
@@ -434,9 +443,80 @@ START_TEST(t_kernel) {
                    "  for (int i = 0; i < 32; i++) for (int j = 0; j < 32; j++) {\n"
                    "    double s = 0; for (int k = 0; k < 32; k++) s += A[i * 32 + k] * B[k * 32 + j];\n"
                    "    if (fabs(s - C[i * 32 + j]) > 1e-3) { printf(\"C[%d][%d] = %g, want %g\\n\", i, j, C[i * 32 + j], s); return 1; }\n"
-                   "  }\n  printf(\"header ok\\n\");\n  return 0;\n}\n");
-  r = sh("cc -std=gnu11 -O1 -fopenmp -o '%s' '%s' -lm && '%s'", exe, prog, exe);
-  ck_assert_msg(r->status == 0 && strstr(r->out, "header ok"), "%s\n%s", r->out, r->err);
+                   "  }\n  printf(\"header ok\\n\");\n  return 0;\n}\n", "header ok");
+}
+END_TEST
+
+/* A record whose trace hoists the packing of a const weight (imported,
+ * as from another machine): kernel.get's launch says so (role "packed",
+ * pack_entry), and the header's kernel, with its packing function called
+ * once, computes the dense layer in a host program. */
+START_TEST(t_kernel_packed) {
+  char wl[128], line_path[128], hdr[128];
+  snprintf(wl, sizeof wl, "%s/dense_const.tw", g_dir);
+  write_file(wl, "param B = 12, IN = 24, OUT = 48\ninput  X: float32[B, IN]\ninput  W: float32[OUT, IN] const\n"
+                 "input  bias: float32[OUT]\ntemp   D: float32[B, OUT]\noutput Y: float32[B, OUT]\n"
+                 "D[b, o] = sum(k < IN: X[b, k] * W[o, k])\nY[b, o] = max(D[b, o] + bias[o], 0.0)\n");
+  char *check = strdup(ctl(0, "check %s", wl)->out), *hash = strstr(check, "hash      ");
+  ck_assert_ptr_nonnull(hash);
+  hash[10 + 16] = '\0';
+  hash += 10;
+  char *space = strdup(ctl(0, "space %s --target cpu", wl)->out), *at = strstr(space, "(hoisted)");
+  if (!at) {
+    fprintf(stderr, "t_kernel_packed: skipped, no intrinsic fits this CPU (AVX2+FMA)\n");
+    return;
+  }
+  char *trace = strchr(at, '\n') + 1, *end = strstr(trace, "\n# space");
+  if (end) *end = '\0';
+  /* one of our records, carried over to the dense layer with the hoisting trace */
+  char *exported = strdup(ctl(0, "export %s -o -", g_hash)->out);
+  *strchr(exported, '\n') = '\0';
+  cJSON *line = parse_json(exported), *w = cJSON_GetObjectItemCaseSensitive(line, "workload");
+  cJSON_ReplaceItemInObject(w, "hash", cJSON_CreateString(hash));
+  cJSON_ReplaceItemInObject(w, "name", cJSON_CreateString("dense_const"));
+  cJSON_ReplaceItemInObject(w, "source", cJSON_CreateString(slurp(wl)));
+  cJSON_ReplaceItemInObject(w, "params", cJSON_CreateObject());
+  cJSON_ReplaceItemInObject(line, "trace", cJSON_CreateString(trace));
+  cJSON_ReplaceItemInObject(line, "trace_hash", cJSON_CreateNull());
+  char *text = cJSON_PrintUnformatted(line);
+  snprintf(line_path, sizeof line_path, "%s/packed.jsonl", g_dir);
+  write_file(line_path, text);
+  run_t *r = ctl(0, "import %s", line_path);
+  ck_assert_msg(strstr(r->out, "imported 1 records"), "%s", r->out);
+  cJSON *j = parse_json(ctl(0, "kernel %s --emit json", wl)->out);
+  const cJSON *launch = cJSON_GetObjectItemCaseSensitive(j, "launch");
+  ck_assert_str_eq(jstr(launch, "pack_entry"), "tuned_pack_dense_const");
+  const cJSON *packed = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(launch, "params"), 4);
+  ck_assert_str_eq(jstr(packed, "role"), "packed");
+  ck_assert_str_eq(jstr(packed, "packs"), "W");
+  ck_assert_str_eq(jstr(packed, "pack_function"), "dense_const_pack_W");
+  ck_assert_int_eq((int)jnum(packed, "elements"), 24 * 80); /* rows of 48 padded to 64 n + 16 */
+  cJSON_Delete(j);
+  snprintf(hdr, sizeof hdr, "%s/dense_tuned.h", g_dir);
+  ctl(0, "kernel %s --emit header -o %s", wl, hdr);
+  const char *h = slurp(hdr);
+  ck_assert_msg(strstr(h, "W packed once, outside the kernel: allocate 1920 elements, fill them with") &&
+                    strstr(h, "dense_const_pack_W(W, W_local) once per weight"),
+                "%s", h);
+  run_host_program("use_packed", "#include <math.h>\n#include <stdio.h>\n#include \"dense_tuned.h\"\n"
+                   "int main(void) {\n"
+                   "  static float X[12 * 24], W[48 * 24], bias[48], Y[12 * 48], W_local[1920];\n"
+                   "  for (int i = 0; i < 12 * 24; i++) X[i] = (float)(i % 7) - 3;\n"
+                   "  for (int i = 0; i < 48 * 24; i++) W[i] = (float)(i % 5) * 0.5f - 1;\n"
+                   "  for (int i = 0; i < 48; i++) bias[i] = (float)(i % 3) - 1;\n"
+                   "  if (dense_const_pack_W(W, W_local) != 0) return 2;\n"
+                   "  for (int call = 0; call < 2; call++) {\n"
+                   "    if (tuned_launch_dense_const(X, W, bias, Y, W_local) != 0) return 2;\n"
+                   "    for (int b = 0; b < 12; b++) for (int o = 0; o < 48; o++) {\n"
+                   "      double s = bias[o]; for (int k = 0; k < 24; k++) s += X[b * 24 + k] * W[o * 24 + k];\n"
+                   "      s = s > 0 ? s : 0;\n"
+                   "      if (fabs(s - Y[b * 48 + o]) > 1e-3) { printf(\"Y[%d][%d] = %g, want %g\\n\", b, o, Y[b * 48 + o], s); return 1; }\n"
+                   "    }\n  }\n  printf(\"packed header ok\\n\");\n  return 0;\n}\n", "packed header ok");
+  free(text);
+  cJSON_Delete(line);
+  free(exported);
+  free(space);
+  free(check);
 }
 END_TEST
 
@@ -767,7 +847,26 @@ START_TEST(t_parse_kernel_job) {
   ck_assert_int_eq(k->params[0].elem_bytes, 2);
   ck_assert_int_eq(k->params[0].ndim, 2);
   ck_assert_str_eq(k->params[1].role, "workspace");
+  ck_assert_ptr_null(k->params[1].packs);
   tuned_kernel_free(k);
+  /* a hoisted packing: the packed copy's padded size, the input it holds and its function */
+  const char *packed = "{\"language\": \"c\", \"source\": \"int d(...)\", \"launch\": {\"entry\": \"d\", "
+                       "\"pack_entry\": \"tuned_pack_d\", \"kernels\": [{\"name\": \"d\"}], \"params\": [{\"name\": \"W\", "
+                       "\"dtype\": \"float32\", \"shape\": [48, 64], \"role\": \"input\", \"elements\": 3072}, "
+                       "{\"name\": \"W_local\", \"dtype\": \"float32\", \"shape\": [64, 48], \"role\": \"packed\", "
+                       "\"elements\": 5120%s}]}}";
+  char text[1024];
+  snprintf(text, sizeof text, packed, ", \"packs\": \"W\", \"pack_function\": \"d_pack_W\"");
+  ck_assert_msg(tuned_kernel_parse(text, &k, &err) == 0, "%s", err.message);
+  ck_assert_str_eq(k->params[1].role, "packed");
+  ck_assert_int_eq(k->params[1].elements, 5120);
+  ck_assert_str_eq(k->params[1].packs, "W");
+  ck_assert_str_eq(k->params[1].pack_function, "d_pack_W");
+  ck_assert_ptr_null(k->params[0].pack_function);
+  tuned_kernel_free(k);
+  snprintf(text, sizeof text, packed, "");
+  ck_assert_int_eq(tuned_kernel_parse(text, &k, &err), TUNED_E_PROTOCOL);
+  ck_assert_msg(strstr(err.message, "packed parameter W_local does not say what it packs"), "%s", err.message);
   ck_assert_int_eq(tuned_kernel_parse("{\"source\": \"x\", \"launch\": {}}", &k, &err), TUNED_E_PROTOCOL);
   ck_assert_ptr_null(k);
   ck_assert_int_eq(tuned_kernel_parse("{\"language\": \"c\"}", &k, &err), TUNED_E_PROTOCOL);
@@ -1162,7 +1261,7 @@ static Suite *make_suite(void) {
   TU_TCASE(s, "offline", 60, t_no_daemon, t_default_socket, t_parse_kernel_job, t_fake_server, t_timeout, t_foreign_daemon, t_socket_not_ours,
            t_pkgconfig, t_bench_compare);
   TCase *tc = TU_TCASE(s, "daemon", 300, t_ping_targets, t_submit_wait_jobs_status, t_json_streams,
-                       t_tables_full_names, t_best_records, t_kernel, t_export_import, t_libtuned, t_example_host,
+                       t_tables_full_names, t_best_records, t_kernel, t_kernel_packed, t_export_import, t_libtuned, t_example_host,
                        t_errors, t_cancel, t_by_name);
   tcase_add_unchecked_fixture(tc, daemon_setup, daemon_teardown);
   TU_TCASE(s, "bench", 600, t_bench_run);

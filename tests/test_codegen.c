@@ -283,11 +283,27 @@ static char *check_c(const ir_func_t *f, const ir_func_t *ref) {
   ck_assert_ptr_nonnull(fn);
   ir_data_t *d, *r;
   make_data(f, ref, &d, &r);
-  void **args = tn_xcalloc((size_t)f->nparams + 1, sizeof(void *));
+  void **args = tn_xcalloc((size_t)m->nparams + 1, sizeof(void *));
   for (int i = 0; i < f->nparams; i++) args[i] = to_host(f->params[i]->dtype, d->vals[i], d->sizes[i]);
+  /* packed copies of const inputs (hoisted packing): filled once, as a
+   * user would, by the module's <entry>_pack_<input>, from poison */
+  for (int i = f->nparams; i < m->nparams; i++) {
+    const cg_param_t *p = &m->params[i];
+    ck_assert_ptr_nonnull(p->packs);
+    size_t bytes = (size_t)p->elements * (size_t)ir_dtype_bytes(p->dtype);
+    args[i] = tn_xmalloc(bytes);
+    memset(args[i], 0xFF, bytes);
+    int src = -1;
+    for (int q = 0; q < f->nparams; q++)
+      if (!strcmp(f->params[q]->name, p->packs)) src = q;
+    ck_assert_int_ge(src, 0);
+    int (*pack)(const void *, void *) = (int (*)(const void *, void *))dlsym(h, p->pack_fn);
+    ck_assert_msg(pack != NULL, "no %s in the module", p->pack_fn);
+    ck_assert_int_eq(pack(args[src], args[i]), 0);
+  }
   ck_assert_int_eq(fn(args), 0);
-  for (int i = 0; i < f->nparams; i++) {
-    from_host(f->params[i]->dtype, args[i], d->vals[i], d->sizes[i]);
+  for (int i = 0; i < m->nparams; i++) {
+    if (i < f->nparams) from_host(f->params[i]->dtype, args[i], d->vals[i], d->sizes[i]);
     free(args[i]);
   }
   compare(f, d, r, "c", m->source);
@@ -487,7 +503,7 @@ static int count(const char *hay, const char *needle) {
   return n;
 }
 
-#define HAS(src, text) ck_assert_msg(strstr((src), (text)) != NULL, "missing \"%s\" in:\n%s", (text), (src))
+#define HAS(src, text) ck_assert_msg(strstr((src), (text)) != NULL, "missing \"%s\" in:\n%.3000s", (text), (src))
 #define LACKS(src, text) ck_assert_msg(strstr((src), (text)) == NULL, "unexpected \"%s\" in:\n%s", (text), (src))
 /* Both texts are in src, a first. */
 #define BEFORE(src, a, b)                                                                       \
@@ -1924,7 +1940,7 @@ END_TEST
  * intrinsic with uneven splits (i by mr, j by nr, k by kc), the reduction
  * decomposed and the k1 i1 j1 nest tensorized; `gpu` binds j0 and i0. */
 static ir_func_t *sched_matmul_intrin(const ir_func_t *orig, int batch, const char *intrin, int mr, int nr, int kc,
-                                      bool gpu, bool pack) {
+                                      bool gpu, int pack) {
   sch_t *s = sch_create(orig, 1);
   sch_rv_t b, l[8], ip[2], jp[2], kp[2], init;
   int nl = 0;
@@ -1941,10 +1957,11 @@ static ir_func_t *sched_matmul_intrin(const ir_func_t *orig, int batch, const ch
     SCH_OK(sch_bind(s, jp[0], "blockIdx.x", err));
     SCH_OK(sch_bind(s, ip[0], "threadIdx.x", err));
   }
-  if (pack) { /* B's panel copied under k0, rows padded to 64 n + 16 floats */
+  if (pack) { /* B's panel copied under k0 (pack 1) or B whole, once, outside the kernel (pack 2: hoisted), rows
+               padded to 64 n + 16 floats */
     sch_rv_t cache;
     SCH_OK(sch_cache_read(s, b, 1, "local", &cache, err));
-    SCH_OK(sch_compute_at(s, cache, kp[0], true, err));
+    if (pack == 1) SCH_OK(sch_compute_at(s, cache, kp[0], true, err));
     const ir_buffer_t *bb = orig->params[1];
     if (bb->ndim == batch + 2 && bb->shape[batch] != orig->params[0]->shape[batch + 1]) { /* B[.., N, K]: transpose */
       int perm[3] = {0, 1, 2};
@@ -1952,6 +1969,7 @@ static ir_func_t *sched_matmul_intrin(const ir_func_t *orig, int batch, const ch
       SCH_OK(sch_transform_layout(s, cache, 0, true, perm, batch + 2, err));
     }
     SCH_OK(sch_storage_align(s, cache, 0, batch, 64, 16, err));
+    if (pack == 2) SCH_OK(sch_hoist_packing(s, cache, err));
   }
   SCH_OK(sch_decompose_reduction(s, b, kp[0], &init, err));
   SCH_OK(sch_tensorize(s, kp[1], intrin, err));
@@ -1964,24 +1982,29 @@ START_TEST(test_c_tensor_intrinsics) {
   static const struct {
     const char *wl, *sets, *intrin;
     int batch, mr, nr, kc;
-    bool pack;
+    int pack; /* 0 B read in place, 1 packed under k0, 2 packed once outside the kernel (B const) */
     const char *text; /* in the source */
   } cases[] = {
-      {"matmul.tw", "M=48,N=32,K=40", "f32_fma_6x16_avx2", 0, 6, 16, 8, false, "A + ("},  /* whole tiles */
-      {"matmul.tw", "M=61,N=37,K=29", "f32_fma_6x16_avx2", 0, 6, 16, 8, false, "tuned_min_i32(6, "}, /* tails of i, j, k */
-      {"matmul.tw", "M=7,N=50,K=3", "f32_fma_4x24_avx2", 0, 4, 24, 16, false, "tuned_min_i32(4, "}, /* k < its tile */
-      {"matmul.tw", "M=20,N=16,K=9", "f32_fma_8x8_avx2", 0, 8, 8, 9, false, "C + ("},
-      {"batch_matmul.tw", "BATCH=3,M=10,N=33,K=17", "f32_fma_2x32_avx2", 1, 2, 32, 5, false, "B + ("},
+      {"matmul.tw", "M=48,N=32,K=40", "f32_fma_6x16_avx2", 0, 6, 16, 8, 0, "A + ("},  /* whole tiles */
+      {"matmul.tw", "M=61,N=37,K=29", "f32_fma_6x16_avx2", 0, 6, 16, 8, 0, "tuned_min_i32(6, "}, /* tails of i, j, k */
+      {"matmul.tw", "M=7,N=50,K=3", "f32_fma_4x24_avx2", 0, 4, 24, 16, 0, "tuned_min_i32(4, "}, /* k < its tile */
+      {"matmul.tw", "M=20,N=16,K=9", "f32_fma_8x8_avx2", 0, 8, 8, 9, 0, "C + ("},
+      {"batch_matmul.tw", "BATCH=3,M=10,N=33,K=17", "f32_fma_2x32_avx2", 1, 2, 32, 5, 0, "B + ("},
       /* B packed: a panel of KC x NR floats per tile; rows of 32 floats padded to 80 (64 n + 16) */
-      {"matmul.tw", "M=61,N=37,K=29", "f32_fma_6x16_avx2", 0, 6, 16, 8, true, "float B_local[128];"},
-      {"batch_matmul.tw", "BATCH=2,M=12,N=40,K=9", "f32_fma_2x32_avx2", 1, 2, 32, 4, true, "ax1 * 80 + ax2]"},
+      {"matmul.tw", "M=61,N=37,K=29", "f32_fma_6x16_avx2", 0, 6, 16, 8, 1, "float B_local[128];"},
+      {"batch_matmul.tw", "BATCH=2,M=12,N=40,K=9", "f32_fma_2x32_avx2", 1, 2, 32, 4, 1, "ax1 * 80 + ax2]"},
       /* B transposed (N x K), packed as K x N */
-      {"matmul_bt.tw", "M=23,N=45,K=19", "f32_fma_6x16_avx2", 0, 6, 16, 8, true, "B_local + ("},
+      {"matmul_bt.tw", "M=23,N=45,K=19", "f32_fma_6x16_avx2", 0, 6, 16, 8, 1, "B_local + ("},
+      /* B const (weights): packed whole, transposed, by a function of its own; rows of 45 padded to 80 */
+      {"matmul_bt.tw", "M=23,N=45,K=19", "f32_fma_6x16_avx2", 0, 6, 16, 8, 2,
+       "int kern_pack_B(const float *restrict B, float *restrict B_local) {"},
+      {"matmul.tw", "M=13,N=40,K=11", "f32_fma_6x16_avx2", 0, 6, 16, 8, 2,
+       "int tuned_pack_kern(void **args) {\n  int rc = 0;\n  if (!rc) rc = kern_pack_B((const float *)args[1], (float *)args[3]);"},
       /* AVX-512 (skipped where the host has none) */
-      {"matmul.tw", "M=36,N=64,K=20", "f32_fma_12x32_avx512", 0, 12, 32, 8, false, "_mm512_fmadd_ps("},
-      {"matmul.tw", "M=29,N=70,K=13", "f32_fma_6x64_avx512", 0, 6, 64, 8, true, "B_local[ax0 * 80 + ax1]"},
-      {"batch_matmul.tw", "BATCH=2,M=9,N=31,K=5", "f32_fma_8x32_avx512", 1, 8, 32, 4, false, "_mm512_maskz_loadu_ps("},
-      {"matmul.tw", "M=5,N=100,K=7", "f32_fma_4x64_avx512", 0, 4, 64, 16, false, "tuned_min_i32(4, "},
+      {"matmul.tw", "M=36,N=64,K=20", "f32_fma_12x32_avx512", 0, 12, 32, 8, 0, "_mm512_fmadd_ps("},
+      {"matmul.tw", "M=29,N=70,K=13", "f32_fma_6x64_avx512", 0, 6, 64, 8, 1, "B_local[ax0 * 80 + ax1]"},
+      {"batch_matmul.tw", "BATCH=2,M=9,N=31,K=5", "f32_fma_8x32_avx512", 1, 8, 32, 4, 0, "_mm512_maskz_loadu_ps("},
+      {"matmul.tw", "M=5,N=100,K=7", "f32_fma_4x64_avx512", 0, 4, 64, 16, 0, "tuned_min_i32(4, "},
   };
   const ir_intrin_t *any = ir_intrin_find("f32_fma_6x16_avx2");
   ck_assert_ptr_nonnull(any);
@@ -1996,6 +2019,7 @@ START_TEST(test_c_tensor_intrinsics) {
       continue;
     }
     ir_workload_t *w = load_wl(cases[i].wl, cases[i].sets);
+    if (cases[i].pack == 2) w->func->params[1]->is_const = true; /* as `input B: ... const` declares it */
     ir_func_t *f = sched_matmul_intrin(w->func, cases[i].batch, cases[i].intrin, cases[i].mr, cases[i].nr, cases[i].kc,
                                        false, cases[i].pack);
     char *src = check_c(f, w->func);
@@ -2019,6 +2043,12 @@ START_TEST(test_gpu_tensor_intrinsic_refused) {
   tn_err_t err = {0};
   ck_assert_int_ne(cg_lower(f, CG_TARGET_OPENCL, "kern", &m, &err), 0);
   ck_assert_msg(strstr(err.msg, "intrinsic f32_fma_6x16_avx2 has no implementation in opencl code"), "%s", err.msg);
+  ir_func_free(f);
+  /* nor a hoisted packing (the C target only) */
+  w->func->params[1]->is_const = true;
+  f = sched_matmul_intrin(w->func, 0, "f32_fma_6x16_avx2", 6, 16, 8, true, 2);
+  ck_assert_int_ne(cg_lower(f, CG_TARGET_CUDA, "kern", &m, &err), 0);
+  ck_assert_msg(strstr(err.msg, "block \"B_local\": hoisted packing is supported on the C target only"), "%s", err.msg);
   ir_func_free(f);
   ir_workload_free(w);
 }

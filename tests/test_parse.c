@@ -384,6 +384,10 @@ static const err_case_t err_cases[] = {
     {"input A: float32[4] in [0, 1]\n", 1, 29, "expected ')' to close the value range"},
     {"input A: float32[4] in [1, 1)\n", 1, 21, "empty value range [1, 1)"},
     {"output C: float32[4] in [0, 1)\n", 1, 22, "only inputs take a value range"},
+    {"output C: float32[4] const\n", 1, 22, "only inputs can be 'const'"},
+    {"input A: float32[4] const const\n", 1, 27, "'const' given twice for 'A'"},
+    {"input A: float32[4] in [0, 1) const in [0, 2)\n", 1, 37, "a second value range for 'A'"},
+    {"input const: float32[4]\n", 1, 7, "'const' is a keyword of the workload language"},
     /* lexical */
     {"input \xc3\xa9: float32[4]\n", 1, 7, "non-ASCII byte 0xc3"},
     {"input A: float32[4]\x01\n", 1, 20, "control character 0x01"},
@@ -877,12 +881,43 @@ START_TEST(t_load) {
 }
 END_TEST
 
+START_TEST(t_const_inputs) {
+  /* `const` after the shape, before or after a value range; it changes
+   * the structural hash (records of kernels taking a packed copy must not
+   * answer the plain workload), and nothing else */
+  const char *plain = "input  W: float32[8, 4] in [0, 2)\ninput X: float32[4]\noutput Y: float32[8]\n"
+                      "Y[o] = sum(k < 4: W[o, k] * X[k])\n";
+  const char *forms[] = {"input  W: float32[8, 4] in [0, 2) const\ninput X: float32[4]\noutput Y: float32[8]\n"
+                         "Y[o] = sum(k < 4: W[o, k] * X[k])\n",
+                         "input  W: float32[8, 4] const in [0, 2)\ninput X: float32[4]\noutput Y: float32[8]\n"
+                         "Y[o] = sum(k < 4: W[o, k] * X[k])\n"};
+  ir_workload_t *p = parse_ok(plain, NULL, 0);
+  ck_assert(!p->func->params[0]->is_const && !p->func->params[1]->is_const);
+  uint64_t h[2];
+  for (int i = 0; i < 2; i++) {
+    ir_workload_t *w = parse_ok(forms[i], NULL, 0);
+    ck_assert(w->func->params[0]->is_const);
+    ck_assert(!w->func->params[1]->is_const);
+    ck_assert_double_eq(w->func->params[0]->init_hi, 2.0);
+    h[i] = ir_func_hash(w->func);
+    ir_func_t *copy = ir_func_copy(w->func);
+    ck_assert(copy->params[0]->is_const);
+    ck_assert_uint_eq(ir_func_hash(copy), h[i]);
+    ir_func_free(copy);
+    ir_workload_free(w);
+  }
+  ck_assert_uint_eq(h[0], h[1]);
+  ck_assert_uint_ne(h[0], ir_func_hash(p->func));
+  ir_workload_free(p);
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("parse");
   TCase *tc = TU_TCASE(s, "core", 0, t_matmul_structure, t_overrides, t_param_set_parse, t_literal_typing,
                        t_reduction_identities, t_conv_padding_select, t_temps_and_order, t_nested_reductions, t_layout,
                        t_limits, t_bytes,
-                       t_load);
+                       t_load, t_const_inputs);
   tcase_add_loop_test(tc, t_errors, 0, (int)(sizeof err_cases / sizeof err_cases[0]));
   return s;
 }

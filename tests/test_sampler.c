@@ -734,6 +734,108 @@ START_TEST(test_samples) {
 }
 END_TEST
 
+/* A dense layer whose weights are declared const: per intrinsic, two more
+ * spaces pack W once, outside the kernel (HoistPacking).  Their samples
+ * compute the layer (IR evaluation), replay from JSON, lower to a kernel
+ * taking the packed copy (role "packed") plus its packing function, and
+ * run and verify in the CPU worker, which packs once per candidate; a
+ * candidate whose packing function is never called fails verification
+ * (the packed copy is poisoned first).  Without const: no such spaces. */
+static const char dense_const[] = "param B = 12, IN = 24, OUT = 48\n"
+                                  "input  X: float32[B, IN]\n"
+                                  "input  W: float32[OUT, IN]%s\n"
+                                  "input  bias: float32[OUT]\n"
+                                  "temp   D: float32[B, OUT]\n"
+                                  "output Y: float32[B, OUT]\n"
+                                  "D[b, o] = sum(k < IN: X[b, k] * W[o, k])\n"
+                                  "Y[b, o] = max(D[b, o] + bias[o], 0.0)\n";
+
+static int hoisted_spaces(const char *text, smp_space_t *sp) {
+  ir_workload_t *w = tu_parse(text);
+  tn_target_t t = target("cpu");
+  *sp = generate(w->func, &t, 1);
+  int n = 0;
+  for (int i = 0; i < sp->n; i++) n += strstr(sp->descs[i], "(hoisted)") != NULL;
+  ir_workload_free(w);
+  return n;
+}
+
+START_TEST(test_hoisted_packing) {
+  if (!ir_intrin_host_supports(ir_intrin_find("f32_fma_6x16_avx2"))) {
+    fprintf(stderr, "test_hoisted_packing: skipped, this CPU has no AVX2+FMA\n");
+    return;
+  }
+  char text[1024];
+  smp_space_t sp;
+  snprintf(text, sizeof text, dense_const, "");
+  ck_assert_int_eq(hoisted_spaces(text, &sp), 0);
+  smp_space_free(&sp);
+  snprintf(text, sizeof text, dense_const, " const");
+  int nh = hoisted_spaces(text, &sp);
+  ck_assert_int_ge(nh, 2); /* per intrinsic: A in place or packed under k0 */
+  ck_assert_int_eq(nh % 2, 0);
+  ir_workload_t *w = tu_parse(text);
+  tn_target_t t = target("cpu");
+  ref_t ref = reference(w->func);
+  cg_module_t *mods[8];
+  char what[8][256];
+  int n = 0;
+  int first = -1;
+  for (int i = 0; i < sp.n && n < 4; i++) {
+    if (!strstr(sp.descs[i], "(hoisted)")) continue;
+    if (first < 0) first = i;
+    snprintf(what[n], sizeof what[n], "space %d (%s)", i, sp.descs[i]);
+    sch_t *s = NULL;
+    tn_err_t err = {0};
+    ck_assert_msg(smp_sample(w->func, &t, sp.traces[i], 7, &s, NULL, &err) == TN_OK, "%s: %s", what[n], err.msg);
+    char *json = sch_trace_to_json(sch_get_trace(s));
+    ck_assert_msg(strstr(json, "[\"HoistPacking\", [\"b"), "%s", json);
+    free(json);
+    check_outputs(w->func, &ref, sch_func(s), what[n]);
+    check_roundtrip(w->func, s, what[n]);
+    cg_module_t *m = check_lowers(&t, s, what[n]);
+    const cg_param_t *p = &m->params[m->nparams - 1];
+    ck_assert_int_eq(m->nparams, 5);
+    ck_assert_str_eq(p->packs, "W");
+    ck_assert_str_eq(p->pack_fn, "default_function_pack_W");
+    ck_assert_int_ge(p->elements, 24 * 48);
+    char *launch = cg_module_launch_json(m);
+    ck_assert_msg(strstr(launch, "\"role\":\t\"packed\"") && strstr(launch, "\"pack_entry\":\t\"tuned_pack_default_function\""),
+                  "%s", launch);
+    free(launch);
+    ck_assert_msg(strstr(m->source, "int default_function_pack_W(const float *restrict W, float *restrict W_local) {"),
+                  "%s", m->source);
+    mods[n++] = m;
+    sch_free(s);
+  }
+  /* the same kernel with its packing function never called */
+  sch_t *s = NULL;
+  ck_assert_int_eq(smp_sample(w->func, &t, sp.traces[first], 7, &s, NULL, NULL), TN_OK);
+  mods[n] = check_lowers(&t, s, "again");
+  sch_free(s);
+  char *call = strstr(mods[n]->source, "if (!rc) rc = default_function_pack_W(");
+  ck_assert_ptr_nonnull(call);
+  char *end = strchr(call, ';');
+  memset(call, ' ', (size_t)(end - call)); /* the statement becomes empty */
+  snprintf(what[n++], sizeof what[0], "packing never called");
+  ms_options_t o = {.seed = 1};
+  o.run.min_secs = 1e-9;
+  o.run.min_repeats = o.run.max_repeats = 1;
+  ms_result_t res[8] = {0};
+  tn_err_t err = {0};
+  ck_assert_msg(ms_measure(w->func, &t, mods, n, &o, res, &err) == TN_OK, "%s", err.msg);
+  for (int i = 0; i < n; i++) {
+    ms_status_t want = i < n - 1 ? MS_OK : MS_WRONG_RESULT;
+    ck_assert_msg(res[i].status == want, "%s: %s: %.300s", what[i], ms_status_name(res[i].status), res[i].error);
+    ms_result_clear(&res[i]);
+    cg_module_free(mods[i]);
+  }
+  smp_space_free(&sp);
+  ir_data_free(ref.d);
+  ir_workload_free(w);
+}
+END_TEST
+
 /* Same seed, same spaces and candidates; another seed, other candidates. */
 START_TEST(test_determinism) {
   ir_workload_t *w = tu_load_sets("conv2d", "C=8,F=16,H=8,W=8");
@@ -1193,6 +1295,10 @@ static Suite *make_suite(void) {
   tcase_add_test(hopper, test_hopper_space);
   suite_add_tcase(s, hopper);
   suite_add_tcase(s, samples);
+  TCase *hoist = tcase_create("hoisted");
+  tcase_set_timeout(hoist, 120);
+  tcase_add_test(hoist, test_hoisted_packing);
+  suite_add_tcase(s, hoist);
   TCase *pp = tcase_create("postprocessors");
   tcase_add_test(pp, test_cooperative_fetch);
   tcase_add_test(pp, test_verify_rejects);

@@ -215,6 +215,18 @@ START_TEST(t_tensorize_replays) {
 }
 END_TEST
 
+/* s's IR holds `text`, computes what w's does, and its trace (holding
+ * `inst`) replays; frees both. */
+static void assert_layout_done(ir_workload_t *w, sch_t *s, const char *text, uint64_t seed, const char *inst) {
+  char *txt = tu_ir_text(sch_func(s));
+  ck_assert_msg(strstr(txt, text), "%s", txt);
+  free(txt);
+  tu_assert_same_outputs(w->func, sch_func(s), seed);
+  assert_replays(w, s, inst);
+  sch_free(s);
+  ir_workload_free(w);
+}
+
 START_TEST(t_storage_align) {
   ir_workload_t *w = TU_LOAD("matmul", {"M", 24}, {"N", 32}, {"K", 16});
   sch_t *s = sch_create(w->func, 1);
@@ -227,13 +239,8 @@ START_TEST(t_storage_align) {
   REFUSES(sch_storage_align(s, cache, 0, 0, 16, 16, &e), "0 <= offset < factor");
   REFUSES(sch_storage_align(s, cache, 1, 0, 64, 16, &e), "no write buffer 1");
   OK(sch_storage_align(s, cache, 0, 0, 64, 16, err));
-  char *txt = tu_ir_text(sch_func(s));
-  ck_assert_msg(strstr(txt, "T.block_attr({\"storage_align\": \"0:64:16\"})"), "%s", txt);
-  free(txt);
-  tu_assert_same_outputs(w->func, sch_func(s), 2); /* the IR's indices are unchanged */
-  assert_replays(w, s, "[\"StorageAlign\", [\"b");
-  sch_free(s);
-  ir_workload_free(w);
+  /* the IR's indices are unchanged */
+  assert_layout_done(w, s, "T.block_attr({\"storage_align\": \"0:64:16\"})", 2, "[\"StorageAlign\", [\"b");
 }
 END_TEST
 
@@ -255,12 +262,50 @@ START_TEST(t_transform_layout) {
   char *txt = tu_ir_text(sch_func(s));
   /* B_local is [K, N] now: stored as B_local[k, j], read by C as B_local[v_k, v_j] */
   ck_assert_msg(strstr(txt, "B_local = T.alloc_buffer((8, 20)"), "%s", txt);
-  ck_assert_msg(strstr(txt, "B_local[v_k, v_j]"), "%s", txt);
   free(txt);
-  tu_assert_same_outputs(w->func, sch_func(s), 4);
-  assert_replays(w, s, "[\"TransformLayout\", [\"b");
-  sch_free(s);
-  ir_workload_free(w);
+  assert_layout_done(w, s, "B_local[v_k, v_j]", 4, "[\"TransformLayout\", [\"b");
+}
+END_TEST
+
+/* hoist_packing: only a copy of a const input, alone at the root, is
+ * hoisted; the IR computes the same and the trace replays. */
+START_TEST(t_hoist_packing) {
+  char text[512];
+  const char *fmt = "param M = 12, N = 20, K = 8\ninput A: float32[M, K]\ninput B: float32[N, K]%s\n"
+                    "output C: float32[M, N]\nC[i, j] = sum(k < K: A[i, k] * B[j, k])\n";
+  tn_err_t e = {0};
+  for (int konst = 0; konst < 2; konst++) {
+    snprintf(text, sizeof text, fmt, konst ? " const" : "");
+    ir_workload_t *w = tu_parse(text);
+    sch_t *s = sch_create(w->func, 1);
+    sch_rv_t b, cache, acache, loops[3];
+    int nl = 0;
+    OK(sch_get_block(s, "C", &b, err));
+    REFUSES(sch_hoist_packing(s, b, &e), "block \"C\" is not a packing copy");
+    OK(sch_cache_read(s, b, 0, "local", &acache, err));
+    REFUSES(sch_hoist_packing(s, acache, &e), "packs A, which is not a constant input");
+    OK(sch_cache_read(s, b, 1, "local", &cache, err));
+    if (!konst) {
+      REFUSES(sch_hoist_packing(s, cache, &e), "packs B, which is not a constant input: only an input declared `const`");
+      sch_free(s);
+      ir_workload_free(w);
+      continue;
+    }
+    int perm[2] = {1, 0};
+    OK(sch_transform_layout(s, cache, 0, true, perm, 2, err));
+    OK(sch_storage_align(s, cache, 0, 0, 64, 16, err));
+    /* under C's loops it is not work that can run before the kernel */
+    sch_t *under = sch_create(w->func, 1);
+    sch_rv_t ub, ucache;
+    OK(sch_get_block(under, "C", &ub, err));
+    OK(sch_cache_read(under, ub, 1, "local", &ucache, err));
+    OK(sch_get_loops(under, ub, loops, &nl, err));
+    OK(sch_compute_at(under, ucache, loops[0], true, err));
+    REFUSES(sch_hoist_packing(under, ucache, &e), "block \"B_local\" is not in a loop nest of its own at the root");
+    sch_free(under);
+    OK(sch_hoist_packing(s, cache, err));
+    assert_layout_done(w, s, "\"hoist_packing\": \"B\"", 3, "[\"HoistPacking\", [\"b");
+  }
 }
 END_TEST
 
@@ -385,7 +430,7 @@ END_TEST
 static Suite *make_suite(void) {
   Suite *s = suite_create("tensorize");
   TU_TCASE(s, "intrinsics", 60, t_registry, t_blockize, t_match, t_refusals, t_tensorize_replays,
-           t_storage_align, t_transform_layout, t_wmma_tensorize, t_wmma_refusals);
+           t_storage_align, t_transform_layout, t_hoist_packing, t_wmma_tensorize, t_wmma_refusals);
   TU_TCASE(s, "space", 120, t_design_space);
   return s;
 }

@@ -49,7 +49,7 @@ class LaunchStruct(ctypes.Structure):
 class ParamStruct(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_char_p), ("ndim", ctypes.c_int),
                 ("shape", ctypes.c_int64 * MAX_DIMS), ("role", ctypes.c_char_p), ("elements", ctypes.c_int64),
-                ("elem_bytes", ctypes.c_int)]
+                ("elem_bytes", ctypes.c_int), ("packs", ctypes.c_char_p), ("pack_function", ctypes.c_char_p)]
 
 
 class KernelStruct(ctypes.Structure):

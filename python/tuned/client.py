@@ -81,9 +81,11 @@ class Param:
     name: str
     dtype: str                 # float32, float16, int32, ...
     shape: tuple
-    role: str                  # input, output or workspace (scratch the caller allocates)
-    elements: int
+    role: str                  # input, output, workspace (scratch the caller allocates) or packed
+    elements: int              # to allocate (a packed copy's rows may be padded)
     elem_bytes: int
+    packs: str = None          # role packed: the const input it holds, filled by pack_function(input, copy)
+    pack_function: str = None
 
 
 @dataclasses.dataclass
@@ -111,7 +113,8 @@ class Kernel:
         launches = [Launch(_lib.decode(l.name), tuple(l.grid), tuple(l.block), l.shared_bytes,
                            l.static_shared_bytes) for l in k.kernels[:k.nkernels]]
         params = [Param(_lib.decode(p.name), _lib.decode(p.dtype), tuple(p.shape[:p.ndim]), _lib.decode(p.role),
-                        p.elements, p.elem_bytes) for p in k.params[:k.nparams]]
+                        p.elements, p.elem_bytes, _lib.decode(p.packs), _lib.decode(p.pack_function))
+                  for p in k.params[:k.nparams]]
         cubin = ctypes.string_at(k.cubin, k.cubin_size) if k.cubin else None
         return cls(record=k.record, workload=_lib.decode(k.workload), name=_lib.decode(k.name),
                    target=_lib.decode(k.target), language=_lib.decode(k.language), entry=_lib.decode(k.entry),

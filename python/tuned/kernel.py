@@ -103,17 +103,26 @@ class TunedFunction:
     f(*inputs, *outputs) writes into the given outputs and returns them.
     Arguments may also be passed by parameter name.  Attributes: kernel
     (the Kernel: record, median_secs, source, ...), inputs and outputs (its
-    Params)."""
+    Params).
 
-    def __init__(self, kernel, entry, path):
+    A kernel with a hoisted packing (an input declared `const`, packed by
+    a function of its own) packs each weight once: the packed copy is kept
+    per weight data address, with a reference to the weight, and made again
+    only for another address.  A const input is taken not to change: after
+    changing a weight in place, call repack()."""
+
+    def __init__(self, kernel, entry, path, pack_functions=None):
         self.kernel = kernel
         self.path = path
         self._entry = entry
         self.inputs = [p for p in kernel.params if p.role == "input"]
         self.outputs = [p for p in kernel.params if p.role == "output"]
         self.workspaces = [p for p in kernel.params if p.role == "workspace"]
-        position = {p.name: i for i, p in enumerate(self.inputs + self.outputs + self.workspaces)}
+        self.packed = [p for p in kernel.params if p.role == "packed"]
+        position = {p.name: i for i, p in enumerate(self.inputs + self.outputs + self.workspaces + self.packed)}
         self._order = [position[p.name] for p in kernel.params]
+        self._pack_functions = pack_functions or {}
+        self._packs = {}  # packed param name -> (weight address, copy, the weight kept alive)
         self.__name__ = kernel.entry
 
     def __repr__(self):
@@ -232,16 +241,41 @@ class TunedFunction:
                 if q != p.name and a.ptr < o.ptr + o.nbytes and o.ptr < a.ptr + a.nbytes:
                     raise ArgumentError(f"{self._what(p)}: shares memory with argument {q}; outputs must not "
                                         f"overlap other arguments")
-        self.launch([given[p.name].ptr for p in self.inputs + self.outputs])
+        self.launch([given[p.name].ptr for p in self.inputs + self.outputs],
+                    keep={p.name: given[p.name].keep for p in self.inputs})
         del given  # the arguments stay alive up to here
         return results[0] if len(results) == 1 else tuple(results)
 
-    def launch(self, addresses):
+    def repack(self):
+        """Forgets the packed copies of the const inputs: the next call packs
+        them again (after a weight changed in place)."""
+        self._packs.clear()
+
+    def _packed(self, addresses, keep):
+        """The packed copy of each const input, made when its address is new."""
+        out = []
+        for p in self.packed:
+            weight = addresses[[q.name for q in self.inputs].index(p.packs)]
+            have = self._packs.get(p.name)
+            if have is None or have[0] != weight:
+                copy = have[1] if have else ctypes.create_string_buffer(max(p.elements * p.elem_bytes, 1))
+                rc = self._pack_functions[p.name](weight, ctypes.addressof(copy))
+                if rc != 0:
+                    raise Error(f"{self.__name__}: packing {p.packs} ({p.pack_function}) returned {rc}")
+                have = (weight, copy, (keep or {}).get(p.packs))
+                self._packs[p.name] = have
+            out.append(ctypes.addressof(have[1]))
+        return out
+
+    def launch(self, addresses, keep=None):
         """Runs the kernel on the data addresses (ints) of its inputs, then
         its outputs, in that order, unchecked: the caller vouches for their
-        shapes, dtypes and layout (tuned.torch does, once per call)."""
+        shapes, dtypes and layout (tuned.torch does, once per call).  The
+        const inputs of a hoisted packing are packed when their address is
+        new (keep: input name -> an object holding the weight alive while its
+        copy is kept)."""
         scratch = [ctypes.create_string_buffer(max(p.elements * p.elem_bytes, 1)) for p in self.workspaces]
-        ptrs = list(addresses) + [ctypes.addressof(s) for s in scratch]
+        ptrs = list(addresses) + [ctypes.addressof(s) for s in scratch] + self._packed(addresses, keep)
         # the C kernel takes its arguments in the launch's order
         argv = (ctypes.c_void_p * max(len(ptrs), 1))(*[ptrs[i] for i in self._order])
         rc = self._entry(argv)
@@ -275,6 +309,11 @@ def load(workload, target=None, *, socket=None, client=None, cc=None, **params):
         raise Error(f"tuned.load runs C kernels (CPU targets); the best kernel of {k.name or k.workload} on "
                     f"{k.target} is {k.language}: fetch it with Client.kernel() and launch it with its "
                     f"launches and params")
+    return _callable(k, cc)
+
+
+def _callable(k, cc=None):
+    """The C kernel k (a Kernel) compiled and loaded as a TunedFunction."""
     path = build_c(k.source, cc)
     try:
         so = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
@@ -283,4 +322,16 @@ def load(workload, target=None, *, socket=None, client=None, cc=None, **params):
         raise BuildError(f"cannot load the compiled kernel {path}: {e}") from None
     entry.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
     entry.restype = ctypes.c_int
-    return TunedFunction(k, entry, path)
+    packs = {}
+    for p in k.params:
+        if p.role != "packed":
+            continue
+        try:
+            fn = getattr(so, p.pack_function or "")
+        except AttributeError:
+            raise BuildError(f"the compiled kernel {path} has no packing function {p.pack_function} for "
+                             f"{p.packs}") from None
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        fn.restype = ctypes.c_int
+        packs[p.name] = fn
+    return TunedFunction(k, entry, path, packs)
