@@ -288,7 +288,7 @@ START_TEST(t_migrate_from_v3) {
   db_t *db = open_ok(path);
   int v = 0;
   OK(db_schema_version(db, &v, E));
-  ck_assert_int_eq(v, 4);
+  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
   OK(db_check(db, E));
   char b1[96], b2[96];
   db_record_t rs[2] = {rec(1, 1, b1, 1, 1e-3, DB_STATUS_OK, true), rec(1, 1, b2, 2, 2e-3, DB_STATUS_OK, true)};
@@ -481,7 +481,7 @@ START_TEST(t_version_too_new) {
   ck_assert_ptr_null(db);
   ck_assert_ptr_nonnull(strstr(err.msg, path));
   ck_assert_ptr_nonnull(strstr(err.msg, "schema version 99 is newer than this build"));
-  ck_assert_ptr_nonnull(strstr(err.msg, "(up to 4)"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "(up to 5)"));
   tmp_cleanup();
 
   /* A file that is not a database, and a directory that does not exist. */
@@ -804,6 +804,67 @@ START_TEST(t_target_aware) {
 END_TEST
 
 /* ---- jobs ------------------------------------------------------------------------ */
+
+/* A version-4 database: its jobs keep working and gain an (empty) list of
+ * trials; new trials are recorded in order and read back in order. */
+START_TEST(t_job_trials) {
+  const char *path = tmp_db("a.db");
+  for (int i = 0; i < 4; i++) raw_exec(path, db_migrations[i]);
+  raw_exec(path,
+           "PRAGMA user_version = 4;"
+           "INSERT INTO workloads (hash, name, source, created) VALUES ('00000000000000d1', 'old', 'src', 1.0);"
+           "INSERT INTO targets (name, kind, created) VALUES ('cpu', 'cpu', 1.0);"
+           "INSERT INTO jobs (id, state, workload_id, target_id, budget_trials, seed, created, updated)"
+           " VALUES (3, 'done', 1, 1, 8, 1, 1.0, 2.0);");
+  db_t *db = open_ok(path);
+  int v = 0;
+  OK(db_schema_version(db, &v, E));
+  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
+  OK(db_check(db, E));
+  db_job_trials_t got;
+  OK(db_job_trials_get(db, 3, &got, E)); /* run before trials were kept */
+  ck_assert_int_eq((int)got.n, 0);
+  char b1[96], b2[96];
+  db_record_t rs[2] = {rec(1, 1, b1, 1, 1e-3, DB_STATUS_OK, true), rec(1, 1, b2, 2, NAN, DB_STATUS_BUILD_ERROR, false)};
+  OK(db_record_add_batch(db, rs, 2, NULL, E));
+  db_job_trial_t ts[3] = {{2, rs[1].id, DB_STATUS_BUILD_ERROR, NAN, 100.5},
+                          {1, rs[0].id, DB_STATUS_OK, 1e-3, 100.25},
+                          {3, 0, DB_STATUS_OK, 2e-3, 101.0}};
+  OK(db_job_trials_add(db, 3, ts, 3, E));
+  OK(db_job_trials_get(db, 3, &got, E));
+  ck_assert_int_eq((int)got.n, 3);
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(got.items[i].trial, i + 1);
+  ck_assert_int_eq(got.items[0].record_id, rs[0].id);
+  ck_assert_int_eq(got.items[0].status, DB_STATUS_OK);
+  ck_assert_double_eq(got.items[0].median_secs, 1e-3);
+  ck_assert_double_eq(got.items[0].measured, 100.25);
+  ck_assert_int_eq(got.items[1].status, DB_STATUS_BUILD_ERROR);
+  ck_assert(isnan(got.items[1].median_secs));
+  ck_assert_int_eq(got.items[2].record_id, 0);
+  db_job_trials_free(&got);
+  OK(db_job_trials_get(db, 4, &got, E));
+  ck_assert_int_eq((int)got.n, 0);
+
+  /* a trial number twice, an unknown job or record, ok without a time */
+  tn_err_t err = {0};
+  db_job_trial_t again = {3, 0, DB_STATUS_OK, 1e-3, 102.0};
+  ck_assert_int_eq(db_job_trials_add(db, 3, &again, 1, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "job 3 trial 3: recording a job's trial: UNIQUE constraint failed"), "%s", err.msg);
+  db_job_trial_t one = {1, 0, DB_STATUS_OK, 1e-3, 102.0};
+  ck_assert_int_eq(db_job_trials_add(db, 99, &one, 1, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "job 99 trial 1: recording a job's trial: FOREIGN KEY constraint failed"), "%s",
+                err.msg);
+  db_job_trial_t norec = {4, 4242, DB_STATUS_OK, 1e-3, 102.0}, notime = {4, 0, DB_STATUS_OK, NAN, 102.0};
+  ck_assert_int_eq(db_job_trials_add(db, 3, &norec, 1, &err), TN_EINVAL);
+  ck_assert_int_eq(db_job_trials_add(db, 3, &notime, 1, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "CHECK constraint failed"), "%s", err.msg);
+  OK(db_job_trials_get(db, 3, &got, E));
+  ck_assert_int_eq((int)got.n, 3);
+  db_job_trials_free(&got);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
 
 START_TEST(t_jobs) {
   const char *path = tmp_db("a.db");
@@ -1326,10 +1387,10 @@ START_TEST(t_readonly_refusals) {
   /* An older schema: the read-write open migrates it first. */
   raw_exec(path, "PRAGMA user_version = 2");
   ck_assert_int_eq(db_open_readonly(path, &r, &err), TN_ESTATE);
-  ck_assert_msg(strstr(err.msg, "schema version 2, this build reads 4 only"), "%s", err.msg);
+  ck_assert_msg(strstr(err.msg, "schema version 2, this build reads 5 only"), "%s", err.msg);
   raw_exec(path, "PRAGMA user_version = 99");
   ck_assert_int_eq(db_open_readonly(path, &r, &err), TN_EUNSUPPORTED);
-  raw_exec(path, "PRAGMA user_version = 4");
+  raw_exec(path, "PRAGMA user_version = 5");
 
   /* Not in WAL mode: a reader would hold the writer's commits up. */
   raw_exec(path, "PRAGMA journal_mode = DELETE");
@@ -1460,6 +1521,7 @@ static Suite *make_suite(void) {
   tcase_add_test(data, t_best);
   tcase_add_test(data, t_target_aware);
   tcase_add_test(data, t_jobs);
+  tcase_add_test(data, t_job_trials);
   tcase_add_test(data, t_export_import);
   tcase_add_test(data, t_import_bad_line);
   tcase_add_test(data, t_record_set_times);
