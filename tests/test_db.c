@@ -55,6 +55,18 @@ static db_t *open_ok(const char *path) {
   return db;
 }
 
+/* Opens a database made by an older schema: it must come out at this
+ * build's version and pass the integrity check. */
+static db_t *open_migrated(const char *path) {
+  db_t *db = open_ok(path);
+  int v = 0;
+  tn_err_t err = {0};
+  ck_assert_msg(db_schema_version(db, &v, &err) == 0, "%s", err.msg);
+  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
+  ck_assert_msg(db_check(db, &err) == 0, "%s", err.msg);
+  return db;
+}
+
 #define OK(call)                                           \
   do {                                                     \
     tn_err_t e_ = {0};                                     \
@@ -240,11 +252,7 @@ START_TEST(t_migrate_from_v2) {
            " (9, 1, 1, '[]', '0000000000000009', '[]', NULL, 'timeout', 0, 1, 1);"
            "INSERT INTO jobs (state, workload_id, target_id, budget_trials, best_record_id, seed, created, updated)"
            " VALUES ('done', 1, 1, 8, 7, 1, 1, 1);");
-  db_t *db = open_ok(path);
-  int v = 0;
-  OK(db_schema_version(db, &v, E));
-  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
-  OK(db_check(db, E));
+  db_t *db = open_migrated(path);
   tn_arena_t *a = tn_arena_new();
   db_job_t job;
   OK(db_job_get(db, 1, &job, a, E));
@@ -285,11 +293,7 @@ START_TEST(t_migrate_from_v3) {
   char h[17];
   db_trace_hash("{}", h);
   ck_assert_str_eq(h, "c735a31983dc6cdf"); /* the real one: export and import check it */
-  db_t *db = open_ok(path);
-  int v = 0;
-  OK(db_schema_version(db, &v, E));
-  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
-  OK(db_check(db, E));
+  db_t *db = open_migrated(path);
   char b1[96], b2[96];
   db_record_t rs[2] = {rec(1, 1, b1, 1, 1e-3, DB_STATUS_OK, true), rec(1, 1, b2, 2, 2e-3, DB_STATUS_OK, true)};
   rs[0].cupti_median_secs = 1.25e-3, rs[0].times_disagree = true;
@@ -816,11 +820,7 @@ START_TEST(t_job_trials) {
            "INSERT INTO targets (name, kind, created) VALUES ('cpu', 'cpu', 1.0);"
            "INSERT INTO jobs (id, state, workload_id, target_id, budget_trials, seed, created, updated)"
            " VALUES (3, 'done', 1, 1, 8, 1, 1.0, 2.0);");
-  db_t *db = open_ok(path);
-  int v = 0;
-  OK(db_schema_version(db, &v, E));
-  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
-  OK(db_check(db, E));
+  db_t *db = open_migrated(path);
   db_job_trials_t got;
   OK(db_job_trials_get(db, 3, &got, E)); /* run before trials were kept */
   ck_assert_int_eq((int)got.n, 0);
