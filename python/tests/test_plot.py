@@ -124,6 +124,36 @@ def test_job_curve_png_and_svg(tuned_matmul, tmp_path, capsys):
     assert f"job {job.id}: matmul on cpu" in text
 
 
+def test_job_curve_failures_and_order(tmp_path):
+    """Failed candidates are crosses along the bottom; the best so far over
+    wall time follows the time order (a failed build's time is its batch's
+    commit, after the runs measured beside it)."""
+    job = {"job": 4, "state": "done", "name": "mm", "workload": "0" * 16, "target": "cpu", "trials": 6,
+           "trials_done": 6, "best": {"gflops": 9.0}, "baseline": {"gflops": 1.0}}
+    trials = [{"trial": 1, "status": "ok", "gflops": 2.0, "elapsed_s": 1.0},
+              {"trial": 2, "status": "build_error", "gflops": None, "elapsed_s": 3.0},
+              {"trial": 3, "status": "ok", "gflops": 9.0, "elapsed_s": 2.0},
+              {"trial": 4, "status": "timeout", "gflops": None, "elapsed_s": 3.0},
+              {"trial": 5, "status": "ok", "gflops": 4.0, "elapsed_s": 4.0},
+              {"trial": 6, "status": "wrong_result", "gflops": None, "elapsed_s": 5.0}]
+    png, svg = str(tmp_path / "f.png"), str(tmp_path / "f.svg")
+    plot.plot_job({"job": job, "trials": trials}, png)
+    px = pixels(png, (0.04, 0.8, 0.98, 0.92))  # the bottom strip of both panels
+    red = sum(1 for r, g, b in px if r > 180 and g < 80 and b < 80)
+    assert red > 40, "no failed candidates drawn"
+    plot.plot_job({"job": job, "trials": trials}, svg)
+    root, ids, text = svg_ids_and_text(svg)
+    assert "series-failed" in ids and "candidate (failed: build_error, timeout, wrong_result)" in text
+    steps = [e for e in root.iter() if e.get("id") == "series-best"]
+    assert len(steps) == 2  # one per panel
+    for g in steps:
+        d = next(e for e in g.iter(SVG_NS + "path")).get("d").replace("M", " ").replace("L", " ").split()
+        xs, ys = [float(v) for v in d[0::2]], [float(v) for v in d[1::2]]
+        assert xs == sorted(xs) and ys == sorted(ys, reverse=True), d  # rightwards, never down
+    with pytest.raises(plot.PlotError, match="job 4 has no measured candidates to plot"):
+        plot.plot_job({"job": job, "trials": []}, png)
+
+
 def test_tunectl_plot(tuned_matmul, tmp_path):
     sock, job = tuned_matmul
     svg = str(tmp_path / "t.svg")

@@ -25,7 +25,6 @@ import sys
 from ._errors import Error
 
 FORMATS = (".png", ".svg")
-FAILED = ("build_error", "run_error", "timeout", "wrong_result", "too_slow")
 
 
 class PlotError(Error):
@@ -119,7 +118,7 @@ def plot_job(data, out, library=()):
                        label="candidate (failed: " + ", ".join(sorted({r["status"] for r in bad})) + ")",
                        gid="series-failed")
         best, xs, ys = 0.0, [], []
-        for r in trials:
+        for r in sorted(trials, key=lambda r: r[key]):  # a failed build's time is its batch's commit
             if r["status"] == "ok" and r.get("gflops"):
                 best = max(best, r["gflops"])
             if best > 0:
