@@ -134,6 +134,16 @@ static void raw_exec(const char *path, const char *sql) {
   sqlite3_close(h);
 }
 
+/* Makes `path` a database of schema version v (migrations 0..v-1 applied, as
+ * an older tuned left it), then runs `sql` on it: the rows it had. */
+static void old_db(const char *path, int v, const char *sql) {
+  char bump[48];
+  for (int i = 0; i < v; i++) raw_exec(path, db_migrations[i]);
+  snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v);
+  raw_exec(path, bump);
+  raw_exec(path, sql);
+}
+
 /* ---- schema ------------------------------------------------------------------ */
 
 START_TEST(t_migrate_empty) {
@@ -215,13 +225,9 @@ END_TEST
 
 START_TEST(t_migrate_from_v1) {
   const char *path = tmp_db("a.db");
-  raw_exec(path, db_migrations[0]);
-  raw_exec(path, "PRAGMA user_version = 1; INSERT INTO workloads (hash, name, source, created) "
-                 "VALUES ('00000000000000b1', 'old', 'src', 1.0)");
-  db_t *db = open_ok(path);
-  int v = 0;
-  OK(db_schema_version(db, &v, E));
-  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
+  old_db(path, 1, "INSERT INTO workloads (hash, name, source, created) "
+                  "VALUES ('00000000000000b1', 'old', 'src', 1.0)");
+  db_t *db = open_migrated(path);
   tn_arena_t *a = tn_arena_new();
   db_workload_t w;
   OK(db_workload_get(db, "00000000000000b1", &w, a, E));
@@ -241,17 +247,14 @@ END_TEST
  * still points at its record, foreign keys hold, and the new tables exist. */
 START_TEST(t_migrate_from_v2) {
   const char *path = tmp_db("a.db");
-  raw_exec(path, db_migrations[0]);
-  raw_exec(path, db_migrations[1]);
-  raw_exec(path,
-           "PRAGMA user_version = 2;"
-           "INSERT INTO workloads (hash, name, source, created) VALUES ('00000000000000c1', 'old', 'src', 1.0);"
-           "INSERT INTO targets (name, kind, created) VALUES ('cpu', 'cpu', 1.0);"
-           "INSERT INTO records (id, workload_id, target_id, trace, trace_hash, run_secs, median_secs, status,"
-           " verified, created, updated) VALUES (7, 1, 1, '{}', '0000000000000007', '[0.5]', 0.5, 'ok', 1, 1, 1),"
-           " (9, 1, 1, '[]', '0000000000000009', '[]', NULL, 'timeout', 0, 1, 1);"
-           "INSERT INTO jobs (state, workload_id, target_id, budget_trials, best_record_id, seed, created, updated)"
-           " VALUES ('done', 1, 1, 8, 7, 1, 1, 1);");
+  old_db(path, 2,
+         "INSERT INTO workloads (hash, name, source, created) VALUES ('00000000000000c1', 'old', 'src', 1.0);"
+         "INSERT INTO targets (name, kind, created) VALUES ('cpu', 'cpu', 1.0);"
+         "INSERT INTO records (id, workload_id, target_id, trace, trace_hash, run_secs, median_secs, status,"
+         " verified, created, updated) VALUES (7, 1, 1, '{}', '0000000000000007', '[0.5]', 0.5, 'ok', 1, 1, 1),"
+         " (9, 1, 1, '[]', '0000000000000009', '[]', NULL, 'timeout', 0, 1, 1);"
+         "INSERT INTO jobs (state, workload_id, target_id, budget_trials, best_record_id, seed, created, updated)"
+         " VALUES ('done', 1, 1, 8, 7, 1, 1, 1);");
   db_t *db = open_migrated(path);
   tn_arena_t *a = tn_arena_new();
   db_job_t job;
@@ -283,13 +286,11 @@ END_TEST
  * queries and JSON-lines export and import. */
 START_TEST(t_migrate_from_v3) {
   const char *path = tmp_db("a.db");
-  for (int i = 0; i < 3; i++) raw_exec(path, db_migrations[i]);
-  raw_exec(path,
-           "PRAGMA user_version = 3;"
-           "INSERT INTO workloads (hash, name, source, created) VALUES ('00000000000000d1', 'old', 'src', 1.0);"
-           "INSERT INTO targets (name, kind, created) VALUES ('nvidia/h100', 'cuda', 1.0);"
-           "INSERT INTO records (id, workload_id, target_id, trace, trace_hash, run_secs, median_secs, status,"
-           " verified, created, updated) VALUES (5, 1, 1, '{}', 'c735a31983dc6cdf', '[0.5]', 0.5, 'ok', 1, 1, 1);");
+  old_db(path, 3,
+         "INSERT INTO workloads (hash, name, source, created) VALUES ('00000000000000d1', 'old', 'src', 1.0);"
+         "INSERT INTO targets (name, kind, created) VALUES ('nvidia/h100', 'cuda', 1.0);"
+         "INSERT INTO records (id, workload_id, target_id, trace, trace_hash, run_secs, median_secs, status,"
+         " verified, created, updated) VALUES (5, 1, 1, '{}', 'c735a31983dc6cdf', '[0.5]', 0.5, 'ok', 1, 1, 1);");
   char h[17];
   db_trace_hash("{}", h);
   ck_assert_str_eq(h, "c735a31983dc6cdf"); /* the real one: export and import check it */
@@ -813,13 +814,11 @@ END_TEST
  * trials; new trials are recorded in order and read back in order. */
 START_TEST(t_job_trials) {
   const char *path = tmp_db("a.db");
-  for (int i = 0; i < 4; i++) raw_exec(path, db_migrations[i]);
-  raw_exec(path,
-           "PRAGMA user_version = 4;"
-           "INSERT INTO workloads (hash, name, source, created) VALUES ('00000000000000d1', 'old', 'src', 1.0);"
-           "INSERT INTO targets (name, kind, created) VALUES ('cpu', 'cpu', 1.0);"
-           "INSERT INTO jobs (id, state, workload_id, target_id, budget_trials, seed, created, updated)"
-           " VALUES (3, 'done', 1, 1, 8, 1, 1.0, 2.0);");
+  old_db(path, 4,
+         "INSERT INTO workloads (hash, name, source, created) VALUES ('00000000000000d1', 'old', 'src', 1.0);"
+         "INSERT INTO targets (name, kind, created) VALUES ('cpu', 'cpu', 1.0);"
+         "INSERT INTO jobs (id, state, workload_id, target_id, budget_trials, seed, created, updated)"
+         " VALUES (3, 'done', 1, 1, 8, 1, 1.0, 2.0);");
   db_t *db = open_migrated(path);
   db_job_trials_t got;
   OK(db_job_trials_get(db, 3, &got, E)); /* run before trials were kept */
