@@ -1,5 +1,5 @@
 """test_plot.py — tuned.plot and `tunectl plot` against a real daemon and the
-repository's bench results: the files are real PNGs and SVGs of the
+repository's bench results and pretuned H100 records: the files are real PNGs and SVGs of the
 expected size whose plot areas hold the series' colours, SVGs that parse
 and name their series, the data behind them equal to the daemon's and the
 bench file's figures, and bad input answered with a clear message."""
@@ -284,3 +284,30 @@ def test_roofline(tuned_matmul, tmp_path):
     px = pixels(png, (0.1, 0.08, 0.97, 0.88))
     assert hue_count(px, "black") > 300, "no roofline drawn"
     assert hue_count(px, "blue") > 30, "no record drawn"
+
+
+def test_roofline_of_pretuned_h100_records(daemon, tmp_path):
+    """The H100 records shipped in configs/pretuned (imported: each replayed
+    and checked by the daemon, no GPU needed) under the nvidia/h100 target
+    file's own peaks, through tunectl."""
+    pretuned = os.path.join(ROOT, "configs", "pretuned", "nvidia-h100.jsonl")
+    with tuned.Client(daemon) as c:
+        with open(pretuned) as f:
+            c.call("db.import", jsonl=f.read())
+        h100 = next(t for t in c.targets() if t["name"] == "nvidia/h100")
+        data = plot.roofline_data(c, "nvidia/h100")
+    assert (data["peak_gflops"], data["peak_gbps"]) == (h100["peak_gflops"], h100["peak_gbps"])
+    assert h100["peak_gflops"] > 10000 and h100["peak_gbps"] > 1000  # the target file's figures
+    names = {p["name"].split()[0] for p in data["points"]}
+    assert {"matmul", "softmax", "conv2d"} <= names
+    for p in data["points"]:
+        assert p["gflops"] <= data["peak_gflops"] * 4  # fp16/bf16 tensor cores go past the fp32 peak, not far
+    soft = next(p for p in data["points"] if p["name"].startswith("softmax"))
+    assert soft["intensity"] < data["peak_gflops"] / data["peak_gbps"]  # memory-bound: left of the ridge
+    assert soft["gflops"] <= soft["intensity"] * data["peak_gbps"] * 1.05
+    svg = str(tmp_path / "h100.svg")
+    r = run_tunectl("--socket", daemon, "plot", "--roofline", "--target", "nvidia/h100", "-o", svg)
+    assert r.returncode == 0, r.stderr
+    root, ids, text = svg_ids_and_text(svg)
+    assert {"series-roofline", "series-records"} <= ids
+    assert f"the best of {len(data['points'])} workloads" in text and "softmax 4096x4096" in text
