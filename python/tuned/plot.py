@@ -261,8 +261,9 @@ def plot_report(points, out, title):
         xs, xlabel, ticks = _x_axis(group)
         for s in names:
             pts = [(x, p["series"][s]) for x, p in zip(xs, group) if p["series"].get(s)]
-            if pts:
-                ax.plot([x for x, _ in pts], [y for _, y in pts], styles[names.index(s) % len(styles)],
+            if pts:  # a series keeps its colour and style in every panel
+                i = names.index(s)
+                ax.plot([x for x, _ in pts], [y for _, y in pts], styles[i % len(styles)], color=f"C{i % 10}",
                         label=s, gid=_gid(s), markersize=6)
         if ticks:
             ax.set_xticks(xs)
