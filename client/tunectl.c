@@ -23,7 +23,8 @@ enum {
   O_SET, O_TARGET, O_DAEMON_TARGET, O_TRACE, O_EMIT, O_KERNEL_EMIT, O_TRIALS, O_SECONDS, O_DATA_SEED,
   O_SEARCH_SEED, O_REPEAT_MS, O_NO_FLUSH, O_DB, O_STRATEGY, O_MODEL, O_WAIT, O_STATE, O_STATUS, O_LIMIT, O_K,
   O_OUT, O_BASELINE, O_MAX_REGRESSION, O_COMPARE, O_DAEMON, O_JSON, O_JSON_OUT, O_SOCKET, O_REMEASURE,
-  O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_ALLOW_TF32, O_TOP, O_FALLBACK, O_COUNT
+  O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_ALLOW_TF32, O_TOP, O_FALLBACK, O_PLOT_OUT, O_REPORT,
+  O_ROOFLINE, O_PEAKS, O_COUNT
 };
 #define OPT(name) (UINT64_C(1) << O_##name)
 _Static_assert(O_COUNT <= 64, "a command's options are a 64-bit mask");
@@ -92,6 +93,14 @@ static const opt_spec_t options[O_COUNT] = {
     [O_K] = {NULL, 'k', "K", K_INT, F(k), 1, 0, "how many records (default 1)"},
     [O_TOP] = {"top", 0, "K", K_INT, F(k), 1, 1000, "--json: list the K fastest verified candidates (default 5)"},
     [O_OUT] = {NULL, 'o', "OUT", K_TEXT, F(out), 0, 0, "write to OUT instead of stdout"},
+    [O_PLOT_OUT] = {NULL, 'o', "FILE", K_TEXT, F(out), 0, 0, "the picture to write: FILE.png or FILE.svg (by its suffix)"},
+    [O_REPORT] = {"report", 0, "BENCH.json", K_TEXT, F(report), 0, 0,
+                  "a bench result: GFLOP/s against size (with JOB: its library\n"
+                  "baselines of the job's workload drawn as lines)"},
+    [O_ROOFLINE] = {"roofline", 0, NULL, K_FLAG, F(roofline), 0, 0,
+                    "the best record of every workload against the target's peaks"},
+    [O_PEAKS] = {"peaks", 0, "GFLOPS,GBPS", K_TEXT, F(peaks), 0, 0,
+                 "--roofline: these peaks instead of the target file's"},
     [O_BASELINE] = {"baseline", 0, "BASE.json", K_TEXT, F(baseline), 0, 0, "compare with these results"},
     [O_MAX_REGRESSION] = {"max-regression", 0, "P", K_TEXT, F(max_regression), 0, 0,
                           "allowed GFLOP/s drop in percent (default 5%)"},
@@ -388,6 +397,29 @@ static const command_t commands[] = {
      .help = "Merges the records of a `tunectl export` file into the daemon's database,\n"
              "skipping records it already has; prints how many were new.\n",
      .run = tcd_import},
+    {.name = "plot",
+     .usage = "JOB -o FILE.png|FILE.svg [--report BENCH.json] | --report BENCH.json -o FILE | --roofline [--target T] "
+              "[--peaks GFLOPS,GBPS] -o FILE",
+     .min_pos = 0, .max_pos = 1, .opts = OPT(PLOT_OUT) | OPT(REPORT) | OPT(ROOFLINE) | OPT(PEAKS) | OPT(DAEMON_TARGET),
+     .need = OPT(PLOT_OUT), .needs_daemon = true, .summary = "draw a tuning curve, a bench report or a roofline (PNG, SVG)",
+     .help = "Draws a picture with matplotlib (through the Python package in python/, on\n"
+             "$TUNED_PYTHON, else the first of python3 and /usr/bin/python3 that has\n"
+             "matplotlib) into FILE, a PNG or an SVG by its suffix:\n"
+             "  JOB         the job's tuning curve: every measured candidate's GFLOP/s (failed\n"
+             "              ones as crosses along the bottom; a log scale when they span over\n"
+             "              30x) and the best so far, against the trial and against the\n"
+             "              wall time since the job started, with the unscheduled program's\n"
+             "              GFLOP/s as a line, and with --report the library baselines of the\n"
+             "              job's workload (its row in BENCH.json, by hash).  The times are\n"
+             "              those the search measured (tune.trials), before the re-measure.\n"
+             "  --report    GFLOP/s against size for tuned and its baselines (unscheduled,\n"
+             "              library, TVM), a panel per workload, from bench/cpu/run's\n"
+             "              results.json, `tunectl bench --json` output or bench/gpu's\n"
+             "              baselines.json; needs no daemon.\n"
+             "  --roofline  the best verified record of every workload on the target (default:\n"
+             "              the daemon's) at its arithmetic intensity (FLOP per byte), under\n"
+             "              min(peak GFLOP/s, bandwidth x intensity) from the target file.\n",
+     .run = tcd_plot},
     {.name = "targets", .usage = "[--json]", .opts = OPT(JSON), .needs_daemon = true,
      .summary = "list the targets the daemon knows",
      .help = "Lists targets with their kind, architecture and whether this daemon can\n"
@@ -670,10 +702,11 @@ static const char *positional_name(const command_t *c, int i, tn_arena_t *arena)
 
 /* The entry of the option getopt_long returned as ch (a LONG_VAL or a
  * short name). */
-static int option_index(int ch) {
+static int option_index(const command_t *c, int ch) {
   int i = 0;
   if (ch >= LONG_VAL(0)) return ch - LONG_VAL(0);
-  while (i < O_COUNT && options[i].letter != ch) i++;
+  /* a letter may name different options of different commands (-o) */
+  while (i < O_COUNT && (options[i].letter != ch || !(accepted(c) & (UINT64_C(1) << i)))) i++;
   return i;
 }
 
@@ -717,7 +750,7 @@ static int parse_command_line(const command_t *c, int argc, char **argv, tc_args
     if (ch == 1) {
       if (add_positional(c, a, optarg) < 0) return -1;
     } else {
-      int i = option_index(ch);
+      int i = option_index(c, ch);
       if (take_option(a, &options[i], optarg) < 0) return -1;
       given |= UINT64_C(1) << i;
     }

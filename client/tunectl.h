@@ -24,10 +24,11 @@ typedef struct tc_args {
   int nsets;
   const char *socket; /* --socket, before or after the command (NULL: libtuned's default) */
   const char *trace, *target, *emit, *out, *state, *status, *baseline, *max_regression, *compare, *json_out;
+  const char *report, *peaks;
   const char *db, *strategy, *model, *cc, *fallback;
   int64_t trials, seed, limit, k, remeasure;
   double seconds, repeat_ms;
-  bool json, wait, daemon, no_flush, no_remeasure, no_baseline, allow_tf32;
+  bool json, wait, daemon, no_flush, no_remeasure, no_baseline, allow_tf32, roofline;
   tn_arena_t *arena;
 } tc_args_t;
 
@@ -78,6 +79,8 @@ int tcd_shutdown(tc_args_t *a);
 /* `tunectl bench` (tunectl_bench.c): in this process, or through the daemon
  * with --daemon. */
 int tcd_bench(tc_args_t *a);
+/* `tunectl plot` (tunectl_plot.c): runs the Python package's tuned.plot. */
+int tcd_plot(tc_args_t *a);
 
 /* Compares bench results with a baseline (both as tunectl bench writes them):
  * prints one line per workload to out and returns the number of

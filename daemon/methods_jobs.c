@@ -1,5 +1,6 @@
 /* methods_jobs.c — tune.submit (parsing and storing on the thread pool),
- * tune.status, tune.list, tune.cancel and tune.watch. */
+ * tune.status, tune.list, tune.cancel, tune.watch and tune.trials. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,4 +210,47 @@ td_reply_t td_m_tune_watch(td_req_t *req) {
   int64_t id;
   if (job_param(req, &id)) return TD_REPLY;
   return td_jobs_watch_answer(req, id);
+}
+
+/* The job's measured candidates in order, with the GFLOP/s the search saw
+ * and the seconds since the job started: its tuning curve. */
+static void trials_read(td_req_t *req, db_t *db) {
+  int64_t id = *(int64_t *)req->data;
+  tn_err_t err = {0};
+  tn_arena_t *a = tn_arena_new();
+  db_job_t job;
+  db_workload_t w;
+  db_job_trials_t ts = {0};
+  if (db_job_get(db, id, &job, a, &err) != 0) {
+    td_req_error(req, TD_E_NOT_FOUND, "no job %lld (tune.list shows the jobs)", (long long)id);
+  } else if (db_workload_get(db, job.workload_hash, &w, a, &err) != 0 || db_job_trials_get(db, id, &ts, &err) != 0) {
+    td_req_tn_error(req, TD_E_INTERNAL, &err);
+  } else {
+    req->result = cJSON_CreateObject();
+    cJSON_AddNumberToObject(req->result, "job", (double)id);
+    cJSON *arr = cJSON_AddArrayToObject(req->result, "trials");
+    for (size_t i = 0; i < ts.n; i++) {
+      const db_job_trial_t *t = &ts.items[i];
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddNumberToObject(o, "trial", (double)t->trial);
+      if (t->record_id > 0) cJSON_AddNumberToObject(o, "record", (double)t->record_id);
+      else cJSON_AddNullToObject(o, "record");
+      cJSON_AddStringToObject(o, "status", db_status_name(t->status));
+      td_json_num(o, "median_secs", t->median_secs);
+      td_json_num(o, "gflops", w.flops > 0 && t->median_secs > 0 ? w.flops / t->median_secs * 1e-9 : NAN);
+      cJSON_AddNumberToObject(o, "measured", t->measured);
+      td_json_num(o, "elapsed_s", job.started > 0 ? t->measured - job.started : NAN);
+      cJSON_AddItemToArray(arr, o);
+    }
+  }
+  db_job_trials_free(&ts);
+  tn_arena_free(a);
+}
+
+td_reply_t td_m_tune_trials(td_req_t *req) {
+  int64_t *id = tn_xmalloc(sizeof *id);
+  req->data = id;
+  req->free_data = free;
+  if (job_param(req, id)) return TD_REPLY;
+  return td_req_queue_read(req, trials_read, NULL);
 }

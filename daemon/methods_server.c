@@ -43,6 +43,9 @@ td_reply_t td_m_target_list(td_req_t *req) {
     cJSON_AddStringToObject(e, "kind", tn_target_kind_name(ti->t.kind));
     cJSON_AddStringToObject(e, "arch", ti->t.arch);
     cJSON_AddStringToObject(e, "device", ti->t.device);
+    /* the roofline's ceilings (tunectl plot --roofline); 0: unknown */
+    cJSON_AddNumberToObject(e, "peak_gflops", ti->t.peak_gflops);
+    cJSON_AddNumberToObject(e, "peak_gbps", ti->t.peak_gbps);
     cJSON_AddBoolToObject(e, "usable", ti->usable);
     if (ti->usable) cJSON_AddNullToObject(e, "reason");
     else cJSON_AddStringToObject(e, "reason", ti->reason);

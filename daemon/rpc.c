@@ -27,6 +27,7 @@ static const td_method_t methods[] = {
     {"tune.list", td_m_tune_list, "state,limit,offset", false},
     {"tune.cancel", td_m_tune_cancel, "job", false},
     {"tune.watch", td_m_tune_watch, "job", false},
+    {"tune.trials", td_m_tune_trials, "job", false},
     {"db.workloads", td_m_db_workloads, "limit,offset,name", false},
     {"db.records", td_m_db_records, "workload,target,status,limit,offset", false},
     {"db.best", td_m_db_best, "workload,target,k", false},

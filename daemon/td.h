@@ -289,6 +289,7 @@ td_reply_t td_m_tune_status(td_req_t *req);
 td_reply_t td_m_tune_list(td_req_t *req);
 td_reply_t td_m_tune_cancel(td_req_t *req);
 td_reply_t td_m_tune_watch(td_req_t *req);
+td_reply_t td_m_tune_trials(td_req_t *req);
 td_reply_t td_m_db_workloads(td_req_t *req);
 td_reply_t td_m_db_records(td_req_t *req);
 td_reply_t td_m_db_best(td_req_t *req);

@@ -31,7 +31,7 @@
 #include "common/common.h"
 
 /* The schema version this build creates and understands. */
-#define DB_SCHEMA_VERSION 5
+#define DB_SCHEMA_VERSION 6
 
 typedef struct db db_t;
 
@@ -373,6 +373,34 @@ int db_job_list(db_t *db, size_t limit, size_t offset, db_jobs_t *out, tn_err_t 
  * to resume after a restart. */
 int db_jobs_unfinished(db_t *db, const char *owner, db_jobs_t *out, tn_err_t *err);
 void db_jobs_free(db_jobs_t *j);
+
+/* ---- a job's trials (trials.c) ------------------------------------------ */
+
+/* One candidate a job measured: its place in the job's order, its record
+ * (0: none, the trace was recorded already), the status and median time the
+ * search saw, and when its measurement ended (unix seconds). */
+typedef struct db_job_trial {
+  int64_t trial;              /* 1, 2, ...: across the job's runs (a resumed job goes on counting) */
+  int64_t record_id;
+  db_status_t status;
+  double median_secs;         /* NAN when there is no time */
+  double measured;
+} db_job_trial_t;
+
+/* Inserts n trials of a job (call inside the transaction that commits their
+ * records).  A trial number the job has already, an unknown job or record,
+ * or ok without a time -> an error naming the trial. */
+int db_job_trials_add(db_t *db, int64_t job_id, const db_job_trial_t *t, size_t n, tn_err_t *err);
+
+typedef struct db_job_trials {
+  db_job_trial_t *items;
+  size_t n;
+} db_job_trials_t;
+
+/* The job's trials in order (none for a job that measured nothing, or ran
+ * before schema version 6). */
+int db_job_trials_get(db_t *db, int64_t job_id, db_job_trials_t *out, tn_err_t *err);
+void db_job_trials_free(db_job_trials_t *t);
 
 /* ---- JSON lines export / import --------------------------------------- */
 

@@ -124,6 +124,18 @@ static const char *const pg_migrations[DB_SCHEMA_VERSION] = {
 
     /* 5: the daemon that runs a job */
     "ALTER TABLE jobs ADD COLUMN owner TEXT;",
+
+    /* 6: every candidate a job measured, in order (see the SQLite step) */
+    "CREATE TABLE job_trials ("
+    "  job_id BIGINT NOT NULL REFERENCES jobs(id),"
+    "  trial BIGINT NOT NULL CHECK (trial >= 1),"
+    "  record_id BIGINT REFERENCES records(id),"
+    "  status TEXT NOT NULL " STATUS_CHECK_V3 ","
+    "  median_secs DOUBLE PRECISION,"
+    "  measured DOUBLE PRECISION NOT NULL,"
+    "  PRIMARY KEY (job_id, trial),"
+    "  CHECK (status <> 'ok' OR median_secs IS NOT NULL)"
+    ");",
 };
 
 /* The schema version's table (SQLite keeps it in PRAGMA user_version). */

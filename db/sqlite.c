@@ -150,6 +150,22 @@ const char *const db_migrations[DB_SCHEMA_VERSION] = {
     /* 5: the daemon that runs a job (NULL: any), for databases that several
      * daemons share (PostgreSQL) */
     "ALTER TABLE jobs ADD COLUMN owner TEXT;",
+
+    /* 6: every candidate a job measured, in order, with what the search saw
+     * of it (a re-measure later changes its record's times) and when its
+     * measurement ended: the job's tuning curve.  record_id is NULL when the
+     * trace was recorded already (by a concurrent job). */
+    "CREATE TABLE job_trials ("
+    "  job_id INTEGER NOT NULL REFERENCES jobs(id),"
+    "  trial INTEGER NOT NULL CHECK (trial >= 1),"
+    "  record_id INTEGER REFERENCES records(id),"
+    "  status TEXT NOT NULL"
+    "    CHECK (status IN ('ok','build_error','run_error','timeout','wrong_result','too_slow')),"
+    "  median_secs REAL,"
+    "  measured REAL NOT NULL,"
+    "  PRIMARY KEY (job_id, trial),"
+    "  CHECK (status <> 'ok' OR median_secs IS NOT NULL)"
+    ") STRICT;",
 };
 
 

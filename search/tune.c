@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "search/srch_batch.h"
@@ -277,6 +278,39 @@ static int update_model(srch_ctx_t *c, srch_batch_t *b, tn_err_t *err) {
   return rc;
 }
 
+/* Unix seconds at which a candidate's measurement ended (its device window's
+ * end on the monotonic clock, moved to the wall clock); now when it never ran. */
+static double measured_at(const ms_result_t *r, double now, int64_t mono_now_ns) {
+  if (r->window_end_ns <= 0 || r->window_end_ns > mono_now_ns) return now;
+  return now - (double)(mono_now_ns - r->window_end_ns) * 1e-9;
+}
+
+/* The job's trials of batch b (numbered on from the trials it has), in the
+ * transaction of their records: what the job's tuning curve shows. */
+static int record_trials(loop_t *l, const srch_batch_t *b, tn_err_t *err) {
+  srch_ctx_t *c = l->c;
+  if (!c->db || c->opts.job_id <= 0) return 0;
+  db_job_trial_t *t = tn_xcalloc((size_t)b->nmeasured, sizeof *t);
+  struct timespec ts, wall;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_REALTIME, &wall);
+  int64_t mono = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  double now = (double)wall.tv_sec + (double)wall.tv_nsec * 1e-9;
+  size_t n = 0;
+  for (int i = 0; i < b->n; i++) {
+    if (!b->measured[i]) continue;
+    const ms_result_t *r = &b->res[i];
+    t[n] = (db_job_trial_t){.trial = l->job_base + l->trials_done + (int64_t)n + 1, .record_id = b->db_ids[i],
+                            .status = srch_db_status(r->status),
+                            .median_secs = r->ran && r->median_secs > 0 ? r->median_secs : NAN,
+                            .measured = measured_at(r, now, mono)};
+    n++;
+  }
+  int rc = db_job_trials_add(c->db, c->opts.job_id, t, n, err);
+  free(t);
+  return rc;
+}
+
 /* Commit, account, report, learn: everything after a batch's runs. */
 static int finish_batch(loop_t *l, srch_batch_t *b, tn_err_t *err) {
   srch_ctx_t *c = l->c;
@@ -287,7 +321,7 @@ static int finish_batch(loop_t *l, srch_batch_t *b, tn_err_t *err) {
    * database holds. */
   bool tx = c->db && c->opts.job_id > 0;
   if (tx && db_tx_begin(c->db, err) < 0) return tn_err_prefix(err, "search: committing a batch");
-  if (srch_batch_commit(c, b, err) < 0) {
+  if (srch_batch_commit(c, b, err) < 0 || record_trials(l, b, err) < 0) {
     if (tx) db_tx_rollback(c->db);
     return tn_err_prefix(err, "search: committing a batch");
   }

@@ -871,6 +871,28 @@ START_TEST(restart_and_resume) {
   r = status(&c, s.job);
   ck_assert_str_eq(str(result(r), "state"), "done");
   ck_assert_int_eq((int)num(result(r), "trials_done"), 24);
+  double started = num(result(r), "started"), finished = num(result(r), "finished");
+  cJSON_Delete(r);
+  /* tune.trials: both runs' candidates, numbered on across the restart,
+   * each with its own record, measured while the job ran */
+  char p[64];
+  snprintf(p, sizeof p, "{\"job\":%lld}", (long long)s.job);
+  r = rpc(&c, "tune.trials", p);
+  const cJSON *trials = cJSON_GetObjectItem(result(r), "trials");
+  ck_assert_int_eq(cJSON_GetArraySize(trials), 24);
+  double seen[24];
+  for (int i = 0; i < 24; i++) {
+    const cJSON *t = cJSON_GetArrayItem(trials, i);
+    ck_assert_int_eq((int)num(t, "trial"), i + 1);
+    seen[i] = num(t, "record");
+    for (int k = 0; k < i; k++)
+      ck_assert_msg(seen[k] != seen[i], "trials %d and %d share record %g", k + 1, i + 1, seen[i]);
+    double at = num(t, "measured");
+    ck_assert_msg(at >= started - 1e-3 && at <= finished + 1e-3, "trial %d measured at %f, the job ran %f..%f", i + 1,
+                  at, started, finished);
+    ck_assert_double_eq_tol(num(t, "elapsed_s"), at - started, 1e-6);
+    if (strcmp(str(t, "status"), "ok") == 0) ck_assert(num(t, "gflops") > 0 && num(t, "median_secs") > 0);
+  }
   cJSON_Delete(r);
   cl_close(&c);
   stop_daemon(&d);
@@ -1227,6 +1249,8 @@ START_TEST(bad_input) {
   expect_error(&c, "tune.status", "{\"job\":1.5}", -32602, "\"job\"");
   expect_error(&c, "tune.status", "[1]", -32602, "params");
   expect_error(&c, "tune.status", "{\"job\":999}", -32001, "no job 999");
+  expect_error(&c, "tune.trials", "{\"job\":999}", -32001, "no job 999");
+  expect_error(&c, "tune.trials", "{}", -32602, "missing param \"job\"");
   expect_error(&c, "tune.status", "{\"job\":1,\"verbose\":true}", -32602, "unknown param \"verbose\"");
   const char *sub = matmul_submit(8, 4);
   expect_error(&c, "tune.submit", with(sub, "trials", "-1"), -32602, "\"trials\"");

@@ -77,6 +77,18 @@ static db_t *open_ok(const char *path) {
   return db;
 }
 
+/* Opens a database made by an older schema: it must come out at this
+ * build's version and pass the integrity check. */
+static db_t *open_migrated(const char *path) {
+  db_t *db = open_ok(path);
+  int v = 0;
+  tn_err_t err = {0};
+  ck_assert_msg(db_schema_version(db, &v, &err) == 0, "%s", err.msg);
+  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
+  ck_assert_msg(db_check(db, &err) == 0, "%s", err.msg);
+  return db;
+}
+
 #define OK(call)                                           \
   do {                                                     \
     tn_err_t e_ = {0};                                     \
@@ -145,6 +157,16 @@ static void raw_exec(const char *path, const char *sql) {
   int rc = sqlite3_exec(h, sql, NULL, NULL, &msg);
   ck_assert_msg(rc == SQLITE_OK, "%s: %s", sql, msg ? msg : "?");
   sqlite3_close(h);
+}
+
+/* Makes `path` a database of schema version v (migrations 0..v-1 applied, as
+ * an older tuned left it), then runs `sql` on it: the rows it had. */
+static void old_db(const char *path, int v, const char *sql) {
+  char bump[48];
+  for (int i = 0; i < v; i++) raw_exec(path, db_migrations[i]);
+  snprintf(bump, sizeof bump, "PRAGMA user_version = %d", v);
+  raw_exec(path, bump);
+  raw_exec(path, sql);
 }
 
 /* ---- schema ------------------------------------------------------------------ */
@@ -228,13 +250,9 @@ END_TEST
 
 START_TEST(t_migrate_from_v1) {
   const char *path = tmp_db("a.db");
-  raw_exec(path, db_migrations[0]);
-  raw_exec(path, "PRAGMA user_version = 1; INSERT INTO workloads (hash, name, source, created) "
-                 "VALUES ('00000000000000b1', 'old', 'src', 1.0)");
-  db_t *db = open_ok(path);
-  int v = 0;
-  OK(db_schema_version(db, &v, E));
-  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
+  old_db(path, 1, "INSERT INTO workloads (hash, name, source, created) "
+                  "VALUES ('00000000000000b1', 'old', 'src', 1.0)");
+  db_t *db = open_migrated(path);
   tn_arena_t *a = tn_arena_new();
   db_workload_t w;
   OK(db_workload_get(db, "00000000000000b1", &w, a, E));
@@ -254,22 +272,15 @@ END_TEST
  * still points at its record, foreign keys hold, and the new tables exist. */
 START_TEST(t_migrate_from_v2) {
   const char *path = tmp_db("a.db");
-  raw_exec(path, db_migrations[0]);
-  raw_exec(path, db_migrations[1]);
-  raw_exec(path,
-           "PRAGMA user_version = 2;"
-           "INSERT INTO workloads (hash, name, source, created) VALUES ('00000000000000c1', 'old', 'src', 1.0);"
-           "INSERT INTO targets (name, kind, created) VALUES ('cpu', 'cpu', 1.0);"
-           "INSERT INTO records (id, workload_id, target_id, trace, trace_hash, run_secs, median_secs, status,"
-           " verified, created, updated) VALUES (7, 1, 1, '{}', '0000000000000007', '[0.5]', 0.5, 'ok', 1, 1, 1),"
-           " (9, 1, 1, '[]', '0000000000000009', '[]', NULL, 'timeout', 0, 1, 1);"
-           "INSERT INTO jobs (state, workload_id, target_id, budget_trials, best_record_id, seed, created, updated)"
-           " VALUES ('done', 1, 1, 8, 7, 1, 1, 1);");
-  db_t *db = open_ok(path);
-  int v = 0;
-  OK(db_schema_version(db, &v, E));
-  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
-  OK(db_check(db, E));
+  old_db(path, 2,
+         "INSERT INTO workloads (hash, name, source, created) VALUES ('00000000000000c1', 'old', 'src', 1.0);"
+         "INSERT INTO targets (name, kind, created) VALUES ('cpu', 'cpu', 1.0);"
+         "INSERT INTO records (id, workload_id, target_id, trace, trace_hash, run_secs, median_secs, status,"
+         " verified, created, updated) VALUES (7, 1, 1, '{}', '0000000000000007', '[0.5]', 0.5, 'ok', 1, 1, 1),"
+         " (9, 1, 1, '[]', '0000000000000009', '[]', NULL, 'timeout', 0, 1, 1);"
+         "INSERT INTO jobs (state, workload_id, target_id, budget_trials, best_record_id, seed, created, updated)"
+         " VALUES ('done', 1, 1, 8, 7, 1, 1, 1);");
+  db_t *db = open_migrated(path);
   tn_arena_t *a = tn_arena_new();
   db_job_t job;
   OK(db_job_get(db, 1, &job, a, E));
@@ -300,21 +311,15 @@ END_TEST
  * queries and JSON-lines export and import. */
 START_TEST(t_migrate_from_v3) {
   const char *path = tmp_db("a.db");
-  for (int i = 0; i < 3; i++) raw_exec(path, db_migrations[i]);
-  raw_exec(path,
-           "PRAGMA user_version = 3;"
-           "INSERT INTO workloads (hash, name, source, created) VALUES ('00000000000000d1', 'old', 'src', 1.0);"
-           "INSERT INTO targets (name, kind, created) VALUES ('nvidia/h100', 'cuda', 1.0);"
-           "INSERT INTO records (id, workload_id, target_id, trace, trace_hash, run_secs, median_secs, status,"
-           " verified, created, updated) VALUES (5, 1, 1, '{}', 'c735a31983dc6cdf', '[0.5]', 0.5, 'ok', 1, 1, 1);");
+  old_db(path, 3,
+         "INSERT INTO workloads (hash, name, source, created) VALUES ('00000000000000d1', 'old', 'src', 1.0);"
+         "INSERT INTO targets (name, kind, created) VALUES ('nvidia/h100', 'cuda', 1.0);"
+         "INSERT INTO records (id, workload_id, target_id, trace, trace_hash, run_secs, median_secs, status,"
+         " verified, created, updated) VALUES (5, 1, 1, '{}', 'c735a31983dc6cdf', '[0.5]', 0.5, 'ok', 1, 1, 1);");
   char h[17];
   db_trace_hash("{}", h);
   ck_assert_str_eq(h, "c735a31983dc6cdf"); /* the real one: export and import check it */
-  db_t *db = open_ok(path);
-  int v = 0;
-  OK(db_schema_version(db, &v, E));
-  ck_assert_int_eq(v, DB_SCHEMA_VERSION);
-  OK(db_check(db, E));
+  db_t *db = open_migrated(path);
   char b1[96], b2[96];
   db_record_t rs[2] = {rec(1, 1, b1, 1, 1e-3, DB_STATUS_OK, true), rec(1, 1, b2, 2, 2e-3, DB_STATUS_OK, true)};
   rs[0].cupti_median_secs = 1.25e-3, rs[0].times_disagree = true;
@@ -836,6 +841,61 @@ START_TEST(t_target_aware) {
 END_TEST
 
 /* ---- jobs ------------------------------------------------------------------------ */
+
+/* A version-4 database: its jobs keep working and gain an (empty) list of
+ * trials; new trials are recorded in order and read back in order. */
+START_TEST(t_job_trials) {
+  const char *path = tmp_db("a.db");
+  old_db(path, 4,
+         "INSERT INTO workloads (hash, name, source, created) VALUES ('00000000000000d1', 'old', 'src', 1.0);"
+         "INSERT INTO targets (name, kind, created) VALUES ('cpu', 'cpu', 1.0);"
+         "INSERT INTO jobs (id, state, workload_id, target_id, budget_trials, seed, created, updated)"
+         " VALUES (3, 'done', 1, 1, 8, 1, 1.0, 2.0);");
+  db_t *db = open_migrated(path);
+  db_job_trials_t got;
+  OK(db_job_trials_get(db, 3, &got, E)); /* run before trials were kept */
+  ck_assert_int_eq((int)got.n, 0);
+  char b1[96], b2[96];
+  db_record_t rs[2] = {rec(1, 1, b1, 1, 1e-3, DB_STATUS_OK, true), rec(1, 1, b2, 2, NAN, DB_STATUS_BUILD_ERROR, false)};
+  OK(db_record_add_batch(db, rs, 2, NULL, E));
+  db_job_trial_t ts[3] = {{2, rs[1].id, DB_STATUS_BUILD_ERROR, NAN, 100.5},
+                          {1, rs[0].id, DB_STATUS_OK, 1e-3, 100.25},
+                          {3, 0, DB_STATUS_OK, 2e-3, 101.0}};
+  OK(db_job_trials_add(db, 3, ts, 3, E));
+  OK(db_job_trials_get(db, 3, &got, E));
+  ck_assert_int_eq((int)got.n, 3);
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(got.items[i].trial, i + 1);
+  ck_assert_int_eq(got.items[0].record_id, rs[0].id);
+  ck_assert_int_eq(got.items[0].status, DB_STATUS_OK);
+  ck_assert_double_eq(got.items[0].median_secs, 1e-3);
+  ck_assert_double_eq(got.items[0].measured, 100.25);
+  ck_assert_int_eq(got.items[1].status, DB_STATUS_BUILD_ERROR);
+  ck_assert(isnan(got.items[1].median_secs));
+  ck_assert_int_eq(got.items[2].record_id, 0);
+  db_job_trials_free(&got);
+  OK(db_job_trials_get(db, 4, &got, E));
+  ck_assert_int_eq((int)got.n, 0);
+
+  /* a trial number twice, an unknown job or record, ok without a time */
+  tn_err_t err = {0};
+  db_job_trial_t again = {3, 0, DB_STATUS_OK, 1e-3, 102.0};
+  ck_assert_int_eq(db_job_trials_add(db, 3, &again, 1, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "job 3 trial 3: recording a job's trial: UNIQUE constraint failed"), "%s", err.msg);
+  db_job_trial_t one = {1, 0, DB_STATUS_OK, 1e-3, 102.0};
+  ck_assert_int_eq(db_job_trials_add(db, 99, &one, 1, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "job 99 trial 1: recording a job's trial: FOREIGN KEY constraint failed"), "%s",
+                err.msg);
+  db_job_trial_t norec = {4, 4242, DB_STATUS_OK, 1e-3, 102.0}, notime = {4, 0, DB_STATUS_OK, NAN, 102.0};
+  ck_assert_int_eq(db_job_trials_add(db, 3, &norec, 1, &err), TN_EINVAL);
+  ck_assert_int_eq(db_job_trials_add(db, 3, &notime, 1, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "CHECK constraint failed"), "%s", err.msg);
+  OK(db_job_trials_get(db, 3, &got, E));
+  ck_assert_int_eq((int)got.n, 3);
+  db_job_trials_free(&got);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
 
 START_TEST(t_jobs) {
   const char *path = tmp_db("a.db");
@@ -1588,6 +1648,7 @@ static Suite *make_suite(void) {
   TTest const *both[] = {t_upsert, t_batch_dedup, t_best, t_target_aware, t_jobs, t_export_import,
                          t_import_bad_line, t_record_set_times, t_cost_models, t_baselines, t_read_while_writing};
   for (size_t i = 0; i < TN_ARRAY_LEN(both); i++) tcase_add_loop_test(data, both[i], 0, n_engines);
+  tcase_add_test(data, t_job_trials); /* SQLite: it starts from a version-4 file */
   tcase_add_test(data, t_readonly_refusals);
   suite_add_tcase(s, data);
   TCase *stress = tcase_create("stress");

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sqlite3.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/target.h"
@@ -453,6 +454,8 @@ START_TEST(test_job_resume) {
   OK(db_job_create(db, &job, &err_));
   db_targets_free(&ts);
 
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_REALTIME, &t0);
   for (int round = 1; round <= 2; round++) {
     seen_t s = {0};
     o.job_id = job.id;
@@ -467,9 +470,27 @@ START_TEST(test_job_resume) {
     srch_result_free(&r);
     seen_free(&s);
   }
+  clock_gettime(CLOCK_REALTIME, &t1);
   db_records_t recs = query(db_path, w, "cpu");
   ck_assert_int_eq((int)recs.n, 3 * 8);
   ck_assert_int_eq(count_distinct_hashes(&recs), 3 * 8);
+  /* the job's trials: both runs' 16 candidates, numbered on, each its own
+   * new record (not the first, job-less tune's), measured during the runs */
+  db_job_trials_t tr;
+  OK(db_job_trials_get(db, job.id, &tr, &err_));
+  ck_assert_int_eq((int)tr.n, 16);
+  for (size_t i = 0; i < tr.n; i++) {
+    const db_job_trial_t *t = &tr.items[i];
+    ck_assert_int_eq(t->trial, (int64_t)i + 1);
+    const db_record_t *rec = NULL;
+    for (size_t k = 8; k < recs.n; k++)
+      if (recs.items[k].id == t->record_id) rec = &recs.items[k];
+    ck_assert_msg(rec, "trial %zu: record %lld is not one of the job's", i + 1, (long long)t->record_id);
+    for (size_t k = 0; k < i; k++) ck_assert_int_ne(tr.items[k].record_id, t->record_id);
+    ck_assert_int_eq(t->status, rec->status);
+    ck_assert(t->measured >= (double)t0.tv_sec && t->measured <= (double)t1.tv_sec + 1);
+  }
+  db_job_trials_free(&tr);
   db_records_free(&recs);
   tn_arena_free(a);
   db_close(db);
