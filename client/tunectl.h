@@ -28,7 +28,7 @@ typedef struct tc_args {
   const char *db, *strategy, *model, *cc, *fallback;
   int64_t trials, seed, limit, k, remeasure;
   double seconds, repeat_ms;
-  bool json, wait, daemon, no_flush, no_remeasure, no_baseline, allow_tf32, roofline;
+  bool json, wait, daemon, no_flush, no_remeasure, no_baseline, allow_tf32, roofline, tvmscript;
   tn_arena_t *arena;
 } tc_args_t;
 

@@ -99,7 +99,7 @@ int tco_show(tc_args_t *o) {
   }
   tn_buf_t b;
   tn_buf_init(&b);
-  ir_print_func(s ? sch_func(s) : w->func, &b);
+  (o->tvmscript ? ir_print_tvmscript : ir_print_func)(s ? sch_func(s) : w->func, &b);
   fputs(tn_buf_str(&b), stdout);
   tn_buf_free(&b);
   sch_free(s);

@@ -430,6 +430,10 @@ int ir_param_set_parse(const char *arg, tn_arena_t *a, ir_param_set_t *out, tn_e
 
 /* Appends TVMScript-shaped text of the function ("@T.prim_func ...") to out. */
 void ir_print_func(const ir_func_t *f, tn_buf_t *out);
+/* Appends the function as TVMScript in TVM 0.27's dialect (`tirx`, T.sblock,
+ * @T.prim_func(s_tir=True), root allocations without the root block), text
+ * that tvm.script.from_source parses and ir_tvmscript_import reads back. */
+void ir_print_tvmscript(const ir_func_t *f, tn_buf_t *out);
 void ir_print_expr(const ir_expr_t *e, tn_buf_t *out);
 /* Fills order[0..n) with annotation indices sorted by key (stable), the order
  * in which the printer shows and the hash reads annotations (as TVM sorts
