@@ -158,6 +158,23 @@ static const command_t commands[] = {
              "T.sblock, @T.prim_func(s_tir=True)): tvm.script.from_source parses it, and\n"
              "`tunectl import-tvmscript` reads an unscheduled one back.\n",
      .run = tco_show},
+    {.name = "import-tvmscript", .usage = "FILE.py [-o OUT.tw]", .min_pos = 1, .max_pos = 1, .opts = OPT(OUT),
+     .summary = "convert a TVMScript PrimFunc into a workload (.tw)",
+     .help = "Reads a TVMScript PrimFunc (as `tunectl show --tvmscript` or TVM's own\n"
+             "printer writes it, alone or the one function of an @I.ir_module class) and\n"
+             "prints the equivalent workload.  The subset: T.Buffer (or T.handle with\n"
+             "T.match_buffer) parameters and T.alloc_buffer temps of static shape and a\n"
+             "dtype of the language; nests of T.grid / range / T.serial loops, each\n"
+             "around one T.block (or T.sblock) named after the buffer it writes, whose\n"
+             "T.axis iterators are bound to the loops in order, spatial then reduce;\n"
+             "T.init with the identity of a sum, max or min; one store of arithmetic,\n"
+             "comparisons, and/or/not, T.if_then_else, T.Cast, T.max/T.min and\n"
+             "T.exp/log/sqrt/tanh/abs/fabs/pow.  T.reads/T.writes and T.func_attr are\n"
+             "ignored.  Anything else (schedules: split loops, T.parallel, shared\n"
+             "buffers, T.where) is an error at FILE:LINE:COL.  The workload is checked\n"
+             "by parsing it; `tunectl check` on it prints the same hash as on the\n"
+             "workload that `show --tvmscript` printed.\n",
+     .run = tco_import_tvmscript},
     {.name = "check", .usage = "FILE [--set NAME=VALUE ...] [--json]", .min_pos = 1, .max_pos = 1,
      .opts = OPT(SET) | OPT(JSON), .summary = "validate a workload; print its hash, FLOPs and bytes",
      .help = "Parses and validates the workload, then prints its structural hash (the key\n"

@@ -52,6 +52,7 @@ bool tc_can_measure(const char *cmd, const struct tn_target *t);
 /* Offline commands (tunectl_offline.c): workload files, no daemon. */
 int tco_show(tc_args_t *a);
 int tco_check(tc_args_t *a);
+int tco_import_tvmscript(tc_args_t *a);
 int tco_eval(tc_args_t *a);
 int tco_trace_check(tc_args_t *a);
 int tco_emit(tc_args_t *a);

@@ -107,6 +107,26 @@ int tco_show(tc_args_t *o) {
   return 0;
 }
 
+int tco_import_tvmscript(tc_args_t *o) {
+  char *text = NULL;
+  size_t len = 0;
+  tn_err_t err = {0};
+  tn_buf_t b;
+  tn_buf_init(&b);
+  FILE *out = NULL;
+  int rc = 1;
+  if (tn_read_file(o->pos[0], IR_MAX_SOURCE_BYTES + 1, &text, &len, &err) < 0 ||
+      ir_tvmscript_import(o->pos[0], text, len, &b, &err) < 0 || !(out = o->out ? tn_open_out(o->out, false, &err) : stdout))
+    fprintf(stderr, "tunectl import-tvmscript: %s\n", err.msg);
+  else if (fputs(tn_buf_str(&b), out) < 0 || (out != stdout && fclose(out) != 0) || (out == stdout && fflush(out) != 0))
+    fprintf(stderr, "tunectl import-tvmscript: cannot write %s\n", o->out ? o->out : "stdout");
+  else
+    rc = 0;
+  free(text);
+  tn_buf_free(&b);
+  return rc;
+}
+
 int tco_trace_check(tc_args_t *o) {
   o->trace = o->pos[1];
   ir_workload_t *w = load_workload("trace-check", o);

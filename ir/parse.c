@@ -264,6 +264,11 @@ static int unknown_tensor(parser_t *p, int line, int col, const char *name) {
 /* A name that reaches generated code must be a plain identifier that is no
  * keyword of the language or of C, CUDA and OpenCL, and none of the prefixes
  * generated code keeps for itself. */
+bool ir_workload_name_ok(const char *name) {
+  return !is_keyword(name) && strncmp(name, "__", 2) != 0 && strncmp(name, "tuned_", 6) != 0 &&
+         strncmp(name, "v_", 2) != 0 && tn_is_identifier(name);
+}
+
 static int check_name(parser_t *p, const char *name, int line, int col, const char *what) {
   const char *an = strchr("aeiou", what[0]) ? "an" : "a";
   if (is_keyword(name))

@@ -117,7 +117,7 @@ static void print_infix(printer_t *p, const ir_expr_t *e, const char *op) {
 /* Shortest "%.Ng" that reads back as the same double, Python-repr style
  * ("1.0", not "1"); inf and nan as the strings TVMScript accepts.  snprintf
  * and strtod agree on the locale's decimal point, which is printed as '.'. */
-static void print_double(tn_buf_t *out, double v) {
+void ir_print_double(double v, tn_buf_t *out) {
   if (isnan(v) || isinf(v)) {
     tn_buf_printf(out, "\"%s\"", isnan(v) ? "nan" : v < 0 ? "-inf" : "inf");
     return;
@@ -136,7 +136,7 @@ static void print_double(tn_buf_t *out, double v) {
 static void print_const(printer_t *p, const ir_expr_t *e) {
   if (e->kind == IR_E_FLOAT || ir_dtype_is_float(e->dtype)) {
     tn_buf_printf(p->out, "T.%s(", ir_dtype_name(e->dtype));
-    print_double(p->out, e->kind == IR_E_FLOAT ? e->u.fval : (double)e->u.ival);
+    ir_print_double(e->kind == IR_E_FLOAT ? e->u.fval : (double)e->u.ival, p->out);
     tn_buf_putc(p->out, ')');
   } else if (e->dtype == IR_BOOL) {
     tn_buf_printf(p->out, "T.bool(%s)", e->u.ival ? "True" : "False");
