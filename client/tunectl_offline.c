@@ -116,12 +116,14 @@ int tco_import_tvmscript(tc_args_t *o) {
   FILE *out = NULL;
   int rc = 1;
   if (tn_read_file(o->pos[0], IR_MAX_SOURCE_BYTES + 1, &text, &len, &err) < 0 ||
-      ir_tvmscript_import(o->pos[0], text, len, &b, &err) < 0 || !(out = o->out ? tn_open_out(o->out, false, &err) : stdout))
+      ir_tvmscript_import(o->pos[0], text, len, &b, &err) < 0 || !(out = o->out ? tn_open_out(o->out, false, &err) : stdout)) {
     fprintf(stderr, "tunectl import-tvmscript: %s\n", err.msg);
-  else if (fputs(tn_buf_str(&b), out) < 0 || (out != stdout && fclose(out) != 0) || (out == stdout && fflush(out) != 0))
-    fprintf(stderr, "tunectl import-tvmscript: cannot write %s\n", o->out ? o->out : "stdout");
-  else
-    rc = 0;
+  } else {
+    bool ok = fputs(tn_buf_str(&b), out) >= 0;
+    ok = (out == stdout ? fflush(out) : fclose(out)) == 0 && ok;
+    if (!ok) fprintf(stderr, "tunectl import-tvmscript: cannot write %s\n", o->out ? o->out : "stdout");
+    rc = ok ? 0 : 1;
+  }
   free(text);
   tn_buf_free(&b);
   return rc;
