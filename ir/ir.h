@@ -5,6 +5,8 @@
 #ifndef TUNED_IR_H
 #define TUNED_IR_H
 
+#include <stdarg.h>
+
 #include "common/common.h"
 
 /* ======================================================================
@@ -421,6 +423,9 @@ int ir_workload_parse(const char *path, const char *text, size_t len,
  * identifier that is no keyword of the language or of C, CUDA and OpenCL,
  * not starting with '__', 'tuned_' or 'v_'. */
 bool ir_workload_name_ok(const char *name);
+/* Sets err to "PATH:LINE:COL: message" (line and col too) and returns
+ * TN_EINVAL: the error form of the workload and TVMScript parsers. */
+int ir_src_verr(tn_err_t *err, const char *path, int line, int col, const char *fmt, va_list ap);
 /* Reads the file and parses it. */
 int ir_workload_load(const char *path, const ir_param_set_t *overrides, int noverrides,
                      ir_workload_t **out, tn_err_t *err);

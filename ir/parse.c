@@ -121,19 +121,24 @@ typedef struct parser {
  * Errors and small helpers
  * ====================================================================== */
 
-/* Reports "PATH:LINE:COL: message" and returns TN_EINVAL. */
-__attribute__((format(printf, 4, 5))) static int perr(parser_t *p, int line, int col, const char *fmt, ...) {
+int ir_src_verr(tn_err_t *err, const char *path, int line, int col, const char *fmt, va_list ap) {
   char msg[TN_ERR_MSG_MAX];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  tn_err_set(p->err, TN_EINVAL, "%s:%d:%d: %s", p->path, line, col, msg);
-  if (p->err) {
-    p->err->line = line;
-    p->err->col = col;
+  tn_err_set(err, TN_EINVAL, "%s:%d:%d: %s", path, line, col, msg);
+  if (err) {
+    err->line = line;
+    err->col = col;
   }
   return TN_EINVAL;
+}
+
+/* Reports "PATH:LINE:COL: message" and returns TN_EINVAL. */
+__attribute__((format(printf, 4, 5))) static int perr(parser_t *p, int line, int col, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = ir_src_verr(p->err, p->path, line, col, fmt, ap);
+  va_end(ap);
+  return rc;
 }
 
 static bool is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }

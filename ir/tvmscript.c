@@ -41,17 +41,11 @@ typedef struct imp {
 
 /* "PATH:LINE:COL: message", TN_EINVAL. */
 __attribute__((format(printf, 4, 5))) static int ierr(imp_t *p, int line, int col, const char *fmt, ...) {
-  char msg[TN_ERR_MSG_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  int rc = ir_src_verr(p->err, p->path, line, col, fmt, ap);
   va_end(ap);
-  tn_err_set(p->err, TN_EINVAL, "%s:%d:%d: %s", p->path, line, col, msg);
-  if (p->err) {
-    p->err->line = line;
-    p->err->col = col;
-  }
-  return TN_EINVAL;
+  return rc;
 }
 
 static token_t *push(imp_t *p, tkind_t k, int line, int col) {
