@@ -41,12 +41,34 @@ static bool name_taken(const printer_t *p, const char *name) {
   return false;
 }
 
+/* Python's keywords and the names the exact form's text uses itself (T,
+ * range): a buffer or variable so named would not parse, so that form
+ * prints it with a suffix, as TVM's printer does. */
+static bool python_reserved(const printer_t *p, const char *s) {
+  static const char *const words[] = {
+      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def",
+      "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is",
+      "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield", "T", "range"};
+  if (!p->tvm027) return false;
+  for (size_t i = 0; i < TN_ARRAY_LEN(words); i++)
+    if (strcmp(s, words[i]) == 0) return true;
+  return false;
+}
+
+static const char *buf_name(printer_t *p, const ir_buffer_t *b) {
+  const char *name = b->name;
+  for (int k = 1; python_reserved(p, name) || (k > 1 && name_taken(p, name)); k++)
+    name = tn_arena_printf(p->arena, "%s_%d", b->name, k);
+  return name;
+}
+
 static const char *var_name(printer_t *p, const ir_var_t *v) {
   if (!p->arena) return v->name;
   for (int i = 0; i < p->nvars; i++)
     if (p->vars[i] == v) return p->names[i];
   const char *name = v->name;
-  for (int k = 1; name_taken(p, name); k++) name = tn_arena_printf(p->arena, "%s_%d", v->name, k);
+  for (int k = 1; name_taken(p, name) || python_reserved(p, name); k++)
+    name = tn_arena_printf(p->arena, "%s_%d", v->name, k);
   if (p->nvars == p->varcap) {
     p->varcap = p->varcap ? 2 * p->varcap : 32;
     p->vars = tn_xrealloc(p->vars, sizeof(*p->vars) * (size_t)p->varcap);
@@ -149,7 +171,7 @@ static void print_const(printer_t *p, const ir_expr_t *e) {
 
 /* buf[i, j]; a 0-d buffer as buf[()]. */
 static void print_access(printer_t *p, const ir_buffer_t *b, ir_expr_t *const *idx, int n) {
-  tn_buf_printf(p->out, "%s[", b->name);
+  tn_buf_printf(p->out, "%s[", buf_name(p, b));
   if (n == 0) tn_buf_put(p->out, "()");
   for (int i = 0; i < n; i++) {
     if (i) tn_buf_put(p->out, ", ");
@@ -272,7 +294,7 @@ static void print_annots(tn_buf_t *out, const ir_annot_t *a, int n) {
 static void print_alloc(printer_t *p, const ir_buffer_t *b, int depth) {
   bool scoped = p->tvm027 && b->scope != IR_SCOPE_GLOBAL;
   line_start(p, depth);
-  tn_buf_printf(p->out, "%s = T.alloc_%s(", b->name, scoped ? ir_scope_name(b->scope) : "buffer");
+  tn_buf_printf(p->out, "%s = T.alloc_%s(", buf_name(p, b), scoped ? ir_scope_name(b->scope) : "buffer");
   print_shape(p->out, b);
   if (!p->tvm027 || b->dtype != IR_FLOAT32) tn_buf_printf(p->out, ", \"%s\"", ir_dtype_name(b->dtype));
   if (b->scope != IR_SCOPE_GLOBAL && !scoped) tn_buf_printf(p->out, ", scope=\"%s\"", ir_scope_name(b->scope));
@@ -303,7 +325,7 @@ static void print_regions(printer_t *p, const char *what, const ir_region_t *rs,
   tn_buf_printf(p->out, "T.%s(", what);
   for (int i = 0; i < n; i++) {
     if (i) tn_buf_put(p->out, ", ");
-    tn_buf_printf(p->out, "%s[", rs[i].buf->name);
+    tn_buf_printf(p->out, "%s[", buf_name(p, rs[i].buf));
     if (rs[i].buf->ndim == 0) tn_buf_put(p->out, "()");
     for (int d = 0; d < rs[i].buf->ndim; d++) {
       if (d) tn_buf_put(p->out, ", ");
@@ -511,7 +533,7 @@ static void print_signature(printer_t *p) {
   tn_buf_printf(p->out, "def %s(", f->name);
   for (int i = 0; i < f->nparams; i++) {
     const ir_buffer_t *b = f->params[i];
-    tn_buf_printf(p->out, i ? ", %s: T.Buffer(" : "%s: T.Buffer(", b->name);
+    tn_buf_printf(p->out, i ? ", %s: T.Buffer(" : "%s: T.Buffer(", buf_name(p, b));
     print_shape(p->out, b);
     tn_buf_printf(p->out, ", \"%s\")", ir_dtype_name(b->dtype));
   }

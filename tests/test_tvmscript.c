@@ -204,9 +204,26 @@ START_TEST(t_file_errors) {
 }
 END_TEST
 
+/* Python's words and T, which TVMScript text cannot use as names, get a
+ * suffix, as TVM's printer gives them. */
+START_TEST(t_python_names) {
+  ir_workload_t *w = tu_parse("input lambda: float32[4]\noutput T: float32[4]\nT[pass] = lambda[pass] * 2.0\n");
+  tn_buf_t py;
+  tn_buf_init(&py);
+  ir_print_tvmscript(w->func, &py);
+  const char *text = tn_buf_str(&py);
+  ck_assert_msg(strstr(text, "def main(lambda_1: T.Buffer((4,), \"float32\"), T_1: T.Buffer((4,), \"float32\")):\n") &&
+                    strstr(text, "    for pass_1 in range(4):\n") &&
+                    strstr(text, "            T_1[v_pass] = lambda_1[v_pass] * T.float32(2.0)\n"),
+                "%s", text);
+  tn_buf_free(&py);
+  ir_workload_free(w);
+}
+END_TEST
+
 static Suite *make(void) {
   Suite *s = suite_create("tvmscript");
-  TCase *tc = TU_TCASE(s, "round-trip", 60, t_workloads, t_file_errors);
+  TCase *tc = TU_TCASE(s, "round-trip", 60, t_workloads, t_file_errors, t_python_names);
   tcase_add_loop_test(tc, t_programs, 0, (int)TN_ARRAY_LEN(programs));
   tcase_add_loop_test(tc, t_tvm_printed, 0, (int)TN_ARRAY_LEN(tvm_matmul));
   tcase_add_loop_test(tc, t_errors, 0, (int)TN_ARRAY_LEN(bad));
