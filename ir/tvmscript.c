@@ -1078,6 +1078,8 @@ static int scan_block(interp_t *ip, const stmt_t *blk, const stmt_t **init, cons
     }
     if (s->kind == S_EXPR && is_t_call(v, "where"))
       return eerr(ip, v, "T.where (a block predicate) comes from schedules; it is not in the workload language");
+    if (s->kind == S_EXPR && (is_t_call(v, "block_attr") || is_t_call(v, "sblock_attr")))
+      return eerr(ip, v, "block annotations are not in the workload language (remove the line to import without it)");
     return ierr(ip->p, s->line, s->col, "unsupported statement in a block (iterators, T.reads, T.writes, one T.init "
                 "and one store are)");
   }

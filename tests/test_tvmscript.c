@@ -129,6 +129,8 @@ static const struct {
     {"C[v_i, v_j] + A[v_i, v_k]", "C[v_j, v_i] + A[v_i, v_k]", "f.py:14:13: a reduction's update must be"},
     {"T.writes(C[v_i, v_j])", "T.writes(C[v_i, v_j])\n            T.where(v_i < 3)", "f.py:12:13: T.where"},
     {"with T.sblock(\"C\")", "with T.sblock(\"D\")", "block \"D\" writes 'C'"},
+    {"T.writes(C[v_i, v_j])", "T.writes(C[v_i, v_j])\n            T.sblock_attr({\"axis\": 1})",
+     "f.py:12:13: block annotations are not in the workload language"},
     {"A: T.Buffer((64, 64), \"float32\")", "A: T.Buffer((64, 64), \"int8\")", "f.py:4:32: dtype \"int8\" is not in"},
     {"A: T.Buffer((64, 64), \"float32\")", "A: T.Buffer((n, 64), \"float32\")", "f.py:4:23: a dimension must be a constant"},
     {"+ A[v_i, v_k]", "+ T.erf(A[v_i, v_k])", "f.py:14:41: T.erf is not in the workload language"},
