@@ -1804,7 +1804,9 @@ START_TEST(cancel_during_reference) {
   double took = timed_cancel(&c, job, state, sizeof state);
   fprintf(stderr, "cancel_during_reference: tune.cancel answered in %.3f s\n", took);
   ck_assert_str_eq(state, "cancelled");
-  ck_assert_msg(took < 3.0, "tune.cancel took %.2f s during the reference evaluation", took);
+  /* under memcheck every thread runs 20-50x slower (3.78 s seen at load 13): its own bound */
+  double bound = tu_slowdown() > 1 ? 10.0 : 3.0;
+  ck_assert_msg(took < bound, "tune.cancel took %.2f s during the reference evaluation (bound %.0f s)", took, bound);
   /* the job's thread is gone within seconds too (the evaluation stopped;
    * the daemon does not answer for a thread that never ends) */
   int running = -1;
