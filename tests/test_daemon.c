@@ -1482,9 +1482,10 @@ static int proc_ppid(const char *stat_path, char *comm, size_t size) {
   return ppid;
 }
 
-/* Counts tuned's threads at nice 0 and at nice 10, and its measure worker
- * processes (children named tuned-worker) at nice 10. */
-static void count_nice(pid_t pid, int *serving, int *tuning, int *workers) {
+/* Counts tuned's threads at nice `base` (the level it started at) and at
+ * `tune` (base + --tune-nice), and its measure worker processes (children
+ * named tuned-worker) at `tune`. */
+static void count_nice(pid_t pid, int base, int tune, int *serving, int *tuning, int *workers) {
   *serving = *tuning = *workers = 0;
   char path[300], comm[64];
   snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
@@ -1494,8 +1495,8 @@ static void count_nice(pid_t pid, int *serving, int *tuning, int *workers) {
     if (e->d_name[0] == '.') continue;
     snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, e->d_name);
     int n = proc_nice(path);
-    *serving += n == 0;
-    *tuning += n == 10;
+    *serving += n == base;
+    *tuning += n == tune;
   }
   closedir(dir);
   dir = opendir("/proc");
@@ -1503,15 +1504,25 @@ static void count_nice(pid_t pid, int *serving, int *tuning, int *workers) {
   for (struct dirent *e; (e = readdir(dir));) {
     if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
     snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-    if (proc_ppid(path, comm, sizeof comm) == pid && strcmp(comm, "tuned-worker") == 0 && proc_nice(path) == 10)
+    if (proc_ppid(path, comm, sizeof comm) == pid && strcmp(comm, "tuned-worker") == 0 && proc_nice(path) == tune)
       (*workers)++;
   }
   closedir(dir);
 }
 
 /* --tune-nice: the tuning work (job thread, build pool, measure worker) runs
- * 10 levels below the loop and the reader threads that answer clients. */
+ * 10 levels below the loop and the reader threads that answer clients
+ * (relative to the level tuned starts at, which it inherits from this test;
+ * at most 19, so a test run at nice 19 cannot tell them apart). */
 START_TEST(tuning_priority) {
+  errno = 0;
+  int base = getpriority(PRIO_PROCESS, 0);
+  ck_assert_int_eq(errno, 0);
+  if (base >= 19) {
+    fprintf(stderr, "tuning_priority: skipped at nice %d (the tuning work can be no lower)\n", base);
+    return;
+  }
+  int tune = TN_MIN(base + 10, 19);
   daemon_t d;
   tmp_daemon(&d);
   char *log;
@@ -1526,10 +1537,10 @@ START_TEST(tuning_priority) {
   cJSON_Delete(watch(&c, s.job));
   cJSON_Delete(wait_progress(&c, s.job, 4, 240)); /* the job thread, its builds and its worker exist */
   int serving, tuning, workers;
-  count_nice(d.pid, &serving, &tuning, &workers);
-  ck_assert_msg(serving >= 5, "%d threads at nice 0 (the loop and 4 readers at least)", serving);
-  ck_assert_msg(tuning >= 2, "%d threads at nice 10 (the job thread and the build pool)", tuning);
-  ck_assert_msg(workers == 1, "%d measure workers at nice 10", workers);
+  count_nice(d.pid, base, tune, &serving, &tuning, &workers);
+  ck_assert_msg(serving >= 5, "%d threads at nice %d (the loop and 4 readers at least)", serving, base);
+  ck_assert_msg(tuning >= 2, "%d threads at nice %d (the job thread and the build pool)", tuning, tune);
+  ck_assert_msg(workers == 1, "%d measure workers at nice %d", workers, tune);
   char p[64];
   snprintf(p, sizeof p, "{\"job\":%d}", s.job);
   cJSON_Delete(rpc(&c, "tune.cancel", p));
@@ -1793,7 +1804,9 @@ START_TEST(cancel_during_reference) {
   double took = timed_cancel(&c, job, state, sizeof state);
   fprintf(stderr, "cancel_during_reference: tune.cancel answered in %.3f s\n", took);
   ck_assert_str_eq(state, "cancelled");
-  ck_assert_msg(took < 3.0, "tune.cancel took %.2f s during the reference evaluation", took);
+  /* under memcheck every thread runs 20-50x slower (3.78 s seen at load 13): its own bound */
+  double bound = tu_slowdown() > 1 ? 10.0 : 3.0;
+  ck_assert_msg(took < bound, "tune.cancel took %.2f s during the reference evaluation (bound %.0f s)", took, bound);
   /* the job's thread is gone within seconds too (the evaluation stopped;
    * the daemon does not answer for a thread that never ends) */
   int running = -1;
