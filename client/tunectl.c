@@ -24,7 +24,7 @@ enum {
   O_SEARCH_SEED, O_REPEAT_MS, O_NO_FLUSH, O_DB, O_STRATEGY, O_MODEL, O_WAIT, O_STATE, O_STATUS, O_LIMIT, O_K,
   O_OUT, O_BASELINE, O_MAX_REGRESSION, O_COMPARE, O_DAEMON, O_JSON, O_JSON_OUT, O_SOCKET, O_REMEASURE,
   O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_ALLOW_TF32, O_TOP, O_FALLBACK, O_PLOT_OUT, O_REPORT,
-  O_ROOFLINE, O_PEAKS, O_COUNT
+  O_ROOFLINE, O_PEAKS, O_TVMSCRIPT, O_COUNT
 };
 #define OPT(name) (UINT64_C(1) << O_##name)
 _Static_assert(O_COUNT <= 64, "a command's options are a 64-bit mask");
@@ -98,6 +98,8 @@ static const opt_spec_t options[O_COUNT] = {
                   "a bench result: GFLOP/s against size (with JOB: its library\n"
                   "baselines of the job's workload drawn as lines; with --roofline:\n"
                   "the ceilings measured in it)"},
+    [O_TVMSCRIPT] = {"tvmscript", 0, NULL, K_FLAG, F(tvmscript), 0, 0,
+                      "exact TVMScript of TVM 0.27 (`tirx`, T.sblock) that its parser reads"},
     [O_ROOFLINE] = {"roofline", 0, NULL, K_FLAG, F(roofline), 0, 0,
                     "the best record of every workload against the target's peaks"},
     [O_PEAKS] = {"peaks", 0, "GFLOPS,GBPS", K_TEXT, F(peaks), 0, 0,
@@ -148,12 +150,32 @@ typedef struct command {
 
 static const command_t commands[] = {
     /* offline */
-    {.name = "show", .usage = "FILE [--set NAME=VALUE ...] [--trace T.json]", .min_pos = 1, .max_pos = 1,
-     .opts = OPT(SET) | OPT(TRACE), .summary = "print the tensor IR of a workload",
+    {.name = "show", .usage = "FILE [--set NAME=VALUE ...] [--trace T.json] [--tvmscript]", .min_pos = 1,
+     .max_pos = 1, .opts = OPT(SET) | OPT(TRACE) | OPT(TVMSCRIPT), .summary = "print the tensor IR of a workload",
      .help = "Parses the workload and prints its tensor IR in TVMScript form, as\n"
              "`sch.mod.show()` would.  With --trace, the schedule trace is replayed on\n"
-             "the workload first and the scheduled IR is printed.\n",
+             "the workload first and the scheduled IR is printed.  With --tvmscript the\n"
+             "text is exact TVMScript of TVM 0.27 (`from tvm.script import tirx as T`,\n"
+             "T.sblock, @T.prim_func(s_tir=True)): tvm.script.from_source parses it, and\n"
+             "`tunectl import-tvmscript` reads an unscheduled one back.\n",
      .run = tco_show},
+    {.name = "import-tvmscript", .usage = "FILE.py [-o OUT.tw]", .min_pos = 1, .max_pos = 1, .opts = OPT(OUT),
+     .summary = "convert a TVMScript PrimFunc into a workload (.tw)",
+     .help = "Reads a TVMScript PrimFunc (as `tunectl show --tvmscript` or TVM's own\n"
+             "printer writes it, alone or the one function of an @I.ir_module class) and\n"
+             "prints the equivalent workload.  The subset: T.Buffer (or T.handle with\n"
+             "T.match_buffer) parameters and T.alloc_buffer temps of static shape and a\n"
+             "dtype of the language; nests of T.grid / range / T.serial loops, each\n"
+             "around one T.block (or T.sblock) named after the buffer it writes, whose\n"
+             "T.axis iterators are bound to the loops in order, spatial then reduce;\n"
+             "T.init with the identity of a sum, max or min; one store of arithmetic,\n"
+             "comparisons, and/or/not, T.if_then_else, T.Cast, T.max/T.min and\n"
+             "T.exp/log/sqrt/tanh/abs/fabs/pow.  T.reads/T.writes and T.func_attr are\n"
+             "ignored.  Anything else (schedules: split loops, T.parallel, shared\n"
+             "buffers, T.where) is an error at FILE:LINE:COL.  The workload is checked\n"
+             "by parsing it; `tunectl check` on it prints the same hash as on the\n"
+             "workload that `show --tvmscript` printed.\n",
+     .run = tco_import_tvmscript},
     {.name = "check", .usage = "FILE [--set NAME=VALUE ...] [--json]", .min_pos = 1, .max_pos = 1,
      .opts = OPT(SET) | OPT(JSON), .summary = "validate a workload; print its hash, FLOPs and bytes",
      .help = "Parses and validates the workload, then prints its structural hash (the key\n"

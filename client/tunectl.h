@@ -28,7 +28,7 @@ typedef struct tc_args {
   const char *db, *strategy, *model, *cc, *fallback;
   int64_t trials, seed, limit, k, remeasure;
   double seconds, repeat_ms;
-  bool json, wait, daemon, no_flush, no_remeasure, no_baseline, allow_tf32, roofline;
+  bool json, wait, daemon, no_flush, no_remeasure, no_baseline, allow_tf32, roofline, tvmscript;
   tn_arena_t *arena;
 } tc_args_t;
 
@@ -52,6 +52,7 @@ bool tc_can_measure(const char *cmd, const struct tn_target *t);
 /* Offline commands (tunectl_offline.c): workload files, no daemon. */
 int tco_show(tc_args_t *a);
 int tco_check(tc_args_t *a);
+int tco_import_tvmscript(tc_args_t *a);
 int tco_eval(tc_args_t *a);
 int tco_trace_check(tc_args_t *a);
 int tco_emit(tc_args_t *a);

@@ -99,12 +99,34 @@ int tco_show(tc_args_t *o) {
   }
   tn_buf_t b;
   tn_buf_init(&b);
-  ir_print_func(s ? sch_func(s) : w->func, &b);
+  (o->tvmscript ? ir_print_tvmscript : ir_print_func)(s ? sch_func(s) : w->func, &b);
   fputs(tn_buf_str(&b), stdout);
   tn_buf_free(&b);
   sch_free(s);
   ir_workload_free(w);
   return 0;
+}
+
+int tco_import_tvmscript(tc_args_t *o) {
+  char *text = NULL;
+  size_t len = 0;
+  tn_err_t err = {0};
+  tn_buf_t b;
+  tn_buf_init(&b);
+  FILE *out = NULL;
+  int rc = 1;
+  if (tn_read_file(o->pos[0], IR_MAX_SOURCE_BYTES + 1, &text, &len, &err) < 0 ||
+      ir_tvmscript_import(o->pos[0], text, len, &b, &err) < 0 || !(out = o->out ? tn_open_out(o->out, false, &err) : stdout)) {
+    fprintf(stderr, "tunectl import-tvmscript: %s\n", err.msg);
+  } else {
+    bool ok = fputs(tn_buf_str(&b), out) >= 0;
+    ok = (out == stdout ? fflush(out) : fclose(out)) == 0 && ok;
+    if (!ok) fprintf(stderr, "tunectl import-tvmscript: cannot write %s\n", o->out ? o->out : "stdout");
+    rc = ok ? 0 : 1;
+  }
+  free(text);
+  tn_buf_free(&b);
+  return rc;
 }
 
 int tco_trace_check(tc_args_t *o) {

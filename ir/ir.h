@@ -5,6 +5,8 @@
 #ifndef TUNED_IR_H
 #define TUNED_IR_H
 
+#include <stdarg.h>
+
 #include "common/common.h"
 
 /* ======================================================================
@@ -417,6 +419,13 @@ typedef struct ir_workload {
 int ir_workload_parse(const char *path, const char *text, size_t len,
                       const ir_param_set_t *overrides, int noverrides,
                       ir_workload_t **out, tn_err_t *err);
+/* Whether a name may name a parameter, tensor or variable of a workload: an
+ * identifier that is no keyword of the language or of C, CUDA and OpenCL,
+ * not starting with '__', 'tuned_' or 'v_'. */
+bool ir_workload_name_ok(const char *name);
+/* Sets err to "PATH:LINE:COL: message" (line and col too) and returns
+ * TN_EINVAL: the error form of the workload and TVMScript parsers. */
+int ir_src_verr(tn_err_t *err, const char *path, int line, int col, const char *fmt, va_list ap);
 /* Reads the file and parses it. */
 int ir_workload_load(const char *path, const ir_param_set_t *overrides, int noverrides,
                      ir_workload_t **out, tn_err_t *err);
@@ -425,12 +434,36 @@ void ir_workload_free(ir_workload_t *w);
 int ir_param_set_parse(const char *arg, tn_arena_t *a, ir_param_set_t *out, tn_err_t *err);
 
 /* ======================================================================
+ * TVMScript import (tvmscript.c)
+ * ====================================================================== */
+
+/* Reads a TVMScript PrimFunc (text of `path`, as `tunectl show --tvmscript`
+ * or TVM's own printer writes it; alone or the one function of an
+ * @I.ir_module class) in the subset the workload language covers: buffer
+ * parameters (T.Buffer or T.handle + T.match_buffer) and T.alloc_buffer temps
+ * of static shape, nests of T.grid / range / T.serial loops each around one
+ * block (T.block or T.sblock) whose iterators are bound to those loops in
+ * order, spatial then reduce, with T.init for reductions (sum, max, min) and
+ * one store, arithmetic, comparisons, T.if_then_else, T.Cast, T.max/min and
+ * the language's math functions.  Appends the equivalent workload (*.tw
+ * text, checked by parsing it) to out.  Anything else is TN_EINVAL with
+ * "PATH:LINE:COL: ..." in err. */
+int ir_tvmscript_import(const char *path, const char *text, size_t len, tn_buf_t *out, tn_err_t *err);
+
+/* ======================================================================
  * Printing and hashing (print.c, hash.c)
  * ====================================================================== */
 
 /* Appends TVMScript-shaped text of the function ("@T.prim_func ...") to out. */
 void ir_print_func(const ir_func_t *f, tn_buf_t *out);
+/* Appends the function as TVMScript in TVM 0.27's dialect (`tirx`, T.sblock,
+ * @T.prim_func(s_tir=True), root allocations without the root block), text
+ * that tvm.script.from_source parses and ir_tvmscript_import reads back. */
+void ir_print_tvmscript(const ir_func_t *f, tn_buf_t *out);
 void ir_print_expr(const ir_expr_t *e, tn_buf_t *out);
+/* The shortest decimal that reads back as v, Python-repr style ("1.0", not
+ * "1"; "1e-05"); inf and nan as the quoted strings TVMScript accepts. */
+void ir_print_double(double v, tn_buf_t *out);
 /* Fills order[0..n) with annotation indices sorted by key (stable), the order
  * in which the printer shows and the hash reads annotations (as TVM sorts
  * string-keyed maps). */

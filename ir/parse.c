@@ -121,19 +121,24 @@ typedef struct parser {
  * Errors and small helpers
  * ====================================================================== */
 
-/* Reports "PATH:LINE:COL: message" and returns TN_EINVAL. */
-__attribute__((format(printf, 4, 5))) static int perr(parser_t *p, int line, int col, const char *fmt, ...) {
+int ir_src_verr(tn_err_t *err, const char *path, int line, int col, const char *fmt, va_list ap) {
   char msg[TN_ERR_MSG_MAX];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  tn_err_set(p->err, TN_EINVAL, "%s:%d:%d: %s", p->path, line, col, msg);
-  if (p->err) {
-    p->err->line = line;
-    p->err->col = col;
+  tn_err_set(err, TN_EINVAL, "%s:%d:%d: %s", path, line, col, msg);
+  if (err) {
+    err->line = line;
+    err->col = col;
   }
   return TN_EINVAL;
+}
+
+/* Reports "PATH:LINE:COL: message" and returns TN_EINVAL. */
+__attribute__((format(printf, 4, 5))) static int perr(parser_t *p, int line, int col, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = ir_src_verr(p->err, p->path, line, col, fmt, ap);
+  va_end(ap);
+  return rc;
 }
 
 static bool is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
@@ -264,6 +269,11 @@ static int unknown_tensor(parser_t *p, int line, int col, const char *name) {
 /* A name that reaches generated code must be a plain identifier that is no
  * keyword of the language or of C, CUDA and OpenCL, and none of the prefixes
  * generated code keeps for itself. */
+bool ir_workload_name_ok(const char *name) {
+  return !is_keyword(name) && strncmp(name, "__", 2) != 0 && strncmp(name, "tuned_", 6) != 0 &&
+         strncmp(name, "v_", 2) != 0 && tn_is_identifier(name);
+}
+
 static int check_name(parser_t *p, const char *name, int line, int col, const char *what) {
   const char *an = strchr("aeiou", what[0]) ? "an" : "a";
   if (is_keyword(name))

@@ -1,5 +1,7 @@
 /* print.c — prints functions and expressions as TVMScript-shaped text (the
- * form `sch.mod.show()` gives), for `tunectl show`, logs and golden tests. */
+ * form `sch.mod.show()` gives), for `tunectl show`, logs and golden tests,
+ * and as exact TVMScript of TVM 0.27 (`tunectl show --tvmscript`), which
+ * TVM's parser reads and ir/tvmscript.c imports. */
 #include "ir.h"
 
 #include <inttypes.h>
@@ -20,6 +22,7 @@ typedef struct printer {
   int nvars, varcap;
   const ir_loop_t **loops; /* enclosing loops of the statement being printed */
   int nloops, loopcap;
+  bool tvm027; /* TVM 0.27's dialect: T.sblock, s_tir=True, implicit root */
 } printer_t;
 
 static void print_expr(printer_t *p, const ir_expr_t *e);
@@ -38,12 +41,34 @@ static bool name_taken(const printer_t *p, const char *name) {
   return false;
 }
 
+/* Python's keywords and the names the exact form's text uses itself (T,
+ * range): a buffer or variable so named would not parse, so that form
+ * prints it with a suffix, as TVM's printer does. */
+static bool python_reserved(const printer_t *p, const char *s) {
+  static const char *const words[] = {
+      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def",
+      "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is",
+      "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield", "T", "range"};
+  if (!p->tvm027) return false;
+  for (size_t i = 0; i < TN_ARRAY_LEN(words); i++)
+    if (strcmp(s, words[i]) == 0) return true;
+  return false;
+}
+
+static const char *buf_name(printer_t *p, const ir_buffer_t *b) {
+  const char *name = b->name;
+  for (int k = 1; python_reserved(p, name) || (k > 1 && name_taken(p, name)); k++)
+    name = tn_arena_printf(p->arena, "%s_%d", b->name, k);
+  return name;
+}
+
 static const char *var_name(printer_t *p, const ir_var_t *v) {
   if (!p->arena) return v->name;
   for (int i = 0; i < p->nvars; i++)
     if (p->vars[i] == v) return p->names[i];
   const char *name = v->name;
-  for (int k = 1; name_taken(p, name); k++) name = tn_arena_printf(p->arena, "%s_%d", v->name, k);
+  for (int k = 1; name_taken(p, name) || python_reserved(p, name); k++)
+    name = tn_arena_printf(p->arena, "%s_%d", v->name, k);
   if (p->nvars == p->varcap) {
     p->varcap = p->varcap ? 2 * p->varcap : 32;
     p->vars = tn_xrealloc(p->vars, sizeof(*p->vars) * (size_t)p->varcap);
@@ -114,7 +139,7 @@ static void print_infix(printer_t *p, const ir_expr_t *e, const char *op) {
 /* Shortest "%.Ng" that reads back as the same double, Python-repr style
  * ("1.0", not "1"); inf and nan as the strings TVMScript accepts.  snprintf
  * and strtod agree on the locale's decimal point, which is printed as '.'. */
-static void print_double(tn_buf_t *out, double v) {
+void ir_print_double(double v, tn_buf_t *out) {
   if (isnan(v) || isinf(v)) {
     tn_buf_printf(out, "\"%s\"", isnan(v) ? "nan" : v < 0 ? "-inf" : "inf");
     return;
@@ -133,7 +158,7 @@ static void print_double(tn_buf_t *out, double v) {
 static void print_const(printer_t *p, const ir_expr_t *e) {
   if (e->kind == IR_E_FLOAT || ir_dtype_is_float(e->dtype)) {
     tn_buf_printf(p->out, "T.%s(", ir_dtype_name(e->dtype));
-    print_double(p->out, e->kind == IR_E_FLOAT ? e->u.fval : (double)e->u.ival);
+    ir_print_double(e->kind == IR_E_FLOAT ? e->u.fval : (double)e->u.ival, p->out);
     tn_buf_putc(p->out, ')');
   } else if (e->dtype == IR_BOOL) {
     tn_buf_printf(p->out, "T.bool(%s)", e->u.ival ? "True" : "False");
@@ -146,7 +171,7 @@ static void print_const(printer_t *p, const ir_expr_t *e) {
 
 /* buf[i, j]; a 0-d buffer as buf[()]. */
 static void print_access(printer_t *p, const ir_buffer_t *b, ir_expr_t *const *idx, int n) {
-  tn_buf_printf(p->out, "%s[", b->name);
+  tn_buf_printf(p->out, "%s[", buf_name(p, b));
   if (n == 0) tn_buf_put(p->out, "()");
   for (int i = 0; i < n; i++) {
     if (i) tn_buf_put(p->out, ", ");
@@ -264,12 +289,15 @@ static void print_annots(tn_buf_t *out, const ir_annot_t *a, int n) {
   free(order);
 }
 
+/* TVM 0.27 prints shared and local buffers as T.alloc_shared / T.alloc_local
+ * and leaves out the default dtype, float32. */
 static void print_alloc(printer_t *p, const ir_buffer_t *b, int depth) {
+  bool scoped = p->tvm027 && b->scope != IR_SCOPE_GLOBAL;
   line_start(p, depth);
-  tn_buf_printf(p->out, "%s = T.alloc_buffer(", b->name);
+  tn_buf_printf(p->out, "%s = T.alloc_%s(", buf_name(p, b), scoped ? ir_scope_name(b->scope) : "buffer");
   print_shape(p->out, b);
-  tn_buf_printf(p->out, ", \"%s\"", ir_dtype_name(b->dtype));
-  if (b->scope != IR_SCOPE_GLOBAL) tn_buf_printf(p->out, ", scope=\"%s\"", ir_scope_name(b->scope));
+  if (!p->tvm027 || b->dtype != IR_FLOAT32) tn_buf_printf(p->out, ", \"%s\"", ir_dtype_name(b->dtype));
+  if (b->scope != IR_SCOPE_GLOBAL && !scoped) tn_buf_printf(p->out, ", scope=\"%s\"", ir_scope_name(b->scope));
   tn_buf_put(p->out, ")\n");
 }
 
@@ -297,7 +325,7 @@ static void print_regions(printer_t *p, const char *what, const ir_region_t *rs,
   tn_buf_printf(p->out, "T.%s(", what);
   for (int i = 0; i < n; i++) {
     if (i) tn_buf_put(p->out, ", ");
-    tn_buf_printf(p->out, "%s[", rs[i].buf->name);
+    tn_buf_printf(p->out, "%s[", buf_name(p, rs[i].buf));
     if (rs[i].buf->ndim == 0) tn_buf_put(p->out, "()");
     for (int d = 0; d < rs[i].buf->ndim; d++) {
       if (d) tn_buf_put(p->out, ", ");
@@ -346,7 +374,7 @@ static void print_loop(printer_t *p, const ir_stmt_t *s, int depth) {
   line_start(p, depth);
   tn_buf_printf(p->out, "for %s in ", var_name(p, l->var));
   switch (l->kind) {
-  case IR_LOOP_SERIAL: tn_buf_put(p->out, "range("); break;
+  case IR_LOOP_SERIAL: tn_buf_put(p->out, p->tvm027 && l->nannots ? "T.serial(" : "range("); break;
   case IR_LOOP_PARALLEL: tn_buf_put(p->out, "T.parallel("); break;
   case IR_LOOP_VECTORIZED: tn_buf_put(p->out, "T.vectorized("); break;
   case IR_LOOP_UNROLLED: tn_buf_put(p->out, "T.unroll("); break;
@@ -368,6 +396,10 @@ static void print_loop(printer_t *p, const ir_stmt_t *s, int depth) {
 }
 
 /* ---- blocks ------------------------------------------------------------ */
+
+/* TVM 0.27 renamed T.block to T.sblock (and T.block_attr to T.sblock_attr). */
+static const char *block_word(const printer_t *p) { return p->tvm027 ? "sblock" : "block"; }
+
 
 /* An iterator can join T.axis.remap when it is bound to an enclosing loop's
  * variable with the same extent (TVM's rule), not yet used in the run. */
@@ -433,7 +465,7 @@ static void print_block_head(printer_t *p, const ir_block_t *b, int depth) {
 static void print_block_tail(printer_t *p, const ir_block_t *b, int depth) {
   if (b->nannots) {
     line_start(p, depth);
-    tn_buf_put(p->out, "T.block_attr(");
+    tn_buf_printf(p->out, "T.%s_attr(", block_word(p));
     print_annots(p->out, b->annots, b->nannots);
     tn_buf_put(p->out, ")\n");
   }
@@ -449,23 +481,25 @@ static void print_block_tail(printer_t *p, const ir_block_t *b, int depth) {
 static void print_block(printer_t *p, const ir_stmt_t *s, int depth) {
   const ir_block_t *b = &s->u.block;
   line_start(p, depth);
-  tn_buf_put(p->out, "with T.block(");
+  tn_buf_printf(p->out, "with T.%s(", block_word(p));
   print_string(p->out, b->name);
   tn_buf_put(p->out, "):\n");
   print_block_head(p, b, depth + 1);
   print_block_tail(p, b, depth + 1);
 }
 
-/* The root block is implicit (a comment) unless it allocates or is annotated. */
+/* The root block is implicit (a comment) unless it is annotated or, in the
+ * older form, allocates (TVM 0.27 prints its allocations without it). */
 static void print_root(printer_t *p, const ir_stmt_t *s, int depth) {
   const ir_block_t *b = &s->u.block;
   line_start(p, depth);
-  if (!b->nallocs && !b->nannots) {
-    tn_buf_put(p->out, "# with T.block(\"root\"):\n");
+  if (!b->nannots && (!b->nallocs || p->tvm027)) {
+    tn_buf_printf(p->out, "# with T.%s(\"root\"):\n", block_word(p));
+    for (int i = 0; i < b->nallocs; i++) print_alloc(p, b->allocs[i], depth);
     print_stmt(p, b->body, depth);
     return;
   }
-  tn_buf_put(p->out, "with T.block(\"root\"):\n");
+  tn_buf_printf(p->out, "with T.%s(\"root\"):\n", block_word(p));
   print_block_tail(p, b, depth + 1);
 }
 
@@ -499,21 +533,35 @@ static void print_signature(printer_t *p) {
   tn_buf_printf(p->out, "def %s(", f->name);
   for (int i = 0; i < f->nparams; i++) {
     const ir_buffer_t *b = f->params[i];
-    tn_buf_printf(p->out, i ? ", %s: T.Buffer(" : "%s: T.Buffer(", b->name);
+    tn_buf_printf(p->out, i ? ", %s: T.Buffer(" : "%s: T.Buffer(", buf_name(p, b));
     print_shape(p->out, b);
     tn_buf_printf(p->out, ", \"%s\")", ir_dtype_name(b->dtype));
   }
   tn_buf_put(p->out, "):\n");
 }
 
-void ir_print_func(const ir_func_t *f, tn_buf_t *out) {
-  printer_t p = {.out = out, .arena = tn_arena_new(), .f = f};
+/* The header, signature and attributes: TVM 0.27 names the dialect tirx,
+ * marks schedulable functions s_tir=True and takes the name from the def. */
+static void print_head(printer_t *p) {
+  tn_buf_t *out = p->out;
+  if (p->tvm027) {
+    tn_buf_put(out, "# from tvm.script import tirx as T\n\n@T.prim_func(s_tir=True)\n");
+    print_signature(p);
+    tn_buf_indent(out, 4);
+    tn_buf_put(out, "T.func_attr({\"tirx.noalias\": True})\n");
+    return;
+  }
   tn_buf_put(out, "# from tvm.script import tir as T\n\n@T.prim_func\n");
-  print_signature(&p);
+  print_signature(p);
   tn_buf_indent(out, 4);
   tn_buf_put(out, "T.func_attr({\"global_symbol\": ");
-  print_string(out, f->name);
+  print_string(out, p->f->name);
   tn_buf_put(out, ", \"tir.noalias\": True})\n");
+}
+
+static void print_func(const ir_func_t *f, bool tvm027, tn_buf_t *out) {
+  printer_t p = {.out = out, .arena = tn_arena_new(), .f = f, .tvm027 = tvm027};
+  print_head(&p);
   if (f->root && f->root->kind == IR_S_BLOCK)
     print_root(&p, f->root, 1);
   else
@@ -523,3 +571,7 @@ void ir_print_func(const ir_func_t *f, tn_buf_t *out) {
   free(p.loops);
   tn_arena_free(p.arena);
 }
+
+void ir_print_func(const ir_func_t *f, tn_buf_t *out) { print_func(f, false, out); }
+
+void ir_print_tvmscript(const ir_func_t *f, tn_buf_t *out) { print_func(f, true, out); }

@@ -1,6 +1,8 @@
 /* fuzz_parse.c — bounded-time mutation fuzzer for the workload parser: seeds
  * from directories, byte- and token-level mutations, and every workload that
- * parses is printed, hashed, copied, counted and (when small) evaluated.
+ * parses is printed, hashed, copied, counted and (when small) evaluated; its
+ * TVMScript imports back with the same hash, and mutated TVMScript of the
+ * seeds goes through the importer (ir/tvmscript.c).
  * Usage: fuzz_parse [--seconds N] [--seed S] DIR...  (built with ASan/UBSan) */
 #include "fuzzcheck_parse.h"
 
@@ -136,6 +138,33 @@ static void mutate_once(tn_rng_t *r, bytes_t *b, const seeds_t *s) {
   }
 }
 
+/* The importer on mutated TVMScript (a workload's printing): a workload
+ * that parses, or an error at fuzz.py. */
+static void import_mutated(tn_rng_t *r, const bytes_t *in, const seeds_t *s, stats_t *st) {
+  ir_workload_t *w = NULL;
+  tn_err_t err = {0};
+  if (ir_workload_parse("fuzz.tw", in->p ? in->p : "", in->n, NULL, 0, &w, &err) != 0) return;
+  tn_buf_t py, tw;
+  tn_buf_init(&py);
+  tn_buf_init(&tw);
+  ir_print_tvmscript(w->func, &py);
+  ir_workload_free(w);
+  bytes_t m = {NULL, 0, 0};
+  b_assign(&m, tn_buf_str(&py), strlen(tn_buf_str(&py)));
+  for (int k = 1 + (int)tn_rng_below(r, 3); k > 0; k--) mutate_once(r, &m, s);
+  w = NULL;
+  if (ir_tvmscript_import("fuzz.py", m.p ? m.p : "", m.n, &tw, &err) == 0) {
+    if (ir_workload_parse("back.tw", tn_buf_str(&tw), strlen(tn_buf_str(&tw)), NULL, 0, &w, &err) != 0)
+      fail(st, &m, "an imported workload does not parse", err.msg);
+  } else if (strncmp(err.msg, "fuzz.py:", 8) != 0) {
+    fail(st, &m, "an import error without the file's name", err.msg);
+  }
+  ir_workload_free(w);
+  free(m.p);
+  tn_buf_free(&py);
+  tn_buf_free(&tw);
+}
+
 static void run_one(tn_rng_t *r, const bytes_t *in, stats_t *st) {
   ir_param_set_t ovr = {NULL, 0};
   int novr = (int)tn_rng_below(r, 2);
@@ -170,6 +199,7 @@ int main(int argc, char **argv) {
     b_assign(&in, base->p, base->n);
     for (int m = 1 + (int)tn_rng_below(&r, 4); m > 0; m--) mutate_once(&r, &in, &s);
     run_one(&r, &in, &st);
+    if (tn_rng_below(&r, 4) == 0) import_mutated(&r, base, &s, &st); /* the seed, before its mutations */
   }
   printf("fuzz_parse: %ld inputs in %.1f s, %ld parsed, %ld crashes (%ld evaluated, %d seeds)\n", st.inputs,
          tn_now() - start, st.parsed, st.failures, st.evaluated, s.n);

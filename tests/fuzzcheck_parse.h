@@ -28,6 +28,39 @@ static inline void fail(stats_t *st, const bytes_t *in, const char *what, const 
   fz_report("fuzz_parse", in, what, detail);
 }
 
+/* Whether TVMScript carries all of f that the hash sees: no const inputs
+ * and only default value ranges (TVMScript has neither). */
+static inline bool tvmscript_exact(const ir_func_t *f) {
+  for (int i = 0; i < f->nparams; i++) {
+    const ir_buffer_t *b = f->params[i];
+    double lo = ir_dtype_is_float(b->dtype) ? -1 : -8;
+    if (b->is_const || b->init_lo != lo || b->init_hi != -lo) return false;
+  }
+  return true;
+}
+
+/* The function as TVMScript, imported back: the same hash, or (names that
+ * are Python's own words) a positioned error; never a crash. */
+static inline void round_trip(const ir_func_t *f, const bytes_t *in, stats_t *st) {
+  tn_buf_t py, tw;
+  tn_buf_init(&py);
+  tn_buf_init(&tw);
+  ir_print_tvmscript(f, &py);
+  tn_err_t err = {0};
+  ir_workload_t *back = NULL;
+  if (ir_tvmscript_import("fuzz.py", tn_buf_str(&py), strlen(tn_buf_str(&py)), &tw, &err) == 0) {
+    if (ir_workload_parse("back.tw", tn_buf_str(&tw), strlen(tn_buf_str(&tw)), NULL, 0, &back, &err) != 0)
+      fail(st, in, "an imported workload does not parse", err.msg);
+    else if (tvmscript_exact(f) && ir_func_hash(back->func) != ir_func_hash(f))
+      fail(st, in, "show --tvmscript | import-tvmscript changed the hash", tn_buf_str(&tw));
+  } else if (strncmp(err.msg, "fuzz.py:", 8) != 0) {
+    fail(st, in, "an import error without the file's name", err.msg);
+  }
+  ir_workload_free(back);
+  tn_buf_free(&py);
+  tn_buf_free(&tw);
+}
+
 /* Runs everything downstream of the parser on an accepted workload. */
 static inline void exercise(const ir_workload_t *w, const bytes_t *in, stats_t *st) {
   const ir_func_t *f = w->func;
@@ -36,6 +69,7 @@ static inline void exercise(const ir_workload_t *w, const bytes_t *in, stats_t *
   ir_print_func(f, &b);
   if (!strstr(tn_buf_str(&b), "def main")) fail(st, in, "printed function lacks 'def main'", tn_buf_str(&b));
   tn_buf_free(&b);
+  round_trip(f, in, st);
   uint64_t h = ir_func_hash(f);
   ir_func_t *copy = ir_func_copy(f);
   if (ir_func_hash(copy) != h) fail(st, in, "the copy of a function hashes differently", w->name);

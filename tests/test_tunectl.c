@@ -70,6 +70,44 @@ START_TEST(t_show) {
 }
 END_TEST
 
+/* The hash `tunectl check ARGS` prints. */
+static void check_hash(const char *args, char hash[17]) {
+  run_t *r = expect(args, 0, "hash      ", NULL);
+  const char *h = strstr(r->out, "hash      ") + 10;
+  snprintf(hash, 17, "%.16s", h);
+}
+
+/* show --tvmscript, then import-tvmscript -o: the same workload hash; the
+ * scheduled text is refused with its position. */
+START_TEST(t_tvmscript) {
+  char dir[] = "/tmp/tunectl-tvms-XXXXXX", args[PATH_MAX + 256], want[17], got[17];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(args, sizeof args, "show --tvmscript " W("softmax") " > %s/s.py", dir);
+  expect(args, 0, NULL, NULL);
+  snprintf(args, sizeof args, "import-tvmscript %s/s.py -o %s/s.tw", dir, dir);
+  expect(args, 0, NULL, NULL);
+  snprintf(args, sizeof args, "check %s/s.tw", dir);
+  check_hash(args, got);
+  check_hash("check " W("softmax"), want);
+  ck_assert_str_eq(got, want);
+  snprintf(args, sizeof args, "import-tvmscript %s/s.py", dir);
+  expect(args, 0, "S[i, j] = E[i, j] / rsum[i]\n", NULL);
+  run_t *r = expect("show --tvmscript " W("matmul") " --trace " SRC("workloads/schedules/matmul_cpu.json"), 0,
+                    "with T.sblock(\"C_update\"):", NULL);
+  ck_assert_ptr_nonnull(strstr(r->out, "@T.prim_func(s_tir=True)\n"));
+  snprintf(args, sizeof args, "show --tvmscript " W("matmul") " --trace " SRC("workloads/schedules/matmul_cpu.json")
+           " > %s/m.py", dir);
+  expect(args, 0, NULL, NULL);
+  snprintf(args, sizeof args, "import-tvmscript %s/m.py", dir);
+  char want_err[PATH_MAX + 64];
+  snprintf(want_err, sizeof want_err, "tunectl import-tvmscript: %s/m.py:7:16: loop kind 'parallel'", dir);
+  expect(args, 1, NULL, want_err);
+  expect("import-tvmscript /nonexistent/x.py", 1, NULL, "tunectl import-tvmscript: cannot open '/nonexistent/x.py'");
+  snprintf(args, sizeof args, "rm -r '%s'", dir);
+  ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
 START_TEST(t_check) {
   run_t *r = expect("check " W("matmul"), 0, "workload  matmul", NULL);
   ck_assert_ptr_nonnull(strstr(r->out, "flops     2147483648 "));
@@ -660,7 +698,7 @@ END_TEST
 
 static Suite *make(void) {
   Suite *s = suite_create("tunectl");
-  TU_TCASE(s, "cli", 120, t_help, t_show, t_check, t_eval, t_errors, t_trace, t_bad_options, t_gnu_options,
+  TU_TCASE(s, "cli", 120, t_help, t_show, t_tvmscript, t_check, t_eval, t_errors, t_trace, t_bad_options, t_gnu_options,
            t_every_command_help, t_cli_doc);
   TU_TCASE(s, "pretuned", 240, t_pretuned);
   TU_TCASE(s, "targets", 240, t_targets, t_relocated);
