@@ -119,16 +119,16 @@ static void read_batch(db_st_t *st, db_batch_t *b, tn_arena_t *a) {
 
 /* A batch of an unfinished job on the target, queued or with a lapsed
  * lease; the last batch (trials 0) once every measurement batch is done. */
-#define LEASABLE                                                                                          \
+#define LEASABLE(TARGET)                                                                                  \
   " FROM job_batches b JOIN jobs j ON j.id = b.job_id"                                                    \
-  " WHERE b.target_id = ?1 AND (?2 = 0 OR b.job_id = ?2) AND j.state IN ('queued', 'running')"            \
+  " WHERE " TARGET " AND (?2 = 0 OR b.job_id = ?2) AND j.state IN ('queued', 'running')"                  \
   " AND (b.state = 'queued' OR (b.state = 'leased' AND b.lease_until < ?3))"                              \
   " AND (b.trials > 0 OR NOT EXISTS (SELECT 1 FROM job_batches o"                                         \
   "  WHERE o.job_id = b.job_id AND o.trials > 0 AND o.state <> 'done'))"
 /* SQLite's write transaction (BEGIN IMMEDIATE) is the lock already. */
-static const char SQL_LEASE_PICK_SQ[] = "SELECT " BATCH_COLS LEASABLE " ORDER BY b.job_id, b.batch LIMIT 1";
+static const char SQL_LEASE_PICK_SQ[] = "SELECT " BATCH_COLS LEASABLE("b.target_id = ?1") " ORDER BY b.job_id, b.batch LIMIT 1";
 static const char SQL_LEASE_PICK_PG[] =
-    "SELECT " BATCH_COLS LEASABLE " ORDER BY b.job_id, b.batch LIMIT 1 FOR UPDATE OF b SKIP LOCKED";
+    "SELECT " BATCH_COLS LEASABLE("b.target_id = ?1") " ORDER BY b.job_id, b.batch LIMIT 1 FOR UPDATE OF b SKIP LOCKED";
 static const char SQL_LEASE_TAKE[] =
     "UPDATE job_batches SET state = 'leased', leased_by = ?3, lease_until = ?4, leases = leases + 1"
     " WHERE job_id = ?1 AND batch = ?2";
@@ -298,13 +298,15 @@ void db_batches_free(db_batches_t *b) {
   memset(b, 0, sizeof *b);
 }
 
-static const char SQL_OPEN_JOBS[] = "SELECT DISTINCT b.job_id" LEASABLE " ORDER BY b.job_id LIMIT 64";
+static const char SQL_OPEN_JOBS[] =
+    "SELECT DISTINCT b.job_id" LEASABLE("b.target_id = (SELECT id FROM targets WHERE name = ?1)")
+    " ORDER BY b.job_id LIMIT 64";
 
-int db_batch_jobs_open(db_t *db, int64_t target_id, int64_t *ids, size_t cap, size_t *n, tn_err_t *err) {
+int db_batch_jobs_open(db_t *db, const char *target_name, int64_t *ids, size_t cap, size_t *n, tn_err_t *err) {
   *n = 0;
   db_st_t *st = db_stmt(db, SQL_OPEN_JOBS, err);
   if (!st) return err ? err->code : TN_EIO;
-  db_bind_int(st, 1, target_id);
+  db_bind_text(st, 1, target_name);
   db_bind_int(st, 2, 0);
   db_bind_real(st, 3, db_now());
   int rc;

@@ -462,8 +462,9 @@ typedef struct db_batches {
 /* The job's batches in order. */
 int db_job_batches_get(db_t *db, int64_t job_id, db_batches_t *out, tn_err_t *err);
 void db_batches_free(db_batches_t *b);
-/* Up to cap ids of unfinished jobs with a leasable batch on the target. */
-int db_batch_jobs_open(db_t *db, int64_t target_id, int64_t *ids, size_t cap, size_t *n, tn_err_t *err);
+/* Up to cap ids of unfinished jobs with a leasable batch on the target
+ * (by name), oldest first. */
+int db_batch_jobs_open(db_t *db, const char *target_name, int64_t *ids, size_t cap, size_t *n, tn_err_t *err);
 
 /* ---- JSON lines export / import --------------------------------------- */
 

@@ -940,6 +940,9 @@ START_TEST(t_batches) {
   lease(db, t, "b", 0.05, 1, &b1);
   lease(db, t, "b", 60, 2, &b2);
   lease(db, t, "a", 60, -1, &none); /* the last batch waits for the others */
+  int64_t ids[4];
+  OK(db_batch_jobs_open(db, "cpu", ids, 4, &n, E));
+  ck_assert_int_eq((int)n, 0);
   lease(db, other, "g", 60, -1, &none);
 
   /* a commits batch 0; b cannot commit into a's lease */
@@ -962,6 +965,11 @@ START_TEST(t_batches) {
   OK(db_batch_commit_check(db, &b1, "b", 0.05, E));
   OK(db_tx_commit(db, E));
   usleep(120 * 1000);
+  OK(db_batch_jobs_open(db, "cpu", ids, 4, &n, E));
+  ck_assert_int_eq((int)n, 1);
+  ck_assert_int_eq(ids[0], job.id);
+  OK(db_batch_jobs_open(db, "gpu", ids, 4, &n, E));
+  ck_assert_int_eq((int)n, 0);
   lease(db, t, "c", 60, 1, &c1);
   ck_assert_int_eq(c1.leases, 2);
   int64_t have = 0;
@@ -998,8 +1006,7 @@ START_TEST(t_batches) {
   db_batches_free(&bs);
   OK(db_job_get(db, job.id, &got, ar, E));
   ck_assert_int_eq(got.trials_done, 10);
-  int64_t ids[4];
-  OK(db_batch_jobs_open(db, t, ids, 4, &n, E));
+  OK(db_batch_jobs_open(db, "cpu", ids, 4, &n, E));
   ck_assert_int_eq((int)n, 0);
 
   /* a finished job's lease is lost and nothing of it is leased */
