@@ -372,6 +372,10 @@ static int run_batch(td_job_t *j, const db_job_t *row, const ir_workload_t *w, c
   return *stop_out != STOP_NONE ? 0 : rc;
 }
 
+/* Tries in a row that may fail on a database error (a server restart, a
+ * short network partition), 2 s apart, before the job fails. */
+#define TD_QUEUE_DB_RETRIES 5
+
 /* Waits a quarter of a second unless asked to stop (the deadline included). */
 static bool queue_wait(td_job_t *j, const db_job_t *row, double started) {
   double budget = row->budget_seconds > 0 ? row->budget_seconds : TD_NO_BUDGET_S;
@@ -381,6 +385,10 @@ static bool queue_wait(td_job_t *j, const db_job_t *row, double started) {
     usleep(50 * 1000);
   }
   return true;
+}
+
+static void queue_backoff(td_job_t *j, const db_job_t *row, double started) {
+  for (int i = 0; i < 8 && queue_wait(j, row, started); i++) continue;
 }
 
 /* The job's batches, one lease at a time, until the job ends (here or on
@@ -398,6 +406,7 @@ static int run_queue(td_job_t *j, db_t *db, const db_job_t *first, const ir_work
   if (!rc && renewer_start(&rn, j) != 0) rc = tn_err_set(err, TN_EIO, "cannot start the lease renewer's thread");
   if (rc) return rc;
   *write_end = false;
+  int db_errors = 0; /* in a row */
   tn_arena_t *a = tn_arena_new();
   for (;;) {
     int stop = atomic_load(&j->stop);
@@ -411,11 +420,18 @@ static int run_queue(td_job_t *j, db_t *db, const db_job_t *first, const ir_work
     db_job_t row;
     tn_arena_free(a);
     a = tn_arena_new();
-    if ((rc = db_job_get(db, j->id, &row, a, err)) != 0) break;
-    if (db_job_state_final(row.state)) break; /* ended by another daemon (its last batch, a cancel) */
     db_batch_t b;
     bool found = false;
-    if ((rc = db_batch_lease(db, row.target_id, j->id, cfg->name, lease_seconds(cfg), &b, &found, err)) != 0) break;
+    rc = db_job_get(db, j->id, &row, a, err);
+    if (!rc && db_job_state_final(row.state)) break; /* ended by another daemon (its last batch, a cancel) */
+    if (!rc) rc = db_batch_lease(db, row.target_id, j->id, cfg->name, lease_seconds(cfg), &b, &found, err);
+    if (rc == TN_EIO && ++db_errors <= TD_QUEUE_DB_RETRIES) {
+      td_log(TD_WARN, "cannot lease a batch; trying again", "job=%lld err=%s", (long long)j->id, td_q(err->msg));
+      rc = 0;
+      queue_backoff(j, first, started);
+      continue;
+    }
+    if (rc) break;
     if (!found) { /* the rest is leased by others: wait for the job's end or a lapsed lease */
       queue_wait(j, &row, started);
       continue;
@@ -438,6 +454,13 @@ static int run_queue(td_job_t *j, db_t *db, const db_job_t *first, const ir_work
       if (db_batch_release(db, &b, cfg->name, &rerr) != 0)
         td_log(TD_WARN, "cannot give a batch back", "job=%lld batch=%lld err=%s", (long long)j->id,
                (long long)b.batch, td_q(rerr.msg));
+      if (rc == TN_EIO && ++db_errors <= TD_QUEUE_DB_RETRIES) { /* the server away: try again, the lease lapses */
+        td_log(TD_WARN, "a batch failed on a database error; trying again", "job=%lld batch=%lld err=%s",
+               (long long)j->id, (long long)b.batch, td_q(err->msg));
+        rc = 0;
+        queue_backoff(j, &row, started);
+        continue;
+      }
       if (rc) {
         *final = DB_JOB_FAILED;
         *write_end = true;
@@ -445,6 +468,7 @@ static int run_queue(td_job_t *j, db_t *db, const db_job_t *first, const ir_work
       }
       continue;
     }
+    db_errors = 0;
     if ((rc = db_batch_done(db, &b, cfg->name, &rerr)) != 0) {
       rc = 0; /* lost between the last commit and now: the next holder finds every trial committed */
       td_log(TD_WARN, "cannot mark a batch done", "job=%lld batch=%lld err=%s", (long long)j->id,
