@@ -1151,12 +1151,23 @@ typedef struct cancel_work {
   int rc;
 } cancel_work_t;
 
+/* On a shared database another daemon's batch commit may move the row
+ * between the update's read and write (TN_ESTATE while it is not final):
+ * tried again. */
 static void cancel_queued_work(td_req_t *req) {
   cancel_work_t *cw = req->data;
   td_server_t *srv = req->srv;
   uv_mutex_lock(&srv->wdb_lock);
   db_job_progress_t pr = {DB_JOB_CANCELLED, -1, 0, NULL};
-  cw->rc = db_job_update(srv->wdb, cw->id, &pr, &cw->err);
+  for (int i = 0; i < 10; i++) {
+    cw->rc = db_job_update(srv->wdb, cw->id, &pr, &cw->err);
+    if (cw->rc != TN_ESTATE) break;
+    tn_arena_t *a = tn_arena_new();
+    db_job_t row;
+    bool over = db_job_get(srv->wdb, cw->id, &row, a, NULL) != 0 || db_job_state_final(row.state);
+    tn_arena_free(a);
+    if (over) break;
+  }
   uv_mutex_unlock(&srv->wdb_lock);
 }
 
@@ -1253,13 +1264,12 @@ td_reply_t td_jobs_cancel(td_server_t *srv, int64_t id, td_req_t *req) {
     td_log(TD_INFO, "cancelling a running job", "job=%lld", (long long)id);
     return TD_PENDING;
   }
-  if (j && !j->cancelling) {
-    j->cancelling = true; /* the scheduler leaves it alone from now on */
-    cancel_work_t *cw = tn_xcalloc(1, sizeof *cw);
-    cw->id = id;
-    req->data = cw;
-    req->free_data = free;
-    return td_req_queue_work(req, cancel_queued_work, cancel_queued_done);
-  }
-  return td_jobs_answer(req, id); /* already over: cancelling is a no-op */
+  if (j && !j->cancelling) j->cancelling = true; /* the scheduler leaves it alone from now on */
+  else if (j || !db_is_url(srv->cfg.db_path)) return td_jobs_answer(req, id); /* already over: a no-op */
+  /* queued here, or maybe another daemon's (shared queue): its row says */
+  cancel_work_t *cw = tn_xcalloc(1, sizeof *cw);
+  cw->id = id;
+  req->data = cw;
+  req->free_data = free;
+  return td_req_queue_work(req, cancel_queued_work, cancel_queued_done);
 }

@@ -7,6 +7,7 @@
  * during a long reference evaluation, a huge generation or a locked
  * database, a full disk (RLIMIT_FSIZE), clients vanishing mid-message. */
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -2298,11 +2299,25 @@ static bool log_has(const daemon_t *d, const char *what) {
   return has;
 }
 
+/* Whether a line of d's log says `what` of job `job`. */
+static bool log_line_has(const daemon_t *d, const char *what, int job) {
+  char *log = read_log(d), tag[32];
+  snprintf(tag, sizeof tag, "job=%d", job);
+  bool has = false;
+  for (char *line = strtok(log, "\n"); line && !has; line = strtok(NULL, "\n")) {
+    const char *t = strstr(line, tag);
+    has = strstr(line, what) && t && !isdigit((unsigned char)t[strlen(tag)]);
+  }
+  free(log);
+  return has;
+}
+
 /* Three daemons (own sockets, worker pools and names) on one database: a
  * and b of target cpu, c of cpu/local.  A job submitted to a is measured
  * by a and b batch by batch; b is SIGKILLed holding a batch's lease, which
  * lapses and a takes over; the job completes with every trial counted
- * once and every record stored once; c never touches the job. */
+ * once and every record stored once; c never touches the job.  A second
+ * job, cancelled through c, stops a within seconds. */
 START_TEST(pg_queue_three_daemons) {
   daemon_t a, b, c;
   tmp_daemon(&a), tmp_daemon(&b), tmp_daemon(&c);
@@ -2341,6 +2356,29 @@ START_TEST(pg_queue_three_daemons) {
   check_counted_once(url, s.job, 24, (const char *const[]){"q-a", "q-b", NULL});
   ck_assert_uint_ge(count_records(url, s.hash, true), 1);
   ck_assert_msg(log_has(&b, "batch done") || log_has(&b, "batch leased"), "b never worked on the job");
+
+  /* a job that a measures, cancelled through c (which does not run it): a stops */
+  cl_open(&ca, a.sock);
+  submitted_t s2 = submit(&ca, 400, 4);
+  wait_leased_by(url, s2.job, "q-a", 120);
+  client_t cc;
+  cl_open(&cc, c.sock);
+  char p[64];
+  snprintf(p, sizeof p, "{\"job\":%d}", s2.job);
+  r = rpc(&cc, "tune.cancel", p);
+  ck_assert_str_eq(str(result(r), "state"), "cancelled");
+  cJSON_Delete(r);
+  cl_close(&cc);
+  double t0 = tn_now();
+  while (!log_line_has(&a, "job left to the other daemons", s2.job)) {
+    ck_assert_msg(tn_now() - t0 < 60 * tu_slowdown(), "a still measures the cancelled job");
+    usleep(100 * 1000);
+  }
+  r = status(&ca, s2.job);
+  ck_assert_str_eq(str(result(r), "state"), "cancelled");
+  ck_assert_int_lt((int)num(result(r), "trials_done"), 400);
+  cJSON_Delete(r);
+  cl_close(&ca);
   stop_daemon(&a);
   stop_daemon(&c);
   ck_assert_msg(!log_has(&c, "joining a shared job") && !log_has(&c, "batch leased"), "c took a batch of cpu");
