@@ -2292,16 +2292,39 @@ static void check_counted_once(const char *url, int job, int64_t n, const char *
   db_batches_free(&bs);
 }
 
+/* All of d's log (read_log stops at 64 KiB; a debug log of a job is longer). */
+static char *whole_log(const daemon_t *d) {
+  char *text = NULL;
+  size_t len = 0;
+  tn_err_t err = {0};
+  if (tn_read_file(d->log, 64 << 20, &text, &len, &err) != 0) return strdup("");
+  return text;
+}
+
 static bool log_has(const daemon_t *d, const char *what) {
-  char *log = read_log(d);
+  char *log = whole_log(d);
   bool has = strstr(log, what) != NULL;
   free(log);
   return has;
 }
 
+/* The most records a cost model of d's warm-started from ("cost model: N
+ * samples from M records of target ..."). */
+static long most_model_records(const daemon_t *d) {
+  char *log = whole_log(d);
+  long most = 0;
+  for (const char *p = log; (p = strstr(p, "cost model: ")) != NULL; p++) {
+    long samples, records;
+    if (sscanf(p, "cost model: %ld samples from %ld records", &samples, &records) == 2 && records > most)
+      most = records;
+  }
+  free(log);
+  return most;
+}
+
 /* Whether a line of d's log says `what` of job `job`. */
 static bool log_line_has(const daemon_t *d, const char *what, int job) {
-  char *log = read_log(d), tag[32];
+  char *log = whole_log(d), tag[32];
   snprintf(tag, sizeof tag, "job=%d", job);
   bool has = false;
   for (char *line = strtok(log, "\n"); line && !has; line = strtok(NULL, "\n")) {
@@ -2356,6 +2379,8 @@ START_TEST(pg_queue_three_daemons) {
   check_counted_once(url, s.job, 24, (const char *const[]){"q-a", "q-b", NULL});
   ck_assert_uint_ge(count_records(url, s.hash, true), 1);
   ck_assert_msg(log_has(&b, "batch done") || log_has(&b, "batch leased"), "b never worked on the job");
+  /* a's batches warm-started its cost model from the shared records (b's among them) */
+  ck_assert_int_gt(most_model_records(&a), 4);
 
   /* a job that a measures, cancelled through c (which does not run it): a stops */
   cl_open(&ca, a.sock);
