@@ -96,7 +96,8 @@ static const opt_spec_t options[O_COUNT] = {
     [O_PLOT_OUT] = {NULL, 'o', "FILE", K_TEXT, F(out), 0, 0, "the picture to write: FILE.png or FILE.svg (by its suffix)"},
     [O_REPORT] = {"report", 0, "BENCH.json", K_TEXT, F(report), 0, 0,
                   "a bench result: GFLOP/s against size (with JOB: its library\n"
-                  "baselines of the job's workload drawn as lines)"},
+                  "baselines of the job's workload drawn as lines; with --roofline:\n"
+                  "the ceilings measured in it)"},
     [O_ROOFLINE] = {"roofline", 0, NULL, K_FLAG, F(roofline), 0, 0,
                     "the best record of every workload against the target's peaks"},
     [O_PEAKS] = {"peaks", 0, "GFLOPS,GBPS", K_TEXT, F(peaks), 0, 0,
@@ -399,7 +400,7 @@ static const command_t commands[] = {
      .run = tcd_import},
     {.name = "plot",
      .usage = "JOB -o FILE.png|FILE.svg [--report BENCH.json] | --report BENCH.json -o FILE | --roofline [--target T] "
-              "[--peaks GFLOPS,GBPS] -o FILE",
+              "[--peaks GFLOPS,GBPS | --report BENCH.json] -o FILE",
      .min_pos = 0, .max_pos = 1, .opts = OPT(PLOT_OUT) | OPT(REPORT) | OPT(ROOFLINE) | OPT(PEAKS) | OPT(DAEMON_TARGET),
      .need = OPT(PLOT_OUT), .needs_daemon = true, .summary = "draw a tuning curve, a bench report or a roofline (PNG, SVG)",
      .help = "Draws a picture with matplotlib (through the Python package in python/, on\n"
@@ -418,7 +419,9 @@ static const command_t commands[] = {
              "              baselines.json; needs no daemon.\n"
              "  --roofline  the best verified record of every workload on the target (default:\n"
              "              the daemon's) at its arithmetic intensity (FLOP per byte), under\n"
-             "              min(peak GFLOP/s, bandwidth x intensity) from the target file.\n",
+             "              min(peak GFLOP/s, bandwidth x intensity): the target file's peaks,\n"
+             "              --peaks, or with --report the ceilings measured in BENCH.json (its\n"
+             "              STREAM or device-copy bandwidth, and the fastest GFLOP/s in it).\n",
      .run = tcd_plot},
     {.name = "targets", .usage = "[--json]", .opts = OPT(JSON), .needs_daemon = true,
      .summary = "list the targets the daemon knows",

@@ -90,7 +90,9 @@ static void set_paths(void) {
 static int module_args(tc_args_t *o, const char **argv, int *n) {
   int k = *n;
   bool job = o->npos == 1;
-  if (job + o->roofline + (o->report && !job) != 1) {
+  /* --report is a picture of its own, the library lines of JOB's, or the
+   * measured ceilings of --roofline's */
+  if (job + o->roofline + (o->report && !job && !o->roofline) != 1) {
     fprintf(stderr, "tunectl plot: %s (usage: tunectl plot %s)\n",
             job || o->report ? "JOB or --report, and --roofline, are different pictures: give one"
                              : "nothing to plot: give a JOB, --report BENCH.json or --roofline",
@@ -101,17 +103,22 @@ static int module_args(tc_args_t *o, const char **argv, int *n) {
     fprintf(stderr, "tunectl plot: %s applies to --roofline only\n", o->target ? "--target" : "--peaks");
     return -1;
   }
+  if (o->peaks && o->report) {
+    fprintf(stderr, "tunectl plot: --peaks and --report are two sources of the roofline's ceilings: give one\n");
+    return -1;
+  }
   int64_t id;
   if (job && tc_parse_int(o, "JOB", o->pos[0], 1, INT64_C(1) << 53, &id) < 0) return -1;
   if (job) {
     argv[k++] = "job", argv[k++] = o->pos[0];
     if (o->report) argv[k++] = "--report", argv[k++] = o->report;
-  } else if (o->report) {
+  } else if (!o->roofline) {
     argv[k++] = "report", argv[k++] = o->report;
   } else {
     argv[k++] = "roofline";
     if (o->target) argv[k++] = "--target", argv[k++] = o->target;
     if (o->peaks) argv[k++] = "--peaks", argv[k++] = o->peaks;
+    if (o->report) argv[k++] = "--report", argv[k++] = o->report;
   }
   argv[k++] = "-o", argv[k++] = o->out;
   if (o->socket && (job || o->roofline)) argv[k++] = "--socket", argv[k++] = o->socket;

@@ -1730,9 +1730,9 @@ START_TEST(t_pg_errors) {
   ck_assert_str_eq(db_engine(db), "postgresql");
   OK(db_check(db, E));
   db_close(db);
-  char current[96];
-  snprintf(current, sizeof current, "SELECT count(*) FROM tuned_schema WHERE version = %d", DB_SCHEMA_VERSION);
-  ck_assert_int_eq(count_rows(plain, current), 1);
+  char sql[96];
+  snprintf(sql, sizeof sql, "SELECT count(*) FROM tuned_schema WHERE version = %d", DB_SCHEMA_VERSION);
+  ck_assert_int_eq(count_rows(plain, sql), 1);
 }
 END_TEST
 

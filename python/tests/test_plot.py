@@ -286,6 +286,35 @@ def test_roofline(tuned_matmul, tmp_path):
     assert hue_count(px, "blue") > 30, "no record drawn"
 
 
+def test_roofline_measured_ceilings(tuned_matmul, tmp_path):
+    """--report: the ceilings a bench run measured (its bandwidth, the fastest
+    GFLOP/s in it) for a target file without peaks (cpu's)."""
+    sock, job = tuned_matmul
+    with open(QUICK) as f:
+        bench = json.load(f)
+    fastest = max(max((r.get("rerun") or {}).get("gflops") or 0, (r.get("tuned") or {}).get("gflops") or 0,
+                      r["baseline"].get("gflops_workload") or 0, (r.get("tvm") or {}).get("gflops_workload") or 0)
+                  for r in bench["rows"])
+    g, b, source = plot.measured_peaks(bench, QUICK)
+    assert (g, b) == (pytest.approx(fastest), bench["bandwidth_gbps"])
+    assert source.startswith("measured in 2026-11-26-quick-t64.json: STREAM triad, and ")
+    with open(GPU) as f:
+        gpu = json.load(f)
+    g, b, source = plot.measured_peaks(gpu, GPU)
+    assert b == gpu["copy"]["gbps"] and "device copy" in source
+    assert g == max(i["gflops"] for impls in gpu["cases"].values() for i in impls if i.get("gflops"))
+    with pytest.raises(plot.PlotError, match="no measured memory bandwidth in it"):
+        plot.measured_peaks({"results": [{"name": "matmul", "found": True, "gflops": 3.0, "median_secs": 1.0}]})
+    svg = str(tmp_path / "roof.svg")
+    r = run_tunectl("--socket", sock, "plot", "--roofline", "--report", QUICK, "-o", svg)
+    assert r.returncode == 0, r.stderr
+    root, ids, text = svg_ids_and_text(svg)
+    assert {"series-roofline", "series-records"} <= ids
+    assert f"{bench['bandwidth_gbps']:.4g} GB/s" in text and "measured in 2026-11-26-quick-t64.json" in text
+    r = run_tunectl("--socket", sock, "plot", "--roofline", "--peaks", "200,40", "--report", QUICK, "-o", svg)
+    assert r.returncode == 2 and "--peaks and --report are two sources of the roofline's ceilings" in r.stderr
+
+
 def test_roofline_of_pretuned_h100_records(daemon, tmp_path):
     """The H100 records shipped in configs/pretuned (imported: each replayed
     and checked by the daemon, no GPU needed) under the nvidia/h100 target

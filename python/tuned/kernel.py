@@ -9,6 +9,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 from ._errors import ArgumentError, BuildError, Error
@@ -171,16 +172,19 @@ class TunedFunction:
             raise ArgumentError(f"{what}: not aligned to its element size")
         return _Arg(a.ctypes.data, a.nbytes, a, "numpy")
 
+    def _expect_device(self, dev_type, dev_id, what):
+        if int(dev_type) != _DL_CPU:
+            dev = _DL_DEVICES.get(int(dev_type), f"DLPack device {int(dev_type)}")
+            raise ArgumentError(f"{what}: on device {dev}:{dev_id}, expected cpu (the kernel is for target "
+                                f"{self.kernel.target}); move it with .cpu()")
+
     def _dlpack(self, t, p, what):
         try:
             dev_type, dev_id = t.__dlpack_device__()
         except Exception as e:  # torch: meta tensors and other devices DLPack cannot name
             raise ArgumentError(f"{what}: its device cannot be exported through DLPack ({e}); "
                                 f"this {self.kernel.language} kernel runs on the CPU") from None
-        if int(dev_type) != _DL_CPU:
-            dev = _DL_DEVICES.get(int(dev_type), f"DLPack device {int(dev_type)}")
-            raise ArgumentError(f"{what}: on device {dev}:{dev_id}, expected cpu (the kernel is for target "
-                                f"{self.kernel.target}); move it with .cpu()")
+        self._expect_device(dev_type, dev_id, what)
         if getattr(t, "requires_grad", False):
             raise ArgumentError(f"{what}: requires grad; tuned kernels do not record autograd: pass "
                                 f"{p.name}.detach()")
@@ -284,6 +288,51 @@ class TunedFunction:
             raise Error(f"{self.__name__}: the kernel returned {rc} (out of memory for its temporaries?)")
 
 
+class CudaFunction(TunedFunction):
+    """A tuned CUDA kernel callable on torch CUDA tensors (all on one
+    device): its CUBIN is loaded through the driver API on that device and
+    its kernels launched on the device's current stream (tuned.cuda).  The
+    call returns once the launches are queued, as torch's own ops do."""
+
+    def __init__(self, kernel):
+        from . import cuda
+        cuda.check_kernel(kernel)
+        super().__init__(kernel, None, None)
+        self._device = None
+        self._modules = {}  # device ordinal -> the CUBIN loaded there
+
+    def _arg(self, value, p):
+        # torch's own accessors: exporting a CUDA tensor through DLPack
+        # without naming a stream would order it after the legacy stream
+        what = self._what(p)
+        torch = sys.modules.get("torch")
+        if torch is None or not isinstance(value, torch.Tensor):
+            hint = " (torch.from_numpy(a).cuda())" if type(value).__module__ == "numpy" else ""
+            raise ArgumentError(f"{what}: expected a torch CUDA tensor of {p.dtype}{list(p.shape)} (the kernel is "
+                                f"for target {self.kernel.target}), got {type(value).__name__}{hint}")
+        from . import cuda
+        cuda.expect_device(self, value.device, what)
+        if value.requires_grad:
+            raise ArgumentError(f"{what}: requires grad; tuned kernels do not record autograd: pass "
+                                f"{p.name}.detach()")
+        self._check(p, tuple(value.shape), str(value.dtype).replace("torch.", ""), value.is_contiguous(), what)
+        return _Arg(value.data_ptr(), p.elements * p.elem_bytes, value, "torch")
+
+    def _allocate(self, p, like_torch):
+        import torch
+        return torch.empty(p.shape, dtype=getattr(torch, p.dtype), device=f"cuda:{self._device}")
+
+    def __call__(self, *args, **kwargs):
+        self._device = None  # the first CUDA argument names it
+        return super().__call__(*args, **kwargs)
+
+    def launch(self, addresses, keep=None):
+        """Queues the kernels on the current stream of the arguments' device
+        (the data addresses of the inputs, then the outputs; unchecked)."""
+        from . import cuda
+        cuda.launch(self, addresses)
+
+
 def _numpy_module():
     try:
         import numpy
@@ -295,7 +344,8 @@ def _numpy_module():
 def load(workload, target=None, *, socket=None, client=None, cc=None, **params):
     """The best tuned kernel of a workload (a .tw path, its text or its hash)
     on a target (None: the daemon's) with parameter overrides (M=64, ...), as
-    a callable on numpy arrays and torch CPU tensors (see TunedFunction).
+    a callable on numpy arrays and torch CPU tensors (see TunedFunction), or,
+    for a CUDA target, on torch CUDA tensors (see CudaFunction).
     `client` or `socket` choose the daemon; `cc` the C compiler (default
     $TUNED_CC, $CC, cc).  tuned.NoKernel when nothing is tuned yet."""
     own = client is None
@@ -305,10 +355,12 @@ def load(workload, target=None, *, socket=None, client=None, cc=None, **params):
     finally:
         if own:
             c.close()
+    if k.language == "cuda":
+        return CudaFunction(k)
     if k.language != "c":
-        raise Error(f"tuned.load runs C kernels (CPU targets); the best kernel of {k.name or k.workload} on "
-                    f"{k.target} is {k.language}: fetch it with Client.kernel() and launch it with its "
-                    f"launches and params")
+        raise Error(f"tuned.load runs C kernels (CPU targets) and CUDA kernels; the best kernel of "
+                    f"{k.name or k.workload} on {k.target} is {k.language}: fetch it with Client.kernel() and "
+                    f"launch it with its launches and params")
     return _callable(k, cc)
 
 

@@ -7,11 +7,12 @@ display needed) into a PNG or SVG file, chosen by the output's suffix:
   report    a bench result file: GFLOP/s against size for tuned and its
             baselines, one panel per workload, as Triton's perf_report draws;
   roofline  the best record of every workload on a target against the
-            target's peak FLOP/s and bandwidth.
+            target's peak FLOP/s and bandwidth (its target file's, given, or
+            measured: a bench file's bandwidth and fastest GFLOP/s).
 
     python3 -m tuned.plot job 7 -o curve.png [--socket S] [--report BENCH.json]
     python3 -m tuned.plot report bench/cpu/results/2026-11-26-quick-t64.json -o report.svg
-    python3 -m tuned.plot roofline -o roof.png [--target T] [--peaks GFLOPS,GBPS]
+    python3 -m tuned.plot roofline -o roof.png [--target T] [--peaks GFLOPS,GBPS | --report BENCH.json]
 
 `tunectl plot` runs this module.  The daemon's data comes through
 tuned.Client (libtuned); bench files are read here."""
@@ -283,17 +284,52 @@ def plot_report(points, out, title):
 
 # ---- roofline -------------------------------------------------------------------------------
 
-def roofline_data(client, target=None, peaks=None):
-    """The target's peaks (target.list, or `peaks` = (GFLOP/s, GB/s)) and the
-    best verified record of every workload on it: [{name, intensity, gflops}]."""
+def _bandwidth(bench):
+    """The memory bandwidth a bench file measured, GB/s, and how: bench/cpu/run's
+    STREAM triad (`bandwidth_gbps`) or bench/gpu's device copy (`copy`); None."""
+    if isinstance(bench.get("bandwidth_gbps"), (int, float)) and bench["bandwidth_gbps"] > 0:
+        return bench["bandwidth_gbps"], "STREAM triad"
+    copy = bench.get("copy")
+    if isinstance(copy, dict) and isinstance(copy.get("gbps"), (int, float)) and copy["gbps"] > 0:
+        return copy["gbps"], copy.get("impl") or "device copy"
+    return None
+
+
+def measured_peaks(bench, where="bench file"):
+    """Ceilings measured on the machine, from a bench result file: (GFLOP/s,
+    GB/s, what they are).  The bandwidth is the file's memory-bandwidth
+    measurement; the compute ceiling is the fastest GFLOP/s any implementation
+    reached in it (a library GEMM, as a rule): an attained ceiling, at or under
+    the hardware's peak."""
+    bw = _bandwidth(bench) if isinstance(bench, dict) else None
+    if bw is None:
+        raise PlotError(f"{where}: no measured memory bandwidth in it (bench/cpu/run's \"bandwidth_gbps\" or "
+                        "bench/gpu's \"copy\"): give the peaks with --peaks GFLOPS,GBPS")
+    best = max(((g, name, p) for p in report_points(bench, where) for name, g in p["series"].items()),
+               key=lambda x: x[0])
+    return best[0], bw[0], (f"measured in {os.path.basename(where)}: {bw[1]}, "
+                            f"and {best[1]} on {best[2]['workload']} {best[2]['size']}")
+
+
+def roofline_data(client, target=None, peaks=None, measured=None):
+    """The ceilings and the best verified record of every workload on the
+    target (default: the daemon's): [{name, intensity, gflops}].  The
+    ceilings are `peaks` = (GFLOP/s, GB/s) when given, else `measured`
+    (measured_peaks' result) when given, else the target file's (target.list)."""
     targets = client.call("target.list")["targets"]
     t = next((x for x in targets if (x["name"] == target if target else x.get("default"))), None)
     if t is None:
         raise PlotError(f"unknown target {target!r}: the daemon knows {', '.join(x['name'] for x in targets)}")
-    pg, pb = peaks if peaks else (t.get("peak_gflops") or 0, t.get("peak_gbps") or 0)
+    if peaks:
+        (pg, pb), source = peaks, "given"
+    elif measured:
+        pg, pb, source = measured
+    else:
+        pg, pb, source = t.get("peak_gflops") or 0, t.get("peak_gbps") or 0, "the target file's peaks"
     if not (pg > 0 and pb > 0):
         raise PlotError(f"target {t['name']} has no peaks in its target file (peak_gflops {pg:g}, peak_gbps {pb:g}): "
-                        "give them with --peaks GFLOPS,GBPS (e.g. from bench/cpu/run's STREAM bandwidth)")
+                        "give them with --peaks GFLOPS,GBPS, or take them measured from a bench result with "
+                        "--report BENCH.json (bench/cpu/run's STREAM bandwidth and fastest GFLOP/s)")
     points, offset = [], 0
     while True:
         ws = client.call("db.workloads", limit=1000, offset=offset)["workloads"]
@@ -309,7 +345,7 @@ def roofline_data(client, target=None, peaks=None):
         offset += len(ws)
     if not points:
         raise PlotError(f"no verified records on target {t['name']} to place under its roofline")
-    return {"target": t["name"], "peak_gflops": pg, "peak_gbps": pb, "points": points}
+    return {"target": t["name"], "peak_gflops": pg, "peak_gbps": pb, "source": source, "points": points}
 
 
 def plot_roofline(data, out):
@@ -323,7 +359,8 @@ def plot_roofline(data, out):
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     fig, ax = plt.subplots(figsize=(8, 6), constrained_layout=True)
     ax.plot(xs, [min(pg, pb * x) for x in xs], color="black", linewidth=2,
-            label=f"roofline: {pg:.4g} GFLOP/s, {pb:.4g} GB/s (ridge {ridge:.3g} FLOP/B)", gid="series-roofline")
+            label=f"roofline: {pg:.4g} GFLOP/s, {pb:.4g} GB/s (ridge {ridge:.3g} FLOP/B)\n"
+                  f"({data.get('source') or 'given'})", gid="series-roofline")
     ax.scatter([p["intensity"] for p in pts], [p["gflops"] for p in pts], s=40, color="tab:blue", zorder=3,
                label="best verified record per workload", gid="series-records")
     for p in pts:
@@ -362,7 +399,11 @@ def _parser(prog):
     r.add_argument("bench", metavar="BENCH.json")
     f = sub.add_parser("roofline", help="the best records against the target's peaks")
     f.add_argument("--target", help="target name (default: the daemon's)")
-    f.add_argument("--peaks", type=_peaks, metavar="GFLOPS,GBPS", help="peaks to use instead of the target file's")
+    ceilings = f.add_mutually_exclusive_group()
+    ceilings.add_argument("--peaks", type=_peaks, metavar="GFLOPS,GBPS", help="peaks to use instead of the target file's")
+    ceilings.add_argument("--report", metavar="BENCH.json",
+                   help="ceilings measured in this bench result (its bandwidth, its fastest GFLOP/s) instead of "
+                        "the target file's")
     for s in (j, r, f):
         s.add_argument("-o", "--output", required=True, metavar="FILE.png|FILE.svg")
         s.add_argument("--socket", help="the daemon's socket (default: libtuned's)")
@@ -388,7 +429,8 @@ def main(argv=None, prog="python3 -m tuned.plot"):
                               f"{data['job']['workload']} (no row with that hash): none drawn", file=sys.stderr)
                     done = plot_job(data, a.output, lib)
                 else:
-                    done = plot_roofline(roofline_data(c, a.target, a.peaks), a.output)
+                    measured = measured_peaks(read_bench(a.report), a.report) if a.report else None
+                    done = plot_roofline(roofline_data(c, a.target, a.peaks, measured), a.output)
     except Error as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 1
