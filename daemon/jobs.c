@@ -594,9 +594,13 @@ typedef struct job_read {
 
 static void refresh(td_server_t *srv, td_job_t *j);
 
+/* A read that fails on a connection the server dropped (a restart) is
+ * tried once more, on the new connection the next statement opens: the
+ * watchers' last word must not be lost to it. */
 static void job_read_work(td_read_t *rd, db_t *db) {
   job_read_t *r = (job_read_t *)rd;
   r->job = td_job_read(db, r->id, &r->err);
+  if (!r->job && r->err.code == TN_EIO) r->job = td_job_read(db, r->id, &r->err);
 }
 
 static void send_to_watchers(td_job_t *j, const cJSON *job) {

@@ -2411,6 +2411,49 @@ START_TEST(pg_queue_three_daemons) {
 }
 END_TEST
 
+/* The database restarts (pg_ctl restart, every connection dropped) while
+ * two daemons measure one job: their job threads ride it out (the failed
+ * statements are tried again on new connections) and the job completes
+ * with every trial counted once. */
+START_TEST(pg_queue_db_restart) {
+  daemon_t a, b;
+  tmp_daemon(&a), tmp_daemon(&b);
+  char url[128];
+  ck_assert_msg(pgt_createdb(&pg, "queuerestart", url, sizeof url) == 0, "%s", pg.skip);
+  snprintf(a.db, sizeof a.db, "%s", url), snprintf(b.db, sizeof b.db, "%s", url);
+  start_daemon(&a, (const char *const[]){"--name", "r-a", "--lease", "2", NULL});
+  start_daemon(&b, (const char *const[]){"--name", "r-b", "--lease", "2", NULL});
+  client_t ca;
+  cl_open(&ca, a.sock);
+  submitted_t s = submit(&ca, 24, 4);
+  cJSON_Delete(watch(&ca, s.job));
+  cJSON_Delete(wait_progress(&ca, s.job, 4, 120));
+  wait_leased_by(url, s.job, "r-b", 120);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "%s/pg_ctl -D %s/data -m fast -w restart >/dev/null 2>&1", pg.bin, pg.dir);
+  ck_assert_int_eq(pgt_sh(&pg, cmd), 0);
+
+  cJSON *n = wait_progress(&ca, s.job, 1 << 30, 170);
+  cJSON_Delete(n);
+  cl_close(&ca);
+  db_job_state_t state;
+  db_job_t row = job_row(url, s.job, &state);
+  ck_assert_msg(state == DB_JOB_DONE, "job %d is %s: %s", s.job, db_job_state_name(state), whole_log(&a));
+  ck_assert_int_eq(row.trials_done, 24);
+  check_counted_once(url, s.job, 24, (const char *const[]){"r-a", "r-b", NULL});
+  ck_assert_uint_ge(count_records(url, s.hash, true), 1);
+  /* the restart reached them: a statement on a dropped connection failed and was tried again */
+  bool rode = false;
+  const daemon_t *ds[] = {&a, &b};
+  for (int i = 0; i < 2; i++)
+    rode |= log_has(ds[i], "trying again") || log_has(ds[i], "cannot renew a batch's lease");
+  ck_assert_msg(rode, "no daemon saw the restart: %s", whole_log(&a));
+  stop_daemon(&a);
+  stop_daemon(&b);
+  rm_tree(a.dir), rm_tree(b.dir);
+}
+END_TEST
+
 /* ---- SQLite I/O faults (tuned's test VFS, db/sqlite_fault.c) ------------------------------------ */
 
 typedef struct vfs_counts {
@@ -2680,6 +2723,7 @@ static Suite *make_suite(void) {
   ADD_CASE(s, disk_full_fails_the_job, 900);
   if (pg.running && tu_slowdown() == 1) ADD_CASE(s, pg_two_daemons, 900); /* not under valgrind: minutes of libpq */
   if (pg.running && tu_slowdown() == 1) ADD_CASE(s, pg_queue_three_daemons, 300);
+  if (pg.running && tu_slowdown() == 1) ADD_CASE(s, pg_queue_db_restart, 300);
   ADD_CASE(s, sqlite_faults, 900);
   ADD_CASE(s, random_kills, 900);
   return s;
