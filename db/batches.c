@@ -316,3 +316,20 @@ int db_batch_jobs_open(db_t *db, const char *target_name, int64_t *ids, size_t c
   db_reset(st);
   return ret;
 }
+
+/* ---- consistency (db_check) ------------------------------------------------------------ */
+
+static const char SQL_BATCHES_BAD[] =
+    "SELECT COUNT(*) FROM job_batches b JOIN jobs j ON j.id = b.job_id"
+    " WHERE (j.state = 'done' AND b.state <> 'done') OR b.trials_done > b.trials"
+    " OR (b.state = 'done' AND b.trials_done <> (SELECT COUNT(*) FROM job_trials t WHERE t.job_id = b.job_id"
+    "  AND t.trial >= b.first_trial AND t.trial < b.first_trial + b.trials))";
+
+int db_batches_check(db_t *db, tn_err_t *err) {
+  int64_t bad = 0;
+  int rc = read_int(db, SQL_BATCHES_BAD, NULL, 0, &bad, "checking the job queue", err);
+  if (!rc && bad > 0)
+    rc = tn_err_set(err, TN_EIO, "%lld batches of the job queue disagree with their job or its trials (a done job "
+                    "with a batch not done, or a done batch whose trial count is not its trials')", (long long)bad);
+  return rc;
+}

@@ -80,7 +80,9 @@ void db_set_run_secs_text(db_t *db, bool text);
 int db_schema_version(db_t *db, int *version, tn_err_t *err);
 /* SQLite: PRAGMA integrity_check: 0 when it says "ok", else TN_EIO with its
  * first line.  PostgreSQL (which checks its own files): the schema version
- * and that no job points at a missing record. */
+ * and that no job points at a missing record.  Both: the job queue agrees
+ * with the jobs and their trials (a done job's batches are all done, a done
+ * batch counts exactly the trials committed in its range). */
 int db_check(db_t *db, tn_err_t *err);
 
 /* Groups several calls into one atomic commit (nests: inner levels are

@@ -497,7 +497,7 @@ static int pg_check(db_t *db, tn_err_t *err) {
                        "(SELECT id FROM records)", v, sizeof v, "checking the database", err);
   if (!rc && strcmp(v, "0") != 0)
     rc = tn_err_set(err, TN_EIO, "%s jobs refer to a missing best record", v);
-  return rc;
+  return rc ? rc : db_batches_check(db, err);
 }
 
 static void pg_close(db_t *db) { PQfinish(CONN(db)); }

@@ -321,7 +321,10 @@ static int sq_check_foreign_keys(db_t *db, tn_err_t *err) {
   return ret;
 }
 
-static int sq_check(db_t *db, tn_err_t *err) { return pragma(db, "PRAGMA integrity_check", "ok", err); }
+static int sq_check(db_t *db, tn_err_t *err) {
+  int rc = pragma(db, "PRAGMA integrity_check", "ok", err);
+  return rc ? rc : db_batches_check(db, err);
+}
 
 static void sq_close(db_t *db) { sqlite3_close(H(db)); }
 

@@ -1017,6 +1017,15 @@ START_TEST(t_batches) {
   ck_assert_int_eq(db_job_batches_plan(db, job.id, 0, &n, &err), TN_EINVAL);
   ck_assert_int_eq(db_batch_lease(db, t, 0, "", 60, &none, &(bool){false}, &err), TN_EINVAL);
   OK(db_check(db, E));
+
+  /* db_check sees a done job whose batches are not */
+  db_job_t two = {.workload_id = w, .target_id = t, .budget_trials = 4, .seed = 2};
+  OK(db_job_create(db, &two, E));
+  OK(db_job_batches_plan(db, two.id, 4, &n, E));
+  OK(db_job_update(db, two.id, &(db_job_progress_t){DB_JOB_RUNNING, -1, 0, NULL}, E));
+  OK(db_job_update(db, two.id, &(db_job_progress_t){DB_JOB_DONE, -1, 0, NULL}, E));
+  ck_assert_int_eq(db_check(db, &err), TN_EIO);
+  ck_assert_msg(strstr(err.msg, "2 batches of the job queue disagree"), "%s", err.msg);
   tn_arena_free(ar);
   db_close(db);
   tmp_cleanup();
