@@ -17,8 +17,10 @@
 #include "ir/ir.h"
 #include "search/search.h"
 
-/* Why a job's thread is asked to stop (td_job_t.stop). */
-enum { STOP_NONE, STOP_SHUTDOWN, STOP_CANCEL, STOP_DEADLINE };
+/* Why a job's thread is asked to stop (td_job_t.stop).  STOP_LEASE: the
+ * batch it measures (shared queue) is no longer its own; it goes on with
+ * the next one. */
+enum { STOP_NONE, STOP_SHUTDOWN, STOP_CANCEL, STOP_DEADLINE, STOP_LEASE };
 
 /* A running job that has not ended this long after tune.cancel (in work
  * that polls nothing: training the cost model, a commit waiting for another
@@ -70,7 +72,9 @@ struct td_jobs {
   ms_builder_t *builder;    /* one build pool for every job: its threads are the cores */
   uv_async_t async;
   uv_timer_t cancel_timer;  /* runs while a cancelled job's thread has not ended */
-  int open_handles;         /* async + timer: m is freed when both are closed */
+  uv_timer_t poll_timer;    /* shared queue: looks for other daemons' jobs with batches to lease */
+  bool polling;             /* a poll is in flight */
+  int open_handles;         /* async + timers: m is freed when all are closed */
   uv_mutex_t lock;          /* guards the event list */
   td_event_t *events, **tail;
 };
@@ -96,6 +100,7 @@ typedef struct run_ctx {
   int64_t base; /* trials done before this run (a resumed job) */
   char device[MS_DEVICE_NAME_MAX]; /* where the job's candidates run */
   double started, deadline; /* tn_now() clock */
+  const db_batch_t *batch;  /* shared queue: the leased batch being measured */
 } run_ctx_t;
 
 /* A job without a time budget (seconds 0) may run this long. */
@@ -162,26 +167,43 @@ static void apply_options(const char *json, srch_opts_t *o) {
   cJSON_Delete(j);
 }
 
+/* The search options of a job: its stored ones, its budget's seconds and
+ * seed, the daemon's database and build pool. */
+static void job_opts(td_job_t *j, const db_job_t *row, srch_opts_t *o) {
+  srch_opts_default(o);
+  apply_options(row->options, o);
+  o->max_seconds = row->budget_seconds;
+  o->seed = row->seed;
+  o->db_path = j->mgr->srv->cfg.db_path;
+  o->job_id = j->id;
+  o->builder = j->mgr->builder;
+}
+
+static void deadline_error(const db_job_t *row, double started, double grace, tn_err_t *err) {
+  if (row->budget_seconds > 0)
+    tn_err_set(err, TN_ESTOPPED, "deadline: stopped %.1f s after it started, past its time budget of %g s plus "
+               "the daemon's --deadline-grace of %g s; what it measured is kept", tn_now() - started,
+               row->budget_seconds, grace);
+  else
+    tn_err_set(err, TN_ESTOPPED, "deadline: stopped %.1f s after it started, past the %g s a job without a "
+               "time budget may run plus the daemon's --deadline-grace of %g s; what it measured is kept",
+               tn_now() - started, TD_NO_BUDGET_S, grace);
+}
+
 /* Tunes what is left of the job's budget; sets the final state (and err's
  * message when that is failed). */
 static int run_search(td_job_t *j, const db_job_t *row, const ir_workload_t *w, const tn_target_t *t,
                       double started, db_job_state_t *final, int64_t *trials, int64_t *best, tn_err_t *err) {
   double grace = j->mgr->srv->cfg.deadline_grace;
   double budget = row->budget_seconds > 0 ? row->budget_seconds : TD_NO_BUDGET_S;
-  run_ctx_t ctx = {j, row->trials_done, "", started, started + budget + grace};
+  run_ctx_t ctx = {j, row->trials_done, "", started, started + budget + grace, NULL};
   ms_device_name(t, ctx.device, sizeof ctx.device);
   *trials = row->trials_done;
   *final = DB_JOB_DONE;
   if (row->budget_trials - row->trials_done <= 0) return 0;
   srch_opts_t o;
-  srch_opts_default(&o);
-  apply_options(row->options, &o);
+  job_opts(j, row, &o);
   o.max_trials = (int)(row->budget_trials - row->trials_done);
-  o.max_seconds = row->budget_seconds;
-  o.seed = row->seed;
-  o.db_path = j->mgr->srv->cfg.db_path;
-  o.job_id = j->id;
-  o.builder = j->mgr->builder;
   srch_task_t task = {w, 1.0};
   srch_callbacks_t cb = {.on_progress = on_progress, .on_batch = on_batch, .should_stop = should_stop, .ctx = &ctx,
                          .on_log = on_log};
@@ -206,14 +228,7 @@ static int run_search(td_job_t *j, const db_job_t *row, const ir_workload_t *w, 
   else if (stop == STOP_SHUTDOWN && stopped) *final = DB_JOB_QUEUED; /* resumes at the next start */
   else if (stop == STOP_DEADLINE && stopped) {
     *final = DB_JOB_FAILED;
-    if (row->budget_seconds > 0)
-      tn_err_set(err, TN_ESTOPPED, "deadline: stopped %.1f s after it started, past its time budget of %g s plus "
-                 "the daemon's --deadline-grace of %g s; what it measured is kept", tn_now() - started,
-                 row->budget_seconds, grace);
-    else
-      tn_err_set(err, TN_ESTOPPED, "deadline: stopped %.1f s after it started, past the %g s a job without a "
-                 "time budget may run plus the daemon's --deadline-grace of %g s; what it measured is kept",
-                 tn_now() - started, TD_NO_BUDGET_S, grace);
+    deadline_error(row, started, grace, err);
   }
   srch_result_free(&res);
   return 0;
@@ -231,6 +246,246 @@ static void lower_priority(int n) {
   int cur = getpriority(PRIO_PROCESS, (id_t)tid);
   if (errno == 0 && setpriority(PRIO_PROCESS, (id_t)tid, TN_MIN(cur + n, 19)) != 0)
     td_log(TD_DEBUG, "cannot lower the tuning thread's priority", "err=%s", td_q(strerror(errno)));
+}
+
+/* ---- the shared job queue (PostgreSQL) ------------------------------------------------ */
+
+/* On a shared database a job is measured batch by batch (db_batch_t) by
+ * every daemon of its target: each job thread leases a batch, runs the
+ * search for the batch's trials (its state rebuilt from the target's shared
+ * records: the best candidates seed the population, the cost model warm-
+ * starts from them), commits records, trials and the lease check in one
+ * transaction and marks the batch done; a renewer thread keeps the lease
+ * while it works.  The last batch (the re-measure and the unscheduled
+ * program) ends the job. */
+
+/* The lease's renewal, every lease_s / 3 on a connection of its own. */
+typedef struct renewer {
+  td_job_t *job;
+  const td_config_t *cfg;
+  uv_thread_t thread;
+  uv_mutex_t mu;          /* guards the fields below; held while renewing */
+  uv_cond_t cv;
+  bool quit, active;
+  db_batch_t batch;
+} renewer_t;
+
+static double lease_seconds(const td_config_t *cfg) { return cfg->lease_s > 0 ? cfg->lease_s : 30; }
+
+static void renew_main(void *arg) {
+  renewer_t *rn = arg;
+  db_t *db = NULL;
+  double every = lease_seconds(rn->cfg) / 3;
+  uv_mutex_lock(&rn->mu);
+  while (!rn->quit) {
+    uv_cond_timedwait(&rn->cv, &rn->mu, (uint64_t)(every * 1e9));
+    if (rn->quit || !rn->active) continue;
+    tn_err_t err = {0};
+    int rc = db ? 0 : db_open(rn->cfg->db_path, &db, &err);
+    if (!rc) rc = db_batch_renew(db, &rn->batch, rn->cfg->name, lease_seconds(rn->cfg), &err);
+    if (rc == TN_ESTATE) {
+      int none = STOP_NONE;
+      atomic_compare_exchange_strong(&rn->job->stop, &none, STOP_LEASE);
+      rn->active = false;
+    }
+    if (rc) /* a database that is away: tried again at the next tick, the lease may still hold */
+      td_log(rc == TN_ESTATE ? TD_WARN : TD_ERROR, "cannot renew a batch's lease", "job=%lld batch=%lld err=%s",
+             (long long)rn->batch.job_id, (long long)rn->batch.batch, td_q(err.msg));
+  }
+  uv_mutex_unlock(&rn->mu);
+  db_close(db);
+}
+
+static int renewer_start(renewer_t *rn, td_job_t *j) {
+  *rn = (renewer_t){.job = j, .cfg = &j->mgr->srv->cfg};
+  uv_mutex_init(&rn->mu);
+  uv_cond_init(&rn->cv);
+  if (uv_thread_create(&rn->thread, renew_main, rn) == 0) return 0;
+  uv_cond_destroy(&rn->cv);
+  uv_mutex_destroy(&rn->mu);
+  return -1;
+}
+
+/* The batch to keep leased (NULL: none, it is done or given back). */
+static void renewer_set(renewer_t *rn, const db_batch_t *b) {
+  uv_mutex_lock(&rn->mu);
+  rn->active = b != NULL;
+  if (b) rn->batch = *b;
+  uv_mutex_unlock(&rn->mu);
+}
+
+static void renewer_stop(renewer_t *rn) {
+  uv_mutex_lock(&rn->mu);
+  rn->quit = true;
+  uv_cond_signal(&rn->cv);
+  uv_mutex_unlock(&rn->mu);
+  uv_thread_join(&rn->thread);
+  uv_cond_destroy(&rn->cv);
+  uv_mutex_destroy(&rn->mu);
+}
+
+/* Inside each commit of the batch's trials: still our lease (else the
+ * commit rolls back and the trials are the new holder's to measure). */
+static int check_lease(db_t *db, void *ctx, tn_err_t *err) {
+  run_ctx_t *r = ctx;
+  const td_config_t *cfg = &r->job->mgr->srv->cfg;
+  return db_batch_commit_check(db, r->batch, cfg->name, lease_seconds(cfg), err);
+}
+
+/* The search of one leased batch: its trials not committed yet (a lapsed
+ * holder may have committed some), or for the last batch the re-measure
+ * and the baseline.  *stop_out: why it stopped early (STOP_NONE: it did
+ * not). */
+static int run_batch(td_job_t *j, const db_job_t *row, const ir_workload_t *w, const tn_target_t *t, double started,
+                     db_t *db, const db_batch_t *b, int64_t *best, int *stop_out, tn_err_t *err) {
+  *stop_out = STOP_NONE;
+  int64_t have = 0;
+  if (db_batch_committed(db, b, &have, err)) return err->code;
+  if (b->trials > 0 && have >= b->trials) return 0;
+  srch_opts_t o;
+  job_opts(j, row, &o);
+  if (b->trials > 0) {
+    o.max_trials = o.batch_size = (int)(b->trials - have);
+    o.remeasure = 0;
+    o.baseline = false;
+  } else {
+    o.epilogue_only = true;
+    o.max_trials = 0;
+  }
+  o.job_batch = true;
+  o.job_trial_base = b->first_trial - 1 + have;
+  o.seed = row->seed ^ ((uint64_t)b->batch * 0x9e3779b97f4a7c15ULL + (uint64_t)b->leases); /* a batch's own stream */
+  double budget = row->budget_seconds > 0 ? row->budget_seconds : TD_NO_BUDGET_S;
+  run_ctx_t ctx = {j, row->trials_done, "", started, started + budget + j->mgr->srv->cfg.deadline_grace, b};
+  ms_device_name(t, ctx.device, sizeof ctx.device);
+  srch_task_t task = {w, 1.0};
+  srch_callbacks_t cb = {.on_progress = on_progress, .on_batch = on_batch, .should_stop = should_stop, .ctx = &ctx,
+                         .on_log = on_log, .on_commit = check_lease};
+  srch_result_t res;
+  memset(&res, 0, sizeof res);
+  int rc = srch_tune(&task, 1, t, &o, &cb, &res, err);
+  int stop = atomic_load(&j->stop);
+  if (res.ntasks > 0 && res.best && res.best[0].found) *best = res.best[0].db_id;
+  if (stop != STOP_NONE && (res.stopped || rc)) *stop_out = stop;
+  else if (rc == TN_ESTATE) *stop_out = STOP_LEASE; /* the commit found the lease lost */
+  srch_result_free(&res);
+  return *stop_out != STOP_NONE ? 0 : rc;
+}
+
+/* Tries in a row that may fail on a database error (a server restart, a
+ * short network partition), 2 s apart, before the job fails. */
+#define TD_QUEUE_DB_RETRIES 5
+
+/* Waits a quarter of a second unless asked to stop (the deadline included). */
+static bool queue_wait(td_job_t *j, const db_job_t *row, double started) {
+  double budget = row->budget_seconds > 0 ? row->budget_seconds : TD_NO_BUDGET_S;
+  run_ctx_t ctx = {j, 0, "", started, started + budget + j->mgr->srv->cfg.deadline_grace, NULL};
+  for (int i = 0; i < 5; i++) {
+    if (should_stop(&ctx)) return false;
+    usleep(50 * 1000);
+  }
+  return true;
+}
+
+static void queue_backoff(td_job_t *j, const db_job_t *row, double started) {
+  for (int i = 0; i < 8 && queue_wait(j, row, started); i++) continue;
+}
+
+/* The job's batches, one lease at a time, until the job ends (here or on
+ * another daemon) or this daemon stops.  *write_end: whether the job's end
+ * is this thread's to write (else the row is left as it is: another daemon
+ * ended it or goes on with it). */
+static int run_queue(td_job_t *j, db_t *db, const db_job_t *first, const ir_workload_t *w, const tn_target_t *t,
+                     double started, db_job_state_t *final, bool *write_end, int64_t *best, tn_err_t *err) {
+  const td_config_t *cfg = &j->mgr->srv->cfg;
+  srch_opts_t o;
+  job_opts(j, first, &o);
+  size_t nbatches = 0;
+  int rc = db_job_batches_plan(db, j->id, TN_MAX(o.batch_size, 1), &nbatches, err);
+  renewer_t rn;
+  if (!rc && renewer_start(&rn, j) != 0) rc = tn_err_set(err, TN_EIO, "cannot start the lease renewer's thread");
+  if (rc) return rc;
+  *write_end = false;
+  int db_errors = 0; /* in a row */
+  tn_arena_t *a = tn_arena_new();
+  for (;;) {
+    int stop = atomic_load(&j->stop);
+    if (stop == STOP_CANCEL || stop == STOP_DEADLINE) {
+      *final = stop == STOP_CANCEL ? DB_JOB_CANCELLED : DB_JOB_FAILED;
+      if (stop == STOP_DEADLINE) deadline_error(first, started, cfg->deadline_grace, err);
+      *write_end = true;
+      break;
+    }
+    if (stop == STOP_SHUTDOWN) break; /* the other daemons go on; this one resumes at its next start */
+    db_job_t row;
+    tn_arena_free(a);
+    a = tn_arena_new();
+    db_batch_t b;
+    bool found = false;
+    rc = db_job_get(db, j->id, &row, a, err);
+    if (!rc && db_job_state_final(row.state)) break; /* ended by another daemon (its last batch, a cancel) */
+    if (!rc) rc = db_batch_lease(db, row.target_id, j->id, cfg->name, lease_seconds(cfg), &b, &found, err);
+    if (rc == TN_EIO && ++db_errors <= TD_QUEUE_DB_RETRIES) {
+      td_log(TD_WARN, "cannot lease a batch; trying again", "job=%lld err=%s", (long long)j->id, td_q(err->msg));
+      rc = 0;
+      queue_backoff(j, first, started);
+      continue;
+    }
+    if (rc) break;
+    if (!found) { /* the rest is leased by others: wait for the job's end or a lapsed lease */
+      queue_wait(j, &row, started);
+      continue;
+    }
+    td_log(TD_DEBUG, "batch leased", "job=%lld batch=%lld trials=%lld leases=%lld", (long long)j->id,
+           (long long)b.batch, (long long)b.trials, (long long)b.leases);
+    renewer_set(&rn, &b);
+    int why = STOP_NONE;
+    rc = run_batch(j, &row, w, t, started, db, &b, best, &why, err);
+    renewer_set(&rn, NULL);
+    if (why == STOP_LEASE) {
+      int lost = STOP_LEASE;
+      atomic_compare_exchange_strong(&j->stop, &lost, STOP_NONE);
+      td_log(TD_WARN, "lost a batch's lease: its trials are another daemon's now", "job=%lld batch=%lld",
+             (long long)j->id, (long long)b.batch);
+      continue;
+    }
+    tn_err_t rerr = {0};
+    if (rc || why != STOP_NONE) { /* given back at once rather than when the lease lapses */
+      if (db_batch_release(db, &b, cfg->name, &rerr) != 0)
+        td_log(TD_WARN, "cannot give a batch back", "job=%lld batch=%lld err=%s", (long long)j->id,
+               (long long)b.batch, td_q(rerr.msg));
+      if (rc == TN_EIO && ++db_errors <= TD_QUEUE_DB_RETRIES) { /* the server away: try again, the lease lapses */
+        td_log(TD_WARN, "a batch failed on a database error; trying again", "job=%lld batch=%lld err=%s",
+               (long long)j->id, (long long)b.batch, td_q(err->msg));
+        rc = 0;
+        queue_backoff(j, &row, started);
+        continue;
+      }
+      if (rc) {
+        *final = DB_JOB_FAILED;
+        *write_end = true;
+        break;
+      }
+      continue;
+    }
+    db_errors = 0;
+    if ((rc = db_batch_done(db, &b, cfg->name, &rerr)) != 0) {
+      rc = 0; /* lost between the last commit and now: the next holder finds every trial committed */
+      td_log(TD_WARN, "cannot mark a batch done", "job=%lld batch=%lld err=%s", (long long)j->id,
+             (long long)b.batch, td_q(rerr.msg));
+      continue;
+    }
+    td_log(TD_INFO, "batch done", "job=%lld batch=%lld of=%zu trials=%lld", (long long)j->id, (long long)b.batch,
+           nbatches, (long long)b.trials);
+    if (b.trials == 0) { /* the last batch: the job is done */
+      *final = DB_JOB_DONE;
+      *write_end = true;
+      break;
+    }
+  }
+  renewer_stop(&rn);
+  tn_arena_free(a);
+  return rc;
 }
 
 static void job_main(void *arg) {
@@ -252,17 +507,30 @@ static void job_main(void *arg) {
   if (!rc) rc = db_workload_get(db, row.workload_hash, &wrow, a, &err);
   if (!rc) rc = td_workload_parse(wrow.name, wrow.source, wrow.params, &w, &err);
   if (!rc) rc = td_target_lookup(&j->mgr->srv->machine, row.target_name, &t, &err);
-  if (!rc) rc = db_job_update(db, j->id, &(db_job_progress_t){DB_JOB_RUNNING, -1, 0, NULL}, &err);
+  bool queue = db_is_url(cfg->db_path), write_end = true;
+  if (!rc && (!queue || row.state == DB_JOB_QUEUED)) {
+    rc = db_job_update(db, j->id, &(db_job_progress_t){DB_JOB_RUNNING, -1, 0, NULL}, &err);
+    if (rc == TN_ESTATE && queue) rc = 0; /* another daemon moved it first */
+  }
   if (!rc) {
     td_log(TD_INFO, "job started", "job=%lld workload=%s target=%s trials_done=%lld budget=%lld", (long long)j->id,
            row.workload_hash, row.target_name, (long long)row.trials_done, (long long)row.budget_trials);
     post(j, EV_START, row.trials_done, NULL);
-    rc = run_search(j, &row, w, &t, started, &final, &trials, &best, &err);
+    if (queue) rc = run_queue(j, db, &row, w, &t, started, &final, &write_end, &best, &err);
+    else rc = run_search(j, &row, w, &t, started, &final, &trials, &best, &err);
   }
-  if (rc) final = DB_JOB_FAILED;
+  if (rc) final = DB_JOB_FAILED, write_end = true;
   bool failed = final == DB_JOB_FAILED;
   tn_err_t uerr = {0};
   db_job_progress_t pr = {final, trials, best, failed ? err.msg : NULL};
+  if (!write_end) {
+    td_log(TD_INFO, "job left to the other daemons", "job=%lld", (long long)j->id);
+    ir_workload_free(w);
+    db_close(db);
+    tn_arena_free(a);
+    post(j, EV_END, -1, NULL);
+    return;
+  }
   if (!db || (db_job_update(db, j->id, &pr, &uerr) != 0 && uerr.code != TN_ESTATE)) {
     /* A full disk (or a broken database) refuses the end too: the loop
      * shows it from memory, and the row, still running, resumes at the next
@@ -326,9 +594,13 @@ typedef struct job_read {
 
 static void refresh(td_server_t *srv, td_job_t *j);
 
+/* A read that fails on a connection the server dropped (a restart) is
+ * tried once more, on the new connection the next statement opens: the
+ * watchers' last word must not be lost to it. */
 static void job_read_work(td_read_t *rd, db_t *db) {
   job_read_t *r = (job_read_t *)rd;
   r->job = td_job_read(db, r->id, &r->err);
+  if (!r->job && r->err.code == TN_EIO) r->job = td_job_read(db, r->id, &r->err);
 }
 
 static void send_to_watchers(td_job_t *j, const cJSON *job) {
@@ -461,6 +733,65 @@ static td_job_t *new_job(td_jobs_t *m, int64_t id, const char *target) {
   return j;
 }
 
+/* ---- the shared queue's poll ----------------------------------------------------------- */
+
+/* Jobs of this daemon's target with a batch to lease, submitted to any
+ * daemon: each gets a job thread here too (when a slot is free), which
+ * leases their batches beside the other daemons. */
+typedef struct poll_work {
+  uv_work_t w;
+  td_server_t *srv;
+  int64_t ids[16];
+  size_t n;
+} poll_work_t;
+
+static void poll_run(uv_work_t *w) {
+  poll_work_t *pw = w->data;
+  td_server_t *srv = pw->srv;
+  tn_err_t err = {0};
+  uv_mutex_lock(&srv->wdb_lock);
+  int rc = db_batch_jobs_open(srv->wdb, srv->cfg.target, pw->ids, TN_ARRAY_LEN(pw->ids), &pw->n, &err);
+  uv_mutex_unlock(&srv->wdb_lock);
+  if (rc) td_log(TD_WARN, "cannot look for batches to lease", "err=%s", td_q(err.msg));
+}
+
+static void poll_done(uv_work_t *w, int status) {
+  (void)status;
+  poll_work_t *pw = w->data;
+  td_server_t *srv = pw->srv;
+  td_jobs_t *m = srv->jobs;
+  srv->inflight_work--;
+  if (m && !srv->stopping) {
+    m->polling = false;
+    bool added = false;
+    for (size_t i = 0; i < pw->n; i++) {
+      if (find(m->active, pw->ids[i])) continue;
+      td_log(TD_INFO, "joining a shared job: its batches are leasable", "job=%lld target=%s", (long long)pw->ids[i],
+             srv->cfg.target);
+      new_job(m, pw->ids[i], srv->cfg.target);
+      added = true;
+    }
+    if (added) td_jobs_schedule(srv);
+  }
+  free(pw);
+  td_server_maybe_exit(srv);
+}
+
+static void on_poll_timer(uv_timer_t *t) {
+  td_server_t *srv = t->data;
+  td_jobs_t *m = srv->jobs;
+  if (!m || srv->stopping || m->polling || m->nrunning >= srv->cfg.max_jobs) return;
+  poll_work_t *pw = tn_xcalloc(1, sizeof *pw);
+  pw->srv = srv;
+  pw->w.data = pw;
+  if (uv_queue_work(srv->loop, &pw->w, poll_run, poll_done) != 0) {
+    free(pw);
+    return;
+  }
+  m->polling = true;
+  srv->inflight_work++;
+}
+
 typedef struct builder_start {
   int nice;
   ms_builder_t *builder;
@@ -483,7 +814,14 @@ int td_jobs_init(td_server_t *srv, tn_err_t *err) {
   m->async.data = srv;
   uv_timer_init(srv->loop, &m->cancel_timer);
   m->cancel_timer.data = srv;
-  m->open_handles = 2;
+  uv_timer_init(srv->loop, &m->poll_timer);
+  m->poll_timer.data = srv;
+  m->open_handles = 3;
+  bool queue = db_is_url(srv->cfg.db_path);
+  if (queue) { /* a few polls per lease: a dead daemon's batch waits little longer than its lease */
+    uint64_t every = (uint64_t)(TN_MIN(TN_MAX(srv->cfg.lease_s / 4, 0.25), 2.0) * 1000);
+    uv_timer_start(&m->poll_timer, on_poll_timer, every, every);
+  }
   srv->jobs = m;
   /* Before any thread of ours: the pool sets POCL_CACHE_DIR for the
    * daemon's life (its temp dir outlives every job's worker).  Made on a
@@ -501,7 +839,7 @@ int td_jobs_init(td_server_t *srv, tn_err_t *err) {
   if (rc) return rc;
   for (size_t i = 0; i < jobs.n && !rc; i++) {
     const db_job_t *jb = &jobs.items[i];
-    if (jb->state == DB_JOB_RUNNING) {
+    if (jb->state == DB_JOB_RUNNING && !queue) { /* shared: others may be measuring it; it stays running */
       db_job_progress_t pr = {DB_JOB_QUEUED, -1, 0, NULL};
       rc = db_job_update(srv->wdb, jb->id, &pr, err);
     }
@@ -539,9 +877,10 @@ void td_jobs_free(td_server_t *srv) {
   ms_builder_free(m->builder); /* no job runs any more: nothing is queued */
   for (td_event_t *e = m->events, *next; e; e = next) next = e->next, free(e);
   uv_mutex_destroy(&m->lock);
-  m->async.data = m->cancel_timer.data = m; /* the handles live in m: free it once both are closed */
+  m->async.data = m->cancel_timer.data = m->poll_timer.data = m; /* the handles live in m: freed once all closed */
   uv_close((uv_handle_t *)&m->async, on_handle_closed);
   uv_close((uv_handle_t *)&m->cancel_timer, on_handle_closed);
+  uv_close((uv_handle_t *)&m->poll_timer, on_handle_closed);
 }
 
 void td_jobs_add(td_server_t *srv, int64_t id, const char *target) {
@@ -816,12 +1155,23 @@ typedef struct cancel_work {
   int rc;
 } cancel_work_t;
 
+/* On a shared database another daemon's batch commit may move the row
+ * between the update's read and write (TN_ESTATE while it is not final):
+ * tried again. */
 static void cancel_queued_work(td_req_t *req) {
   cancel_work_t *cw = req->data;
   td_server_t *srv = req->srv;
   uv_mutex_lock(&srv->wdb_lock);
   db_job_progress_t pr = {DB_JOB_CANCELLED, -1, 0, NULL};
-  cw->rc = db_job_update(srv->wdb, cw->id, &pr, &cw->err);
+  for (int i = 0; i < 10; i++) {
+    cw->rc = db_job_update(srv->wdb, cw->id, &pr, &cw->err);
+    if (cw->rc != TN_ESTATE) break;
+    tn_arena_t *a = tn_arena_new();
+    db_job_t row;
+    bool over = db_job_get(srv->wdb, cw->id, &row, a, NULL) != 0 || db_job_state_final(row.state);
+    tn_arena_free(a);
+    if (over) break;
+  }
   uv_mutex_unlock(&srv->wdb_lock);
 }
 
@@ -918,13 +1268,12 @@ td_reply_t td_jobs_cancel(td_server_t *srv, int64_t id, td_req_t *req) {
     td_log(TD_INFO, "cancelling a running job", "job=%lld", (long long)id);
     return TD_PENDING;
   }
-  if (j && !j->cancelling) {
-    j->cancelling = true; /* the scheduler leaves it alone from now on */
-    cancel_work_t *cw = tn_xcalloc(1, sizeof *cw);
-    cw->id = id;
-    req->data = cw;
-    req->free_data = free;
-    return td_req_queue_work(req, cancel_queued_work, cancel_queued_done);
-  }
-  return td_jobs_answer(req, id); /* already over: cancelling is a no-op */
+  if (j && !j->cancelling) j->cancelling = true; /* the scheduler leaves it alone from now on */
+  else if (j || !db_is_url(srv->cfg.db_path)) return td_jobs_answer(req, id); /* already over: a no-op */
+  /* queued here, or maybe another daemon's (shared queue): its row says */
+  cancel_work_t *cw = tn_xcalloc(1, sizeof *cw);
+  cw->id = id;
+  req->data = cw;
+  req->free_data = free;
+  return td_req_queue_work(req, cancel_queued_work, cancel_queued_done);
 }

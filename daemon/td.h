@@ -106,6 +106,7 @@ typedef struct td_config {
   double idle_timeout;     /* seconds without a request before a connection is closed (0: never) */
   int tune_nice;           /* nice levels the tuning work runs below the serving threads */
   double deadline_grace;   /* a job is stopped (failed) this long after its `seconds` budget */
+  double lease_s;          /* a shared database's batch lease (renewed every lease_s / 3) */
   const char *config_dir;
 } td_config_t;
 

@@ -18,7 +18,8 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: tuned [--target NAME|auto] [--db PATH|URL] [--name NAME] [--socket PATH] [--jobs N]\n"
           "             [--log-level debug|info|warn|error] [--configs DIR] [--stop-timeout S]\n"
-          "             [--idle-timeout S] [--tune-nice N] [--deadline-grace S] [--cc gcc|clang|auto]\n"
+          "             [--idle-timeout S] [--tune-nice N] [--deadline-grace S] [--lease S]\n"
+          "             [--cc gcc|clang|auto]\n"
           "             [--foreground]\n"
           "       tuned --backends | --version | --help\n"
           "\n"
@@ -39,6 +40,9 @@ static void usage(FILE *out) {
           "                  started under this name (default HOSTNAME:SOCKET); one daemon per name\n"
           "  --socket PATH   socket (default $TUNED_SOCKET, else $XDG_RUNTIME_DIR/tuned/tuned.sock,\n"
           "                  else /tmp/tuned-$UID/tuned.sock; directory 0700, socket 0600)\n"
+          "  --lease S       on a shared database, how long a daemon holds a job's batch without\n"
+          "                  renewing it (default 30; renewed every S/3): a daemon that dies loses\n"
+          "                  its batch this long after, and another daemon of the target takes it\n"
           "  --jobs N        tuning jobs running at once (default 1; the others wait queued); they\n"
           "                  share one build pool and take turns timing candidates on each device\n"
           "  --log-level L   least severe log lines written to stderr (default info)\n"
@@ -109,7 +113,7 @@ static int print_backends(void) {
 typedef struct args {
   const char *target, *db, *name, *socket, *log_level, *configs, *cc;
   int jobs, tune_nice;
-  double stop_timeout, idle_timeout, deadline_grace;
+  double stop_timeout, idle_timeout, deadline_grace, lease;
 } args_t;
 
 /* "--name value" or "--name=value"; advances *i past what it used. */
@@ -127,7 +131,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name) {
 
 static int parse_args(int argc, char **argv, args_t *a) {
   *a = (args_t){.target = "auto", .log_level = "info", .jobs = 1, .stop_timeout = 10, .idle_timeout = 600,
-              .tune_nice = 10, .deadline_grace = 60};
+              .tune_nice = 10, .deadline_grace = 60, .lease = 30};
   for (int i = 1; i < argc; i++) {
     const char *v;
     if ((v = opt_value(argc, argv, &i, "--target"))) a->target = v;
@@ -179,6 +183,13 @@ static int parse_args(int argc, char **argv, args_t *a) {
       a->deadline_grace = strtod(v, &end);
       if (*end || !(a->deadline_grace >= 0 && a->deadline_grace <= 86400)) {
         fprintf(stderr, "tuned: --deadline-grace must be a number of seconds from 0 to 86400, got '%s'\n", v);
+        return 2;
+      }
+    } else if ((v = opt_value(argc, argv, &i, "--lease"))) {
+      char *end;
+      a->lease = strtod(v, &end);
+      if (*end || !(a->lease >= 1 && a->lease <= 3600)) {
+        fprintf(stderr, "tuned: --lease must be a number of seconds from 1 to 3600, got '%s'\n", v);
         return 2;
       }
     } else if (strcmp(argv[i], "--foreground") != 0) {
@@ -310,7 +321,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   td_config_t cfg = {.max_jobs = a.jobs, .stop_timeout = a.stop_timeout, .idle_timeout = a.idle_timeout,
-                     .tune_nice = a.tune_nice, .deadline_grace = a.deadline_grace,
+                     .tune_nice = a.tune_nice, .deadline_grace = a.deadline_grace, .lease_s = a.lease,
                      .config_dir = a.configs ? a.configs : configs};
   td_log(TD_INFO, "target files", "dir=%s", td_q(cfg.config_dir));
   td_machine_t m;

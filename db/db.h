@@ -31,7 +31,7 @@
 #include "common/common.h"
 
 /* The schema version this build creates and understands. */
-#define DB_SCHEMA_VERSION 6
+#define DB_SCHEMA_VERSION 7
 
 typedef struct db db_t;
 
@@ -80,7 +80,9 @@ void db_set_run_secs_text(db_t *db, bool text);
 int db_schema_version(db_t *db, int *version, tn_err_t *err);
 /* SQLite: PRAGMA integrity_check: 0 when it says "ok", else TN_EIO with its
  * first line.  PostgreSQL (which checks its own files): the schema version
- * and that no job points at a missing record. */
+ * and that no job points at a missing record.  Both: the job queue agrees
+ * with the jobs and their trials (a done job's batches are all done, a done
+ * batch counts exactly the trials committed in its range). */
 int db_check(db_t *db, tn_err_t *err);
 
 /* Groups several calls into one atomic commit (nests: inner levels are
@@ -401,6 +403,70 @@ typedef struct db_job_trials {
  * before schema version 6). */
 int db_job_trials_get(db_t *db, int64_t job_id, db_job_trials_t *out, tn_err_t *err);
 void db_job_trials_free(db_job_trials_t *t);
+
+/* ---- the shared job queue (batches.c) ----------------------------------- */
+
+/* A job is divided into batches that daemons of its target lease: its
+ * measurement batches (trials > 0; trial numbers first_trial ..
+ * first_trial + trials - 1 in job_trials) and its last batch (trials 0: the
+ * re-measure of the best candidates and the unscheduled program), leasable
+ * once every measurement batch is done.  A lease lasts until lease_until
+ * (unix seconds, the leasing host's clock) unless renewed; a lapsed lease
+ * may be taken by another daemon, which then finds the trials the first one
+ * committed (db_batch_committed) and measures the rest.  On PostgreSQL the
+ * lease is SELECT ... FOR UPDATE SKIP LOCKED, so daemons never wait on each
+ * other's choice; on SQLite the one daemon takes every batch. */
+typedef enum db_batch_state { DB_BATCH_QUEUED, DB_BATCH_LEASED, DB_BATCH_DONE } db_batch_state_t;
+
+const char *db_batch_state_name(db_batch_state_t s); /* "queued", "leased", "done" */
+
+typedef struct db_batch {
+  int64_t job_id, batch;      /* batch: 0, 1, ... in the job's order */
+  int64_t first_trial, trials;
+  db_batch_state_t state;
+  const char *leased_by;      /* the holder's name (kept once done); NULL when never leased or not read */
+  double lease_until;         /* 0 when not leased */
+  int64_t leases;             /* how many times it was leased */
+  int64_t trials_done;        /* committed trials, set when done */
+} db_batch_t;
+
+/* Divides what is left of the job's trial budget into batches of
+ * batch_trials (the last one smaller) plus the last batch, once: a job that
+ * has batches keeps them (two daemons planning at once make one plan).
+ * *nbatches gets the job's number of batches. */
+int db_job_batches_plan(db_t *db, int64_t job_id, int64_t batch_trials, size_t *nbatches, tn_err_t *err);
+/* Leases the first leasable batch of an unfinished job on the target
+ * (job_id 0: of any job, else of that job) to `holder` for lease_s seconds
+ * and commits; *found = false when there is none. */
+int db_batch_lease(db_t *db, int64_t target_id, int64_t job_id, const char *holder, double lease_s, db_batch_t *out,
+                   bool *found, tn_err_t *err);
+/* Extends the holder's lease by lease_s from now; TN_ESTATE when the lease
+ * is lost (lapsed and taken, released) or the job ended. */
+int db_batch_renew(db_t *db, const db_batch_t *b, const char *holder, double lease_s, tn_err_t *err);
+/* Called inside the transaction that commits some of the batch's trials:
+ * renews the lease (TN_ESTATE when lost: roll back, nothing is counted
+ * twice) and sets the job's trials_done to its committed trials. */
+int db_batch_commit_check(db_t *db, const db_batch_t *b, const char *holder, double lease_s, tn_err_t *err);
+/* Marks the holder's batch done with its committed trials (TN_ESTATE when
+ * the lease is lost). */
+int db_batch_done(db_t *db, const db_batch_t *b, const char *holder, tn_err_t *err);
+/* Gives the holder's batch back to the queue (a daemon stopping). */
+int db_batch_release(db_t *db, const db_batch_t *b, const char *holder, tn_err_t *err);
+/* How many of the batch's trial numbers job_trials has. */
+int db_batch_committed(db_t *db, const db_batch_t *b, int64_t *n, tn_err_t *err);
+
+typedef struct db_batches {
+  db_batch_t *items;
+  size_t n;
+  tn_arena_t *arena;
+} db_batches_t;
+
+/* The job's batches in order. */
+int db_job_batches_get(db_t *db, int64_t job_id, db_batches_t *out, tn_err_t *err);
+void db_batches_free(db_batches_t *b);
+/* Up to cap ids of unfinished jobs with a leasable batch on the target
+ * (by name), oldest first. */
+int db_batch_jobs_open(db_t *db, const char *target_name, int64_t *ids, size_t cap, size_t *n, tn_err_t *err);
 
 /* ---- JSON lines export / import --------------------------------------- */
 

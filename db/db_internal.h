@@ -130,6 +130,11 @@ static inline int64_t db_sql_limit(size_t limit) { return limit ? (int64_t)limit
 
 /* Wall-clock time in unix seconds. */
 double db_now(void);
+/* The job queue's part of db_check (batches.c): TN_EIO naming what disagrees. */
+int db_batches_check(db_t *db, tn_err_t *err);
+/* A list of items of `size` bytes in an arena with room for one more: items
+ * itself, or a copy of its n items in a twice larger block (*cap grows). */
+void *db_arena_room(tn_arena_t *a, void *items, size_t n, size_t *cap, size_t size);
 
 /* Binding helpers: NULL text, negative int and NAN real bind SQL NULL. */
 void db_bind_text(db_st_t *st, int i, const char *s);

@@ -158,12 +158,7 @@ static int list_jobs(db_t *db, const char *sql, size_t limit, size_t offset, con
   size_t cap = 0;
   int rc;
   while ((rc = db_step(st)) == DB_ROW) {
-    if (out->n == cap) {
-      cap = cap ? 2 * cap : 16;
-      db_job_t *grown = TN_NEWN(out->arena, db_job_t, cap);
-      if (out->n) memcpy(grown, out->items, out->n * sizeof *grown);
-      out->items = grown;
-    }
+    out->items = db_arena_room(out->arena, out->items, out->n, &cap, sizeof *out->items);
     read_job(st, &out->items[out->n++], out->arena);
   }
   int ret = rc == DB_DONE ? 0 : db_fail(db, err, "listing jobs");

@@ -136,6 +136,23 @@ static const char *const pg_migrations[DB_SCHEMA_VERSION] = {
     "  PRIMARY KEY (job_id, trial),"
     "  CHECK (status <> 'ok' OR median_secs IS NOT NULL)"
     ");",
+
+    /* 7: the shared job queue (see the SQLite step) */
+    "CREATE TABLE job_batches ("
+    "  job_id BIGINT NOT NULL REFERENCES jobs(id),"
+    "  batch BIGINT NOT NULL CHECK (batch >= 0),"
+    "  target_id BIGINT NOT NULL REFERENCES targets(id),"
+    "  first_trial BIGINT NOT NULL CHECK (first_trial >= 1),"
+    "  trials BIGINT NOT NULL CHECK (trials >= 0),"
+    "  state TEXT NOT NULL DEFAULT 'queued' CHECK (state IN ('queued','leased','done')),"
+    "  leased_by TEXT,"
+    "  lease_until DOUBLE PRECISION,"
+    "  leases BIGINT NOT NULL DEFAULT 0,"
+    "  trials_done BIGINT NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY (job_id, batch),"
+    "  CHECK (state <> 'leased' OR (leased_by IS NOT NULL AND lease_until IS NOT NULL))"
+    ");"
+    "CREATE INDEX job_batches_open ON job_batches (target_id, state);",
 };
 
 /* The schema version's table (SQLite keeps it in PRAGMA user_version). */
@@ -480,7 +497,7 @@ static int pg_check(db_t *db, tn_err_t *err) {
                        "(SELECT id FROM records)", v, sizeof v, "checking the database", err);
   if (!rc && strcmp(v, "0") != 0)
     rc = tn_err_set(err, TN_EIO, "%s jobs refer to a missing best record", v);
-  return rc;
+  return rc ? rc : db_batches_check(db, err);
 }
 
 static void pg_close(db_t *db) { PQfinish(CONN(db)); }

@@ -55,6 +55,14 @@ int db_step_done(db_t *db, db_st_t *st, const char *op, tn_err_t *err) {
   return ret;
 }
 
+void *db_arena_room(tn_arena_t *a, void *items, size_t n, size_t *cap, size_t size) {
+  if (n < *cap) return items;
+  *cap = *cap ? 2 * *cap : 16;
+  void *grown = tn_arena_alloc(a, *cap * size);
+  if (n) memcpy(grown, items, n * size);
+  return grown;
+}
+
 double db_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);

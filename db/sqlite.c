@@ -166,6 +166,27 @@ const char *const db_migrations[DB_SCHEMA_VERSION] = {
     "  PRIMARY KEY (job_id, trial),"
     "  CHECK (status <> 'ok' OR median_secs IS NOT NULL)"
     ") STRICT;",
+
+    /* 7: the shared job queue: a job's measurement batches (trials > 0,
+     * numbered first_trial, first_trial + 1, ...) and its last batch (trials
+     * 0: the re-measure of the best and the unscheduled program), each
+     * leased by one daemon (leased_by, until the unix time lease_until,
+     * renewed while it works) and done once its trials are committed. */
+    "CREATE TABLE job_batches ("
+    "  job_id INTEGER NOT NULL REFERENCES jobs(id),"
+    "  batch INTEGER NOT NULL CHECK (batch >= 0),"
+    "  target_id INTEGER NOT NULL REFERENCES targets(id),"
+    "  first_trial INTEGER NOT NULL CHECK (first_trial >= 1),"
+    "  trials INTEGER NOT NULL CHECK (trials >= 0),"
+    "  state TEXT NOT NULL DEFAULT 'queued' CHECK (state IN ('queued','leased','done')),"
+    "  leased_by TEXT,"
+    "  lease_until REAL,"
+    "  leases INTEGER NOT NULL DEFAULT 0,"
+    "  trials_done INTEGER NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY (job_id, batch),"
+    "  CHECK (state <> 'leased' OR (leased_by IS NOT NULL AND lease_until IS NOT NULL))"
+    ") STRICT;"
+    "CREATE INDEX job_batches_open ON job_batches (target_id, state);",
 };
 
 
@@ -300,7 +321,10 @@ static int sq_check_foreign_keys(db_t *db, tn_err_t *err) {
   return ret;
 }
 
-static int sq_check(db_t *db, tn_err_t *err) { return pragma(db, "PRAGMA integrity_check", "ok", err); }
+static int sq_check(db_t *db, tn_err_t *err) {
+  int rc = pragma(db, "PRAGMA integrity_check", "ok", err);
+  return rc ? rc : db_batches_check(db, err);
+}
 
 static void sq_close(db_t *db) { sqlite3_close(H(db)); }
 

@@ -9,6 +9,7 @@
 
 #include "common/common.h"
 #include "common/target.h"
+#include "db/db.h"
 #include "ir/ir.h"
 #include "measure/measure.h"
 #include "sampler/sampler.h"
@@ -63,6 +64,13 @@ typedef struct srch_opts {
                                 all its jobs); NULL: srch_tune starts its own of nthreads threads */
   const char *db_path;       /* tuning database (SQLite); NULL = none (no resume, no dedup across runs) */
   int64_t job_id;            /* > 0: progress is written to this job's row in the database */
+  /* With job_id: this run is one batch of the shared job queue (db_batch_t).
+   * Its trials are numbered from job_trial_base + 1; the job's row is
+   * neither moved nor given progress here (the batch's owner does that):
+   * each batch commit calls cb->on_commit inside its transaction instead. */
+  bool job_batch;
+  int64_t job_trial_base;
+  bool epilogue_only;        /* no search: only the re-measure and the baseline (max_trials may be 0) */
   const char *work_dir;      /* build/run scratch; NULL = a fresh temp dir, removed at the end */
   const char *model_path;    /* cost model file to load at start and save at the end; NULL = none
                                 (then the database's model store below is not used) */
@@ -129,6 +137,10 @@ typedef struct srch_callbacks {
   /* What the search has to say (the cost model's warm start, a stored
    * model it cannot use, the re-measure, the baseline); may be NULL. */
   void (*on_log)(srch_log_level_t level, const char *msg, void *ctx);
+  /* opts.job_batch: called in each batch's commit transaction, after its
+   * records and trials; an error rolls the batch back and fails the search
+   * (a lost lease: the batch is another daemon's now).  May be NULL. */
+  int (*on_commit)(db_t *db, void *ctx, tn_err_t *err);
 } srch_callbacks_t;
 
 typedef struct srch_best {

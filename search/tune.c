@@ -36,7 +36,7 @@ void srch_opts_default(srch_opts_t *o) {
 /* ---- setup ------------------------------------------------------------- */
 
 static int check_opts(const srch_opts_t *o, tn_err_t *err) {
-  if (o->max_trials < 1) return tn_err_set(err, TN_EINVAL, "search: max_trials must be at least 1, got %d", o->max_trials);
+  if (o->max_trials < (o->epilogue_only ? 0 : 1)) return tn_err_set(err, TN_EINVAL, "search: max_trials must be at least 1, got %d", o->max_trials);
   if (o->batch_size < 1 || o->population < 1)
     return tn_err_set(err, TN_EINVAL, "search: batch_size and population must be at least 1, got %d and %d",
                       o->batch_size, o->population);
@@ -223,6 +223,7 @@ static void fill_progress(const loop_t *l, srch_stage_t stage, int task, srch_pr
 static int update_job(loop_t *l, int task, tn_err_t *err) {
   srch_ctx_t *c = l->c;
   if (!c->db || c->opts.job_id <= 0) return 0;
+  if (c->opts.job_batch) return c->cb && c->cb->on_commit ? c->cb->on_commit(c->db, c->cb->ctx, err) : 0;
   const srch_task_state_t *ts = &c->tasks[task];
   db_job_progress_t p = {.state = DB_JOB_RUNNING, .trials_done = l->job_base + l->trials_done,
                          .best_record_id = task == 0 && ts->best.db_id > 0 ? ts->best.db_id : 0};
@@ -464,6 +465,10 @@ static int start_job(loop_t *l, tn_err_t *err) {
   srch_ctx_t *c = l->c;
   if (c->opts.job_id <= 0) return 0;
   if (!c->db) return tn_err_set(err, TN_EINVAL, "search: job %lld needs a database (db_path)", (long long)c->opts.job_id);
+  if (c->opts.job_batch) { /* one batch of a shared job: its owner moved the row */
+    l->job_base = c->opts.job_trial_base;
+    return 0;
+  }
   db_job_t job;
   tn_arena_t *a = tn_arena_new();
   int rc = db_job_get(c->db, c->opts.job_id, &job, a, err);
@@ -548,7 +553,7 @@ int srch_tune(const srch_task_t *tasks, int ntasks, const tn_target_t *t, const 
     l.build_cap = 2 * c.nthreads;
     if (start_job(&l, err) < 0 || make_work_dir(&l, err) < 0 || start_builder(&l, err) < 0) rc = err->code;
   }
-  if (rc == 0) rc = run_loop(&l, err);
+  if (rc == 0 && !c.opts.epilogue_only) rc = run_loop(&l, err);
   if (rc == 0 && !l.stopped) rc = epilogue(&l, err);
   if (rc == 0 && c.opts.model_path && cm_model_save(c.model, c.opts.model_path, err) < 0)
     rc = tn_err_prefix(err, "search: saving the cost model");

@@ -7,6 +7,7 @@
  * during a long reference evaluation, a huge generation or a locked
  * database, a full disk (RLIMIT_FSIZE), clients vanishing mid-message. */
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -2183,7 +2184,6 @@ START_TEST(pg_two_daemons) {
   char url[128];
   ck_assert_msg(pgt_createdb(&pg, "shared", url, sizeof url) == 0, "%s", pg.skip);
   start_named(&a, url, "host-a");
-  start_named(&b, url, "host-b");
 
   /* one daemon per name */
   pid_t dup = spawn_tuned(&a2, (const char *const[]){"--target", "cpu", "--db", url, "--socket", a2.sock, "--name",
@@ -2196,6 +2196,7 @@ START_TEST(pg_two_daemons) {
 
   submitted_t s;
   int notified = kill_mid_job(&a, &s);
+  start_named(&b, url, "host-b"); /* after a's death: it joins a's job (its queued batches) */
   db_t *db = NULL;
   tn_err_t err = {0};
   tn_arena_t *ar = tn_arena_new();
@@ -2206,14 +2207,14 @@ START_TEST(pg_two_daemons) {
   tn_arena_free(ar);
   client_t ca, cb;
 
-  /* b sees a's job as the database has it, and leaves it alone */
+  /* b sees a's job as the database has it */
   cl_open(&cb, b.sock);
   cJSON *r = status(&cb, s.job);
-  ck_assert_str_eq(str(result(r), "state"), "running");
+  ck_assert_str_ne(str(result(r), "state"), "failed");
   ck_assert_int_ge((int)num(result(r), "trials_done"), notified);
   cJSON_Delete(r);
 
-  /* a, restarted under its name, resumes its job and completes it */
+  /* a, restarted under its name, resumes its job, and with b completes it */
   start_named(&a, url, "host-a");
   cl_open(&ca, a.sock);
   r = watch(&ca, s.job);
@@ -2246,10 +2247,225 @@ START_TEST(pg_two_daemons) {
   stop_daemon(&a);
   stop_daemon(&b);
   log = read_log(&b);
-  ck_assert_msg(!strstr(log, "resuming an unfinished job"), "b took a's job: %s", log);
+  ck_assert_msg(!strstr(log, "resuming an unfinished job"), "b resumed a's job as its own: %s", log);
   ck_assert_msg(strstr(log, "db=\"postgresql:///shared"), "%s", log);
   free(log);
   rm_tree(a.dir), rm_tree(b.dir), rm_tree(a2.dir);
+}
+END_TEST
+
+/* ---- the shared job queue: three daemons, one job ------------------------------------------ */
+
+/* The job's batches as the database has them. */
+static db_batches_t batches_of(const char *url, int job) {
+  db_t *db = NULL;
+  tn_err_t err = {0};
+  db_batches_t bs;
+  ck_assert_msg(db_open(url, &db, &err) == 0 && db_job_batches_get(db, job, &bs, &err) == 0, "%s", err.msg);
+  db_close(db);
+  return bs;
+}
+
+/* Waits until `holder` holds a lease on one of the job's batches; its index. */
+static int64_t wait_leased_by(const char *url, int job, const char *holder, double timeout_s) {
+  double t0 = tn_now();
+  for (;;) {
+    db_batches_t bs = batches_of(url, job);
+    int64_t got = -1;
+    for (size_t i = 0; i < bs.n && got < 0; i++)
+      if (bs.items[i].state == DB_BATCH_LEASED && bs.items[i].trials > 0 && strcmp(bs.items[i].leased_by, holder) == 0)
+        got = bs.items[i].batch;
+    db_batches_free(&bs);
+    if (got >= 0) return got;
+    ck_assert_msg(tn_now() - t0 < timeout_s * tu_slowdown(), "%s leased no batch of job %d in %.0f s", holder, job,
+                  timeout_s);
+    usleep(50 * 1000);
+  }
+}
+
+/* Every trial of the job counted once: trials 1..n in job_trials, every
+ * batch done with the trials it planned, by one of `holders`. */
+static void check_counted_once(const char *url, int job, int64_t n, const char *const *holders) {
+  db_t *db = NULL;
+  tn_err_t err = {0};
+  db_job_trials_t ts;
+  ck_assert_msg(db_open(url, &db, &err) == 0 && db_job_trials_get(db, job, &ts, &err) == 0, "%s", err.msg);
+  ck_assert_msg(db_check(db, &err) == 0, "db_check: %s", err.msg);
+  db_close(db);
+  ck_assert_int_eq((int64_t)ts.n, n);
+  for (size_t i = 0; i < ts.n; i++) ck_assert_int_eq(ts.items[i].trial, (int64_t)i + 1);
+  db_job_trials_free(&ts);
+  db_batches_t bs = batches_of(url, job);
+  for (size_t i = 0; i < bs.n; i++) {
+    const db_batch_t *b = &bs.items[i];
+    ck_assert_msg(b->state == DB_BATCH_DONE, "batch %lld is %s", (long long)b->batch, db_batch_state_name(b->state));
+    ck_assert_int_eq(b->trials_done, b->trials);
+    bool known = false;
+    for (int h = 0; holders[h]; h++) known |= strcmp(b->leased_by, holders[h]) == 0;
+    ck_assert_msg(known, "batch %lld done by %s", (long long)b->batch, b->leased_by);
+  }
+  db_batches_free(&bs);
+}
+
+/* All of d's log (read_log stops at 64 KiB; a debug log of a job is longer). */
+static char *whole_log(const daemon_t *d) {
+  char *text = NULL;
+  size_t len = 0;
+  tn_err_t err = {0};
+  if (tn_read_file(d->log, 64 << 20, &text, &len, &err) != 0) return strdup("");
+  return text;
+}
+
+static bool log_has(const daemon_t *d, const char *what) {
+  char *log = whole_log(d);
+  bool has = strstr(log, what) != NULL;
+  free(log);
+  return has;
+}
+
+/* The most records a cost model of d's warm-started from ("cost model: N
+ * samples from M records of target ..."). */
+static long most_model_records(const daemon_t *d) {
+  char *log = whole_log(d);
+  long most = 0;
+  for (const char *p = log; (p = strstr(p, "cost model: ")) != NULL; p++) {
+    long samples, records;
+    if (sscanf(p, "cost model: %ld samples from %ld records", &samples, &records) == 2 && records > most)
+      most = records;
+  }
+  free(log);
+  return most;
+}
+
+/* Whether a line of d's log says `what` of job `job`. */
+static bool log_line_has(const daemon_t *d, const char *what, int job) {
+  char *log = whole_log(d), tag[32];
+  snprintf(tag, sizeof tag, "job=%d", job);
+  bool has = false;
+  for (char *line = strtok(log, "\n"); line && !has; line = strtok(NULL, "\n")) {
+    const char *t = strstr(line, tag);
+    has = strstr(line, what) && t && !isdigit((unsigned char)t[strlen(tag)]);
+  }
+  free(log);
+  return has;
+}
+
+/* Three daemons (own sockets, worker pools and names) on one database: a
+ * and b of target cpu, c of cpu/local.  A job submitted to a is measured
+ * by a and b batch by batch; b is SIGKILLed holding a batch's lease, which
+ * lapses and a takes over; the job completes with every trial counted
+ * once and every record stored once; c never touches the job.  A second
+ * job, cancelled through c, stops a within seconds. */
+START_TEST(pg_queue_three_daemons) {
+  daemon_t a, b, c;
+  tmp_daemon(&a), tmp_daemon(&b), tmp_daemon(&c);
+  char url[128];
+  ck_assert_msg(pgt_createdb(&pg, "queue3", url, sizeof url) == 0, "%s", pg.skip);
+  snprintf(a.db, sizeof a.db, "%s", url), snprintf(b.db, sizeof b.db, "%s", url), snprintf(c.db, sizeof c.db, "%s", url);
+  start_daemon(&a, (const char *const[]){"--name", "q-a", "--lease", "2", NULL});
+  start_daemon(&b, (const char *const[]){"--name", "q-b", "--lease", "2", NULL});
+  start_daemon(&c, (const char *const[]){"--name", "q-c", "--lease", "2", "--target", "cpu/local", NULL});
+  client_t ca;
+  cl_open(&ca, a.sock);
+  submitted_t s = submit(&ca, 24, 4); /* 6 batches of 4, then the last */
+  cJSON_Delete(watch(&ca, s.job));
+
+  /* b works on a's job; killed while it holds a batch */
+  int64_t held = wait_leased_by(url, s.job, "q-b", 120);
+  kill(b.pid, SIGKILL);
+  ck_assert_int_eq(wait_exit(b.pid, 10), 128 + SIGKILL);
+  b.pid = 0;
+
+  cJSON *r = status(&ca, s.job);
+  if (strcmp(str(result(r), "state"), "done") != 0) cJSON_Delete(wait_progress(&ca, s.job, 1 << 30, 170));
+  cJSON_Delete(r);
+  r = status(&ca, s.job);
+  ck_assert_str_eq(str(result(r), "state"), "done");
+  ck_assert_int_eq((int)num(result(r), "trials_done"), 24);
+  cJSON_Delete(r);
+  cl_close(&ca);
+
+  /* b's batch went to a once its lease lapsed */
+  db_batches_t bs = batches_of(url, s.job);
+  ck_assert_int_eq((int)bs.n, 7);
+  ck_assert_int_ge(bs.items[held].leases, 2);
+  ck_assert_str_eq(bs.items[held].leased_by, "q-a");
+  db_batches_free(&bs);
+  check_counted_once(url, s.job, 24, (const char *const[]){"q-a", "q-b", NULL});
+  ck_assert_uint_ge(count_records(url, s.hash, true), 1);
+  ck_assert_msg(log_has(&b, "batch done") || log_has(&b, "batch leased"), "b never worked on the job");
+  /* a's batches warm-started its cost model from the shared records (b's among them) */
+  ck_assert_int_gt(most_model_records(&a), 4);
+
+  /* a job that a measures, cancelled through c (which does not run it): a stops */
+  cl_open(&ca, a.sock);
+  submitted_t s2 = submit(&ca, 400, 4);
+  wait_leased_by(url, s2.job, "q-a", 120);
+  client_t cc;
+  cl_open(&cc, c.sock);
+  char p[64];
+  snprintf(p, sizeof p, "{\"job\":%d}", s2.job);
+  r = rpc(&cc, "tune.cancel", p);
+  ck_assert_str_eq(str(result(r), "state"), "cancelled");
+  cJSON_Delete(r);
+  cl_close(&cc);
+  double t0 = tn_now();
+  while (!log_line_has(&a, "job left to the other daemons", s2.job)) {
+    ck_assert_msg(tn_now() - t0 < 60 * tu_slowdown(), "a still measures the cancelled job");
+    usleep(100 * 1000);
+  }
+  r = status(&ca, s2.job);
+  ck_assert_str_eq(str(result(r), "state"), "cancelled");
+  ck_assert_int_lt((int)num(result(r), "trials_done"), 400);
+  cJSON_Delete(r);
+  cl_close(&ca);
+  stop_daemon(&a);
+  stop_daemon(&c);
+  ck_assert_msg(!log_has(&c, "joining a shared job") && !log_has(&c, "batch leased"), "c took a batch of cpu");
+  rm_tree(a.dir), rm_tree(b.dir), rm_tree(c.dir);
+}
+END_TEST
+
+/* The database restarts (pg_ctl restart, every connection dropped) while
+ * two daemons measure one job: their job threads ride it out (the failed
+ * statements are tried again on new connections) and the job completes
+ * with every trial counted once. */
+START_TEST(pg_queue_db_restart) {
+  daemon_t a, b;
+  tmp_daemon(&a), tmp_daemon(&b);
+  char url[128];
+  ck_assert_msg(pgt_createdb(&pg, "queuerestart", url, sizeof url) == 0, "%s", pg.skip);
+  snprintf(a.db, sizeof a.db, "%s", url), snprintf(b.db, sizeof b.db, "%s", url);
+  start_daemon(&a, (const char *const[]){"--name", "r-a", "--lease", "2", NULL});
+  start_daemon(&b, (const char *const[]){"--name", "r-b", "--lease", "2", NULL});
+  client_t ca;
+  cl_open(&ca, a.sock);
+  submitted_t s = submit(&ca, 24, 4);
+  cJSON_Delete(watch(&ca, s.job));
+  cJSON_Delete(wait_progress(&ca, s.job, 4, 120));
+  wait_leased_by(url, s.job, "r-b", 120);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "%s/pg_ctl -D %s/data -m fast -w restart >/dev/null 2>&1", pg.bin, pg.dir);
+  ck_assert_int_eq(pgt_sh(&pg, cmd), 0);
+
+  cJSON *n = wait_progress(&ca, s.job, 1 << 30, 170);
+  cJSON_Delete(n);
+  cl_close(&ca);
+  db_job_state_t state;
+  db_job_t row = job_row(url, s.job, &state);
+  ck_assert_msg(state == DB_JOB_DONE, "job %d is %s: %s", s.job, db_job_state_name(state), whole_log(&a));
+  ck_assert_int_eq(row.trials_done, 24);
+  check_counted_once(url, s.job, 24, (const char *const[]){"r-a", "r-b", NULL});
+  ck_assert_uint_ge(count_records(url, s.hash, true), 1);
+  /* the restart reached them: a statement on a dropped connection failed and was tried again */
+  bool rode = false;
+  const daemon_t *ds[] = {&a, &b};
+  for (int i = 0; i < 2; i++)
+    rode |= log_has(ds[i], "trying again") || log_has(ds[i], "cannot renew a batch's lease");
+  ck_assert_msg(rode, "no daemon saw the restart: %s", whole_log(&a));
+  stop_daemon(&a);
+  stop_daemon(&b);
+  rm_tree(a.dir), rm_tree(b.dir);
 }
 END_TEST
 
@@ -2521,6 +2737,8 @@ static Suite *make_suite(void) {
   ADD_CASE(s, client_vanishes_mid_message, 300);
   ADD_CASE(s, disk_full_fails_the_job, 900);
   if (pg.running && tu_slowdown() == 1) ADD_CASE(s, pg_two_daemons, 900); /* not under valgrind: minutes of libpq */
+  if (pg.running && tu_slowdown() == 1) ADD_CASE(s, pg_queue_three_daemons, 300);
+  if (pg.running && tu_slowdown() == 1) ADD_CASE(s, pg_queue_db_restart, 300);
   ADD_CASE(s, sqlite_faults, 900);
   ADD_CASE(s, random_kills, 900);
   return s;

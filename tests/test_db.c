@@ -897,6 +897,141 @@ START_TEST(t_job_trials) {
 }
 END_TEST
 
+/* The shared job queue: a plan made once, leases that skip what is leased,
+ * lapse and pass on, lost leases refused at commit, the last batch after
+ * the measurement batches, nothing for another target or a finished job. */
+static void add_trials(db_t *db, int64_t job, int64_t from, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    db_job_trial_t t = {from + i, 0, DB_STATUS_BUILD_ERROR, NAN, 100.0};
+    OK(db_job_trials_add(db, job, &t, 1, E));
+  }
+}
+
+static void lease(db_t *db, int64_t target, const char *holder, double lease_s, int64_t want_batch, db_batch_t *b) {
+  bool found = false;
+  OK(db_batch_lease(db, target, 0, holder, lease_s, b, &found, E));
+  ck_assert_msg(found == (want_batch >= 0), "%s leased batch %lld (found %d), wanted %lld", holder,
+                (long long)b->batch, found, (long long)want_batch);
+  if (found) ck_assert_int_eq(b->batch, want_batch);
+}
+
+START_TEST(t_batches) {
+  const char *path = tmp_db("a.db");
+  db_t *db = open_ok(path);
+  int64_t w = add_workload(db, "00000000000000b1", "w");
+  int64_t t = add_target(db, "cpu", "cpu"), other = add_target(db, "gpu", "cuda");
+  db_job_t job = {.workload_id = w, .target_id = t, .budget_trials = 10, .seed = 1};
+  OK(db_job_create(db, &job, E));
+  size_t n = 0;
+  OK(db_job_batches_plan(db, job.id, 4, &n, E));
+  ck_assert_int_eq((int)n, 4); /* 4 + 4 + 2 trials, then the last batch */
+  OK(db_job_batches_plan(db, job.id, 3, &n, E));
+  ck_assert_int_eq((int)n, 4); /* planned once */
+  db_batches_t bs;
+  OK(db_job_batches_get(db, job.id, &bs, E));
+  ck_assert_int_eq(bs.items[2].first_trial, 9);
+  ck_assert_int_eq(bs.items[2].trials, 2);
+  ck_assert_int_eq(bs.items[3].trials, 0);
+  ck_assert_int_eq(bs.items[3].state, DB_BATCH_QUEUED);
+  db_batches_free(&bs);
+
+  db_batch_t a0, b1, b2, c1, none;
+  lease(db, t, "a", 60, 0, &a0);
+  lease(db, t, "b", 0.05, 1, &b1);
+  lease(db, t, "b", 60, 2, &b2);
+  lease(db, t, "a", 60, -1, &none); /* the last batch waits for the others */
+  int64_t ids[4];
+  OK(db_batch_jobs_open(db, "cpu", ids, 4, &n, E));
+  ck_assert_int_eq((int)n, 0);
+  lease(db, other, "g", 60, -1, &none);
+
+  /* a commits batch 0; b cannot commit into a's lease */
+  OK(db_tx_begin(db, E));
+  add_trials(db, job.id, 1, 4);
+  OK(db_batch_commit_check(db, &a0, "a", 60, E));
+  OK(db_tx_commit(db, E));
+  tn_err_t err = {0};
+  ck_assert_int_eq(db_batch_commit_check(db, &a0, "b", 60, &err), TN_ESTATE);
+  ck_assert_msg(strstr(err.msg, "batch 0: the lease is lost"), "%s", err.msg);
+  OK(db_batch_done(db, &a0, "a", E));
+  tn_arena_t *ar = tn_arena_new();
+  db_job_t got;
+  OK(db_job_get(db, job.id, &got, ar, E));
+  ck_assert_int_eq(got.trials_done, 4);
+
+  /* b's short lease lapses after 2 trials: c takes batch 1 and measures the rest */
+  OK(db_tx_begin(db, E));
+  add_trials(db, job.id, 5, 2);
+  OK(db_batch_commit_check(db, &b1, "b", 0.05, E));
+  OK(db_tx_commit(db, E));
+  usleep(120 * 1000);
+  OK(db_batch_jobs_open(db, "cpu", ids, 4, &n, E));
+  ck_assert_int_eq((int)n, 1);
+  ck_assert_int_eq(ids[0], job.id);
+  OK(db_batch_jobs_open(db, "gpu", ids, 4, &n, E));
+  ck_assert_int_eq((int)n, 0);
+  lease(db, t, "c", 60, 1, &c1);
+  ck_assert_int_eq(c1.leases, 2);
+  int64_t have = 0;
+  OK(db_batch_committed(db, &c1, &have, E));
+  ck_assert_int_eq(have, 2);
+  ck_assert_int_eq(db_batch_renew(db, &b1, "b", 60, &err), TN_ESTATE);
+  ck_assert_int_eq(db_batch_done(db, &b1, "b", &err), TN_ESTATE);
+  OK(db_tx_begin(db, E));
+  add_trials(db, job.id, 7, 2);
+  OK(db_batch_commit_check(db, &c1, "c", 60, E));
+  OK(db_tx_commit(db, E));
+  OK(db_batch_done(db, &c1, "c", E));
+
+  /* b stops: batch 2 goes back to the queue and a takes it */
+  OK(db_batch_release(db, &b2, "b", E));
+  db_batch_t a2, last;
+  lease(db, t, "a", 60, 2, &a2);
+  OK(db_tx_begin(db, E));
+  add_trials(db, job.id, 9, 2);
+  OK(db_batch_commit_check(db, &a2, "a", 60, E));
+  OK(db_tx_commit(db, E));
+  OK(db_batch_done(db, &a2, "a", E));
+  lease(db, t, "b", 60, 3, &last);
+  OK(db_batch_renew(db, &last, "b", 60, E));
+
+  OK(db_job_batches_get(db, job.id, &bs, E));
+  const char *by[] = {"a", "c", "a", "b"};
+  const int64_t done[] = {4, 4, 2, 0};
+  for (int i = 0; i < 4; i++) {
+    ck_assert_str_eq(bs.items[i].leased_by, by[i]);
+    ck_assert_int_eq(bs.items[i].state, i < 3 ? DB_BATCH_DONE : DB_BATCH_LEASED);
+    ck_assert_int_eq(bs.items[i].trials_done, done[i]);
+  }
+  db_batches_free(&bs);
+  OK(db_job_get(db, job.id, &got, ar, E));
+  ck_assert_int_eq(got.trials_done, 10);
+  OK(db_batch_jobs_open(db, "cpu", ids, 4, &n, E));
+  ck_assert_int_eq((int)n, 0);
+
+  /* a finished job's lease is lost and nothing of it is leased */
+  OK(db_job_update(db, job.id, &(db_job_progress_t){DB_JOB_CANCELLED, -1, 0, NULL}, E));
+  ck_assert_int_eq(db_batch_renew(db, &last, "b", 60, &err), TN_ESTATE);
+  OK(db_batch_release(db, &last, "b", E));
+  lease(db, t, "a", 60, -1, &none);
+  ck_assert_int_eq(db_job_batches_plan(db, job.id, 0, &n, &err), TN_EINVAL);
+  ck_assert_int_eq(db_batch_lease(db, t, 0, "", 60, &none, &(bool){false}, &err), TN_EINVAL);
+  OK(db_check(db, E));
+
+  /* db_check sees a done job whose batches are not */
+  db_job_t two = {.workload_id = w, .target_id = t, .budget_trials = 4, .seed = 2};
+  OK(db_job_create(db, &two, E));
+  OK(db_job_batches_plan(db, two.id, 4, &n, E));
+  OK(db_job_update(db, two.id, &(db_job_progress_t){DB_JOB_RUNNING, -1, 0, NULL}, E));
+  OK(db_job_update(db, two.id, &(db_job_progress_t){DB_JOB_DONE, -1, 0, NULL}, E));
+  ck_assert_int_eq(db_check(db, &err), TN_EIO);
+  ck_assert_msg(strstr(err.msg, "2 batches of the job queue disagree"), "%s", err.msg);
+  tn_arena_free(ar);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
+
 START_TEST(t_jobs) {
   const char *path = tmp_db("a.db");
   db_t *db = open_ok(path);
@@ -1651,7 +1786,7 @@ static Suite *make_suite(void) {
   suite_add_tcase(s, schema);
   TCase *data = tcase_create("data");
   tcase_set_timeout(data, 30);
-  TTest const *both[] = {t_upsert, t_batch_dedup, t_best, t_target_aware, t_jobs, t_export_import,
+  TTest const *both[] = {t_upsert, t_batches, t_batch_dedup, t_best, t_target_aware, t_jobs, t_export_import,
                          t_import_bad_line, t_record_set_times, t_cost_models, t_baselines, t_read_while_writing};
   for (size_t i = 0; i < TN_ARRAY_LEN(both); i++) tcase_add_loop_test(data, both[i], 0, n_engines);
   tcase_add_test(data, t_job_trials); /* SQLite: it starts from a version-4 file */
