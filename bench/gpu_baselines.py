@@ -2,14 +2,19 @@
 """gpu_baselines — the vendor-library and Triton baselines that scripts/gpu-check
 compares tuned's kernels with, measured in the same run on the same GPU.
 
-For each case: PyTorch (cuBLAS for matmul, cuDNN for conv2d, PyTorch's own
-softmax kernel) and, where written here, a Triton kernel with autotune.  Times
+For each case: PyTorch (cuBLAS for matmul and batched matmul, cuDNN for conv2d,
+PyTorch's own softmax kernel) and, where written here, a Triton kernel with
+autotune.  The GEMMs come in fp32 ("matmul"), fp16 ("hmatmul"), bf16
+("bfmatmul") and batched fp16 ("hbmm": BATCHxMxNxK, float32 out as
+workloads/batch_matmul_f16.tw has it); the 16-bit ones accumulate in fp32
+(cuBLAS's default, tl.dot's accumulator) and autotune over tiles of K 64 that
+suit Hopper's warpgroup MMA.  Times
 are medians from triton.testing.do_bench (CUDA events, L2 flushed between
 repeats, as tuned's worker does).  fp32 matmuls run in full fp32 (TF32 off in
 PyTorch, input_precision="ieee" in Triton): tuned does not use TF32 unless a
 job asks.  Every result is checked against a float64 reference first.
 
-  python3 bench/gpu_baselines.py --json OUT.json [--cases matmul:1024,softmax:4096x4096,...]
+  python3 bench/gpu_baselines.py --json OUT.json [--cases matmul:1024,hmatmul:4096,hbmm:16x1024x1024x1024,...]
 """
 import argparse
 import json
@@ -54,19 +59,25 @@ def bench(fn):
 
 
 if triton is not None:
-    def _mm_configs():
-        out = []
-        for bm, bn, bk, w, s in [(128, 128, 32, 8, 3), (128, 128, 16, 8, 4), (128, 64, 32, 4, 4),
-                                 (64, 128, 32, 4, 4), (128, 256, 32, 8, 3), (256, 128, 32, 8, 3),
-                                 (64, 64, 32, 4, 4), (128, 128, 64, 8, 2)]:
-            out.append(triton.Config({"BM": bm, "BN": bn, "BK": bk, "GM": 8}, num_warps=w, num_stages=s))
-        return out
+    # (BM, BN, BK, warps, stages): fp32 tiles, and 16-bit tiles of K 64
+    # (one 128-byte row per stage, what Hopper's warpgroup MMA reads)
+    _F32_TILES = [(128, 128, 32, 8, 3), (128, 128, 16, 8, 4), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4),
+                  (128, 256, 32, 8, 3), (256, 128, 32, 8, 3), (64, 64, 32, 4, 4), (128, 128, 64, 8, 2)]
+    _F16_TILES = [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4),
+                  (128, 64, 64, 4, 4), (64, 256, 32, 4, 4)]
 
-    @triton.autotune(configs=_mm_configs(), key=["M", "N", "K"])
-    @triton.jit
-    def _mm_kernel(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GM: tl.constexpr):
+    def _configs(tiles):
+        return [triton.Config({"BM": bm, "BN": bn, "BK": bk, "GM": 8}, num_warps=w, num_stages=s)
+                for bm, bn, bk, w, s in tiles]
+
+    def _mm_body(a, b, c, M, N, K, sab, sam, sak, sbb, sbk, sbn, scb, scm, scn,
+                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GM: tl.constexpr):
+        # one BM x BN tile of batch program_id(1), tiles in grouped order
         pid = tl.program_id(0)
+        bat = tl.program_id(1)
+        a += bat * sab
+        b += bat * sbb
+        c += bat * scb
         npm, npn = tl.cdiv(M, BM), tl.cdiv(N, BN)
         group = GM * npn
         first = (pid // group) * GM
@@ -87,14 +98,22 @@ if triton is not None:
         tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(c.dtype.element_ty),
                  mask=(rm[:, None] < M) & (rn[None, :] < N))
 
-    def triton_matmul(a, b):
-        M, K = a.shape
-        N = b.shape[1]
-        c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)
-        _mm_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                         c.stride(0), c.stride(1))
-        return c
+    # one kernel, autotuned separately over the fp32 and the 16-bit tiles
+    _mm_jit = triton.jit(_mm_body)
+    _mm_kernel = triton.autotune(configs=_configs(_F32_TILES), key=["M", "N", "K"])(_mm_jit)
+    _mm16_kernel = triton.autotune(configs=_configs(_F16_TILES), key=["M", "N", "K"])(_mm_jit)
+
+    def triton_matmul(a, b, out_dtype=None):
+        """a @ b for 2-D or batched 3-D operands, the product in out_dtype (default a's)."""
+        a3, b3 = (a, b) if a.dim() == 3 else (a.unsqueeze(0), b.unsqueeze(0))
+        nb, M, K = a3.shape
+        N = b3.shape[2]
+        c3 = torch.empty((nb, M, N), device=a.device, dtype=out_dtype or a.dtype)
+        kernel = _mm_kernel if a.dtype == torch.float32 else _mm16_kernel
+        grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]), nb)
+        kernel[grid](a3, b3, c3, M, N, K, a3.stride(0), a3.stride(1), a3.stride(2), b3.stride(0), b3.stride(1),
+                     b3.stride(2), c3.stride(0), c3.stride(1), c3.stride(2))
+        return c3 if a.dim() == 3 else c3[0]
 
     @triton.jit
     def _softmax_kernel(x, y, N, BLOCK: tl.constexpr):
@@ -113,20 +132,48 @@ if triton is not None:
         return y
 
 
-def case_matmul(M, N, K, dtype):
-    a = torch.randn(M, K, device="cuda", dtype=dtype)
-    b = torch.randn(K, N, device="cuda", dtype=dtype)
-    ref = a.double() @ b.double()
-    flop = 2.0 * M * N * K
+def run_impls(impls, ref, flop):
+    """Checks and times each (name, fn): rows of secs, GFLOP/s and the error against ref."""
     rows = []
-    impls = [("torch (cuBLAS)", lambda: a @ b)]
-    if triton is not None:
-        impls.append(("triton (autotune)", lambda: triton_matmul(a, b)))
     for name, fn in impls:
         err = rel_err(fn(), ref)
         s = bench(fn)
         rows.append({"impl": name, "secs": s, "gflops": flop / s * 1e-9, "rel_err": err})
     return rows
+
+
+def case_matmul(M, N, K, dtype):
+    a = torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(K, N, device="cuda", dtype=dtype)
+    ref = a.double() @ b.double()
+    impls = [("torch (cuBLAS)", lambda: a @ b)]
+    if triton is not None:
+        impls.append(("triton (autotune)", lambda: triton_matmul(a, b)))
+    return run_impls(impls, ref, 2.0 * M * N * K)
+
+
+def torch_bmm_f32(a, b):
+    """torch.bmm with a float32 result from 16-bit operands where this PyTorch has out_dtype
+    (cuBLAS writes float32 as tuned's kernel does), else None."""
+    try:
+        out = torch.bmm(a[:1, :8, :8], b[:1, :8, :8], out_dtype=torch.float32)
+        if out.dtype == torch.float32:
+            return lambda: torch.bmm(a, b, out_dtype=torch.float32), "torch.bmm (cuBLAS)"
+    except (TypeError, RuntimeError):
+        pass
+    return None
+
+
+def case_bmm(B, M, N, K, dtype):
+    a = torch.randn(B, M, K, device="cuda", dtype=dtype)
+    b = torch.randn(B, K, N, device="cuda", dtype=dtype)
+    ref = torch.bmm(a.double(), b.double())
+    f32 = torch_bmm_f32(a, b)
+    # without out_dtype, cuBLAS writes 16-bit results: half the output bytes of tuned's
+    impls = [(f32[1], f32[0]) if f32 else ("torch.bmm (cuBLAS, fp16 out)", lambda: torch.bmm(a, b))]
+    if triton is not None:
+        impls.append(("triton (autotune)", lambda: triton_matmul(a, b, torch.float32)))
+    return run_impls(impls, ref, 2.0 * B * M * N * K)
 
 
 def case_softmax(M, N):
@@ -178,9 +225,11 @@ def main():
             if kind == "matmul":
                 M, N, K = (d * 3)[:3] if len(d) == 1 else d
                 rows = case_matmul(M, N, K, torch.float32)
-            elif kind == "hmatmul":
+            elif kind in ("hmatmul", "bfmatmul"):
                 M, N, K = (d * 3)[:3] if len(d) == 1 else d
-                rows = case_matmul(M, N, K, torch.float16)
+                rows = case_matmul(M, N, K, torch.float16 if kind == "hmatmul" else torch.bfloat16)
+            elif kind == "hbmm":
+                rows = case_bmm(*d, torch.float16)
             elif kind == "softmax":
                 rows = case_softmax(*d)
             elif kind == "conv2d":

@@ -641,6 +641,12 @@ static void print_profile_kernel(const cJSON *k, const cg_kernel_t *ck, const ms
   printf("\n  %-34s %-16s %14.2f\n", "DRAM Throughput", "%", metric(k, ms_profile_metrics[2]));
   printf("  %-34s %-16s %14.2f\n", "Compute (SM) Throughput", "%", metric(k, ms_profile_metrics[3]));
   printf("  %-34s %-16s %14.2f\n", "Achieved Occupancy", "%", metric(k, ms_profile_metrics[4]));
+  double tensor = metric(k, ms_profile_metrics[5]);
+  if (isnan(tensor))
+    printf("  %-34s %-16s %14s   (CUPTI gave no value for %s)\n", "Tensor Pipe Utilization", "%", "n/a",
+           ms_profile_metrics[5]);
+  else
+    printf("  %-34s %-16s %14.2f\n", "Tensor Pipe Utilization", "%", tensor);
   if (r->build.registers >= 0) printf("  %-34s %-16s %14d\n", "Registers Per Thread", "register/thread", r->build.registers);
   if (ck) {
     int64_t shared = ck->static_shared_bytes + ck->dyn_shared_bytes;

@@ -129,13 +129,6 @@ static const char load_text[] =
 
 static void print_epilogue(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o);
 
-/* Registers per thread after setmaxnreg, the producer warpgroup's and the
- * consumers', by consumer warpgroups (1, 2): 128 x (producer + consumers x
- * consumer) within the 64K registers of an SM.  The producer's ordinary
- * copies (unrolled) spilled at 40, TMA producers' usual count, and at 96
- * with one consumer warpgroup and transposed operands. */
-static const int producer_regs[2] = {152, 96}, consumer_regs[2] = {240, 208};
-
 /* The kernel's head: shared memory, the tile of this block (grouped order),
  * the mbarriers (full: the copying threads arrive; empty: the consumers). */
 static void print_head(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o) {
@@ -195,6 +188,8 @@ static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
   int bm = ir_hopper_gemm_rows(g), bn = g->n_tile, s = g->stages;
   int64_t stage = (int64_t)(bm + bn) * 128, kt = h->k / IR_HOPPER_K_TILE;
   const char *ty = h->a->dtype == IR_BFLOAT16 ? "bf16" : "f16";
+  int preg, creg; /* registers after setmaxnreg */
+  ir_hopper_gemm_regs(g, &preg, &creg);
   print_head(c, h, smem, o);
   if (g->producer)
     tn_buf_printf(o,
@@ -208,8 +203,7 @@ static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
                   "    return;\n"
                   "  }\n"
                   "  tuned_setmaxnreg_inc<%d>();\n",
-                  g->warpgroups, producer_regs[g->warpgroups - 1], (long long)kt, s, s, s,
-                  consumer_regs[g->warpgroups - 1]);
+                  g->warpgroups, preg, (long long)kt, s, s, s, creg);
   else
     tn_buf_printf(o, "  for (int kt = 0; kt < %d && kt < %lld; kt++) TUNED_HOPPER_LOAD(kt, kt, tid);\n", s - 1,
                   (long long)kt);

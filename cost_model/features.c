@@ -2,6 +2,7 @@
  * metaschedule.md §8.2 and cost_model/FEATURES.md) from a scheduled function,
  * by interval analysis of the index expressions: no lowering, no compiling. */
 #include "cost_model/cost_model.h"
+#include "ir/intrin.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -31,7 +32,8 @@ enum {
   F_REDUCE_PROD = 172,
   F_INNERMOST_LEN = 173,
   F_KERNEL = 174,        /* shared bytes, local bytes, pipeline stages, occupancy estimate */
-  F_END = 178,
+  F_HOPPER = 178,        /* the decisions of a Hopper warpgroup-MMA kernel (hopper_names) */
+  F_END = 189,
 };
 #define BUF_FEATS 18
 _Static_assert(F_BUF + CM_BUFFERS_PER_STORE * BUF_FEATS == F_CURVE, "group 2 size");
@@ -56,6 +58,12 @@ static const char *const buf_names[BUF_FEATS] = {
 static const char *const tail_names[] = {
     "alloc_size", "alloc_prod", "alloc_outer_prod", "alloc_inner_prod", "outer_prod", "num_loops",
     "auto_unroll_max_step", "store_scope_shared", "store_scope_local"};
+
+static const char *const hopper_names[] = {
+    "hopper_wgmma",      "hopper_stages", "hopper_warpgroups", "hopper_tile_m", "hopper_tile_n",
+    "hopper_stage_bytes", "hopper_regs",  "hopper_producer",   "hopper_group",  "hopper_acc_regs",
+    "hopper_tiles"};
+_Static_assert(F_HOPPER + TN_ARRAY_LEN(hopper_names) == F_END, "Hopper columns");
 
 static char name_tab[CM_NUM_FEATURES][32];
 static pthread_once_t name_tab_once = PTHREAD_ONCE_INIT;
@@ -83,6 +91,7 @@ static void names_fill(void) {
   snprintf(name_tab[k++], 32, "kernel_local_bytes");
   snprintf(name_tab[k++], 32, "pipeline_stages");
   snprintf(name_tab[k++], 32, "occupancy_est");
+  for (size_t i = 0; i < TN_ARRAY_LEN(hopper_names); i++) snprintf(name_tab[k++], 32, "%s", hopper_names[i]);
 }
 
 static void names_init(void) { pthread_once(&name_tab_once, names_fill); }
@@ -790,28 +799,36 @@ static void fill_alloc_features(fx_t *x) {
  * Ours: the GPU kernel a row belongs to
  * ====================================================================== */
 
-/* Threads per block of a kernel (the largest extent bound to each
- * threadIdx axis) and its deepest software-pipeline stage count. */
-static void kernel_walk(const ir_stmt_t *s, int64_t threads[3], int64_t *stages);
+/* What a walk of a kernel finds: threads per block (the largest extent
+ * bound to each threadIdx axis), its deepest software-pipeline stage count,
+ * and the block the Hopper rule decided (NULL: none), whose kernel the code
+ * generator prints from the decisions rather than from the loops. */
+typedef struct kinfo {
+  int64_t threads[3], stages;
+  const ir_block_t *hopper;
+} kinfo_t;
 
-static void kernel_loop(const ir_loop_t *l, int64_t threads[3], int64_t *stages) {
+static void kernel_walk(const ir_stmt_t *s, kinfo_t *k);
+
+static void kernel_loop(const ir_loop_t *l, kinfo_t *k) {
   int slot = thread_slot(l);
-  if (slot >= 3 && slot <= 5) threads[slot - 3] = TN_MAX(threads[slot - 3], l->extent);
+  if (slot >= 3 && slot <= 5) k->threads[slot - 3] = TN_MAX(k->threads[slot - 3], l->extent);
   const ir_annot_t *a = ir_annot_get(l->annots, l->nannots, IR_ANN_PIPELINE_STAGES);
-  if (a && !a->is_str && l->extent > 1) *stages = TN_MAX(*stages, TN_MIN(a->ival, IR_PIPELINE_MAX_STAGES));
-  kernel_walk(l->body, threads, stages);
+  if (a && !a->is_str && l->extent > 1) k->stages = TN_MAX(k->stages, TN_MIN(a->ival, IR_PIPELINE_MAX_STAGES));
+  kernel_walk(l->body, k);
 }
 
-static void kernel_walk(const ir_stmt_t *s, int64_t threads[3], int64_t *stages) {
+static void kernel_walk(const ir_stmt_t *s, kinfo_t *k) {
   if (!s) return;
   switch (s->kind) {
   case IR_S_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) kernel_walk(s->u.seq.items[i], threads, stages);
+    for (int i = 0; i < s->u.seq.n; i++) kernel_walk(s->u.seq.items[i], k);
     return;
-  case IR_S_LOOP: kernel_loop(&s->u.loop, threads, stages); return;
+  case IR_S_LOOP: kernel_loop(&s->u.loop, k); return;
   case IR_S_BLOCK:
-    kernel_walk(s->u.block.init, threads, stages);
-    kernel_walk(s->u.block.body, threads, stages);
+    if (!k->hopper && ir_annot_get(s->u.block.annots, s->u.block.nannots, IR_ANN_HOPPER_GEMM)) k->hopper = &s->u.block;
+    kernel_walk(s->u.block.init, k);
+    kernel_walk(s->u.block.body, k);
     return;
   case IR_S_STORE: return;
   }
@@ -832,26 +849,64 @@ static int max_warps_per_sm(const tn_target_t *t) {
   return sm == 75 ? 32 : (sm == 86 || sm == 89) ? 48 : 64;
 }
 
+/* Registers per thread where ptxas decides: 32 plus the local buffers
+ * (accumulators), which live in registers; at most 255. */
+static double regs_est(double local_bytes) { return TN_MIN(255.0, 32.0 + local_bytes / 4.0); }
+
 /* Resident warps over the SM's maximum, from the block's threads, its
- * shared memory (against what one block may use) and a register estimate
- * (32 per thread plus its local buffers, which live in registers). */
-static double occupancy_est(const tn_target_t *t, int64_t threads, double shared, double local) {
+ * shared memory (against what one block may use) and its registers. */
+static double occupancy_est(const tn_target_t *t, int64_t threads, double shared, double block_regs) {
   int wmax = max_warps_per_sm(t), warps = (int)((threads + 31) / 32);
   if (warps < 1 || warps > wmax) return 0;
   double blocks = TN_MIN(wmax / warps, wmax == 32 ? 16 : 32);
   int64_t smem = t ? tn_target_shared_limit(t) : 0;
   if (shared > 0 && smem > 0) blocks = TN_MIN(blocks, floor((double)smem / shared));
-  double regs = TN_MIN(255.0, 32.0 + local / 4.0), rf = t && t->max_registers_per_block > 0
-                                                           ? (double)t->max_registers_per_block : 65536.0;
-  blocks = TN_MIN(blocks, floor(rf / (regs * (double)warps * 32)));
+  double rf = t && t->max_registers_per_block > 0 ? (double)t->max_registers_per_block : 65536.0;
+  blocks = TN_MIN(blocks, floor(rf / block_regs));
   return TN_MAX(0.0, blocks * warps / wmax);
+}
+
+#define KERNEL_COLS (F_END - F_KERNEL)
+
+/* The columns of a kernel the Hopper rule decided, from its decisions (what
+ * codegen/hopper_gemm.c prints: its own threads, shared memory and register
+ * split) rather than from the loops, which only a SIMT lowering would run.
+ * False for decisions out of range (the verifier refuses such a candidate). */
+static bool hopper_columns(const fx_t *x, const ir_block_t *b, float col[KERNEL_COLS]) {
+  ir_hopper_gemm_t g;
+  if (!ir_hopper_gemm_get(b, &g, NULL, 0)) return false;
+  int bm = ir_hopper_gemm_rows(&g), acc = ir_hopper_gemm_acc_regs(&g), preg, creg;
+  int64_t threads = ir_hopper_gemm_threads(&g);
+  double smem = (double)ir_hopper_gemm_smem(&g), regs;
+  if (g.producer) { /* setmaxnreg moves registers from the producer to the consumers */
+    ir_hopper_gemm_regs(&g, &preg, &creg);
+    regs = 128.0 * (preg + g.warpgroups * creg);
+  } else {
+    creg = (int)regs_est(acc * 4.0);
+    regs = (double)creg * (double)threads;
+  }
+  ir_hopper_shape_t sh;
+  const char *why;
+  double tiles = ir_hopper_gemm_shape(b, &sh, &why) ? (double)sh.batch * (double)(sh.m / bm) * (double)(sh.n / g.n_tile) : 0;
+  float *h = col + (F_HOPPER - F_KERNEL);
+  col[0] = (float)cm_slog(smem);
+  col[1] = (float)cm_slog(acc * 4.0);
+  col[2] = (float)g.stages;
+  col[3] = (float)occupancy_est(x->t, threads, smem, regs);
+  h[0] = 1, h[1] = (float)g.stages, h[2] = (float)g.warpgroups, h[3] = (float)bm, h[4] = (float)g.n_tile;
+  h[5] = (float)cm_slog((double)ir_hopper_gemm_stage_bytes(&g)), h[6] = (float)creg, h[7] = (float)g.producer;
+  h[8] = (float)g.group, h[9] = (float)acc, h[10] = (float)cm_slog(tiles);
+  return true;
 }
 
 /* The kernel columns of the kernel whose outermost loop is top; buf_of_id
  * maps temp ids to the buffers the rows store to. */
-static void kernel_columns(const fx_t *x, const ir_loop_t *top, const ir_buffer_t *const *buf_of_id, float col[4]) {
-  int64_t threads[3] = {1, 1, 1}, stages = 0;
-  kernel_loop(top, threads, &stages);
+static void kernel_columns(const fx_t *x, const ir_loop_t *top, const ir_buffer_t *const *buf_of_id,
+                           float col[KERNEL_COLS]) {
+  kinfo_t k = {.threads = {1, 1, 1}};
+  kernel_loop(top, &k);
+  memset(col, 0, sizeof(float) * KERNEL_COLS);
+  if (k.hopper && hopper_columns(x, k.hopper, col)) return;
   double shared = 0, local = 0;
   for (int b = 0; b < x->nalloc; b++) {
     const alloc_info_t *ai = &x->alloc[b];
@@ -868,8 +923,9 @@ static void kernel_columns(const fx_t *x, const ir_loop_t *top, const ir_buffer_
   }
   col[0] = (float)cm_slog(shared);
   col[1] = (float)cm_slog(local);
-  col[2] = (float)stages;
-  col[3] = (float)occupancy_est(x->t, threads[0] * threads[1] * threads[2], shared, local);
+  col[2] = (float)k.stages;
+  int64_t threads = k.threads[0] * k.threads[1] * k.threads[2];
+  col[3] = (float)occupancy_est(x->t, threads, shared, regs_est(local) * 32.0 * (double)((threads + 31) / 32));
 }
 
 /* Fills the kernel columns of every row (GPU targets; after the walks).  A
@@ -881,7 +937,7 @@ static void fill_kernel_features(fx_t *x) {
   for (int r = 0; r < x->nrows; r++) /* a temp is known by the rows that store to it */
     if (x->row_buf[r]->id >= 0 && x->row_buf[r]->id < x->nalloc) buf_of_id[x->row_buf[r]->id] = x->row_buf[r];
   const ir_loop_t *done = NULL;
-  float col[4] = {0};
+  float col[KERNEL_COLS] = {0};
   for (int r = 0; r < x->nrows; r++) {
     const ir_loop_t *top = x->row_top[r];
     if (!top) continue;

@@ -620,12 +620,26 @@ int ir_hopper_gemm_threads(const ir_hopper_gemm_t *g) { return 128 * (g->warpgro
 
 int ir_hopper_gemm_rows(const ir_hopper_gemm_t *g) { return 64 * g->warpgroups * g->m_frags; }
 
+int64_t ir_hopper_gemm_stage_bytes(const ir_hopper_gemm_t *g) {
+  return (int64_t)(ir_hopper_gemm_rows(g) + g->n_tile) * IR_HOPPER_K_TILE * 2;
+}
+
 int64_t ir_hopper_gemm_smem(const ir_hopper_gemm_t *g) {
-  int64_t stage = (int64_t)(ir_hopper_gemm_rows(g) + g->n_tile) * IR_HOPPER_K_TILE * 2;
-  return stage * g->stages + 16 * g->stages + 1024;
+  return ir_hopper_gemm_stage_bytes(g) * g->stages + 16 * g->stages + 1024;
 }
 
 int ir_hopper_gemm_acc_regs(const ir_hopper_gemm_t *g) { return g->m_frags * g->n_tile / 2; }
+
+/* By consumer warpgroups (1, 2): 128 x (producer + consumers x consumer)
+ * within the 64K registers of an SM.  The producer's ordinary copies
+ * (unrolled) spilled at 40, TMA producers' usual count, and at 96 with one
+ * consumer warpgroup and transposed operands. */
+void ir_hopper_gemm_regs(const ir_hopper_gemm_t *g, int *producer, int *consumer) {
+  static const int producer_regs[2] = {152, 96}, consumer_regs[2] = {240, 208};
+  int w = g->warpgroups == 2;
+  *producer = producer_regs[w];
+  *consumer = consumer_regs[w];
+}
 
 /* Every load of acc in e is acc[*row, *col] over two distinct variables (set by the first). */
 static bool acc_loads(const ir_expr_t *e, const ir_buffer_t *acc, const ir_var_t **row, const ir_var_t **col, int *n) {

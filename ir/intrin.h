@@ -130,6 +130,8 @@ int ir_hopper_gemm_rows(const ir_hopper_gemm_t *g);
 /* Dynamic shared memory the kernel asks for: the stages of A and B, their
  * full/empty mbarriers and 1024 bytes to align the 128-byte swizzle atoms. */
 int64_t ir_hopper_gemm_smem(const ir_hopper_gemm_t *g);
+/* Bytes of one stage of the K ring: the A and B tiles, K_TILE deep, 16-bit. */
+int64_t ir_hopper_gemm_stage_bytes(const ir_hopper_gemm_t *g);
 /* The GEMM a block computes: out[(b,) i, j] += A[(b,) i, k] * B[(b,) k, j]
  * (casts to float32 allowed; A may be read as A[(b,) k, i], B as
  * B[(b,) j, k]), float16 or bfloat16 operands, a float32 out, every buffer
@@ -152,5 +154,10 @@ bool ir_hopper_gemm_shape(const ir_block_t *b, ir_hopper_shape_t *sh, const char
 bool ir_hopper_epilogue(const ir_block_t *cons, const ir_buffer_t *acc, const ir_var_t **row, const ir_var_t **col);
 /* f32 accumulator registers per consumer thread (m_frags x n_tile / 2). */
 int ir_hopper_gemm_acc_regs(const ir_hopper_gemm_t *g);
+/* Registers per thread after setmaxnreg in a kernel with a producer
+ * warpgroup: the producer's (*producer) and each consumer's (*consumer),
+ * by consumer warpgroups; what the code generator asks for and the cost
+ * model's features describe. */
+void ir_hopper_gemm_regs(const ir_hopper_gemm_t *g, int *producer, int *consumer);
 
 #endif

@@ -20,6 +20,7 @@ const char *const ms_profile_metrics[MS_PROFILE_NMETRICS] = {
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
 };
 
 bool ms_times_disagree(double event_secs, double cupti_secs) {

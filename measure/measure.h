@@ -216,8 +216,11 @@ int ms_cupti_launch_secs(ms_span_t *spans, int n, int per_launch, int want, doub
 
 /* The metrics of `tunectl profile`, with Nsight Compute's names: duration,
  * DRAM bytes per second, DRAM and SM throughput in % of peak, achieved
- * occupancy (active warps in % of the maximum). */
-#define MS_PROFILE_NMETRICS 5
+ * occupancy (active warps in % of the maximum), and the tensor pipe's
+ * utilization (cycles it was active in % of its peak over the SMs' active
+ * cycles: HMMA and, on Hopper, warpgroup MMA alike; CUPTI knows it for
+ * every chip from Volta to Blackwell). */
+#define MS_PROFILE_NMETRICS 6
 extern const char *const ms_profile_metrics[MS_PROFILE_NMETRICS];
 
 /* A range-profiler configuration for a metric list on one chip. */

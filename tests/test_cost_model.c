@@ -12,6 +12,7 @@
 #include "common/target.h"
 #include "cost_model/cm_internal.h"
 #include "cost_model/cost_model.h"
+#include "ir/intrin.h"
 #include "ir/ir.h"
 #include "schedule/schedule.h"
 
@@ -104,7 +105,9 @@ START_TEST(t_layout) {
   ck_assert_str_eq(cm_feature_name(163), "auto_unroll_max_step");
   ck_assert_str_eq(cm_feature_name(173), "innermost_len");
   ck_assert_str_eq(cm_feature_name(174), "kernel_shared_bytes");
-  ck_assert_str_eq(cm_feature_name(CM_NUM_FEATURES - 1), "occupancy_est");
+  ck_assert_str_eq(cm_feature_name(177), "occupancy_est");
+  ck_assert_str_eq(cm_feature_name(178), "hopper_wgmma");
+  ck_assert_str_eq(cm_feature_name(CM_NUM_FEATURES - 1), "hopper_tiles");
   ck_assert_ptr_null(cm_feature_name(CM_NUM_FEATURES));
   ck_assert_ptr_null(cm_feature_name(-1));
   for (int i = 0; i < CM_NUM_FEATURES; i++) {
@@ -788,6 +791,173 @@ START_TEST(t_deep_expression) {
 }
 END_TEST
 
+/* ---- Hopper warpgroup-MMA kernels ---------------------------------------- */
+
+/* The decisions of the Hopper rule (sampler/rules_hopper.c). */
+typedef struct hopper_dec {
+  int wg, mf, n_tile, stages, group, producer;
+} hopper_dec_t;
+
+/* The float16 matmul's Acc block as the Hopper rule leaves it: the loops
+ * split and bound by the decisions (i0 j0 | i1 | i3 | i2 j1 k0 k1), which
+ * the block carries as annotations. */
+static sch_t *hopper_schedule(const ir_func_t *f, const hopper_dec_t *d) {
+  sch_t *s = sch_create(f, 1);
+  sch_rv_t b, l[3], ip[4], jp[2], kp[2], bx;
+  int n = 0;
+  OK(sch_get_block(s, "Acc", &b, &err_));
+  OK(sch_get_loops(s, b, l, &n, &err_));
+  sch_arg_t fi[4] = {sch_arg_none(), sch_arg_int(d->wg), sch_arg_int(d->mf), sch_arg_int(64)};
+  sch_arg_t fj[2] = {sch_arg_none(), sch_arg_int(d->n_tile)}, fk[2] = {sch_arg_none(), sch_arg_int(IR_HOPPER_K_TILE)};
+  OK(sch_split(s, l[0], fi, 4, ip, &err_));
+  OK(sch_split(s, l[1], fj, 2, jp, &err_));
+  OK(sch_split(s, l[2], fk, 2, kp, &err_));
+  sch_rv_t order[] = {ip[0], jp[0], ip[1], ip[3], ip[2], jp[1], kp[0], kp[1]};
+  OK(sch_reorder(s, order, 8, &err_));
+  OK(sch_fuse(s, order, 2, &bx, &err_));
+  OK(sch_bind(s, bx, "blockIdx.x", &err_));
+  OK(sch_bind(s, ip[1], "threadIdx.y", &err_));
+  OK(sch_bind(s, ip[3], "threadIdx.x", &err_));
+  const struct {
+    const char *key;
+    int v;
+  } ann[] = {{IR_ANN_HOPPER_GEMM, 1},           {IR_ANN_HOPPER_WARPGROUPS, d->wg},   {IR_ANN_HOPPER_M_FRAGS, d->mf},
+             {IR_ANN_HOPPER_N_TILE, d->n_tile}, {IR_ANN_HOPPER_STAGES, d->stages},   {IR_ANN_HOPPER_GROUP, d->group},
+             {IR_ANN_HOPPER_PRODUCER, d->producer}};
+  for (size_t i = 0; i < TN_ARRAY_LEN(ann); i++) OK(sch_annotate(s, b, ann[i].key, sch_arg_int(ann[i].v), &err_));
+  return s;
+}
+
+static cm_feature_rows_t hopper_features(const ir_func_t *f, const hopper_dec_t *d, const tn_target_t *t) {
+  sch_t *s = hopper_schedule(f, d);
+  cm_feature_rows_t r;
+  OK(cm_features(sch_func(s), t, &r));
+  sch_free(s);
+  return r;
+}
+
+/* The columns in which row 0 of a and b differ must be exactly want[]. */
+static void assert_differ_in(const cm_feature_rows_t *a, const cm_feature_rows_t *b, const char *const *want, int n,
+                             const char *what) {
+  for (int k = 0; k < CM_NUM_FEATURES; k++) {
+    bool listed = false;
+    for (int i = 0; i < n; i++) listed |= cm_feature_index(want[i]) == k;
+    bool differ = cm_feature_at(a, 0, k) != cm_feature_at(b, 0, k);
+    ck_assert_msg(differ == listed, "%s: column %s %s (%g vs %g)", what, cm_feature_name(k),
+                  listed ? "does not differ" : "differs", cm_feature_at(a, 0, k), cm_feature_at(b, 0, k));
+  }
+}
+
+/* A Hopper GEMM's row describes the kernel codegen/hopper_gemm.c prints from
+ * the decisions: on an H100, two consumer warpgroups of one m64 block each,
+ * N 128, 4 stages of (128 + 128) x 64 halves, a producer warpgroup (384
+ * threads, setmaxnreg 96 / 208: the 64K registers of the SM, one block) and
+ * 132160 bytes of shared memory (one block of 227 KiB): 12 of 64 warps.
+ * Candidates that differ in one decision differ in exactly its columns. */
+START_TEST(t_hopper_gemm) {
+  ir_param_set_t p[3] = {{"M", 512}, {"N", 512}, {"K", 256}};
+  ir_workload_t *w = NULL;
+  OK(ir_workload_load(SRC("workloads/matmul_f16.tw"), p, 3, &w, &err_));
+  tn_target_t t;
+  OK(tn_target_lookup("nvidia/h100", NULL, &t, &err_));
+  hopper_dec_t d = {.wg = 2, .mf = 1, .n_tile = 128, .stages = 4, .group = 8, .producer = 1};
+  cm_feature_rows_t base = hopper_features(w->func, &d, &t);
+  ck_assert_int_eq(base.nrows, 2); /* Acc (its init is the block's), C = float16(Acc) */
+  ASSERT_FEAT(&base, 0, "hopper_wgmma", 1);
+  ASSERT_FEAT(&base, 0, "hopper_stages", 4);
+  ASSERT_FEAT(&base, 0, "hopper_warpgroups", 2);
+  ASSERT_FEAT(&base, 0, "hopper_tile_m", 128);
+  ASSERT_FEAT(&base, 0, "hopper_tile_n", 128);
+  ASSERT_FEAT(&base, 0, "hopper_stage_bytes", cm_slog((128 + 128) * 64 * 2));
+  ASSERT_FEAT(&base, 0, "hopper_regs", 208);
+  ASSERT_FEAT(&base, 0, "hopper_producer", 1);
+  ASSERT_FEAT(&base, 0, "hopper_group", 8);
+  ASSERT_FEAT(&base, 0, "hopper_acc_regs", 64);
+  ASSERT_FEAT(&base, 0, "hopper_tiles", cm_slog(4 * 4));
+  ASSERT_FEAT(&base, 0, "kernel_shared_bytes", cm_slog(4 * 32768 + 4 * 16 + 1024));
+  ASSERT_FEAT(&base, 0, "kernel_local_bytes", cm_slog(64 * 4));
+  ASSERT_FEAT(&base, 0, "pipeline_stages", 4);
+  ASSERT_FEAT(&base, 0, "occupancy_est", 12.0 / 64);
+  /* the conversion's own kernel (not fused here) has none of them */
+  ASSERT_FEAT(&base, 1, "hopper_wgmma", 0);
+  ASSERT_FEAT(&base, 1, "hopper_stages", 0);
+
+  /* 2 stages: 66592 bytes would let 3 blocks in, the registers still 1 */
+  hopper_dec_t e = d;
+  e.stages = 2;
+  cm_feature_rows_t r = hopper_features(w->func, &e, &t);
+  ASSERT_FEAT(&r, 0, "hopper_stages", 2);
+  ASSERT_FEAT(&r, 0, "pipeline_stages", 2);
+  ASSERT_FEAT(&r, 0, "kernel_shared_bytes", cm_slog(2 * 32768 + 2 * 16 + 1024));
+  ASSERT_FEAT(&r, 0, "occupancy_est", 12.0 / 64);
+  static const char *const stages_cols[] = {"hopper_stages", "pipeline_stages", "kernel_shared_bytes"};
+  assert_differ_in(&base, &r, stages_cols, 3, "stages 4 -> 2");
+  cm_feature_rows_free(&r);
+
+  /* no producer: 256 threads of 32 + 64 registers (2 blocks by registers), one block by shared memory */
+  e = d;
+  e.producer = 0;
+  r = hopper_features(w->func, &e, &t);
+  ASSERT_FEAT(&r, 0, "hopper_producer", 0);
+  ASSERT_FEAT(&r, 0, "hopper_regs", 96);
+  ASSERT_FEAT(&r, 0, "occupancy_est", 8.0 / 64);
+  static const char *const producer_cols[] = {"hopper_producer", "hopper_regs", "occupancy_est"};
+  assert_differ_in(&base, &r, producer_cols, 3, "producer 1 -> 0");
+  cm_feature_rows_free(&r);
+  /* ... and with 2 stages, 2 blocks fit: 16 warps */
+  e.stages = 2;
+  r = hopper_features(w->func, &e, &t);
+  ASSERT_FEAT(&r, 0, "occupancy_est", 16.0 / 64);
+  cm_feature_rows_free(&r);
+
+  /* the tile order's group: that column only */
+  e = d;
+  e.group = 2;
+  r = hopper_features(w->func, &e, &t);
+  static const char *const group_cols[] = {"hopper_group"};
+  assert_differ_in(&base, &r, group_cols, 1, "group 8 -> 2");
+  cm_feature_rows_free(&r);
+
+  /* one consumer warpgroup: tile 64 x 128, setmaxnreg 152 / 240 (256 threads) */
+  e = d;
+  e.wg = 1;
+  r = hopper_features(w->func, &e, &t);
+  ASSERT_FEAT(&r, 0, "hopper_warpgroups", 1);
+  ASSERT_FEAT(&r, 0, "hopper_tile_m", 64);
+  ASSERT_FEAT(&r, 0, "hopper_regs", 240);
+  ASSERT_FEAT(&r, 0, "hopper_stage_bytes", cm_slog((64 + 128) * 64 * 2));
+  ASSERT_FEAT(&r, 0, "hopper_tiles", cm_slog(8 * 4));
+  ASSERT_FEAT(&r, 0, "occupancy_est", 8.0 / 64);
+  cm_feature_rows_free(&r);
+
+  /* N 256: 128 accumulator registers, twice fewer tiles */
+  e = d;
+  e.n_tile = 256;
+  r = hopper_features(w->func, &e, &t);
+  ASSERT_FEAT(&r, 0, "hopper_tile_n", 256);
+  ASSERT_FEAT(&r, 0, "hopper_acc_regs", 128);
+  ASSERT_FEAT(&r, 0, "kernel_local_bytes", cm_slog(128 * 4));
+  ASSERT_FEAT(&r, 0, "hopper_tiles", cm_slog(4 * 2));
+  cm_feature_rows_free(&r);
+
+  /* decisions out of range (the verifier refuses them): the loops' columns, no Hopper ones */
+  e = d;
+  e.stages = 9;
+  r = hopper_features(w->func, &e, &t);
+  ASSERT_FEAT(&r, 0, "hopper_wgmma", 0);
+  ASSERT_FEAT(&r, 0, "pipeline_stages", 0);
+  cm_feature_rows_free(&r);
+
+  /* on the CPU: no kernel columns at all */
+  r = hopper_features(w->func, &d, NULL);
+  ASSERT_FEAT(&r, 0, "hopper_wgmma", 0);
+  ASSERT_FEAT(&r, 0, "occupancy_est", 0);
+  cm_feature_rows_free(&r);
+  cm_feature_rows_free(&base);
+  ir_workload_free(w);
+}
+END_TEST
+
 static Suite *make(void) {
   Suite *s = suite_create("cost_model");
   TCase *tf = tcase_create("features");
@@ -797,6 +967,7 @@ static Suite *make(void) {
   tcase_add_test(tf, t_scheduled_matmul);
   tcase_add_test(tf, t_init_row);
   tcase_add_test(tf, t_gpu_matmul);
+  tcase_add_test(tf, t_hopper_gemm);
   tcase_add_test(tf, t_unroll_annotation);
   tcase_add_test(tf, t_determinism_and_speed);
   tcase_add_test(tf, t_all_workloads);

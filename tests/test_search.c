@@ -912,13 +912,15 @@ START_TEST(test_model_warm_start) {
   ck_assert_msg(strstr(s.logs, "(78 features reused, 0 computed, 2 records skipped)"), "%s", s.logs);
 
   /* 3: a damaged model, a foreign format, a damaged id list: warned about, retrained from the records */
+#define FORMAT_STR_(n) #n
+#define FORMAT_STR(n) FORMAT_STR_(n)
   static const struct {
     const char *sql, *warning;
   } bad[] = {
       {"UPDATE cost_models SET model = x'0102030405060708'", "W: the stored cost model of target cpu cannot be read "
                                                               "(not a tuned cost-model file"},
       {"UPDATE cost_models SET format = 999", "W: the stored cost model of target cpu has format 999; this build "
-                                              "reads format 1: not used"},
+                                              "reads format " FORMAT_STR(CM_MODEL_FORMAT) ": not used"},
       {"UPDATE cost_models SET record_ids = x'01020304050607'", "W: the stored cost model of target cpu is damaged"},
   };
   for (size_t i = 0; i < TN_ARRAY_LEN(bad); i++) {
