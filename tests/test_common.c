@@ -397,8 +397,8 @@ START_TEST(t_target_bad_files) {
   refused(dir, "broken", path, "not valid JSON (line 4)");
   tu_put_file(dir, "other.json", "{\"name\": \"lab/cpu\", \"kind\": \"cpu\"}");
   refused(dir, "other", "\"name\" is \"lab/cpu\"", "(\"other\")");
-  tu_put_file(dir, "old.json", "{\"name\": \"old\", \"kind\": \"cpu\", \"sm_count\": 4}");
-  refused(dir, "old", "unknown field \"sm_count\"", "peak_gflops");
+  tu_put_file(dir, "old.json", "{\"name\": \"old\", \"kind\": \"cpu\", \"l2_bytes\": 4}");
+  refused(dir, "old", "unknown field \"l2_bytes\"", "peak_gflops");
   tu_put_file(dir, "huge.json", "{\"name\": \"huge\", \"kind\": \"cpu\", \"num_cores\": 1e12}");
   refused(dir, "huge", "\"num_cores\" must be a non-negative number", NULL);
   /* the host compiler: one of three, and only where there is one */
