@@ -6,24 +6,33 @@
  *
  *   - a block tile of (64 x warpgroups x m_frags) x n_tile, tiles in the
  *     grouped order (`group` row tiles share a column of B while it is in
- *     L2), batches after one another on blockIdx.x;
+ *     L2), batches after one another; one CTA per tile, or (`ctas`) a
+ *     persistent grid of that many CTAs (the target's SMs), CTA x taking
+ *     tiles x, x + gridDim.x, ... with its K steps numbered on across them,
+ *     so the ring and its phases carry over and the next tile's first
+ *     stages are copied while this one's last are multiplied;
  *   - K in steps of 64: one stage holds the A and B tiles K-major in rows of
  *     128 bytes, 128B-swizzled (what wgmma's descriptors read without bank
  *     conflicts), in a ring of `stages` stages;
  *   - every consumer thread, or (`producer`) a producer warpgroup that gave
- *     its registers to the consumers with setmaxnreg, copies a stage with
- *     ordinary loads and stores (16-byte vectors when K is the operand's
- *     contiguous dimension, halves otherwise), then fence.proxy.async and
- *     an arrive on the stage's full mbarrier; the consumer warpgroups wait
- *     for its phase, issue m_frags x 4 wgmma m64nNk16 into their
- *     accumulators, commit, and once the previous stage's group completed
- *     (wait_group 1) arrive on its empty mbarrier, which the copies of the
- *     stage `stages` - 1 ahead wait for;
+ *     its registers to the consumers with setmaxnreg, fills a stage: with
+ *     `tma`, a K-major operand (A[M, K], B^T[N, K]) by one thread's
+ *     cp.async.bulk.tensor.2d of a 64 x rows box through a tensor map
+ *     (cg_kernel_t's maps, a __grid_constant__ parameter; 128B swizzle)
+ *     whose bytes the thread first expects on the stage's full mbarrier;
+ *     the other operands by ordinary loads and stores (16-byte vectors when
+ *     K is contiguous, halves otherwise), then fence.proxy.async and an
+ *     arrive on the full mbarrier (which counts one arrival when TMA brings
+ *     both operands, the copying threads' otherwise); the consumer
+ *     warpgroups wait for its phase, issue m_frags x 4 wgmma m64nNk16 into
+ *     their accumulators, commit, and once the previous step's group
+ *     completed (wait_group 1) arrive on its empty mbarrier, which the
+ *     copies of the step `stages` - 1 ahead wait for;
  *   - the accumulators stored to the output from their fragment layout, or
  *     a fused elementwise epilogue (float16 rounding, bias, activation)
  *     computed from them and stored instead.
  *
- * Not yet: TMA copies, cp.async, a persistent grid, clusters. */
+ * Not yet: cp.async, clusters and TMA multicast, TMA stores of the epilogue. */
 #include "cg_internal.h"
 #include "ir/analysis.h"
 
