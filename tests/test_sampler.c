@@ -343,6 +343,17 @@ START_TEST(test_tensor_core_space) {
 }
 END_TEST
 
+/* One checked run per Hopper candidate on the harness; its builds (g++
+ * with UBSan over every wgmma overload) get 120 s: 30 were too few on two
+ * busy cores. */
+static ms_options_t hopper_options(void) {
+  ms_options_t opt = {.seed = 1};
+  opt.run.min_secs = 1e-9;
+  opt.run.min_repeats = opt.run.max_repeats = 1;
+  opt.build.timeout_s = 120 * tu_slowdown();
+  return opt;
+}
+
 /* Runs m with `cut` (its first occurrence) replaced by `by` on the
  * harness: it must stop with a run error that says `why` or `or_why`. */
 static void hopper_mutant(const ir_func_t *f, const tn_target_t *host, cg_module_t *m, const char *cut, const char *by,
@@ -355,9 +366,7 @@ static void hopper_mutant(const ir_func_t *f, const tn_target_t *host, cg_module
   tn_buf_put(&b, by);
   tn_buf_put(&b, at + strlen(cut));
   m->source = (char *)tn_buf_str(&b);
-  ms_options_t opt = {.seed = 1};
-  opt.run.min_secs = 1e-9;
-  opt.run.min_repeats = opt.run.max_repeats = 1;
+  ms_options_t opt = hopper_options();
   ms_result_t res = {0};
   tn_err_t err = {0};
   ck_assert_msg(ms_measure(f, host, &m, 1, &opt, &res, &err) == TN_OK, "%s", err.msg);
@@ -474,9 +483,7 @@ static void hopper_persistent_loops(const ir_func_t *f, const tn_target_t *host)
     const char *t = strstr(m->source, "const int tiles = (");
     ck_assert(t && sscanf(t, "const int tiles = (%d", &tiles) == 1);
     if (m->kernels[0].grid[0] == 2 && tiles > 2) {
-      ms_options_t opt = {.seed = 1};
-      opt.run.min_secs = 1e-9;
-      opt.run.min_repeats = opt.run.max_repeats = 1;
+      ms_options_t opt = hopper_options();
       ms_result_t res = {0};
       ck_assert_msg(ms_measure(f, host, &m, 1, &opt, &res, &err) == TN_OK, "%s", err.msg);
       ck_assert_msg(res.status == MS_OK, "persistent grid of 2 CTAs over %d tiles: %s: %s", tiles,
@@ -608,15 +615,13 @@ START_TEST(test_hopper_space) {
     }
     ck_assert_int_ge(n, 3);
     /* the harness as Hopper: every candidate computes the reference */
-    ms_options_t opt = {.seed = 1};
-    opt.run.min_secs = 1e-9;
-    opt.run.min_repeats = opt.run.max_repeats = 1;
+    ms_options_t opt = hopper_options();
     ms_result_t res[4] = {0};
     tn_err_t err = {0};
     ck_assert_msg(ms_measure(w->func, &host, mods, n, &opt, res, &err) == TN_OK, "%s", err.msg);
     for (int i = 0; i < n; i++) {
-      ck_assert_msg(res[i].status == MS_OK, "%s on cuda-host/hopper: %s: %s\n%s", what[i], ms_status_name(res[i].status),
-                    res[i].error, mods[i]->source);
+      ck_assert_msg(res[i].status == MS_OK, "%s on cuda-host/hopper: %s: %s\n%.2000s", what[i],
+                    ms_status_name(res[i].status), res[i].error, strstr(mods[i]->source, "__global__ void"));
       ms_result_clear(&res[i]);
     }
     /* the plain harness is no Hopper: refused before the build */
