@@ -568,6 +568,35 @@ static void dim3_of(const cJSON *o, const char *key, int64_t d[3]) {
   }
 }
 
+/* A launch's "tensor_maps" (after k's params are known: each names one). */
+static int tensor_maps_from(const cJSON *o, const tuned_kernel_t *k, tuned_launch_t *t, tuned_error_t *err) {
+  const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "tensor_maps");
+  if (!ms) return 0;
+  int n = cJSON_GetArraySize(ms);
+  if (!cJSON_IsArray(ms) || n == 0) return set_err(err, TUNED_E_PROTOCOL, "kernel %s: \"tensor_maps\" is not a "
+                                                  "non-empty array", t->name ? t->name : "?");
+  if (!(t->tensor_maps = calloc((size_t)n, sizeof *t->tensor_maps))) return set_err(err, TUNED_E_NOMEM, "out of memory");
+  t->ntensor_maps = n;
+  for (int i = 0; i < n; i++) {
+    const cJSON *m = cJSON_GetArrayItem(ms, i), *param = cJSON_GetObjectItemCaseSensitive(m, "param");
+    tuned_tensor_map_t *x = &t->tensor_maps[i];
+    x->name = dup_str(m, "name");
+    x->param = -1;
+    for (int p = 0; cJSON_IsString(param) && p < k->nparams; p++)
+      if (k->params[p].name && !strcmp(k->params[p].name, param->valuestring)) x->param = p;
+    int64_t dims[3], box[3];
+    dim3_of(m, "dims", dims);
+    dim3_of(m, "box", box);
+    x->dims[0] = dims[0], x->dims[1] = dims[1], x->box[0] = (int)box[0], x->box[1] = (int)box[1];
+    x->stride_bytes = (int64_t)num_of(m, "stride_bytes", 0);
+    x->swizzle = (int)num_of(m, "swizzle", 0);
+    if (!x->name || x->param < 0)
+      return set_err(err, TUNED_E_PROTOCOL, "kernel %s: tensor map %d needs a name and a param among the params",
+                     t->name ? t->name : "?", i);
+  }
+  return 0;
+}
+
 static int launch_from(const cJSON *l, tuned_kernel_t *k, tuned_error_t *err) {
   const cJSON *ks = cJSON_GetObjectItemCaseSensitive(l, "kernels");
   const cJSON *ps = cJSON_GetObjectItemCaseSensitive(l, "params");
@@ -613,6 +642,8 @@ static int launch_from(const cJSON *l, tuned_kernel_t *k, tuned_error_t *err) {
       return set_err(err, TUNED_E_PROTOCOL, "packed parameter %s does not say what it packs and how (packs, "
                      "pack_function)", p->name);
   }
+  for (int i = 0; i < k->nkernels; i++)
+    if (tensor_maps_from(cJSON_GetArrayItem(ks, i), k, &k->kernels[i], err) < 0) return -1;
   return 0;
 }
 
@@ -706,7 +737,11 @@ int tuned_kernel_get_nearest(tuned_client_t *c, const char *workload_text, const
 
 void tuned_kernel_free(tuned_kernel_t *k) {
   if (!k) return;
-  for (int i = 0; k->kernels && i < k->nkernels; i++) free(k->kernels[i].name);
+  for (int i = 0; k->kernels && i < k->nkernels; i++) {
+    free(k->kernels[i].name);
+    for (int m = 0; m < k->kernels[i].ntensor_maps; m++) free(k->kernels[i].tensor_maps[m].name);
+    free(k->kernels[i].tensor_maps);
+  }
   for (int i = 0; k->params && i < k->nparams; i++) {
     free(k->params[i].name);
     free(k->params[i].dtype);

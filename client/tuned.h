@@ -179,11 +179,26 @@ TUNED_API int tuned_wait_json(tuned_client_t *c, int64_t job, double timeout_s, 
 
 /* ---- kernels ------------------------------------------------------------ */
 
+/* A TMA tensor map that a CUDA kernel takes after the params, by value
+ * (Hopper GEMMs that copy by TMA): make it with cuTensorMapEncodeTiled over
+ * param `param`'s device buffer, rank 2, unit element strides, no
+ * interleave or L2 promotion, zero fill (docs/protocol.md, "A kernel"). */
+typedef struct tuned_tensor_map {
+  char *name;               /* the kernel parameter's name */
+  int param;                /* index into the kernel's params */
+  int64_t dims[2];          /* elements: the contiguous dimension, then the rows */
+  int64_t stride_bytes;     /* from one row to the next */
+  int box[2];               /* elements a copy brings along dims[0] and dims[1] */
+  int swizzle;              /* bytes: 0 (none), 32, 64 or 128 */
+} tuned_tensor_map_t;
+
 typedef struct tuned_launch {
   char *name;               /* kernel (CUDA/OpenCL) or function (C) name */
   int64_t grid[3], block[3];
   int64_t shared_bytes;     /* dynamic shared memory to pass at launch */
   int64_t static_shared_bytes;
+  tuned_tensor_map_t *tensor_maps; /* arguments after the params, in order (NULL: none) */
+  int ntensor_maps;
 } tuned_launch_t;
 
 #define TUNED_MAX_DIMS 8

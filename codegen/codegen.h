@@ -65,12 +65,28 @@ typedef struct cg_param {
   char *packs, *pack_fn;
 } cg_param_t;
 
+/* A TMA tensor map that a CUDA kernel takes after the module's parameters
+ * (`const __grid_constant__ tuned_tensor_map <name>`): what the launcher
+ * makes with cuTensorMapEncodeTiled (2-D, tile mode, no interleave, no L2
+ * promotion, zero fill) from the device address of parameter `param`. */
+#define CG_MAX_TENSOR_MAPS 2
+typedef struct cg_tensor_map {
+  char name[32];
+  int param;           /* index into the module's params: the buffer the map describes */
+  int64_t dims[2];     /* elements: the contiguous dimension, then the rows (outer dimensions folded in) */
+  int64_t stride_bytes; /* from one row to the next */
+  int box[2];          /* the tile a copy brings, elements: along dims[0], dims[1] */
+  int swizzle;         /* bytes: 0 (none), 32, 64 or 128 */
+} cg_tensor_map_t;
+
 /* One kernel launch (the C target has one entry describing the function). */
 typedef struct cg_kernel {
   char name[64];
   int64_t grid[3], block[3];   /* all 1 for the C target */
   int64_t dyn_shared_bytes;    /* dynamic shared memory to pass at launch (CUDA kernels over 48 KiB) */
   int64_t static_shared_bytes; /* __shared__ / __local arrays declared in the source */
+  cg_tensor_map_t maps[CG_MAX_TENSOR_MAPS]; /* CUDA: arguments after the module's parameters, in order */
+  int nmaps;
 } cg_kernel_t;
 
 typedef struct cg_module {
@@ -109,7 +125,10 @@ void cg_module_free(cg_module_t *m);
 /* The launch configuration as JSON (malloc'ed, free() it):
  * {"target": "cuda", "entry": "...",
  *  "kernels": [{"name": "...", "grid": [x, y, z], "block": [x, y, z],
- *               "dyn_shared_bytes": 0, "static_shared_bytes": N}, ...],
+ *               "dyn_shared_bytes": 0, "static_shared_bytes": N,
+ *               "tensor_maps": [{"name": "tuned_map_a", "param": "A", "dims": [K, M],
+ *                                "stride_bytes": 2K, "box": [64, 128], "swizzle": 128}]
+ *                 (only a kernel that takes tensor maps; cg_tensor_map_t)}, ...],
  *  "params": [{"name": "A", "dtype": "float32", "shape": [..], "role": "input",
  *              "elements": N}, ...]}
  * role is "input", "output", "workspace" or "packed" (which also has

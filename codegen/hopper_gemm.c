@@ -6,24 +6,33 @@
  *
  *   - a block tile of (64 x warpgroups x m_frags) x n_tile, tiles in the
  *     grouped order (`group` row tiles share a column of B while it is in
- *     L2), batches after one another on blockIdx.x;
+ *     L2), batches after one another; one CTA per tile, or (`ctas`) a
+ *     persistent grid of that many CTAs (the target's SMs), CTA x taking
+ *     tiles x, x + gridDim.x, ... with its K steps numbered on across them,
+ *     so the ring and its phases carry over and the next tile's first
+ *     stages are copied while this one's last are multiplied;
  *   - K in steps of 64: one stage holds the A and B tiles K-major in rows of
  *     128 bytes, 128B-swizzled (what wgmma's descriptors read without bank
  *     conflicts), in a ring of `stages` stages;
  *   - every consumer thread, or (`producer`) a producer warpgroup that gave
- *     its registers to the consumers with setmaxnreg, copies a stage with
- *     ordinary loads and stores (16-byte vectors when K is the operand's
- *     contiguous dimension, halves otherwise), then fence.proxy.async and
- *     an arrive on the stage's full mbarrier; the consumer warpgroups wait
- *     for its phase, issue m_frags x 4 wgmma m64nNk16 into their
- *     accumulators, commit, and once the previous stage's group completed
- *     (wait_group 1) arrive on its empty mbarrier, which the copies of the
- *     stage `stages` - 1 ahead wait for;
+ *     its registers to the consumers with setmaxnreg, fills a stage: with
+ *     `tma`, a K-major operand (A[M, K], B^T[N, K]) by one thread's
+ *     cp.async.bulk.tensor.2d of a 64 x rows box through a tensor map
+ *     (cg_kernel_t's maps, a __grid_constant__ parameter; 128B swizzle)
+ *     whose bytes the thread first expects on the stage's full mbarrier;
+ *     the other operands by ordinary loads and stores (16-byte vectors when
+ *     K is contiguous, halves otherwise), then fence.proxy.async and an
+ *     arrive on the full mbarrier (which counts one arrival when TMA brings
+ *     both operands, the copying threads' otherwise); the consumer
+ *     warpgroups wait for its phase, issue m_frags x 4 wgmma m64nNk16 into
+ *     their accumulators, commit, and once the previous step's group
+ *     completed (wait_group 1) arrive on its empty mbarrier, which the
+ *     copies of the step `stages` - 1 ahead wait for;
  *   - the accumulators stored to the output from their fragment layout, or
  *     a fused elementwise epilogue (float16 rounding, bias, activation)
  *     computed from them and stored instead.
  *
- * Not yet: TMA copies, cp.async, a persistent grid, clusters. */
+ * Not yet: cp.async, clusters and TMA multicast, TMA stores of the epilogue. */
 #include "cg_internal.h"
 #include "ir/analysis.h"
 
@@ -129,60 +138,105 @@ static const char load_text[] =
 
 static void print_epilogue(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o);
 
-/* The kernel's head: shared memory, the tile of this block (grouped order),
- * the mbarriers (full: the copying threads arrive; empty: the consumers). */
+/* Whether TMA brings operand X's stages: the decision, and K its contiguous dimension. */
+static bool tma_a(const hgemm_t *h) { return h->g.tma && h->a_k_inner; }
+static bool tma_b(const hgemm_t *h) { return h->g.tma && h->b_k_inner; }
+/* Every stage by TMA: one thread arms and fills it, the full mbarrier counts one arrival. */
+static bool tma_all(const hgemm_t *h) { return tma_a(h) && tma_b(h); }
+
+/* The tensor map of a K-major operand: its rows (batches folded in) of K
+ * elements, a box of 64 x `rows`, 128B-swizzled as the stage's layout. */
+static void tensor_map(cg_ctx_t *c, const ir_buffer_t *x, int64_t rows, int box_rows, const char *name,
+                       cg_kernel_t *kd) {
+  cg_tensor_map_t *t = &kd->maps[kd->nmaps++];
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->param = -1;
+  for (int p = 0; p < c->f->nparams; p++)
+    if (c->f->params[p]->id == x->id) t->param = p;
+  t->dims[0] = x->shape[x->ndim - 1];
+  t->dims[1] = rows;
+  t->stride_bytes = t->dims[0] * 2;
+  t->box[0] = IR_HOPPER_K_TILE;
+  t->box[1] = box_rows;
+  t->swizzle = 128;
+}
+
+/* The kernel's head: shared memory, this CTA's tiles (one, or every
+ * gridDim.x-th of a persistent grid; `steps` counts their K steps, which
+ * index the ring), the mbarriers (full: the copying threads arrive, or the
+ * TMA thread with the stage's bytes; empty: the consumers), and two macros:
+ * the tile T's place in the grouped order, and the copies of K step J. */
 static void print_head(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o) {
   const ir_hopper_gemm_t *g = &h->g;
   int bm = ir_hopper_gemm_rows(g), bn = g->n_tile, s = g->stages, consumers = 128 * g->warpgroups;
-  int64_t stage = (int64_t)(bm + bn) * 128, tm = h->m / bm, tn = h->n / bn;
-  char gc_off[48];
-  snprintf(gc_off, sizeof gc_off, " + bat * %lldLL;\n", (long long)(h->m * h->n));
+  int64_t stage = (int64_t)(bm + bn) * 128, tm = h->m / bm, tn = h->n / bn, kt = h->k / IR_HOPPER_K_TILE;
+  int threads = g->producer ? 128 : consumers;
   tn_buf_printf(o,
                 "#ifdef TUNED_CUDA_HOST_H\n  __shared__ __align__(1024) unsigned char tuned_dyn_shared[%lld];\n"
                 "#else\n  extern __shared__ __align__(1024) unsigned char tuned_dyn_shared[];\n#endif\n",
                 (long long)smem);
   tn_buf_printf(o,
                 "  /* %d x %d tiles, %d warpgroup%s of %d m64n%dk16 blocks, %d stages of K 64, groups of %d row tiles,\n"
-                "     copies by %s */\n"
+                "     copies by %s%s, %s */\n"
                 "  unsigned char *smem = tuned_dyn_shared + ((1024u - (tuned_smem_addr(tuned_dyn_shared) & 1023u)) & "
                 "1023u);\n"
-                "  unsigned long long *full = (unsigned long long *)(smem + %lld), *empty = full + %d;\n"
-                "  const int bat = blockIdx.x / %lld, pid = blockIdx.x %% %lld; /* the batch, the tile in it */\n"
-                "  const unsigned short *ga = (const unsigned short *)%s + bat * %lldLL, *gb = (const unsigned short *)%s "
-                "+ bat * %lldLL;\n"
-                "%s%s%s"
-                "  const int tid = threadIdx.x, wg = tid / 128, lane = tid %% 128;\n"
-                "  const int width = %d * %lld, first = pid / width * %d;\n"
-                "  const int rows = %lld - first < %d ? %lld - first : %d;\n"
-                "  const long long m0 = (long long)(first + pid %% width %% rows) * %d, n0 = (long long)(pid %% width / "
-                "rows) * %d;\n",
+                "  unsigned long long *full = (unsigned long long *)(smem + %lld), *empty = full + %d;\n",
                 bm, bn, g->warpgroups, g->warpgroups > 1 ? "s" : "", g->m_frags, bn, s, g->group,
-                g->producer ? "a producer warpgroup (the last)" : "every thread", (long long)(stage * s), s,
-                (long long)(tm * tn), (long long)(tm * tn), c->bufs[h->a->id].name, (long long)(h->m * h->k),
-                c->bufs[h->b->id].name, (long long)(h->k * h->n), h->epi ? "" : "  float *gc = ",
-                h->epi ? "" : c->bufs[h->out->id].name, h->epi ? "" : gc_off,
-                g->group, (long long)tn,
-                g->group, (long long)tm, g->group, (long long)tm, g->group, bm, bn);
+                g->producer ? "a producer warpgroup (the last)" : "every thread",
+                tma_all(h) ? " (TMA)" : tma_a(h) ? " (TMA for A)" : tma_b(h) ? " (TMA for B)" : "",
+                g->ctas ? "a persistent grid" : "a CTA per tile", (long long)(stage * s), s);
+  if (!tma_a(h)) tn_buf_printf(o, "  const unsigned short *ga = (const unsigned short *)%s;\n", c->bufs[h->a->id].name);
+  if (!tma_b(h)) tn_buf_printf(o, "  const unsigned short *gb = (const unsigned short *)%s;\n", c->bufs[h->b->id].name);
   tn_buf_printf(o,
+                "  const int tid = threadIdx.x, wg = tid / 128, lane = tid %% 128;\n"
+                "  const int tiles = (%lld - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x, steps = tiles * %lld;\n"
                 "  if (tid == 0)\n    for (int s = 0; s < %d; s++) {\n      tuned_mbar_init(&full[s], %d);\n"
                 "      tuned_mbar_init(&empty[s], %d);\n    }\n  __syncthreads();\n",
-                s, g->producer ? 128 : consumers, consumers);
-  /* one stage's copies by THREADS threads numbered by T */
-  int threads = g->producer ? 128 : consumers;
+                (long long)(h->batch * tm * tn), (long long)kt, s, tma_all(h) ? 1 : threads, consumers);
   tn_buf_printf(o,
-                "#define TUNED_HOPPER_LOAD(KT, STAGE, T) do { "
-                "tuned_hopper_stage<%d, %d, %s>(smem + (STAGE) * %lld, ga, %lld, m0, (long long)(KT) * 64, T); "
-                "tuned_hopper_stage<%d, %d, %s>(smem + (STAGE) * %lld + %d, gb, %lld, n0, (long long)(KT) * 64, T); "
-                "tuned_fence_proxy_async(); tuned_mbar_arrive(&full[STAGE]); } while (0)\n",
-                bm, threads, h->a_k_inner ? "true" : "false", (long long)stage, (long long)(h->a_k_inner ? h->k : h->m),
-                bn, threads, h->b_k_inner ? "true" : "false", (long long)stage, bm * 128,
-                (long long)(h->b_k_inner ? h->k : h->n));
+                "#define TUNED_HOPPER_TILE(T) \\\n"
+                "  const int bat = (T) / %lld, pid = (T) %% %lld, first = pid / %lld * %d; \\\n"
+                "  const int rows = %lld - first < %d ? %lld - first : %d; \\\n"
+                "  const long long m0 = (long long)(first + pid %% %lld %% rows) * %d, n0 = (long long)(pid %% %lld / rows) "
+                "* %d; \\\n  (void)bat;\n",
+                (long long)(tm * tn), (long long)(tm * tn), (long long)(g->group * tn), g->group, (long long)tm,
+                g->group, (long long)tm, g->group, (long long)(g->group * tn), bm, (long long)(g->group * tn), bn);
+  tn_buf_printf(o,
+                "#define TUNED_HOPPER_LOAD(J, STAGE, T) do { \\\n"
+                "    TUNED_HOPPER_TILE((int)blockIdx.x + (J) / %lld * (int)gridDim.x) \\\n"
+                "    const int k0 = (J) %% %lld * 64; \\\n"
+                "    unsigned char *st = smem + (STAGE) * %lld; \\\n",
+                (long long)kt, (long long)kt, (long long)stage);
+  if (tma_a(h) || tma_b(h)) {
+    /* all TMA: the one arrival carries the bytes; else they are expected
+       before the copies and the copying threads' arrivals follow */
+    tn_buf_printf(o, "    if ((T) == 0) { \\\n      tuned_mbar_%sexpect_tx(&full[STAGE], %d); \\\n",
+                  tma_all(h) ? "arrive_" : "", (tma_a(h) ? bm * 128 : 0) + (tma_b(h) ? bn * 128 : 0));
+    if (tma_a(h))
+      tn_buf_printf(o, "      tuned_tma_load_2d(st, &tuned_map_a, k0, (int)(bat * %lldLL + m0), &full[STAGE]); \\\n",
+                    (long long)h->m);
+    if (tma_b(h))
+      tn_buf_printf(o, "      tuned_tma_load_2d(st + %d, &tuned_map_b, k0, (int)(bat * %lldLL + n0), &full[STAGE]); \\\n",
+                    bm * 128, (long long)h->n);
+    tn_buf_put(o, "    } \\\n");
+  }
+  if (!tma_a(h))
+    tn_buf_printf(o, "    tuned_hopper_stage<%d, %d, %s>(st, ga + bat * %lldLL, %lld, m0, k0, T); \\\n", bm, threads,
+                  h->a_k_inner ? "true" : "false", (long long)(h->m * h->k), (long long)(h->a_k_inner ? h->k : h->m));
+  if (!tma_b(h))
+    tn_buf_printf(o, "    tuned_hopper_stage<%d, %d, %s>(st + %d, gb + bat * %lldLL, %lld, n0, k0, T); \\\n", bn,
+                  threads, h->b_k_inner ? "true" : "false", bm * 128, (long long)(h->k * h->n),
+                  (long long)(h->b_k_inner ? h->k : h->n));
+  if (!tma_all(h)) tn_buf_put(o, "    tuned_fence_proxy_async(); tuned_mbar_arrive(&full[STAGE]); \\\n");
+  tn_buf_put(o, "  } while (0)\n");
 }
 
 /* The kernel's body after its declaration line.  Without a producer every
- * thread copies stage kt + stages - 1 after its warpgroup's wgmma of stage
- * kt - 1 completed; with one, the producer runs ahead on its own, waiting
- * only for the empty phases. */
+ * thread (TMA: thread 0) copies K step j + stages - 1 after its
+ * warpgroup's wgmma of step j - 1 completed; with one, the producer runs
+ * ahead on its own, waiting only for the empty phases.  K steps run on
+ * over a persistent CTA's tiles, so the next tile's first stages are
+ * copied while this one's last are multiplied. */
 static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o) {
   const ir_hopper_gemm_t *g = &h->g;
   int bm = ir_hopper_gemm_rows(g), bn = g->n_tile, s = g->stages;
@@ -193,65 +247,72 @@ static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
   print_head(c, h, smem, o);
   if (g->producer)
     tn_buf_printf(o,
-                  "  if (wg == %d) { /* the producer */\n"
+                  "  if (wg == %d) { /* the producer%s */\n"
                   "    tuned_setmaxnreg_dec<%d>();\n"
-                  "    for (int kt = 0; kt < %lld; kt++) {\n"
-                  "      const int s = kt %% %d;\n"
-                  "      if (kt >= %d)\n        while (!tuned_mbar_try_wait(&empty[s], (kt / %d - 1) & 1)) {\n        }\n"
-                  "      TUNED_HOPPER_LOAD(kt, s, lane);\n"
+                  "    for (int j = 0; j < steps%s; j++) {\n"
+                  "      const int s = j %% %d;\n"
+                  "      if (j >= %d)\n        while (!tuned_mbar_try_wait(&empty[s], (j / %d - 1) & 1)) {\n        }\n"
+                  "      TUNED_HOPPER_LOAD(j, s, lane);\n"
                   "    }\n"
                   "    return;\n"
                   "  }\n"
                   "  tuned_setmaxnreg_inc<%d>();\n",
-                  g->warpgroups, preg, (long long)kt, s, s, s, creg);
+                  g->warpgroups, tma_all(h) ? ": its first thread issues the TMA copies" : "", preg,
+                  tma_all(h) ? " && lane == 0" : "", s, s, s, creg);
   else
-    tn_buf_printf(o, "  for (int kt = 0; kt < %d && kt < %lld; kt++) TUNED_HOPPER_LOAD(kt, kt, tid);\n", s - 1,
-                  (long long)kt);
+    tn_buf_printf(o, "  for (int j = 0; j < %d && j < steps; j++) TUNED_HOPPER_LOAD(j, j, tid);\n", s - 1);
   tn_buf_printf(o,
-                "  tuned_wgmma_acc<%d> acc[%d];\n"
-                "  for (int kt = 0; kt < %lld; kt++) {\n"
-                "    const int s = kt %% %d;\n"
-                "    while (!tuned_mbar_try_wait(&full[s], (kt / %d) & 1)) {\n    }\n"
-                "    tuned_wgmma_fence();\n"
+                "  for (int t = 0, j = 0; t < tiles; t++) {\n"
+                "    TUNED_HOPPER_TILE((int)blockIdx.x + t * (int)gridDim.x)\n");
+  if (!h->epi)
+    tn_buf_printf(o, "    float *gc = %s + bat * %lldLL;\n", c->bufs[h->out->id].name, (long long)(h->m * h->n));
+  tn_buf_printf(o,
+                "    tuned_wgmma_acc<%d> acc[%d];\n"
+                "    for (int kt = 0; kt < %lld; kt++, j++) {\n"
+                "      const int s = j %% %d;\n"
+                "      while (!tuned_mbar_try_wait(&full[s], (j / %d) & 1)) {\n      }\n"
+                "      tuned_wgmma_fence();\n"
                 "#pragma unroll\n"
-                "    for (int f = 0; f < %d; f++)\n"
+                "      for (int f = 0; f < %d; f++)\n"
                 "#pragma unroll\n"
-                "      for (int kk = 0; kk < 4; kk++)\n"
-                "        tuned_wgmma_%s(acc[f],\n"
-                "                       tuned_wgmma_desc(smem + s * %lld + (wg * %d + f) * 8192 + kk * 32, 128, 1024, "
+                "        for (int kk = 0; kk < 4; kk++)\n"
+                "          tuned_wgmma_%s(acc[f],\n"
+                "                         tuned_wgmma_desc(smem + s * %lld + (wg * %d + f) * 8192 + kk * 32, 128, 1024, "
                 "TUNED_SWIZZLE_128B),\n"
-                "                       tuned_wgmma_desc(smem + s * %lld + %d + kk * 32, 128, 1024, TUNED_SWIZZLE_128B),\n"
-                "                       kt > 0 || kk > 0);\n"
-                "    tuned_wgmma_commit();\n"
-                "    tuned_wgmma_wait<1>(); /* the stage before is read: its slot may be refilled */\n"
-                "    if (kt > 0) tuned_mbar_arrive(&empty[(kt - 1) %% %d]);\n",
+                "                         tuned_wgmma_desc(smem + s * %lld + %d + kk * 32, 128, 1024, "
+                "TUNED_SWIZZLE_128B),\n"
+                "                         kt > 0 || kk > 0);\n"
+                "      tuned_wgmma_commit();\n"
+                "      tuned_wgmma_wait<1>(); /* the step before is read: its slot may be refilled */\n"
+                "      if (j > 0) tuned_mbar_arrive(&empty[(j - 1) %% %d]);\n",
                 bn, g->m_frags, (long long)kt, s, s, g->m_frags, ty, (long long)stage, g->m_frags, (long long)stage,
                 bm * 128, s);
   if (!g->producer)
     tn_buf_printf(o,
-                  "    const int next = kt + %d;\n"
-                  "    if (next < %lld) {\n"
-                  "      const int ns = next %% %d;\n"
-                  "      if (next >= %d)\n        while (!tuned_mbar_try_wait(&empty[ns], (next / %d - 1) & 1)) {\n        }\n"
-                  "      TUNED_HOPPER_LOAD(next, ns, tid);\n"
-                  "    }\n",
-                  s - 1, (long long)kt, s, s, s);
-  tn_buf_put(o, "  }\n  tuned_wgmma_wait<0>();\n#undef TUNED_HOPPER_LOAD\n");
+                  "      const int next = j + %d;\n"
+                  "      if (next < steps%s) {\n"
+                  "        const int ns = next %% %d;\n"
+                  "        if (next >= %d)\n          while (!tuned_mbar_try_wait(&empty[ns], (next / %d - 1) & 1)) {\n"
+                  "          }\n"
+                  "        TUNED_HOPPER_LOAD(next, ns, tid);\n"
+                  "      }\n",
+                  s - 1, tma_all(h) ? " && tid == 0" : "", s, s, s);
+  tn_buf_put(o, "    }\n    tuned_wgmma_wait<0>();\n");
   tn_buf_printf(o,
-                "  /* register i of m64 block f: row 16 warp + lane / 4 (+ 8), columns 8 (i / 4) + 2 (lane %% 4) and + 1 */\n"
+                "    /* register i of m64 block f: row 16 warp + lane / 4 (+ 8), columns 8 (i / 4) + 2 (lane %% 4) and + 1 */\n"
                 "#pragma unroll\n"
-                "  for (int f = 0; f < %d; f++)\n"
+                "    for (int f = 0; f < %d; f++)\n"
                 "#pragma unroll\n"
-                "    for (int i = 0; i < %d; i += 2) {\n"
-                "      long long r = m0 + (wg * %d + f) * 64 + 16 * (lane / 32) + lane %% 32 / 4 + 8 * (i / 2 %% 2);\n"
-                "      long long col = n0 + 8 * (i / 4) + 2 * (lane %% 4);\n",
+                "      for (int i = 0; i < %d; i += 2) {\n"
+                "        long long r = m0 + (wg * %d + f) * 64 + 16 * (lane / 32) + lane %% 32 / 4 + 8 * (i / 2 %% 2);\n"
+                "        long long col = n0 + 8 * (i / 4) + 2 * (lane %% 4);\n",
                 g->m_frags, bn / 2, g->m_frags);
   if (h->epi)
     print_epilogue(c, h, o);
   else
-    tn_buf_printf(o, "      float2 v;\n      v.x = acc[f][i];\n      v.y = acc[f][i + 1];\n"
-                     "      *(float2 *)(gc + r * %lld + col) = v;\n", (long long)h->n);
-  tn_buf_put(o, "    }\n");
+    tn_buf_printf(o, "        float2 v;\n        v.x = acc[f][i];\n        v.y = acc[f][i + 1];\n"
+                     "        *(float2 *)(gc + r * %lld + col) = v;\n", (long long)h->n);
+  tn_buf_put(o, "      }\n  }\n#undef TUNED_HOPPER_LOAD\n#undef TUNED_HOPPER_TILE\n");
 }
 
 /* Marks every load of acc in e to print as `text`. */
@@ -273,7 +334,7 @@ static void print_epilogue(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o) {
   tn_buf_t *saved_o = c->o;
   const ir_block_t *saved_blk = c->blk;
   int saved_ind = c->ind, saved_novr = c->novr;
-  c->o = o, c->blk = h->epi, c->ind = 3;
+  c->o = o, c->blk = h->epi, c->ind = 4;
   override_loads(c, st->u.store.value, h->out, "tuned_v");
   for (int e = 0; e < 2; e++) {
     cg_line(c, "{");
@@ -301,7 +362,8 @@ int cg_hopper_gemm_emit(cg_ctx_t *c, int k, cg_kernel_t *kd, const char *args, t
   c->kernel = k;
   int64_t smem = ir_hopper_gemm_smem(&h.g);
   int bm = ir_hopper_gemm_rows(&h.g), threads = ir_hopper_gemm_threads(&h.g);
-  kd->grid[0] = h.batch * (h.m / bm) * (h.n / h.g.n_tile);
+  int64_t tiles = h.batch * (h.m / bm) * (h.n / h.g.n_tile);
+  kd->grid[0] = h.g.ctas > 0 && h.g.ctas < tiles ? h.g.ctas : tiles;
   kd->grid[1] = kd->grid[2] = kd->block[1] = kd->block[2] = 1;
   kd->block[0] = threads;
   kd->dyn_shared_bytes = smem;
@@ -312,7 +374,13 @@ int cg_hopper_gemm_emit(cg_ctx_t *c, int k, cg_kernel_t *kd, const char *args, t
   for (int i = 0; i < c->nhopper_n; i++) seen |= c->hopper_n[i] == h.g.n_tile;
   if (!seen && c->nhopper_n < CG_MAX_HOPPER_N) c->hopper_n[c->nhopper_n++] = h.g.n_tile;
   c->need_hopper = true;
-  tn_buf_printf(out, "%s void __launch_bounds__(%d, 1) %s(%s) {\n", c->d->kernel_decl, threads, kd->name, args);
+  kd->nmaps = 0;
+  if (tma_a(&h)) tensor_map(c, h.a, h.batch * h.m, bm, "tuned_map_a", kd);
+  if (tma_b(&h)) tensor_map(c, h.b, h.batch * h.n, h.g.n_tile, "tuned_map_b", kd);
+  tn_buf_printf(out, "%s void __launch_bounds__(%d, 1) %s(%s", c->d->kernel_decl, threads, kd->name, args);
+  for (int i = 0; i < kd->nmaps; i++)
+    tn_buf_printf(out, ", const __grid_constant__ tuned_tensor_map %s", kd->maps[i].name);
+  tn_buf_put(out, ") {\n");
   print_body(c, &h, smem, out);
   tn_buf_put(out, "}\n\n");
   return TN_OK;

@@ -582,6 +582,26 @@ static const char *role_name(const cg_param_t *p) {
   return p->role == IR_BUF_INPUT ? "input" : p->role == IR_BUF_OUTPUT ? "output" : p->packs ? "packed" : "workspace";
 }
 
+static cJSON *tensor_maps_json(const cg_module_t *m, const cg_kernel_t *k) {
+  cJSON *a = cJSON_CreateArray();
+  for (int i = 0; i < k->nmaps; i++) {
+    const cg_tensor_map_t *t = &k->maps[i];
+    cJSON *o = cJSON_CreateObject(), *dims = cJSON_CreateArray(), *box = cJSON_CreateArray();
+    cJSON_AddStringToObject(o, "name", t->name);
+    cJSON_AddStringToObject(o, "param", t->param >= 0 && t->param < m->nparams ? m->params[t->param].name : "");
+    for (int d = 0; d < 2; d++) {
+      cJSON_AddItemToArray(dims, cJSON_CreateNumber((double)t->dims[d]));
+      cJSON_AddItemToArray(box, cJSON_CreateNumber(t->box[d]));
+    }
+    cJSON_AddItemToObject(o, "dims", dims);
+    cJSON_AddNumberToObject(o, "stride_bytes", (double)t->stride_bytes);
+    cJSON_AddItemToObject(o, "box", box);
+    cJSON_AddNumberToObject(o, "swizzle", t->swizzle);
+    cJSON_AddItemToArray(a, o);
+  }
+  return a;
+}
+
 char *cg_module_launch_json(const cg_module_t *m) {
   cJSON *root = cJSON_CreateObject(), *ks = cJSON_CreateArray(), *ps = cJSON_CreateArray();
   if (!root || !ks || !ps) {
@@ -600,6 +620,7 @@ char *cg_module_launch_json(const cg_module_t *m) {
     cJSON_AddItemToObject(o, "block", int_triple(k->block));
     cJSON_AddNumberToObject(o, "dyn_shared_bytes", (double)k->dyn_shared_bytes);
     cJSON_AddNumberToObject(o, "static_shared_bytes", (double)k->static_shared_bytes);
+    if (k->nmaps) cJSON_AddItemToObject(o, "tensor_maps", tensor_maps_json(m, k));
     cJSON_AddItemToArray(ks, o);
   }
   for (int i = 0; i < m->nparams; i++) {

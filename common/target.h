@@ -27,6 +27,7 @@ typedef struct tn_target {
   int warp_size;
   int max_vector_bytes;           /* widest vector load/store */
   int num_cores;                  /* CPU cores (0: detect at run time) */
+  int sm_count;                   /* GPU streaming multiprocessors (a persistent grid's CTAs); 0 unknown */
   double peak_gflops;             /* float32, non-tensor; 0 if unknown (no roofline) */
   double peak_gbps;               /* memory bandwidth; 0 if unknown (no roofline) */
   /* CUDA: shared memory per block a kernel may opt into (dynamic shared

@@ -209,6 +209,11 @@ static int launch_all(const tuned_kernel_t *k, CUmodule mod, void **args) {
   for (int i = 0; i < k->nkernels; i++) {
     const tuned_launch_t *l = &k->kernels[i];
     CUfunction fn;
+    if (l->ntensor_maps) { /* Hopper GEMMs that copy by TMA: docs/protocol.md says how to make them */
+      fprintf(stderr, "matmul_host: kernel %s takes %d TMA tensor maps (cuTensorMapEncodeTiled), which this example "
+              "does not make\n", l->name, l->ntensor_maps);
+      return -1;
+    }
     if (cu_check(cu.get_function(&fn, mod, l->name), "cuModuleGetFunction") < 0 ||
         cu_check(cu.launch(fn, (unsigned)l->grid[0], (unsigned)l->grid[1], (unsigned)l->grid[2],
                            (unsigned)l->block[0], (unsigned)l->block[1], (unsigned)l->block[2],

@@ -608,6 +608,12 @@ bool ir_hopper_gemm_get(const ir_block_t *b, ir_hopper_gemm_t *g, char *why, siz
       !annot_int(b, IR_ANN_HOPPER_GROUP, 1, 64, &g->group, why, why_len) ||
       !annot_int(b, IR_ANN_HOPPER_PRODUCER, 0, 1, &g->producer, why, why_len))
     return false;
+  g->tma = g->ctas = 0; /* blocks annotated before these decisions existed */
+  if ((ir_annot_get(b->annots, b->nannots, IR_ANN_HOPPER_TMA) &&
+       !annot_int(b, IR_ANN_HOPPER_TMA, 0, 1, &g->tma, why, why_len)) ||
+      (ir_annot_get(b->annots, b->nannots, IR_ANN_HOPPER_CTAS) &&
+       !annot_int(b, IR_ANN_HOPPER_CTAS, 0, 1 << 16, &g->ctas, why, why_len)))
+    return false;
   if (g->n_tile % 8) {
     if (why) snprintf(why, why_len, "block \"%s\": %s %d is not a multiple of 8", b->name, IR_ANN_HOPPER_N_TILE,
                       g->n_tile);

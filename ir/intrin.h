@@ -111,12 +111,20 @@ int ir_intrin_match(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in
 #define IR_ANN_HOPPER_STAGES "hopper_gemm.stages"         /* K ring buffer stages: 2 to 6 */
 #define IR_ANN_HOPPER_GROUP "hopper_gemm.group"           /* row tiles per group of the grouped tile order */
 #define IR_ANN_HOPPER_PRODUCER "hopper_gemm.producer"     /* 1: a producer warpgroup copies (setmaxnreg); 0: all */
+/* 1: the K-major operands' stages come by TMA (cp.async.bulk.tensor.2d), the
+ * others by ordinary stores; 0: all by ordinary stores.  Absent: 0. */
+#define IR_ANN_HOPPER_TMA "hopper_gemm.tma"
+/* > 0: a persistent grid of this many CTAs (the target's SMs) looping over
+ * the tiles; 0: one CTA per tile.  Absent: 0. */
+#define IR_ANN_HOPPER_CTAS "hopper_gemm.ctas"
 
 /* K per stage: one 128-byte swizzled row of 16-bit elements. */
 #define IR_HOPPER_K_TILE 64
 
 typedef struct ir_hopper_gemm {
   int warpgroups, m_frags, n_tile, stages, group, producer;
+  int tma;  /* IR_ANN_HOPPER_TMA */
+  int ctas; /* IR_ANN_HOPPER_CTAS */
 } ir_hopper_gemm_t;
 
 /* Reads the decisions from a block's annotations: false when the block has

@@ -214,12 +214,23 @@ static const char *const cuda_ptr_type[] = {"unsigned char", "int", "long long",
                                             "__nv_bfloat16"};
 
 /* The launcher: tuned_entry_<first kernel's name> runs the candidate's
- * kernels in order over their grids, as the CUDA worker would launch them. */
+ * kernels in order over their grids, as the CUDA worker would launch them:
+ * a kernel's tensor maps made by the harness's cuTensorMapEncodeTiled from
+ * the arguments' addresses, passed after them. */
 static void launcher(const ms_candidate_t *cand, tn_buf_t *o) {
   tn_buf_printf(o, "\nextern \"C\" int tuned_entry_%s(void **args) {\n", cand->kernels[0].name);
   for (int k = 0; k < cand->nkernels; k++) {
     const cg_kernel_t *kd = &cand->kernels[k];
-    tn_buf_printf(o, "  tuned_host::launch(\"%s\", dim3{%lldu, %lldu, %lldu}, dim3{%lldu, %lldu, %lldu}, [&] {\n    %s(",
+    tn_buf_put(o, "  {\n");
+    for (int i = 0; i < kd->nmaps; i++) {
+      const cg_tensor_map_t *t = &kd->maps[i];
+      tn_buf_printf(o, "    static tuned_tensor_map %s;\n    tuned_host::kernel_name = \"%s\";\n"
+                    "    tuned_host::tensor_map_2d(&%s, args[%d], %d, %lldu, %lldu, %lldu, %du, %du, %d);\n",
+                    t->name, kd->name, t->name, t->param, ir_dtype_bytes(cand->params[t->param].dtype),
+                    (long long)t->dims[0], (long long)t->dims[1], (long long)t->stride_bytes, t->box[0], t->box[1],
+                    t->swizzle);
+    }
+    tn_buf_printf(o, "    tuned_host::launch(\"%s\", dim3{%lldu, %lldu, %lldu}, dim3{%lldu, %lldu, %lldu}, [&] {\n      %s(",
                   kd->name, (long long)kd->grid[0], (long long)kd->grid[1], (long long)kd->grid[2],
                   (long long)kd->block[0], (long long)kd->block[1], (long long)kd->block[2], kd->name);
     for (int i = 0; i < cand->nparams; i++) {
@@ -227,7 +238,8 @@ static void launcher(const ms_candidate_t *cand, tn_buf_t *o) {
       tn_buf_printf(o, "%s(%s *)args[%d]", i ? ", " : "",
                     t >= 0 && t < (int)TN_ARRAY_LEN(cuda_ptr_type) ? cuda_ptr_type[t] : "void", i);
     }
-    tn_buf_put(o, ");\n  });\n");
+    for (int i = 0; i < kd->nmaps; i++) tn_buf_printf(o, ", %s", kd->maps[i].name);
+    tn_buf_put(o, ");\n    });\n  }\n");
   }
   tn_buf_put(o, "  return 0;\n}\n");
 }

@@ -34,6 +34,8 @@ void ms_candidate_free(ms_candidate_t *c) {
   free(c);
 }
 
+#define IDENT_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
+
 int ms_candidate_new(const tn_target_t *t, const char *source, const cg_kernel_t *kernels,
                      int nkernels, const cg_param_t *params, int nparams, ms_candidate_t **out,
                      tn_err_t *err) {
@@ -49,6 +51,18 @@ int ms_candidate_new(const tn_target_t *t, const char *source, const cg_kernel_t
   for (int i = 0; i < nparams; i++)
     if (!params[i].name || params[i].ndim < 0 || params[i].ndim > IR_MAX_DIMS)
       return tn_err_set(err, TN_EINVAL, "candidate: parameter %d has no name or a bad rank", i);
+  for (int i = 0; i < nkernels; i++) {
+    if (kernels[i].nmaps < 0 || kernels[i].nmaps > CG_MAX_TENSOR_MAPS)
+      return tn_err_set(err, TN_EINVAL, "candidate: kernel %s has %d tensor maps (at most %d)", kernels[i].name,
+                        kernels[i].nmaps, CG_MAX_TENSOR_MAPS);
+    for (int m = 0; m < kernels[i].nmaps; m++) {
+      const cg_tensor_map_t *t = &kernels[i].maps[m];
+      size_t len = strnlen(t->name, sizeof t->name);
+      if (!len || len == sizeof t->name || strspn(t->name, IDENT_CHARS) != len || t->param < 0 || t->param >= nparams)
+        return tn_err_set(err, TN_EINVAL, "candidate: kernel %s: tensor map %d needs a name and one of the %d "
+                          "parameters", kernels[i].name, m, nparams);
+    }
+  }
   ms_candidate_t *c = tn_xcalloc(1, sizeof *c);
   c->target = *t;
   c->source = tn_xstrdup(source);

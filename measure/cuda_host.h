@@ -706,16 +706,17 @@ inline void hb_release(std::vector<unsigned> &to) {
   c[(size_t)cur->lin]++;
 }
 
-/* Stores over shared bytes at `off` must come after the wgmmas that read
- * them: none in flight, the last completed one's clock acquired. */
-inline void hb_check_overwrite(size_t off) {
+/* Stores (or a TMA copy's, `what`) over shared bytes at `off` must come
+ * after the wgmmas that read them: none in flight, the last completed
+ * one's clock acquired. */
+inline void hb_check_overwrite(size_t off, const char *what = "ordinary stores") {
   if (wg_reading[off / 16])
-    fail("%s", "ordinary stores over shared memory that a wgmma.mma_async in flight reads (wait for the stage's "
-               "empty mbarrier phase first)");
+    fail("%s over shared memory that a wgmma.mma_async in flight reads (wait for the stage's empty mbarrier phase "
+         "first)", what);
   const hb_write &r = hb_reads[off / 16];
   if (r.thread >= 0 && r.thread != cur->lin && hb_clock()[(size_t)r.thread] < r.clock) {
     char msg[160];
-    snprintf(msg, sizeof msg, "ordinary stores over shared memory that the wgmma of thread %d's warpgroup read", r.thread);
+    snprintf(msg, sizeof msg, "%s over shared memory that the wgmma of thread %d's warpgroup read", what, r.thread);
     fail("%s, with no mbarrier phase ordering that wgmma's wait_group before the stores (wait for the stage's empty "
          "phase first)", msg);
   }
@@ -1027,7 +1028,10 @@ inline void tma_load_2d(void *dst, const void *map, int x, int y, void *bar) {
         memcpy(&c.data[r * row + e * (size_t)m.elem], m.base + (uint64_t)gy * m.stride + (uint64_t)gx * (uint64_t)m.elem,
                (size_t)m.elem);
     }
-  for (size_t o = 0; o < c.data.size(); o += 16) tma_flying[swizzled(off + o, m.swizzle) / 16]++;
+  for (size_t o = 0; o < c.data.size(); o += 16) { /* written from now on, in the background */
+    hb_check_overwrite(swizzled(off + o, m.swizzle), "a TMA copy");
+    tma_flying[swizzled(off + o, m.swizzle) / 16]++;
+  }
   tma_copies.push_back(std::move(c));
   mbar_progress(mbar(bar, op));
 }

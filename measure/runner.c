@@ -331,6 +331,26 @@ static int ensure_worker(ms_runner_t *r, tn_err_t *err) {
   return rc;
 }
 
+/* A kernel's tensor maps as the worker makes them: argument (= candidate
+ * parameter) `arg`, its element size, and cg_tensor_map_t's geometry. */
+static cJSON *tensor_maps_request(const ms_candidate_t *c, const cg_kernel_t *k) {
+  cJSON *a = cJSON_CreateArray();
+  for (int i = 0; i < k->nmaps; i++) {
+    const cg_tensor_map_t *t = &k->maps[i];
+    cJSON *o = cJSON_CreateObject(), *dims = cJSON_AddArrayToObject(o, "dims"), *box = cJSON_AddArrayToObject(o, "box");
+    cJSON_AddNumberToObject(o, "arg", t->param);
+    cJSON_AddNumberToObject(o, "elem_bytes", ir_dtype_bytes(c->params[t->param].dtype));
+    for (int d = 0; d < 2; d++) {
+      cJSON_AddItemToArray(dims, cJSON_CreateNumber((double)t->dims[d]));
+      cJSON_AddItemToArray(box, cJSON_CreateNumber(t->box[d]));
+    }
+    cJSON_AddNumberToObject(o, "stride_bytes", (double)t->stride_bytes);
+    cJSON_AddNumberToObject(o, "swizzle", t->swizzle);
+    cJSON_AddItemToArray(a, o);
+  }
+  return a;
+}
+
 /* The run request for cand; fails the result when its parameters do not
  * match the workload's. */
 static cJSON *run_request(const ms_runner_t *r, const ms_candidate_t *c, const ms_result_t *res, ms_result_t *out) {
@@ -349,6 +369,7 @@ static cJSON *run_request(const ms_runner_t *r, const ms_candidate_t *c, const m
       cJSON_AddItemToArray(cJSON_GetObjectItem(kj, "block"), cJSON_CreateNumber((double)c->kernels[k].block[d]));
     }
     cJSON_AddNumberToObject(kj, "dyn_shared_bytes", (double)c->kernels[k].dyn_shared_bytes);
+    if (c->kernels[k].nmaps) cJSON_AddItemToObject(kj, "tensor_maps", tensor_maps_request(c, &c->kernels[k]));
     cJSON_AddItemToArray(ks, kj);
   }
   int next = 0;

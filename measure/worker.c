@@ -25,7 +25,10 @@
  *   {"op": "run", "backend": "cpu" | "opencl" | "cuda",
  *    "artifact": "/run/dir/b000001/cand.so" (| cand.cl | cand.cubin),
  *    "kernels": [{"name": "...", "grid": [x, y, z], "block": [x, y, z],
- *                 "dyn_shared_bytes": 0}, ...],
+ *                 "dyn_shared_bytes": 0,
+ *                 "tensor_maps": [{"arg": 0, "elem_bytes": 2, "dims": [K, M], "stride_bytes": 2K,
+ *                                  "box": [64, 128], "swizzle": 128}] (optional: TMA tensor maps made
+ *                   from the argument's device buffer, passed after the arguments)}, ...],
  *    "args": [{"param": 0}, ..., {"workspace": 65536}],
  *    "pack": "tuned_pack_<entry>" (optional, cpu: run once at load, on the
  *      same arguments, to fill the packed copies of constant inputs; the
@@ -208,6 +211,36 @@ static int parse_dims(const cJSON *k, const char *key, int64_t out[3]) {
   return 0;
 }
 
+/* A kernel's "tensor_maps": each names an argument, its element size and
+ * the 2-D geometry; the driver checks the rest when it encodes the map. */
+static int parse_maps(const cJSON *kj, wk_kernel_t *k, wk_err_t *e) {
+  const cJSON *ms = cJSON_GetObjectItemCaseSensitive(kj, "tensor_maps"), *x;
+  if (!ms) return 0;
+  if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) > (int)TN_ARRAY_LEN(k->maps))
+    return wk_fail(e, "run: kernel %s: \"tensor_maps\" must be an array of at most %d", k->name,
+                   (int)TN_ARRAY_LEN(k->maps));
+  cJSON_ArrayForEach(x, ms) {
+    wk_tensor_map_t *t = &k->maps[k->nmaps++];
+    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(x, "dims"), *box = cJSON_GetObjectItemCaseSensitive(x, "box");
+    t->arg = (int)jnum(x, "arg", -1);
+    t->elem_bytes = (int)jnum(x, "elem_bytes", 0);
+    t->stride_bytes = (int64_t)jnum(x, "stride_bytes", 0);
+    t->swizzle = (int)jnum(x, "swizzle", 0);
+    bool ok = cJSON_GetArraySize(dims) == 2 && cJSON_GetArraySize(box) == 2 && t->arg >= 0 && t->elem_bytes > 0 &&
+              t->stride_bytes > 0;
+    for (int d = 0; ok && d < 2; d++) {
+      const cJSON *a = cJSON_GetArrayItem(dims, d), *b = cJSON_GetArrayItem(box, d);
+      ok = cJSON_IsNumber(a) && cJSON_IsNumber(b) && a->valuedouble >= 1 && b->valuedouble >= 1 &&
+           b->valuedouble <= 256;
+      if (ok) t->dims[d] = (int64_t)a->valuedouble, t->box[d] = (int)b->valuedouble;
+    }
+    if (!ok)
+      return wk_fail(e, "run: kernel %s: tensor map %d needs arg, elem_bytes, dims [2], stride_bytes and box [2] "
+                     "(sides 1 to 256)", k->name, k->nmaps - 1);
+  }
+  return 0;
+}
+
 static int parse_run(const cJSON *req, wk_run_t *r, wk_err_t *e) {
   const char *art = jstr(req, "artifact");
   const cJSON *ks = cJSON_GetObjectItemCaseSensitive(req, "kernels");
@@ -225,6 +258,7 @@ static int parse_run(const cJSON *req, wk_run_t *r, wk_err_t *e) {
       return wk_fail(e, "run: kernel %d needs a name, grid and block", r->nkernels - 1);
     snprintf(k->name, sizeof k->name, "%s", name);
     k->dyn_shared_bytes = (int64_t)jnum(x, "dyn_shared_bytes", 0);
+    if (parse_maps(x, k, e) < 0) return -1;
   }
   cJSON_ArrayForEach(x, as) {
     if (r->nargs >= WK_MAX_ARGS) return wk_fail(e, "run: more than %d arguments", WK_MAX_ARGS);
@@ -235,6 +269,11 @@ static int parse_run(const cJSON *req, wk_run_t *r, wk_err_t *e) {
       return wk_fail(e, "run: argument %d is neither a workload parameter (0..%d) nor a workspace", r->nargs - 1,
                      W.nparams - 1);
   }
+  for (int k = 0; k < r->nkernels; k++)
+    for (int m = 0; m < r->kernels[k].nmaps; m++)
+      if (r->kernels[k].maps[m].arg >= r->nargs)
+        return wk_fail(e, "run: kernel %s: tensor map %d describes argument %d of %d", r->kernels[k].name, m,
+                       r->kernels[k].maps[m].arg, r->nargs);
   return 0;
 }
 

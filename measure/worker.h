@@ -39,10 +39,20 @@ typedef struct wk_workload {
   int gen; /* changes with every load, so backends rebind their buffers */
 } wk_workload_t;
 
+/* A TMA tensor map the kernel takes after the arguments (cg_tensor_map_t):
+ * made by cuTensorMapEncodeTiled from argument `arg`'s device address. */
+typedef struct wk_tensor_map {
+  int arg, elem_bytes;
+  int64_t dims[2], stride_bytes;
+  int box[2], swizzle;
+} wk_tensor_map_t;
+
 typedef struct wk_kernel {
   char name[64];
   int64_t grid[3], block[3];
   int64_t dyn_shared_bytes;
+  wk_tensor_map_t maps[2];
+  int nmaps;
 } wk_kernel_t;
 
 /* Argument i of every kernel: a workload parameter or a workspace. */

@@ -1,7 +1,8 @@
 /* worker_cuda.c — the worker's CUDA backend: the driver API loaded with
  * dlopen ($TUNED_CUDA_DRIVER or libcuda.so.1) and cuGetProcAddress (ABI
  * 12000), the primary context of device 0, device buffers per workload,
- * cuModuleLoadData of the CUBIN, cuLaunchKernel, timing with CUDA events.
+ * cuModuleLoadData of the CUBIN, TMA tensor maps (cuTensorMapEncodeTiled)
+ * over the arguments' buffers, cuLaunchKernel, timing with CUDA events.
  * A sticky error (illegal address, launch failure, ...) is fatal: the worker
  * replies and exits, and the runner starts a fresh one. */
 #include <dlfcn.h>
@@ -40,7 +41,8 @@
   X(event_record, "cuEventRecord", PFN_cuEventRecord_v2000)         \
   X(event_sync, "cuEventSynchronize", PFN_cuEventSynchronize_v2000) \
   X(event_elapsed, "cuEventElapsedTime", PFN_cuEventElapsedTime_v2000) \
-  X(error_name, "cuGetErrorName", PFN_cuGetErrorName_v6000)
+  X(error_name, "cuGetErrorName", PFN_cuGetErrorName_v6000)         \
+  X(tensor_map_tiled, "cuTensorMapEncodeTiled", PFN_cuTensorMapEncodeTiled_v12000)
 
 static struct {
 #define FIELD(f, name, type) type f;
@@ -56,7 +58,8 @@ static struct {
   CUmodule mod;
   CUfunction fns[WK_MAX_KERNELS];
   CUdeviceptr argv[WK_MAX_ARGS];
-  void *argp[WK_MAX_ARGS];
+  CUtensorMap maps[WK_MAX_KERNELS][2];
+  void *argp[WK_MAX_KERNELS][WK_MAX_ARGS + 2]; /* kernel k's: &argv[i], then &maps[k][m] */
   const wk_run_t *run;
   CUevent ev0, ev1;
   CUdeviceptr flush;
@@ -140,6 +143,30 @@ static int cuda_bind(const wk_workload_t *w, wk_err_t *e) {
   return 0;
 }
 
+/* A 2-D tiled tensor map over argument t->arg's device buffer (zero fill,
+ * no interleave or L2 promotion); the data type only sizes the elements. */
+static int encode_map(const wk_tensor_map_t *t, CUtensorMap *out, wk_err_t *e) {
+  CUtensorMapDataType type = t->elem_bytes == 1   ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                             : t->elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                             : t->elem_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32
+                                                  : CU_TENSOR_MAP_DATA_TYPE_UINT64;
+  CUtensorMapSwizzle sw = t->swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                          : t->swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                          : t->swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                             : CU_TENSOR_MAP_SWIZZLE_NONE;
+  if ((t->elem_bytes != 1 && t->elem_bytes != 2 && t->elem_bytes != 4 && t->elem_bytes != 8) ||
+      (t->swizzle && sw == CU_TENSOR_MAP_SWIZZLE_NONE))
+    return wk_fail(e, "tensor map of argument %d: %d-byte elements, %d-byte swizzle (1/2/4/8 and 0/32/64/128 "
+                   "expected)", t->arg, t->elem_bytes, t->swizzle);
+  cuuint64_t dims[2] = {(cuuint64_t)t->dims[0], (cuuint64_t)t->dims[1]}, strides[1] = {(cuuint64_t)t->stride_bytes};
+  cuuint32_t box[2] = {(cuuint32_t)t->box[0], (cuuint32_t)t->box[1]}, unit[2] = {1, 1};
+  CU_TRY(cu.tensor_map_tiled(out, type, 2, (void *)(uintptr_t)cu.argv[t->arg], dims, strides, box, unit,
+                             CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+         "cuTensorMapEncodeTiled");
+  return 0;
+}
+
 static int cuda_load(const wk_run_t *r, wk_err_t *e) {
   char *image = NULL;
   size_t len;
@@ -171,7 +198,13 @@ static int cuda_load(const wk_run_t *r, wk_err_t *e) {
       }
       cu.argv[i] = cu.ws[i];
     }
-    cu.argp[i] = &cu.argv[i];
+  }
+  for (int k = 0; k < r->nkernels; k++) {
+    for (int i = 0; i < r->nargs; i++) cu.argp[k][i] = &cu.argv[i];
+    for (int m = 0; m < r->kernels[k].nmaps; m++) {
+      if (encode_map(&r->kernels[k].maps[m], &cu.maps[k][m], e) < 0) return -1;
+      cu.argp[k][r->nargs + m] = &cu.maps[k][m];
+    }
   }
   return 0;
 }
@@ -195,7 +228,7 @@ static int cuda_launch(double *secs, wk_err_t *e) {
     const wk_kernel_t *kk = &r->kernels[k];
     CU_TRY(cu.launch(cu.fns[k], (unsigned)kk->grid[0], (unsigned)kk->grid[1], (unsigned)kk->grid[2],
                      (unsigned)kk->block[0], (unsigned)kk->block[1], (unsigned)kk->block[2],
-                     (unsigned)kk->dyn_shared_bytes, NULL, cu.argp, NULL),
+                     (unsigned)kk->dyn_shared_bytes, NULL, cu.argp[k], NULL),
            kk->name);
   }
   CU_TRY(cu.event_record(cu.ev1, NULL), "cuEventRecord");

@@ -14,8 +14,12 @@
  * consumer warpgroups {1, 2}, m64 blocks per warpgroup {1, 2}, N tile
  * {64, 128, 192, 256} (those dividing the block's N), stages {2..6}, the
  * grouped order's group {1, 2, 4, 8} (row tiles that share a column of B in
- * L2) and the copies {0: by every thread, 1: by a producer warpgroup that
- * gives its registers to the consumers with setmaxnreg}.  Combinations the target cannot hold (shared memory, accumulator
+ * L2), the copies {0: by every thread, 1: by a producer warpgroup that
+ * gives its registers to the consumers with setmaxnreg}, TMA {0: ordinary
+ * stores, 1: the K-major operands by cp.async.bulk.tensor (only offered
+ * where one is K-major)} and the grid {0: a CTA per tile, the target's
+ * sm_count: a persistent grid whose CTAs loop over the tiles (only offered
+ * where the target has an sm_count)}.  Combinations the target cannot hold (shared memory, accumulator
  * registers) are refused by the verify postprocessor with the reason.  The
  * loops are what a SIMT lowering would run (each thread a row of the tile),
  * so the schedule stays a correct program for every other consumer of the
@@ -59,21 +63,28 @@ static int sample(sch_t *s, const int64_t *cand, const bool *keep, int n, sch_rv
 }
 
 typedef struct decisions {
-  sch_rv_t wg, mf, bn, stages, group, producer;
+  sch_rv_t wg, mf, bn, stages, group, producer, tma, ctas;
 } decisions_t;
 
-/* The decisions, their candidates cut to what divides the block's extents. */
-static int sample_all(sch_t *s, const smp_roles_t *r, decisions_t *d, tn_err_t *err) {
+/* The decisions, their candidates cut to what divides the block's extents;
+ * TMA only where an operand is K-major, a persistent grid only where the
+ * target says how many SMs it has. */
+static int sample_all(sch_t *s, const tn_target_t *t, const smp_roles_t *r, const ir_hopper_shape_t *sh,
+                      decisions_t *d, tn_err_t *err) {
   static const int64_t two[] = {1, 2}, ns[] = {64, 128, 192, 256}, stages[] = {2, 3, 4, 5, 6},
                        groups[] = {1, 2, 4, 8}, off_on[] = {0, 1};
   bool wg_ok[2] = {true, r->m % 128 == 0}, mf_ok[2] = {true, r->m % 256 == 0}, n_ok[4], all[5] = {1, 1, 1, 1, 1};
+  bool tma_ok[2] = {true, sh->a_k_inner || sh->b_k_inner}, ctas_ok[2] = {true, t->sm_count > 0};
+  int64_t ctas[2] = {0, t->sm_count};
   for (int i = 0; i < 4; i++) n_ok[i] = r->n % ns[i] == 0;
   SMP_TRY(sample(s, two, wg_ok, 2, &d->wg, err));
   SMP_TRY(sample(s, two, mf_ok, 2, &d->mf, err));
   SMP_TRY(sample(s, ns, n_ok, 4, &d->bn, err));
   SMP_TRY(sample(s, stages, all, 5, &d->stages, err));
   SMP_TRY(sample(s, groups, all, 4, &d->group, err));
-  return sample(s, off_on, all, 2, &d->producer, err);
+  SMP_TRY(sample(s, off_on, all, 2, &d->producer, err));
+  SMP_TRY(sample(s, off_on, tma_ok, 2, &d->tma, err));
+  return sample(s, ctas, ctas_ok, 2, &d->ctas, err);
 }
 
 /* The GEMM's one consumer, when it is an elementwise epilogue of the
@@ -104,7 +115,8 @@ static int fuse_epilogue(sch_t *s, const char *block, sch_rv_t bx, bool *fused, 
   return TN_OK;
 }
 
-static int tile(sch_t *s, const char *block, const smp_roles_t *r, bool *fused, tn_err_t *err) {
+static int tile(sch_t *s, const tn_target_t *t, const char *block, const smp_roles_t *r, bool *fused,
+                tn_err_t *err) {
   sch_rv_t b, loops[SCH_MAX_RVS_OUT];
   int nl = 0;
   SMP_TRY(sch_get_block(s, block, &b, err));
@@ -114,7 +126,11 @@ static int tile(sch_t *s, const char *block, const smp_roles_t *r, bool *fused, 
     return tn_err_set(err, TN_EINVAL, "block \"%s\" has %d loops for %d iterators", block, nl,
                       sch_rv_stmt(s, b)->u.block.niters);
   decisions_t d;
-  SMP_TRY(sample_all(s, r, &d, err));
+  ir_hopper_shape_t sh;
+  const char *why = NULL;
+  if (!ir_hopper_gemm_shape(&sch_rv_stmt(s, b)->u.block, &sh, &why))
+    return tn_err_set(err, TN_EINVAL, "block \"%s\": %s", block, why);
+  SMP_TRY(sample_all(s, t, r, &sh, &d, err));
   sch_rv_t ip[4], jp[2], kp[2], bx;
   sch_arg_t fi[4] = {sch_arg_none(), sch_arg_rv(d.wg), sch_arg_rv(d.mf), sch_arg_int(64)};
   sch_arg_t fj[2] = {sch_arg_none(), sch_arg_rv(d.bn)}, fk[2] = {sch_arg_none(), sch_arg_int(IR_HOPPER_K_TILE)};
@@ -140,7 +156,9 @@ static int tile(sch_t *s, const char *block, const smp_roles_t *r, bool *fused, 
   SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_N_TILE, sch_arg_rv(d.bn), err));
   SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_STAGES, sch_arg_rv(d.stages), err));
   SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_GROUP, sch_arg_rv(d.group), err));
-  return sch_annotate(s, b, IR_ANN_HOPPER_PRODUCER, sch_arg_rv(d.producer), err);
+  SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_PRODUCER, sch_arg_rv(d.producer), err));
+  SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_TMA, sch_arg_rv(d.tma), err));
+  return sch_annotate(s, b, IR_ANN_HOPPER_CTAS, sch_arg_rv(d.ctas), err);
 }
 
 int smp_rule_multi_level_tiling_hopper(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,
@@ -155,7 +173,7 @@ int smp_rule_multi_level_tiling_hopper(smp_ctx_t *c, smp_state_t *st, const char
   smp_state_t plain;
   int rc = smp_fork(c, st, &plain, err);
   bool fused = false;
-  if (rc == TN_OK) rc = tile(st->s, block, &r, &fused, err);
+  if (rc == TN_OK) rc = tile(st->s, c->t, block, &r, &fused, err);
   if (rc < 0) {
     smp_state_free(st);
     return rc;

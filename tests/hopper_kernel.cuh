@@ -86,7 +86,9 @@ __global__ void __launch_bounds__(128) tuned_test_wgmma(const unsigned short *__
  * A at (k0, m0) and the N x 64 box of B^T at (k0, n0), both 128-byte
  * swizzled (what wgmma's 128B mode reads), on one mbarrier that thread 0
  * arms with their bytes; the boxes may hang over the tensors' edges (zeros).
- * omit & 4 issues the wgmma before waiting for the mbarrier's phase. */
+ * omit & 4 issues the wgmma before waiting for the mbarrier's phase; omit &
+ * 32 arms it with A's bytes only, so that its phase would complete (and the
+ * wgmma read B) before B's box landed. */
 template <int N>
 __global__ void __launch_bounds__(128) tuned_test_wgmma_tma(const __grid_constant__ tuned_tensor_map map_a,
                                                            const __grid_constant__ tuned_tensor_map map_b,
@@ -95,7 +97,7 @@ __global__ void __launch_bounds__(128) tuned_test_wgmma_tma(const __grid_constan
   if (t == 0) tuned_mbar_init(&bar, 1);
   __syncthreads();
   if (t == 0) {
-    tuned_mbar_arrive_expect_tx(&bar, (64 + N) * 64 * 2);
+    tuned_mbar_arrive_expect_tx(&bar, ((omit & 32) ? 64 : 64 + N) * 64 * 2);
     tuned_tma_load_2d(sa, &map_a, k0, m0, &bar);
     tuned_tma_load_2d(sb, &map_b, k0, n0, &bar);
   }

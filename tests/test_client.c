@@ -824,7 +824,9 @@ START_TEST(t_parse_kernel_job) {
       "\"workload\": \"0123456789abcdef\", \"name\": \"mm\", \"language\": \"cuda\", \"source\": \"__global__ ...\", "
       "\"ptx\": \".version 8.0\", \"cubin_base64\": \"f0VMRgIB\\nAQ==\", \"trace\": [[], []], "
       "\"launch\": {\"entry\": \"mm\", \"kernels\": [{\"name\": \"mm_kernel0\", \"grid\": [16, 8, 1], "
-      "\"block\": [64, 2, 1], \"dyn_shared_bytes\": 128, \"static_shared_bytes\": 4096}, {\"name\": \"mm_kernel1\", "
+      "\"block\": [64, 2, 1], \"dyn_shared_bytes\": 128, \"static_shared_bytes\": 4096, \"tensor_maps\": [{\"name\": "
+      "\"tuned_map_a\", \"param\": \"A\", \"dims\": [32, 64], \"stride_bytes\": 64, \"box\": [32, 64], \"swizzle\": "
+      "64}]}, {\"name\": \"mm_kernel1\", "
       "\"grid\": [4], \"block\": [32]}], \"params\": [{\"name\": \"A\", \"dtype\": \"float16\", \"shape\": [64, 32], "
       "\"role\": \"input\"}, {\"name\": \"T\", \"dtype\": \"float32\", \"shape\": [7], \"role\": \"workspace\"}]}}";
   tuned_kernel_t *k = NULL;
@@ -841,6 +843,13 @@ START_TEST(t_parse_kernel_job) {
   ck_assert_int_eq(k->kernels[0].block[0], 64);
   ck_assert_int_eq(k->kernels[0].shared_bytes, 128);
   ck_assert_int_eq(k->kernels[0].static_shared_bytes, 4096);
+  ck_assert_int_eq(k->kernels[0].ntensor_maps, 1);
+  ck_assert_str_eq(k->kernels[0].tensor_maps[0].name, "tuned_map_a");
+  ck_assert_int_eq(k->kernels[0].tensor_maps[0].param, 0);
+  ck_assert(k->kernels[0].tensor_maps[0].dims[0] == 32 && k->kernels[0].tensor_maps[0].dims[1] == 64);
+  ck_assert(k->kernels[0].tensor_maps[0].stride_bytes == 64 && k->kernels[0].tensor_maps[0].box[1] == 64);
+  ck_assert_int_eq(k->kernels[0].tensor_maps[0].swizzle, 64);
+  ck_assert_int_eq(k->kernels[1].ntensor_maps, 0);
   ck_assert_int_eq(k->kernels[1].grid[0], 4);
   ck_assert_int_eq(k->kernels[1].grid[2], 1);
   ck_assert_int_eq(k->params[0].elements, 64 * 32);

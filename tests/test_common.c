@@ -226,16 +226,17 @@ static const struct {
   int threads, warp, vec;
   int64_t shared, optin, regs_block;
   double gflops, gbps;
+  int sms; /* sm_count */
 } shipped[] = {
-    {"nvidia/tesla-t4", "sm_75", TN_TARGET_CUDA, 1024, 32, 16, 49152, 65536, 65536, 8100, 320},
-    {"nvidia/tesla-p100", "sm_60", TN_TARGET_CUDA, 1024, 32, 16, 49152, 0, 65536, 10600, 732},
-    {"nvidia/a100", "sm_80", TN_TARGET_CUDA, 1024, 32, 16, 49152, 166912, 65536, 19500, 1555},
-    {"nvidia/h100", "sm_90", TN_TARGET_CUDA, 1024, 32, 16, 49152, 232448, 65536, 66900, 3350},
-    {"nvidia/h200", "sm_90", TN_TARGET_CUDA, 1024, 32, 16, 49152, 232448, 65536, 66900, 4800},
-    {"opencl/pocl-cpu", "", TN_TARGET_OPENCL, 1024, 32, 16, 49152, 0, 0, 0, 0},
-    {"cpu", "native", TN_TARGET_CPU, 0, 1, 32, 0, 0, 0, 0, 0},
-    {"cuda-host", "", TN_TARGET_CUDA_HOST, 1024, 32, 16, 49152, 232448, 0, 0, 0},
-    {"cuda-host/hopper", "sm_90a", TN_TARGET_CUDA_HOST, 1024, 32, 16, 49152, 232448, 0, 0, 0},
+    {"nvidia/tesla-t4", "sm_75", TN_TARGET_CUDA, 1024, 32, 16, 49152, 65536, 65536, 8100, 320, 40},
+    {"nvidia/tesla-p100", "sm_60", TN_TARGET_CUDA, 1024, 32, 16, 49152, 0, 65536, 10600, 732, 56},
+    {"nvidia/a100", "sm_80", TN_TARGET_CUDA, 1024, 32, 16, 49152, 166912, 65536, 19500, 1555, 108},
+    {"nvidia/h100", "sm_90", TN_TARGET_CUDA, 1024, 32, 16, 49152, 232448, 65536, 66900, 3350, 132},
+    {"nvidia/h200", "sm_90", TN_TARGET_CUDA, 1024, 32, 16, 49152, 232448, 65536, 66900, 4800, 132},
+    {"opencl/pocl-cpu", "", TN_TARGET_OPENCL, 1024, 32, 16, 49152, 0, 0, 0, 0, 0},
+    {"cpu", "native", TN_TARGET_CPU, 0, 1, 32, 0, 0, 0, 0, 0, 0},
+    {"cuda-host", "", TN_TARGET_CUDA_HOST, 1024, 32, 16, 49152, 232448, 0, 0, 0, 0},
+    {"cuda-host/hopper", "sm_90a", TN_TARGET_CUDA_HOST, 1024, 32, 16, 49152, 232448, 0, 0, 0, 132},
 };
 
 #define CPU_CC "gcc" /* configs/cpu.json and cpu/local.json */
@@ -259,6 +260,7 @@ START_TEST(t_target_shipped) {
     ck_assert_int_eq(t.max_registers_per_block, shipped[i].regs_block);
     ck_assert_double_eq(t.peak_gflops, shipped[i].gflops);
     ck_assert_double_eq(t.peak_gbps, shipped[i].gbps);
+    ck_assert_int_eq(t.sm_count, shipped[i].sms);
     if (t.kind == TN_TARGET_CPU) ck_assert_int_ge(t.num_cores, 1); /* detected */
     /* Hopper: the H100/H200 and the harness configured as one (the warpgroup-MMA design space) */
     bool hopper = !strcmp(t.name, "nvidia/h100") || !strcmp(t.name, "nvidia/h200") || !strcmp(t.name, "cuda-host/hopper");
@@ -397,8 +399,8 @@ START_TEST(t_target_bad_files) {
   refused(dir, "broken", path, "not valid JSON (line 4)");
   tu_put_file(dir, "other.json", "{\"name\": \"lab/cpu\", \"kind\": \"cpu\"}");
   refused(dir, "other", "\"name\" is \"lab/cpu\"", "(\"other\")");
-  tu_put_file(dir, "old.json", "{\"name\": \"old\", \"kind\": \"cpu\", \"sm_count\": 4}");
-  refused(dir, "old", "unknown field \"sm_count\"", "peak_gflops");
+  tu_put_file(dir, "old.json", "{\"name\": \"old\", \"kind\": \"cpu\", \"l2_bytes\": 4}");
+  refused(dir, "old", "unknown field \"l2_bytes\"", "peak_gflops");
   tu_put_file(dir, "huge.json", "{\"name\": \"huge\", \"kind\": \"cpu\", \"num_cores\": 1e12}");
   refused(dir, "huge", "\"num_cores\" must be a non-negative number", NULL);
   /* the host compiler: one of three, and only where there is one */

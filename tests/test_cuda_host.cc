@@ -201,6 +201,8 @@ static int check_hopper() {
     if (t[i] && !bad++) fprintf(stderr, "test_cuda_host: wgmma after TMA case %d: %d elements wrong\n", i, t[i]);
   bad += !stops_with([] { wgmma_tma_errors<64>(0, 0, 4); },
                      "reads shared memory that a TMA copy in flight writes (wait for its mbarrier phase first)");
+  bad += !stops_with([] { wgmma_tma_errors<64>(0, 0, 32); }, /* expect_tx short of the boxes' bytes */
+                     "TMA copies bring more bytes to an mbarrier phase than its expect_tx counted");
   mb_false = mb_seen = 0;
   tuned_host::launch("mbar_test", dim3{1, 1, 1}, dim3{64, 1, 1}, [] { mbar_kernel(64); });
   if (mb_false == 0 && !bad++) fprintf(stderr, "test_cuda_host: try_wait never returned false\n");

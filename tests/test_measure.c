@@ -1128,6 +1128,19 @@ START_TEST(t_build_hopper) {
     ms_result_clear(&res);
     ms_candidate_free(c);
   }
+  /* a tensor map must name one of the parameters (the launchers pass its buffer's address) */
+  cg_param_t out = {.name = "out", .dtype = IR_FLOAT32, .ndim = 1, .shape = {4096}, .role = IR_BUF_OUTPUT};
+  cg_kernel_t km = k;
+  km.nmaps = 1;
+  km.maps[0] = (cg_tensor_map_t){"tuned_map_a", 1, {64, 64}, 128, {64, 64}, 128};
+  ms_candidate_t *c = NULL;
+  ck_assert_int_eq(ms_candidate_new(&h100, plain_src, &km, 1, &out, 1, &c, &err), TN_EINVAL);
+  ck_assert_msg(strstr(err.msg, "tensor map 0 needs a name and one of the 1 parameters"), "%s", err.msg);
+  km.maps[0].param = 0;
+  ck_assert_int_eq(ms_candidate_new(&h100, plain_src, &km, 1, &out, 1, &c, &err), TN_OK);
+  ck_assert_int_eq(c->kernels[0].nmaps, 1);
+  ck_assert_str_eq(c->kernels[0].maps[0].name, "tuned_map_a");
+  ms_candidate_free(c);
   ms_builder_free(b);
   tn_buf_free(&src);
 }

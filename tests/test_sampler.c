@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cJSON.h"
 #include "codegen/codegen.h"
 #include "ir/intrin.h"
 #include "measure/measure.h"
@@ -342,48 +343,159 @@ START_TEST(test_tensor_core_space) {
 }
 END_TEST
 
-/* The harness's ordering checks on a generated Hopper kernel: without the
- * fence.proxy.async after the copies the run stops with the reason (it does
- * not pass by luck).  Missing mbarrier waits are not caught where the
- * copies are ordinary stores (README, "Hopper GEMM design space"): the
- * harness does not relate the stores to the mbarrier, and wgmma is a
- * meeting point of the warpgroup, so one warpgroup's copies are complete
- * when it reads them. */
-static void hopper_mutants(const ir_func_t *f, const tn_target_t *host, cg_module_t *m) {
-  static const struct {
-    const char *cut, *why, *or_why;
-  } cuts[] = {
-      {"tuned_fence_proxy_async(); ", "no fence.proxy.async since", NULL},
-      {"while (!tuned_mbar_try_wait(&full[s], ", "with no mbarrier phase or __syncthreads ordering the store", NULL},
-      /* stores over a stage still read; a producer that never waits may first overwrite a stage
-         not yet read (its readers then see stores no phase ordered) or arrive on a full phase early
-         (a deadlock): every reason names the mbarrier */
-      {"while (!tuned_mbar_try_wait(&empty[", "ordinary stores over shared memory that", "mbarrier"},
-  };
-  char *orig = m->source;
-  for (size_t i = 0; i < TN_ARRAY_LEN(cuts); i++) {
-    char *at = strstr(orig, cuts[i].cut);
-    ck_assert_msg(at, "no %s in\n%s", cuts[i].cut, orig);
-    /* the copies' fence goes; a wait becomes `if (0 && ...)`, which never waits */
-    tn_buf_t b;
-    tn_buf_init(&b);
-    tn_buf_putn(&b, orig, (size_t)(at - orig));
-    if (i > 0) tn_buf_put(&b, "if (0 && !tuned_mbar_try_wait(");
-    tn_buf_put(&b, at + strlen(i > 0 ? "while (!tuned_mbar_try_wait(" : cuts[i].cut));
-    m->source = (char *)tn_buf_str(&b);
-    ms_options_t opt = {.seed = 1};
-    opt.run.min_secs = 1e-9;
-    opt.run.min_repeats = opt.run.max_repeats = 1;
-    ms_result_t res = {0};
-    tn_err_t err = {0};
-    ck_assert_msg(ms_measure(f, host, &m, 1, &opt, &res, &err) == TN_OK, "%s", err.msg);
-    ck_assert_msg(res.status == MS_RUN_ERROR &&
-                      (strstr(res.error, cuts[i].why) || (cuts[i].or_why && strstr(res.error, cuts[i].or_why))),
-                  "without %s: %s: %s", cuts[i].cut, ms_status_name(res.status), res.error);
-    ms_result_clear(&res);
-    tn_buf_free(&b);
-  }
+/* One checked run per Hopper candidate on the harness; its builds (g++
+ * with UBSan over every wgmma overload) get 120 s: 30 were too few on two
+ * busy cores. */
+static ms_options_t hopper_options(void) {
+  ms_options_t opt = {.seed = 1};
+  opt.run.min_secs = 1e-9;
+  opt.run.min_repeats = opt.run.max_repeats = 1;
+  opt.build.timeout_s = 120 * tu_slowdown();
+  return opt;
+}
+
+/* Runs m with `cut` (its first occurrence) replaced by `by` on the
+ * harness: it must stop with a run error that says `why` or `or_why`. */
+static void hopper_mutant(const ir_func_t *f, const tn_target_t *host, cg_module_t *m, const char *cut, const char *by,
+                          const char *why, const char *or_why) {
+  char *orig = m->source, *at = strstr(orig, cut);
+  ck_assert_msg(at, "no %s in\n%s", cut, orig);
+  tn_buf_t b;
+  tn_buf_init(&b);
+  tn_buf_putn(&b, orig, (size_t)(at - orig));
+  tn_buf_put(&b, by);
+  tn_buf_put(&b, at + strlen(cut));
+  m->source = (char *)tn_buf_str(&b);
+  ms_options_t opt = hopper_options();
+  ms_result_t res = {0};
+  tn_err_t err = {0};
+  ck_assert_msg(ms_measure(f, host, &m, 1, &opt, &res, &err) == TN_OK, "%s", err.msg);
+  ck_assert_msg(res.status == MS_RUN_ERROR && (strstr(res.error, why) || (or_why && strstr(res.error, or_why))),
+                "with %s as %s: %s: %s\n%.300s", cut, by, ms_status_name(res.status), res.error,
+                strstr(orig, "  /* ") ? strstr(orig, "  /* ") : "");
+  ms_result_clear(&res);
+  tn_buf_free(&b);
   m->source = orig;
+}
+
+/* The harness's ordering checks on a generated Hopper kernel: without the
+ * fence.proxy.async after ordinary copies, or a wait for a stage's full
+ * phase, the run stops with the reason (it does not pass by luck).  With
+ * TMA copies, a stage read before its full barrier's transaction bytes all
+ * arrived stops it too: an expect_tx of half the stage's bytes lets the
+ * phase complete with copies still in flight (the harness refuses the
+ * surplus bytes), and one of twice never completes (a deadlock it names).
+ * Missing mbarrier waits are not caught where the copies are ordinary
+ * stores (README, "Hopper GEMM design space"): the harness does not relate
+ * the stores to the mbarrier, and wgmma is a meeting point of the
+ * warpgroup, so one warpgroup's copies are complete when it reads them. */
+static void hopper_mutants(const ir_func_t *f, const tn_target_t *host, cg_module_t *m, bool ring_wraps, bool tx_too) {
+  if (strstr(m->source, "tuned_fence_proxy_async(); "))
+    hopper_mutant(f, host, m, "tuned_fence_proxy_async(); ", "", "no fence.proxy.async since", NULL);
+  /* a wait becomes `if (0 && ...)`, which never waits */
+  hopper_mutant(f, host, m, "while (!tuned_mbar_try_wait(&full[s], ", "if (0 && !tuned_mbar_try_wait(&full[s], ",
+                "with no mbarrier phase or __syncthreads ordering the store", "that a TMA copy in flight writes");
+  /* stores or TMA copies over a stage still read; a producer that never waits may first
+     overwrite a stage not yet read (its readers then see stores no phase ordered) or arrive on a
+     full phase early (a deadlock): every reason names the mbarrier.  Not where one thread of the
+     only warpgroup copies by TMA: it refills a stage after its own wgmma.wait_group, which
+     completed the warpgroup's reads of it (the empty phase orders nothing more); nor where K
+     has fewer steps than the ring has stages (no copy waits) */
+  bool one_reader = m->kernels[0].block[0] == 128 && strstr(m->source, "tuned_mbar_arrive_expect_tx(&full");
+  if (ring_wraps && !one_reader)
+    hopper_mutant(f, host, m, "while (!tuned_mbar_try_wait(&empty[", "if (0 && !tuned_mbar_try_wait(&empty[",
+                  "mbarrier", NULL);
+  const char *tx = strstr(m->source, "expect_tx(&full[STAGE], ");
+  if (!tx || !tx_too) return;
+  int bytes = atoi(tx + strlen("expect_tx(&full[STAGE], "));
+  char cut[64], half[64], twice[64];
+  snprintf(cut, sizeof cut, "expect_tx(&full[STAGE], %d)", bytes);
+  snprintf(half, sizeof half, "expect_tx(&full[STAGE], %d)", bytes / 2);
+  snprintf(twice, sizeof twice, "expect_tx(&full[STAGE], %d)", bytes * 2);
+  hopper_mutant(f, host, m, cut, half, "TMA copies bring more bytes to an mbarrier phase than its expect_tx counted",
+                NULL);
+  hopper_mutant(f, host, m, cut, twice, "an mbarrier phase that cannot complete", NULL);
+}
+
+/* The launch of a sampled Hopper candidate: each tensor map describes a
+ * K-major input (its rows of K elements, batches folded in) with a 64 x
+ * rows box, 128B-swizzled, that the kernel takes as a __grid_constant__
+ * parameter and loads from; the operands without one keep the ordinary
+ * copies, and TMA takes every K-major one.  The launch JSON says the same.
+ * A persistent grid has at most the target's 132 CTAs.  Counts the
+ * candidate in *count and, when its grid is persistent, in *persistent. */
+static void check_hopper_launch(const ir_func_t *f, const cg_module_t *m, int *count, int *persistent) {
+  const cg_kernel_t *k = &m->kernels[0];
+  const char *load = strstr(m->source, "#define TUNED_HOPPER_LOAD"), *end = load ? strstr(load, "while (0)") : NULL;
+  ck_assert(load && end);
+  int copies = 0;
+  for (const char *p = load; (p = strstr(p, "tuned_hopper_stage<")) && p < end; p++) copies++;
+  ck_assert_msg(copies + k->nmaps == 2, "%d ordinary copies, %d tensor maps\n%s", copies, k->nmaps, m->source);
+  char *launch = cg_module_launch_json(m);
+  cJSON *lj = cJSON_Parse(launch);
+  const cJSON *maps = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(lj, "kernels"), 0), "tensor_maps");
+  ck_assert_int_eq(cJSON_GetArraySize(maps), k->nmaps);
+  for (int i = 0; i < k->nmaps; i++) {
+    const cg_tensor_map_t *t = &k->maps[i];
+    ck_assert(t->param >= 0 && t->param < m->nparams);
+    const cg_param_t *p = &m->params[t->param];
+    int64_t numel = 1;
+    for (int d = 0; d < p->ndim; d++) numel *= p->shape[d];
+    ck_assert(p->role == IR_BUF_INPUT && t->dims[0] == p->shape[p->ndim - 1] && t->dims[0] * t->dims[1] == numel);
+    ck_assert(t->stride_bytes == t->dims[0] * 2 && t->box[0] == 64 && t->box[1] % 64 == 0 && t->box[1] <= 256 &&
+              t->swizzle == 128);
+    char decl[96], use[64];
+    snprintf(decl, sizeof decl, "const __grid_constant__ tuned_tensor_map %s", t->name);
+    snprintf(use, sizeof use, "&%s, k0", t->name);
+    ck_assert_msg(strstr(m->source, decl) && strstr(load, use), "%s, %s\n%s", decl, use, m->source);
+    const cJSON *mj = cJSON_GetArrayItem(maps, i);
+    ck_assert_str_eq(cJSON_GetObjectItem(mj, "param")->valuestring, p->name);
+    ck_assert_str_eq(cJSON_GetObjectItem(mj, "name")->valuestring, t->name);
+    ck_assert_int_eq(cJSON_GetObjectItem(mj, "swizzle")->valueint, 128);
+  }
+  if (k->nmaps) /* no K-major operand left to ordinary copies */
+    ck_assert_msg(!strstr(load, ", true>(st"), "%s", m->source);
+  (*count)++;
+  if (strstr(m->source, "a persistent grid")) {
+    ck_assert(k->grid[0] >= 1 && k->grid[0] <= 132);
+    (*persistent)++;
+  }
+  (void)f;
+  cJSON_Delete(lj);
+  free(launch);
+}
+
+/* A persistent grid smaller than the tiles (a target of 2 SMs): each CTA
+ * loops over several tiles, its K ring running on from one to the next,
+ * and the result is still the reference on the harness. */
+static void hopper_persistent_loops(const ir_func_t *f, const tn_target_t *host) {
+  tn_target_t small = target("nvidia/h100");
+  small.sm_count = 2;
+  smp_space_t sp = generate(f, &small, 1);
+  int ran = 0;
+  for (int k = 0; k < 40 && ran < 1; k++) {
+    sch_t *s = NULL;
+    smp_stage_t st;
+    tn_err_t err = {0};
+    if (smp_sample(f, &small, sp.traces[0], 900 + (uint64_t)k, &s, &st, &err) != TN_OK) continue;
+    cg_module_t *m = check_lowers(&small, s, "persistent");
+    int tiles = 0;
+    const char *t = strstr(m->source, "const int tiles = (");
+    ck_assert(t && sscanf(t, "const int tiles = (%d", &tiles) == 1);
+    if (m->kernels[0].grid[0] == 2 && tiles > 2) {
+      ms_options_t opt = hopper_options();
+      ms_result_t res = {0};
+      ck_assert_msg(ms_measure(f, host, &m, 1, &opt, &res, &err) == TN_OK, "%s", err.msg);
+      ck_assert_msg(res.status == MS_OK, "persistent grid of 2 CTAs over %d tiles: %s: %s", tiles,
+                    ms_status_name(res.status), res.error);
+      ms_result_clear(&res);
+      ran++;
+    }
+    cg_module_free(m);
+    sch_free(s);
+  }
+  ck_assert_int_eq(ran, 1);
+  smp_space_free(&sp);
 }
 
 /* Hopper (nvidia/h100, cuda-host/hopper): a float16/bfloat16 matmul (or
@@ -422,6 +534,7 @@ START_TEST(test_hopper_space) {
   tn_target_t h100 = target("nvidia/h100"), host = target("cuda-host/hopper"), plain = target("cuda-host");
   ck_assert(tn_target_is_hopper(&h100) && tn_target_is_hopper(&host) && !tn_target_is_hopper(&plain));
   int producers = 0, all_copy = 0; /* candidates of either copy mode, over the cases */
+  int tmas = 0, no_tmas = 0, persistent = 0, mutated = 0; /* mutated: TMA candidates the mutants ran on */
   for (size_t c = 0; c < TN_ARRAY_LEN(cases); c++) {
     ir_workload_t *w = tu_parse(cases[c].src);
     ref_t ref = reference(w->func);
@@ -446,6 +559,8 @@ START_TEST(test_hopper_space) {
     ck_assert(stages == 1 && groups == 1 && ntiles == 1);
     ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, IR_ANN_HOPPER_GEMM, -1), 1);
     ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, IR_ANN_HOPPER_STAGES, -1), 1);
+    ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, IR_ANN_HOPPER_TMA, -1), 1);
+    ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, IR_ANN_HOPPER_CTAS, -1), 1);
     cg_module_t *mods[4];
     char what[4][256];
     int n = 0, sass_checked = 0;
@@ -470,17 +585,24 @@ START_TEST(test_hopper_space) {
       ck_assert_int_eq(m->nkernels, 1); /* the epilogue fused, or none */
       if (strstr(m->source, "tuned_setmaxnreg_dec<")) producers++;
       else all_copy++;
+      bool tma = m->kernels[0].nmaps > 0;
+      check_hopper_launch(w->func, m, tma ? &tmas : &no_tmas, &persistent);
       ms_cuda_output_t o;
       tn_err_t ce = {0};
       int rc = ms_cuda_compile(m->source, "sm_90a", &o, &ce);
       if (rc == TN_OK) {
-        ck_assert_msg(strstr(o.ptx, "wgmma.mma_async.sync.aligned.m64n") && strstr(o.ptx, "fence.proxy.async"),
+        /* ordinary stores fenced for the async proxy, TMA copies where the source has them */
+        ck_assert_msg(strstr(o.ptx, "wgmma.mma_async.sync.aligned.m64n") &&
+                          !strstr(o.ptx, "fence.proxy.async") == !strstr(m->source, "tuned_fence_proxy_async(); ") &&
+                          !strstr(o.ptx, "cp.async.bulk.tensor.2d") == !tma,
                       "%s: PTX", what[n]);
         ck_assert_msg(!strstr(o.log, "bytes spill stores") || strstr(o.log, " 0 bytes spill stores"), "%s: %s", what[n],
                       o.log);
         char *sass = tu_cubin_sass(o.cubin, o.cubin_size);
         if (sass) {
           ck_assert_msg(strstr(sass, "HGMMA.64x"), "%s: no HGMMA in the SASS", what[n]);
+          ck_assert_msg(!strstr(sass, "UTMALDG") == !tma, "%s: TMA %d, UTMALDG in the SASS: %d", what[n], tma,
+                        !!strstr(sass, "UTMALDG"));
           sass_checked++;
         }
         free(sass);
@@ -493,23 +615,27 @@ START_TEST(test_hopper_space) {
     }
     ck_assert_int_ge(n, 3);
     /* the harness as Hopper: every candidate computes the reference */
-    ms_options_t opt = {.seed = 1};
-    opt.run.min_secs = 1e-9;
-    opt.run.min_repeats = opt.run.max_repeats = 1;
+    ms_options_t opt = hopper_options();
     ms_result_t res[4] = {0};
     tn_err_t err = {0};
     ck_assert_msg(ms_measure(w->func, &host, mods, n, &opt, res, &err) == TN_OK, "%s", err.msg);
     for (int i = 0; i < n; i++) {
-      ck_assert_msg(res[i].status == MS_OK, "%s on cuda-host/hopper: %s: %s\n%s", what[i], ms_status_name(res[i].status),
-                    res[i].error, mods[i]->source);
+      ck_assert_msg(res[i].status == MS_OK, "%s on cuda-host/hopper: %s: %s\n%.2000s", what[i],
+                    ms_status_name(res[i].status), res[i].error, strstr(mods[i]->source, "__global__ void"));
       ms_result_clear(&res[i]);
     }
     /* the plain harness is no Hopper: refused before the build */
     ck_assert_msg(ms_measure(w->func, &plain, mods, 1, &opt, res, &err) == TN_OK, "%s", err.msg);
     ck_assert_msg(res[0].status == MS_BUILD_ERROR && strstr(res[0].error, "warpgroup MMA"), "%s", res[0].error);
     ms_result_clear(&res[0]);
-    if (c == 3)
-      for (int i = 0; i < n; i++) hopper_mutants(w->func, &host, mods[i]); /* both copy modes */
+    /* both copy modes, with and without TMA for one or both operands; the transaction counts
+       of one TMA candidate (each mutant is a build: they take time) */
+    for (int i = 0; i < n && (c == 2 || c == 3); i++) {
+      bool tma = mods[i]->kernels[0].nmaps > 0;
+      if (c == 3 || (tma && !mutated)) hopper_mutants(w->func, &host, mods[i], c == 3, tma && !mutated);
+      mutated += tma;
+    }
+    if (c == 0 || c == 5) hopper_persistent_loops(w->func, &host);
     printf("test_hopper_space: case %zu: %d candidates ran on cuda-host/hopper, %d SASS checked\n", c, n, sass_checked);
     for (int i = 0; i < n; i++) cg_module_free(mods[i]);
     smp_space_free(&sp);
@@ -518,6 +644,9 @@ START_TEST(test_hopper_space) {
   }
   ck_assert_msg(producers >= 2 && all_copy >= 2, "%d candidates with a producer warpgroup, %d without", producers,
                 all_copy);
+  ck_assert_int_ge(mutated, 1);
+  ck_assert_msg(tmas >= 2 && no_tmas >= 2 && persistent >= 2, "%d candidates with TMA copies, %d without, %d with a "
+                "persistent grid", tmas, no_tmas, persistent);
 }
 END_TEST
 
@@ -1291,7 +1420,7 @@ static Suite *make_suite(void) {
   tcase_add_loop_test(samples, test_samples, 0, (int)TN_ARRAY_LEN(workloads));
   tcase_add_test(samples, test_determinism);
   TCase *hopper = tcase_create("hopper");
-  tcase_set_timeout(hopper, 300);
+  tcase_set_timeout(hopper, 900);
   tcase_add_test(hopper, test_hopper_space);
   suite_add_tcase(s, hopper);
   suite_add_tcase(s, samples);

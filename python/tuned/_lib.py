@@ -41,9 +41,15 @@ class JobStruct(ctypes.Structure):
                 ("baseline_gflops", ctypes.c_double)]
 
 
+class TensorMapStruct(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("param", ctypes.c_int), ("dims", ctypes.c_int64 * 2),
+                ("stride_bytes", ctypes.c_int64), ("box", ctypes.c_int * 2), ("swizzle", ctypes.c_int)]
+
+
 class LaunchStruct(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("grid", ctypes.c_int64 * 3), ("block", ctypes.c_int64 * 3),
-                ("shared_bytes", ctypes.c_int64), ("static_shared_bytes", ctypes.c_int64)]
+                ("shared_bytes", ctypes.c_int64), ("static_shared_bytes", ctypes.c_int64),
+                ("tensor_maps", ctypes.POINTER(TensorMapStruct)), ("ntensor_maps", ctypes.c_int)]
 
 
 class ParamStruct(ctypes.Structure):

@@ -73,6 +73,9 @@ class Launch:
     block: tuple
     shared_bytes: int
     static_shared_bytes: int
+    # TMA tensor maps the kernel takes after the params (tuned_tensor_map_t): dicts with name, param (index),
+    # dims, stride_bytes, box, swizzle
+    tensor_maps: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -111,7 +114,11 @@ class Kernel:
     @classmethod
     def _from(cls, k):
         launches = [Launch(_lib.decode(l.name), tuple(l.grid), tuple(l.block), l.shared_bytes,
-                           l.static_shared_bytes) for l in k.kernels[:k.nkernels]]
+                           l.static_shared_bytes,
+                           [{"name": _lib.decode(m.name), "param": m.param, "dims": tuple(m.dims),
+                             "stride_bytes": m.stride_bytes, "box": tuple(m.box), "swizzle": m.swizzle}
+                            for m in l.tensor_maps[:l.ntensor_maps]])
+                    for l in k.kernels[:k.nkernels]]
         params = [Param(_lib.decode(p.name), _lib.decode(p.dtype), tuple(p.shape[:p.ndim]), _lib.decode(p.role),
                         p.elements, p.elem_bytes, _lib.decode(p.packs), _lib.decode(p.pack_function))
                   for p in k.params[:k.nparams]]
