@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sqlite3.h>
+#include <cJSON.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -297,6 +298,36 @@ static void free_traces(char **v, int n) {
   for (int i = 0; i < n; i++) free(v[i]);
   free(v);
 }
+
+/* The first batch holds softmax's locality seed: every compute location
+ * decided as the consumer's outermost loop (decision 0), the fused per-row
+ * form that random sampling draws about once in 300. */
+START_TEST(test_first_batch_locality_seed) {
+  int n;
+  char **v;
+  ir_workload_t *w;
+  w = load("softmax.tw", 0);
+  v = first_batch(w, "cpu", SRCH_EVOLUTIONARY, 7, 1, &n);
+  int fused = 0;
+  for (int i = 0; i < n && !fused; i++) {
+    cJSON *j = cJSON_Parse(v[i]), *tr = cJSON_GetObjectItem(j, "trace"); /* [instructions, decisions] */
+    ck_assert_msg(cJSON_GetArraySize(tr) == 2, "%s", v[i]);
+    cJSON *insts = cJSON_GetArrayItem(tr, 0), *dec = cJSON_GetArrayItem(tr, 1);
+    int locations = 0, zero = 0;
+    for (int k = 0; k < cJSON_GetArraySize(insts); k++) {
+      if (strcmp(cJSON_GetArrayItem(cJSON_GetArrayItem(insts, k), 0)->valuestring, "SampleComputeLocation") != 0) continue;
+      locations++;
+      cJSON *d;
+      cJSON_ArrayForEach(d, dec) zero += cJSON_GetArrayItem(d, 0)->valueint == k && cJSON_GetArrayItem(d, 1)->valueint == 0;
+    }
+    fused = locations > 0 && zero == locations;
+    cJSON_Delete(j);
+  }
+  ck_assert_msg(fused, "softmax's first batch of %d has no candidate with every producer at the row loop", n);
+  free_traces(v, n);
+  ir_workload_free(w);
+}
+END_TEST
 
 static void check_determinism(const char *tname, srch_strategy_t strategy) {
   ir_workload_t *w = load("matmul.tw", 64);
@@ -1196,6 +1227,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tune_tc, test_dedup_across_runs);
   tcase_add_test(tune_tc, test_job_resume);
   tcase_add_test(tune_tc, test_small_population_with_seeds);
+  tcase_add_test(tune_tc, test_first_batch_locality_seed);
   tcase_add_test(tune_tc, test_should_stop);
   tcase_add_test(tune_tc, test_time_budget);
   tcase_add_test(tune_tc, test_device_wait_stops);
