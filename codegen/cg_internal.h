@@ -186,12 +186,6 @@ typedef struct cg_ctx {
   int64_t auto_unroll;
   int tmp;               /* counter for tuned_* temporaries */
   const cg_promo_t *promo; /* accumulators being kept local (C target) */
-  /* the innermost serial loop being printed (NULL: none), and the buffers
-   * its body writes: a float division whose divisor does not change in it
-   * prints as a product with the divisor's reciprocal (see expr.c) */
-  const ir_loop_t *rcp_loop;
-  const ir_buffer_t **rcp_written;
-  int nrcp_written, caprcp_written;
   /* while a pipelined loop's copies are printed: its variable prints as
    * shift_text (the iteration fetched ahead), and copies from global into
    * shared memory become cp.async on CUDA */

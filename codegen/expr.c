@@ -301,55 +301,6 @@ void cg_combine(cg_ctx_t *c, ir_expr_kind_t op, ir_dtype_t t, const char *a, con
   }
 }
 
-/* ---- division by a loop invariant ---------------------------------------------------
- * In the innermost loop being printed (c->rcp_loop), a float division whose
- * divisor does not change from one iteration to the next prints as
- * `a * (1.0f / (b))`: C compilers hoist the reciprocal out of the loop (gcc
- * and clang do at -O3; they may not turn a / b into it themselves without
- * -ffast-math), and the loop multiplies instead of dividing -- a vector
- * divide costs 5-10 multiplies.  The result differs from a / b by at most an
- * ulp or so, within every tolerance the verification uses.  The divisor is
- * invariant when it uses neither the loop's variable nor a block iterator
- * bound to it, and loads no buffer that the loop's body writes. */
-
-static bool written_in_loop(const cg_ctx_t *c, const ir_buffer_t *b) {
-  for (int i = 0; i < c->nrcp_written; i++)
-    if (c->rcp_written[i] == b) return true;
-  return false;
-}
-
-static bool loop_invariant(const cg_ctx_t *c, const ir_expr_t *e) {
-  const ir_loop_t *l = c->rcp_loop;
-  if (e->kind == IR_E_VAR) {
-    if (e->u.var == l->var) return false;
-    for (int i = 0; c->blk && i < c->blk->niters; i++)
-      if (c->blk->iters[i].var == e->u.var) return !ir_expr_uses_var(c->blk->iters[i].binding, l->var);
-    return true;
-  }
-  if (e->kind == IR_E_LOAD && written_in_loop(c, e->u.load.buf)) return false;
-  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
-  int n = ir_expr_children(e, kids);
-  for (int i = 0; i < n; i++)
-    if (!loop_invariant(c, kids[i])) return false;
-  return true;
-}
-
-static bool reciprocal_division(const cg_ctx_t *c, const ir_expr_t *e) {
-  return c->rcp_loop && c->rcp_loop->extent > 1 && (e->dtype == IR_FLOAT32 || e->dtype == IR_FLOAT64) &&
-         loop_invariant(c, e->u.bin.b);
-}
-
-static void print_reciprocal_division(cg_ctx_t *c, const ir_expr_t *e, tn_buf_t *o, int need) {
-  open_paren(o, P_MUL, need);
-  pexpr(c, e->u.bin.a, o, P_MUL);
-  tn_buf_put(o, " * (");
-  print_float(c, 1.0, e->dtype, o, P_MUL);
-  tn_buf_put(o, " / ");
-  pexpr(c, e->u.bin.b, o, P_MUL + 1);
-  tn_buf_putc(o, ')');
-  close_paren(o, P_MUL, need);
-}
-
 static void print_binary(cg_ctx_t *c, const ir_expr_t *e, tn_buf_t *o, int need) {
   bool isint = intlike(e->u.bin.a->dtype);
   switch (e->kind) {
@@ -358,7 +309,6 @@ static void print_binary(cg_ctx_t *c, const ir_expr_t *e, tn_buf_t *o, int need)
   case IR_E_MUL: print_infix(c, e, "*", P_MUL, P_MUL, P_MUL + 1, o, need); return;
   case IR_E_DIV:
     if (isint) print_floor(c, e, false, o, need);
-    else if (reciprocal_division(c, e)) print_reciprocal_division(c, e, o, need);
     else print_infix(c, e, "/", P_MUL, P_MUL, P_MUL + 1, o, need);
     return;
   case IR_E_FLOORDIV: print_floor(c, e, false, o, need); return;

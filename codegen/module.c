@@ -502,7 +502,6 @@ static void ctx_free(cg_ctx_t *c) {
   free(c->xreds);
   free(c->pipes);
   free(c->stack);
-  free(c->rcp_written);
   free(c->roots);
   free(c->pack_blk);
   free(c->pack_fn);

@@ -254,36 +254,6 @@ static void close_thread_heap(cg_ctx_t *c, const ir_loop_t *l) {
   cg_line(c, "}");
 }
 
-/* ---- innermost loops: what their bodies write ------------------------------------ */
-
-static bool find_loop(ir_stmt_t *s, void *ctx) {
-  if (s->kind == IR_S_LOOP) *(bool *)ctx = true;
-  return !*(bool *)ctx;
-}
-
-static bool note_written(ir_stmt_t *s, void *ctx) {
-  cg_ctx_t *c = ctx;
-  if (s->kind != IR_S_STORE) return true;
-  if (c->nrcp_written == c->caprcp_written) {
-    c->caprcp_written = c->caprcp_written ? 2 * c->caprcp_written : 8;
-    c->rcp_written = tn_xrealloc(c->rcp_written, sizeof c->rcp_written[0] * (size_t)c->caprcp_written);
-  }
-  c->rcp_written[c->nrcp_written++] = s->u.store.buf;
-  return true;
-}
-
-/* While the body of l is printed: l when it holds no loop (the division
- * rewrite of expr.c looks at it), else NULL.  Returns what to restore. */
-static const ir_loop_t *enter_innermost(cg_ctx_t *c, const ir_loop_t *l) {
-  const ir_loop_t *saved = c->rcp_loop;
-  bool nested = false;
-  ir_stmt_walk(l->body, find_loop, &nested);
-  c->rcp_loop = nested ? NULL : l;
-  c->nrcp_written = 0;
-  if (!nested) ir_stmt_walk(l->body, note_written, c);
-  return saved;
-}
-
 static void emit_for(cg_ctx_t *c, const ir_stmt_t *s) {
   const ir_loop_t *l = &s->u.loop;
   const char *v = cg_var(c, l->var);
@@ -302,7 +272,6 @@ static void emit_for(cg_ctx_t *c, const ir_stmt_t *s) {
   }
   c->in_parallel += par;
   cg_stack_push(c, l);
-  const ir_loop_t *outer_rcp = enter_innermost(c, l);
   if (region) {
     cg_line(c, "if (%s) {", tn_buf_str(&cond));
     c->ind++;
@@ -313,7 +282,6 @@ static void emit_for(cg_ctx_t *c, const ir_stmt_t *s) {
     cg_line(c, "}");
   }
   sync_loop_end(c, l);
-  c->rcp_loop = outer_rcp; /* an innermost loop has no loop inside, so no list to restore */
   cg_stack_pop(c);
   c->in_parallel -= par;
   c->ind--;

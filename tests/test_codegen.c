@@ -1606,49 +1606,6 @@ START_TEST(test_c_simd_sum) {
 }
 END_TEST
 
-/* A float division by what does not change in the innermost loop prints as
- * a product with the reciprocal (hoisted by the C compiler): by a row's
- * value, by a constant, by an expression of outer loops; not when the
- * divisor changes in the loop (an elementwise quotient, or the row value
- * with the row loop innermost), nor for integers.  Each runs against the
- * reference. */
-START_TEST(test_c_reciprocal_division) {
-  static const char *const head = "param M = 5, N = 37\ninput A: float32[M, N]\ninput B: float32[M, N]\n"
-                                  "input d: float32[M]\ninput k: int32[M, N]\noutput Y: float32[M, N]\n";
-  static const struct {
-    const char *body, *want;
-    bool swap; /* the row loop innermost */
-  } cases[] = {
-      {"Y[i, j] = A[i, j] / d[i]\n", "Y[v_i * 37 + v_j] = A[v_i * 37 + v_j] * (1.0f / d[v_i]);", false},
-      {"Y[i, j] = A[i, j] / 3.0\n", "Y[v_i * 37 + v_j] = A[v_i * 37 + v_j] * (1.0f / 3.0f);", false},
-      {"Y[i, j] = A[i, j] / (d[i] * 2.0 + 1.0)\n", "* (1.0f / (d[v_i] * 2.0f + 1.0f));", false},
-      {"Y[i, j] = A[i, j] / B[i, j]\n", "Y[v_i * 37 + v_j] = A[v_i * 37 + v_j] / B[v_i * 37 + v_j];", false},
-      {"Y[i, j] = A[i, j] / d[i]\n", "Y[v_i * 37 + v_j] = A[v_i * 37 + v_j] / d[v_i];", true},
-      {"Y[i, j] = float32(k[i, j] // 3) + A[i, j]\n", "(1.0f / 3", false},
-  };
-  for (size_t t = 0; t < TN_ARRAY_LEN(cases); t++) {
-    char text[512];
-    snprintf(text, sizeof text, "%s%s", head, cases[t].body);
-    ir_workload_t *w = text_wl(text);
-    sch_t *s = sch_create(w->func, 1);
-    if (cases[t].swap) {
-      sch_rv_t b, l[2], r[2];
-      int n;
-      SCH_OK(sch_get_block(s, "Y", &b, err));
-      SCH_OK(sch_get_loops(s, b, l, &n, err));
-      r[0] = l[1], r[1] = l[0];
-      SCH_OK(sch_reorder(s, r, 2, err));
-    }
-    char *src = check_c(sch_func(s), w->func);
-    if (t == TN_ARRAY_LEN(cases) - 1) LACKS(src, cases[t].want);
-    else HAS(src, cases[t].want);
-    free(src);
-    sch_free(s);
-    ir_workload_free(w);
-  }
-}
-END_TEST
-
 /* A multi-level tiling with spatial loops between its reduction loops:
  * the accumulators are promoted around k_0 when the tile that k_0 spans
  * fits in registers (loaded and stored once per tile, whatever k_1's
@@ -2362,7 +2319,6 @@ static Suite *make_suite(void) {
   tcase_add_test(c, test_c_tensor_intrinsics);
   tcase_add_test(c, test_c_vector_math);
   tcase_add_test(c, test_c_simd_sum);
-  tcase_add_test(c, test_c_reciprocal_division);
   tcase_add_test(c, test_gpu_tensor_intrinsic_refused);
   suite_add_tcase(s, c);
   TCase *g = tcase_create("gpu");
