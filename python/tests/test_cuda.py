@@ -88,6 +88,13 @@ def test_packed_kernels_refused():
     k.params, k.cubin = k.params[:1], None
     with pytest.raises(tuned.Error, match="record 7 came without its CUBIN"):
         CudaFunction(k)
+    k.cubin = b"\x7fELF"
+    k.launches = [tuned.Launch("dense_kernel0", (132, 1, 1), (384, 1, 1), 0, 0,
+                               [{"name": "map_a", "param": 0, "dims": [4, 4], "stride_bytes": 8, "box": [4, 4],
+                                 "swizzle": 128}])]
+    with pytest.raises(tuned.Error, match=r"record 7 takes TMA tensor maps \(dense_kernel0\), which tuned.load "
+                                          r"does not encode yet"):
+        CudaFunction(k)
 
 
 @pytest.mark.skipif(has_libcuda(), reason="an NVIDIA driver is installed here")

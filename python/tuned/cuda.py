@@ -5,6 +5,7 @@ launches' grids, blocks and dynamic shared memory on the device's current
 PyTorch stream.  Arguments are checked as for CPU kernels, and must all be
 CUDA tensors on one device; outputs are allocated there."""
 
+import contextlib
 import ctypes
 
 from ._errors import ArgumentError, Error
@@ -76,23 +77,26 @@ class _Module:
                             f"cuFuncSetAttribute({launch.name}, MAX_DYNAMIC_SHARED_SIZE_BYTES)")
                 self.fns.append(f)
 
+    @contextlib.contextmanager
     def current(self):
-        module = self
-
-        class _Current:
-            def __enter__(self):
-                driver().check(driver().lib.cuCtxPushCurrent_v2(module.ctx), "cuCtxPushCurrent")
-
-            def __exit__(self, *exc):
-                driver().lib.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
-
-        return _Current()
+        """The module's context made current on this thread for the block."""
+        d = driver()
+        d.check(d.lib.cuCtxPushCurrent_v2(self.ctx), "cuCtxPushCurrent")
+        try:
+            yield
+        finally:
+            d.lib.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
 
 
 def check_kernel(kernel):
     """Raises Error when the CUDA kernel cannot be launched from Python."""
     if not kernel.cubin:
         raise Error(f"the CUDA kernel of record {kernel.record} came without its CUBIN")
+    maps = [l.name for l in kernel.launches if l.tensor_maps]
+    if maps:
+        raise Error(f"the CUDA kernel of record {kernel.record} takes TMA tensor maps ({', '.join(maps)}), which "
+                    f"tuned.load does not encode yet: fetch it with Client.kernel() and launch it with its "
+                    f"launch's tensor_maps")
     odd = sorted({p.role for p in kernel.params} - {"input", "output", "workspace"})
     if odd:
         raise Error(f"the CUDA kernel of record {kernel.record} has {', '.join(odd)} parameters, which tuned.load "
