@@ -1969,11 +1969,16 @@ START_TEST(sigterm_during_reference) {
   cl_close(&c);
   double t0 = tn_now();
   kill(d.pid, SIGTERM);
-  int st = wait_exit(d.pid, 30);
+  /* The reference is evaluated on the job's thread: natively over 11 s, under
+   * memcheck (one thread at a time, 20-50x slower) many minutes, so the
+   * bounds under memcheck (15.7 s seen for the exit on a loaded CI machine)
+   * still tell a stop that waited for it from one that did not. */
+  bool slow = tu_slowdown() > 1;
+  int st = wait_exit(d.pid, slow ? 120 : 30);
   double took = tn_now() - t0;
   fprintf(stderr, "sigterm_during_reference: exited %.3f s after SIGTERM\n", took);
   ck_assert_msg(st == 0, "exit status %d: %s", st, read_log(&d));
-  ck_assert_msg(took < 5, "SIGTERM took %.1f s during the reference evaluation", took);
+  ck_assert_msg(took < (slow ? 60 : 5), "SIGTERM took %.1f s during the reference evaluation", took);
   db_job_state_t state;
   job_row(d.db, job, &state);
   ck_assert_int_eq(state, DB_JOB_QUEUED);
@@ -1986,15 +1991,15 @@ START_TEST(sigterm_during_reference) {
   r = rpc(&c, "server.info", NULL);
   ck_assert_int_eq((int)num(result(r), "jobs_running"), 1);
   cJSON_Delete(r);
-  ck_assert_msg(tn_now() - t0 < 2, "server.info took %.1f s", tn_now() - t0);
+  ck_assert_msg(tn_now() - t0 < (slow ? 20 : 2), "server.info took %.1f s", tn_now() - t0);
   char s[32];
   took = timed_cancel(&c, job, s, sizeof s);
   ck_assert_str_eq(s, "cancelled");
-  ck_assert_msg(took < 3.0, "tune.cancel took %.2f s", took);
+  ck_assert_msg(took < (slow ? 20 : 3), "tune.cancel took %.2f s", took);
   cl_close(&c);
   t0 = tn_now();
   stop_daemon(&d);
-  ck_assert_msg(tn_now() - t0 < 5, "stopping took %.1f s", tn_now() - t0);
+  ck_assert_msg(tn_now() - t0 < (slow ? 60 : 5), "stopping took %.1f s", tn_now() - t0);
   rm_tree(d.dir);
 }
 END_TEST

@@ -134,9 +134,10 @@ def plot_job(data, out, library=()):
             _line(ax, g, name, style, "black", _gid("library-" + name))
         ax.set_xlabel(xlabel)
         ax.grid(True, which="both", alpha=0.3)
-    speeds = [r["gflops"] for r in ok]
+    # every level drawn: the candidates, the unscheduled program and the libraries
+    speeds = [r["gflops"] for r in ok] + [g for g in [base] + [g for _, g in library[:4]] if g]
     if speeds and max(speeds) > 30 * min(speeds):
-        axes[0].set_yscale("log")  # shared: slow candidates and the best both read
+        axes[0].set_yscale("log")  # shared: the slowest level (often the unscheduled program) and the best both read
     else:
         axes[0].set_ylim(bottom=0)
     axes[0].set_ylabel("GFLOP/s" + (" (log scale)" if axes[0].get_yscale() == "log" else ""))
