@@ -210,8 +210,8 @@ static void print_head(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
   if (tma_a(h) || tma_b(h)) {
     /* all TMA: the one arrival carries the bytes; else they are expected
        before the copies and the copying threads' arrivals follow */
-    tn_buf_printf(o, "    if ((T) == 0) { \\\n      tuned_mbar_%sexpect_tx(&full[STAGE], %d); \\\n",
-                  tma_all(h) ? "arrive_" : "", (tma_a(h) ? bm * 128 : 0) + (tma_b(h) ? bn * 128 : 0));
+    tn_buf_printf(o, "    if ((T) == 0) { \\\n      tuned_mbar_%sexpect_tx(&full[STAGE], %lld); \\\n",
+                  tma_all(h) ? "arrive_" : "", (long long)ir_hopper_gemm_tma_bytes(g, h->a_k_inner, h->b_k_inner));
     if (tma_a(h))
       tn_buf_printf(o, "      tuned_tma_load_2d(st, &tuned_map_a, k0, (int)(bat * %lldLL + m0), &full[STAGE]); \\\n",
                     (long long)h->m);
@@ -363,7 +363,7 @@ int cg_hopper_gemm_emit(cg_ctx_t *c, int k, cg_kernel_t *kd, const char *args, t
   int64_t smem = ir_hopper_gemm_smem(&h.g);
   int bm = ir_hopper_gemm_rows(&h.g), threads = ir_hopper_gemm_threads(&h.g);
   int64_t tiles = h.batch * (h.m / bm) * (h.n / h.g.n_tile);
-  kd->grid[0] = h.g.ctas > 0 && h.g.ctas < tiles ? h.g.ctas : tiles;
+  kd->grid[0] = ir_hopper_gemm_grid(&h.g, tiles);
   kd->grid[1] = kd->grid[2] = kd->block[1] = kd->block[2] = 1;
   kd->block[0] = threads;
   kd->dyn_shared_bytes = smem;

@@ -33,7 +33,7 @@ enum {
   F_INNERMOST_LEN = 173,
   F_KERNEL = 174,        /* shared bytes, local bytes, pipeline stages, occupancy estimate */
   F_HOPPER = 178,        /* the decisions of a Hopper warpgroup-MMA kernel (hopper_names) */
-  F_END = 189,
+  F_END = 196,
 };
 #define BUF_FEATS 18
 _Static_assert(F_BUF + CM_BUFFERS_PER_STORE * BUF_FEATS == F_CURVE, "group 2 size");
@@ -62,7 +62,10 @@ static const char *const tail_names[] = {
 static const char *const hopper_names[] = {
     "hopper_wgmma",      "hopper_stages", "hopper_warpgroups", "hopper_tile_m", "hopper_tile_n",
     "hopper_stage_bytes", "hopper_regs",  "hopper_producer",   "hopper_group",  "hopper_acc_regs",
-    "hopper_tiles"};
+    "hopper_tiles",
+    /* format 3: the copies and the grid */
+    "hopper_tma", "hopper_tma_bytes", "hopper_thread_bytes", "hopper_persistent", "hopper_ctas",
+    "hopper_tiles_per_cta", "hopper_last_wave"};
 _Static_assert(F_HOPPER + TN_ARRAY_LEN(hopper_names) == F_END, "Hopper columns");
 
 static char name_tab[CM_NUM_FEATURES][32];
@@ -887,7 +890,12 @@ static bool hopper_columns(const fx_t *x, const ir_block_t *b, float col[KERNEL_
   }
   ir_hopper_shape_t sh;
   const char *why;
-  double tiles = ir_hopper_gemm_shape(b, &sh, &why) ? (double)sh.batch * (double)(sh.m / bm) * (double)(sh.n / g.n_tile) : 0;
+  bool shaped = ir_hopper_gemm_shape(b, &sh, &why);
+  int64_t tiles = shaped ? sh.batch * (sh.m / bm) * (sh.n / g.n_tile) : 0;
+  int64_t tma_bytes = shaped ? ir_hopper_gemm_tma_bytes(&g, sh.a_k_inner, sh.b_k_inner) : 0;
+  /* a persistent grid's CTAs loop over the tiles in rounds, the last maybe
+     partly idle; a grid as large as the tiles is a CTA per tile */
+  int64_t ctas = ir_hopper_gemm_grid(&g, tiles), rounds = ctas ? (tiles + ctas - 1) / ctas : 0;
   float *h = col + (F_HOPPER - F_KERNEL);
   col[0] = (float)cm_slog(smem);
   col[1] = (float)cm_slog(acc * 4.0);
@@ -895,7 +903,11 @@ static bool hopper_columns(const fx_t *x, const ir_block_t *b, float col[KERNEL_
   col[3] = (float)occupancy_est(x->t, threads, smem, regs);
   h[0] = 1, h[1] = (float)g.stages, h[2] = (float)g.warpgroups, h[3] = (float)bm, h[4] = (float)g.n_tile;
   h[5] = (float)cm_slog((double)ir_hopper_gemm_stage_bytes(&g)), h[6] = (float)creg, h[7] = (float)g.producer;
-  h[8] = (float)g.group, h[9] = (float)acc, h[10] = (float)cm_slog(tiles);
+  h[8] = (float)g.group, h[9] = (float)acc, h[10] = (float)cm_slog((double)tiles);
+  h[11] = (float)(tma_bytes > 0), h[12] = (float)cm_slog((double)tma_bytes);
+  h[13] = (float)cm_slog((double)(ir_hopper_gemm_stage_bytes(&g) - tma_bytes));
+  h[14] = (float)(ctas < tiles), h[15] = (float)cm_slog((double)ctas), h[16] = (float)cm_slog((double)rounds);
+  h[17] = ctas ? (float)((double)(tiles - (rounds - 1) * ctas) / (double)ctas) : 0;
   return true;
 }
 

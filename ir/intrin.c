@@ -647,6 +647,15 @@ void ir_hopper_gemm_regs(const ir_hopper_gemm_t *g, int *producer, int *consumer
   *consumer = consumer_regs[w];
 }
 
+int64_t ir_hopper_gemm_tma_bytes(const ir_hopper_gemm_t *g, bool a_k_inner, bool b_k_inner) {
+  if (!g->tma) return 0;
+  return (int64_t)((a_k_inner ? ir_hopper_gemm_rows(g) : 0) + (b_k_inner ? g->n_tile : 0)) * IR_HOPPER_K_TILE * 2;
+}
+
+int64_t ir_hopper_gemm_grid(const ir_hopper_gemm_t *g, int64_t tiles) {
+  return g->ctas > 0 && g->ctas < tiles ? g->ctas : tiles;
+}
+
 /* Every load of acc in e is acc[*row, *col] over two distinct variables (set by the first). */
 static bool acc_loads(const ir_expr_t *e, const ir_buffer_t *acc, const ir_var_t **row, const ir_var_t **col, int *n) {
   if (e->kind == IR_E_LOAD && e->u.load.buf == acc) {

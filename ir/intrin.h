@@ -167,5 +167,11 @@ int ir_hopper_gemm_acc_regs(const ir_hopper_gemm_t *g);
  * by consumer warpgroups; what the code generator asks for and the cost
  * model's features describe. */
 void ir_hopper_gemm_regs(const ir_hopper_gemm_t *g, int *producer, int *consumer);
+/* Bytes of one stage that TMA brings: with g->tma, the tiles of the
+ * K-major operands (A[M, K], B^T[N, K]); the threads copy the rest. */
+int64_t ir_hopper_gemm_tma_bytes(const ir_hopper_gemm_t *g, bool a_k_inner, bool b_k_inner);
+/* CTAs launched for `tiles` tiles: a persistent grid of g->ctas when that is
+ * fewer (each CTA loops over every g->ctas-th tile), else one per tile. */
+int64_t ir_hopper_gemm_grid(const ir_hopper_gemm_t *g, int64_t tiles);
 
 #endif

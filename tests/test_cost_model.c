@@ -107,7 +107,9 @@ START_TEST(t_layout) {
   ck_assert_str_eq(cm_feature_name(174), "kernel_shared_bytes");
   ck_assert_str_eq(cm_feature_name(177), "occupancy_est");
   ck_assert_str_eq(cm_feature_name(178), "hopper_wgmma");
-  ck_assert_str_eq(cm_feature_name(CM_NUM_FEATURES - 1), "hopper_tiles");
+  ck_assert_str_eq(cm_feature_name(188), "hopper_tiles");
+  ck_assert_str_eq(cm_feature_name(189), "hopper_tma");
+  ck_assert_str_eq(cm_feature_name(CM_NUM_FEATURES - 1), "hopper_last_wave");
   ck_assert_ptr_null(cm_feature_name(CM_NUM_FEATURES));
   ck_assert_ptr_null(cm_feature_name(-1));
   for (int i = 0; i < CM_NUM_FEATURES; i++) {
@@ -795,7 +797,7 @@ END_TEST
 
 /* The decisions of the Hopper rule (sampler/rules_hopper.c). */
 typedef struct hopper_dec {
-  int wg, mf, n_tile, stages, group, producer;
+  int wg, mf, n_tile, stages, group, producer, tma, ctas;
 } hopper_dec_t;
 
 /* The float16 matmul's Acc block as the Hopper rule leaves it: the loops
@@ -823,7 +825,7 @@ static sch_t *hopper_schedule(const ir_func_t *f, const hopper_dec_t *d) {
     int v;
   } ann[] = {{IR_ANN_HOPPER_GEMM, 1},           {IR_ANN_HOPPER_WARPGROUPS, d->wg},   {IR_ANN_HOPPER_M_FRAGS, d->mf},
              {IR_ANN_HOPPER_N_TILE, d->n_tile}, {IR_ANN_HOPPER_STAGES, d->stages},   {IR_ANN_HOPPER_GROUP, d->group},
-             {IR_ANN_HOPPER_PRODUCER, d->producer}};
+             {IR_ANN_HOPPER_PRODUCER, d->producer}, {IR_ANN_HOPPER_TMA, d->tma},         {IR_ANN_HOPPER_CTAS, d->ctas}};
   for (size_t i = 0; i < TN_ARRAY_LEN(ann); i++) OK(sch_annotate(s, b, ann[i].key, sch_arg_int(ann[i].v), &err_));
   return s;
 }
@@ -839,6 +841,7 @@ static cm_feature_rows_t hopper_features(const ir_func_t *f, const hopper_dec_t 
 /* The columns in which row 0 of a and b differ must be exactly want[]. */
 static void assert_differ_in(const cm_feature_rows_t *a, const cm_feature_rows_t *b, const char *const *want, int n,
                              const char *what) {
+  for (int i = 0; i < n; i++) ck_assert_msg(cm_feature_index(want[i]) >= 0, "%s: unknown column %s", what, want[i]);
   for (int k = 0; k < CM_NUM_FEATURES; k++) {
     bool listed = false;
     for (int i = 0; i < n; i++) listed |= cm_feature_index(want[i]) == k;
@@ -852,8 +855,9 @@ static void assert_differ_in(const cm_feature_rows_t *a, const cm_feature_rows_t
  * the decisions: on an H100, two consumer warpgroups of one m64 block each,
  * N 128, 4 stages of (128 + 128) x 64 halves, a producer warpgroup (384
  * threads, setmaxnreg 96 / 208: the 64K registers of the SM, one block) and
- * 132160 bytes of shared memory (one block of 227 KiB): 12 of 64 warps.
- * Candidates that differ in one decision differ in exactly its columns. */
+ * 132160 bytes of shared memory (one block of 227 KiB): 12 of 64 warps;
+ * no TMA, a CTA per tile.  Candidates that differ in one decision (TMA and
+ * the grid included) differ in exactly its columns. */
 START_TEST(t_hopper_gemm) {
   ir_param_set_t p[3] = {{"M", 512}, {"N", 512}, {"K", 256}};
   ir_workload_t *w = NULL;
@@ -878,9 +882,19 @@ START_TEST(t_hopper_gemm) {
   ASSERT_FEAT(&base, 0, "kernel_local_bytes", cm_slog(64 * 4));
   ASSERT_FEAT(&base, 0, "pipeline_stages", 4);
   ASSERT_FEAT(&base, 0, "occupancy_est", 12.0 / 64);
+  ASSERT_FEAT(&base, 0, "hopper_tma", 0);
+  ASSERT_FEAT(&base, 0, "hopper_tma_bytes", 0);
+  ASSERT_FEAT(&base, 0, "hopper_thread_bytes", cm_slog((128 + 128) * 64 * 2));
+  ASSERT_FEAT(&base, 0, "hopper_persistent", 0);
+  ASSERT_FEAT(&base, 0, "hopper_ctas", cm_slog(16));
+  ASSERT_FEAT(&base, 0, "hopper_tiles_per_cta", cm_slog(1));
+  ASSERT_FEAT(&base, 0, "hopper_last_wave", 1);
   /* the conversion's own kernel (not fused here) has none of them */
   ASSERT_FEAT(&base, 1, "hopper_wgmma", 0);
   ASSERT_FEAT(&base, 1, "hopper_stages", 0);
+  ASSERT_FEAT(&base, 1, "hopper_thread_bytes", 0);
+  ASSERT_FEAT(&base, 1, "hopper_ctas", 0);
+  ASSERT_FEAT(&base, 1, "hopper_last_wave", 0);
 
   /* 2 stages: 66592 bytes would let 3 blocks in, the registers still 1 */
   hopper_dec_t e = d;
@@ -918,6 +932,25 @@ START_TEST(t_hopper_gemm) {
   assert_differ_in(&base, &r, group_cols, 1, "group 8 -> 2");
   cm_feature_rows_free(&r);
 
+  /* TMA: A[M, K] is K-major, B[K, N] is not: A's 128 x 64 halves of a stage come by TMA, B's by the threads */
+  e = d;
+  e.tma = 1;
+  r = hopper_features(w->func, &e, &t);
+  ASSERT_FEAT(&r, 0, "hopper_tma", 1);
+  ASSERT_FEAT(&r, 0, "hopper_tma_bytes", cm_slog(128 * 64 * 2));
+  ASSERT_FEAT(&r, 0, "hopper_thread_bytes", cm_slog(128 * 64 * 2));
+  static const char *const tma_cols[] = {"hopper_tma", "hopper_tma_bytes", "hopper_thread_bytes"};
+  assert_differ_in(&base, &r, tma_cols, 3, "tma 0 -> 1");
+  cm_feature_rows_free(&r);
+
+  /* a persistent grid of the H100's 132 SMs over 16 tiles launches 16 CTAs of one tile each: the kernel of a CTA per
+   * tile, the same row */
+  e = d;
+  e.ctas = t.sm_count;
+  r = hopper_features(w->func, &e, &t);
+  assert_differ_in(&base, &r, NULL, 0, "ctas 0 -> 132 over 16 tiles");
+  cm_feature_rows_free(&r);
+
   /* one consumer warpgroup: tile 64 x 128, setmaxnreg 152 / 240 (256 threads) */
   e = d;
   e.wg = 1;
@@ -952,6 +985,55 @@ START_TEST(t_hopper_gemm) {
   r = hopper_features(w->func, &d, NULL);
   ASSERT_FEAT(&r, 0, "hopper_wgmma", 0);
   ASSERT_FEAT(&r, 0, "occupancy_est", 0);
+  ASSERT_FEAT(&r, 0, "hopper_thread_bytes", 0);
+  ASSERT_FEAT(&r, 0, "hopper_ctas", 0);
+  cm_feature_rows_free(&r);
+  cm_feature_rows_free(&base);
+  ir_workload_free(w);
+
+  /* 2048 x 2048: 256 tiles of 128 x 128.  A persistent grid of 132 CTAs: two rounds of tiles, the second with 124
+   * of the 132 CTAs busy */
+  ir_param_set_t big[3] = {{"M", 2048}, {"N", 2048}, {"K", 256}};
+  OK(ir_workload_load(SRC("workloads/matmul_f16.tw"), big, 3, &w, &err_));
+  base = hopper_features(w->func, &d, &t);
+  ASSERT_FEAT(&base, 0, "hopper_ctas", cm_slog(256));
+  e = d;
+  e.ctas = t.sm_count;
+  r = hopper_features(w->func, &e, &t);
+  ASSERT_FEAT(&r, 0, "hopper_persistent", 1);
+  ASSERT_FEAT(&r, 0, "hopper_ctas", cm_slog(132));
+  ASSERT_FEAT(&r, 0, "hopper_tiles_per_cta", cm_slog(2));
+  ASSERT_FEAT(&r, 0, "hopper_last_wave", 124.0 / 132);
+  static const char *const grid_cols[] = {"hopper_persistent", "hopper_ctas", "hopper_tiles_per_cta",
+                                          "hopper_last_wave"};
+  assert_differ_in(&base, &r, grid_cols, 4, "ctas 0 -> 132 over 256 tiles");
+  cm_feature_rows_free(&r);
+  /* 128 CTAs: two full rounds */
+  e.ctas = 128;
+  r = hopper_features(w->func, &e, &t);
+  ASSERT_FEAT(&r, 0, "hopper_tiles_per_cta", cm_slog(2));
+  ASSERT_FEAT(&r, 0, "hopper_last_wave", 1);
+  cm_feature_rows_free(&r);
+  cm_feature_rows_free(&base);
+  ir_workload_free(w);
+
+  /* A[M, K] and B[N, K] both K-major: the whole stage by TMA, none by the threads */
+  static const char bt[] = "param M = 512, N = 512, K = 256\n"
+                           "input  A: float16[M, K]\n"
+                           "input  B: float16[N, K]\n"
+                           "temp   Acc: float32[M, N]\n"
+                           "output C: float16[M, N]\n"
+                           "Acc[i, j] = sum(k < K: float32(A[i, k]) * float32(B[j, k]))\n"
+                           "C[i, j] = float16(Acc[i, j])\n";
+  OK(ir_workload_parse("matmul_f16_bt.tw", bt, strlen(bt), NULL, 0, &w, &err_));
+  base = hopper_features(w->func, &d, &t);
+  e = d;
+  e.tma = 1;
+  r = hopper_features(w->func, &e, &t);
+  ASSERT_FEAT(&r, 0, "hopper_tma", 1);
+  ASSERT_FEAT(&r, 0, "hopper_tma_bytes", cm_slog((128 + 128) * 64 * 2));
+  ASSERT_FEAT(&r, 0, "hopper_thread_bytes", 0);
+  assert_differ_in(&base, &r, tma_cols, 3, "tma 0 -> 1, both operands K-major");
   cm_feature_rows_free(&r);
   cm_feature_rows_free(&base);
   ir_workload_free(w);
