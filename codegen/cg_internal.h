@@ -259,6 +259,9 @@ void cg_packing_analyse(cg_ctx_t *c);
 /* Bytes of one element of a buffer as stored by this target. */
 int cg_elem_bytes(const cg_ctx_t *c, const ir_buffer_t *b);
 const char *cg_storage_type(const cg_ctx_t *c, const ir_buffer_t *b);
+/* The index of buffer b among the kernel arguments (the function's
+ * parameters, then workspaces and packed copies); -1 when it is none. */
+int cg_arg_index(const cg_ctx_t *c, const ir_buffer_t *b);
 /* float16 data kept as halves (converted on every load and store). */
 bool cg_half_storage(const cg_ctx_t *c, const ir_buffer_t *b);
 /* bfloat16 data (stored as 16 bits everywhere, converted on every load and store). */

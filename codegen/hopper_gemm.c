@@ -150,9 +150,7 @@ static void tensor_map(cg_ctx_t *c, const ir_buffer_t *x, int64_t rows, int box_
                        cg_kernel_t *kd) {
   cg_tensor_map_t *t = &kd->maps[kd->nmaps++];
   snprintf(t->name, sizeof t->name, "%s", name);
-  t->param = -1;
-  for (int p = 0; p < c->f->nparams; p++)
-    if (c->f->params[p]->id == x->id) t->param = p;
+  t->param = cg_arg_index(c, x); /* a parameter, or a workspace (an operand transposed by a kernel before) */
   t->dims[0] = x->shape[x->ndim - 1];
   t->dims[1] = rows;
   t->stride_bytes = t->dims[0] * 2;

@@ -230,7 +230,7 @@ static const ir_buffer_t *arg_at(const cg_ctx_t *c, int n) {
   return NULL;
 }
 
-static int arg_index(const cg_ctx_t *c, const ir_buffer_t *b) {
+int cg_arg_index(const cg_ctx_t *c, const ir_buffer_t *b) {
   for (int n = 0; arg_at(c, n); n++)
     if (arg_at(c, n) == b) return n;
   return -1;
@@ -275,7 +275,7 @@ static void emit_c_wrappers(cg_ctx_t *c) {
     if (!pb) continue;
     const ir_buffer_t *in = pb->reads[0].buf, *out = pb->writes[0].buf;
     cg_line(c, "  if (!rc) rc = %s((const %s *)args[%d], (%s *)args[%d]);", c->pack_fn[k], cg_storage_type(c, in),
-            arg_index(c, in), cg_storage_type(c, out), arg_index(c, out));
+            cg_arg_index(c, in), cg_storage_type(c, out), cg_arg_index(c, out));
   }
   cg_line(c, "  return rc;");
   cg_line(c, "}");

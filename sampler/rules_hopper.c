@@ -26,8 +26,11 @@
  * IR.  An elementwise consumer of the output (its float16 rounding, a bias,
  * an activation) moves under the tile's blockIdx loop: the kernel computes
  * it from the accumulators and never writes the float32 temporary.  The
- * rule forks: the block left as it was is a second space (the wmma and
- * SIMT rules take it).  Only 2-D or batched blocks (ir_hopper_gemm_shape:
+ * rule forks: the block left as it was is another space (the wmma and
+ * SIMT rules take it), and where an operand is not K-major (B as [K, N], A
+ * as [K, M]) a third space first transposes it into a K-major global
+ * workspace with a kernel of its own (transpose_operand), so that TMA can
+ * bring both operands.  Only 2-D or batched blocks (ir_hopper_gemm_shape:
  * float16 or bfloat16 operands accumulated in float32) whose M, N and K are
  * multiples of 64 are taken; a batch joins the tiles on blockIdx.x. */
 #include <string.h>
@@ -60,6 +63,40 @@ static int sample(sch_t *s, const int64_t *cand, const bool *keep, int n, sch_rv
     if (keep[i]) v[m++] = cand[i];
   for (int i = 0; i < m; i++) p[i] = 1.0 / m;
   return sch_sample_categorical(s, v, p, m, out, err);
+}
+
+/* An operand read with M or N contiguous (B as [K, N], A as [K, M]): in a
+ * space of its own, a kernel of its own first copies it into a global
+ * temporary with K contiguous (cache_read into "global", transform_layout
+ * moving K last), one thread per element in the order of the copy's rows, so
+ * that the GEMM reads it K-major — with TMA where that decision is taken —
+ * instead of transposing it while filling every stage (wgmma's MN-major
+ * operand layouts are not offered by the primitives).  The copy costs one
+ * read and one write of the operand per call. */
+static int transpose_operand(sch_t *s, const char *block, const char *name, tn_err_t *err) {
+  sch_rv_t b;
+  SMP_TRY(sch_get_block(s, block, &b, err));
+  const ir_block_t *cur = &sch_rv_stmt(s, b)->u.block;
+  int index = -1;
+  for (int q = 0; q < cur->nreads; q++)
+    if (!strcmp(cur->reads[q].buf->name, name)) index = q;
+  if (index < 0) return tn_err_set(err, TN_EINVAL, "block \"%s\" does not read %s", cur->name, name);
+  int nd = cur->reads[index].buf->ndim, perm[3] = {0, 1, 2};
+  perm[nd - 2] = nd - 1, perm[nd - 1] = nd - 2; /* (batch,) K x MN -> (batch,) MN x K */
+  sch_rv_t copy, loops[SCH_MAX_RVS_OUT], all, parts[2];
+  int nl = 0;
+  SMP_TRY(sch_cache_read(s, b, index, "global", &copy, err));
+  SMP_TRY(sch_transform_layout(s, copy, 0, true, perm, nd, err));
+  SMP_TRY(sch_get_loops(s, copy, loops, &nl, err));
+  if (nl != nd) return tn_err_set(err, TN_EINVAL, "the copy of %s has %d loops for %d dimensions", name, nl, nd);
+  sch_rv_t t = loops[nd - 2]; /* K inner: each thread writes the next element of the copy's row */
+  loops[nd - 2] = loops[nd - 1], loops[nd - 1] = t;
+  SMP_TRY(sch_reorder(s, loops, nd, err));
+  SMP_TRY(sch_fuse(s, loops, nd, &all, err));
+  sch_arg_t f[2] = {sch_arg_none(), sch_arg_int(256)};
+  SMP_TRY(sch_split(s, all, f, 2, parts, err));
+  SMP_TRY(sch_bind(s, parts[0], ir_thread_tag_name(IR_TAG_BLOCK_X), err));
+  return sch_bind(s, parts[1], ir_thread_tag_name(IR_TAG_THREAD_X), err);
 }
 
 typedef struct decisions {
@@ -169,19 +206,35 @@ int smp_rule_multi_level_tiling_hopper(smp_ctx_t *c, smp_state_t *st, const char
     smp_states_push(out, *st);
     return TN_OK;
   }
-  /* the block untouched stays a second space, for the wmma and SIMT rules */
-  smp_state_t plain;
+  /* the block untouched stays a second space, for the wmma and SIMT rules;
+   * with an operand that is not K-major, a third has it transposed first */
+  ir_hopper_shape_t sh;
+  const char *why;
+  bool mn_major = ir_hopper_gemm_shape(b, &sh, &why) && (!sh.a_k_inner || !sh.b_k_inner);
+  smp_state_t plain = {0}, trans = {0};
   int rc = smp_fork(c, st, &plain, err);
-  bool fused = false;
+  if (rc == TN_OK && mn_major) rc = smp_fork(c, st, &trans, err);
+  if (rc == TN_OK && mn_major && !sh.a_k_inner) rc = transpose_operand(trans.s, block, r.a, err);
+  if (rc == TN_OK && mn_major && !sh.b_k_inner) rc = transpose_operand(trans.s, block, r.b, err);
+  bool fused = false, tfused = false;
   if (rc == TN_OK) rc = tile(st->s, c->t, block, &r, &fused, err);
+  if (rc == TN_OK && mn_major) rc = tile(trans.s, c->t, block, &r, &tfused, err);
   if (rc < 0) {
     smp_state_free(st);
+    if (plain.s) smp_state_free(&plain);
+    if (trans.s) smp_state_free(&trans);
     return rc;
   }
 
   smp_note(st, "multi-level-tiling-hopper(%s: wgmma m64nNk16 %s, K ring in 128B-swizzled shared memory%s)", block,
            ir_dtype_name(read_dtype(b, r.a)), fused ? ", epilogue fused" : "");
   smp_states_push(out, *st);
+  if (mn_major) {
+    smp_note(&trans, "multi-level-tiling-hopper(%s: %s%s%s transposed K-major by a kernel before, wgmma m64nNk16 %s%s)",
+             block, sh.a_k_inner ? "" : r.a, !sh.a_k_inner && !sh.b_k_inner ? " and " : "", sh.b_k_inner ? "" : r.b,
+             ir_dtype_name(read_dtype(b, r.a)), tfused ? ", epilogue fused" : "");
+    smp_states_push(out, trans);
+  }
   smp_states_push(out, plain);
   return TN_OK;
 }

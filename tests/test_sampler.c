@@ -498,10 +498,70 @@ static void hopper_persistent_loops(const ir_func_t *f, const tn_target_t *host)
   smp_space_free(&sp);
 }
 
+/* The Hopper space whose operands that are not K-major (B as [K, N], A as
+ * [K, M]) are first transposed by a kernel of their own (one per operand)
+ * into a K-major workspace: sampled candidates lower to those copy kernels
+ * and the wgmma kernel, whose TMA maps (when sampled) name the workspace,
+ * compile to wgmma for sm_90a, and compute the reference on the harness. */
+static void hopper_transposed_space(const ir_workload_t *w, const ref_t *ref, const sch_trace_t *tr, int transposed,
+                                    const tn_target_t *h100, const tn_target_t *host, int *tmas) {
+  cg_module_t *mods[2];
+  char what[2][64];
+  int n = 0;
+  for (int k = 0; k < 8 && n < 2; k++) {
+    sch_t *s = NULL;
+    smp_stage_t st;
+    tn_err_t err = {0};
+    snprintf(what[n], sizeof what[n], "transposed space, sample %d", k);
+    if (smp_sample(w->func, h100, tr, 500 + (uint64_t)k, &s, &st, &err) != TN_OK) {
+      ck_assert_msg(st == SMP_STAGE_VERIFY, "%s: %s", what[n], err.msg);
+      continue;
+    }
+    check_outputs(w->func, ref, sch_func(s), what[n]);
+    check_roundtrip(w->func, s, what[n]);
+    cg_module_t *m = check_lowers(h100, s, what[n]);
+    ck_assert_int_eq(m->nkernels, 1 + transposed);
+    const cg_kernel_t *g = &m->kernels[transposed]; /* the copies run first */
+    int workspaces = 0; /* every operand is K-major now: TMA maps both, the transposed from their workspaces */
+    for (int q = 0; q < g->nmaps; q++) {
+      ck_assert_int_ge(g->maps[q].param, 0);
+      workspaces += m->params[g->maps[q].param].role == IR_BUF_TEMP;
+    }
+    ck_assert_int_eq(g->nmaps, g->nmaps ? 2 : 0);
+    ck_assert_int_eq(workspaces, g->nmaps ? transposed : 0);
+    *tmas += g->nmaps > 0;
+    ms_cuda_output_t o;
+    tn_err_t ce = {0};
+    int rc = ms_cuda_compile(m->source, "sm_90a", &o, &ce);
+    ck_assert_msg(rc == TN_OK || rc == TN_EUNSUPPORTED, "%s: NVRTC: %s", what[n], ce.msg);
+    if (rc == TN_OK) {
+      ck_assert_msg(strstr(o.ptx, "wgmma.mma_async.sync.aligned.m64n") && !strstr(o.ptx, "cp.async.bulk.tensor.2d") ==
+                                                                               !g->nmaps,
+                    "%s: PTX", what[n]);
+      ms_cuda_output_free(&o);
+    }
+    mods[n++] = m;
+    sch_free(s);
+  }
+  ck_assert_int_ge(n, 1);
+  ms_options_t opt = hopper_options();
+  ms_result_t res[2] = {0};
+  tn_err_t err = {0};
+  ck_assert_msg(ms_measure(w->func, host, mods, n, &opt, res, &err) == TN_OK, "%s", err.msg);
+  for (int i = 0; i < n; i++) {
+    ck_assert_msg(res[i].status == MS_OK, "%s on cuda-host/hopper: %s: %s", what[i], ms_status_name(res[i].status),
+                  res[i].error);
+    ms_result_clear(&res[i]);
+    cg_module_free(mods[i]);
+  }
+}
+
 /* Hopper (nvidia/h100, cuda-host/hopper): a float16/bfloat16 matmul (or
  * batched matmul) whose M, N and K are multiples of 64 forks into the
  * warpgroup-MMA space (six categorical decisions, annotated on the block)
- * and the untouched block (the wmma tiling).  Sampled candidates of the
+ * and the untouched block (the wmma tiling), and with an operand that is
+ * not K-major a third space that transposes it first
+ * (hopper_transposed_space).  Sampled candidates of the
  * Hopper space lower to one wgmma kernel (sm_90a) with the elementwise
  * consumer (float16 rounding, bias and ReLU) fused into it, compile with
  * NVRTC for sm_90a to wgmma in the PTX and HGMMA in the SASS (where
@@ -535,18 +595,27 @@ START_TEST(test_hopper_space) {
   ck_assert(tn_target_is_hopper(&h100) && tn_target_is_hopper(&host) && !tn_target_is_hopper(&plain));
   int producers = 0, all_copy = 0; /* candidates of either copy mode, over the cases */
   int tmas = 0, no_tmas = 0, persistent = 0, mutated = 0; /* mutated: TMA candidates the mutants ran on */
+  int transposed_tmas = 0; /* candidates of the transposed spaces with TMA */
   for (size_t c = 0; c < TN_ARRAY_LEN(cases); c++) {
     ir_workload_t *w = tu_parse(cases[c].src);
     ref_t ref = reference(w->func);
     smp_space_t sp = generate(w->func, &h100, 1), on_plain = generate(w->func, &plain, 1);
-    ck_assert_int_eq(sp.n, 2);
+    /* operands that are not K-major: A[(b,) k, i] and B[(b,) k, j] in the sources */
+    int transposed = !!strstr(cases[c].src, "k, i]") + !!strstr(cases[c].src, "k, j]");
+    ck_assert_int_eq(sp.n, 2 + !!transposed);
     ck_assert_int_eq(on_plain.n, 1); /* not Hopper: no fork */
     smp_space_free(&on_plain);
     char want[96];
     snprintf(want, sizeof want, "multi-level-tiling-hopper(%s: wgmma m64nNk16 %s", cases[c].block, cases[c].want);
     ck_assert_msg(!cases[c].fused == !strstr(sp.descs[0], "epilogue fused"), "%s", sp.descs[0]);
-    ck_assert_msg(strstr(sp.descs[0], want) && strstr(sp.descs[1], "multi-level-tiling-tensor-core("), "%s | %s",
-                  sp.descs[0], sp.descs[1]);
+    ck_assert_msg(strstr(sp.descs[0], want) && strstr(sp.descs[sp.n - 1], "multi-level-tiling-tensor-core("),
+                  "%s | %s", sp.descs[0], sp.descs[sp.n - 1]);
+    if (transposed) {
+      ck_assert_msg(strstr(sp.descs[1], "transposed K-major by a kernel before") &&
+                        !strstr(sp.descs[1], " and ") == (transposed == 1),
+                    "%s", sp.descs[1]);
+      hopper_transposed_space(w, &ref, sp.traces[1], transposed, &h100, &host, &transposed_tmas);
+    }
     const sch_trace_t *tr = sp.traces[0];
     int stages = 0, groups = 0, ntiles = 0;
     for (int i = 0; i < tr->n; i++) {
@@ -647,6 +716,7 @@ START_TEST(test_hopper_space) {
   ck_assert_int_ge(mutated, 1);
   ck_assert_msg(tmas >= 2 && no_tmas >= 2 && persistent >= 2, "%d candidates with TMA copies, %d without, %d with a "
                 "persistent grid", tmas, no_tmas, persistent);
+  ck_assert_int_ge(transposed_tmas, 1); /* TMA from a transposed operand's workspace */
 }
 END_TEST
 
