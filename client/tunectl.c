@@ -56,7 +56,7 @@ static const opt_spec_t options[O_COUNT] = {
                   "a target file's name (the list: target_help)"},
     [O_DAEMON_TARGET] = {"target", 0, "T", K_TEXT, F(target), 0, 0, "target name (default: the daemon's)"},
     [O_TRACE] = {"trace", 0, "T.json", K_TEXT, F(trace), 0, 0, "replay this schedule trace first"},
-    [O_EMIT] = {"emit", 0, "KIND", K_TEXT, F(emit), 0, 0, "cuda, ptx, opencl, c or launch"},
+    [O_EMIT] = {"emit", 0, "KIND", K_TEXT, F(emit), 0, 0, "cuda, ptx, sass, opencl, c or launch"},
     [O_KERNEL_EMIT] = {"emit", 0, "KIND", K_TEXT, F(emit), 0, 0, "cuda, ptx, cubin, header, json or source"},
     [O_TRIALS] = {"trials", 0, "N", K_INT, F(trials), 1, 1000000, "candidates to measure"},
     [O_SECONDS] = {"seconds", 0, "S", K_NUM, F(seconds), 0, 0, "wall-time budget in seconds (default: none)"},
@@ -196,14 +196,17 @@ static const command_t commands[] = {
              "number of instructions and the trace's sampling decisions; on failure\n"
              "says which instruction failed and why, and exits 1.\n",
      .run = tco_trace_check},
-    {.name = "emit", .usage = "FILE --target T --emit cuda|ptx|opencl|c|launch [--trace T.json] [--set NAME=VALUE ...]",
+    {.name = "emit", .usage = "FILE --target T --emit cuda|ptx|sass|opencl|c|launch [--trace T.json] [--set NAME=VALUE ...]",
      .min_pos = 1, .max_pos = 1, .opts = OPT(SET) | OPT(TARGET) | OPT(TRACE) | OPT(EMIT),
      .need = OPT(TARGET) | OPT(EMIT), .summary = "print the generated kernel source or launch configuration",
      .help = "Replays the trace (if any) as the tuner does (up to its EnterPostproc, then\n"
              "the target's postprocessors) and lowers the workload to the language of\n"
              "--emit: `cuda` prints CUDA C, `opencl` OpenCL C, `c` C with OpenMP for the\n"
              "CPU, `ptx` compiles the CUDA C with NVRTC for the target's architecture and\n"
-             "prints the PTX, `launch` prints the launch configuration (kernels, grid,\n"
+             "prints the PTX, `sass` compiles it to a CUBIN and prints its SASS (by\n"
+             "nvdisasm, on PATH or from PyPI's nvidia-cuda-nvdisasm, which\n"
+             "scripts/install-deps installs) after ptxas's register, shared-memory and\n"
+             "spill report, `launch` prints the launch configuration (kernels, grid,\n"
              "block, shared memory, parameters) as JSON for the target's language.\n"
              "GPU targets need a trace that binds every loop nest to threads.\n",
      .run = tco_emit},

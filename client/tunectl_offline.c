@@ -330,18 +330,45 @@ static cg_module_t *lower(const char *cmd, tc_args_t *o, const tn_target_t *t, i
   return m;
 }
 
+/* The CUBIN's SASS (nvdisasm, ms_cuda_sass), after ptxas's report of each
+ * kernel's registers, shared memory and spills from the NVRTC log, as
+ * comments. */
+static int print_sass(const ms_cuda_output_t *out, tn_err_t *err) {
+  const char *dir = getenv("TMPDIR");
+  char path[MS_PATH_MAX];
+  snprintf(path, sizeof path, "%s/tunectl-sass-XXXXXX", dir && *dir ? dir : "/tmp");
+  int fd = mkstemp(path);
+  if (fd < 0) return tn_err_set(err, TN_EIO, "cannot create %s: %s", path, strerror(errno));
+  bool ok = write(fd, out->cubin, out->cubin_size) == (ssize_t)out->cubin_size;
+  close(fd);
+  tn_buf_t sass;
+  tn_buf_init(&sass);
+  int rc = ok ? ms_cuda_sass(path, 60, &sass, err) : tn_err_set(err, TN_EIO, "cannot write %s", path);
+  unlink(path);
+  if (rc == 0) {
+    for (const char *l = out->log ? out->log : ""; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != 0))
+      if (!strncmp(l, "ptxas info", 10)) printf("// %.*s\n", (int)strcspn(l, "\n"), l);
+    fputs(tn_buf_str(&sass), stdout);
+  }
+  tn_buf_free(&sass);
+  return rc;
+}
+
 int tco_emit(tc_args_t *o) {
-  static const char *const kinds[] = {"cuda", "ptx", "opencl", "c", "launch"};
+  static const char *const kinds[] = {"cuda", "ptx", "opencl", "c", "launch", "sass"};
   size_t kind = 0;
   while (kind < TN_ARRAY_LEN(kinds) && strcmp(kinds[kind], o->emit) != 0) kind++;
   if (kind == TN_ARRAY_LEN(kinds)) {
-    fprintf(stderr, "tunectl emit: unknown --emit '%s' (cuda, ptx, opencl, c or launch)\n", o->emit);
+    fprintf(stderr, "tunectl emit: unknown --emit '%s' (cuda, ptx, sass, opencl, c or launch)\n", o->emit);
     return 2;
   }
   tn_target_t t;
   if (lookup_target("emit", o, &t) < 0) return 1;
   cg_target_t lang = ms_language_of(t.kind);
-  cg_target_t want = kind <= 1 ? CG_TARGET_CUDA : kind == 2 ? CG_TARGET_OPENCL : kind == 3 ? CG_TARGET_C : lang;
+  cg_target_t want = kind <= 1 || kind == 5 ? CG_TARGET_CUDA
+                     : kind == 2        ? CG_TARGET_OPENCL
+                     : kind == 3        ? CG_TARGET_C
+                                        : lang;
   if (want != lang) {
     fprintf(stderr, "tunectl emit: target %s runs %s code; --emit %s needs a %s target\n", t.name,
             cg_target_name(lang), o->emit,
@@ -351,13 +378,14 @@ int tco_emit(tc_args_t *o) {
   cg_module_t *m = lower("emit", o, &t, NULL);
   if (!m) return 1;
   int rc = 0;
-  if (kind == 1) {
+  if (kind == 1 || kind == 5) {
     ms_cuda_output_t out;
     tn_err_t err = {0};
-    if (ms_cuda_compile(m->source, ms_cuda_arch(&t, m->sm90a), &out, &err) < 0) {
+    if (ms_cuda_compile(m->source, ms_cuda_arch(&t, m->sm90a), &out, &err) < 0 ||
+        (kind == 5 && print_sass(&out, &err) < 0)) {
       fprintf(stderr, "tunectl emit: %s\n", err.msg);
       rc = 1;
-    } else {
+    } else if (kind == 1) {
       fputs(out.ptx, stdout);
     }
     ms_cuda_output_free(&out);

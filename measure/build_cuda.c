@@ -287,6 +287,25 @@ static bool find_nvdisasm(char *out, size_t n) {
   return found;
 }
 
+int ms_cuda_sass(const char *cubin, double timeout_s, tn_buf_t *sass, tn_err_t *err) {
+  char tool[MS_PATH_MAX];
+  if (!find_nvdisasm(tool, sizeof tool))
+    return tn_err_set(err, TN_EUNSUPPORTED, "no nvdisasm on PATH nor from PyPI's nvidia-cuda-nvdisasm "
+                      "(scripts/install-deps installs it: python3 -m pip install --user nvidia-cuda-nvdisasm)");
+  char *argv[] = {tool, (char *)cubin, NULL};
+  int status = 0;
+  tn_buf_t log;
+  tn_buf_init(&log);
+  int rc = ms_run_command(argv, timeout_s, &log, (size_t)64 << 20, &status, err);
+  if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    rc = tn_err_set(err, TN_EIO, "%s %s failed (%s %d): %.500s", tool, cubin,
+                    WIFEXITED(status) ? "exit status" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+                    tn_buf_str(&log));
+  if (rc == 0) tn_buf_put(sass, tn_buf_str(&log));
+  tn_buf_free(&log);
+  return rc;
+}
+
 /* A kernel built for sm_90a that spills, or whose SASS (by nvdisasm, when
  * installed) has no HGMMA, would run on a slower path than the one it was
  * scheduled for: refused with the reason.  -1 when refused. */
@@ -298,15 +317,10 @@ static int check_hopper_build(const ms_candidate_t *cand, const ms_build_facts_t
                    (long long)f->spill_bytes);
     return -1;
   }
-  char tool[MS_PATH_MAX];
-  if (!find_nvdisasm(tool, sizeof tool)) return 0;
-  char *argv[] = {tool, (char *)cubin, NULL};
   tn_buf_t sass;
   tn_buf_init(&sass);
-  int status = 0;
   tn_err_t err = {0};
-  int rc = ms_run_command(argv, timeout_s, &sass, (size_t)64 << 20, &status, &err);
-  bool ran = rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  bool ran = ms_cuda_sass(cubin, timeout_s, &sass, &err) == 0; /* no nvdisasm, or it failed: not checked */
   bool hgmma = ran && strstr(tn_buf_str(&sass), "HGMMA");
   tn_buf_free(&sass);
   if (ran && !hgmma) {

@@ -338,6 +338,10 @@ int ms_cuda_compile(const char *source, const char *arch, ms_cuda_output_t *out,
  * warpgroup-MMA kernels (cg_module_t's sm90a), else the target's. */
 const char *ms_cuda_arch(const tn_target_t *t, bool sm90a);
 void ms_cuda_output_free(ms_cuda_output_t *o);
+/* The SASS of a CUBIN file by nvdisasm (on PATH, or PyPI's
+ * nvidia-cuda-nvdisasm under ~/.local), appended to *sass: TN_EUNSUPPORTED,
+ * saying how to install it, when there is none; TN_EIO when it fails. */
+int ms_cuda_sass(const char *cubin, double timeout_s, tn_buf_t *sass, tn_err_t *err);
 
 /* NVRTC and the OpenCL compiler in a separate process (build_proc.c):
  * `tuned-worker --build`, started with exec at the first compile and

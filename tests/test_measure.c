@@ -2054,6 +2054,19 @@ START_TEST(t_tunectl_emit) {
     ck_assert_msg(r->status == 0, "%s", r->err);
     ck_assert_ptr_null(strstr(r->out, "cp.async"));
   }
+  /* SASS by nvdisasm (scripts/install-deps installs it), after ptxas's report */
+  r = tunectl("emit " MM TRACE("matmul_pipelined") "--target nvidia/h100 --emit sass");
+  if (WITH_CUDA && r->status == 0) {
+    ck_assert_ptr_nonnull(strstr(r->out, "// ptxas info    : Used "));
+    ck_assert_msg(strstr(r->out, "LDGSTS") && strstr(r->out, "FFMA"), "%.2000s", r->out); /* cp.async, FMAs */
+  } else {
+    ck_assert_int_eq(r->status, 1);
+    ck_assert_msg(strstr(r->err, WITH_CUDA ? "no nvdisasm on PATH nor from PyPI's nvidia-cuda-nvdisasm" : "no CUDA support"),
+                  "%s", r->err);
+  }
+  r = tunectl("emit " MM TRACE("matmul_shared") "--target cpu --emit sass");
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_ptr_nonnull(strstr(r->err, "target cpu runs c code; --emit sass needs a CUDA"));
   r = tunectl("emit " MM TRACE("matmul_shared") "--target opencl --emit opencl");
   ck_assert_msg(r->status == 0, "%s", r->err);
   ck_assert_ptr_nonnull(strstr(r->out, "__kernel "));
