@@ -14,6 +14,7 @@ srch_cand_t *srch_cand_make(const ir_func_t *f, const tn_target_t *t, const sch_
   if (srch_schedule(f, t, trace, seed, &s, stage, err) < 0) return NULL;
   srch_cand_t *c = tn_xcalloc(1, sizeof *c);
   c->refs = 1;
+  c->space = -1;
   c->sch = s;
   c->json = sch_trace_to_json(sch_get_trace(s));
   c->hash = srch_trace_hash(c->json);
@@ -77,7 +78,7 @@ static uint64_t memo_key(const sch_trace_t *tr) {
 }
 
 srch_cand_t *srch_cand_memo_make(srch_cand_memo_t *m, const ir_func_t *f, const tn_target_t *t,
-                                 const sch_trace_t *trace, uint64_t seed) {
+                                 const sch_trace_t *trace, uint64_t seed, int space) {
   uint64_t key = memo_key(trace);
   srch_cand_t *c = NULL;
   if (key) {
@@ -94,6 +95,7 @@ srch_cand_t *srch_cand_memo_make(srch_cand_memo_t *m, const ir_func_t *f, const 
    * still samples is not memoised and samples with the caller's seed: one
    * seed for all of them made every fresh sample of a space the same. */
   c = srch_cand_make(f, t, trace, key ? key : seed, NULL, NULL);
+  if (c) c->space = space; /* before another thread can see it */
   if (!key) return c;
   pthread_mutex_lock(&m->mu);
   if ((m->n + 1) * 2 > m->cap) memo_grow(m);

@@ -4,7 +4,8 @@
  * eps-greedy mix of the predicted-best and random fresh samples.  A task's
  * first batch also measures one locality seed per design space (every
  * compute location at the consumer's outermost loop: the fused form), which
- * MetaSchedule does not.
+ * MetaSchedule does not, and, while nothing of the task is measured, takes
+ * as many candidates from every design space (see pick_spread).
  *
  * Determinism: every random draw of a population slot comes from a seed made
  * of the generation's seed and the slot index, and the one coupling between
@@ -128,6 +129,7 @@ static int add_seeds(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_t
     if (!t) continue;
     srch_cand_t *cd = srch_cand_make(ts->func, c->target, t, tn_rng_next(&ts->rng), NULL, NULL);
     sch_trace_free(t);
+    if (cd) cd->space = k;
     if (cd && !srch_hashset_has(&ts->seen, cd->hash) && srch_hashset_add(taken, cd->hash)) out[n++] = cd;
     else srch_cand_unref(cd);
   }
@@ -227,7 +229,8 @@ static void gen_slot(void *ctx, int slot) {
     sch_trace_t *tr = NULL;
     if (smp_mutate(sch_get_trace(g->pop->v[p]->sch), g->ts->func, g->c->target, &rng, g->memo, &tr, NULL, NULL) < 0)
       continue;
-    g->child[slot] = srch_cand_memo_make(g->made, g->ts->func, g->c->target, tr, tn_rng_next(&rng));
+    g->child[slot] = srch_cand_memo_make(g->made, g->ts->func, g->c->target, tr, tn_rng_next(&rng),
+                                         g->pop->v[p]->space); /* a mutation keeps the trace's structure */
     sch_trace_free(tr);
     if (g->child[slot]) return;
   }
@@ -295,6 +298,52 @@ static int pick_batch(srch_task_state_t *ts, bests_t *b, pool_t *fresh, int want
   return n;
 }
 
+/* The task's first batch while nothing of it is measured: the slots go to
+ * the design spaces in turn (the one with the fewest candidates so far,
+ * seeds included, next), each taking its predicted best, then its fresh
+ * samples.  The model knows nothing of the task's kernels yet (untrained: a
+ * random score each; warm-started on other workloads: columns it never saw
+ * set), so the mixed best-list is every generation's new candidates drawn
+ * by chance, and the spaces differ in how many of their mutants are new and
+ * valid: on an H100, a float16 GEMM's Hopper space (a few categorical
+ * decisions, mutants the verify postprocessor often refuses) against its
+ * wmma one (many tile factors) was 68 % of the population yet 44 % of the
+ * 32 picked, and 3 of 12 on cuda-host/hopper at 128³, 0 of 3 at 64³.  One
+ * batch that samples the spaces evenly, as MetaSchedule's initial
+ * population does, gives the model every kind of kernel to learn from; the
+ * later batches follow it.  Fills out[n0..want) as pick_batch does. */
+/* cd when it is of space k, not measured and not yet in the batch (then it is). */
+static srch_cand_t *take_of_space(const srch_task_state_t *ts, srch_cand_t *cd, int k, srch_hashset_t *taken) {
+  return cd->space == k && !srch_hashset_has(&ts->seen, cd->hash) && srch_hashset_add(taken, cd->hash) ? cd : NULL;
+}
+
+static int pick_spread(srch_task_state_t *ts, const bests_t *b, const pool_t *fresh, int want, srch_cand_t **out,
+                       int n0, srch_hashset_t *taken) {
+  int ns = ts->space.n, n = n0;
+  int *count = tn_xcalloc((size_t)ns, sizeof *count), *ib = tn_xcalloc((size_t)ns, sizeof *ib),
+      *ir = tn_xcalloc((size_t)ns, sizeof *ir);
+  bool *dry = tn_xcalloc((size_t)ns, sizeof *dry);
+  for (int i = 0; i < n0; i++)
+    if (out[i]->space >= 0 && out[i]->space < ns) count[out[i]->space]++;
+  while (n < want) {
+    int k = -1;
+    for (int s = 0; s < ns; s++)
+      if (!dry[s] && (k < 0 || count[s] < count[k])) k = s;
+    if (k < 0) break;
+    srch_cand_t *pick = NULL;
+    while (!pick && ib[k] < b->n) pick = take_of_space(ts, b->v[ib[k]++].cand, k, taken);
+    while (!pick && ir[k] < fresh->n) pick = take_of_space(ts, fresh->v[ir[k]++], k, taken);
+    if (!pick) {
+      dry[k] = true;
+      continue;
+    }
+    out[n++] = srch_cand_ref(pick);
+    count[k]++;
+  }
+  free(count), free(ib), free(ir), free(dry);
+  return n;
+}
+
 int srch_evolve_batch(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_t ***out, int *nout, tn_err_t *err) {
   pool_t pop = {0}, fresh = {0};
   bests_t b = {0};
@@ -303,6 +352,8 @@ int srch_evolve_batch(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_
   *nout = 0;
   srch_hashset_t taken;
   srch_hashset_init(&taken);
+  /* before add_seeds marks the task seeded; with one space there is nothing to spread */
+  bool spread = !ts->seeded && ts->nmeasured == 0 && ts->space.n > 1;
   int nseeds = add_seeds(c, ts, want, *out, &taken);
   add_measured(c, ts, &pop);
   add_fresh(c, ts, &pop, &fresh);
@@ -315,13 +366,15 @@ int srch_evolve_batch(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_
     for (int it = 0;; it++) {
       if ((stopped = srch_stopped(c))) break;
       if ((rc = predict(c, &pop, err)) < 0) break;
-      bests_push(&b, ts, &pop, want);
+      bests_push(&b, ts, &pop, spread ? want * ts->space.n : want); /* spread: enough of each space */
       if (it == c->opts.genetic_iters) break;
       next_generation(c, ts, &pop, memo, &made);
     }
     srch_cand_memo_free(&made);
     smp_memo_free(memo);
-    if (rc == 0 && !stopped) *nout = pick_batch(ts, &b, &fresh, want, c->opts.eps_greedy, *out, nseeds, &taken);
+    if (rc == 0 && !stopped)
+      *nout = spread ? pick_spread(ts, &b, &fresh, want, *out, nseeds, &taken)
+                     : pick_batch(ts, &b, &fresh, want, c->opts.eps_greedy, *out, nseeds, &taken);
   } else if (!srch_stopped(c)) {
     *nout = nseeds; /* nothing fresh: the seeds alone */
   }

@@ -20,7 +20,8 @@ static void fresh_one(void *ctx, int i) {
   tn_rng_seed(&rng, srch_seed_for(fr->base, (uint64_t)i));
   const smp_space_t *sp = &fr->ts->space;
   int k = (int)tn_rng_below(&rng, (uint64_t)sp->n);
-  fr->got[i] = srch_cand_memo_make(&fr->made, fr->ts->func, fr->c->target, sp->traces[k], tn_rng_next(&rng));
+  fr->got[i] = srch_cand_memo_make(&fr->made, fr->ts->func, fr->c->target, sp->traces[k], tn_rng_next(&rng),
+                                   k);
 }
 
 int srch_sample_fresh(srch_ctx_t *c, srch_task_state_t *ts, int attempts, uint64_t base, srch_cand_t ***out) {

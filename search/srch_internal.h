@@ -35,10 +35,11 @@ typedef struct srch_cand {
   cm_feature_rows_t feat; /* valid when have_feat */
   bool have_feat;
   double score;           /* last prediction */
+  int space;              /* the design space it was sampled from (mutants: their parent's); -1: unknown */
 } srch_cand_t;
 
-/* Replays `trace` on f with smp_sample and wraps the result; NULL when the
- * sampler rejects it (*stage, err say why; both may be NULL). */
+/* Replays `trace` on f with smp_sample and wraps the result (its space -1);
+ * NULL when the sampler rejects it (*stage, err say why; both may be NULL). */
 srch_cand_t *srch_cand_make(const ir_func_t *f, const tn_target_t *t, const sch_trace_t *trace,
                             uint64_t seed, smp_stage_t *stage, tn_err_t *err);
 srch_cand_t *srch_cand_ref(srch_cand_t *c);
@@ -61,11 +62,12 @@ typedef struct srch_cand_memo {
 
 void srch_cand_memo_init(srch_cand_memo_t *m);
 void srch_cand_memo_free(srch_cand_memo_t *m);
-/* srch_cand_make through the memo: a new reference, or NULL when rejected.
- * The candidate's seed is the trace's hash (not `seed`), so that it does not
- * depend on which thread made it first. */
+/* srch_cand_make through the memo: a new reference, or NULL when rejected;
+ * a candidate made here gets `space`.  The candidate's seed is the trace's
+ * hash (not `seed`), so that it does not depend on which thread made it
+ * first. */
 srch_cand_t *srch_cand_memo_make(srch_cand_memo_t *m, const ir_func_t *f, const tn_target_t *t,
-                                 const sch_trace_t *trace, uint64_t seed);
+                                 const sch_trace_t *trace, uint64_t seed, int space);
 
 /* ---- trace-hash set (dedup.c) ------------------------------------------- */
 
