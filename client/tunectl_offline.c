@@ -346,8 +346,16 @@ static int print_sass(const ms_cuda_output_t *out, tn_err_t *err) {
   int rc = ok ? ms_cuda_sass(path, 60, &sass, err) : tn_err_set(err, TN_EIO, "cannot write %s", path);
   unlink(path);
   if (rc == 0) {
-    for (const char *l = out->log ? out->log : ""; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != 0))
-      if (!strncmp(l, "ptxas info", 10)) printf("// %.*s\n", (int)strcspn(l, "\n"), l);
+    const char *l = out->log;
+    while (l && *l) {
+      size_t len = strcspn(l, "\n");
+      if (!strncmp(l, "ptxas info", 10)) {
+        fputs("// ", stdout);
+        fwrite(l, 1, len, stdout);
+        fputc('\n', stdout);
+      }
+      l += len + (l[len] != 0);
+    }
     fputs(tn_buf_str(&sass), stdout);
   }
   tn_buf_free(&sass);
