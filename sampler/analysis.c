@@ -15,6 +15,12 @@ ir_block_t *smp_block(const ir_func_t *f, const char *name) {
   return s ? &s->u.block : NULL;
 }
 
+int smp_read_index(const ir_block_t *b, const char *name) {
+  for (int r = 0; r < b->nreads; r++)
+    if (!strcmp(b->reads[r].buf->name, name)) return r;
+  return -1;
+}
+
 int smp_block_loops(const ir_func_t *f, const ir_block_t *b, ir_loop_t ***loops) {
   return ir_enclosing_loops(f, b->uid, loops);
 }

@@ -68,35 +68,32 @@ static int sample(sch_t *s, const int64_t *cand, const bool *keep, int n, sch_rv
 /* An operand read with M or N contiguous (B as [K, N], A as [K, M]): in a
  * space of its own, a kernel of its own first copies it into a global
  * temporary with K contiguous (cache_read into "global", transform_layout
- * moving K last), one thread per element in the order of the copy's rows, so
+ * moving K last), one thread per element in the order of the copy's rows (AutoBind's
+ * binding), so
  * that the GEMM reads it K-major — with TMA where that decision is taken —
  * instead of transposing it while filling every stage (wgmma's MN-major
  * operand layouts are not offered by the primitives).  The copy costs one
  * read and one write of the operand per call. */
-static int transpose_operand(sch_t *s, const char *block, const char *name, tn_err_t *err) {
+static int transpose_operand(sch_t *s, const tn_target_t *t, const char *block, const char *name, tn_err_t *err) {
   sch_rv_t b;
   SMP_TRY(sch_get_block(s, block, &b, err));
   const ir_block_t *cur = &sch_rv_stmt(s, b)->u.block;
-  int index = -1;
-  for (int q = 0; q < cur->nreads; q++)
-    if (!strcmp(cur->reads[q].buf->name, name)) index = q;
+  int index = smp_read_index(cur, name);
   if (index < 0) return tn_err_set(err, TN_EINVAL, "block \"%s\" does not read %s", cur->name, name);
   int nd = cur->reads[index].buf->ndim, perm[3] = {0, 1, 2};
   perm[nd - 2] = nd - 1, perm[nd - 1] = nd - 2; /* (batch,) K x MN -> (batch,) MN x K */
-  sch_rv_t copy, loops[SCH_MAX_RVS_OUT], all, parts[2];
+  sch_rv_t copy, loops[SCH_MAX_RVS_OUT];
   int nl = 0;
   SMP_TRY(sch_cache_read(s, b, index, "global", &copy, err));
   SMP_TRY(sch_transform_layout(s, copy, 0, true, perm, nd, err));
   SMP_TRY(sch_get_loops(s, copy, loops, &nl, err));
   if (nl != nd) return tn_err_set(err, TN_EINVAL, "the copy of %s has %d loops for %d dimensions", name, nl, nd);
-  sch_rv_t t = loops[nd - 2]; /* K inner: each thread writes the next element of the copy's row */
-  loops[nd - 2] = loops[nd - 1], loops[nd - 1] = t;
+  sch_rv_t k = loops[nd - 2]; /* K inner: each thread writes the next element of the copy's row */
+  loops[nd - 2] = loops[nd - 1], loops[nd - 1] = k;
   SMP_TRY(sch_reorder(s, loops, nd, err));
-  SMP_TRY(sch_fuse(s, loops, nd, &all, err));
-  sch_arg_t f[2] = {sch_arg_none(), sch_arg_int(256)};
-  SMP_TRY(sch_split(s, all, f, 2, parts, err));
-  SMP_TRY(sch_bind(s, parts[0], ir_thread_tag_name(IR_TAG_BLOCK_X), err));
-  return sch_bind(s, parts[1], ir_thread_tag_name(IR_TAG_THREAD_X), err);
+  bool bound = false; /* AutoBind's binding of the copy's loops, fused */
+  SMP_TRY(smp_bind_block(s, t, sch_rv_stmt(s, copy)->u.block.name, false, &bound, err));
+  return bound ? TN_OK : tn_err_set(err, TN_EINVAL, "the copy of %s was not bound to threads", name);
 }
 
 typedef struct decisions {
@@ -214,8 +211,8 @@ int smp_rule_multi_level_tiling_hopper(smp_ctx_t *c, smp_state_t *st, const char
   smp_state_t plain = {0}, trans = {0};
   int rc = smp_fork(c, st, &plain, err);
   if (rc == TN_OK && mn_major) rc = smp_fork(c, st, &trans, err);
-  if (rc == TN_OK && mn_major && !sh.a_k_inner) rc = transpose_operand(trans.s, block, r.a, err);
-  if (rc == TN_OK && mn_major && !sh.b_k_inner) rc = transpose_operand(trans.s, block, r.b, err);
+  if (rc == TN_OK && mn_major && !sh.a_k_inner) rc = transpose_operand(trans.s, c->t, block, r.a, err);
+  if (rc == TN_OK && mn_major && !sh.b_k_inner) rc = transpose_operand(trans.s, c->t, block, r.b, err);
   bool fused = false, tfused = false;
   if (rc == TN_OK) rc = tile(st->s, c->t, block, &r, &fused, err);
   if (rc == TN_OK && mn_major) rc = tile(trans.s, c->t, block, &r, &tfused, err);

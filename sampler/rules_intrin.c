@@ -92,9 +92,7 @@ static bool reads_const(const ir_block_t *b, const char *name) {
 static int pack_operand(sch_t *s, sch_rv_t b, const char *block, const char *name, sch_rv_t at, bool hoist, int last,
                         tn_err_t *err) {
   const ir_block_t *cur = &sch_rv_stmt(s, b)->u.block;
-  int index = -1;
-  for (int q = 0; q < cur->nreads; q++)
-    if (!strcmp(cur->reads[q].buf->name, name)) index = q;
+  int index = smp_read_index(cur, name);
   if (index < 0) return tn_err_set(err, TN_EINVAL, "block \"%s\" no longer reads %s", block, name);
   int ndim = cur->reads[index].buf->ndim;
   sch_rv_t cache;

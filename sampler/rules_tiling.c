@@ -198,11 +198,10 @@ static int fetch_widths(const tn_target_t *t, ir_dtype_t dt, int64_t *out) {
 int smp_cache_read_fetch(smp_ctx_t *c, sch_t *s, sch_rv_t block, const char *buf, sch_rv_t at, const char *scope,
                          sch_rv_t *out, tn_err_t *err) {
   const ir_block_t *b = &sch_rv_stmt(s, block)->u.block;
-  int index = -1, ndim = 0;
-  ir_dtype_t dt = IR_FLOAT32;
-  for (int r = 0; r < b->nreads; r++)
-    if (strcmp(b->reads[r].buf->name, buf) == 0) index = r, ndim = b->reads[r].buf->ndim, dt = b->reads[r].buf->dtype;
+  int index = smp_read_index(b, buf);
   if (index < 0) return tn_err_set(err, TN_EINVAL, "block \"%s\" no longer reads %s", b->name, buf);
+  int ndim = b->reads[index].buf->ndim;
+  ir_dtype_t dt = b->reads[index].buf->dtype;
   sch_rv_t cache, loops[SCH_MAX_RVS_OUT], fused, width;
   int nl = 0;
   SMP_TRY(sch_cache_read(s, block, index, scope, &cache, err));

@@ -95,6 +95,8 @@ int smp_verify_gpu(sch_t *s, const tn_target_t *t, tn_err_t *err);
 typedef enum smp_iter_type { SMP_DATA_PAR, SMP_REDUCE, SMP_OPAQUE } smp_iter_type_t;
 
 ir_block_t *smp_block(const ir_func_t *f, const char *name); /* NULL if absent */
+/* The index among b's reads of the buffer called name; -1 when b does not read it. */
+int smp_read_index(const ir_block_t *b, const char *name);
 /* Loops enclosing the block (outermost first), within its scope, in a
  * malloc'ed array (*loops, freed by the caller); returns the count. */
 int smp_block_loops(const ir_func_t *f, const ir_block_t *b, ir_loop_t ***loops);

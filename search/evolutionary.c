@@ -298,6 +298,11 @@ static int pick_batch(srch_task_state_t *ts, bests_t *b, pool_t *fresh, int want
   return n;
 }
 
+/* cd when it is of space k, not measured and not yet in the batch (then it is). */
+static srch_cand_t *take_of_space(const srch_task_state_t *ts, srch_cand_t *cd, int k, srch_hashset_t *taken) {
+  return cd->space == k && !srch_hashset_has(&ts->seen, cd->hash) && srch_hashset_add(taken, cd->hash) ? cd : NULL;
+}
+
 /* The task's first batch while nothing of it is measured: the slots go to
  * the design spaces in turn (the one with the fewest candidates so far,
  * seeds included, next), each taking its predicted best, then its fresh
@@ -312,11 +317,6 @@ static int pick_batch(srch_task_state_t *ts, bests_t *b, pool_t *fresh, int want
  * batch that samples the spaces evenly, as MetaSchedule's initial
  * population does, gives the model every kind of kernel to learn from; the
  * later batches follow it.  Fills out[n0..want) as pick_batch does. */
-/* cd when it is of space k, not measured and not yet in the batch (then it is). */
-static srch_cand_t *take_of_space(const srch_task_state_t *ts, srch_cand_t *cd, int k, srch_hashset_t *taken) {
-  return cd->space == k && !srch_hashset_has(&ts->seen, cd->hash) && srch_hashset_add(taken, cd->hash) ? cd : NULL;
-}
-
 static int pick_spread(srch_task_state_t *ts, const bests_t *b, const pool_t *fresh, int want, srch_cand_t **out,
                        int n0, srch_hashset_t *taken) {
   int ns = ts->space.n, n = n0;
