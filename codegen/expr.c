@@ -307,10 +307,18 @@ static void print_binary(cg_ctx_t *c, const ir_expr_t *e, tn_buf_t *o, int need)
   case IR_E_ADD: print_infix(c, e, "+", P_ADD, P_ADD, P_ADD + 1, o, need); return;
   case IR_E_SUB: print_infix(c, e, "-", P_ADD, P_ADD, P_ADD + 1, o, need); return;
   case IR_E_MUL: print_infix(c, e, "*", P_MUL, P_MUL, P_MUL + 1, o, need); return;
-  case IR_E_DIV:
+  case IR_E_DIV: {
+    const char *rcp = isint ? NULL : cg_recip_ref(c, e);
     if (isint) print_floor(c, e, false, o, need);
-    else print_infix(c, e, "/", P_MUL, P_MUL, P_MUL + 1, o, need);
+    else if (!rcp) print_infix(c, e, "/", P_MUL, P_MUL, P_MUL + 1, o, need);
+    else {
+      open_paren(o, P_MUL, need);
+      pexpr(c, e->u.bin.a, o, P_MUL);
+      tn_buf_printf(o, " * %s", rcp);
+      close_paren(o, P_MUL, need);
+    }
     return;
+  }
   case IR_E_FLOORDIV: print_floor(c, e, false, o, need); return;
   case IR_E_FLOORMOD: print_floor(c, e, true, o, need); return;
   case IR_E_MIN: case IR_E_MAX: print_minmax(c, e, o); return;
