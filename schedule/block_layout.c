@@ -137,15 +137,37 @@ static void merge_dims(ir_func_t *f, ir_buffer_t *x, int pos, int n, const ir_bl
   ir_stmt_walk(f->root, merge_visit, &m);
 }
 
-/* The loop (its uid) each of the iterators first .. first + n - 1 is bound
- * to, checking they are plain bindings to loops of their extents nested in
- * the iterators' order. */
-static int bound_loops(const ir_func_t *f, const ir_block_t *b, int first, int n, int *uids, tn_err_t *err) {
+static ir_expr_t *simplify_load(ir_func_t *f, ir_expr_t *load, void *bounds) {
+  ir_expr_t *idx[IR_MAX_DIMS];
+  for (int d = 0; d < load->u.load.n; d++) idx[d] = ir_simplify(f, load->u.load.idx[d], bounds);
+  return ir_load(f, load->u.load.buf, idx, load->u.load.n);
+}
+
+static bool binds_var(const ir_block_t *b, const ir_var_t *v) {
+  for (int t = 0; t < b->niters; t++)
+    if (ir_expr_uses_var(b->iters[t].binding, v)) return true;
+  return false;
+}
+
+/* The loops (their uids, *nloops) the iterators first .. first + n - 1 are
+ * bound to, checking they are plain bindings to loops of their extents
+ * nested directly in the iterators' order.  An iterator of extent 1 may be
+ * bound to 0 instead (simplification makes a unit loop's variable 0): as
+ * many unit loops directly above the first loop that bind nothing of the
+ * block are taken for those, so that no unit loop is left over the fused
+ * one. */
+static int bound_loops(const ir_func_t *f, const ir_block_t *b, int first, int n, int *uids, int *nloops,
+                       tn_err_t *err) {
   sch_path_t p = {0};
   sch_find_path(f, b->uid, &p);
-  int rc = TN_OK, at = -1;
+  int rc = TN_OK, at = -1, prev = -1, top = -1, unbound = 0;
+  *nloops = 0;
   for (int t = first; t < first + n && rc == TN_OK; t++) {
     const ir_iter_t *it = &b->iters[t];
+    if (it->extent == 1 && it->binding->kind != IR_E_VAR) {
+      unbound++;
+      continue;
+    }
     int i = 0;
     while (i < p.n && !(it->binding->kind == IR_E_VAR && p.stmts[i]->kind == IR_S_LOOP &&
                         p.stmts[i]->u.loop.var == it->binding->u.var))
@@ -157,13 +179,22 @@ static int bound_loops(const ir_func_t *f, const ir_block_t *b, int first, int n
     else if (at >= 0 && i != at + 1)
       rc = tn_err_set(err, TN_EINVAL, "the loops of iterators %s and %s of block \"%s\" are not nested directly in "
                       "that order",
-                      b->iters[t - 1].var->name, it->var->name, b->name);
+                      b->iters[prev].var->name, it->var->name, b->name);
     else if (p.stmts[i]->u.loop.extent != it->extent)
       rc = tn_err_set(err, TN_EINVAL, "loop %s has extent %lld, iterator %s of block \"%s\" %lld",
                       sch_loop_name(&p.stmts[i]->u.loop), (long long)p.stmts[i]->u.loop.extent, it->var->name,
                       b->name, (long long)it->extent);
     else
-      uids[t - first] = p.stmts[i]->u.loop.uid, at = i;
+      uids[(*nloops)++] = p.stmts[i]->u.loop.uid, at = i, prev = t, top = top < 0 ? i : top;
+  }
+  int above = 0;
+  while (rc == TN_OK && top > 0 && above < unbound && p.stmts[top - above - 1]->kind == IR_S_LOOP &&
+         p.stmts[top - above - 1]->u.loop.extent == 1 && !binds_var(b, p.stmts[top - above - 1]->u.loop.var))
+    above++;
+  if (above) {
+    memmove(uids + above, uids, sizeof(int) * (size_t)*nloops);
+    for (int i = 0; i < above; i++) uids[i] = p.stmts[top - above + i]->u.loop.uid;
+    *nloops += above;
   }
   ir_path_free(&p);
   return rc;
@@ -182,10 +213,10 @@ int sch_prim_fuse_block_iters(sch_t *s, int block_uid, int first, int n, tn_err_
     if (b->iters[t].kind != b->iters[first].kind)
       return tn_err_set(err, TN_EINVAL, "iterators %s and %s of block \"%s\" are not both spatial or both reduction",
                         b->iters[first].var->name, b->iters[t].var->name, b->name);
-  int uids[SCH_MAX_RVS_OUT], loop = 0, rc;
-  if ((rc = bound_loops(f, b, first, n, uids, err)) < 0) return rc;
+  int uids[SCH_MAX_RVS_OUT], nloops = 0, loop = 0, rc;
+  if ((rc = bound_loops(f, b, first, n, uids, &nloops, err)) < 0) return rc;
   if (n == 1) return TN_OK;
-  if ((rc = sch_prim_fuse(s, uids, n, &loop, err)) < 0) return rc;
+  if (nloops && (rc = sch_prim_fuse(s, uids, nloops, &loop, err)) < 0) return rc;
 
   ir_var_t *vs[SCH_MAX_RVS_OUT];
   int64_t prod = 1;
@@ -230,21 +261,30 @@ int sch_prim_fuse_block_iters(sch_t *s, int block_uid, int first, int n, tn_err_
     to[t] = e;
     inner *= b->iters[first + t].extent;
   }
+  /* simplified over the new iterator's range: an index linearised by an
+   * earlier fusion, ((m // 16) * 4 + m // 4 % 4) * 4 + m % 4, is m again
+   * (the other iterators' are left out: a unit one would become 0, and
+   * fusing it next would not find it) */
+  ir_bounds_t bounds;
+  ir_bounds_init(&bounds);
+  ir_bounds_set(&bounds, var, 0, prod - 1);
   ir_stmt_t *sts[2] = {b->body, b->init};
   for (int i = 0; i < 2; i++) {
     ir_stmt_t *st = sts[i];
     if (!st) continue;
-    for (int d = 0; d < st->u.store.n; d++) st->u.store.idx[d] = ir_expr_subst(f, st->u.store.idx[d], vs, to, n);
-    st->u.store.value = ir_expr_subst(f, st->u.store.value, vs, to, n);
+    for (int d = 0; d < st->u.store.n; d++)
+      st->u.store.idx[d] = ir_simplify(f, ir_expr_subst(f, st->u.store.idx[d], vs, to, n), &bounds);
+    st->u.store.value = sch_map_loads(f, ir_expr_subst(f, st->u.store.value, vs, to, n), simplify_load, &bounds);
   }
-  if (b->predicate) b->predicate = ir_expr_subst(f, b->predicate, vs, to, n);
+  if (b->predicate) b->predicate = ir_simplify(f, ir_expr_subst(f, b->predicate, vs, to, n), &bounds);
+  ir_bounds_free(&bounds);
 
   ir_iter_t *iters = TN_NEWN(f->arena, ir_iter_t, b->niters - n + 1);
   int k = 0;
   for (int t = 0; t < b->niters; t++) {
     if (t == first) {
-      ir_stmt_t *l = sch_find(f, loop);
-      iters[k++] = (ir_iter_t){var, prod, b->iters[first].kind, ir_varref(f, l->u.loop.var)};
+      ir_expr_t *binding = nloops ? ir_varref(f, sch_find(f, loop)->u.loop.var) : ir_int(f, 0);
+      iters[k++] = (ir_iter_t){var, prod, b->iters[first].kind, binding};
     }
     if (t < first || t >= first + n) iters[k++] = b->iters[t];
   }

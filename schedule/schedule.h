@@ -251,7 +251,9 @@ int sch_reindex(sch_t *s, sch_rv_t block, int buffer_index, bool write, sch_rv_t
  * reduction, each bound to a loop of its own with those loops nested
  * directly in that order, become one iterator over the product of their
  * extents, bound to the loops fused (the part of TVM's
- * transform_block_layout that a GEMM's M and K need).  A temporary whose
+ * transform_block_layout that a GEMM's M and K need).  An iterator of
+ * extent 1 may be bound to 0 instead (unit loops directly above the first
+ * loop, bound by nothing of the block, are then fused in too).  A temporary whose
  * every access by the block has those iterators as consecutive plain
  * indices, and that only compute blocks access, has those dimensions merged
  * into one (its other accesses linearised), so the block's accesses stay

@@ -708,6 +708,26 @@ START_TEST(t_reindex_conv_gemm) {
 }
 END_TEST
 
+/* K fused first: simplification binds the unit iterator n to 0, and fusing
+ * (n, y, x) then takes the unit loop n left over it, as the Hopper rule
+ * needs (one loop per iterator). */
+START_TEST(t_fuse_block_iters_unit) {
+  fx_t x = fx_open("conv2d_nhwc", "N=1 H=4 W=4 C=8 F=8");
+  sch_rv_t y = block(&x, "Y"), cx;
+  OK(&x, sch_reindex(x.s, y, 0, false, &cx, &x.err));
+  OK(&x, sch_fuse_block_iters(x.s, y, 4, 3, &x.err));
+  assert_has(&x, "v_n_1 = T.axis.spatial(1, 0)");
+  OK(&x, sch_fuse_block_iters(x.s, y, 0, 3, &x.err));
+  assert_has(&x, "        for n_y_x_fused, f, r_s_c_fused in T.grid(16, 8, 72):\n"
+                 "            with T.block(\"Y\"):\n"
+                 "                v_n_y_x_fused, v_f, v_r_s_c_fused = T.axis.remap(\"SSR\", [n_y_x_fused, f, "
+                 "r_s_c_fused])\n"
+                 "                T.reads(Xp_reindex[v_n_y_x_fused, v_r_s_c_fused], ");
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
 /* Without reindex the fused iterator's uses are floordiv/floormod of it
  * (C and A are parameters, whose layout stays); a reduction fused alone is a
  * no-op. */
@@ -784,7 +804,7 @@ static Suite *make(void) {
   TU_TCASE(s, "sample_location", 0, t_sample_location_window, t_sample_location_matmul,
            t_sample_location_softmax);
   TU_TCASE(s, "errors", 0, t_errors_cache, t_errors_compute_at, t_errors_access_shape);
-  TU_TCASE(s, "reindex", 0, t_reindex_conv_gemm, t_fuse_block_iters_divmod, t_errors_reindex,
+  TU_TCASE(s, "reindex", 0, t_reindex_conv_gemm, t_fuse_block_iters_unit, t_fuse_block_iters_divmod, t_errors_reindex,
            t_errors_fuse_block_iters);
   TU_TCASE(s, "limits", 60, t_compute_at_many_blocks, t_inline_index, t_inline_chain);
   return s;
