@@ -64,8 +64,9 @@ static bool implicit_gemm(const ir_block_t *b, igemm_t *ig) {
   const ir_expr_t *v = st->u.store.value, *mul = NULL;
   if (v->kind == IR_E_ADD) mul = v->u.bin.b->kind == IR_E_MUL ? v->u.bin.b : v->u.bin.a;
   if (!mul || mul->kind != IR_E_MUL) return false;
-  const ir_expr_t *x = strip_cast(mul->u.bin.a), *w = strip_cast(mul->u.bin.b);
-  if (x->kind != IR_E_LOAD || w->kind != IR_E_LOAD || x->u.load.buf == w->u.load.buf ||
+  const ir_expr_t *acc = mul == v->u.bin.b ? v->u.bin.a : v->u.bin.b, *x = strip_cast(mul->u.bin.a), *w = strip_cast(mul->u.bin.b);
+  if (acc->kind != IR_E_LOAD || acc->u.load.buf != st->u.store.buf || x->kind != IR_E_LOAD || w->kind != IR_E_LOAD ||
+      x->u.load.buf == w->u.load.buf ||
       x->u.load.buf->dtype != w->u.load.buf->dtype ||
       (x->u.load.buf->dtype != IR_FLOAT16 && x->u.load.buf->dtype != IR_BFLOAT16))
     return false;
