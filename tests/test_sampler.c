@@ -563,6 +563,98 @@ static void hopper_transposed_space(const ir_workload_t *w, const ref_t *ref, co
   for (int i = 0; i < n; i++) cg_module_free(mods[i]);
 }
 
+/* NVRTC for sm_90a, where it is installed: wgmma in the PTX; true with *o
+ * to check further and free. */
+static bool hopper_compiles(const cg_module_t *m, const char *what, ms_cuda_output_t *o) {
+  tn_err_t ce = {0};
+  int rc = ms_cuda_compile(m->source, "sm_90a", o, &ce);
+  ck_assert_msg(rc == TN_OK || rc == TN_EUNSUPPORTED, "%s: NVRTC: %s\n%s", what, ce.msg, m->source);
+  if (rc == TN_OK) ck_assert_msg(strstr(o->ptx, "wgmma.mma_async.sync.aligned.m64n"), "%s: PTX", what);
+  return rc == TN_OK;
+}
+
+/* The SASS, with HGMMA in it, where nvdisasm is installed (free it); NULL otherwise. */
+static char *hopper_sass(const ms_cuda_output_t *o, const char *what) {
+  char *sass = tu_cubin_sass(o->cubin, o->cubin_size);
+  if (sass) ck_assert_msg(strstr(sass, "HGMMA.64x"), "%s: no HGMMA in the SASS", what);
+  return sass;
+}
+
+/* Hopper: a float16 conv2d (NHWC, 3x3, padding 1) as an implicit GEMM
+ * (hopper-implicit-gemm): its input (the padding inlined into the im2col
+ * copy) and its filter reindexed K-major, (n, y, x) -> M and (r, s, c) -> K
+ * fused, then tiled by the warpgroup-MMA rule; the float16 rounding fused
+ * into the GEMM's kernel where the output is a temporary, a copy-back
+ * kernel where it is the float32 output itself.  Sampled candidates
+ * compute the reference in the evaluator and on the cuda-host harness as
+ * Hopper, and compile for sm_90a to wgmma (HGMMA in the SASS where
+ * nvdisasm is installed).  The space that keeps the block as it was is
+ * still there (the SIMT tiling). */
+START_TEST(test_hopper_conv) {
+  static const struct {
+    const char *sets, *src;
+    int kernels; /* im2col and filter copies, the GEMM (epilogue fused), a copy back */
+  } cases[] = {
+      {"N=1 H=8 W=8 C=64 F=64", NULL, 3},
+      {NULL,
+       "param N = 2, H = 4, W = 8, C = 64, F = 128\ninput X: float16[N, H + 2, W + 2, C]\n"
+       "input Wt: float16[3, 3, C, F]\noutput Y: float32[N, H, W, F]\n"
+       "Y[n, y, x, f] = sum(r < 3, s < 3, c < C: float32(X[n, y + r, x + s, c]) * float32(Wt[r, s, c, f]))\n",
+       4},
+  };
+  tn_target_t h100 = target("nvidia/h100"), host = target("cuda-host/hopper");
+  for (size_t c = 0; c < TN_ARRAY_LEN(cases); c++) {
+    ir_workload_t *w = cases[c].sets ? tu_load_sets("conv2d_nhwc_f16", cases[c].sets) : tu_parse(cases[c].src);
+    ref_t ref = reference(w->func);
+    smp_space_t sp = generate(w->func, &h100, 1);
+    ck_assert_int_eq(sp.n, 3);
+    ck_assert_msg(strstr(sp.descs[0], "hopper-implicit-gemm(") && strstr(sp.descs[0], "M = 64, N = ") &&
+                      strstr(sp.descs[0], "multi-level-tiling-hopper(") && strstr(sp.descs[1], "hopper-implicit-gemm(") &&
+                      !strstr(sp.descs[2], "hopper"),
+                  "%s | %s | %s", sp.descs[0], sp.descs[1], sp.descs[2]);
+    ck_assert_msg(!strstr(sp.descs[0], "epilogue fused") == (cases[c].kernels == 4), "%s", sp.descs[0]);
+    const sch_trace_t *tr = sp.traces[0];
+    ck_assert_int_eq(count_insts(tr, SCH_REINDEX, NULL, -1), cases[c].kernels == 4 ? 3 : 2);
+    ck_assert_int_ge(count_insts(tr, SCH_FUSE_BLOCK_ITERS, NULL, -1), 2);
+    ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, IR_ANN_HOPPER_GEMM, -1), 1);
+    cg_module_t *mods[4];
+    char what[4][256];
+    int n = 0, sass_checked = 0;
+    for (int k = 0; k < 12 && n < 3; k++) {
+      sch_t *s = NULL;
+      smp_stage_t st;
+      tn_err_t err = {0};
+      snprintf(what[n], sizeof what[n], "conv case %zu, sample %d", c, k);
+      if (smp_sample(w->func, &h100, tr, 700 + (uint64_t)k, &s, &st, &err) != TN_OK) {
+        ck_assert_msg(st == SMP_STAGE_VERIFY, "%s: %s", what[n], err.msg);
+        continue;
+      }
+      check_outputs(w->func, &ref, sch_func(s), what[n]);
+      check_roundtrip(w->func, s, what[n]);
+      cg_module_t *m = check_lowers(&h100, s, what[n]);
+      ck_assert_msg(m->sm90a && m->nkernels == cases[c].kernels && strstr(m->source, "tuned_wgmma_"), "%s: %d kernels\n%s",
+                    what[n], m->nkernels, m->source);
+      ms_cuda_output_t o;
+      if (hopper_compiles(m, what[n], &o)) {
+        char *sass = hopper_sass(&o, what[n]);
+        sass_checked += sass != NULL;
+        free(sass);
+        ms_cuda_output_free(&o);
+      }
+      mods[n++] = m;
+      sch_free(s);
+    }
+    ck_assert_int_ge(n, 2);
+    hopper_run_all(w->func, &host, mods, n, what);
+    printf("test_hopper_conv: case %zu: %d candidates ran on cuda-host/hopper, %d SASS checked\n", c, n, sass_checked);
+    for (int i = 0; i < n; i++) cg_module_free(mods[i]);
+    smp_space_free(&sp);
+    ir_data_free(ref.d);
+    ir_workload_free(w);
+  }
+}
+END_TEST
+
 /* Hopper (nvidia/h100, cuda-host/hopper): a float16/bfloat16 matmul (or
  * batched matmul) whose M, N and K are multiples of 64 forks into the
  * warpgroup-MMA space (six categorical decisions, annotated on the block)
@@ -664,27 +756,21 @@ START_TEST(test_hopper_space) {
       bool tma = m->kernels[0].nmaps > 0;
       check_hopper_launch(w->func, m, tma ? &tmas : &no_tmas, &persistent);
       ms_cuda_output_t o;
-      tn_err_t ce = {0};
-      int rc = ms_cuda_compile(m->source, "sm_90a", &o, &ce);
-      if (rc == TN_OK) {
+      if (hopper_compiles(m, what[n], &o)) {
         /* ordinary stores fenced for the async proxy, TMA copies where the source has them */
-        ck_assert_msg(strstr(o.ptx, "wgmma.mma_async.sync.aligned.m64n") &&
-                          !strstr(o.ptx, "fence.proxy.async") == !strstr(m->source, "tuned_fence_proxy_async(); ") &&
+        ck_assert_msg(!strstr(o.ptx, "fence.proxy.async") == !strstr(m->source, "tuned_fence_proxy_async(); ") &&
                           !strstr(o.ptx, "cp.async.bulk.tensor.2d") == !tma,
                       "%s: PTX", what[n]);
         ck_assert_msg(!strstr(o.log, "bytes spill stores") || strstr(o.log, " 0 bytes spill stores"), "%s: %s", what[n],
                       o.log);
-        char *sass = tu_cubin_sass(o.cubin, o.cubin_size);
+        char *sass = hopper_sass(&o, what[n]);
         if (sass) {
-          ck_assert_msg(strstr(sass, "HGMMA.64x"), "%s: no HGMMA in the SASS", what[n]);
           ck_assert_msg(!strstr(sass, "UTMALDG") == !tma, "%s: TMA %d, UTMALDG in the SASS: %d", what[n], tma,
                         !!strstr(sass, "UTMALDG"));
           sass_checked++;
         }
         free(sass);
         ms_cuda_output_free(&o);
-      } else {
-        ck_assert_msg(rc == TN_EUNSUPPORTED, "%s: NVRTC: %s\n%s", what[n], ce.msg, m->source);
       }
       mods[n++] = m;
       sch_free(s);
@@ -1493,6 +1579,7 @@ static Suite *make_suite(void) {
   TCase *hopper = tcase_create("hopper");
   tcase_set_timeout(hopper, 900);
   tcase_add_test(hopper, test_hopper_space);
+  tcase_add_test(hopper, test_hopper_conv);
   suite_add_tcase(s, hopper);
   suite_add_tcase(s, samples);
   TCase *hoist = tcase_create("hoisted");
