@@ -379,15 +379,13 @@ static void print_store(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o) {
                 "          const float4 tuned_x = *(const float4 *)(tuned_so + tuned_sr * %d + (tuned_ch ^ tuned_sr %% 8) * %d);\n",
                 g->m_frags, row, chunk, row, chunk);
   if (h->epi) {
-    const ir_stmt_t *st = h->epi->body;
-    tn_buf_t *saved_o = c->o;
     const ir_block_t *saved_blk = c->blk;
-    c->o = o, c->blk = h->epi;
+    c->blk = h->epi; /* its store's index, at the row's 16 bytes */
     tn_buf_printf(o, "          const int %s = (int)tuned_r, %s = (int)tuned_c;\n", cg_var(c, h->epi_row),
                   cg_var(c, h->epi_col));
     tn_buf_printf(o, "          *(float4 *)&%s[%s] = tuned_x;\n", c->bufs[h->dst->id].name,
-                  cg_expr_str(c, cg_flat_index(c, h->dst, st->u.store.idx)));
-    c->o = saved_o, c->blk = saved_blk;
+                  cg_expr_str(c, cg_flat_index(c, h->dst, h->epi->body->u.store.idx)));
+    c->blk = saved_blk;
   } else {
     tn_buf_printf(o, "          *(float4 *)(gc + tuned_r * %lld + tuned_c) = tuned_x;\n", (long long)h->n);
   }
@@ -406,7 +404,8 @@ static void override_loads(cg_ctx_t *c, const ir_expr_t *e, const ir_buffer_t *a
 }
 
 /* The fused epilogue at the two columns of registers i and i + 1 of m64
- * block f, staged at tuned_at and the next: its iterators declared as the
+ * block f, staged at tuned_at and the next (float: as one float2, which
+ * the lanes store without bank conflicts): its iterators declared as the
  * element's row and column, its loads of the GEMM's output read from the
  * accumulator register. */
 static void print_epilogue(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o) {
@@ -418,14 +417,23 @@ static void print_epilogue(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o) {
   override_loads(c, st->u.store.value, h->out, "tuned_v");
   cg_line(c, "const long long tuned_r = m0 + (wg * %d + f) * 64 + 16 * (lane / 32) + tuned_sr;", h->g.m_frags);
   cg_line(c, "const long long tuned_c = n0 + 8 * (i / 4) + 2 * (lane %% 4);");
+  bool pair = !strcmp(cg_storage_type(c, h->dst), "float");
+  if (pair) cg_line(c, "float tuned_e[2];");
   for (int e = 0; e < 2; e++) {
     cg_line(c, "{");
     c->ind++;
     cg_line(c, "const float tuned_v = acc[f][i + %d];", e);
     cg_line(c, "const int %s = (int)tuned_r, %s = (int)tuned_c + %d;", cg_var(c, h->epi_row), cg_var(c, h->epi_col), e);
-    cg_emit_store_at(c, h->dst, "tuned_so", e ? "tuned_at + 1" : "tuned_at", cg_expr_str(c, st->u.store.value));
+    cg_emit_store_at(c, h->dst, pair ? "tuned_e" : "tuned_so", pair ? (e ? "1" : "0") : e ? "tuned_at + 1" : "tuned_at",
+                     cg_expr_str(c, st->u.store.value));
     c->ind--;
     cg_line(c, "}");
+  }
+  if (pair) {
+    cg_line(c, "float2 tuned_e2;");
+    cg_line(c, "tuned_e2.x = tuned_e[0];");
+    cg_line(c, "tuned_e2.y = tuned_e[1];");
+    cg_line(c, "*(float2 *)(tuned_so + tuned_at) = tuned_e2;");
   }
   c->o = saved_o, c->blk = saved_blk, c->ind = saved_ind, c->novr = saved_novr;
 }

@@ -515,6 +515,18 @@ static void hopper_run_all(const ir_func_t *f, const tn_target_t *host, cg_modul
   }
 }
 
+/* Trace tr sampled with `seed` (what: the candidate's name); NULL where
+ * the verify postprocessor refused the decisions. */
+static sch_t *sample_verified(const ir_func_t *f, const tn_target_t *t, const sch_trace_t *tr, uint64_t seed,
+                              const char *what) {
+  sch_t *s = NULL;
+  smp_stage_t st;
+  tn_err_t err = {0};
+  if (smp_sample(f, t, tr, seed, &s, &st, &err) == TN_OK) return s;
+  ck_assert_msg(st == SMP_STAGE_VERIFY, "%s: %s", what, err.msg);
+  return NULL;
+}
+
 /* The Hopper space whose operands that are not K-major (B as [K, N], A as
  * [K, M]) are first transposed by a kernel of their own (one per operand)
  * into a K-major workspace: sampled candidates lower to those copy kernels
@@ -526,14 +538,9 @@ static void hopper_transposed_space(const ir_workload_t *w, const ref_t *ref, co
   char what[2][256];
   int n = 0;
   for (int k = 0; k < 8 && n < 2; k++) {
-    sch_t *s = NULL;
-    smp_stage_t st;
-    tn_err_t err = {0};
     snprintf(what[n], sizeof what[n], "transposed space, sample %d", k);
-    if (smp_sample(w->func, h100, tr, 500 + (uint64_t)k, &s, &st, &err) != TN_OK) {
-      ck_assert_msg(st == SMP_STAGE_VERIFY, "%s: %s", what[n], err.msg);
-      continue;
-    }
+    sch_t *s = sample_verified(w->func, h100, tr, 500 + (uint64_t)k, what[n]);
+    if (!s) continue;
     check_outputs(w->func, ref, sch_func(s), what[n]);
     check_roundtrip(w->func, s, what[n]);
     cg_module_t *m = check_lowers(h100, s, what[n]);
@@ -747,11 +754,9 @@ START_TEST(test_hopper_unfused) {
   char what[2][256];
   int n = 0;
   for (int k = 0; k < 8 && n < 2; k++) {
-    sch_t *s = NULL;
-    smp_stage_t st;
-    tn_err_t err = {0};
     snprintf(what[n], sizeof what[n], "unfused, sample %d", k);
-    if (smp_sample(w->func, &h100, sp.traces[0], 700 + (uint64_t)k, &s, &st, &err) != TN_OK) continue;
+    sch_t *s = sample_verified(w->func, &h100, sp.traces[0], 700 + (uint64_t)k, what[n]);
+    if (!s) continue;
     cg_module_t *m = check_lowers(&h100, s, what[n]);
     ck_assert_int_eq(m->nkernels, 3);
     int workspaces = 0;
