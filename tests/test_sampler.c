@@ -589,13 +589,14 @@ static void hopper_transposed_space(const ir_workload_t *w, const ref_t *ref, co
 START_TEST(test_hopper_space) {
   static const struct {
     const char *src, *block, *want;
-    bool fused; /* the consumer (float16 rounding; bias and ReLU) in the GEMM's kernel */
+    bool fused; /* the consumer (float16 rounding; bias and ReLU, float32 or float16) in the GEMM's kernel */
   } cases[] = {
       {"param M = 128, N = 128, K = 128\ninput A: float16[M, K]\ninput B: float16[K, N]\ntemp Acc: float32[M, N]\n"
        "output C: float16[M, N]\nAcc[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n"
        "C[i, j] = float16(Acc[i, j])\n", "Acc", "float16", true},
-      {"param M = 256, N = 64, K = 192\ninput A: bfloat16[M, K]\ninput B: bfloat16[K, N]\n"
-       "output C: float32[M, N]\nC[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n", "C", "bfloat16", false},
+      {"param M = 256, N = 64, K = 192\ninput A: bfloat16[M, K]\ninput B: bfloat16[K, N]\ninput bias: float32[N]\n"
+       "temp Acc: float32[M, N]\noutput C: float32[M, N]\nAcc[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n"
+       "C[i, j] = max(Acc[i, j] + bias[j], 0.0)\n", "Acc", "bfloat16", true},
       {"param M = 128, N = 64, K = 64\ninput X: float16[M, K]\ninput W: float16[N, K]\ninput bias: float32[N]\n"
        "temp D: float32[M, N]\noutput Y: float16[M, N]\nD[i, j] = sum(k < K: float32(X[i, k]) * float32(W[j, k]))\n"
        "Y[i, j] = float16(max(D[i, j] + bias[j], 0.0))\n", "D", "float16", true},
