@@ -305,6 +305,8 @@ void cg_identity(cg_ctx_t *c, ir_expr_kind_t op, ir_dtype_t t, tn_buf_t *o);
 /* Emits `buf[index] = value;` (with half conversion) as one line. */
 void cg_emit_store_text(cg_ctx_t *c, const ir_buffer_t *b, ir_expr_t *const *idx,
                         const char *value);
+/* The same at `name[ix]`: storage of b's element type (a staging copy of b). */
+void cg_emit_store_at(cg_ctx_t *c, const ir_buffer_t *b, const char *name, const char *ix, const char *value);
 
 /* ---- statements (stmt.c) ----------------------------------------------- */
 
@@ -379,6 +381,11 @@ void cg_intrin_helpers(const cg_ctx_t *c, tn_buf_t *o);
 bool cg_hopper_gemm_kernel(cg_ctx_t *c, int k);
 int cg_hopper_gemm_emit(cg_ctx_t *c, int k, cg_kernel_t *kd, const char *args, tn_buf_t *out);
 void cg_hopper_gemm_helpers(cg_ctx_t *c, tn_buf_t *o);
+/* After the analysis: the float32 temporary of a Hopper GEMM whose kernel
+ * computes its epilogue from the accumulators, which that kernel never
+ * writes and no other kernel touches, is no argument (the launcher would
+ * allocate a workspace that no kernel reads or writes). */
+void cg_hopper_gemm_workspaces(cg_ctx_t *c);
 /* The attribute line the C entry function needs for the intrinsics it calls
  * (their CPU features), "" when none. */
 void cg_intrin_entry_attr(const cg_ctx_t *c, tn_buf_t *o);

@@ -187,8 +187,10 @@ void cg_emit_store_text(cg_ctx_t *c, const ir_buffer_t *b, ir_expr_t *const *idx
     cg_line(c, "%s = %s;", acc, value);
     return;
   }
-  const char *ix = cg_expr_str(c, cg_flat_index(c, b, idx));
-  const char *name = c->bufs[b->id].name;
+  cg_emit_store_at(c, b, c->bufs[b->id].name, cg_expr_str(c, cg_flat_index(c, b, idx)), value);
+}
+
+void cg_emit_store_at(cg_ctx_t *c, const ir_buffer_t *b, const char *name, const char *ix, const char *value) {
   if (cg_half_storage(c, b) || cg_bf16_storage(b)) {
     bool bf = cg_bf16_storage(b);
     *(bf ? &c->need_bf16 : &c->need_half) = true;

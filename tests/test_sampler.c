@@ -355,7 +355,8 @@ static ms_options_t hopper_options(void) {
 }
 
 /* Runs m with `cut` (its first occurrence) replaced by `by` on the
- * harness: it must stop with a run error that says `why` or `or_why`. */
+ * harness: it must stop with a run error that says `why` or `or_why`, or
+ * (why NULL) compute a wrong result. */
 static void hopper_mutant(const ir_func_t *f, const tn_target_t *host, cg_module_t *m, const char *cut, const char *by,
                           const char *why, const char *or_why) {
   char *orig = m->source, *at = strstr(orig, cut);
@@ -370,7 +371,8 @@ static void hopper_mutant(const ir_func_t *f, const tn_target_t *host, cg_module
   ms_result_t res = {0};
   tn_err_t err = {0};
   ck_assert_msg(ms_measure(f, host, &m, 1, &opt, &res, &err) == TN_OK, "%s", err.msg);
-  ck_assert_msg(res.status == MS_RUN_ERROR && (strstr(res.error, why) || (or_why && strstr(res.error, or_why))),
+  ck_assert_msg(why ? res.status == MS_RUN_ERROR && (strstr(res.error, why) || (or_why && strstr(res.error, or_why)))
+                    : res.status == MS_WRONG_RESULT,
                 "with %s as %s: %s: %s\n%.300s", cut, by, ms_status_name(res.status), res.error,
                 strstr(orig, "  /* ") ? strstr(orig, "  /* ") : "");
   ms_result_clear(&res);
@@ -513,6 +515,18 @@ static void hopper_run_all(const ir_func_t *f, const tn_target_t *host, cg_modul
   }
 }
 
+/* Trace tr sampled with `seed` (what: the candidate's name); NULL where
+ * the verify postprocessor refused the decisions. */
+static sch_t *sample_verified(const ir_func_t *f, const tn_target_t *t, const sch_trace_t *tr, uint64_t seed,
+                              const char *what) {
+  sch_t *s = NULL;
+  smp_stage_t st;
+  tn_err_t err = {0};
+  if (smp_sample(f, t, tr, seed, &s, &st, &err) == TN_OK) return s;
+  ck_assert_msg(st == SMP_STAGE_VERIFY, "%s: %s", what, err.msg);
+  return NULL;
+}
+
 /* The Hopper space whose operands that are not K-major (B as [K, N], A as
  * [K, M]) are first transposed by a kernel of their own (one per operand)
  * into a K-major workspace: sampled candidates lower to those copy kernels
@@ -524,14 +538,9 @@ static void hopper_transposed_space(const ir_workload_t *w, const ref_t *ref, co
   char what[2][256];
   int n = 0;
   for (int k = 0; k < 8 && n < 2; k++) {
-    sch_t *s = NULL;
-    smp_stage_t st;
-    tn_err_t err = {0};
     snprintf(what[n], sizeof what[n], "transposed space, sample %d", k);
-    if (smp_sample(w->func, h100, tr, 500 + (uint64_t)k, &s, &st, &err) != TN_OK) {
-      ck_assert_msg(st == SMP_STAGE_VERIFY, "%s: %s", what[n], err.msg);
-      continue;
-    }
+    sch_t *s = sample_verified(w->func, h100, tr, 500 + (uint64_t)k, what[n]);
+    if (!s) continue;
     check_outputs(w->func, ref, sch_func(s), what[n]);
     check_roundtrip(w->func, s, what[n]);
     cg_module_t *m = check_lowers(h100, s, what[n]);
@@ -672,13 +681,14 @@ END_TEST
 START_TEST(test_hopper_space) {
   static const struct {
     const char *src, *block, *want;
-    bool fused; /* the consumer (float16 rounding; bias and ReLU) in the GEMM's kernel */
+    bool fused; /* the consumer (float16 rounding; bias and ReLU, float32 or float16) in the GEMM's kernel */
   } cases[] = {
       {"param M = 128, N = 128, K = 128\ninput A: float16[M, K]\ninput B: float16[K, N]\ntemp Acc: float32[M, N]\n"
        "output C: float16[M, N]\nAcc[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n"
        "C[i, j] = float16(Acc[i, j])\n", "Acc", "float16", true},
-      {"param M = 256, N = 64, K = 192\ninput A: bfloat16[M, K]\ninput B: bfloat16[K, N]\n"
-       "output C: float32[M, N]\nC[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n", "C", "bfloat16", false},
+      {"param M = 256, N = 64, K = 192\ninput A: bfloat16[M, K]\ninput B: bfloat16[K, N]\ninput bias: float32[N]\n"
+       "temp Acc: float32[M, N]\noutput C: float32[M, N]\nAcc[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n"
+       "C[i, j] = max(Acc[i, j] + bias[j], 0.0)\n", "Acc", "bfloat16", true},
       {"param M = 128, N = 64, K = 64\ninput X: float16[M, K]\ninput W: float16[N, K]\ninput bias: float32[N]\n"
        "temp D: float32[M, N]\noutput Y: float16[M, N]\nD[i, j] = sum(k < K: float32(X[i, k]) * float32(W[j, k]))\n"
        "Y[i, j] = float16(max(D[i, j] + bias[j], 0.0))\n", "D", "float16", true},
@@ -751,6 +761,11 @@ START_TEST(test_hopper_space) {
                     "%s\n%s", what[n], m->source);
       ck_assert_int_eq(m->kernels[0].block[0] % 128, 0);
       ck_assert_int_eq(m->nkernels, 1); /* the epilogue fused, or none */
+      for (int q = 0; q < m->nparams && cases[c].fused; q++) /* the temporary it was computed from: no workspace */
+        ck_assert_msg(strcmp(m->params[q].name, cases[c].block), "%s: %s is a workspace", what[n], cases[c].block);
+      ck_assert_msg(!strstr(m->source, "gc + ") == cases[c].fused && strstr(m->source, "__syncwarp();") &&
+                        strstr(m->source, "*(float4 *)"),
+                    "%s: the tile is not stored through shared memory as 16-byte vectors\n%s", what[n], m->source);
       if (strstr(m->source, "tuned_setmaxnreg_dec<")) producers++;
       else all_copy++;
       bool tma = m->kernels[0].nmaps > 0;
@@ -789,6 +804,8 @@ START_TEST(test_hopper_space) {
     for (int i = 0; i < n && (c == 2 || c == 3); i++) {
       bool tma = mods[i]->kernels[0].nmaps > 0;
       if (c == 3 || (tma && !mutated)) hopper_mutants(w->func, &host, mods[i], c == 3, tma && !mutated);
+      /* a warp's lanes load the staged rows of the epilogue's output before the others stored theirs */
+      if (c == 2 && i == 0) hopper_mutant(w->func, &host, mods[i], "__syncwarp();\n", "", NULL, NULL);
       mutated += tma;
     }
     if (c == 0 || c == 5) hopper_persistent_loops(w->func, &host);
@@ -804,6 +821,43 @@ START_TEST(test_hopper_space) {
   ck_assert_msg(tmas >= 2 && no_tmas >= 2 && persistent >= 2, "%d candidates with TMA copies, %d without, %d with a "
                 "persistent grid", tmas, no_tmas, persistent);
   ck_assert_int_ge(transposed_tmas, 1); /* TMA from a transposed operand's workspace */
+}
+END_TEST
+
+/* A Hopper GEMM whose float32 temporary has two consumers keeps them in
+ * kernels of their own: its kernel stores the accumulators to the
+ * temporary, a workspace of the module that the consumers read, and the
+ * candidates compute the reference on the harness. */
+START_TEST(test_hopper_unfused) {
+  ir_workload_t *w = tu_parse("param M = 64, N = 128, K = 64\ninput A: float16[M, K]\ninput B: float16[N, K]\n"
+                              "temp Acc: float32[M, N]\noutput C: float16[M, N]\noutput D: float32[M, N]\n"
+                              "Acc[i, j] = sum(k < K: float32(A[i, k]) * float32(B[j, k]))\n"
+                              "C[i, j] = float16(Acc[i, j])\nD[i, j] = Acc[i, j] * 2.0\n");
+  tn_target_t h100 = target("nvidia/h100"), host = target("cuda-host/hopper");
+  smp_space_t sp = generate(w->func, &h100, 1);
+  ck_assert_msg(strstr(sp.descs[0], "multi-level-tiling-hopper(Acc") && !strstr(sp.descs[0], "epilogue fused"), "%s",
+                sp.descs[0]);
+  cg_module_t *mods[2];
+  char what[2][256];
+  int n = 0;
+  for (int k = 0; k < 8 && n < 2; k++) {
+    snprintf(what[n], sizeof what[n], "unfused, sample %d", k);
+    sch_t *s = sample_verified(w->func, &h100, sp.traces[0], 700 + (uint64_t)k, what[n]);
+    if (!s) continue;
+    cg_module_t *m = check_lowers(&h100, s, what[n]);
+    ck_assert_int_eq(m->nkernels, 3);
+    int workspaces = 0;
+    for (int q = 0; q < m->nparams; q++) workspaces += m->params[q].role == IR_BUF_TEMP && !strcmp(m->params[q].name, "Acc");
+    ck_assert_msg(workspaces == 1 && strstr(m->source, "gc + "), "%s: no workspace Acc that the GEMM stores\n%s",
+                  what[n], m->source);
+    mods[n++] = m;
+    sch_free(s);
+  }
+  ck_assert_int_ge(n, 1);
+  hopper_run_all(w->func, &host, mods, n, what);
+  for (int i = 0; i < n; i++) cg_module_free(mods[i]);
+  smp_space_free(&sp);
+  ir_workload_free(w);
 }
 END_TEST
 
@@ -1580,6 +1634,7 @@ static Suite *make_suite(void) {
   tcase_set_timeout(hopper, 900);
   tcase_add_test(hopper, test_hopper_space);
   tcase_add_test(hopper, test_hopper_conv);
+  tcase_add_test(hopper, test_hopper_unfused);
   suite_add_tcase(s, hopper);
   suite_add_tcase(s, samples);
   TCase *hoist = tcase_create("hoisted");
