@@ -6,7 +6,9 @@ For each case: PyTorch (cuBLAS for matmul and batched matmul, cuDNN for conv2d,
 PyTorch's own softmax kernel) and, where written here, a Triton kernel with
 autotune.  The GEMMs come in fp32 ("matmul"), fp16 ("hmatmul"), bf16
 ("bfmatmul") and batched fp16 ("hbmm": BATCHxMxNxK, float32 out as
-workloads/batch_matmul_f16.tw has it); the 16-bit ones accumulate in fp32
+workloads/batch_matmul_f16.tw has it); conv2d in fp32 ("conv2d") and in fp16
+channels-last ("hconv2d", NHWC as workloads/conv2d_nhwc_f16.tw, fp16 out,
+cuDNN's fp32 accumulation); the 16-bit ones accumulate in fp32
 (cuBLAS's default, tl.dot's accumulator) and autotune over tiles of K 64 that
 suit Hopper's warpgroup MMA.  Times
 are medians from triton.testing.do_bench (CUDA events, L2 flushed between
@@ -202,6 +204,18 @@ def case_conv2d(N, C, H, W, F, R, S, P):
     return [{"impl": "torch (cuDNN)", "secs": s, "gflops": flop / s * 1e-9, "rel_err": err}]
 
 
+def case_hconv2d(N, C, H, W, F, R, S, P):
+    """fp16 NHWC (channels_last) 3x3 conv, as conv2d_nhwc_f16.tw: cuDNN's implicit GEMM."""
+    x = torch.randn(N, C, H, W, device="cuda").half().to(memory_format=torch.channels_last)
+    w = torch.randn(F, C, R, S, device="cuda").half().to(memory_format=torch.channels_last)
+    ref = torch.nn.functional.conv2d(x.double(), w.double(), padding=P)
+    flop = 2.0 * N * F * (H + 2 * P - R + 1) * (W + 2 * P - S + 1) * C * R * S
+    fn = lambda: torch.nn.functional.conv2d(x, w, padding=P)
+    err = rel_err(fn(), ref)
+    s = bench(fn)
+    return [{"impl": "torch (cuDNN)", "secs": s, "gflops": flop / s * 1e-9, "rel_err": err}]
+
+
 def copy_bandwidth():
     n = 1 << 28  # 1 GiB of fp32
     x = torch.empty(n, device="cuda")
@@ -232,9 +246,9 @@ def main():
                 rows = case_bmm(*d, torch.float16)
             elif kind == "softmax":
                 rows = case_softmax(*d)
-            elif kind == "conv2d":
+            elif kind in ("conv2d", "hconv2d"):
                 n, c, h, w, f = d
-                rows = case_conv2d(n, c, h, w, f, 3, 3, 1)
+                rows = (case_conv2d if kind == "conv2d" else case_hconv2d)(n, c, h, w, f, 3, 3, 1)
             else:
                 raise ValueError(f"unknown case {kind}")
         except Exception as exc:  # one broken baseline must not hide the others

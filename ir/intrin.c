@@ -686,15 +686,19 @@ bool ir_hopper_epilogue(const ir_block_t *cons, const ir_buffer_t *acc, const ir
   const ir_var_t *r = NULL, *c = NULL;
   int n = 0;
   if (!acc_loads(st->u.store.value, acc, &r, &c, &n) || n == 0) return false;
-  /* stored at the element it reads, into a buffer shaped as acc of 2-, 4- or
-     8-byte elements: the kernel stages rows of the tile and stores 16-byte vectors of them */
+  /* stored with the column read as its last index, over a last dimension as
+     wide as acc's, the other indices a function of the row alone (acc's own
+     shape, or the [n, y, x, f] output of a conv fused to [m, f]), of 2-, 4- or
+     8-byte elements: the kernel stages rows of the tile and stores 16-byte
+     vectors of consecutive columns */
   const ir_buffer_t *out = st->u.store.buf;
-  int bytes = ir_dtype_bytes(out->dtype);
-  if (st->u.store.n != 2 || !is_var(st->u.store.idx[0], r) || !is_var(st->u.store.idx[1], c) ||
-      out->ndim != acc->ndim || (bytes != 2 && bytes != 4 && bytes != 8))
+  int bytes = ir_dtype_bytes(out->dtype), nd = st->u.store.n;
+  if (nd < 2 || nd != out->ndim || !is_var(st->u.store.idx[nd - 1], c) ||
+      out->shape[nd - 1] != acc->shape[acc->ndim - 1] || (bytes != 2 && bytes != 4 && bytes != 8))
     return false;
-  for (int d = 0; d < out->ndim; d++)
-    if (out->shape[d] != acc->shape[d]) return false;
+  for (int d = 0; d < nd - 1; d++)
+    if (ir_expr_uses_var(st->u.store.idx[d], c) || (out->shape[d] > 1 && !ir_expr_uses_var(st->u.store.idx[d], r)))
+      return false;
   bool iters = (r == cons->iters[0].var && c == cons->iters[1].var) || (r == cons->iters[1].var && c == cons->iters[0].var);
   if (iters && row) *row = r;
   if (iters && col) *col = c;
