@@ -72,8 +72,9 @@ static int pp_cooperative_fetch(sch_t *s, const tn_target_t *t, tn_err_t *err) {
     if ((e = bound_extent(s, in, IR_TAG_THREAD_X)) > 0) tx = e;
     if ((e = bound_extent(s, in, IR_TAG_THREAD_Y)) > 0) ty = e;
     if (in->kind != SCH_ANNOTATE || in->nattrs < 1) continue;
-    /* a warp-level block: threadIdx.x is the warp's lane */
-    if (!strcmp(in->attrs[0].s, SMP_ANN_WARP_EXECUTION) && tx < 1) tx = t->warp_size > 0 ? t->warp_size : 32;
+    /* a warp-level block: threadIdx.x is the warp's lane, whatever an
+       earlier kernel bound it to (conv2d's im2col copy, 1024 threads) */
+    if (!strcmp(in->attrs[0].s, SMP_ANN_WARP_EXECUTION)) tx = t->warp_size > 0 ? t->warp_size : 32;
     if (strcmp(in->attrs[0].s, SMP_ANN_COOP_FETCH) != 0) continue;
     if (ntasks == cap) {
       cap = cap ? 2 * cap : 8;

@@ -657,6 +657,27 @@ START_TEST(test_hopper_conv) {
     hopper_run_all(w->func, &host, mods, n, what);
     printf("test_hopper_conv: case %zu: %d candidates ran on cuda-host/hopper, %d SASS checked\n", c, n, sass_checked);
     for (int i = 0; i < n; i++) cg_module_free(mods[i]);
+    /* the GEMM form's wmma space: its cooperative fetches split over the
+       warps' 32 lanes, not over the 1024 threads the im2col copy bound first */
+    ck_assert_msg(strstr(sp.descs[1], "tensor-core") || strstr(sp.descs[1], "wmma"), "%s", sp.descs[1]);
+    int lowered = 0;
+    for (int k = 0; k < 16 && lowered < 2; k++) {
+      sch_t *s = NULL;
+      smp_stage_t st;
+      tn_err_t err = {0};
+      char wh[64];
+      snprintf(wh, sizeof wh, "conv case %zu, wmma sample %d", c, k);
+      if (smp_sample(w->func, &h100, sp.traces[1], 900 + (uint64_t)k, &s, &st, &err) != TN_OK) {
+        ck_assert_msg(st == SMP_STAGE_VERIFY, "%s: %s", wh, err.msg);
+        continue;
+      }
+      cg_module_t *m = check_lowers(&h100, s, wh);
+      ck_assert_msg(strstr(m->source, "wmma::mma_sync"), "%s:\n%s", wh, m->source);
+      lowered++;
+      cg_module_free(m);
+      sch_free(s);
+    }
+    ck_assert_int_ge(lowered, 1);
     smp_space_free(&sp);
     ir_data_free(ref.d);
     ir_workload_free(w);
