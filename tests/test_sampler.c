@@ -563,6 +563,133 @@ static void hopper_transposed_space(const ir_workload_t *w, const ref_t *ref, co
   for (int i = 0; i < n; i++) cg_module_free(mods[i]);
 }
 
+/* A sampled cluster candidate's kernel: __cluster_dims__(2, 1, 1) with a
+ * grid of whole clusters, its CTAs' barrier.cluster at the start (after the
+ * mbarriers' init) and the end, the empty phases counting both CTAs'
+ * consumers, each consumer releasing a stage in both CTAs, and the shared
+ * operand's half-tile TMA box multicast to both; NVRTC for sm_90a: the
+ * multicast, mapa and barrier.cluster in the PTX, no spills, UTMALDG with
+ * .MULTICAST in the SASS (where cuobjdump is installed).  Counts it in
+ * along[0] (along M, sharing B) or along[1] (along N, sharing A). */
+static void check_cluster_kernel(const cg_module_t *m, const char *what, int *along, int *sass_checked) {
+  const cg_kernel_t *k = &m->kernels[m->nkernels - 1];
+  const char *src = m->source;
+  bool n_dir = strstr(src, "clusters of 2 CTAs along N") != NULL;
+  ck_assert_msg(k->cluster == 2 && k->grid[0] % 2 == 0 && strstr(src, "__cluster_dims__(2, 1, 1) __launch_bounds__") &&
+                    (n_dir || strstr(src, "clusters of 2 CTAs along M")),
+                "%s\n%s", what, src);
+  const char *mc = strstr(src, "tuned_tma_load_2d_multicast(st");
+  ck_assert_msg(mc && strstr(mc, n_dir ? "&tuned_map_a" : "&tuned_map_b") && strstr(mc, "&full[STAGE], 3)") &&
+                    strstr(src, "tuned_fence_mbarrier_init();\n  }\n  tuned_cluster_sync();") &&
+                    strstr(src, "for (int r = 0; r < 2; r++) tuned_mbar_arrive_cluster(&empty[") &&
+                    strstr(src, "  tuned_cluster_sync();\n#undef TUNED_HOPPER_LOAD"),
+                "%s\n%s", what, src);
+  for (int i = 0; i < k->nmaps; i++) /* the shared operand's box: half its tile's rows */
+    if (!strcmp(k->maps[i].name, n_dir ? "tuned_map_a" : "tuned_map_b"))
+      ck_assert_msg(k->maps[i].box[1] % 8 == 0 && k->maps[i].box[1] <= 128, "%s: box of %u rows", what,
+                    k->maps[i].box[1]);
+  along[n_dir]++;
+  ms_cuda_output_t o;
+  tn_err_t ce = {0};
+  int rc = ms_cuda_compile(src, "sm_90a", &o, &ce);
+  if (rc == TN_EUNSUPPORTED) return;
+  ck_assert_msg(rc == TN_OK, "%s: NVRTC: %s\n%s", what, ce.msg, src);
+  ck_assert_msg(strstr(o.ptx, ".multicast::cluster") && strstr(o.ptx, "mapa.shared::cluster") &&
+                    strstr(o.ptx, "mbarrier.arrive.release.cluster.shared::cluster") &&
+                    strstr(o.ptx, "barrier.cluster.arrive") && strstr(o.ptx, "fence.mbarrier_init"),
+                "%s: PTX", what);
+  ck_assert_msg(!strstr(o.log, "bytes spill stores") || strstr(o.log, " 0 bytes spill stores"), "%s: %s", what, o.log);
+  char *sass = tu_cubin_sass(o.cubin, o.cubin_size);
+  if (sass) {
+    ck_assert_msg(strstr(sass, "UTMALDG.2D.MULTICAST") && strstr(sass, "HGMMA.64x"), "%s: SASS\n%s", what, sass);
+    (*sass_checked)++;
+  }
+  free(sass);
+  ms_cuda_output_free(&o);
+}
+
+/* Thread-block clusters (IR_ANN_HOPPER_CLUSTER): sampled only where TMA
+ * brings the shared operand (B^T K-major: along M or N; B as [K, N]: only
+ * along N, sharing A) and the tiles pair up; every sampled cluster
+ * candidate (check_cluster_kernel) computes the reference on the harness,
+ * whose CTAs of a cluster run together with their own shared memory, and
+ * its ordering checks stop a kernel whose consumers release a stage only in
+ * their own CTA (the peer's multicast refills it while this CTA's wgmma may
+ * still read it), whose empty phases count one CTA's consumers, or that
+ * starts copying before the peer's mbarriers exist.  A persistent grid of
+ * 2 SMs takes whole clusters. */
+START_TEST(test_hopper_clusters) {
+  static const char *const srcs[] = {
+      "param M = 256, N = 256, K = 512\ninput A: float16[M, K]\ninput B: float16[N, K]\noutput C: float32[M, N]\n"
+      "C[i, j] = sum(k < K: float32(A[i, k]) * float32(B[j, k]))\n",
+      "param M = 128, N = 256, K = 128\ninput A: bfloat16[M, K]\ninput B: bfloat16[K, N]\noutput C: float32[M, N]\n"
+      "C[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n",
+  };
+  tn_target_t h100 = target("nvidia/h100"), host = target("cuda-host/hopper"), small = h100;
+  small.sm_count = 2;
+  int along[2] = {0, 0}, sass_checked = 0, mutated = 0, persistent = 0;
+  for (size_t c = 0; c < TN_ARRAY_LEN(srcs); c++) {
+    ir_workload_t *w = tu_parse(srcs[c]);
+    ref_t ref = reference(w->func);
+    for (int t = 0; t < 2; t++) { /* the H100's grid, then a persistent grid of 2 SMs */
+      const tn_target_t *tg = t ? &small : &h100;
+      smp_space_t sp = generate(w->func, tg, 1);
+      cg_module_t *mods[4];
+      char what[4][256];
+      int n = 0, clusters = 0, dirs[2] = {0, 0};
+      for (int k = 0; k < 100 && n < (t ? 1 : 4); k++) {
+        sch_t *s = NULL;
+        smp_stage_t st;
+        tn_err_t err = {0};
+        snprintf(what[n], sizeof what[n], "case %zu, %s, sample %d", c, t ? "2 SMs" : "h100", k);
+        if (smp_sample(w->func, tg, sp.traces[0], 700 + (uint64_t)k, &s, &st, &err) != TN_OK) continue;
+        cg_module_t *m = check_lowers(tg, s, what[n]);
+        sch_free(s);
+        int dir = strstr(m->source, "CTAs along N") != NULL; /* two of each direction */
+        if (m->kernels[0].cluster < 2 || (t && !strstr(m->source, "a persistent grid")) || dirs[dir] >= 2) {
+          cg_module_free(m);
+          continue;
+        }
+        check_cluster_kernel(m, what[n], along, &sass_checked);
+        ck_assert_msg(c == 0 || strstr(m->source, "along N"), "%s: B is not K-major, yet shared", what[n]);
+        if (t) { /* 2 CTAs, one cluster, looping over the clusters of tiles */
+          ck_assert_int_eq(m->kernels[0].grid[0], 2);
+          persistent++;
+        }
+        clusters++;
+        dirs[dir]++;
+        mods[n++] = m;
+      }
+      ck_assert_msg(clusters >= 1, "case %zu: no cluster candidate sampled", c);
+      hopper_run_all(w->func, &host, mods, n, what);
+      for (int i = 0; i < n && c == 0 && !t && mutated < 1; i++) {
+        const char *init = strstr(mods[i]->source, "tuned_mbar_init(&empty[s], ");
+        ck_assert(init);
+        int consumers = atoi(init + strlen("tuned_mbar_init(&empty[s], ")) / 2;
+        char cut[64], by[64];
+        /* releases in the own CTA only (twice, so that its phase completes) */
+        hopper_mutant(w->func, &host, mods[i], "], r);", "], rank);", "mbarrier", NULL);
+        snprintf(cut, sizeof cut, "tuned_mbar_init(&empty[s], %d)", 2 * consumers);
+        snprintf(by, sizeof by, "tuned_mbar_init(&empty[s], %d)", consumers);
+        hopper_mutant(w->func, &host, mods[i], cut, by, "mbarrier", NULL);
+        hopper_mutant(w->func, &host, mods[i], "tuned_fence_mbarrier_init();\n  }\n  tuned_cluster_sync();",
+                      "tuned_fence_mbarrier_init();\n  }\n  __syncthreads();",
+                      "no barrier.cluster since its mbarrier.init", NULL);
+        mutated++;
+      }
+      for (int i = 0; i < n; i++) cg_module_free(mods[i]);
+      smp_space_free(&sp);
+    }
+    ir_data_free(ref.d);
+    ir_workload_free(w);
+  }
+  printf("test_hopper_clusters: %d along M, %d along N, %d persistent, %d SASS checked\n", along[0], along[1],
+         persistent, sass_checked);
+  ck_assert_msg(along[0] >= 1 && along[1] >= 2 && persistent >= 2 && mutated == 1,
+                "%d along M, %d along N, %d persistent, %d mutated", along[0], along[1], persistent, mutated);
+}
+END_TEST
+
 /* Hopper (nvidia/h100, cuda-host/hopper): a float16/bfloat16 matmul (or
  * batched matmul) whose M, N and K are multiples of 64 forks into the
  * warpgroup-MMA space (six categorical decisions, annotated on the block)
@@ -1494,6 +1621,10 @@ static Suite *make_suite(void) {
   tcase_set_timeout(hopper, 900);
   tcase_add_test(hopper, test_hopper_space);
   suite_add_tcase(s, hopper);
+  TCase *clusters = tcase_create("hopper-clusters");
+  tcase_set_timeout(clusters, 900);
+  tcase_add_test(clusters, test_hopper_clusters);
+  suite_add_tcase(s, clusters);
   suite_add_tcase(s, samples);
   TCase *hoist = tcase_create("hoisted");
   tcase_set_timeout(hoist, 120);
