@@ -28,11 +28,19 @@
  *     their accumulators, commit, and once the previous step's group
  *     completed (wait_group 1) arrive on its empty mbarrier, which the
  *     copies of the step `stages` - 1 ahead wait for;
+ *   - with a cluster (`cluster` 2: two CTAs along M sharing B's stage tiles,
+ *     -2: along N sharing A's; __cluster_dims__), the pair takes a unit of
+ *     two tiles (a persistent grid whole clusters of units); each CTA's TMA
+ *     brings half of the shared tile with .multicast::cluster into both,
+ *     each full mbarrier expecting the whole tile's bytes; the empty
+ *     mbarriers count both CTAs' consumers, who arrive on both (mapa, a
+ *     remote arrive), since either CTA's copies refill both; barrier.cluster
+ *     after the mbarriers' init and before exiting;
  *   - the accumulators stored to the output from their fragment layout, or
  *     a fused elementwise epilogue (float16 rounding, bias, activation)
  *     computed from them and stored instead.
  *
- * Not yet: cp.async, clusters and TMA multicast, TMA stores of the epilogue. */
+ * Not yet: cp.async, clusters along both M and N, TMA stores of the epilogue. */
 #include "cg_internal.h"
 #include "ir/analysis.h"
 

@@ -618,7 +618,7 @@ bool ir_hopper_gemm_get(const ir_block_t *b, ir_hopper_gemm_t *g, char *why, siz
        !annot_int(b, IR_ANN_HOPPER_CLUSTER, -4, 4, &g->cluster, why, why_len)))
     return false;
   int cs = ir_hopper_gemm_cluster_size(g);
-  if (cs != 1 && cs != 2 && cs != 4) {
+  if ((cs != 1 && cs != 2 && cs != 4) || g->cluster == -1) {
     if (why) snprintf(why, why_len, "block \"%s\": %s %d is not 1, 2, 4, -2 or -4", b->name, IR_ANN_HOPPER_CLUSTER,
                       g->cluster);
     return false;

@@ -4,7 +4,7 @@
  * candidate's exact CUDA source as C++ with this header in front and a
  * launcher behind (`int tuned_entry_<kernel>(void **args)`, one tuned_host::launch per
  * kernel), so that the worker's CPU backend runs and verifies it like any
- * CPU candidate.  A kernel is run block after block; the threads of a block
+ * CPU candidate.  A kernel is run block after block (cluster after cluster); the threads of a block
  * are coroutines (ucontext) that run one at a time, each until its next
  * barrier, in an order shuffled at every barrier: a missing __syncthreads
  * shows up as a wrong result.  Warp shuffles are exchanges at warp-wide
@@ -26,7 +26,9 @@
  * Hopper's wgmma meets a warpgroup (128 threads) and reads A and B through
  * their shared-memory descriptors; its results land at wgmma.wait_group,
  * mbarriers count arrivals and transaction bytes by phase, and TMA tiles
- * land when their phase completes (see "Hopper" below for what is checked). */
+ * land when their phase completes (see "Hopper" below for what is checked).
+ * A launch with clusters (__cluster_dims__) runs each cluster's CTAs
+ * together, taking turns, each with its own shared memory ("Clusters"). */
 #ifndef TUNED_CUDA_HOST_H
 #define TUNED_CUDA_HOST_H
 
