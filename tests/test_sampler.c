@@ -678,11 +678,14 @@ START_TEST(test_hopper_clusters) {
         ck_assert(init);
         int consumers = atoi(init + strlen("tuned_mbar_init(&empty[s], ")) / 2;
         char cut[64], by[64];
-        /* releases in the own CTA only (twice, so that its phase completes) */
-        hopper_mutant(w->func, &host, mods[i], "], r);", "], rank);", "mbarrier", NULL);
+        /* a stage refilled in both CTAs while the peer's wgmma may still read it: the consumers release it in their
+           own CTA only (twice, so that its phase completes), or the empty phases count one CTA's consumers */
+        static const char in_flight[] = "over shared memory that a wgmma.mma_async in flight reads",
+                          unordered[] = "over shared memory that the wgmma of thread";
+        hopper_mutant(w->func, &host, mods[i], "], r);", "], rank);", in_flight, unordered);
         snprintf(cut, sizeof cut, "tuned_mbar_init(&empty[s], %d)", 2 * consumers);
         snprintf(by, sizeof by, "tuned_mbar_init(&empty[s], %d)", consumers);
-        hopper_mutant(w->func, &host, mods[i], cut, by, "mbarrier", NULL);
+        hopper_mutant(w->func, &host, mods[i], cut, by, in_flight, unordered);
         hopper_mutant(w->func, &host, mods[i], "tuned_fence_mbarrier_init();\n  }\n  tuned_cluster_sync();",
                       "tuned_fence_mbarrier_init();\n  }\n  __syncthreads();",
                       "no barrier.cluster since its mbarrier.init", NULL);
