@@ -811,5 +811,6 @@ int cg_analyse(cg_ctx_t *c) {
     if (c->bufs[i].b && c->bufs[i].sized && c->bufs[i].used) size_buffer(c, &c->bufs[i]);
   if (!c->rc && c->d->gpu) cg_pipe_analyse(c);
   if (!c->rc && c->d->gpu) cg_wmma_analyse(c);
+  if (!c->rc && c->d->gpu) cg_hopper_gemm_workspaces(c);
   return c->rc;
 }

@@ -140,6 +140,17 @@ typedef struct cg_promo {
   ir_expr_kind_t op;      /* with simd: IR_E_ADD, IR_E_MAX or IR_E_MIN */
 } cg_promo_t;
 
+/* Divisions by a loop invariant printed as multiplications by its
+ * reciprocal, computed before the loop (recip.c). */
+#define CG_RECIP_MAX 4
+typedef struct cg_recip {
+  const ir_loop_t *loop;
+  const ir_block_t *blk;                 /* the loop's one block */
+  const ir_expr_t *div[CG_RECIP_MAX];    /* its divisions whose divisor the loop does not change */
+  char name[CG_RECIP_MAX][24];           /* tuned_rcpN */
+  int n;
+} cg_recip_t;
+
 /* What static __shared__ arrays may hold in one CUDA kernel. */
 #define CG_CUDA_STATIC_SHARED_MAX 49152
 
@@ -186,6 +197,7 @@ typedef struct cg_ctx {
   int64_t auto_unroll;
   int tmp;               /* counter for tuned_* temporaries */
   const cg_promo_t *promo; /* accumulators being kept local (C target) */
+  const cg_recip_t *recip; /* reciprocals of divisors computed before the loop (C target) */
   /* while a pipelined loop's copies are printed: its variable prints as
    * shift_text (the iteration fetched ahead), and copies from global into
    * shared memory become cp.async on CUDA */
@@ -293,6 +305,8 @@ void cg_identity(cg_ctx_t *c, ir_expr_kind_t op, ir_dtype_t t, tn_buf_t *o);
 /* Emits `buf[index] = value;` (with half conversion) as one line. */
 void cg_emit_store_text(cg_ctx_t *c, const ir_buffer_t *b, ir_expr_t *const *idx,
                         const char *value);
+/* The same at `name[ix]`: storage of b's element type (a staging copy of b). */
+void cg_emit_store_at(cg_ctx_t *c, const ir_buffer_t *b, const char *name, const char *ix, const char *value);
 
 /* ---- statements (stmt.c) ----------------------------------------------- */
 
@@ -346,6 +360,14 @@ void cg_promo_open(cg_ctx_t *c, cg_promo_t *p);
 void cg_promo_close(cg_ctx_t *c, cg_promo_t *p);
 /* "tuned_accN[...]" when b is the promoted buffer of the block printed now. */
 const char *cg_promo_ref(const cg_ctx_t *c, const ir_buffer_t *b);
+/* recip.c (C target): whether loop statement s divides by something it
+ * does not change; open prints the reciprocals before the loop and makes
+ * those divisions print as products (cg_recip_ref), close ends its scope. */
+bool cg_recip_find(const cg_ctx_t *c, const ir_stmt_t *s, cg_recip_t *r);
+void cg_recip_open(cg_ctx_t *c, cg_recip_t *r);
+void cg_recip_close(cg_ctx_t *c, cg_recip_t *r);
+/* "tuned_rcpN" when e is a division of the block printed now by such a divisor. */
+const char *cg_recip_ref(const cg_ctx_t *c, const ir_expr_t *e);
 /* intrin.c: a block marked by tensorize prints as its intrinsic's call
  * (true; errors go to c->rc); false for other blocks.  cg_intrin_helpers
  * appends the implementations the module called. */
@@ -359,6 +381,11 @@ void cg_intrin_helpers(const cg_ctx_t *c, tn_buf_t *o);
 bool cg_hopper_gemm_kernel(cg_ctx_t *c, int k);
 int cg_hopper_gemm_emit(cg_ctx_t *c, int k, cg_kernel_t *kd, const char *args, tn_buf_t *out);
 void cg_hopper_gemm_helpers(cg_ctx_t *c, tn_buf_t *o);
+/* After the analysis: the float32 temporary of a Hopper GEMM whose kernel
+ * computes its epilogue from the accumulators, which that kernel never
+ * writes and no other kernel touches, is no argument (the launcher would
+ * allocate a workspace that no kernel reads or writes). */
+void cg_hopper_gemm_workspaces(cg_ctx_t *c);
 /* The attribute line the C entry function needs for the intrinsics it calls
  * (their CPU features), "" when none. */
 void cg_intrin_entry_attr(const cg_ctx_t *c, tn_buf_t *o);

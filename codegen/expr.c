@@ -187,8 +187,10 @@ void cg_emit_store_text(cg_ctx_t *c, const ir_buffer_t *b, ir_expr_t *const *idx
     cg_line(c, "%s = %s;", acc, value);
     return;
   }
-  const char *ix = cg_expr_str(c, cg_flat_index(c, b, idx));
-  const char *name = c->bufs[b->id].name;
+  cg_emit_store_at(c, b, c->bufs[b->id].name, cg_expr_str(c, cg_flat_index(c, b, idx)), value);
+}
+
+void cg_emit_store_at(cg_ctx_t *c, const ir_buffer_t *b, const char *name, const char *ix, const char *value) {
   if (cg_half_storage(c, b) || cg_bf16_storage(b)) {
     bool bf = cg_bf16_storage(b);
     *(bf ? &c->need_bf16 : &c->need_half) = true;
@@ -307,10 +309,18 @@ static void print_binary(cg_ctx_t *c, const ir_expr_t *e, tn_buf_t *o, int need)
   case IR_E_ADD: print_infix(c, e, "+", P_ADD, P_ADD, P_ADD + 1, o, need); return;
   case IR_E_SUB: print_infix(c, e, "-", P_ADD, P_ADD, P_ADD + 1, o, need); return;
   case IR_E_MUL: print_infix(c, e, "*", P_MUL, P_MUL, P_MUL + 1, o, need); return;
-  case IR_E_DIV:
+  case IR_E_DIV: {
+    const char *rcp = isint ? NULL : cg_recip_ref(c, e);
     if (isint) print_floor(c, e, false, o, need);
-    else print_infix(c, e, "/", P_MUL, P_MUL, P_MUL + 1, o, need);
+    else if (!rcp) print_infix(c, e, "/", P_MUL, P_MUL, P_MUL + 1, o, need);
+    else {
+      open_paren(o, P_MUL, need);
+      pexpr(c, e->u.bin.a, o, P_MUL);
+      tn_buf_printf(o, " * %s", rcp);
+      close_paren(o, P_MUL, need);
+    }
     return;
+  }
   case IR_E_FLOORDIV: print_floor(c, e, false, o, need); return;
   case IR_E_FLOORMOD: print_floor(c, e, true, o, need); return;
   case IR_E_MIN: case IR_E_MAX: print_minmax(c, e, o); return;

@@ -36,11 +36,15 @@
  *     mbarriers count both CTAs' consumers, who arrive on both (mapa, a
  *     remote arrive), since either CTA's copies refill both; barrier.cluster
  *     after the mbarriers' init and before exiting;
- *   - the accumulators stored to the output from their fragment layout, or
- *     a fused elementwise epilogue (float16 rounding, bias, activation)
- *     computed from them and stored instead.
+ *   - once a tile's last wgmma completed, each consumer warp stages its
+ *     rows of the accumulators (or of a fused elementwise epilogue computed
+ *     from them: float16 rounding, bias, activation) in shared memory of
+ *     its own, 128 bytes of a row at a time, and stores them to the output
+ *     as rows of 16-byte vectors, consecutive threads at consecutive
+ *     addresses (print_store).
  *
- * Not yet: cp.async, clusters along both M and N, TMA stores of the epilogue. */
+ * Not yet: cp.async, clusters along both M and N, TMA stores of the
+ * epilogue (cp.async.bulk.tensor from the staged rows). */
 #include "cg_internal.h"
 #include "ir/analysis.h"
 
@@ -56,6 +60,7 @@ typedef struct hgemm {
   int64_t batch, m, n, k; /* batch 1: none */
   const ir_block_t *epi;             /* the fused epilogue, computed from the accumulators (NULL: none) */
   const ir_var_t *epi_row, *epi_col; /* its iterators along the output's rows and columns */
+  const ir_buffer_t *dst;            /* what the kernel stores: the epilogue's output, or out */
 } hgemm_t;
 
 /* The block's GEMM (ir_hopper_gemm_shape), which the decided tile must divide. */
@@ -96,6 +101,33 @@ static bool find_visit(ir_stmt_t *s, void *p) {
 static void kernel_blocks(cg_ctx_t *c, int k, find_t *f) {
   memset(f, 0, sizeof *f);
   ir_stmt_walk((ir_stmt_t *)c->roots[k], find_visit, f);
+}
+
+static bool touch_visit(ir_stmt_t *s, void *p) {
+  const ir_buffer_t **b = p;
+  if (s->kind == IR_S_BLOCK && *b && (ir_block_reads(&s->u.block, *b) || ir_block_writes(&s->u.block, *b))) *b = NULL;
+  return *b != NULL;
+}
+
+/* Whether a block of root statement k reads or writes b. */
+static bool root_touches(cg_ctx_t *c, int k, const ir_buffer_t *b) {
+  ir_stmt_walk((ir_stmt_t *)c->roots[k], touch_visit, &b);
+  return b == NULL;
+}
+
+void cg_hopper_gemm_workspaces(cg_ctx_t *c) {
+  for (int k = 0; k < c->nroots && c->d->gpu; k++) {
+    find_t f;
+    ir_hopper_shape_t sh;
+    const char *why;
+    kernel_blocks(c, k, &f);
+    if (!f.hopper || f.nblocks > MAX_BLOCKS || !ir_hopper_gemm_shape(f.hopper, &sh, &why)) continue;
+    cg_buf_t *cb = &c->bufs[sh.out->id];
+    bool fused = false, elsewhere = false;
+    for (int i = 0; i < f.nblocks; i++) fused |= f.all[i] != f.hopper && ir_hopper_epilogue(f.all[i], sh.out, NULL, NULL);
+    for (int j = 0; j < c->nroots; j++) elsewhere |= j != k && root_touches(c, j, sh.out);
+    if (fused && !elsewhere && cb->param && sh.out->role == IR_BUF_TEMP) cb->param = false;
+  }
 }
 
 bool cg_hopper_gemm_kernel(cg_ctx_t *c, int k) {
@@ -147,6 +179,7 @@ static const char load_text[] =
     "}\n";
 
 static void print_epilogue(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o);
+static void print_store(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o);
 
 /* Whether TMA brings operand X's stages: the decision (or a cluster sharing X), and K its contiguous dimension. */
 static bool tma_a(const hgemm_t *h) {
@@ -359,23 +392,69 @@ static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
                   "      }\n",
                   s - 1, tma_all(h) ? " && tid == 0" : "", s, s, s);
   tn_buf_put(o, "    }\n    tuned_wgmma_wait<0>();\n");
+  print_store(c, h, o);
+  tn_buf_put(o, "  }\n");
+  if (cs > 1) tn_buf_printf(o, "  %s", exit_sync);
+  tn_buf_put(o, "#undef TUNED_HOPPER_LOAD\n#undef TUNED_HOPPER_TILE\n");
+}
+
+/* The tile's store, once its last wgmma completed: each consumer warp
+ * stages its 16 rows of an m64 block, 128 bytes of their columns at a time,
+ * in shared memory of its own (IR_HOPPER_OUT_STAGE_WARP_BYTES past the
+ * mbarriers: no barrier with the other warps, nor with a producer that may
+ * be filling the ring for the next tile already), the 16-byte chunks of a
+ * row swizzled by its low 3 bits (the fragment's stores and the rows' loads
+ * without bank conflicts), then stores those rows to the output as 16-byte
+ * vectors, 8 consecutive threads to a row of 128 bytes; __syncwarp between
+ * the stores to shared memory and the loads, and before the next pass
+ * overwrites them.  The fused epilogue is computed as the accumulators are
+ * staged. */
+static void print_store(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o) {
+  const ir_hopper_gemm_t *g = &h->g;
+  int s = g->stages, esz = cg_elem_bytes(c, h->dst), row = 128 / esz, chunk = 16 / esz;
+  const char *ty = cg_storage_type(c, h->dst);
   tn_buf_printf(o,
-                "    /* register i of m64 block f: row 16 warp + lane / 4 (+ 8), columns 8 (i / 4) + 2 (lane %% 4) and + 1 */\n"
+                "    /* the tile through shared memory, warp by warp: 16 rows of %d columns at a time */\n"
+                "    %s *tuned_so = (%s *)(smem + %lld + tid / 32 * %d);\n"
                 "#pragma unroll\n"
                 "    for (int f = 0; f < %d; f++)\n"
                 "#pragma unroll\n"
-                "      for (int i = 0; i < %d; i += 2) {\n"
-                "        long long r = m0 + (wg * %d + f) * 64 + 16 * (lane / 32) + lane %% 32 / 4 + 8 * (i / 2 %% 2);\n"
-                "        long long col = n0 + 8 * (i / 4) + 2 * (lane %% 4);\n",
-                g->m_frags, bn / 2, g->m_frags);
+                "      for (int tuned_p = 0; tuned_p < %d; tuned_p++) {\n"
+                "        /* register i of m64 block f: row 16 warp + lane / 4 (+ 8), columns 8 (i / 4) + 2 (lane %% 4) and + 1 */\n"
+                "#pragma unroll\n"
+                "        for (int i = tuned_p * %d; i < tuned_p * %d + %d; i += 2) {\n"
+                "          const int tuned_sr = lane %% 32 / 4 + 8 * (i / 2 %% 2), tuned_sc = 8 * (i / 4) + 2 * (lane %% 4) - "
+                "tuned_p * %d;\n"
+                "          const int tuned_at = tuned_sr * %d + (tuned_sc / %d ^ tuned_sr %% 8) * %d + tuned_sc %% %d;\n",
+                row, ty, ty, (long long)(ir_hopper_gemm_stage_bytes(g) * s + 16 * s), IR_HOPPER_OUT_STAGE_WARP_BYTES,
+                g->m_frags, g->n_tile / row, row / 2, row / 2, row / 2, row, row, chunk, chunk, chunk);
   if (h->epi)
     print_epilogue(c, h, o);
   else
-    tn_buf_printf(o, "        float2 v;\n        v.x = acc[f][i];\n        v.y = acc[f][i + 1];\n"
-                     "        *(float2 *)(gc + r * %lld + col) = v;\n", (long long)h->n);
-  tn_buf_put(o, "      }\n  }\n");
-  if (cs > 1) tn_buf_printf(o, "  %s", exit_sync);
-  tn_buf_put(o, "#undef TUNED_HOPPER_LOAD\n#undef TUNED_HOPPER_TILE\n");
+    tn_buf_put(o, "          float2 v;\n          v.x = acc[f][i];\n          v.y = acc[f][i + 1];\n"
+                  "          *(float2 *)(tuned_so + tuned_at) = v;\n");
+  tn_buf_printf(o,
+                "        }\n"
+                "        __syncwarp();\n"
+                "#pragma unroll\n"
+                "        for (int tuned_q = 0; tuned_q < 4; tuned_q++) {\n"
+                "          const int tuned_sr = 4 * tuned_q + lane %% 32 / 8, tuned_ch = lane %% 8;\n"
+                "          const long long tuned_r = m0 + (wg * %d + f) * 64 + 16 * (lane / 32) + tuned_sr;\n"
+                "          const long long tuned_c = n0 + tuned_p * %d + tuned_ch * %d;\n"
+                "          const float4 tuned_x = *(const float4 *)(tuned_so + tuned_sr * %d + (tuned_ch ^ tuned_sr %% 8) * %d);\n",
+                g->m_frags, row, chunk, row, chunk);
+  if (h->epi) {
+    const ir_block_t *saved_blk = c->blk;
+    c->blk = h->epi; /* its store's index, at the row's 16 bytes */
+    tn_buf_printf(o, "          const int %s = (int)tuned_r, %s = (int)tuned_c;\n", cg_var(c, h->epi_row),
+                  cg_var(c, h->epi_col));
+    tn_buf_printf(o, "          *(float4 *)&%s[%s] = tuned_x;\n", c->bufs[h->dst->id].name,
+                  cg_expr_str(c, cg_flat_index(c, h->dst, h->epi->body->u.store.idx)));
+    c->blk = saved_blk;
+  } else {
+    tn_buf_printf(o, "          *(float4 *)(gc + tuned_r * %lld + tuned_c) = tuned_x;\n", (long long)h->n);
+  }
+  tn_buf_put(o, "        }\n        __syncwarp();\n      }\n");
 }
 
 /* Marks every load of acc in e to print as `text`. */
@@ -389,24 +468,37 @@ static void override_loads(cg_ctx_t *c, const ir_expr_t *e, const ir_buffer_t *a
   for (int i = 0; i < n; i++) override_loads(c, kids[i], acc, text);
 }
 
-/* The fused epilogue at the two columns (r, col) and (r, col + 1): its
- * iterators declared as the element's row and column, its loads of the
- * GEMM's output read from the accumulator register. */
+/* The fused epilogue at the two columns of registers i and i + 1 of m64
+ * block f, staged at tuned_at and the next (float: as one float2, which
+ * the lanes store without bank conflicts): its iterators declared as the
+ * element's row and column, its loads of the GEMM's output read from the
+ * accumulator register. */
 static void print_epilogue(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o) {
   const ir_stmt_t *st = h->epi->body;
   tn_buf_t *saved_o = c->o;
   const ir_block_t *saved_blk = c->blk;
   int saved_ind = c->ind, saved_novr = c->novr;
-  c->o = o, c->blk = h->epi, c->ind = 4;
+  c->o = o, c->blk = h->epi, c->ind = 5;
   override_loads(c, st->u.store.value, h->out, "tuned_v");
+  cg_line(c, "const long long tuned_r = m0 + (wg * %d + f) * 64 + 16 * (lane / 32) + tuned_sr;", h->g.m_frags);
+  cg_line(c, "const long long tuned_c = n0 + 8 * (i / 4) + 2 * (lane %% 4);");
+  bool pair = !strcmp(cg_storage_type(c, h->dst), "float");
+  if (pair) cg_line(c, "float tuned_e[2];");
   for (int e = 0; e < 2; e++) {
     cg_line(c, "{");
     c->ind++;
     cg_line(c, "const float tuned_v = acc[f][i + %d];", e);
-    cg_line(c, "const int %s = (int)r, %s = (int)col + %d;", cg_var(c, h->epi_row), cg_var(c, h->epi_col), e);
-    cg_emit_store_text(c, st->u.store.buf, st->u.store.idx, cg_expr_str(c, st->u.store.value));
+    cg_line(c, "const int %s = (int)tuned_r, %s = (int)tuned_c + %d;", cg_var(c, h->epi_row), cg_var(c, h->epi_col), e);
+    cg_emit_store_at(c, h->dst, pair ? "tuned_e" : "tuned_so", pair ? (e ? "1" : "0") : e ? "tuned_at + 1" : "tuned_at",
+                     cg_expr_str(c, st->u.store.value));
     c->ind--;
     cg_line(c, "}");
+  }
+  if (pair) {
+    cg_line(c, "float2 tuned_e2;");
+    cg_line(c, "tuned_e2.x = tuned_e[0];");
+    cg_line(c, "tuned_e2.y = tuned_e[1];");
+    cg_line(c, "*(float2 *)(tuned_so + tuned_at) = tuned_e2;");
   }
   c->o = saved_o, c->blk = saved_blk, c->ind = saved_ind, c->novr = saved_novr;
 }
@@ -422,6 +514,11 @@ int cg_hopper_gemm_emit(cg_ctx_t *c, int k, cg_kernel_t *kd, const char *args, t
                    h.blk->name);
   if (!ir_hopper_gemm_get(h.blk, &h.g, why, sizeof why)) return cg_fail(c, TN_EINVAL, "%s", why);
   if (analyse(c, h.blk, &h) || other_blocks(c, &f, &h)) return c->rc;
+  h.dst = h.epi ? h.epi->body->u.store.buf : h.out;
+  if (h.g.n_tile % (128 / cg_elem_bytes(c, h.dst)))
+    return cg_fail(c, TN_EUNSUPPORTED, "block \"%s\": N tile %d is not a multiple of the %d elements of %s that a "
+                   "staged row of the output holds", h.blk->name, h.g.n_tile, 128 / cg_elem_bytes(c, h.dst),
+                   h.dst->name);
   c->kernel = k;
   int64_t smem = ir_hopper_gemm_smem(&h.g);
   int bm = ir_hopper_gemm_rows(&h.g), threads = ir_hopper_gemm_threads(&h.g);

@@ -321,8 +321,12 @@ static void emit_loop(cg_ctx_t *c, const ir_stmt_t *s) {
   else if (!(c->d->gpu && l->kind == IR_LOOP_VECTORIZED && cg_try_vectorize(c, l))) {
     cg_promo_t p;
     bool promo = cg_promo_find(c, s, &p);
+    cg_recip_t r;
+    bool recip = cg_recip_find(c, s, &r);
     if (promo) cg_promo_open(c, &p);
+    if (recip) cg_recip_open(c, &r);
     emit_for(c, s);
+    if (recip) cg_recip_close(c, &r);
     if (promo) cg_promo_close(c, &p);
   }
   c->auto_unroll = saved;

@@ -639,8 +639,12 @@ int64_t ir_hopper_gemm_stage_bytes(const ir_hopper_gemm_t *g) {
   return (int64_t)(ir_hopper_gemm_rows(g) + g->n_tile) * IR_HOPPER_K_TILE * 2;
 }
 
+int64_t ir_hopper_gemm_out_stage_bytes(const ir_hopper_gemm_t *g) {
+  return (int64_t)IR_HOPPER_OUT_STAGE_WARP_BYTES * 4 * g->warpgroups;
+}
+
 int64_t ir_hopper_gemm_smem(const ir_hopper_gemm_t *g) {
-  return ir_hopper_gemm_stage_bytes(g) * g->stages + 16 * g->stages + 1024;
+  return ir_hopper_gemm_stage_bytes(g) * g->stages + 16 * g->stages + ir_hopper_gemm_out_stage_bytes(g) + 1024;
 }
 
 int ir_hopper_gemm_acc_regs(const ir_hopper_gemm_t *g) { return g->m_frags * g->n_tile / 2; }
@@ -689,6 +693,8 @@ bool ir_hopper_gemm_cluster_ok(const ir_hopper_gemm_t *g, const ir_hopper_shape_
   return false;
 }
 
+static bool is_var(const ir_expr_t *e, const ir_var_t *v) { return e->kind == IR_E_VAR && e->u.var == v; }
+
 /* Every load of acc in e is acc[*row, *col] over two distinct variables (set by the first). */
 static bool acc_loads(const ir_expr_t *e, const ir_buffer_t *acc, const ir_var_t **row, const ir_var_t **col, int *n) {
   if (e->kind == IR_E_LOAD && e->u.load.buf == acc) {
@@ -713,9 +719,15 @@ bool ir_hopper_epilogue(const ir_block_t *cons, const ir_buffer_t *acc, const ir
   const ir_var_t *r = NULL, *c = NULL;
   int n = 0;
   if (!acc_loads(st->u.store.value, acc, &r, &c, &n) || n == 0) return false;
-  int in_idx = 0; /* acc in the store's indices: not an elementwise epilogue */
-  for (int i = 0; i < st->u.store.n; i++)
-    if (!acc_loads(st->u.store.idx[i], acc, &r, &c, &in_idx) || in_idx) return false;
+  /* stored at the element it reads, into a buffer shaped as acc of 2-, 4- or
+     8-byte elements: the kernel stages rows of the tile and stores 16-byte vectors of them */
+  const ir_buffer_t *out = st->u.store.buf;
+  int bytes = ir_dtype_bytes(out->dtype);
+  if (st->u.store.n != 2 || !is_var(st->u.store.idx[0], r) || !is_var(st->u.store.idx[1], c) ||
+      out->ndim != acc->ndim || (bytes != 2 && bytes != 4 && bytes != 8))
+    return false;
+  for (int d = 0; d < out->ndim; d++)
+    if (out->shape[d] != acc->shape[d]) return false;
   bool iters = (r == cons->iters[0].var && c == cons->iters[1].var) || (r == cons->iters[1].var && c == cons->iters[0].var);
   if (iters && row) *row = r;
   if (iters && col) *col = c;
@@ -723,8 +735,6 @@ bool ir_hopper_epilogue(const ir_block_t *cons, const ir_buffer_t *acc, const ir
 }
 
 static const ir_expr_t *strip_cast(const ir_expr_t *e) { return e->kind == IR_E_CAST ? e->u.un : e; }
-
-static bool is_var(const ir_expr_t *e, const ir_var_t *v) { return e->kind == IR_E_VAR && e->u.var == v; }
 
 /* The operand load x: its last two indices (row, k) or (k, row) after the
  * batch's (nb of them, over bv); *k_inner says which. */

@@ -127,6 +127,10 @@ int ir_intrin_match(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in
 
 /* K per stage: one 128-byte swizzled row of 16-bit elements. */
 #define IR_HOPPER_K_TILE 64
+/* Shared memory per consumer warp that stages the output: 16 rows of 128
+ * bytes (its rows of an m64 block, 128 bytes of columns at a time), which
+ * it stores to global memory as 16-byte vectors. */
+#define IR_HOPPER_OUT_STAGE_WARP_BYTES 2048
 
 typedef struct ir_hopper_gemm {
   int warpgroups, m_frags, n_tile, stages, group, producer;
@@ -144,8 +148,11 @@ int ir_hopper_gemm_threads(const ir_hopper_gemm_t *g);
 /* Rows of the block tile: 64 x warpgroups x m_frags. */
 int ir_hopper_gemm_rows(const ir_hopper_gemm_t *g);
 /* Dynamic shared memory the kernel asks for: the stages of A and B, their
- * full/empty mbarriers and 1024 bytes to align the 128-byte swizzle atoms. */
+ * full/empty mbarriers, the output's staging (ir_hopper_gemm_out_stage_bytes)
+ * and 1024 bytes to align the 128-byte swizzle atoms. */
 int64_t ir_hopper_gemm_smem(const ir_hopper_gemm_t *g);
+/* Shared memory that stages the output: IR_HOPPER_OUT_STAGE_WARP_BYTES per consumer warp. */
+int64_t ir_hopper_gemm_out_stage_bytes(const ir_hopper_gemm_t *g);
 /* Bytes of one stage of the K ring: the A and B tiles, K_TILE deep, 16-bit. */
 int64_t ir_hopper_gemm_stage_bytes(const ir_hopper_gemm_t *g);
 /* The GEMM a block computes: out[(b,) i, j] += A[(b,) i, k] * B[(b,) k, j]
@@ -166,7 +173,9 @@ bool ir_hopper_gemm_shape(const ir_block_t *b, ir_hopper_shape_t *sh, const char
  * epilogue, from the accumulators instead of the buffer `acc` the GEMM
  * writes: two spatial iterators, no init, one store (not to acc), and every
  * load of acc (one at least) acc[row, col] over both iterators, the same
- * everywhere; *row and *col (when not NULL) are those iterators. */
+ * everywhere; the store out[row, col] into a buffer of acc's shape with 2-,
+ * 4- or 8-byte elements (the kernel stores rows of 16-byte vectors); *row
+ * and *col (when not NULL) are those iterators. */
 bool ir_hopper_epilogue(const ir_block_t *cons, const ir_buffer_t *acc, const ir_var_t **row, const ir_var_t **col);
 /* f32 accumulator registers per consumer thread (m_frags x n_tile / 2). */
 int ir_hopper_gemm_acc_regs(const ir_hopper_gemm_t *g);

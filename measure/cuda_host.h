@@ -8,11 +8,11 @@
  * are coroutines (ucontext) that run one at a time, each until its next
  * barrier, in an order shuffled at every barrier: a missing __syncthreads
  * shows up as a wrong result.  Warp shuffles are exchanges at warp-wide
- * meeting points, and so are nvcuda::wmma's loads, mma_sync and stores (a
- * warp's lanes must agree on them; the tile is computed once).  __shared__
- * arrays are function statics, one copy for the block's threads; every
- * block starts with them full of NaN bytes.  Built
- * with UBSan's alignment and bounds checks: a misaligned float4 access or an
+ * meeting points, and so are __syncwarp and nvcuda::wmma's loads, mma_sync
+ * and stores (a warp's lanes must agree on them; the tile is computed
+ * once).  __shared__ arrays are function statics, one copy for the block's
+ * threads; every block starts with them full of NaN bytes.  Built with
+ * UBSan's alignment and bounds checks: a misaligned float4 access or an
  * index past a shared or local array stops the run with the place.
  *
  * What it cannot see: timing, bank conflicts, coalescing, register
@@ -1333,6 +1333,13 @@ inline void __syncthreads() {
   if (!tuned_host::hb_clocks.empty()) tuned_host::hb_release(tuned_host::hb_barrier);
   tuned_host::wait(tuned_host::AT_BARRIER);
   if (!tuned_host::hb_clocks.empty()) tuned_host::hb_join(tuned_host::hb_clock(), tuned_host::hb_barrier);
+}
+
+/* __syncwarp: a meeting point of the warp's lanes (all of them: a partial
+ * mask is not emulated); what each stored before is there for the others. */
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  if (mask != 0xffffffffu) tuned_host::fail("%s", "__syncwarp with a partial mask (not emulated)");
+  tuned_host::wait(tuned_host::AT_WARP);
 }
 
 template <typename T> T __shfl_sync(unsigned mask, T v, int src, int width = 32) {

@@ -76,6 +76,9 @@ int smp_rule_multi_level_tiling_tensor_core(smp_ctx_t *c, smp_state_t *st, const
 
 int smp_rule_multi_level_tiling_hopper(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,
                                        tn_err_t *err);
+/* A convolution-like block reindexed and fused into a GEMM for it (rules_hopper_conv.c). */
+int smp_rule_hopper_implicit_gemm(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,
+                                  tn_err_t *err);
 
 /* The rewrite-tensorize postprocessor (rules_intrin.c). */
 int smp_pp_rewrite_tensorize(sch_t *s, const tn_target_t *t, tn_err_t *err);

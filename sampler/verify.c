@@ -270,7 +270,8 @@ static int check_hopper(kernel_use_t *k, const tn_target_t *t, tn_err_t *err) {
   k->threads = ir_hopper_gemm_threads(&g);
   k->shared = ir_hopper_gemm_smem(&g);
   tn_buf_reset(&k->detail);
-  tn_buf_printf(&k->detail, "%d stages of %d x 64 A and %d x 64 B", g.stages, ir_hopper_gemm_rows(&g), g.n_tile);
+  tn_buf_printf(&k->detail, "%d stages of %d x 64 A and %d x 64 B, %lld bytes staging the output", g.stages,
+                ir_hopper_gemm_rows(&g), g.n_tile, (long long)ir_hopper_gemm_out_stage_bytes(&g));
   return TN_OK;
 }
 

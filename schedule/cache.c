@@ -1,6 +1,9 @@
 /* cache.c — cache_read and cache_write: stage one buffer of a block through a
  * new buffer in another storage scope, with a copy block placed in the root
- * scope just before (read) or after (write) the block's loop nest. */
+ * scope just before (read) or after (write) the block's loop nest; and
+ * reindex, which stages it through a buffer laid out in the block's own
+ * iteration space (TVM's ReIndex: the im2col of a convolution, so that the
+ * block reads its operands at its plain iterators). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,18 +21,18 @@ static bool name_used(const ir_func_t *f, const char *name) {
   return ir_func_find_block(f, name) != NULL;
 }
 
-/* "<buf>_<scope>", with _1, _2, ... appended when a buffer or block already
- * has that name (a second cache of the same buffer). */
-static const char *cache_name(ir_func_t *f, const ir_buffer_t *src, ir_scope_t scope) {
-  const char *base = tn_arena_printf(f->arena, "%s_%s", src->name, ir_scope_name(scope));
+/* `base`, with _1, _2, ... appended when a buffer or block already has that
+ * name (a second cache of the same buffer). */
+static const char *fresh_name(ir_func_t *f, const char *base) {
   const char *name = base;
   for (int k = 1; name_used(f, name); k++) name = tn_arena_printf(f->arena, "%s_%d", base, k);
   return name;
 }
 
-/* A temp buffer shaped like src in `scope`, allocated in the root block. */
-static ir_buffer_t *cache_buffer(ir_func_t *f, const ir_buffer_t *src, ir_scope_t scope) {
-  ir_buffer_t *b = ir_buffer_new(f, cache_name(f, src, scope), src->dtype, src->ndim, src->shape, scope, IR_BUF_TEMP);
+/* A temp buffer named `base` (made unique) in `scope`, allocated in the root block. */
+static ir_buffer_t *temp_buffer(ir_func_t *f, const char *base, ir_dtype_t dtype, int ndim, const int64_t *shape,
+                                ir_scope_t scope) {
+  ir_buffer_t *b = ir_buffer_new(f, fresh_name(f, base), dtype, ndim, shape, scope, IR_BUF_TEMP);
   ir_block_t *root = ir_func_root(f);
   ir_buffer_t **allocs = TN_NEWN(f->arena, ir_buffer_t *, root->nallocs + 1);
   if (root->nallocs) memcpy(allocs, root->allocs, sizeof(ir_buffer_t *) * (size_t)root->nallocs);
@@ -38,27 +41,50 @@ static ir_buffer_t *cache_buffer(ir_func_t *f, const ir_buffer_t *src, ir_scope_
   return b;
 }
 
-/* Loops ax0.. over the whole shape around a block named like `name` that
- * copies src[v0, v1, ...] into dst[v0, v1, ...]; *uid gets the block's uid. */
-static ir_stmt_t *copy_nest(ir_func_t *f, const char *name, ir_buffer_t *dst, ir_buffer_t *src, int *uid) {
-  int n = dst->ndim;
+/* A temp buffer shaped like src in `scope`: "<buf>_<scope>". */
+static ir_buffer_t *cache_buffer(ir_func_t *f, const ir_buffer_t *src, ir_scope_t scope) {
+  const char *base = tn_arena_printf(f->arena, "%s_%s", src->name, ir_scope_name(scope));
+  return temp_buffer(f, base, src->dtype, src->ndim, src->shape, scope);
+}
+
+/* One side of a copy: a buffer and its indices over the variables `from`
+ * (idx NULL: the copy's iterators themselves, one per dimension). */
+typedef struct copy_side {
+  ir_buffer_t *buf;
+  ir_expr_t *const *idx;
+  int n;
+} copy_side_t;
+
+static ir_expr_t **side_index(ir_func_t *f, const copy_side_t *c, ir_var_t *const *from, ir_expr_t **vs, int nv) {
+  if (!c->idx) return vs;
+  ir_expr_t **idx = TN_NEWN(f->arena, ir_expr_t *, c->n + 1);
+  for (int d = 0; d < c->n; d++) idx[d] = ir_expr_subst(f, c->idx[d], from, vs, nv);
+  return idx;
+}
+
+/* Loops ax0.. of extents ext around a block named `name` with spatial
+ * iterators v0.. over them that copies src into dst, each side indexed as
+ * copy_side_t says with from[d] replaced by v_d; *uid gets the block's uid. */
+static ir_stmt_t *copy_nest(ir_func_t *f, const char *name, const int64_t *ext, int n, ir_var_t *const *from,
+                            const copy_side_t *dst, const copy_side_t *src, int *uid) {
   ir_stmt_t *bs = ir_block_new(f, name);
   ir_block_t *b = &bs->u.block;
   ir_var_t **axes = TN_NEWN(f->arena, ir_var_t *, n + 1);
-  ir_expr_t **idx = TN_NEWN(f->arena, ir_expr_t *, n + 1);
+  ir_expr_t **vs = TN_NEWN(f->arena, ir_expr_t *, n + 1);
   b->iters = TN_NEWN(f->arena, ir_iter_t, n + 1);
   b->niters = n;
   for (int d = 0; d < n; d++) {
     axes[d] = ir_var_new(f, tn_arena_printf(f->arena, "ax%d", d), IR_INT32);
     ir_var_t *v = ir_var_new(f, tn_arena_printf(f->arena, "v%d", d), IR_INT32);
-    b->iters[d] = (ir_iter_t){v, dst->shape[d], IR_ITER_SPATIAL, ir_varref(f, axes[d])};
-    idx[d] = ir_varref(f, v);
+    b->iters[d] = (ir_iter_t){v, ext[d], IR_ITER_SPATIAL, ir_varref(f, axes[d])};
+    vs[d] = ir_varref(f, v);
   }
-  b->body = ir_store(f, dst, idx, n, ir_load(f, src, idx, n));
+  ir_expr_t **di = side_index(f, dst, from, vs, n), **si = side_index(f, src, from, vs, n);
+  b->body = ir_store(f, dst->buf, di, dst->n, ir_load(f, src->buf, si, src->n));
   ir_block_infer_regions(f, b);
   *uid = b->uid;
   ir_stmt_t *nest = bs;
-  for (int d = n - 1; d >= 0; d--) nest = ir_loop_new(f, axes[d], dst->shape[d], nest);
+  for (int d = n - 1; d >= 0; d--) nest = ir_loop_new(f, axes[d], ext[d], nest);
   return nest;
 }
 
@@ -224,7 +250,8 @@ int sch_prim_cache_read(sch_t *s, int block_uid, int read_index, ir_scope_t scop
   if ((rc = check_nest_alone(f, b, buf, false, err)) < 0) return rc;
   int pos = root_position(f, b->uid);
   ir_buffer_t *cache = cache_buffer(f, buf, scope);
-  root_insert(f, pos, copy_nest(f, cache->name, cache, buf, out));
+  copy_side_t dst = {cache, NULL, cache->ndim}, src = {buf, NULL, buf->ndim};
+  root_insert(f, pos, copy_nest(f, cache->name, cache->shape, cache->ndim, NULL, &dst, &src, out));
   redirect_block(f, b, buf, cache, false);
   return TN_OK;
 }
@@ -247,7 +274,190 @@ int sch_prim_cache_write(sch_t *s, int block_uid, int write_index, ir_scope_t sc
   if ((rc = check_nest_alone(f, b, buf, true, err)) < 0) return rc;
   int pos = root_position(f, b->uid);
   ir_buffer_t *cache = cache_buffer(f, buf, scope);
-  root_insert(f, pos + 1, copy_nest(f, cache->name, buf, cache, out));
+  copy_side_t dst = {buf, NULL, buf->ndim}, src = {cache, NULL, cache->ndim};
+  root_insert(f, pos + 1, copy_nest(f, cache->name, cache->shape, cache->ndim, NULL, &dst, &src, out));
   redirect_block(f, b, buf, cache, true);
+  return TN_OK;
+}
+
+/* ---- reindex -------------------------------------------------------------- */
+
+/* Whether every load of buf in e has the indices of *first (set by the first one met). */
+static bool same_loads(const ir_expr_t *e, const ir_buffer_t *buf, const ir_expr_t **first) {
+  if (!e) return true;
+  if (e->kind == IR_E_LOAD && e->u.load.buf == buf) {
+    if (!*first) *first = e;
+    if (!ir_expr_equal(*first, e)) return false;
+  }
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, kids);
+  for (int i = 0; i < n; i++)
+    if (!same_loads(kids[i], buf, first)) return false;
+  return true;
+}
+
+static bool same_index(ir_expr_t *const *a, ir_expr_t *const *b, int n) {
+  for (int d = 0; d < n; d++)
+    if (!ir_expr_equal(a[d], b[d])) return false;
+  return true;
+}
+
+/* The one index tuple at which block b accesses buf (its loads, and for a
+ * write its stores): *idx, *n.  Fails, naming the block, where the accesses
+ * differ. */
+static int access_index(const ir_block_t *b, const ir_buffer_t *buf, bool write, ir_expr_t *const **idx, int *n,
+                        tn_err_t *err) {
+  const ir_stmt_t *sts[2] = {b->body, b->init};
+  const ir_expr_t *load = NULL;
+  *idx = NULL;
+  for (int i = 0; i < 2; i++) {
+    const ir_stmt_t *st = sts[i];
+    if (!st) continue;
+    bool ok = same_loads(st->u.store.value, buf, &load);
+    for (int d = 0; d < st->u.store.n; d++) ok &= same_loads(st->u.store.idx[d], buf, &load);
+    if (st->u.store.buf == buf) {
+      if (*idx && !same_index(*idx, st->u.store.idx, st->u.store.n)) ok = false;
+      *idx = st->u.store.idx, *n = st->u.store.n;
+    }
+    if (ok && load && *idx && !same_index(*idx, load->u.load.idx, *n)) ok = false;
+    if (!ok)
+      return tn_err_set(err, TN_EINVAL, "block \"%s\" accesses %s at more than one index; reindex needs one", b->name,
+                        buf->name);
+  }
+  if (!write && load) *idx = load->u.load.idx, *n = load->u.load.n;
+  if (!*idx)
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" does not %s %s in its body", b->name, write ? "store" : "load",
+                      buf->name);
+  return TN_OK;
+}
+
+/* The block's iterators that the index uses, in the block's order (used[],
+ * *nused), after checking each index is an affine function of them. */
+static int index_iters(const ir_block_t *b, const ir_buffer_t *buf, bool write, ir_expr_t *const *idx, int n,
+                       int *used, int *nused, tn_err_t *err) {
+  bool in[SCH_MAX_RVS_OUT] = {false};
+  ir_affine_t a = {0};
+  int rc = TN_OK;
+  for (int d = 0; d < n && rc == TN_OK; d++) {
+    bool ok = ir_affine_of(idx[d], 0, &a);
+    for (int k = 0; ok && k < a.n; k++) {
+      int t = 0;
+      while (t < b->niters && b->iters[t].var != a.terms[k].var) t++;
+      ok = t < b->niters;
+      if (ok) in[t] = true;
+    }
+    if (!ok) {
+      tn_buf_t e;
+      tn_buf_init(&e);
+      ir_print_expr(idx[d], &e);
+      rc = tn_err_set(err, TN_EINVAL,
+                      "block \"%s\" %s %s at index %d = %s, which is not an affine function of its iterators; "
+                      "reindex cannot lay it out over them",
+                      b->name, write ? "writes" : "reads", buf->name, d, tn_buf_str(&e));
+      tn_buf_free(&e);
+    }
+  }
+  ir_affine_free(&a);
+  if (rc < 0) return rc;
+  /* the copy reads at every point of the iteration space: an access that a
+   * select guards (a padding's X[h - 1]) may leave the buffer there */
+  ir_bounds_t bounds;
+  ir_bounds_init(&bounds);
+  for (int t = 0; t < b->niters; t++) ir_bounds_set(&bounds, b->iters[t].var, 0, b->iters[t].extent - 1);
+  for (int d = 0; d < n && rc == TN_OK; d++) {
+    ir_interval_t iv = ir_interval_of(idx[d], &bounds);
+    if (iv.lo < 0 || iv.hi >= buf->shape[d])
+      rc = tn_err_set(err, TN_EINVAL,
+                      "block \"%s\" accesses %s at index %d outside [0, %lld) for some of its iterators' values (a "
+                      "guarded access); a copy over all of them would leave the buffer",
+                      b->name, buf->name, d, (long long)buf->shape[d]);
+  }
+  ir_bounds_free(&bounds);
+  if (rc < 0) return rc;
+  *nused = 0;
+  for (int t = 0; t < b->niters; t++) {
+    if (!in[t]) continue;
+    if (write && b->iters[t].kind == IR_ITER_REDUCE)
+      return tn_err_set(err, TN_EINVAL, "block \"%s\" writes %s at an index over its reduction iterator %s",
+                        b->name, buf->name, b->iters[t].var->name);
+    used[(*nused)++] = t;
+  }
+  if (*nused == 0 || *nused > IR_MAX_DIMS)
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" accesses %s over %d of its iterators; reindex needs 1..%d",
+                      b->name, buf->name, *nused, IR_MAX_DIMS);
+  return TN_OK;
+}
+
+typedef struct reindexing {
+  const ir_buffer_t *from;
+  ir_buffer_t *to;
+  ir_var_t *const *vars; /* the iterators indexing `to` */
+} reindexing_t;
+
+/* An index of its own (stores edit theirs in place) over the iterators. */
+static ir_expr_t **iter_index(ir_func_t *f, const reindexing_t *r) {
+  ir_expr_t **idx = TN_NEWN(f->arena, ir_expr_t *, r->to->ndim);
+  for (int d = 0; d < r->to->ndim; d++) idx[d] = ir_varref(f, r->vars[d]);
+  return idx;
+}
+
+static ir_expr_t *reindex_load(ir_func_t *f, ir_expr_t *load, void *p) {
+  const reindexing_t *r = p;
+  return load->u.load.buf == r->from ? ir_load(f, r->to, iter_index(f, r), r->to->ndim) : load;
+}
+
+/* The block's accesses of r->from become accesses of r->to at its iterators. */
+static void reindex_block(ir_func_t *f, ir_block_t *b, reindexing_t *r) {
+  ir_stmt_t *sts[2] = {b->body, b->init};
+  for (int i = 0; i < 2; i++) {
+    ir_stmt_t *st = sts[i];
+    if (!st) continue;
+    for (int d = 0; d < st->u.store.n; d++) st->u.store.idx[d] = sch_map_loads(f, st->u.store.idx[d], reindex_load, r);
+    st->u.store.value = sch_map_loads(f, st->u.store.value, reindex_load, r);
+    if (st->u.store.buf == r->from) st->u.store.buf = r->to, st->u.store.idx = iter_index(f, r), st->u.store.n = r->to->ndim;
+  }
+  ir_block_infer_regions(f, b);
+}
+
+int sch_prim_reindex(sch_t *s, int block_uid, int index, bool write, int *out, tn_err_t *err) {
+  ir_func_t *f = s->f;
+  ir_block_t *b;
+  int rc = find_compute_block(s, block_uid, &b, err);
+  if (rc < 0) return rc;
+  int nb = write ? b->nwrites : b->nreads;
+  if (index < 0 || index >= nb)
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" %s %d buffer(s); %s buffer index %d is out of range (valid: 0..%d)",
+                      b->name, write ? "writes" : "reads", nb, write ? "write" : "read", index, nb - 1);
+  if (!b->body || b->body->kind != IR_S_STORE)
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" is not a compute block (its body is not a store)", b->name);
+  ir_buffer_t *buf = (write ? b->writes : b->reads)[index].buf;
+  if (!write && ir_block_writes(b, buf))
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" also writes %s; reindex a write of it instead", b->name, buf->name);
+  if (write && !b->init && expr_loads(b->body->u.store.value, buf))
+    return tn_err_set(err, TN_EINVAL,
+                      "block \"%s\" reads the previous contents of %s without an init; a reindexed copy would not "
+                      "hold them",
+                      b->name, buf->name);
+  ir_expr_t *const *idx;
+  int n = 0, used[SCH_MAX_RVS_OUT], nused = 0;
+  if ((rc = access_index(b, buf, write, &idx, &n, err)) < 0 ||
+      (rc = index_iters(b, buf, write, idx, n, used, &nused, err)) < 0 ||
+      (rc = check_nest_alone(f, b, buf, write, err)) < 0)
+    return rc;
+
+  int64_t shape[IR_MAX_DIMS];
+  ir_var_t *from[IR_MAX_DIMS];
+  for (int d = 0; d < nused; d++) {
+    const ir_iter_t *it = &b->iters[used[d]];
+    shape[d] = it->extent, from[d] = it->var;
+  }
+  ir_buffer_t *re = temp_buffer(f, tn_arena_printf(f->arena, "%s_reindex", buf->name), buf->dtype, nused, shape,
+                                buf->scope);
+  copy_side_t plain = {re, NULL, nused}, orig = {buf, idx, n};
+  int pos = root_position(f, b->uid);
+  ir_stmt_t *nest = copy_nest(f, re->name, shape, nused, from, write ? &orig : &plain, write ? &plain : &orig, out);
+  root_insert(f, write ? pos + 1 : pos, nest);
+  reindexing_t r = {buf, re, from};
+  reindex_block(f, b, &r);
   return TN_OK;
 }

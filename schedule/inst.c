@@ -372,6 +372,35 @@ static int ap_hoist_packing(sch_t *s, const sch_inst_t *in, const int64_t *d, in
   return rc < 0 ? rc : sch_prim_hoist_packing(s, (int)blk, err);
 }
 
+static int ap_reindex(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o, tn_err_t *err) {
+  (void)d, (void)nd;
+  int64_t blk = 0, index = 0, type = 0;
+  int rc, out;
+  if ((rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err)) < 0 || (rc = attr_int(in, 0, 0, &index, err)) < 0 ||
+      (rc = attr_int(in, 1, 0, &type, err)) < 0)
+    return rc;
+  if (type != 0 && type != 1)
+    return tn_err_set(err, TN_EINVAL, "attribute 1 must be 0 (a read buffer) or 1 (a write buffer), got %lld",
+                      (long long)type);
+  if (index < 0 || index > INT32_MAX) return tn_err_set(err, TN_EINVAL, "buffer index %lld", (long long)index);
+  if ((rc = sch_prim_reindex(s, (int)blk, (int)index, type == 1, &out, err)) < 0) return rc;
+  return take_uids(o, &out, 1);
+}
+
+static int ap_fuse_block_iters(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o,
+                               tn_err_t *err) {
+  (void)d, (void)nd, (void)o;
+  int64_t blk = 0, first = 0, n = 0;
+  int rc;
+  if ((rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err)) < 0 || (rc = attr_int(in, 0, 0, &first, err)) < 0 ||
+      (rc = attr_int(in, 1, 0, &n, err)) < 0)
+    return rc;
+  if (first < 0 || first > SCH_MAX_RVS_OUT || n < 1 || n > SCH_MAX_RVS_OUT)
+    return tn_err_set(err, TN_EINVAL, "iterators %lld .. %lld: need 0 <= first and 1 <= n <= %d", (long long)first,
+                      (long long)(first + n - 1), SCH_MAX_RVS_OUT);
+  return sch_prim_fuse_block_iters(s, (int)blk, (int)first, (int)n, err);
+}
+
 static int ap_transform_layout(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o,
                                tn_err_t *err) {
   (void)d, (void)nd, (void)o;
@@ -513,6 +542,8 @@ static const kind_info_t kinds[SCH_INST__COUNT] = {
     [SCH_STORAGE_ALIGN] = {"StorageAlign", "storage_align", 1, 1, 4, 4, SCH_RV_BLOCK, false, false, ap_storage_align},
     [SCH_TRANSFORM_LAYOUT] = {"TransformLayout", "transform_layout", 1, 1, 3, 3, SCH_RV_BLOCK, false, false, ap_transform_layout},
     [SCH_HOIST_PACKING] = {"HoistPacking", "hoist_packing", 1, 1, 0, 0, SCH_RV_BLOCK, false, false, ap_hoist_packing},
+    [SCH_REINDEX] = {"ReIndex", "reindex", 1, 1, 2, 2, SCH_RV_BLOCK, false, false, ap_reindex},
+    [SCH_FUSE_BLOCK_ITERS] = {"FuseBlockIters", "fuse_block_iters", 1, 1, 2, 2, SCH_RV_BLOCK, false, false, ap_fuse_block_iters},
     [SCH_SAMPLE_PERFECT_TILE] = {"SamplePerfectTile", "sample_perfect_tile", 1, 1, 2, 2, SCH_RV_EXPR, true, true, ap_sample_tile, .keeps_index = true},
     [SCH_SAMPLE_CATEGORICAL] = {"SampleCategorical", "sample_categorical", 0, 0, 2, 2, SCH_RV_EXPR, true, true, ap_sample_cat, .keeps_index = true},
     [SCH_SAMPLE_COMPUTE_LOCATION] = {"SampleComputeLocation", "sample_compute_location", 1, 1, 0, 0, SCH_RV_LOOP, true, true, ap_sample_loc, .keeps_index = true},
@@ -718,6 +749,16 @@ int sch_transform_layout(sch_t *s, sch_rv_t b, int buffer_index, bool write, con
             attrs[3] = {sch_arg_int(buffer_index), sch_arg_str(write ? "write" : "read"),
                         {.kind = SCH_ARG_LIST, .items = items, .n = n}};
   return run(s, SCH_TRANSFORM_LAYOUT, in, 1, attrs, 3, NULL, NULL, err);
+}
+
+int sch_reindex(sch_t *s, sch_rv_t b, int buffer_index, bool write, sch_rv_t *out, tn_err_t *err) {
+  sch_arg_t in[1] = {sch_arg_rv(b)}, attrs[2] = {sch_arg_int(buffer_index), sch_arg_int(write)};
+  return run(s, SCH_REINDEX, in, 1, attrs, 2, out, NULL, err);
+}
+
+int sch_fuse_block_iters(sch_t *s, sch_rv_t b, int first, int n, tn_err_t *err) {
+  sch_arg_t in[1] = {sch_arg_rv(b)}, attrs[2] = {sch_arg_int(first), sch_arg_int(n)};
+  return run(s, SCH_FUSE_BLOCK_ITERS, in, 1, attrs, 2, NULL, NULL, err);
 }
 
 int sch_sample_perfect_tile(sch_t *s, sch_rv_t l, int n, int max_innermost, sch_rv_t *out, tn_err_t *err) {

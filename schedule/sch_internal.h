@@ -135,6 +135,9 @@ int sch_prim_cache_read(sch_t *s, int block_uid, int read_index, ir_scope_t scop
                         tn_err_t *err);
 int sch_prim_cache_write(sch_t *s, int block_uid, int write_index, ir_scope_t scope, int *out,
                          tn_err_t *err);
+/* reindex: the block's read (or write) buffer `index` staged through a new
+ * temporary over the iterators its index uses; *out gets the copy block. */
+int sch_prim_reindex(sch_t *s, int block_uid, int index, bool write, int *out, tn_err_t *err);
 int sch_prim_compute_at(sch_t *s, int block_uid, int loop_uid, bool reverse, bool preserve_unit_loops,
                         tn_err_t *err);
 int sch_prim_compute_inline(sch_t *s, int block_uid, tn_err_t *err);
@@ -157,6 +160,8 @@ int sch_prim_tensorize(sch_t *s, int uid, const char *intrin, tn_err_t *err);
 int sch_prim_transform_layout(sch_t *s, int block_uid, int buffer_index, bool write, const int *perm, int n,
                               tn_err_t *err);
 int sch_prim_hoist_packing(sch_t *s, int block_uid, tn_err_t *err);
+/* block_layout.c */
+int sch_prim_fuse_block_iters(sch_t *s, int block_uid, int first, int n, tn_err_t *err);
 int sch_prim_storage_align(sch_t *s, int block_uid, int buffer_index, int axis, int64_t factor, int64_t offset,
                            tn_err_t *err);
 

@@ -90,6 +90,8 @@ typedef enum sch_inst_kind {
   SCH_STORAGE_ALIGN,         /* [b] [buffer_index, axis, factor, offset] -> */
   SCH_TRANSFORM_LAYOUT,      /* [b] [buffer_index, "read"|"write", [permutation]] -> */
   SCH_HOIST_PACKING,         /* [b] [] -> */
+  SCH_REINDEX,               /* [b] [buffer_index, 0 read | 1 write] -> b (the copy block) */
+  SCH_FUSE_BLOCK_ITERS,      /* [b] [first, n] -> */
   SCH_SAMPLE_PERFECT_TILE,   /* [l] [n, max_innermost_factor] -> v1..vn; decision: n ints */
   SCH_SAMPLE_CATEGORICAL,    /* [] [[candidates], [probs]] -> v; decision: index */
   SCH_SAMPLE_COMPUTE_LOCATION,/* [b] [] -> l; decision: -2 inline, -1 root, k >= 0 loop index */
@@ -237,6 +239,27 @@ int sch_storage_align(sch_t *s, sch_rv_t block, int buffer_index, int axis, int6
  * TN_EINVAL, naming the block, for anything else (a copy of an input not
  * declared const, a copy under loops of the kernel). */
 int sch_hoist_packing(sch_t *s, sch_rv_t block, tn_err_t *err);
+/* TVM's ReIndex: the block's read (write) buffer `buffer_index`, accessed at
+ * one index tuple affine in its iterators (X[n, h + rh, w + rw, ci]), is
+ * staged through a new temporary "<buf>_reindex" whose dimensions are the
+ * iterators that tuple uses, in the block's order (X_reindex[n, h, w, rh,
+ * rw, ci]: the im2col of a convolution); a copy block before (after) the
+ * block's loop nest fills it (writes it back), and the block accesses it at
+ * its plain iterators.  *out gets the copy block. */
+int sch_reindex(sch_t *s, sch_rv_t block, int buffer_index, bool write, sch_rv_t *out, tn_err_t *err);
+/* The block's iterators first .. first + n - 1, all spatial or all
+ * reduction, each bound to a loop of its own with those loops nested
+ * directly in that order, become one iterator over the product of their
+ * extents, bound to the loops fused (the part of TVM's
+ * transform_block_layout that a GEMM's M and K need).  An iterator of
+ * extent 1 may be bound to 0 instead (unit loops directly above the first
+ * loop, bound by nothing of the block, are then fused in too).  A temporary whose
+ * every access by the block has those iterators as consecutive plain
+ * indices, and that only compute blocks access, has those dimensions merged
+ * into one (its other accesses linearised), so the block's accesses stay
+ * plain; every other use of the iterators becomes a floordiv/floormod of the
+ * new one. */
+int sch_fuse_block_iters(sch_t *s, sch_rv_t block, int first, int n, tn_err_t *err);
 
 int sch_sample_perfect_tile(sch_t *s, sch_rv_t loop, int n, int max_innermost_factor,
                             sch_rv_t *out, tn_err_t *err);

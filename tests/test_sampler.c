@@ -355,7 +355,8 @@ static ms_options_t hopper_options(void) {
 }
 
 /* Runs m with `cut` (its first occurrence) replaced by `by` on the
- * harness: it must stop with a run error that says `why` or `or_why`. */
+ * harness: it must stop with a run error that says `why` or `or_why`, or
+ * (why NULL) compute a wrong result. */
 static void hopper_mutant(const ir_func_t *f, const tn_target_t *host, cg_module_t *m, const char *cut, const char *by,
                           const char *why, const char *or_why) {
   char *orig = m->source, *at = strstr(orig, cut);
@@ -370,7 +371,8 @@ static void hopper_mutant(const ir_func_t *f, const tn_target_t *host, cg_module
   ms_result_t res = {0};
   tn_err_t err = {0};
   ck_assert_msg(ms_measure(f, host, &m, 1, &opt, &res, &err) == TN_OK, "%s", err.msg);
-  ck_assert_msg(res.status == MS_RUN_ERROR && (strstr(res.error, why) || (or_why && strstr(res.error, or_why))),
+  ck_assert_msg(why ? res.status == MS_RUN_ERROR && (strstr(res.error, why) || (or_why && strstr(res.error, or_why)))
+                    : res.status == MS_WRONG_RESULT,
                 "with %s as %s: %s: %s\n%.300s", cut, by, ms_status_name(res.status), res.error,
                 strstr(orig, "  /* ") ? strstr(orig, "  /* ") : "");
   ms_result_clear(&res);
@@ -514,6 +516,18 @@ static void hopper_run_all(const ir_func_t *f, const tn_target_t *host, cg_modul
   }
 }
 
+/* Trace tr sampled with `seed` (what: the candidate's name); NULL where
+ * the verify postprocessor refused the decisions. */
+static sch_t *sample_verified(const ir_func_t *f, const tn_target_t *t, const sch_trace_t *tr, uint64_t seed,
+                              const char *what) {
+  sch_t *s = NULL;
+  smp_stage_t st;
+  tn_err_t err = {0};
+  if (smp_sample(f, t, tr, seed, &s, &st, &err) == TN_OK) return s;
+  ck_assert_msg(st == SMP_STAGE_VERIFY, "%s: %s", what, err.msg);
+  return NULL;
+}
+
 /* The Hopper space whose operands that are not K-major (B as [K, N], A as
  * [K, M]) are first transposed by a kernel of their own (one per operand)
  * into a K-major workspace: sampled candidates lower to those copy kernels
@@ -525,14 +539,9 @@ static void hopper_transposed_space(const ir_workload_t *w, const ref_t *ref, co
   char what[2][256];
   int n = 0;
   for (int k = 0; k < 8 && n < 2; k++) {
-    sch_t *s = NULL;
-    smp_stage_t st;
-    tn_err_t err = {0};
     snprintf(what[n], sizeof what[n], "transposed space, sample %d", k);
-    if (smp_sample(w->func, h100, tr, 500 + (uint64_t)k, &s, &st, &err) != TN_OK) {
-      ck_assert_msg(st == SMP_STAGE_VERIFY, "%s: %s", what[n], err.msg);
-      continue;
-    }
+    sch_t *s = sample_verified(w->func, h100, tr, 500 + (uint64_t)k, what[n]);
+    if (!s) continue;
     check_outputs(w->func, ref, sch_func(s), what[n]);
     check_roundtrip(w->func, s, what[n]);
     cg_module_t *m = check_lowers(h100, s, what[n]);
@@ -705,6 +714,98 @@ START_TEST(test_hopper_clusters) {
 }
 END_TEST
 
+/* NVRTC for sm_90a, where it is installed: wgmma in the PTX; true with *o
+ * to check further and free. */
+static bool hopper_compiles(const cg_module_t *m, const char *what, ms_cuda_output_t *o) {
+  tn_err_t ce = {0};
+  int rc = ms_cuda_compile(m->source, "sm_90a", o, &ce);
+  ck_assert_msg(rc == TN_OK || rc == TN_EUNSUPPORTED, "%s: NVRTC: %s\n%s", what, ce.msg, m->source);
+  if (rc == TN_OK) ck_assert_msg(strstr(o->ptx, "wgmma.mma_async.sync.aligned.m64n"), "%s: PTX", what);
+  return rc == TN_OK;
+}
+
+/* The SASS, with HGMMA in it, where nvdisasm is installed (free it); NULL otherwise. */
+static char *hopper_sass(const ms_cuda_output_t *o, const char *what) {
+  char *sass = tu_cubin_sass(o->cubin, o->cubin_size);
+  if (sass) ck_assert_msg(strstr(sass, "HGMMA.64x"), "%s: no HGMMA in the SASS", what);
+  return sass;
+}
+
+/* Hopper: a float16 conv2d (NHWC, 3x3, padding 1) as an implicit GEMM
+ * (hopper-implicit-gemm): its input (the padding inlined into the im2col
+ * copy) and its filter reindexed K-major, (n, y, x) -> M and (r, s, c) -> K
+ * fused, then tiled by the warpgroup-MMA rule; the float16 rounding fused
+ * into the GEMM's kernel where the output is a temporary, a copy-back
+ * kernel where it is the float32 output itself.  Sampled candidates
+ * compute the reference in the evaluator and on the cuda-host harness as
+ * Hopper, and compile for sm_90a to wgmma (HGMMA in the SASS where
+ * nvdisasm is installed).  The space that keeps the block as it was is
+ * still there (the SIMT tiling). */
+START_TEST(test_hopper_conv) {
+  static const struct {
+    const char *sets, *src;
+    int kernels; /* im2col and filter copies, the GEMM (epilogue fused), a copy back */
+  } cases[] = {
+      {"N=1 H=8 W=8 C=64 F=64", NULL, 3},
+      {NULL,
+       "param N = 2, H = 4, W = 8, C = 64, F = 128\ninput X: float16[N, H + 2, W + 2, C]\n"
+       "input Wt: float16[3, 3, C, F]\noutput Y: float32[N, H, W, F]\n"
+       "Y[n, y, x, f] = sum(r < 3, s < 3, c < C: float32(X[n, y + r, x + s, c]) * float32(Wt[r, s, c, f]))\n",
+       4},
+  };
+  tn_target_t h100 = target("nvidia/h100"), host = target("cuda-host/hopper");
+  for (size_t c = 0; c < TN_ARRAY_LEN(cases); c++) {
+    ir_workload_t *w = cases[c].sets ? tu_load_sets("conv2d_nhwc_f16", cases[c].sets) : tu_parse(cases[c].src);
+    ref_t ref = reference(w->func);
+    smp_space_t sp = generate(w->func, &h100, 1);
+    ck_assert_int_eq(sp.n, 3);
+    ck_assert_msg(strstr(sp.descs[0], "hopper-implicit-gemm(") && strstr(sp.descs[0], "M = 64, N = ") &&
+                      strstr(sp.descs[0], "multi-level-tiling-hopper(") && strstr(sp.descs[1], "hopper-implicit-gemm(") &&
+                      !strstr(sp.descs[2], "hopper"),
+                  "%s | %s | %s", sp.descs[0], sp.descs[1], sp.descs[2]);
+    ck_assert_msg(!strstr(sp.descs[0], "epilogue fused") == (cases[c].kernels == 4), "%s", sp.descs[0]);
+    const sch_trace_t *tr = sp.traces[0];
+    ck_assert_int_eq(count_insts(tr, SCH_REINDEX, NULL, -1), cases[c].kernels == 4 ? 3 : 2);
+    ck_assert_int_ge(count_insts(tr, SCH_FUSE_BLOCK_ITERS, NULL, -1), 2);
+    ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, IR_ANN_HOPPER_GEMM, -1), 1);
+    cg_module_t *mods[4];
+    char what[4][256];
+    int n = 0, sass_checked = 0;
+    for (int k = 0; k < 12 && n < 3; k++) {
+      sch_t *s = NULL;
+      smp_stage_t st;
+      tn_err_t err = {0};
+      snprintf(what[n], sizeof what[n], "conv case %zu, sample %d", c, k);
+      if (smp_sample(w->func, &h100, tr, 700 + (uint64_t)k, &s, &st, &err) != TN_OK) {
+        ck_assert_msg(st == SMP_STAGE_VERIFY, "%s: %s", what[n], err.msg);
+        continue;
+      }
+      check_outputs(w->func, &ref, sch_func(s), what[n]);
+      check_roundtrip(w->func, s, what[n]);
+      cg_module_t *m = check_lowers(&h100, s, what[n]);
+      ck_assert_msg(m->sm90a && m->nkernels == cases[c].kernels && strstr(m->source, "tuned_wgmma_"), "%s: %d kernels\n%s",
+                    what[n], m->nkernels, m->source);
+      ms_cuda_output_t o;
+      if (hopper_compiles(m, what[n], &o)) {
+        char *sass = hopper_sass(&o, what[n]);
+        sass_checked += sass != NULL;
+        free(sass);
+        ms_cuda_output_free(&o);
+      }
+      mods[n++] = m;
+      sch_free(s);
+    }
+    ck_assert_int_ge(n, 2);
+    hopper_run_all(w->func, &host, mods, n, what);
+    printf("test_hopper_conv: case %zu: %d candidates ran on cuda-host/hopper, %d SASS checked\n", c, n, sass_checked);
+    for (int i = 0; i < n; i++) cg_module_free(mods[i]);
+    smp_space_free(&sp);
+    ir_data_free(ref.d);
+    ir_workload_free(w);
+  }
+}
+END_TEST
+
 /* Hopper (nvidia/h100, cuda-host/hopper): a float16/bfloat16 matmul (or
  * batched matmul) whose M, N and K are multiples of 64 forks into the
  * warpgroup-MMA space (six categorical decisions, annotated on the block)
@@ -722,13 +823,14 @@ END_TEST
 START_TEST(test_hopper_space) {
   static const struct {
     const char *src, *block, *want;
-    bool fused; /* the consumer (float16 rounding; bias and ReLU) in the GEMM's kernel */
+    bool fused; /* the consumer (float16 rounding; bias and ReLU, float32 or float16) in the GEMM's kernel */
   } cases[] = {
       {"param M = 128, N = 128, K = 128\ninput A: float16[M, K]\ninput B: float16[K, N]\ntemp Acc: float32[M, N]\n"
        "output C: float16[M, N]\nAcc[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n"
        "C[i, j] = float16(Acc[i, j])\n", "Acc", "float16", true},
-      {"param M = 256, N = 64, K = 192\ninput A: bfloat16[M, K]\ninput B: bfloat16[K, N]\n"
-       "output C: float32[M, N]\nC[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n", "C", "bfloat16", false},
+      {"param M = 256, N = 64, K = 192\ninput A: bfloat16[M, K]\ninput B: bfloat16[K, N]\ninput bias: float32[N]\n"
+       "temp Acc: float32[M, N]\noutput C: float32[M, N]\nAcc[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n"
+       "C[i, j] = max(Acc[i, j] + bias[j], 0.0)\n", "Acc", "bfloat16", true},
       {"param M = 128, N = 64, K = 64\ninput X: float16[M, K]\ninput W: float16[N, K]\ninput bias: float32[N]\n"
        "temp D: float32[M, N]\noutput Y: float16[M, N]\nD[i, j] = sum(k < K: float32(X[i, k]) * float32(W[j, k]))\n"
        "Y[i, j] = float16(max(D[i, j] + bias[j], 0.0))\n", "D", "float16", true},
@@ -804,32 +906,31 @@ START_TEST(test_hopper_space) {
                     "%s\n%s", what[n], m->source);
       ck_assert_int_eq(m->kernels[0].block[0] % 128, 0);
       ck_assert_int_eq(m->nkernels, 1); /* the epilogue fused, or none */
+      for (int q = 0; q < m->nparams && cases[c].fused; q++) /* the temporary it was computed from: no workspace */
+        ck_assert_msg(strcmp(m->params[q].name, cases[c].block), "%s: %s is a workspace", what[n], cases[c].block);
+      ck_assert_msg(!strstr(m->source, "gc + ") == cases[c].fused && strstr(m->source, "__syncwarp();") &&
+                        strstr(m->source, "*(float4 *)"),
+                    "%s: the tile is not stored through shared memory as 16-byte vectors\n%s", what[n], m->source);
       if (strstr(m->source, "tuned_setmaxnreg_dec<")) producers++;
       else all_copy++;
       bool tma = m->kernels[0].nmaps > 0;
       check_hopper_launch(w->func, m, tma ? &tmas : &no_tmas, &persistent);
       ms_cuda_output_t o;
-      tn_err_t ce = {0};
-      int rc = ms_cuda_compile(m->source, "sm_90a", &o, &ce);
-      if (rc == TN_OK) {
+      if (hopper_compiles(m, what[n], &o)) {
         /* ordinary stores fenced for the async proxy, TMA copies where the source has them */
-        ck_assert_msg(strstr(o.ptx, "wgmma.mma_async.sync.aligned.m64n") &&
-                          !strstr(o.ptx, "fence.proxy.async") == !strstr(m->source, "tuned_fence_proxy_async(); ") &&
+        ck_assert_msg(!strstr(o.ptx, "fence.proxy.async") == !strstr(m->source, "tuned_fence_proxy_async(); ") &&
                           !strstr(o.ptx, "cp.async.bulk.tensor.2d") == !tma,
                       "%s: PTX", what[n]);
         ck_assert_msg(!strstr(o.log, "bytes spill stores") || strstr(o.log, " 0 bytes spill stores"), "%s: %s", what[n],
                       o.log);
-        char *sass = tu_cubin_sass(o.cubin, o.cubin_size);
+        char *sass = hopper_sass(&o, what[n]);
         if (sass) {
-          ck_assert_msg(strstr(sass, "HGMMA.64x"), "%s: no HGMMA in the SASS", what[n]);
           ck_assert_msg(!strstr(sass, "UTMALDG") == !tma, "%s: TMA %d, UTMALDG in the SASS: %d", what[n], tma,
                         !!strstr(sass, "UTMALDG"));
           sass_checked++;
         }
         free(sass);
         ms_cuda_output_free(&o);
-      } else {
-        ck_assert_msg(rc == TN_EUNSUPPORTED, "%s: NVRTC: %s\n%s", what[n], ce.msg, m->source);
       }
       mods[n++] = m;
       sch_free(s);
@@ -848,6 +949,8 @@ START_TEST(test_hopper_space) {
     for (int i = 0; i < n && (c == 2 || c == 3); i++) {
       bool tma = mods[i]->kernels[0].nmaps > 0;
       if (c == 3 || (tma && !mutated)) hopper_mutants(w->func, &host, mods[i], c == 3, tma && !mutated);
+      /* a warp's lanes load the staged rows of the epilogue's output before the others stored theirs */
+      if (c == 2 && i == 0) hopper_mutant(w->func, &host, mods[i], "__syncwarp();\n", "", NULL, NULL);
       mutated += tma;
     }
     if (c == 0 || c == 5) hopper_persistent_loops(w->func, &host);
@@ -863,6 +966,43 @@ START_TEST(test_hopper_space) {
   ck_assert_msg(tmas >= 2 && no_tmas >= 2 && persistent >= 2, "%d candidates with TMA copies, %d without, %d with a "
                 "persistent grid", tmas, no_tmas, persistent);
   ck_assert_int_ge(transposed_tmas, 1); /* TMA from a transposed operand's workspace */
+}
+END_TEST
+
+/* A Hopper GEMM whose float32 temporary has two consumers keeps them in
+ * kernels of their own: its kernel stores the accumulators to the
+ * temporary, a workspace of the module that the consumers read, and the
+ * candidates compute the reference on the harness. */
+START_TEST(test_hopper_unfused) {
+  ir_workload_t *w = tu_parse("param M = 64, N = 128, K = 64\ninput A: float16[M, K]\ninput B: float16[N, K]\n"
+                              "temp Acc: float32[M, N]\noutput C: float16[M, N]\noutput D: float32[M, N]\n"
+                              "Acc[i, j] = sum(k < K: float32(A[i, k]) * float32(B[j, k]))\n"
+                              "C[i, j] = float16(Acc[i, j])\nD[i, j] = Acc[i, j] * 2.0\n");
+  tn_target_t h100 = target("nvidia/h100"), host = target("cuda-host/hopper");
+  smp_space_t sp = generate(w->func, &h100, 1);
+  ck_assert_msg(strstr(sp.descs[0], "multi-level-tiling-hopper(Acc") && !strstr(sp.descs[0], "epilogue fused"), "%s",
+                sp.descs[0]);
+  cg_module_t *mods[2];
+  char what[2][256];
+  int n = 0;
+  for (int k = 0; k < 8 && n < 2; k++) {
+    snprintf(what[n], sizeof what[n], "unfused, sample %d", k);
+    sch_t *s = sample_verified(w->func, &h100, sp.traces[0], 700 + (uint64_t)k, what[n]);
+    if (!s) continue;
+    cg_module_t *m = check_lowers(&h100, s, what[n]);
+    ck_assert_int_eq(m->nkernels, 3);
+    int workspaces = 0;
+    for (int q = 0; q < m->nparams; q++) workspaces += m->params[q].role == IR_BUF_TEMP && !strcmp(m->params[q].name, "Acc");
+    ck_assert_msg(workspaces == 1 && strstr(m->source, "gc + "), "%s: no workspace Acc that the GEMM stores\n%s",
+                  what[n], m->source);
+    mods[n++] = m;
+    sch_free(s);
+  }
+  ck_assert_int_ge(n, 1);
+  hopper_run_all(w->func, &host, mods, n, what);
+  for (int i = 0; i < n; i++) cg_module_free(mods[i]);
+  smp_space_free(&sp);
+  ir_workload_free(w);
 }
 END_TEST
 
@@ -1638,6 +1778,8 @@ static Suite *make_suite(void) {
   TCase *hopper = tcase_create("hopper");
   tcase_set_timeout(hopper, 900);
   tcase_add_test(hopper, test_hopper_space);
+  tcase_add_test(hopper, test_hopper_conv);
+  tcase_add_test(hopper, test_hopper_unfused);
   suite_add_tcase(s, hopper);
   TCase *clusters = tcase_create("hopper-clusters");
   tcase_set_timeout(clusters, 900);

@@ -649,6 +649,151 @@ START_TEST(t_inline_chain) {
 }
 END_TEST
 
+/* ---- reindex and fuse_block_iters: a convolution made a GEMM ----------- */
+
+static const char *const CONV_AS_GEMM =
+    "        for ax0, ax1, ax2, ax3, ax4, ax5 in T.grid(1, 4, 4, 3, 3, 8):\n"
+    "            with T.block(\"Xp_reindex\"):\n"
+    "                v0, v1, v2, v3, v4, v5 = T.axis.remap(\"SSSSSS\", [ax0, ax1, ax2, ax3, ax4, ax5])\n"
+    "                T.reads(Xp[v0, v1 + v3, v2 + v4, v5])\n"
+    "                T.writes(Xp_reindex[v0 * 16 + v1 * 4 + v2, v3 * 24 + v4 * 8 + v5])\n"
+    "                Xp_reindex[(v0 * 4 + v1) * 4 + v2, (v3 * 3 + v4) * 8 + v5] = Xp[v0, v1 + v3, v2 + v4, v5]\n"
+    "        for ax0_1, ax1_1, ax2_1, ax3_1 in T.grid(8, 3, 3, 8):\n"
+    "            with T.block(\"Wt_reindex\"):\n"
+    "                v0_1, v1_1, v2_1, v3_1 = T.axis.remap(\"SSSS\", [ax0_1, ax1_1, ax2_1, ax3_1])\n"
+    "                T.reads(Wt[v1_1, v2_1, v3_1, v0_1])\n"
+    "                T.writes(Wt_reindex[v0_1, v1_1 * 24 + v2_1 * 8 + v3_1])\n"
+    "                Wt_reindex[v0_1, (v1_1 * 3 + v2_1) * 8 + v3_1] = Wt[v1_1, v2_1, v3_1, v0_1]\n"
+    "        for n_y_x_fused, f, r_s_c_fused in T.grid(16, 8, 72):\n"
+    "            with T.block(\"Y\"):\n"
+    "                v_n_y_x_fused, v_f, v_r_s_c_fused = T.axis.remap(\"SSR\", [n_y_x_fused, f, r_s_c_fused])\n"
+    "                T.reads(Xp_reindex[v_n_y_x_fused, v_r_s_c_fused], Wt_reindex[v_f, v_r_s_c_fused])\n"
+    "                T.writes(Y_reindex[v_n_y_x_fused, v_f])\n"
+    "                with T.init():\n"
+    "                    Y_reindex[v_n_y_x_fused, v_f] = T.float32(0.0)\n"
+    "                Y_reindex[v_n_y_x_fused, v_f] = Y_reindex[v_n_y_x_fused, v_f] + Xp_reindex[v_n_y_x_fused, "
+    "v_r_s_c_fused] * Wt_reindex[v_f, v_r_s_c_fused]\n"
+    "        for ax0_2, ax1_2, ax2_2, ax3_2 in T.grid(1, 4, 4, 8):\n"
+    "            with T.block(\"Y_reindex\"):\n"
+    "                v0_2, v1_2, v2_2, v3_2 = T.axis.remap(\"SSSS\", [ax0_2, ax1_2, ax2_2, ax3_2])\n"
+    "                T.reads(Y_reindex[v0_2 * 16 + v1_2 * 4 + v2_2, v3_2])\n"
+    "                T.writes(Y[v0_2, v1_2, v2_2, v3_2])\n"
+    "                Y[v0_2, v1_2, v2_2, v3_2] = Y_reindex[(v0_2 * 4 + v1_2) * 4 + v2_2, v3_2]\n";
+
+/* MetaSchedule's conv2d -> GEMM: X (the padded Xp) and W reindexed over the
+ * block's iterators (im2col), Y too; (n, y, x) -> M and (r, s, c) -> K with
+ * the reindexed temporaries' dimensions merged, so the block is C[m, f] +=
+ * A[m, k] * B[f, k] at its plain iterators. */
+START_TEST(t_reindex_conv_gemm) {
+  fx_t x = fx_open("conv2d_nhwc", "N=1 H=4 W=4 C=8 F=8");
+  sch_rv_t y = block(&x, "Y"), cx, cw, cy;
+  OK(&x, sch_reindex(x.s, y, 0, false, &cx, &x.err));
+  OK(&x, sch_reindex(x.s, y, 1, false, &cw, &x.err));
+  OK(&x, sch_reindex(x.s, y, 0, true, &cy, &x.err));
+  ck_assert_ptr_eq(sch_rv_stmt(x.s, cx), ir_func_find_block(sch_func(x.s), "Xp_reindex"));
+  ck_assert_ptr_eq(sch_rv_stmt(x.s, cy), ir_func_find_block(sch_func(x.s), "Y_reindex"));
+  assert_has(&x, "Y_reindex[v_n_1, v_y, v_x, v_f] = Y_reindex[v_n_1, v_y, v_x, v_f] + Xp_reindex[v_n_1, v_y, v_x, v_r, "
+                 "v_s, v_c_1] * Wt_reindex[v_f, v_r, v_s, v_c_1]");
+  assert_equivalent(&x);
+  OK(&x, sch_fuse_block_iters(x.s, y, 0, 3, &x.err));
+  assert_equivalent(&x);
+  OK(&x, sch_fuse_block_iters(x.s, y, 2, 3, &x.err));
+  assert_has(&x, CONV_AS_GEMM);
+  assert_has(&x, "Xp_reindex = T.alloc_buffer((16, 72), \"float32\")");
+  assert_equivalent(&x);
+  /* the copy's padding stage inlines into the im2col copy */
+  OK(&x, sch_compute_inline(x.s, block(&x, "Xp"), &x.err));
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+/* K fused first: simplification binds the unit iterator n to 0, and fusing
+ * (n, y, x) then takes the unit loop n left over it, as the Hopper rule
+ * needs (one loop per iterator). */
+START_TEST(t_fuse_block_iters_unit) {
+  fx_t x = fx_open("conv2d_nhwc", "N=1 H=4 W=4 C=8 F=8");
+  sch_rv_t y = block(&x, "Y"), cx;
+  OK(&x, sch_reindex(x.s, y, 0, false, &cx, &x.err));
+  OK(&x, sch_fuse_block_iters(x.s, y, 4, 3, &x.err));
+  assert_has(&x, "v_n_1 = T.axis.spatial(1, 0)");
+  OK(&x, sch_fuse_block_iters(x.s, y, 0, 3, &x.err));
+  assert_has(&x, "        for n_y_x_fused, f, r_s_c_fused in T.grid(16, 8, 72):\n"
+                 "            with T.block(\"Y\"):\n"
+                 "                v_n_y_x_fused, v_f, v_r_s_c_fused = T.axis.remap(\"SSR\", [n_y_x_fused, f, "
+                 "r_s_c_fused])\n"
+                 "                T.reads(Xp_reindex[v_n_y_x_fused, v_r_s_c_fused], ");
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+/* Without reindex the fused iterator's uses are floordiv/floormod of it
+ * (C and A are parameters, whose layout stays); a reduction fused alone is a
+ * no-op. */
+START_TEST(t_fuse_block_iters_divmod) {
+  fx_t x = fx_open("matmul", "M=6 N=4 K=5");
+  sch_rv_t c = block(&x, "C");
+  OK(&x, sch_fuse_block_iters(x.s, c, 2, 1, &x.err));
+  OK(&x, sch_fuse_block_iters(x.s, c, 0, 2, &x.err));
+  assert_has(&x, "    for i_j_fused, k in T.grid(24, 5):\n"
+                 "        with T.block(\"C\"):\n"
+                 "            v_i_j_fused, v_k = T.axis.remap(\"SR\", [i_j_fused, k])\n");
+  assert_has(&x, "C[v_i_j_fused // 4, v_i_j_fused % 4] = C[v_i_j_fused // 4, v_i_j_fused % 4] + "
+                 "A[v_i_j_fused // 4, v_k] * B[v_k, v_i_j_fused % 4]");
+  assert_equivalent(&x);
+  fx_close(&x);
+}
+END_TEST
+
+START_TEST(t_errors_reindex) {
+  fx_t x = fx_open("window_sum", "N=8");
+  sch_rv_t b = block(&x, "B"), out;
+  TU_FAILS(x.s, sch_reindex(x.s, b, 1, false, &out, &err_),
+           "reindex: block \"B\" reads 1 buffer(s); read buffer index 1 is out of range (valid: 0..0)");
+  TU_FAILS(x.s, sch_reindex(x.s, b, 2, true, &out, &err_), "write buffer index 2 is out of range (valid: 0..0)");
+  TU_FAILS(x.s, sch_reindex(x.s, b, 0, false, &out, &err_),
+           "reindex: block \"B\" accesses A at more than one index; reindex needs one");
+  fx_close(&x);
+  x = fx_open("conv2d_nhwc", "N=1 H=4 W=4 C=2 F=2");
+  b = block(&x, "Xp");
+  TU_FAILS(x.s, sch_reindex(x.s, b, 0, false, &out, &err_),
+           "reindex: block \"Xp\" accesses X at index 1 outside [0, 4) for some of its iterators' values (a guarded "
+           "access); a copy over all of them would leave the buffer");
+  fx_close(&x);
+  ir_workload_t *w = tu_parse("param N = 4\ninput A: float32[N * N]\noutput B: float32[N, N]\n"
+                              "B[i, j] = A[i * j] + A[i * j]\n");
+  sch_t *s = sch_create(w->func, 1);
+  b = tu_block(s, "B");
+  TU_FAILS(s, sch_reindex(s, b, 0, false, &out, &err_),
+           "block \"B\" reads A at index 0 = v_i * v_j, which is not an affine function of its iterators");
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
+START_TEST(t_errors_fuse_block_iters) {
+  fx_t x = fx_open("matmul", "M=8 N=8 K=8");
+  sch_rv_t c = block(&x, "C"), l[3], sp[2];
+  TU_FAILS(x.s, sch_fuse_block_iters(x.s, c, 2, 2, &err_),
+           "fuse_block_iters: block \"C\" has 3 iterators; cannot fuse iterators 2 .. 3");
+  TU_FAILS(x.s, sch_fuse_block_iters(x.s, c, 1, 2, &err_),
+           "iterators v_j and v_k of block \"C\" are not both spatial or both reduction");
+  loops(&x, c, l);
+  sch_rv_t ji[2] = {l[1], l[0]};
+  OK(&x, sch_reorder(x.s, ji, 2, &x.err));
+  TU_FAILS(x.s, sch_fuse_block_iters(x.s, c, 0, 2, &err_),
+           "the loops of iterators v_i and v_j of block \"C\" are not nested directly in that order");
+  OK(&x, sch_reorder(x.s, l, 2, &x.err));
+  OK(&x, sch_parallel(x.s, l[1], &x.err));
+  TU_FAILS(x.s, sch_fuse_block_iters(x.s, c, 0, 2, &err_), "loop j is parallel; only serial loops can be fused");
+  split2(&x, l[0], 4, sp);
+  TU_FAILS(x.s, sch_fuse_block_iters(x.s, c, 0, 2, &err_),
+           "iterator v_i of block \"C\" is not bound to a loop of its own");
+  fx_close(&x);
+}
+END_TEST
+
 static Suite *make(void) {
   Suite *s = suite_create("sch_data");
   TU_TCASE(s, "cache", 0, t_cache_read_text, t_cache_write_text, t_cache_read_twice);
@@ -659,6 +804,8 @@ static Suite *make(void) {
   TU_TCASE(s, "sample_location", 0, t_sample_location_window, t_sample_location_matmul,
            t_sample_location_softmax);
   TU_TCASE(s, "errors", 0, t_errors_cache, t_errors_compute_at, t_errors_access_shape);
+  TU_TCASE(s, "reindex", 0, t_reindex_conv_gemm, t_fuse_block_iters_unit, t_fuse_block_iters_divmod, t_errors_reindex,
+           t_errors_fuse_block_iters);
   TU_TCASE(s, "limits", 60, t_compute_at_many_blocks, t_inline_index, t_inline_chain);
   return s;
 }

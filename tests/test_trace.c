@@ -655,6 +655,30 @@ START_TEST(t_replay_errors) {
 }
 END_TEST
 
+/* ReIndex and FuseBlockIters in TVM's JSON form (ReIndex's attributes:
+ * buffer index, 0 read / 1 write) round-trip and replay to the same IR. */
+START_TEST(t_replay_reindex) {
+  static const ir_param_set_t cv[] = {{"N", 1}, {"H", 4}, {"W", 4}, {"C", 8}, {"F", 8}};
+  ir_workload_t *w = tu_load("conv2d_nhwc", cv, 5);
+  tn_err_t err = {0};
+  sch_t *s = sch_create(w->func, 1);
+  sch_rv_t y, c;
+  ck_assert(sch_get_block(s, "Y", &y, &err) == 0);
+  ck_assert_msg(sch_reindex(s, y, 1, false, &c, &err) == 0, "%s", err.msg);
+  ck_assert_msg(sch_reindex(s, y, 0, true, &c, &err) == 0, "%s", err.msg);
+  ck_assert_msg(sch_fuse_block_iters(s, y, 4, 3, &err) == 0, "%s", err.msg);
+  char *j = assert_round_trip(w->func, s);
+  ck_assert_msg(strstr(j, "[\"ReIndex\", [\"b0\"], [1, 0], [\"b1\"]],\n"
+                          "      [\"ReIndex\", [\"b0\"], [0, 1], [\"b2\"]],\n"
+                          "      [\"FuseBlockIters\", [\"b0\"], [4, 3], []]"),
+                "%s", j);
+  tu_assert_same_outputs(w->func, sch_func(s), 5);
+  free(j);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
 /* ---- every workload --------------------------------------------------------- */
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -734,11 +758,12 @@ END_TEST
 
 enum {
   P_SPLIT, P_FUSE, P_REORDER, P_PARALLEL, P_VECTORIZE, P_UNROLL, P_BIND, P_ANNOTATE, P_CACHE_READ,
-  P_CACHE_WRITE, P_INLINE, P_REVERSE_INLINE, P_DECOMPOSE, P_RFACTOR, P__COUNT
+  P_CACHE_WRITE, P_INLINE, P_REVERSE_INLINE, P_REINDEX, P_FUSE_BLOCK_ITERS, P_DECOMPOSE, P_RFACTOR, P__COUNT
 };
 static const char *const prim_names[P__COUNT] = {
     "split", "fuse", "reorder", "parallel", "vectorize", "unroll", "bind", "annotate", "cache_read+compute_at",
-    "cache_write+reverse_compute_at", "compute_inline", "reverse_compute_inline", "decompose_reduction", "rfactor"};
+    "cache_write+reverse_compute_at", "compute_inline", "reverse_compute_inline", "reindex", "fuse_block_iters",
+    "decompose_reduction", "rfactor"};
 
 typedef struct prim_stats {
   int tried[P__COUNT], ok[P__COUNT];
@@ -800,6 +825,9 @@ static int random_block_prim(sch_t *s, tn_rng_t *r, int prim, sch_rv_t blk, cons
     return nl ? sch_reverse_compute_at(s, cache, loops[pick(r, nl)], pick(r, 2), err) : TN_OK;
   case P_INLINE: return sch_compute_inline(s, blk, err);
   case P_REVERSE_INLINE: return sch_reverse_compute_inline(s, blk, err);
+  case P_REINDEX: return sch_reindex(s, blk, pick(r, 2), pick(r, 3) == 0, &cache, err);
+  case P_FUSE_BLOCK_ITERS:
+    return sch_fuse_block_iters(s, blk, pick(r, sch_rv_stmt(s, blk)->u.block.niters), 2 + pick(r, 2), err);
   default: return TN_EINVAL;
   }
 }
@@ -815,7 +843,7 @@ static void random_step(sch_t *s, tn_rng_t *r, prim_stats_t *st) {
   ck_assert_msg(sch_get_loops(s, blk, loops, &nl, &err) == 0, "%s", err.msg);
   int prim = pick(r, P__COUNT);
   char *before = tu_ir_text(sch_func(s));
-  int rc = prim >= P_ANNOTATE && prim <= P_REVERSE_INLINE ? random_block_prim(s, r, prim, blk, loops, nl, &err)
+  int rc = prim >= P_ANNOTATE && prim <= P_FUSE_BLOCK_ITERS ? random_block_prim(s, r, prim, blk, loops, nl, &err)
            : nl ? random_loop_prim(s, r, prim, blk, loops, nl, &err)
                 : TN_EINVAL;
   st->tried[prim]++;
@@ -851,19 +879,23 @@ static void random_schedules(const char *name, const ir_param_set_t *ovr, int no
 START_TEST(t_random_schedules) {
   static const ir_param_set_t mm[] = {{"M", 8}, {"N", 12}, {"K", 6}}, ws[] = {{"N", 24}},
                               sm[] = {{"M", 3}, {"N", 16}}, rs[] = {{"M", 4}, {"N", 24}},
-                              cv[] = {{"N", 1}, {"C", 3}, {"H", 6}, {"W", 6}, {"F", 4}};
+                              cv[] = {{"N", 1}, {"C", 3}, {"H", 6}, {"W", 6}, {"F", 4}},
+                              nhwc[] = {{"N", 2}, {"C", 3}, {"H", 4}, {"W", 4}, {"F", 4}};
   prim_stats_t st = {{0}, {0}};
   random_schedules("matmul", mm, 3, &st);
   random_schedules("window_sum", ws, 1, &st);
   random_schedules("softmax", sm, 2, &st);
   random_schedules("row_sum", rs, 2, &st);
   random_schedules("conv2d", cv, 5, &st);
+  random_schedules("conv2d_nhwc", nhwc, 5, &st);
   tn_buf_t b;
   tn_buf_init(&b);
   for (int p = 0; p < P__COUNT; p++) tn_buf_printf(&b, " %s %d/%d", prim_names[p], st.ok[p], st.tried[p]);
   fprintf(stderr, "random schedules (ok/tried):%s\n", tn_buf_str(&b));
   tn_buf_free(&b);
   ck_assert_int_gt(st.ok[P_SPLIT], 50);
+  ck_assert_int_gt(st.ok[P_REINDEX], 10);
+  ck_assert_int_gt(st.ok[P_FUSE_BLOCK_ITERS], 5);
 }
 END_TEST
 
@@ -873,7 +905,7 @@ static Suite *make(void) {
            t_json_strings, t_json_dangling_handle, t_json_malformed, t_json_limits);
   TU_TCASE(s, "replay", 0, t_replay_identical, t_replay_deterministic, t_replay_samples_without_decisions,
            t_replay_override, t_replay_remove_postproc, t_replay_stale_decision, t_replay_errors,
-           t_every_workload_round_trip, t_seed_determinism);
+           t_replay_reindex, t_every_workload_round_trip, t_seed_determinism);
   TU_TCASE(s, "random", 240, t_random_schedules);
   return s;
 }

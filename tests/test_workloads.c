@@ -132,6 +132,8 @@ static const struct {
      (2 * 128 * 256 + 2 * 256 * 64) * 2 + 2 * 128 * 64 * 4},
     {"gemv", "M=512,N=256", "y", 2.0 * 512 * 256, (512 * 256 + 256 + 512) * 4},
     {"conv2d_nhwc", NULL, "Y", 2.0 * 64 * 56 * 56 * 64 * 9, (64 * 56 * 56 * 2 + 64 * 64 * 9) * 4},
+    /* float16 data, the float32 accumulator a temporary; the rounding is no flop */
+    {"conv2d_nhwc_f16", "H=8,W=8", "Y", 2.0 * 64 * 8 * 8 * 64 * 9, (64 * 8 * 8 * 2 + 64 * 64 * 9) * 2},
     /* the GEMM, then 10 per output: bias add, 0.5 z, 1 + tanh, tanh, 0.797 (...), z + 0.0447 z z z (4) */
     {"dense_bias_gelu", "B=16", "Y", 2.0 * 16 * 768 * 3072 + 10.0 * 16 * 3072,
      (16 * 768 + 3072 * 768 + 3072 + 16 * 3072) * 4},
