@@ -87,6 +87,7 @@ typedef struct cg_kernel {
   int64_t static_shared_bytes; /* __shared__ / __local arrays declared in the source */
   cg_tensor_map_t maps[CG_MAX_TENSOR_MAPS]; /* CUDA: arguments after the module's parameters, in order */
   int nmaps;
+  int cluster; /* CUDA: CTAs per thread-block cluster along x (the kernel's __cluster_dims__); 0 or 1: none */
 } cg_kernel_t;
 
 typedef struct cg_module {

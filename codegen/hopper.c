@@ -2,7 +2,9 @@
  * calls: warpgroup MMA (wgmma.mma_async m64nNk16, f16/bf16 -> f32, A and B
  * from shared memory through matrix descriptors) with its fence, commit and
  * wait, mbarriers with transaction counts and phase parity, TMA tile loads
- * (cp.async.bulk.tensor.2d through a tensor map) and fence.proxy.async.  Each is one function of inline PTX; the cuda-host
+ * (cp.async.bulk.tensor.2d through a tensor map, or multicast to the CTAs
+ * of a cluster), fence.proxy.async, and the cluster's barrier and remote
+ * mbarrier arrivals.  Each is one function of inline PTX; the cuda-host
  * harness (measure/cuda_host.h) defines the same functions as an emulation,
  * so this text is skipped there (TUNED_CUDA_HOST_H).
  *
@@ -92,6 +94,26 @@ static const char common_text[] =
     "  asm volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
     "%3}], [%4];\\n\" :: \"r\"(tuned_smem_addr(dst)), \"l\"(map), \"r\"(x), \"r\"(y), \"r\"(tuned_smem_addr(bar)) : "
     "\"memory\");\n"
+    "}\n"
+    "/* Clusters: barrier.cluster over every thread of the cluster's CTAs (release/acquire: their shared-memory\n"
+    "   writes and mbarrier inits are seen), an arrive on the mbarrier at bar's offset in CTA `rank` of the cluster\n"
+    "   (mapa), and the TMA load whose box lands at dst's offset in every CTA of `mask`, completing the bytes of\n"
+    "   the mbarrier at bar's offset in each */\n"
+    "__device__ __forceinline__ void tuned_fence_mbarrier_init() {\n"
+    "  asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");\n"
+    "}\n"
+    "__device__ __forceinline__ void tuned_cluster_sync() {\n"
+    "  asm volatile(\"barrier.cluster.arrive.release;\\nbarrier.cluster.wait.acquire;\\n\" ::: \"memory\");\n"
+    "}\n"
+    "__device__ __forceinline__ void tuned_mbar_arrive_cluster(unsigned long long *bar, unsigned rank) {\n"
+    "  asm volatile(\"{\\n.reg .b32 a;\\nmapa.shared::cluster.u32 a, %0, %1;\\nmbarrier.arrive.release.cluster.shared::"
+    "cluster.b64 _, [a];\\n}\\n\" :: \"r\"(tuned_smem_addr(bar)), \"r\"(rank) : \"memory\");\n"
+    "}\n"
+    "__device__ __forceinline__ void tuned_tma_load_2d_multicast(void *dst, const tuned_tensor_map *map, int x, int y, "
+    "unsigned long long *bar, unsigned short mask) {\n"
+    "  asm volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
+    "[%0], [%1, {%2, %3}], [%4], %5;\\n\" :: \"r\"(tuned_smem_addr(dst)), \"l\"(map), \"r\"(x), \"r\"(y), "
+    "\"r\"(tuned_smem_addr(bar)), \"h\"(mask) : \"memory\");\n"
     "}\n"
     "/* A shared-memory matrix descriptor: start address, leading and stride byte offsets (each >> 4, 14 bits),\n"
     "   swizzle mode in bits 62-63; base offset 0 (swizzled tiles aligned to their pattern) */\n"

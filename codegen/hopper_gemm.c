@@ -28,6 +28,14 @@
  *     their accumulators, commit, and once the previous step's group
  *     completed (wait_group 1) arrive on its empty mbarrier, which the
  *     copies of the step `stages` - 1 ahead wait for;
+ *   - with a cluster (`cluster` 2: two CTAs along M sharing B's stage tiles,
+ *     -2: along N sharing A's; __cluster_dims__), the pair takes a unit of
+ *     two tiles (a persistent grid whole clusters of units); each CTA's TMA
+ *     brings half of the shared tile with .multicast::cluster into both,
+ *     each full mbarrier expecting the whole tile's bytes; the empty
+ *     mbarriers count both CTAs' consumers, who arrive on both (mapa, a
+ *     remote arrive), since either CTA's copies refill both; barrier.cluster
+ *     after the mbarriers' init and before exiting;
  *   - once a tile's last wgmma completed, each consumer warp stages its
  *     rows of the accumulators (or of a fused elementwise epilogue computed
  *     from them: float16 rounding, bias, activation) in shared memory of
@@ -35,7 +43,7 @@
  *     as rows of 16-byte vectors, consecutive threads at consecutive
  *     addresses (print_store).
  *
- * Not yet: cp.async, clusters and TMA multicast, TMA stores of the
+ * Not yet: cp.async, clusters along both M and N, TMA stores of the
  * epilogue (cp.async.bulk.tensor from the staged rows). */
 #include "cg_internal.h"
 #include "ir/analysis.h"
@@ -64,6 +72,8 @@ static int analyse(cg_ctx_t *c, const ir_block_t *b, hgemm_t *h) {
     h->batch = sh.batch, h->m = sh.m, h->n = sh.n, h->k = sh.k;
     if (h->m % ir_hopper_gemm_rows(&h->g) || h->n % h->g.n_tile || h->k % IR_HOPPER_K_TILE)
       bad = "the tile does not divide M, N or K";
+    else
+      ir_hopper_gemm_cluster_ok(&h->g, &sh, &bad);
   }
   if (bad)
     return cg_fail(c, TN_EUNSUPPORTED, "block \"%s\" is annotated %s but %s", b->name, IR_ANN_HOPPER_GEMM, bad);
@@ -171,11 +181,42 @@ static const char load_text[] =
 static void print_epilogue(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o);
 static void print_store(cg_ctx_t *c, const hgemm_t *h, tn_buf_t *o);
 
-/* Whether TMA brings operand X's stages: the decision, and K its contiguous dimension. */
-static bool tma_a(const hgemm_t *h) { return h->g.tma && h->a_k_inner; }
-static bool tma_b(const hgemm_t *h) { return h->g.tma && h->b_k_inner; }
+/* Whether TMA brings operand X's stages: the decision (or a cluster sharing X), and K its contiguous dimension. */
+static bool tma_a(const hgemm_t *h) {
+  bool a, b;
+  ir_hopper_gemm_tma_ops(&h->g, h->a_k_inner, h->b_k_inner, &a, &b);
+  return a;
+}
+static bool tma_b(const hgemm_t *h) {
+  bool a, b;
+  ir_hopper_gemm_tma_ops(&h->g, h->a_k_inner, h->b_k_inner, &a, &b);
+  return b;
+}
 /* Every stage by TMA: one thread arms and fills it, the full mbarrier counts one arrival. */
 static bool tma_all(const hgemm_t *h) { return tma_a(h) && tma_b(h); }
+/* CTAs per cluster (1: none); along N they share A's tiles, else B's. */
+static int csize(const hgemm_t *h) { return ir_hopper_gemm_cluster_size(&h->g); }
+static bool shares_a(const hgemm_t *h) { return h->g.cluster < -1; }
+static bool shares_b(const hgemm_t *h) { return h->g.cluster > 1; }
+
+/* Operand X's TMA copy of a stage (STAGE, k0, bat, m0/n0 of the macro):
+ * the whole tile, or where the cluster shares X this CTA's slice of it,
+ * multicast to every CTA of the cluster at the same place. */
+static void print_tma(const hgemm_t *h, const char *map, int off, int rows, int64_t ext, const char *x0, bool shared,
+                      tn_buf_t *o) {
+  int cs = csize(h);
+  char dst[32] = "st";
+  if (off) snprintf(dst, sizeof dst, "st + %d", off);
+  if (!shared) {
+    tn_buf_printf(o, "      tuned_tma_load_2d(%s, &%s, k0, (int)(bat * %lldLL + %s), &full[STAGE]); \\\n", dst, map,
+                  (long long)ext, x0);
+    return;
+  }
+  tn_buf_printf(o,
+                "      tuned_tma_load_2d_multicast(%s + rank * %d, &%s, k0, (int)(bat * %lldLL + %s + rank * %d), "
+                "&full[STAGE], %d); \\\n",
+                dst, rows / cs * 128, map, (long long)ext, x0, rows / cs, (1 << cs) - 1);
+}
 
 /* The tensor map of a K-major operand: its rows (batches folded in) of K
  * elements, a box of 64 x `rows`, 128B-swizzled as the stage's layout. */
@@ -201,7 +242,13 @@ static void print_head(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
   const ir_hopper_gemm_t *g = &h->g;
   int bm = ir_hopper_gemm_rows(g), bn = g->n_tile, s = g->stages, consumers = 128 * g->warpgroups;
   int64_t stage = (int64_t)(bm + bn) * 128, tm = h->m / bm, tn = h->n / bn, kt = h->k / IR_HOPPER_K_TILE;
-  int threads = g->producer ? 128 : consumers;
+  int threads = g->producer ? 128 : consumers, cs = csize(h);
+  /* a cluster's CTAs take a tile of cs tiles together (their unit): rank r its r-th */
+  int64_t um = shares_b(h) ? tm / cs : tm, un = shares_a(h) ? tn / cs : tn;
+  const char *unit0 = cs > 1 ? "cluster" : "(int)blockIdx.x", *units = cs > 1 ? "clusters" : "(int)gridDim.x";
+  char mr[32] = "", nr[32] = "";
+  if (shares_b(h)) snprintf(mr, sizeof mr, " + rank * %d", bm);
+  if (shares_a(h)) snprintf(nr, sizeof nr, " + rank * %d", bn);
   tn_buf_printf(o,
                 "#ifdef TUNED_CUDA_HOST_H\n  __shared__ __align__(1024) unsigned char tuned_dyn_shared[%lld];\n"
                 "#else\n  extern __shared__ __align__(1024) unsigned char tuned_dyn_shared[];\n#endif\n",
@@ -216,39 +263,45 @@ static void print_head(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
                 g->producer ? "a producer warpgroup (the last)" : "every thread",
                 tma_all(h) ? " (TMA)" : tma_a(h) ? " (TMA for A)" : tma_b(h) ? " (TMA for B)" : "",
                 g->ctas ? "a persistent grid" : "a CTA per tile", (long long)(stage * s), s);
+  if (cs > 1)
+    tn_buf_printf(o,
+                  "  /* clusters of %d CTAs along %s: each brings 1/%d of the shared %s tile to all by TMA multicast */\n"
+                  "  const int cluster = (int)blockIdx.x / %d, clusters = (int)gridDim.x / %d, rank = (int)blockIdx.x %% %d;\n",
+                  cs, shares_a(h) ? "N" : "M", cs, shares_a(h) ? "A" : "B", cs, cs, cs);
   if (!tma_a(h)) tn_buf_printf(o, "  const unsigned short *ga = (const unsigned short *)%s;\n", c->bufs[h->a->id].name);
   if (!tma_b(h)) tn_buf_printf(o, "  const unsigned short *gb = (const unsigned short *)%s;\n", c->bufs[h->b->id].name);
+  /* with a cluster, the empty phases count the consumers of every CTA (the stage's multicast writes to all), and
+     no CTA copies before every CTA's mbarriers are set up */
   tn_buf_printf(o,
                 "  const int tid = threadIdx.x, wg = tid / 128, lane = tid %% 128;\n"
-                "  const int tiles = (%lld - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x, steps = tiles * %lld;\n"
-                "  if (tid == 0)\n    for (int s = 0; s < %d; s++) {\n      tuned_mbar_init(&full[s], %d);\n"
-                "      tuned_mbar_init(&empty[s], %d);\n    }\n  __syncthreads();\n",
-                (long long)(h->batch * tm * tn), (long long)kt, s, tma_all(h) ? 1 : threads, consumers);
+                "  const int tiles = (%lld - %s + %s - 1) / %s, steps = tiles * %lld;\n"
+                "  if (tid == 0) {\n    for (int s = 0; s < %d; s++) {\n      tuned_mbar_init(&full[s], %d);\n"
+                "      tuned_mbar_init(&empty[s], %d);\n    }\n%s  }\n  %s\n",
+                (long long)(h->batch * um * un), unit0, units, units, (long long)kt, s, tma_all(h) ? 1 : threads,
+                consumers * cs, cs > 1 ? "    tuned_fence_mbarrier_init();\n" : "",
+                cs > 1 ? "tuned_cluster_sync();" : "__syncthreads();");
   tn_buf_printf(o,
                 "#define TUNED_HOPPER_TILE(T) \\\n"
                 "  const int bat = (T) / %lld, pid = (T) %% %lld, first = pid / %lld * %d; \\\n"
                 "  const int rows = %lld - first < %d ? %lld - first : %d; \\\n"
-                "  const long long m0 = (long long)(first + pid %% %lld %% rows) * %d, n0 = (long long)(pid %% %lld / rows) "
-                "* %d; \\\n  (void)bat;\n",
-                (long long)(tm * tn), (long long)(tm * tn), (long long)(g->group * tn), g->group, (long long)tm,
-                g->group, (long long)tm, g->group, (long long)(g->group * tn), bm, (long long)(g->group * tn), bn);
+                "  const long long m0 = (long long)(first + pid %% %lld %% rows) * %d%s, n0 = (long long)(pid %% %lld / rows) "
+                "* %d%s; \\\n  (void)bat;\n",
+                (long long)(um * un), (long long)(um * un), (long long)(g->group * un), g->group, (long long)um,
+                g->group, (long long)um, g->group, (long long)(g->group * un), shares_b(h) ? bm * cs : bm, mr,
+                (long long)(g->group * un), shares_a(h) ? bn * cs : bn, nr);
   tn_buf_printf(o,
                 "#define TUNED_HOPPER_LOAD(J, STAGE, T) do { \\\n"
-                "    TUNED_HOPPER_TILE((int)blockIdx.x + (J) / %lld * (int)gridDim.x) \\\n"
+                "    TUNED_HOPPER_TILE(%s + (J) / %lld * %s) \\\n"
                 "    const int k0 = (J) %% %lld * 64; \\\n"
                 "    unsigned char *st = smem + (STAGE) * %lld; \\\n",
-                (long long)kt, (long long)kt, (long long)stage);
+                unit0, (long long)kt, units, (long long)kt, (long long)stage);
   if (tma_a(h) || tma_b(h)) {
     /* all TMA: the one arrival carries the bytes; else they are expected
        before the copies and the copying threads' arrivals follow */
     tn_buf_printf(o, "    if ((T) == 0) { \\\n      tuned_mbar_%sexpect_tx(&full[STAGE], %lld); \\\n",
                   tma_all(h) ? "arrive_" : "", (long long)ir_hopper_gemm_tma_bytes(g, h->a_k_inner, h->b_k_inner));
-    if (tma_a(h))
-      tn_buf_printf(o, "      tuned_tma_load_2d(st, &tuned_map_a, k0, (int)(bat * %lldLL + m0), &full[STAGE]); \\\n",
-                    (long long)h->m);
-    if (tma_b(h))
-      tn_buf_printf(o, "      tuned_tma_load_2d(st + %d, &tuned_map_b, k0, (int)(bat * %lldLL + n0), &full[STAGE]); \\\n",
-                    bm * 128, (long long)h->n);
+    if (tma_a(h)) print_tma(h, "tuned_map_a", 0, bm, h->m, "m0", shares_a(h), o);
+    if (tma_b(h)) print_tma(h, "tuned_map_b", bm * 128, bn, h->n, "n0", shares_b(h), o);
     tn_buf_put(o, "    } \\\n");
   }
   if (!tma_a(h))
@@ -273,8 +326,17 @@ static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
   int bm = ir_hopper_gemm_rows(g), bn = g->n_tile, s = g->stages;
   int64_t stage = (int64_t)(bm + bn) * 128, kt = h->k / IR_HOPPER_K_TILE;
   const char *ty = h->a->dtype == IR_BFLOAT16 ? "bf16" : "f16";
-  int preg, creg; /* registers after setmaxnreg */
+  int preg, creg, cs = csize(h); /* registers after setmaxnreg */
   ir_hopper_gemm_regs(g, &preg, &creg);
+  /* a cluster's CTAs wait for one another before exiting: a peer's multicast copies and arrivals may still
+     write this CTA's shared memory */
+  const char *exit_sync = cs > 1 ? "tuned_cluster_sync();\n" : "";
+  char release[160];
+  if (cs > 1)
+    snprintf(release, sizeof release, "for (int r = 0; r < %d; r++) tuned_mbar_arrive_cluster(&empty[(j - 1) %% %d], r);",
+             cs, s);
+  else
+    snprintf(release, sizeof release, "tuned_mbar_arrive(&empty[(j - 1) %% %d]);", s);
   print_head(c, h, smem, o);
   if (g->producer)
     tn_buf_printf(o,
@@ -285,16 +347,17 @@ static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
                   "      if (j >= %d)\n        while (!tuned_mbar_try_wait(&empty[s], (j / %d - 1) & 1)) {\n        }\n"
                   "      TUNED_HOPPER_LOAD(j, s, lane);\n"
                   "    }\n"
-                  "    return;\n"
+                  "    %s%sreturn;\n"
                   "  }\n"
                   "  tuned_setmaxnreg_inc<%d>();\n",
                   g->warpgroups, tma_all(h) ? ": its first thread issues the TMA copies" : "", preg,
-                  tma_all(h) ? " && lane == 0" : "", s, s, s, creg);
+                  tma_all(h) ? " && lane == 0" : "", s, s, s, exit_sync, cs > 1 ? "    " : "", creg);
   else
     tn_buf_printf(o, "  for (int j = 0; j < %d && j < steps; j++) TUNED_HOPPER_LOAD(j, j, tid);\n", s - 1);
   tn_buf_printf(o,
                 "  for (int t = 0, j = 0; t < tiles; t++) {\n"
-                "    TUNED_HOPPER_TILE((int)blockIdx.x + t * (int)gridDim.x)\n");
+                "    TUNED_HOPPER_TILE(%s + t * %s)\n",
+                cs > 1 ? "cluster" : "(int)blockIdx.x", cs > 1 ? "clusters" : "(int)gridDim.x");
   if (!h->epi)
     tn_buf_printf(o, "    float *gc = %s + bat * %lldLL;\n", c->bufs[h->out->id].name, (long long)(h->m * h->n));
   tn_buf_printf(o,
@@ -315,9 +378,9 @@ static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
                 "                         kt > 0 || kk > 0);\n"
                 "      tuned_wgmma_commit();\n"
                 "      tuned_wgmma_wait<1>(); /* the step before is read: its slot may be refilled */\n"
-                "      if (j > 0) tuned_mbar_arrive(&empty[(j - 1) %% %d]);\n",
+                "      if (j > 0) %s\n",
                 bn, g->m_frags, (long long)kt, s, s, g->m_frags, ty, (long long)stage, g->m_frags, (long long)stage,
-                bm * 128, s);
+                bm * 128, release);
   if (!g->producer)
     tn_buf_printf(o,
                   "      const int next = j + %d;\n"
@@ -330,7 +393,9 @@ static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
                   s - 1, tma_all(h) ? " && tid == 0" : "", s, s, s);
   tn_buf_put(o, "    }\n    tuned_wgmma_wait<0>();\n");
   print_store(c, h, o);
-  tn_buf_put(o, "  }\n#undef TUNED_HOPPER_LOAD\n#undef TUNED_HOPPER_TILE\n");
+  tn_buf_put(o, "  }\n");
+  if (cs > 1) tn_buf_printf(o, "  %s", exit_sync);
+  tn_buf_put(o, "#undef TUNED_HOPPER_LOAD\n#undef TUNED_HOPPER_TILE\n");
 }
 
 /* The tile's store, once its last wgmma completed: each consumer warp
@@ -470,9 +535,13 @@ int cg_hopper_gemm_emit(cg_ctx_t *c, int k, cg_kernel_t *kd, const char *args, t
   if (!seen && c->nhopper_n < CG_MAX_HOPPER_N) c->hopper_n[c->nhopper_n++] = h.g.n_tile;
   c->need_hopper = true;
   kd->nmaps = 0;
-  if (tma_a(&h)) tensor_map(c, h.a, h.batch * h.m, bm, "tuned_map_a", kd);
-  if (tma_b(&h)) tensor_map(c, h.b, h.batch * h.n, h.g.n_tile, "tuned_map_b", kd);
-  tn_buf_printf(out, "%s void __launch_bounds__(%d, 1) %s(%s", c->d->kernel_decl, threads, kd->name, args);
+  int cs = csize(&h);
+  kd->cluster = cs;
+  if (tma_a(&h)) tensor_map(c, h.a, h.batch * h.m, shares_a(&h) ? bm / cs : bm, "tuned_map_a", kd);
+  if (tma_b(&h)) tensor_map(c, h.b, h.batch * h.n, shares_b(&h) ? h.g.n_tile / cs : h.g.n_tile, "tuned_map_b", kd);
+  char dims[40] = "";
+  if (cs > 1) snprintf(dims, sizeof dims, "__cluster_dims__(%d, 1, 1) ", cs);
+  tn_buf_printf(out, "%s void %s__launch_bounds__(%d, 1) %s(%s", c->d->kernel_decl, dims, threads, kd->name, args);
   for (int i = 0; i < kd->nmaps; i++)
     tn_buf_printf(out, ", const __grid_constant__ tuned_tensor_map %s", kd->maps[i].name);
   tn_buf_put(out, ") {\n");

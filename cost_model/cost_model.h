@@ -18,11 +18,11 @@
  * ====================================================================== */
 
 /* Columns of one feature row: TVM's 164 per-store features in TVM's order
- * (groups 1-5) followed by 32 of our own (scopes, reduction shape, the GPU
+ * (groups 1-5) followed by 35 of our own (scopes, reduction shape, the GPU
  * kernel's shared and local memory, pipeline stages and an occupancy
  * estimate, and the decisions of a Hopper warpgroup-MMA kernel: its tile,
- * ring, copies (TMA) and grid). */
-#define CM_NUM_FEATURES 196
+ * ring, copies (TMA), grid and cluster). */
+#define CM_NUM_FEATURES 199
 
 /* Buffers described per store, cache-line size and samples of the
  * arithmetic-intensity curve (TVM's defaults). */
@@ -134,7 +134,7 @@ void cm_model_sample(const cm_model_t *m, int i, cm_sample_t *out, cm_feature_ro
 /* The save format's identity: bump it whenever the file layout or the
  * meaning of any feature column changes, so that models saved by another
  * build (their rows mean something else) are told apart, never mixed. */
-#define CM_MODEL_FORMAT 3
+#define CM_MODEL_FORMAT 4
 
 /* Saves the model state — training data, RNG state and (XGBoost) the booster
  * as JSON — in one file / one malloc'ed buffer.  Loading replaces the state of

@@ -33,7 +33,7 @@ enum {
   F_INNERMOST_LEN = 173,
   F_KERNEL = 174,        /* shared bytes, local bytes, pipeline stages, occupancy estimate */
   F_HOPPER = 178,        /* the decisions of a Hopper warpgroup-MMA kernel (hopper_names) */
-  F_END = 196,
+  F_END = 199,
 };
 #define BUF_FEATS 18
 _Static_assert(F_BUF + CM_BUFFERS_PER_STORE * BUF_FEATS == F_CURVE, "group 2 size");
@@ -65,7 +65,9 @@ static const char *const hopper_names[] = {
     "hopper_tiles",
     /* format 3: the copies and the grid */
     "hopper_tma", "hopper_tma_bytes", "hopper_thread_bytes", "hopper_persistent", "hopper_ctas",
-    "hopper_tiles_per_cta", "hopper_last_wave"};
+    "hopper_tiles_per_cta", "hopper_last_wave",
+    /* format 4: the cluster */
+    "hopper_cluster", "hopper_cluster_n", "hopper_multicast_bytes"};
 _Static_assert(F_HOPPER + TN_ARRAY_LEN(hopper_names) == F_END, "Hopper columns");
 
 static char name_tab[CM_NUM_FEATURES][32];
@@ -908,6 +910,10 @@ static bool hopper_columns(const fx_t *x, const ir_block_t *b, float col[KERNEL_
   h[13] = (float)cm_slog((double)(ir_hopper_gemm_stage_bytes(&g) - tma_bytes));
   h[14] = (float)(ctas < tiles), h[15] = (float)cm_slog((double)ctas), h[16] = (float)cm_slog((double)rounds);
   h[17] = ctas ? (float)((double)(tiles - (rounds - 1) * ctas) / (double)ctas) : 0;
+  /* a cluster's CTAs each bring 1/cs of the shared tile: the rest of it comes from their peers' multicasts */
+  int cs = ir_hopper_gemm_cluster_size(&g), shared_rows = g.cluster < 0 ? bm : g.n_tile;
+  h[18] = (float)cs, h[19] = (float)(g.cluster < -1);
+  h[20] = cs > 1 ? (float)cm_slog((double)shared_rows * IR_HOPPER_K_TILE * 2 * (cs - 1) / cs) : 0;
   return true;
 }
 

@@ -609,11 +609,20 @@ bool ir_hopper_gemm_get(const ir_block_t *b, ir_hopper_gemm_t *g, char *why, siz
       !annot_int(b, IR_ANN_HOPPER_PRODUCER, 0, 1, &g->producer, why, why_len))
     return false;
   g->tma = g->ctas = 0; /* blocks annotated before these decisions existed */
+  g->cluster = 1;
   if ((ir_annot_get(b->annots, b->nannots, IR_ANN_HOPPER_TMA) &&
        !annot_int(b, IR_ANN_HOPPER_TMA, 0, 1, &g->tma, why, why_len)) ||
       (ir_annot_get(b->annots, b->nannots, IR_ANN_HOPPER_CTAS) &&
-       !annot_int(b, IR_ANN_HOPPER_CTAS, 0, 1 << 16, &g->ctas, why, why_len)))
+       !annot_int(b, IR_ANN_HOPPER_CTAS, 0, 1 << 16, &g->ctas, why, why_len)) ||
+      (ir_annot_get(b->annots, b->nannots, IR_ANN_HOPPER_CLUSTER) &&
+       !annot_int(b, IR_ANN_HOPPER_CLUSTER, -4, 4, &g->cluster, why, why_len)))
     return false;
+  int cs = ir_hopper_gemm_cluster_size(g);
+  if ((cs != 1 && cs != 2 && cs != 4) || g->cluster == -1) {
+    if (why) snprintf(why, why_len, "block \"%s\": %s %d is not 1, 2, 4, -2 or -4", b->name, IR_ANN_HOPPER_CLUSTER,
+                      g->cluster);
+    return false;
+  }
   if (g->n_tile % 8) {
     if (why) snprintf(why, why_len, "block \"%s\": %s %d is not a multiple of 8", b->name, IR_ANN_HOPPER_N_TILE,
                       g->n_tile);
@@ -651,13 +660,37 @@ void ir_hopper_gemm_regs(const ir_hopper_gemm_t *g, int *producer, int *consumer
   *consumer = consumer_regs[w];
 }
 
+void ir_hopper_gemm_tma_ops(const ir_hopper_gemm_t *g, bool a_k_inner, bool b_k_inner, bool *a, bool *b) {
+  *a = a_k_inner && (g->tma || g->cluster < -1);
+  *b = b_k_inner && (g->tma || g->cluster > 1);
+}
+
 int64_t ir_hopper_gemm_tma_bytes(const ir_hopper_gemm_t *g, bool a_k_inner, bool b_k_inner) {
-  if (!g->tma) return 0;
-  return (int64_t)((a_k_inner ? ir_hopper_gemm_rows(g) : 0) + (b_k_inner ? g->n_tile : 0)) * IR_HOPPER_K_TILE * 2;
+  bool a, b;
+  ir_hopper_gemm_tma_ops(g, a_k_inner, b_k_inner, &a, &b);
+  return (int64_t)((a ? ir_hopper_gemm_rows(g) : 0) + (b ? g->n_tile : 0)) * IR_HOPPER_K_TILE * 2;
 }
 
 int64_t ir_hopper_gemm_grid(const ir_hopper_gemm_t *g, int64_t tiles) {
-  return g->ctas > 0 && g->ctas < tiles ? g->ctas : tiles;
+  int64_t cs = ir_hopper_gemm_cluster_size(g), ctas = g->ctas / cs * cs;
+  return ctas > 0 && ctas < tiles ? ctas : tiles;
+}
+
+int ir_hopper_gemm_cluster_size(const ir_hopper_gemm_t *g) { return g->cluster < 0 ? -g->cluster : g->cluster; }
+
+bool ir_hopper_gemm_cluster_ok(const ir_hopper_gemm_t *g, const ir_hopper_shape_t *sh, const char **why) {
+  int cs = ir_hopper_gemm_cluster_size(g), bm = ir_hopper_gemm_rows(g);
+  bool along_n = g->cluster < 0;
+  if (cs == 1) return true;
+  if (!(along_n ? sh->a_k_inner : sh->b_k_inner))
+    *why = "a cluster shares its operand by TMA multicast, which needs it K-major";
+  else if (along_n ? (sh->n / g->n_tile) % cs : (sh->m / bm) % cs)
+    *why = "the cluster does not divide the tiles along its dimension";
+  else if ((along_n ? bm : g->n_tile) / cs % 8)
+    *why = "the cluster's slices of the shared tile are not whole 8-row swizzle atoms";
+  else
+    return true;
+  return false;
 }
 
 static bool is_var(const ir_expr_t *e, const ir_var_t *v) { return e->kind == IR_E_VAR && e->u.var == v; }

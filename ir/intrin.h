@@ -112,11 +112,18 @@ int ir_intrin_match(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in
 #define IR_ANN_HOPPER_GROUP "hopper_gemm.group"           /* row tiles per group of the grouped tile order */
 #define IR_ANN_HOPPER_PRODUCER "hopper_gemm.producer"     /* 1: a producer warpgroup copies (setmaxnreg); 0: all */
 /* 1: the K-major operands' stages come by TMA (cp.async.bulk.tensor.2d), the
- * others by ordinary stores; 0: all by ordinary stores.  Absent: 0. */
+ * others by ordinary stores; 0: all by ordinary stores (but the operand a
+ * cluster shares).  Absent: 0. */
 #define IR_ANN_HOPPER_TMA "hopper_gemm.tma"
 /* > 0: a persistent grid of this many CTAs (the target's SMs) looping over
  * the tiles; 0: one CTA per tile.  Absent: 0. */
 #define IR_ANN_HOPPER_CTAS "hopper_gemm.ctas"
+/* A thread-block cluster of c CTAs (2 or 4) along M, which share each
+ * stage's B tile, or (-c) along N, sharing A: each CTA brings a 1/c slice of
+ * the shared tile by TMA multicast into every CTA of the cluster (TMA
+ * brings that operand whatever IR_ANN_HOPPER_TMA says).  1: no cluster.
+ * Absent: 1. */
+#define IR_ANN_HOPPER_CLUSTER "hopper_gemm.cluster"
 
 /* K per stage: one 128-byte swizzled row of 16-bit elements. */
 #define IR_HOPPER_K_TILE 64
@@ -129,6 +136,7 @@ typedef struct ir_hopper_gemm {
   int warpgroups, m_frags, n_tile, stages, group, producer;
   int tma;  /* IR_ANN_HOPPER_TMA */
   int ctas; /* IR_ANN_HOPPER_CTAS */
+  int cluster; /* IR_ANN_HOPPER_CLUSTER: 1, 2, 4 (along M) or -2, -4 (along N) */
 } ir_hopper_gemm_t;
 
 /* Reads the decisions from a block's annotations: false when the block has
@@ -176,11 +184,22 @@ int ir_hopper_gemm_acc_regs(const ir_hopper_gemm_t *g);
  * by consumer warpgroups; what the code generator asks for and the cost
  * model's features describe. */
 void ir_hopper_gemm_regs(const ir_hopper_gemm_t *g, int *producer, int *consumer);
-/* Bytes of one stage that TMA brings: with g->tma, the tiles of the
- * K-major operands (A[M, K], B^T[N, K]); the threads copy the rest. */
+/* Which operands TMA brings: with g->tma the K-major ones (A[M, K],
+ * B^T[N, K]), and the one a cluster shares (by multicast) in any case. */
+void ir_hopper_gemm_tma_ops(const ir_hopper_gemm_t *g, bool a_k_inner, bool b_k_inner, bool *a, bool *b);
+/* Bytes of one stage that TMA brings (ir_hopper_gemm_tma_ops' tiles); the
+ * threads copy the rest. */
 int64_t ir_hopper_gemm_tma_bytes(const ir_hopper_gemm_t *g, bool a_k_inner, bool b_k_inner);
-/* CTAs launched for `tiles` tiles: a persistent grid of g->ctas when that is
- * fewer (each CTA loops over every g->ctas-th tile), else one per tile. */
+/* CTAs launched for `tiles` tiles: a persistent grid of g->ctas (rounded
+ * down to whole clusters) when that is fewer (each cluster loops over every
+ * g->ctas / cluster-th cluster of tiles), else one per tile. */
 int64_t ir_hopper_gemm_grid(const ir_hopper_gemm_t *g, int64_t tiles);
+/* CTAs per cluster (1: none) and whether they lie along N (sharing A). */
+int ir_hopper_gemm_cluster_size(const ir_hopper_gemm_t *g);
+/* Whether the cluster fits a GEMM of m x n (a batch of them): the shared
+ * operand is K-major (TMA multicasts it), the tiles along the cluster's
+ * dimension divide into whole clusters and its slices are whole 8-row
+ * 128B swizzle atoms.  Else false with the reason in *why. */
+bool ir_hopper_gemm_cluster_ok(const ir_hopper_gemm_t *g, const ir_hopper_shape_t *sh, const char **why);
 
 #endif

@@ -239,7 +239,9 @@ static void launcher(const ms_candidate_t *cand, tn_buf_t *o) {
                     t >= 0 && t < (int)TN_ARRAY_LEN(cuda_ptr_type) ? cuda_ptr_type[t] : "void", i);
     }
     for (int i = 0; i < kd->nmaps; i++) tn_buf_printf(o, ", %s", kd->maps[i].name);
-    tn_buf_put(o, ");\n    });\n  }\n");
+    tn_buf_put(o, ");\n    }");
+    if (kd->cluster > 1) tn_buf_printf(o, ", %d", kd->cluster); /* the kernel's __cluster_dims__ */
+    tn_buf_put(o, ");\n  }\n");
   }
   tn_buf_put(o, "  return 0;\n}\n");
 }

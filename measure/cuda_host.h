@@ -4,7 +4,7 @@
  * candidate's exact CUDA source as C++ with this header in front and a
  * launcher behind (`int tuned_entry_<kernel>(void **args)`, one tuned_host::launch per
  * kernel), so that the worker's CPU backend runs and verifies it like any
- * CPU candidate.  A kernel is run block after block; the threads of a block
+ * CPU candidate.  A kernel is run block after block (cluster after cluster); the threads of a block
  * are coroutines (ucontext) that run one at a time, each until its next
  * barrier, in an order shuffled at every barrier: a missing __syncthreads
  * shows up as a wrong result.  Warp shuffles are exchanges at warp-wide
@@ -26,7 +26,9 @@
  * Hopper's wgmma meets a warpgroup (128 threads) and reads A and B through
  * their shared-memory descriptors; its results land at wgmma.wait_group,
  * mbarriers count arrivals and transaction bytes by phase, and TMA tiles
- * land when their phase completes (see "Hopper" below for what is checked). */
+ * land when their phase completes (see "Hopper" below for what is checked).
+ * A launch with clusters (__cluster_dims__) runs each cluster's CTAs
+ * together, taking turns, each with its own shared memory ("Clusters"). */
 #ifndef TUNED_CUDA_HOST_H
 #define TUNED_CUDA_HOST_H
 
@@ -134,7 +136,7 @@ static inline __nv_bfloat16 __float2bfloat16(float f) {
 
 namespace tuned_host {
 
-enum { RUN, AT_BARRIER, AT_WARP, AT_WARPGROUP, AT_MBAR, DONE };
+enum { RUN, AT_BARRIER, AT_WARP, AT_WARPGROUP, AT_MBAR, AT_CLUSTER, DONE };
 
 /* A cp.async copy in flight: its source read when issued, its destination
  * written when the issuing thread waits for its group. */
@@ -149,6 +151,7 @@ struct thread {
   ucontext_t ctx;
   dim3 idx;
   int lin, state;
+  int cta; /* its CTA's rank in the cluster */
   uint64_t slot; /* a value offered to the warp's shuffle */
   unsigned shuffles;
   std::vector<pending_copy> copies;
@@ -183,6 +186,7 @@ inline char *stacks;
 inline size_t nstacks;
 inline uint64_t rng = 0x9e3779b97f4a7c15ull;
 inline const char *kernel_name = "";
+inline int cluster_size = 1; /* CTAs of the launch's clusters (__cluster_dims__ along x), run together */
 
 /* Each thread's stack: 1 MiB (a thread's local arrays are under 512 KiB),
  * reserved lazily, with a guard page below it. */
@@ -228,48 +232,34 @@ inline void ensure_stacks(size_t n) {
   for (size_t i = 0; i < n; i++) mprotect(stacks + i * STACK, (size_t)page, PROT_NONE);
 }
 
-/* Releases the threads waiting at warp or block barriers, if every live
- * thread of the group waits there; false when nothing can move. */
-inline bool release(int n) {
+/* Releases the resident CTA's threads waiting at warp or warpgroup meeting
+ * points where every live thread of the group waits there. */
+inline bool release_groups(int n) {
   bool moved = false;
-  for (int w = 0; w < n; w += 32) {
-    int live = 0, waiting = 0;
-    for (int i = w; i < n && i < w + 32; i++) {
-      live += threads[i].state != DONE;
-      waiting += threads[i].state == AT_WARP;
+  for (int size = 32; size <= 128; size *= 4) /* warps (shuffles, wmma), warpgroups (wgmma) */
+    for (int w = 0; w < n; w += size) {
+      int live = 0, waiting = 0, state = size == 32 ? AT_WARP : AT_WARPGROUP;
+      for (int i = w; i < n && i < w + size; i++) {
+        live += threads[i].state != DONE;
+        waiting += threads[i].state == state;
+      }
+      if (waiting && waiting == live) {
+        for (int i = w; i < n && i < w + size; i++)
+          if (threads[i].state == state) threads[i].state = RUN;
+        moved = true;
+      }
     }
-    if (waiting && waiting == live) {
-      for (int i = w; i < n && i < w + 32; i++)
-        if (threads[i].state == AT_WARP) threads[i].state = RUN;
-      moved = true;
-    }
-  }
-  for (int w = 0; w < n; w += 128) { /* warpgroups (wgmma) */
-    int live = 0, waiting = 0;
-    for (int i = w; i < n && i < w + 128; i++) {
-      live += threads[i].state != DONE;
-      waiting += threads[i].state == AT_WARPGROUP;
-    }
-    if (waiting && waiting == live) {
-      for (int i = w; i < n && i < w + 128; i++)
-        if (threads[i].state == AT_WARPGROUP) threads[i].state = RUN;
-      moved = true;
-    }
-  }
-  if (moved) return true;
-  int live = 0, waiting = 0, sleeping = 0;
+  return moved;
+}
+
+/* The resident CTA's __syncthreads, once every live thread waits there. */
+inline bool release_barrier(int n) {
+  int live = 0, waiting = 0;
   for (int i = 0; i < n; i++) {
     live += threads[i].state != DONE;
     waiting += threads[i].state == AT_BARRIER;
-    sleeping += threads[i].state == AT_MBAR;
   }
-  if (live == 0) return false;
-  if (sleeping)
-    fail("%s", "deadlock: threads wait for an mbarrier phase that cannot complete (too few arrivals or "
-               "transaction bytes), while the others wait at barriers or have exited");
-  if (waiting != live)
-    fail("%s", "deadlock: some threads wait at __syncthreads while others wait at a warp shuffle or warpgroup "
-               "operation");
+  if (!waiting || waiting != live) return false;
   if (live != n) fail("%s", "__syncthreads reached by some threads of the block after others exited");
   for (int i = 0; i < n; i++) threads[i].state = RUN;
   return true;
@@ -277,6 +267,9 @@ inline bool release(int n) {
 
 inline void hopper_block_start(int n);
 inline void hopper_block_end();
+inline void cta_enter(int rank, bool bytes);
+inline void cluster_setup(int n, int cluster);
+inline void cluster_released();
 
 /* Thread i's context: its own stack, back to the scheduler when it returns.
  * Apart from run_block, whose loop variables the compiler would otherwise
@@ -289,15 +282,17 @@ __attribute__((noinline)) inline void start_context(thread &t, int i) {
   makecontext(&t.ctx, (void (*)())trampoline, 0);
 }
 
-inline void run_block(int n) {
+/* CTA `rank` of the cluster (resident) at its start: its shared memory
+ * poisoned, its threads at the kernel's first line. */
+inline void start_block(int n, int rank) {
   uintptr_t lo = (uintptr_t)__start_tuned_shared, hi = (uintptr_t)__stop_tuned_shared;
   if (lo && hi > lo) memset(__start_tuned_shared, 0xFF, hi - lo); /* NaN bytes, as cuda_prepare's poison */
-  std::vector<int> order((size_t)n);
   warps.assign((size_t)(n + 31) / 32, warp_state{0, {0}});
   hopper_block_start(n);
   for (int i = 0; i < n; i++) {
     thread &t = threads[(size_t)i];
     t.lin = i;
+    t.cta = rank;
     t.idx = dim3{(unsigned)i % block_dim.x, (unsigned)i / block_dim.x % block_dim.y,
                  (unsigned)i / (block_dim.x * block_dim.y)};
     t.state = RUN;
@@ -308,47 +303,111 @@ inline void run_block(int n) {
     t.wg_ops = t.wg_fences = 0;
     t.wg_pending.clear();
     t.mbar_spin = t.mbar_wait = NULL;
-    start_context(t, i);
+    start_context(t, rank * n + i);
   }
-  for (;;) {
-    int k = 0;
-    for (int i = 0; i < n; i++)
-      if (threads[(size_t)i].state == RUN) order[(size_t)k++] = i;
-    if (k == 0) {
-      if (!release(n)) break;
-      continue;
-    }
-    for (int i = k - 1; i > 0; i--) { /* a new order at every meeting point */
-      int j = (int)(next_random() % (uint64_t)(i + 1)), x = order[(size_t)i];
-      order[(size_t)i] = order[(size_t)j];
-      order[(size_t)j] = x;
-    }
-    for (int i = 0; i < k; i++) {
-      cur = &threads[(size_t)order[(size_t)i]];
-      swapcontext(&sched, &cur->ctx);
-    }
-  }
-  hopper_block_end();
 }
 
-/* Runs kernel `k` (a call of it with the launch's arguments) over the grid. */
-inline void launch(const char *name, dim3 grid, dim3 block, const std::function<void()> &k) {
+/* When no thread can run: the meeting points whose threads all came
+ * (warps, warpgroups, each CTA's __syncthreads, then the cluster's
+ * barrier) release them; false when every thread exited, and a deadlock
+ * (stopped with its reason) when nothing else can move. */
+inline bool release(int n) {
+  bool moved = false;
+  for (int r = 0; r < cluster_size; r++) {
+    cta_enter(r, false);
+    moved |= release_groups(n);
+  }
+  for (int r = 0; r < cluster_size && !moved; r++) {
+    cta_enter(r, false);
+    moved |= release_barrier(n);
+  }
+  if (moved) return true;
+  int live = 0, at_cluster = 0, sleeping = 0;
+  for (int r = 0; r < cluster_size; r++) {
+    cta_enter(r, false);
+    for (int i = 0; i < n; i++) {
+      live += threads[i].state != DONE;
+      at_cluster += threads[i].state == AT_CLUSTER;
+      sleeping += threads[i].state == AT_MBAR;
+    }
+  }
+  if (live == 0) return false;
+  if (sleeping)
+    fail("%s", "deadlock: threads wait for an mbarrier phase that cannot complete (too few arrivals or "
+               "transaction bytes), while the others wait at barriers or have exited");
+  if (at_cluster != live)
+    fail("%s", "deadlock: some threads wait at __syncthreads or barrier.cluster while others wait at a warp shuffle, "
+               "warpgroup operation or the other barrier");
+  for (int r = 0; r < cluster_size; r++) { /* barrier.cluster: every thread of the cluster that has not exited */
+    cta_enter(r, false);
+    for (int i = 0; i < n; i++)
+      if (threads[i].state == AT_CLUSTER) threads[i].state = RUN;
+    cluster_released();
+  }
+  return true;
+}
+
+/* Runs the cluster whose first CTA is `first` (one CTA without clusters):
+ * its CTAs start together and run in turns, each with its own shared
+ * memory, in an order shuffled at every turn, until all their threads
+ * exited. */
+inline void run_cluster(int n, dim3 first) {
+  for (int r = 0; r < cluster_size; r++) {
+    cta_enter(r, true);
+    block_idx = dim3{first.x + (unsigned)r, first.y, first.z};
+    start_block(n, r);
+  }
+  std::vector<int> order((size_t)n), ctas((size_t)cluster_size);
+  for (;;) {
+    bool ran = false;
+    for (int r = 0; r < cluster_size; r++) ctas[(size_t)r] = r;
+    for (int i = cluster_size - 1; i > 0; i--) {
+      int j = (int)(next_random() % (uint64_t)(i + 1)), x = ctas[(size_t)i];
+      ctas[(size_t)i] = ctas[(size_t)j];
+      ctas[(size_t)j] = x;
+    }
+    for (int q = 0; q < cluster_size; q++) {
+      cta_enter(ctas[(size_t)q], true);
+      int k = 0;
+      for (int i = 0; i < n; i++)
+        if (threads[(size_t)i].state == RUN) order[(size_t)k++] = i;
+      for (int i = k - 1; i > 0; i--) { /* a new order at every meeting point */
+        int j = (int)(next_random() % (uint64_t)(i + 1)), x = order[(size_t)i];
+        order[(size_t)i] = order[(size_t)j];
+        order[(size_t)j] = x;
+      }
+      for (int i = 0; i < k; i++) {
+        cur = &threads[(size_t)order[(size_t)i]];
+        swapcontext(&sched, &cur->ctx);
+      }
+      ran |= k > 0;
+    }
+    if (!ran && !release(n)) break;
+  }
+  for (int r = cluster_size - 1; r >= 0; r--) {
+    cta_enter(r, true);
+    hopper_block_end();
+  }
+}
+
+/* Runs kernel `k` (a call of it with the launch's arguments) over the grid,
+ * in clusters of `cluster` CTAs along x (its __cluster_dims__). */
+inline void launch(const char *name, dim3 grid, dim3 block, const std::function<void()> &k, int cluster = 1) {
   kernel_name = name;
   grid_dim = grid;
   block_dim = block;
   int n = (int)(block.x * block.y * block.z);
   if (n < 1 || n > 1024) fail("%s", "a block of 1 to 1024 threads is needed");
-  if (threads.size() < (size_t)n) threads.resize((size_t)n);
-  ensure_stacks((size_t)n);
+  if (cluster < 1 || cluster > 8 || grid.x % (unsigned)cluster)
+    fail("%s", "a cluster of 1 to 8 CTAs along x that divide the grid is needed");
+  cluster_setup(n, cluster);
+  ensure_stacks((size_t)n * (size_t)cluster);
   body = &k;
   const char *seed = getenv("TUNED_HOST_SEED");
   rng = seed && *seed ? strtoull(seed, NULL, 10) * 0x9e3779b97f4a7c15ull + 1 : 0x9e3779b97f4a7c15ull;
   for (unsigned z = 0; z < grid.z; z++)
     for (unsigned y = 0; y < grid.y; y++)
-      for (unsigned x = 0; x < grid.x; x++) {
-        block_idx = dim3{x, y, z};
-        run_block(n);
-      }
+      for (unsigned x = 0; x < grid.x; x += (unsigned)cluster) run_cluster(n, dim3{x, y, z});
   cur = NULL;
 }
 
@@ -601,6 +660,7 @@ struct mbarrier {
   unsigned expected, pending, phase;
   long long tx; /* transaction bytes expected and not yet complete */
   std::vector<unsigned> clock, done; /* arrivals' clocks: gathering, and at the last completed phase */
+  bool published; /* a barrier.cluster since its init: the cluster's other CTAs may use it */
 };
 
 /* A tensor map as the harness encodes it (tensor_map_2d): what
@@ -647,6 +707,99 @@ inline std::vector<unsigned> hb_barrier;             /* what __syncthreads hands
 inline std::vector<hb_write> hb_writes;              /* per 16 shared bytes */
 inline std::vector<hb_write> hb_reads;               /* per 16 shared bytes: the last completed wgmma read */
 inline std::vector<unsigned short> wg_reading;        /* per 16 shared bytes: wgmmas in flight that read them */
+inline std::vector<unsigned> hb_cluster;             /* what barrier.cluster hands on */
+
+/* Clusters: the CTAs of one run together (run_cluster), one resident at a
+ * time: its state in the globals above, its shared memory in the shared
+ * section; the others' in their slots, swapped in at their turn.  What a
+ * thread does to another CTA of its cluster (a remote mbarrier arrival, a
+ * multicast TMA copy) runs with that CTA's state resident (on_cta); the
+ * vector clocks are the cluster's, so an arrival from another CTA orders
+ * what its thread did before, and a copy into a CTA over a stage whose
+ * wgmma reads no phase ordered before the copy stops the run. */
+struct cta_slot {
+  dim3 idx;
+  std::vector<thread> threads;
+  std::vector<warp_state> warps;
+  std::vector<warpgroup_state> warpgroups;
+  std::vector<mbarrier> mbars;
+  std::vector<unsigned char> proxy_view;
+  std::vector<tma_copy> tma_copies;
+  std::vector<unsigned short> tma_flying, wg_reading;
+  std::vector<hb_write> hb_writes, hb_reads;
+  std::vector<unsigned> hb_barrier;
+  std::vector<unsigned char> shared; /* the CTA's shared memory while another's is in the section */
+};
+inline std::vector<cta_slot> cta_slots;
+inline size_t shared_size();
+inline int state_rank, bytes_rank; /* the CTA whose state, and whose shared memory, is resident */
+
+inline void cta_swap(cta_slot &c) {
+  std::swap(c.idx, block_idx);
+  c.threads.swap(threads);
+  c.warps.swap(warps);
+  c.warpgroups.swap(warpgroups);
+  c.mbars.swap(mbars);
+  c.proxy_view.swap(proxy_view);
+  c.tma_copies.swap(tma_copies);
+  c.tma_flying.swap(tma_flying);
+  c.wg_reading.swap(wg_reading);
+  c.hb_writes.swap(hb_writes);
+  c.hb_reads.swap(hb_reads);
+  c.hb_barrier.swap(hb_barrier);
+}
+
+/* Makes CTA `rank` resident: its state, and (bytes) its shared memory. */
+inline void cta_enter(int rank, bool bytes) {
+  if (rank != state_rank) {
+    cta_swap(cta_slots[(size_t)state_rank]); /* the globals to their slot */
+    cta_swap(cta_slots[(size_t)rank]);
+    state_rank = rank;
+  }
+  if (bytes && rank != bytes_rank) {
+    size_t n = shared_size();
+    if (n) {
+      memcpy(cta_slots[(size_t)bytes_rank].shared.data(), __start_tuned_shared, n);
+      memcpy(__start_tuned_shared, cta_slots[(size_t)rank].shared.data(), n);
+    }
+    bytes_rank = rank;
+  }
+}
+
+/* A launch's clusters of `cluster` CTAs of n threads: a slot each; CTA 0's state in the globals. */
+inline void cluster_setup(int n, int cluster) {
+  cta_enter(0, true);
+  cluster_size = cluster;
+  cta_slots.resize((size_t)cluster);
+  if (threads.size() < (size_t)n) threads.resize((size_t)n);
+  for (int r = 1; r < cluster; r++)
+    if (cta_slots[(size_t)r].threads.size() < (size_t)n) cta_slots[(size_t)r].threads.resize((size_t)n);
+  for (cta_slot &c : cta_slots) c.shared.assign(shared_size(), 0);
+}
+
+/* After a barrier.cluster: the resident CTA's mbarriers set up so far are the cluster's to use. */
+inline void cluster_released() {
+  for (mbarrier &m : mbars) m.published = true;
+}
+
+inline int block_threads() { return (int)(block_dim.x * block_dim.y * block_dim.z); }
+
+/* The current thread's index in the cluster's vector clocks. */
+inline size_t hb_self() { return (size_t)cur->cta * (size_t)block_threads() + (size_t)cur->lin; }
+
+/* Runs f with CTA `rank` of the cluster resident (its state, not its shared
+ * bytes), for op of the current thread: that CTA must not have exited. */
+template <typename F> void on_cta(int rank, const char *op, F f) {
+  if (rank < 0 || rank >= cluster_size) fail("%s: a CTA rank outside the cluster", op);
+  int home = state_rank, n = block_threads(), live = 0;
+  cta_enter(rank, false);
+  for (int i = 0; i < n; i++) live += threads[(size_t)i].state != DONE;
+  if (!live)
+    fail("%s reaches a CTA of the cluster that has exited (no barrier.cluster kept it until its peers were done)",
+         op);
+  f();
+  cta_enter(home, false);
+}
 
 /* What a thread brings to a warpgroup-wide operation. */
 struct wg_args {
@@ -663,6 +816,7 @@ inline size_t shared_size() { return (size_t)(__stop_tuned_shared - __start_tune
 inline void hopper_block_start(int n) {
   hb_clocks.clear();
   hb_barrier.clear();
+  hb_cluster.clear();
   hb_writes.assign(shared_size() / 16 + 1, hb_write{-1, 0});
   hb_reads.assign(shared_size() / 16 + 1, hb_write{-1, 0});
   wg_reading.assign(shared_size() / 16 + 1, 0);
@@ -684,13 +838,12 @@ inline size_t shared_offset(const void *p, const char *what) {
 /* The vector clocks, made at the block's first use: thread i at 1 for itself. */
 inline std::vector<unsigned> &hb_clock() {
   if (hb_clocks.empty()) {
-    size_t n = threads.size() < (size_t)(block_dim.x * block_dim.y * block_dim.z) ? threads.size()
-                                                                                  : (size_t)(block_dim.x * block_dim.y * block_dim.z);
+    size_t n = (size_t)block_threads() * (size_t)cluster_size;
     hb_clocks.assign(n, std::vector<unsigned>(n, 0));
     for (size_t i = 0; i < n; i++) hb_clocks[i][i] = 1;
     hb_barrier.assign(n, 0);
   }
-  return hb_clocks[(size_t)cur->lin];
+  return hb_clocks[hb_self()];
 }
 
 inline void hb_join(std::vector<unsigned> &into, const std::vector<unsigned> &from) {
@@ -703,7 +856,7 @@ inline void hb_join(std::vector<unsigned> &into, const std::vector<unsigned> &fr
 inline void hb_release(std::vector<unsigned> &to) {
   std::vector<unsigned> &c = hb_clock();
   hb_join(to, c);
-  c[(size_t)cur->lin]++;
+  c[hb_self()]++;
 }
 
 /* Stores (or a TMA copy's, `what`) over shared bytes at `off` must come
@@ -714,7 +867,7 @@ inline void hb_check_overwrite(size_t off, const char *what = "ordinary stores")
     fail("%s over shared memory that a wgmma.mma_async in flight reads (wait for the stage's empty mbarrier phase "
          "first)", what);
   const hb_write &r = hb_reads[off / 16];
-  if (r.thread >= 0 && r.thread != cur->lin && hb_clock()[(size_t)r.thread] < r.clock) {
+  if (r.thread >= 0 && (size_t)r.thread != hb_self() && hb_clock()[(size_t)r.thread] < r.clock) {
     char msg[160];
     snprintf(msg, sizeof msg, "%s over shared memory that the wgmma of thread %d's warpgroup read", what, r.thread);
     fail("%s, with no mbarrier phase ordering that wgmma's wait_group before the stores (wait for the stage's empty "
@@ -766,7 +919,7 @@ inline const unsigned char *wg_chunk_at(uint64_t desc, int row, int kc, const ch
   if (memcmp(p, proxy_view.data() + off, 16))
     fail("%s reads shared memory written by ordinary stores with no fence.proxy.async since", what);
   const hb_write &w = hb_writes[off / 16];
-  if (w.thread >= 0 && w.thread != cur->lin && hb_clock()[(size_t)w.thread] < w.clock) {
+  if (w.thread >= 0 && (size_t)w.thread != hb_self() && hb_clock()[(size_t)w.thread] < w.clock) {
     char msg[160];
     snprintf(msg, sizeof msg, "%s reads shared memory that thread %d stored and fenced", what, w.thread);
     fail("%s, with no mbarrier phase or __syncthreads ordering the store before the read (wait for the stage's "
@@ -862,7 +1015,7 @@ inline void wg_wait(int n) {
       for (const wg_chunk &c : w.ops[i].chunks) {
         if (memcmp(c.p, c.b, 16)) fail("%s", "shared memory that a wgmma.mma_async reads changed before its wgmma.wait_group");
         size_t at = (size_t)((const char *)c.p - __start_tuned_shared) / 16;
-        hb_reads[at] = hb_write{cur->lin, hb_clock()[(size_t)cur->lin]};
+        hb_reads[at] = hb_write{(int)hb_self(), hb_clock()[hb_self()]};
         wg_reading[at]--;
       }
     }
@@ -887,11 +1040,18 @@ inline void wg_touch(wg_acc &a, int i) {
   a.touch = cur->wg_fences + 1;
 }
 
+/* The resident CTA's mbarrier at bar; used from another CTA of the cluster
+ * (on_cta), only once a barrier.cluster followed its init. */
 inline mbarrier &mbar(const void *bar, const char *op) {
   if ((uintptr_t)bar % 8) fail("%s: the mbarrier is not 8-byte aligned", op);
   shared_offset(bar, op);
   for (mbarrier &m : mbars)
-    if (m.addr == bar) return m;
+    if (m.addr == bar) {
+      if (cur && cur->cta != state_rank && !m.published)
+        fail("%s on an mbarrier of another CTA of the cluster with no barrier.cluster since its mbarrier.init "
+             "(it may not be set up yet)", op);
+      return m;
+    }
   fail("%s on an mbarrier that mbarrier.init has not set up", op);
 }
 
@@ -1010,16 +1170,19 @@ inline void tensor_map_2d(void *map, const void *base, int elem, uint64_t width,
 }
 
 /* cp.async.bulk.tensor.2d: the box is read now (zeros outside the tensor)
- * and lands when bar's phase completes. */
-inline void tma_load_2d(void *dst, const void *map, int x, int y, void *bar) {
-  const char *op = "cp.async.bulk.tensor.2d";
+ * and lands when bar's phase completes: in this CTA's shared memory, or
+ * (multicast) at the same place in each CTA of the cluster that `mask`
+ * names, completing the bytes of the mbarrier at bar's place in each. */
+inline void tma_load_2d(void *dst, const void *map, int x, int y, void *bar, unsigned mask = 0) {
+  const char *op = mask ? "cp.async.bulk.tensor.2d (multicast::cluster)" : "cp.async.bulk.tensor.2d";
   tma_map m;
   memcpy(&m, map, sizeof m);
   if (m.magic != TMA_MAGIC) fail("%s: the tensor map was not made by cuTensorMapEncodeTiled (tensor_map_2d)", op);
+  if (mask >> cluster_size) fail("%s: the CTA mask names CTAs outside the cluster", op);
   size_t off = shared_offset(dst, op), row = (size_t)m.box[0] * (size_t)m.elem;
   if (off % 128) fail("%s: the shared-memory destination is not 128-byte aligned", op);
   if (off + row * m.box[1] > shared_size()) fail("%s: the box does not fit in shared memory there", op);
-  mbar(bar, op);
+  shared_offset(bar, op);
   tma_copy c = {bar, off, m.swizzle, std::vector<unsigned char>(row * m.box[1], 0)};
   for (unsigned r = 0; r < m.box[1]; r++)
     for (unsigned e = 0; e < m.box[0]; e++) {
@@ -1028,12 +1191,18 @@ inline void tma_load_2d(void *dst, const void *map, int x, int y, void *bar) {
         memcpy(&c.data[r * row + e * (size_t)m.elem], m.base + (uint64_t)gy * m.stride + (uint64_t)gx * (uint64_t)m.elem,
                (size_t)m.elem);
     }
-  for (size_t o = 0; o < c.data.size(); o += 16) { /* written from now on, in the background */
-    hb_check_overwrite(swizzled(off + o, m.swizzle), "a TMA copy");
-    tma_flying[swizzled(off + o, m.swizzle) / 16]++;
-  }
-  tma_copies.push_back(std::move(c));
-  mbar_progress(mbar(bar, op));
+  auto issue = [&] { /* into the resident CTA: written from now on, in the background */
+    mbar(bar, op);
+    for (size_t o = 0; o < c.data.size(); o += 16) {
+      hb_check_overwrite(swizzled(off + o, m.swizzle), mask ? "a multicast TMA copy" : "a TMA copy");
+      tma_flying[swizzled(off + o, m.swizzle) / 16]++;
+    }
+    tma_copies.push_back(c);
+    mbar_progress(mbar(bar, op));
+  };
+  if (!mask) issue();
+  for (int r = 0; r < cluster_size; r++)
+    if (mask >> r & 1) on_cta(r, op, issue);
 }
 
 inline void hopper_block_end() {
@@ -1043,11 +1212,17 @@ inline void hopper_block_end() {
 } /* namespace tuned_host */
 
 #define __grid_constant__
+#define __cluster_dims__(x, y, z) /* the launcher passes the cluster (tuned_host::launch) */
 struct alignas(64) tuned_tensor_map {
   unsigned long long opaque[16];
 };
 inline void tuned_tma_load_2d(void *dst, const tuned_tensor_map *map, int x, int y, unsigned long long *bar) {
   tuned_host::tma_load_2d(dst, map, x, y, bar);
+}
+inline void tuned_tma_load_2d_multicast(void *dst, const tuned_tensor_map *map, int x, int y, unsigned long long *bar,
+                                        unsigned short mask) {
+  if (!mask) tuned_host::fail("%s", "cp.async.bulk.tensor.2d (multicast::cluster): an empty CTA mask");
+  tuned_host::tma_load_2d(dst, map, x, y, bar, mask);
 }
 
 inline size_t __cvta_generic_to_shared(const void *p) { return tuned_host::shared_offset(p, "__cvta_generic_to_shared"); }
@@ -1107,7 +1282,7 @@ inline void tuned_fence_proxy_async() {
   for (size_t o = 0; o + 16 <= tuned_host::proxy_view.size(); o += 16) /* the bytes this thread stored */
     if (memcmp(sh + o, tuned_host::proxy_view.data() + o, 16)) {
       tuned_host::hb_check_overwrite(o);
-      tuned_host::hb_writes[o / 16] = tuned_host::hb_write{tuned_host::cur->lin, c[(size_t)tuned_host::cur->lin]};
+      tuned_host::hb_writes[o / 16] = tuned_host::hb_write{(int)tuned_host::hb_self(), c[tuned_host::hb_self()]};
     }
   memcpy(tuned_host::proxy_view.data(), __start_tuned_shared, tuned_host::proxy_view.size());
 }
@@ -1117,10 +1292,10 @@ inline void tuned_mbar_init(unsigned long long *bar, unsigned count) {
   tuned_host::shared_offset(bar, "mbarrier.init");
   for (tuned_host::mbarrier &m : tuned_host::mbars)
     if (m.addr == bar) {
-      m = tuned_host::mbarrier{bar, count, count, 0, 0, {}, {}};
+      m = tuned_host::mbarrier{bar, count, count, 0, 0, {}, {}, false};
       return;
     }
-  tuned_host::mbars.push_back(tuned_host::mbarrier{bar, count, count, 0, 0, {}, {}});
+  tuned_host::mbars.push_back(tuned_host::mbarrier{bar, count, count, 0, 0, {}, {}, false});
 }
 inline unsigned long long tuned_mbar_arrive(unsigned long long *bar) {
   return tuned_host::mbar_arrive(bar, 0, "mbarrier.arrive");
@@ -1132,6 +1307,21 @@ inline void tuned_mbar_expect_tx(unsigned long long *bar, unsigned bytes) {
   tuned_host::mbar(bar, "mbarrier.expect_tx").tx += bytes;
 }
 inline bool tuned_mbar_try_wait(unsigned long long *bar, unsigned parity) { return tuned_host::mbar_try_wait(bar, parity); }
+
+/* Clusters (run_cluster): an arrival on the mbarrier at bar's place in CTA
+ * `rank`, which must be set up (a barrier.cluster after its init) and not
+ * have exited; barrier.cluster over the threads of every CTA of the cluster
+ * that have not exited, everything before it happening before what follows. */
+inline void tuned_mbar_arrive_cluster(unsigned long long *bar, unsigned rank) {
+  const char *op = "mbarrier.arrive.release.cluster";
+  tuned_host::on_cta((int)rank, op, [&] { tuned_host::mbar_arrive(bar, 0, op); });
+}
+inline void tuned_fence_mbarrier_init() {}
+inline void tuned_cluster_sync() {
+  tuned_host::hb_release(tuned_host::hb_cluster);
+  tuned_host::wait(tuned_host::AT_CLUSTER);
+  tuned_host::hb_join(tuned_host::hb_clock(), tuned_host::hb_cluster);
+}
 
 #define threadIdx (tuned_host::cur->idx)
 #define blockIdx (tuned_host::block_idx)

@@ -19,8 +19,14 @@
  * stores, 1: the K-major operands by cp.async.bulk.tensor (only offered
  * where one is K-major)} and the grid {0: a CTA per tile, the target's
  * sm_count: a persistent grid whose CTAs loop over the tiles (only offered
- * where the target has an sm_count)}.  Combinations the target cannot hold (shared memory, accumulator
- * registers) are refused by the verify postprocessor with the reason.  The
+ * where the target has an sm_count)} and the thread-block cluster {1: none,
+ * 2: two CTAs along M sharing each stage's B tile, -2: along N sharing A;
+ * each CTA brings its half of the shared tile by TMA multicast into both,
+ * whatever the TMA decision (which then decides the other operand's
+ * copies); only offered where the shared operand is K-major, and with the
+ * persistent grid too, whose CTAs then take whole clusters of tiles}.  Combinations the target cannot
+ * hold (shared memory, accumulator registers) are refused by the verify
+ * postprocessor with the reason.  The
  * loops are what a SIMT lowering would run (each thread a row of the tile),
  * so the schedule stays a correct program for every other consumer of the
  * IR.  An elementwise consumer of the output (its float16 rounding, a bias,
@@ -97,12 +103,14 @@ static int transpose_operand(sch_t *s, const tn_target_t *t, const char *block, 
 }
 
 typedef struct decisions {
-  sch_rv_t wg, mf, bn, stages, group, producer, tma, ctas;
+  sch_rv_t wg, mf, bn, stages, group, producer, tma, ctas, cluster;
 } decisions_t;
 
 /* The decisions, their candidates cut to what divides the block's extents;
  * TMA only where an operand is K-major, a persistent grid only where the
- * target says how many SMs it has. */
+ * target says how many SMs it has, a cluster along M (N) only where B (A)
+ * is K-major and M (N) holds two 64-row tiles at least (a tile that does
+ * not pair up is refused by the verifier, ir_hopper_gemm_cluster_ok). */
 static int sample_all(sch_t *s, const tn_target_t *t, const smp_roles_t *r, const ir_hopper_shape_t *sh,
                       decisions_t *d, tn_err_t *err) {
   static const int64_t two[] = {1, 2}, ns[] = {64, 128, 192, 256}, stages[] = {2, 3, 4, 5, 6},
@@ -118,7 +126,10 @@ static int sample_all(sch_t *s, const tn_target_t *t, const smp_roles_t *r, cons
   SMP_TRY(sample(s, groups, all, 4, &d->group, err));
   SMP_TRY(sample(s, off_on, all, 2, &d->producer, err));
   SMP_TRY(sample(s, off_on, tma_ok, 2, &d->tma, err));
-  return sample(s, ctas, ctas_ok, 2, &d->ctas, err);
+  SMP_TRY(sample(s, ctas, ctas_ok, 2, &d->ctas, err));
+  static const int64_t clusters[] = {1, 2, -2};
+  bool cluster_ok[3] = {true, sh->b_k_inner && sh->m % 128 == 0, sh->a_k_inner && sh->n % 128 == 0};
+  return sample(s, clusters, cluster_ok, 3, &d->cluster, err);
 }
 
 /* The GEMM's one consumer, when it is an elementwise epilogue of the
@@ -192,7 +203,8 @@ static int tile(sch_t *s, const tn_target_t *t, const char *block, const smp_rol
   SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_GROUP, sch_arg_rv(d.group), err));
   SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_PRODUCER, sch_arg_rv(d.producer), err));
   SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_TMA, sch_arg_rv(d.tma), err));
-  return sch_annotate(s, b, IR_ANN_HOPPER_CTAS, sch_arg_rv(d.ctas), err);
+  SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_CTAS, sch_arg_rv(d.ctas), err));
+  return sch_annotate(s, b, IR_ANN_HOPPER_CLUSTER, sch_arg_rv(d.cluster), err);
 }
 
 int smp_rule_multi_level_tiling_hopper(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,

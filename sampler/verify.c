@@ -262,6 +262,11 @@ static int check_hopper(kernel_use_t *k, const tn_target_t *t, tn_err_t *err) {
     return tn_err_set(err, TN_ERANGE, "block \"%s\": %d m64 blocks x N %d keep %d accumulator registers per thread "
                       "(at most %d fit without spilling)", k->hopper->name, g.m_frags, g.n_tile,
                       ir_hopper_gemm_acc_regs(&g), HOPPER_MAX_ACC_REGS);
+  ir_hopper_shape_t sh;
+  const char *bad = NULL;
+  if (ir_hopper_gemm_shape(k->hopper, &sh, &bad) && !ir_hopper_gemm_cluster_ok(&g, &sh, &bad))
+    return tn_err_set(err, TN_EINVAL, "block \"%s\": a cluster of %d CTAs along %s: %s", k->hopper->name,
+                      ir_hopper_gemm_cluster_size(&g), g.cluster < 0 ? "N" : "M", bad);
   k->threads = ir_hopper_gemm_threads(&g);
   k->shared = ir_hopper_gemm_smem(&g);
   tn_buf_reset(&k->detail);

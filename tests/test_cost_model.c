@@ -109,7 +109,9 @@ START_TEST(t_layout) {
   ck_assert_str_eq(cm_feature_name(178), "hopper_wgmma");
   ck_assert_str_eq(cm_feature_name(188), "hopper_tiles");
   ck_assert_str_eq(cm_feature_name(189), "hopper_tma");
-  ck_assert_str_eq(cm_feature_name(CM_NUM_FEATURES - 1), "hopper_last_wave");
+  ck_assert_str_eq(cm_feature_name(195), "hopper_last_wave");
+  ck_assert_str_eq(cm_feature_name(196), "hopper_cluster");
+  ck_assert_str_eq(cm_feature_name(CM_NUM_FEATURES - 1), "hopper_multicast_bytes");
   ck_assert_ptr_null(cm_feature_name(CM_NUM_FEATURES));
   ck_assert_ptr_null(cm_feature_name(-1));
   for (int i = 0; i < CM_NUM_FEATURES; i++) {
@@ -797,7 +799,7 @@ END_TEST
 
 /* The decisions of the Hopper rule (sampler/rules_hopper.c). */
 typedef struct hopper_dec {
-  int wg, mf, n_tile, stages, group, producer, tma, ctas;
+  int wg, mf, n_tile, stages, group, producer, tma, ctas, cluster;
 } hopper_dec_t;
 
 /* The float16 matmul's Acc block as the Hopper rule leaves it: the loops
@@ -825,7 +827,8 @@ static sch_t *hopper_schedule(const ir_func_t *f, const hopper_dec_t *d) {
     int v;
   } ann[] = {{IR_ANN_HOPPER_GEMM, 1},           {IR_ANN_HOPPER_WARPGROUPS, d->wg},   {IR_ANN_HOPPER_M_FRAGS, d->mf},
              {IR_ANN_HOPPER_N_TILE, d->n_tile}, {IR_ANN_HOPPER_STAGES, d->stages},   {IR_ANN_HOPPER_GROUP, d->group},
-             {IR_ANN_HOPPER_PRODUCER, d->producer}, {IR_ANN_HOPPER_TMA, d->tma},         {IR_ANN_HOPPER_CTAS, d->ctas}};
+             {IR_ANN_HOPPER_PRODUCER, d->producer}, {IR_ANN_HOPPER_TMA, d->tma},         {IR_ANN_HOPPER_CTAS, d->ctas},
+             {IR_ANN_HOPPER_CLUSTER, d->cluster ? d->cluster : 1}};
   for (size_t i = 0; i < TN_ARRAY_LEN(ann); i++) OK(sch_annotate(s, b, ann[i].key, sch_arg_int(ann[i].v), &err_));
   return s;
 }
@@ -890,6 +893,9 @@ START_TEST(t_hopper_gemm) {
   ASSERT_FEAT(&base, 0, "hopper_ctas", cm_slog(16));
   ASSERT_FEAT(&base, 0, "hopper_tiles_per_cta", cm_slog(1));
   ASSERT_FEAT(&base, 0, "hopper_last_wave", 1);
+  ASSERT_FEAT(&base, 0, "hopper_cluster", 1);
+  ASSERT_FEAT(&base, 0, "hopper_cluster_n", 0);
+  ASSERT_FEAT(&base, 0, "hopper_multicast_bytes", 0);
   /* the conversion's own kernel (not fused here) has none of them */
   ASSERT_FEAT(&base, 1, "hopper_wgmma", 0);
   ASSERT_FEAT(&base, 1, "hopper_stages", 0);
@@ -943,6 +949,29 @@ START_TEST(t_hopper_gemm) {
   static const char *const tma_cols[] = {"hopper_tma", "hopper_tma_bytes", "hopper_thread_bytes"};
   assert_differ_in(&base, &r, tma_cols, 3, "tma 0 -> 1");
   cm_feature_rows_free(&r);
+
+  /* a cluster of 2 CTAs along N sharing A (B[K, N] is not K-major: the only direction): A's tiles by TMA whatever the
+   * TMA decision, half of each from the peer's multicast */
+  e = d;
+  e.cluster = -2;
+  r = hopper_features(w->func, &e, &t);
+  ASSERT_FEAT(&r, 0, "hopper_cluster", 2);
+  ASSERT_FEAT(&r, 0, "hopper_cluster_n", 1);
+  ASSERT_FEAT(&r, 0, "hopper_multicast_bytes", cm_slog(64 * 64 * 2));
+  ASSERT_FEAT(&r, 0, "hopper_tma_bytes", cm_slog(128 * 64 * 2));
+  static const char *const cluster_tma_cols[] = {"hopper_tma",     "hopper_tma_bytes", "hopper_thread_bytes",
+                                                 "hopper_cluster", "hopper_cluster_n", "hopper_multicast_bytes"};
+  assert_differ_in(&base, &r, cluster_tma_cols, 6, "cluster 1 -> -2");
+  cm_feature_rows_free(&r);
+  hopper_dec_t f = e; /* against TMA already on: the cluster's columns only */
+  e.tma = f.tma = 1;
+  f.cluster = 1;
+  cm_feature_rows_t tma_on = hopper_features(w->func, &f, &t);
+  r = hopper_features(w->func, &e, &t);
+  static const char *const cluster_cols[] = {"hopper_cluster", "hopper_cluster_n", "hopper_multicast_bytes"};
+  assert_differ_in(&tma_on, &r, cluster_cols, 3, "cluster 1 -> -2 with TMA");
+  cm_feature_rows_free(&r);
+  cm_feature_rows_free(&tma_on);
 
   /* a persistent grid of the H100's 132 SMs over 16 tiles launches 16 CTAs of one tile each: the kernel of a CTA per
    * tile, the same row */

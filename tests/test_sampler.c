@@ -444,8 +444,9 @@ static void check_hopper_launch(const ir_func_t *f, const cg_module_t *m, int *c
     int64_t numel = 1;
     for (int d = 0; d < p->ndim; d++) numel *= p->shape[d];
     ck_assert(p->role == IR_BUF_INPUT && t->dims[0] == p->shape[p->ndim - 1] && t->dims[0] * t->dims[1] == numel);
-    ck_assert(t->stride_bytes == t->dims[0] * 2 && t->box[0] == 64 && t->box[1] % 64 == 0 && t->box[1] <= 256 &&
-              t->swizzle == 128);
+    /* a cluster's shared operand: a box of half its tile's rows */
+    ck_assert(t->stride_bytes == t->dims[0] * 2 && t->box[0] == 64 && t->box[1] % (k->cluster > 1 ? 32 : 64) == 0 &&
+              t->box[1] <= 256 && t->swizzle == 128);
     char decl[96], use[64];
     snprintf(decl, sizeof decl, "const __grid_constant__ tuned_tensor_map %s", t->name);
     snprintf(use, sizeof use, "&%s, k0", t->name);
@@ -455,7 +456,7 @@ static void check_hopper_launch(const ir_func_t *f, const cg_module_t *m, int *c
     ck_assert_str_eq(cJSON_GetObjectItem(mj, "name")->valuestring, t->name);
     ck_assert_int_eq(cJSON_GetObjectItem(mj, "swizzle")->valueint, 128);
   }
-  if (k->nmaps) /* no K-major operand left to ordinary copies */
+  if (k->nmaps && k->cluster < 2) /* no K-major operand left to ordinary copies (but by a cluster without TMA) */
     ck_assert_msg(!strstr(load, ", true>(st"), "%s", m->source);
   (*count)++;
   if (strstr(m->source, "a persistent grid")) {
@@ -546,14 +547,20 @@ static void hopper_transposed_space(const ir_workload_t *w, const ref_t *ref, co
     cg_module_t *m = check_lowers(h100, s, what[n]);
     ck_assert_int_eq(m->nkernels, 1 + transposed);
     const cg_kernel_t *g = &m->kernels[transposed]; /* the copies run first */
-    int workspaces = 0; /* every operand is K-major now: TMA maps both, the transposed from their workspaces */
+    /* every operand is K-major now: TMA maps both, the transposed from their workspaces; without the TMA decision,
+       a cluster's shared operand only */
+    int workspaces = 0;
     for (int q = 0; q < g->nmaps; q++) {
       ck_assert_int_ge(g->maps[q].param, 0);
       workspaces += m->params[g->maps[q].param].role == IR_BUF_TEMP;
     }
-    ck_assert_int_eq(g->nmaps, g->nmaps ? 2 : 0);
-    ck_assert_int_eq(workspaces, g->nmaps ? transposed : 0);
-    *tmas += g->nmaps > 0;
+    if (g->nmaps == 1 && g->cluster > 1) {
+      ck_assert_int_le(workspaces, 1);
+    } else {
+      ck_assert_int_eq(g->nmaps, g->nmaps ? 2 : 0);
+      ck_assert_int_eq(workspaces, g->nmaps ? transposed : 0);
+      *tmas += g->nmaps > 0;
+    }
     ms_cuda_output_t o;
     tn_err_t ce = {0};
     int rc = ms_cuda_compile(m->source, "sm_90a", &o, &ce);
@@ -571,6 +578,141 @@ static void hopper_transposed_space(const ir_workload_t *w, const ref_t *ref, co
   hopper_run_all(w->func, host, mods, n, what);
   for (int i = 0; i < n; i++) cg_module_free(mods[i]);
 }
+
+/* A sampled cluster candidate's kernel: __cluster_dims__(2, 1, 1) with a
+ * grid of whole clusters, its CTAs' barrier.cluster at the start (after the
+ * mbarriers' init) and the end, the empty phases counting both CTAs'
+ * consumers, each consumer releasing a stage in both CTAs, and the shared
+ * operand's half-tile TMA box multicast to both; NVRTC for sm_90a: the
+ * multicast, mapa and barrier.cluster in the PTX, no spills, UTMALDG with
+ * .MULTICAST in the SASS (where cuobjdump is installed).  Counts it in
+ * along[0] (along M, sharing B) or along[1] (along N, sharing A). */
+static void check_cluster_kernel(const cg_module_t *m, const char *what, int *along, int *sass_checked) {
+  const cg_kernel_t *k = &m->kernels[m->nkernels - 1];
+  const char *src = m->source;
+  bool n_dir = strstr(src, "clusters of 2 CTAs along N") != NULL;
+  ck_assert_msg(k->cluster == 2 && k->grid[0] % 2 == 0 && strstr(src, "__cluster_dims__(2, 1, 1) __launch_bounds__") &&
+                    (n_dir || strstr(src, "clusters of 2 CTAs along M")),
+                "%s\n%s", what, src);
+  const char *mc = strstr(src, "tuned_tma_load_2d_multicast(st");
+  ck_assert_msg(mc && strstr(mc, n_dir ? "&tuned_map_a" : "&tuned_map_b") && strstr(mc, "&full[STAGE], 3)") &&
+                    strstr(src, "tuned_fence_mbarrier_init();\n  }\n  tuned_cluster_sync();") &&
+                    strstr(src, "for (int r = 0; r < 2; r++) tuned_mbar_arrive_cluster(&empty[") &&
+                    strstr(src, "  tuned_cluster_sync();\n#undef TUNED_HOPPER_LOAD"),
+                "%s\n%s", what, src);
+  for (int i = 0; i < k->nmaps; i++) /* the shared operand's box: half its tile's rows */
+    if (!strcmp(k->maps[i].name, n_dir ? "tuned_map_a" : "tuned_map_b"))
+      ck_assert_msg(k->maps[i].box[1] % 8 == 0 && k->maps[i].box[1] <= 128, "%s: box of %u rows", what,
+                    k->maps[i].box[1]);
+  along[n_dir]++;
+  ms_cuda_output_t o;
+  tn_err_t ce = {0};
+  int rc = ms_cuda_compile(src, "sm_90a", &o, &ce);
+  if (rc == TN_EUNSUPPORTED) return;
+  ck_assert_msg(rc == TN_OK, "%s: NVRTC: %s\n%s", what, ce.msg, src);
+  ck_assert_msg(strstr(o.ptx, ".multicast::cluster") && strstr(o.ptx, "mapa.shared::cluster") &&
+                    strstr(o.ptx, "mbarrier.arrive.release.cluster.shared::cluster") &&
+                    strstr(o.ptx, "barrier.cluster.arrive") && strstr(o.ptx, "fence.mbarrier_init"),
+                "%s: PTX", what);
+  ck_assert_msg(!strstr(o.log, "bytes spill stores") || strstr(o.log, " 0 bytes spill stores"), "%s: %s", what, o.log);
+  char *sass = tu_cubin_sass(o.cubin, o.cubin_size);
+  if (sass) {
+    ck_assert_msg(strstr(sass, "UTMALDG.2D.MULTICAST") && strstr(sass, "HGMMA.64x"), "%s: SASS\n%s", what, sass);
+    (*sass_checked)++;
+  }
+  free(sass);
+  ms_cuda_output_free(&o);
+}
+
+/* Thread-block clusters (IR_ANN_HOPPER_CLUSTER): sampled only where TMA
+ * brings the shared operand (B^T K-major: along M or N; B as [K, N]: only
+ * along N, sharing A) and the tiles pair up; every sampled cluster
+ * candidate (check_cluster_kernel) computes the reference on the harness,
+ * whose CTAs of a cluster run together with their own shared memory, and
+ * its ordering checks stop a kernel whose consumers release a stage only in
+ * their own CTA (the peer's multicast refills it while this CTA's wgmma may
+ * still read it), whose empty phases count one CTA's consumers, or that
+ * starts copying before the peer's mbarriers exist.  A persistent grid of
+ * 2 SMs takes whole clusters. */
+START_TEST(test_hopper_clusters) {
+  static const char *const srcs[] = {
+      "param M = 256, N = 256, K = 512\ninput A: float16[M, K]\ninput B: float16[N, K]\noutput C: float32[M, N]\n"
+      "C[i, j] = sum(k < K: float32(A[i, k]) * float32(B[j, k]))\n",
+      "param M = 128, N = 256, K = 128\ninput A: bfloat16[M, K]\ninput B: bfloat16[K, N]\noutput C: float32[M, N]\n"
+      "C[i, j] = sum(k < K: float32(A[i, k]) * float32(B[k, j]))\n",
+  };
+  tn_target_t h100 = target("nvidia/h100"), host = target("cuda-host/hopper"), small = h100;
+  small.sm_count = 2;
+  int along[2] = {0, 0}, sass_checked = 0, mutated = 0, persistent = 0;
+  int refused = 0; /* by the verifier: tiles that do not pair up along the cluster (256 rows of 256 x N tiles) */
+  for (size_t c = 0; c < TN_ARRAY_LEN(srcs); c++) {
+    ir_workload_t *w = tu_parse(srcs[c]);
+    ref_t ref = reference(w->func);
+    for (int t = 0; t < 2; t++) { /* the H100's grid, then a persistent grid of 2 SMs */
+      const tn_target_t *tg = t ? &small : &h100;
+      smp_space_t sp = generate(w->func, tg, 1);
+      cg_module_t *mods[4];
+      char what[4][256];
+      int n = 0, clusters = 0, dirs[2] = {0, 0};
+      for (int k = 0; k < 100 && n < (t ? 1 : 4); k++) {
+        sch_t *s = NULL;
+        smp_stage_t st;
+        tn_err_t err = {0};
+        snprintf(what[n], sizeof what[n], "case %zu, %s, sample %d", c, t ? "2 SMs" : "h100", k);
+        if (smp_sample(w->func, tg, sp.traces[0], 700 + (uint64_t)k, &s, &st, &err) != TN_OK) {
+          refused += strstr(err.msg, "the cluster does not divide the tiles along its dimension") != NULL;
+          continue;
+        }
+        cg_module_t *m = check_lowers(tg, s, what[n]);
+        sch_free(s);
+        int dir = strstr(m->source, "CTAs along N") != NULL; /* two of each direction */
+        if (m->kernels[0].cluster < 2 || (t && !strstr(m->source, "a persistent grid")) || dirs[dir] >= 2) {
+          cg_module_free(m);
+          continue;
+        }
+        check_cluster_kernel(m, what[n], along, &sass_checked);
+        ck_assert_msg(c == 0 || strstr(m->source, "along N"), "%s: B is not K-major, yet shared", what[n]);
+        if (t) { /* 2 CTAs, one cluster, looping over the clusters of tiles */
+          ck_assert_int_eq(m->kernels[0].grid[0], 2);
+          persistent++;
+        }
+        clusters++;
+        dirs[dir]++;
+        mods[n++] = m;
+      }
+      ck_assert_msg(clusters >= 1, "case %zu: no cluster candidate sampled", c);
+      hopper_run_all(w->func, &host, mods, n, what);
+      for (int i = 0; i < n && c == 0 && !t && mutated < 1; i++) {
+        const char *init = strstr(mods[i]->source, "tuned_mbar_init(&empty[s], ");
+        ck_assert(init);
+        int consumers = atoi(init + strlen("tuned_mbar_init(&empty[s], ")) / 2;
+        char cut[64], by[64];
+        /* a stage refilled in both CTAs while the peer's wgmma may still read it: the consumers release it in their
+           own CTA only (twice, so that its phase completes), or the empty phases count one CTA's consumers */
+        static const char in_flight[] = "over shared memory that a wgmma.mma_async in flight reads",
+                          unordered[] = "over shared memory that the wgmma of thread";
+        hopper_mutant(w->func, &host, mods[i], "], r);", "], rank);", in_flight, unordered);
+        snprintf(cut, sizeof cut, "tuned_mbar_init(&empty[s], %d)", 2 * consumers);
+        snprintf(by, sizeof by, "tuned_mbar_init(&empty[s], %d)", consumers);
+        hopper_mutant(w->func, &host, mods[i], cut, by, in_flight, unordered);
+        hopper_mutant(w->func, &host, mods[i], "tuned_fence_mbarrier_init();\n  }\n  tuned_cluster_sync();",
+                      "tuned_fence_mbarrier_init();\n  }\n  __syncthreads();",
+                      "no barrier.cluster since its mbarrier.init", NULL);
+        mutated++;
+      }
+      for (int i = 0; i < n; i++) cg_module_free(mods[i]);
+      smp_space_free(&sp);
+    }
+    ir_data_free(ref.d);
+    ir_workload_free(w);
+  }
+  printf("test_hopper_clusters: %d along M, %d along N, %d persistent, %d SASS checked\n", along[0], along[1],
+         persistent, sass_checked);
+  ck_assert_msg(along[0] >= 1 && along[1] >= 2 && persistent >= 2 && mutated == 1 && refused >= 1,
+                "%d along M, %d along N, %d persistent, %d mutated, %d refused", along[0], along[1], persistent, mutated,
+                refused);
+}
+END_TEST
 
 /* NVRTC for sm_90a, where it is installed: wgmma in the PTX; true with *o
  * to check further and free. */
@@ -760,6 +902,7 @@ START_TEST(test_hopper_space) {
     ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, IR_ANN_HOPPER_STAGES, -1), 1);
     ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, IR_ANN_HOPPER_TMA, -1), 1);
     ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, IR_ANN_HOPPER_CTAS, -1), 1);
+    ck_assert_int_eq(count_insts(tr, SCH_ANNOTATE, IR_ANN_HOPPER_CLUSTER, -1), 1);
     cg_module_t *mods[4];
     char what[4][256];
     int n = 0, sass_checked = 0;
@@ -769,9 +912,11 @@ START_TEST(test_hopper_space) {
       tn_err_t err = {0};
       snprintf(what[n], sizeof what[n], "case %zu, sample %d", c, k);
       if (smp_sample(w->func, &h100, tr, 300 + (uint64_t)k, &s, &st, &err) != TN_OK) {
-        /* too much shared memory or too many accumulators: refused with the reason */
-        ck_assert_msg(st == SMP_STAGE_VERIFY && (strstr(err.msg, "stages of") || strstr(err.msg, "accumulator")), "%s: %s",
-                      what[n], err.msg);
+        /* too much shared memory, too many accumulators or a cluster whose tiles do not pair up: refused with the
+           reason */
+        ck_assert_msg(st == SMP_STAGE_VERIFY && (strstr(err.msg, "stages of") || strstr(err.msg, "accumulator") ||
+                                                 strstr(err.msg, "the cluster does not divide the tiles")),
+                      "%s: %s", what[n], err.msg);
         continue;
       }
       check_outputs(w->func, &ref, sch_func(s), what[n]);
@@ -1657,6 +1802,10 @@ static Suite *make_suite(void) {
   tcase_add_test(hopper, test_hopper_conv);
   tcase_add_test(hopper, test_hopper_unfused);
   suite_add_tcase(s, hopper);
+  TCase *clusters = tcase_create("hopper-clusters");
+  tcase_set_timeout(clusters, 900);
+  tcase_add_test(clusters, test_hopper_clusters);
+  suite_add_tcase(s, clusters);
   suite_add_tcase(s, samples);
   TCase *hoist = tcase_create("hoisted");
   tcase_set_timeout(hoist, 120);
