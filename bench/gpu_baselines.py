@@ -193,21 +193,12 @@ def case_softmax(M, N):
     return rows
 
 
-def case_conv2d(N, C, H, W, F, R, S, P):
+def case_conv2d(N, C, H, W, F, R, S, P, half=False):
+    """3x3 conv: fp32 NCHW, or (half) fp16 NHWC as conv2d_nhwc_f16.tw (channels_last, cuDNN's implicit GEMM)."""
     x = torch.randn(N, C, H, W, device="cuda")
     w = torch.randn(F, C, R, S, device="cuda")
-    ref = torch.nn.functional.conv2d(x.double(), w.double(), padding=P)
-    flop = 2.0 * N * F * (H + 2 * P - R + 1) * (W + 2 * P - S + 1) * C * R * S
-    fn = lambda: torch.nn.functional.conv2d(x, w, padding=P)
-    err = rel_err(fn(), ref)
-    s = bench(fn)
-    return [{"impl": "torch (cuDNN)", "secs": s, "gflops": flop / s * 1e-9, "rel_err": err}]
-
-
-def case_hconv2d(N, C, H, W, F, R, S, P):
-    """fp16 NHWC (channels_last) 3x3 conv, as conv2d_nhwc_f16.tw: cuDNN's implicit GEMM."""
-    x = torch.randn(N, C, H, W, device="cuda").half().to(memory_format=torch.channels_last)
-    w = torch.randn(F, C, R, S, device="cuda").half().to(memory_format=torch.channels_last)
+    if half:
+        x, w = (t.half().to(memory_format=torch.channels_last) for t in (x, w))
     ref = torch.nn.functional.conv2d(x.double(), w.double(), padding=P)
     flop = 2.0 * N * F * (H + 2 * P - R + 1) * (W + 2 * P - S + 1) * C * R * S
     fn = lambda: torch.nn.functional.conv2d(x, w, padding=P)
@@ -248,7 +239,7 @@ def main():
                 rows = case_softmax(*d)
             elif kind in ("conv2d", "hconv2d"):
                 n, c, h, w, f = d
-                rows = (case_conv2d if kind == "conv2d" else case_hconv2d)(n, c, h, w, f, 3, 3, 1)
+                rows = case_conv2d(n, c, h, w, f, 3, 3, 1, half=kind == "hconv2d")
             else:
                 raise ValueError(f"unknown case {kind}")
         except Exception as exc:  # one broken baseline must not hide the others

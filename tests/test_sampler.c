@@ -772,14 +772,9 @@ START_TEST(test_hopper_conv) {
     char what[4][256];
     int n = 0, sass_checked = 0;
     for (int k = 0; k < 12 && n < 3; k++) {
-      sch_t *s = NULL;
-      smp_stage_t st;
-      tn_err_t err = {0};
       snprintf(what[n], sizeof what[n], "conv case %zu, sample %d", c, k);
-      if (smp_sample(w->func, &h100, tr, 700 + (uint64_t)k, &s, &st, &err) != TN_OK) {
-        ck_assert_msg(st == SMP_STAGE_VERIFY, "%s: %s", what[n], err.msg);
-        continue;
-      }
+      sch_t *s = sample_verified(w->func, &h100, tr, 700 + (uint64_t)k, what[n]);
+      if (!s) continue;
       check_outputs(w->func, &ref, sch_func(s), what[n]);
       check_roundtrip(w->func, s, what[n]);
       cg_module_t *m = check_lowers(&h100, s, what[n]);
@@ -804,15 +799,10 @@ START_TEST(test_hopper_conv) {
     ck_assert_msg(strstr(sp.descs[1], "tensor-core") || strstr(sp.descs[1], "wmma"), "%s", sp.descs[1]);
     int lowered = 0;
     for (int k = 0; k < 16 && lowered < 2; k++) {
-      sch_t *s = NULL;
-      smp_stage_t st;
-      tn_err_t err = {0};
       char wh[64];
       snprintf(wh, sizeof wh, "conv case %zu, wmma sample %d", c, k);
-      if (smp_sample(w->func, &h100, sp.traces[1], 900 + (uint64_t)k, &s, &st, &err) != TN_OK) {
-        ck_assert_msg(st == SMP_STAGE_VERIFY, "%s: %s", wh, err.msg);
-        continue;
-      }
+      sch_t *s = sample_verified(w->func, &h100, sp.traces[1], 900 + (uint64_t)k, wh);
+      if (!s) continue;
       cg_module_t *m = check_lowers(&h100, s, wh);
       ck_assert_msg(strstr(m->source, "wmma::mma_sync"), "%s:\n%s", wh, m->source);
       lowered++;
