@@ -395,9 +395,9 @@ static int ap_fuse_block_iters(sch_t *s, const sch_inst_t *in, const int64_t *d,
   if ((rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err)) < 0 || (rc = attr_int(in, 0, 0, &first, err)) < 0 ||
       (rc = attr_int(in, 1, 0, &n, err)) < 0)
     return rc;
-  if (first < 0 || first > SCH_MAX_RVS_OUT || n < 1 || n > SCH_MAX_RVS_OUT)
-    return tn_err_set(err, TN_EINVAL, "iterators %lld .. %lld: need 0 <= first and 1 <= n <= %d", (long long)first,
-                      (long long)(first + n - 1), SCH_MAX_RVS_OUT);
+  if (first < 0 || first > SCH_MAX_RVS_OUT || n < 1 || n > SCH_MAX_RVS_OUT) /* either may be any int64 */
+    return tn_err_set(err, TN_EINVAL, "first iterator %lld, count %lld: need 0 <= first <= %d and 1 <= count <= %d",
+                      (long long)first, (long long)n, SCH_MAX_RVS_OUT, SCH_MAX_RVS_OUT);
   return sch_prim_fuse_block_iters(s, (int)blk, (int)first, (int)n, err);
 }
 

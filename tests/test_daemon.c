@@ -2602,11 +2602,18 @@ START_TEST(sqlite_faults) {
     snprintf(spec, sizeof spec, "sync:%d", k);
     fault_run(spec, false);
   }
+  /* a job's writes vary from run to run (336 to 384 seen for the same job:
+     WAL frames of records and of the cost model's blob); a position the
+     run never reached injected nothing and says so, and most must hit */
+  int hit = 0;
   for (int k = 1; k <= 4; k++) {
-    snprintf(spec, sizeof spec, "write:%lld%s:%s", idle.write + (job.write - idle.write) * k / 5, k % 2 ? "" : "+",
-             k <= 2 ? "ioerr" : "full");
-    ck_assert_int_ge(fault_run(spec, true).failed, 1);
+    long long at = idle.write + (job.write - idle.write) * k / 5;
+    snprintf(spec, sizeof spec, "write:%lld%s:%s", at, k % 2 ? "" : "+", k <= 2 ? "ioerr" : "full");
+    vfs_counts_t got = fault_run(spec, true);
+    ck_assert_msg(got.failed >= 1 || got.write < at, "%s: %lld writes, none failed", spec, got.write);
+    hit += got.failed >= 1;
   }
+  ck_assert_msg(hit >= 3, "only %d of 4 write faults were reached", hit);
   for (int k = 1; k <= 2; k++) { /* WAL with synchronous=NORMAL: fsyncs at the start and at checkpoints */
     snprintf(spec, sizeof spec, "sync:%lld%s", job.sync * k / 3 + 1, k == 2 ? "+" : "");
     ck_assert_int_ge(fault_run(spec, true).failed, 1);
