@@ -45,7 +45,7 @@ static void collect(cg_recip_t *r, const ir_block_t *b, const ir_expr_t *e, cons
   if (e->kind == IR_E_DIV && (e->dtype == IR_FLOAT32 || e->dtype == IR_FLOAT64) && r->n < CG_RECIP_MAX &&
       invariant(b, e->u.bin.b, v, x)) {
     r->div[r->n++] = e;
-    collect(r, b, e->u.bin.a, v, x); /* the divisor, computed once, keeps its own divisions */
+    collect(r, b, e->u.bin.a, v, x); /* the dividend's divisions too; the divisor, computed once, keeps its own */
     return;
   }
   const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];

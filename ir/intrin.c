@@ -740,6 +740,15 @@ bool ir_hopper_epilogue(const ir_block_t *cons, const ir_buffer_t *acc, const ir
 
 static const ir_expr_t *strip_cast(const ir_expr_t *e) { return e->kind == IR_E_CAST ? e->u.un : e; }
 
+bool ir_mac_parts(const ir_stmt_t *st, const ir_expr_t **acc, const ir_expr_t **a, const ir_expr_t **b) {
+  if (!st || st->kind != IR_S_STORE || st->u.store.value->kind != IR_E_ADD) return false;
+  const ir_expr_t *v = st->u.store.value, *mul = v->u.bin.b->kind == IR_E_MUL ? v->u.bin.b : v->u.bin.a;
+  if (mul->kind != IR_E_MUL) return false;
+  *acc = mul == v->u.bin.b ? v->u.bin.a : v->u.bin.b;
+  *a = strip_cast(mul->u.bin.a), *b = strip_cast(mul->u.bin.b);
+  return true;
+}
+
 /* The operand load x: its last two indices (row, k) or (k, row) after the
  * batch's (nb of them, over bv); *k_inner says which. */
 static bool gemm_operand(const ir_expr_t *x, int nb, const ir_var_t *bv, const ir_var_t *row, const ir_var_t *k,
@@ -772,17 +781,16 @@ bool ir_hopper_gemm_shape(const ir_block_t *b, ir_hopper_shape_t *sh, const char
     *why = "not a float32 2-D (or batched) store with one reduction";
     return false;
   }
-  const ir_expr_t *v = st->u.store.value, *mul = NULL;
-  if (v->kind == IR_E_ADD) mul = v->u.bin.b->kind == IR_E_MUL ? v->u.bin.b : v->u.bin.a;
+  const ir_expr_t *acc, *x, *y;
+  bool mac = ir_mac_parts(st, &acc, &x, &y);
   ir_expr_t *const *ci = st->u.store.idx;
   for (int d = 0; d < n; d++)
-    if (ci[d]->kind != IR_E_VAR) mul = NULL;
-  if (!mul || mul->kind != IR_E_MUL) {
+    if (ci[d]->kind != IR_E_VAR) mac = false;
+  if (!mac) {
     *why = "not an accumulation of a product into out[(b,) i, j]";
     return false;
   }
   const ir_var_t *bv = nb ? ci[0]->u.var : NULL, *iv = ci[nb]->u.var, *jv = ci[nb + 1]->u.var;
-  const ir_expr_t *x = strip_cast(mul->u.bin.a), *y = strip_cast(mul->u.bin.b);
   if (x->kind == IR_E_LOAD && x->u.load.n == n && (is_var(x->u.load.idx[nb], jv) || is_var(x->u.load.idx[nb + 1], jv))) {
     const ir_expr_t *t = x;
     x = y, y = t;

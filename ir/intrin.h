@@ -173,10 +173,15 @@ bool ir_hopper_gemm_shape(const ir_block_t *b, ir_hopper_shape_t *sh, const char
  * epilogue, from the accumulators instead of the buffer `acc` the GEMM
  * writes: two spatial iterators, no init, one store (not to acc), and every
  * load of acc (one at least) acc[row, col] over both iterators, the same
- * everywhere; the store out[row, col] into a buffer of acc's shape with 2-,
- * 4- or 8-byte elements (the kernel stores rows of 16-byte vectors); *row
- * and *col (when not NULL) are those iterators. */
+ * everywhere; the store's last index the column, over a last dimension as
+ * wide as acc's, its other indices functions of the row alone (acc's shape,
+ * or a conv's [n, y, x, f] fused to [m, f]), 2-, 4- or 8-byte elements (the
+ * kernel stores rows of 16-byte vectors); *row and *col (when not NULL) are
+ * those iterators. */
 bool ir_hopper_epilogue(const ir_block_t *cons, const ir_buffer_t *acc, const ir_var_t **row, const ir_var_t **col);
+/* A store X[..] = acc + a * b (the sum in either order): the other addend
+ * and the product's factors, casts stripped; false for any other store. */
+bool ir_mac_parts(const ir_stmt_t *st, const ir_expr_t **acc, const ir_expr_t **a, const ir_expr_t **b);
 /* f32 accumulator registers per consumer thread (m_frags x n_tile / 2). */
 int ir_hopper_gemm_acc_regs(const ir_hopper_gemm_t *g);
 /* Registers per thread after setmaxnreg in a kernel with a producer

@@ -117,6 +117,13 @@ int smp_bind_block(sch_t *s, const tn_target_t *t, const char *block, bool sampl
   return rc;
 }
 
+int smp_bind_copy(sch_t *s, const tn_target_t *t, sch_rv_t copy, tn_err_t *err) {
+  bool bound = false;
+  const char *name = sch_rv_stmt(s, copy)->u.block.name;
+  SMP_TRY(smp_bind_block(s, t, name, false, &bound, err));
+  return bound ? TN_OK : tn_err_set(err, TN_EINVAL, "the copy block \"%s\" was not bound to threads", name);
+}
+
 int smp_rule_auto_bind(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err) {
   bool done = false;
   if (strcmp(block, "root") != 0) {

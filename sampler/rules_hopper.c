@@ -97,9 +97,7 @@ static int transpose_operand(sch_t *s, const tn_target_t *t, const char *block, 
   sch_rv_t k = loops[nd - 2]; /* K inner: each thread writes the next element of the copy's row */
   loops[nd - 2] = loops[nd - 1], loops[nd - 1] = k;
   SMP_TRY(sch_reorder(s, loops, nd, err));
-  bool bound = false; /* AutoBind's binding of the copy's loops, fused */
-  SMP_TRY(smp_bind_block(s, t, sch_rv_stmt(s, copy)->u.block.name, false, &bound, err));
-  return bound ? TN_OK : tn_err_set(err, TN_EINVAL, "the copy of %s was not bound to threads", name);
+  return smp_bind_copy(s, t, copy, err); /* AutoBind's binding of the copy's loops, fused */
 }
 
 typedef struct decisions {

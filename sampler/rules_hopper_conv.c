@@ -34,8 +34,6 @@ typedef struct igemm {
   const ir_buffer_t *out;
 } igemm_t;
 
-static const ir_expr_t *strip_cast(const ir_expr_t *e) { return e->kind == IR_E_CAST ? e->u.un : e; }
-
 static bool uses(const ir_expr_t *load, const ir_var_t *v) {
   for (int d = 0; d < load->u.load.n; d++)
     if (ir_expr_uses_var(load->u.load.idx[d], v)) return true;
@@ -58,13 +56,10 @@ static bool implicit_gemm(const ir_block_t *b, igemm_t *ig) {
   const char *why;
   const ir_stmt_t *st = b->body;
   memset(ig, 0, sizeof *ig);
-  if (!st || st->kind != IR_S_STORE || !b->init || st->u.store.buf->dtype != IR_FLOAT32 ||
+  const ir_expr_t *acc, *x, *w;
+  if (!ir_mac_parts(st, &acc, &x, &w) || !b->init || st->u.store.buf->dtype != IR_FLOAT32 ||
       ir_hopper_gemm_shape(b, &sh, &why))
     return false;
-  const ir_expr_t *v = st->u.store.value, *mul = NULL;
-  if (v->kind == IR_E_ADD) mul = v->u.bin.b->kind == IR_E_MUL ? v->u.bin.b : v->u.bin.a;
-  if (!mul || mul->kind != IR_E_MUL) return false;
-  const ir_expr_t *acc = mul == v->u.bin.b ? v->u.bin.a : v->u.bin.b, *x = strip_cast(mul->u.bin.a), *w = strip_cast(mul->u.bin.b);
   if (acc->kind != IR_E_LOAD || acc->u.load.buf != st->u.store.buf || x->kind != IR_E_LOAD || w->kind != IR_E_LOAD ||
       x->u.load.buf == w->u.load.buf ||
       x->u.load.buf->dtype != w->u.load.buf->dtype ||
@@ -96,14 +91,6 @@ static int reindex_read(sch_t *s, sch_rv_t b, const char *name, sch_rv_t *copy, 
   int index = smp_read_index(&sch_rv_stmt(s, b)->u.block, name);
   if (index < 0) return tn_err_set(err, TN_EINVAL, "the block does not read %s", name);
   return sch_reindex(s, b, index, false, copy, err);
-}
-
-/* A copy block the rule made: a kernel of its own, bound as AutoBind would. */
-static int bind_copy(sch_t *s, const tn_target_t *t, sch_rv_t copy, tn_err_t *err) {
-  bool bound = false;
-  const char *name = sch_rv_stmt(s, copy)->u.block.name;
-  SMP_TRY(smp_bind_block(s, t, name, false, &bound, err));
-  return bound ? TN_OK : tn_err_set(err, TN_EINVAL, "the copy block \"%s\" was not bound to threads", name);
 }
 
 /* The single consumer of the output temporary, when it is elementwise over
@@ -144,12 +131,12 @@ static int rewrite(sch_t *s, const tn_target_t *t, const char *block, const igem
     if (ig->n[g] > 1) SMP_TRY(sch_fuse_block_iters(s, b, ig->first[g], ig->n[g], err));
   if (param_out) {
     SMP_TRY(sch_fuse_block_iters(s, co, 0, ig->n[0], err)); /* the copy back reads the GEMM's [M, N] plainly */
-    SMP_TRY(bind_copy(s, t, co, err));
+    SMP_TRY(smp_bind_copy(s, t, co, err));
   } else {
     fuse_consumer(s, block, ig);
   }
-  SMP_TRY(bind_copy(s, t, cx, err));
-  return bind_copy(s, t, cw, err);
+  SMP_TRY(smp_bind_copy(s, t, cx, err));
+  return smp_bind_copy(s, t, cw, err);
 }
 
 int smp_rule_hopper_implicit_gemm(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,

@@ -61,6 +61,9 @@ int smp_rule_random_compute_location(smp_ctx_t *c, smp_state_t *st, const char *
  * anything was bound (false: already bound or tiled).  TN_ESTATE when the
  * block has no leading data-parallel loop to bind. */
 int smp_bind_block(sch_t *s, const tn_target_t *t, const char *block, bool sample, bool *done, tn_err_t *err);
+/* A kernel of its own that a rule made (a copy, a transpose): bound as
+ * RewriteUnboundBlock would, an error when nothing could be bound. */
+int smp_bind_copy(sch_t *s, const tn_target_t *t, sch_rv_t copy, tn_err_t *err);
 
 /* Caches block's input `buf` in `scope` under loop `at`, fuses the copy's
  * loops and marks it for a cooperative fetch with a sampled vector width
