@@ -151,6 +151,16 @@ typedef struct cg_recip {
   int n;
 } cg_recip_t;
 
+/* A producer loop printed inside the loop that consumes it (fuse.c). */
+#define CG_FUSE_MAX_UNITS 8
+typedef struct cg_fuse {
+  const ir_loop_t *units[CG_FUSE_MAX_UNITS]; /* the producer's loops of extent 1, outermost first */
+  int nunits;
+  const ir_loop_t *lp;  /* the producer's loop */
+  const ir_stmt_t *pblk; /* its block */
+  const ir_loop_t *lc;  /* the consumer's loop, at whose top the block is printed */
+} cg_fuse_t;
+
 /* What static __shared__ arrays may hold in one CUDA kernel. */
 #define CG_CUDA_STATIC_SHARED_MAX 49152
 
@@ -198,6 +208,7 @@ typedef struct cg_ctx {
   int tmp;               /* counter for tuned_* temporaries */
   const cg_promo_t *promo; /* accumulators being kept local (C target) */
   const cg_recip_t *recip; /* reciprocals of divisors computed before the loop (C target) */
+  const cg_fuse_t *fuse;   /* a producer skipped in its sequence, to print at the top of fuse->lc */
   /* while a pipelined loop's copies are printed: its variable prints as
    * shift_text (the iteration fetched ahead), and copies from global into
    * shared memory become cp.async on CUDA */
@@ -363,6 +374,11 @@ const char *cg_promo_ref(const cg_ctx_t *c, const ir_buffer_t *b);
 /* recip.c (C target): whether loop statement s divides by something it
  * does not change; open prints the reciprocals before the loop and makes
  * those divisions print as products (cg_recip_ref), close ends its scope. */
+/* fuse.c: whether items[k] of a sequence of n is a producer loop that can
+ * run inside the loop of items[k + 1] (then skip it and set c->fuse to f);
+ * emit prints its block at the top of that loop's body. */
+bool cg_fuse_find(cg_ctx_t *c, const ir_stmt_t *const *items, int k, int n, cg_fuse_t *f);
+void cg_fuse_emit(cg_ctx_t *c, const cg_fuse_t *f);
 bool cg_recip_find(const cg_ctx_t *c, const ir_stmt_t *s, cg_recip_t *r);
 void cg_recip_open(cg_ctx_t *c, cg_recip_t *r);
 void cg_recip_close(cg_ctx_t *c, cg_recip_t *r);

@@ -150,6 +150,11 @@ void cg_emit_frees(cg_ctx_t *c, const ir_loop_t *l) {
 
 static void body_with_allocs(cg_ctx_t *c, const ir_loop_t *l) {
   int nheap = cg_emit_allocs(c, l);
+  if (c->fuse && c->fuse->lc == l) {
+    const cg_fuse_t *f = c->fuse;
+    c->fuse = NULL;
+    cg_fuse_emit(c, f);
+  }
   cg_emit_stmt(c, l->body);
   if (nheap) cg_emit_frees(c, l);
 }
@@ -438,9 +443,23 @@ static void emit_block(cg_ctx_t *c, const ir_stmt_t *s) {
 void cg_emit_stmt(cg_ctx_t *c, const ir_stmt_t *s) {
   if (!s) return;
   switch (s->kind) {
-  case IR_S_SEQ:
-    for (int i = 0; i < s->u.seq.n; i++) cg_emit_stmt(c, s->u.seq.items[i]);
+  case IR_S_SEQ: {
+    cg_fuse_t f;
+    const ir_stmt_t *const *items = (const ir_stmt_t *const *)s->u.seq.items;
+    for (int i = 0; i < s->u.seq.n; i++) {
+      if (cg_fuse_find(c, items, i, s->u.seq.n, &f)) {
+        c->fuse = &f; /* printed by the next item's loop */
+        continue;
+      }
+      cg_emit_stmt(c, items[i]);
+      if (c->fuse == &f) {
+        c->fuse = NULL;
+        cg_fail(c, TN_EINVAL, "internal: the loop of %s was fused into a loop that was not printed",
+                cg_var(c, f.lp->var));
+      }
+    }
     return;
+  }
   case IR_S_LOOP: emit_loop(c, s); return;
   case IR_S_BLOCK: emit_block(c, s); return;
   case IR_S_STORE:

@@ -1881,6 +1881,73 @@ START_TEST(test_c_invariant_divisor) {
 }
 END_TEST
 
+/* A producer loop printed inside the loop after it that reads, at each
+ * iteration, just what that iteration of the producer wrote (fuse.c):
+ * softmax's exponentials inside the row sum's simd loop, as the CPU search's
+ * best schedule has them; a consumer reading another element, or the
+ * producer's own input overwritten between them, keeps two loops.  The
+ * outputs match the evaluator's. */
+START_TEST(test_c_fused_producer) {
+  ir_workload_t *w = load_wl("softmax.tw", "M=6,N=100");
+  char path[512], *text = NULL;
+  size_t len;
+  tn_err_t err = {0};
+  snprintf(path, sizeof path, "%s/bench/cpu/results/2026-11-27-s10-softmax-t64.trace.json", TUNED_SOURCE_ROOT);
+  ck_assert_msg(tn_read_file(path, 1 << 20, &text, &len, &err) == TN_OK, "%s", err.msg);
+  sch_trace_t *t = NULL;
+  ck_assert_msg(sch_trace_from_json(text, len, &t, &err) == TN_OK, "%s", err.msg);
+  sch_t *s = NULL;
+  ck_assert_msg(sch_replay(w->func, t, 1, &s, &err) == TN_OK, "%s", err.msg);
+  char *src = check_c(sch_func(s), w->func);
+  HAS(src, "#pragma omp simd reduction(+:tuned_acc1)\n"
+           "        for (int ax1_2 = 0; ax1_2 < 100; ++ax1_2) {\n"
+           "          {  /* loop ax1_1, fused: its iteration ax1_2 runs here */\n"
+           "            int ax0_1 = 0;\n"
+           "            int ax1_1 = ax1_2;\n"
+           "            {  /* block E */");
+  ck_assert_int_eq(count(src, "block E "), 1);
+  ck_assert_int_eq(count(src, "for (int ax1_1 "), 0);
+  free(src);
+  sch_free(s);
+  sch_trace_free(t);
+  free(text);
+  ir_workload_free(w);
+
+  /* in one row loop: T's loop, B's reading T[i, j] (T's loop runs in it),
+   * C's reading T[i, N - 1 - j] and B (C's loop stays: one pending at a time,
+   * and its T index is not the loop's) */
+  w = text_wl("param M = 3, N = 37\ninput A: float32[M, N]\ntemp T: float32[M, N]\noutput B: float32[M, N]\n"
+              "output C: float32[M, N]\nT[i, j] = exp(A[i, j]) + 1.0\nB[i, j] = T[i, j] * T[i, j]\n"
+              "C[i, j] = T[i, N - 1 - j] + B[i, j]\n");
+  ir_func_t *f = ir_func_copy(w->func);
+  ir_buffer_t *A = f->params[0], *B = f->params[1], *C = f->params[2], *T = f->root->u.block.allocs[0];
+  ck_assert_str_eq(T->name, "T");
+  ir_var_t *i = ir_var_new(f, "i", IR_INT32), *j[3], *vi[3], *vj[3];
+  ir_stmt_t *nest[3];
+  for (int k = 0; k < 3; k++) {
+    j[k] = ir_var_new(f, "j", IR_INT32), vi[k] = ir_var_new(f, "v_i", IR_INT32), vj[k] = ir_var_new(f, "v_j", IR_INT32);
+    ir_var_t *vs[2] = {vi[k], vj[k]};
+    int64_t ext[2] = {3, 37};
+    ir_expr_t *bind[2] = {V(f, i), V(f, j[k])}, *idx[2] = {V(f, vi[k]), V(f, vj[k])};
+    ir_expr_t *rev[2] = {V(f, vi[k]), ir_bin(f, IR_E_SUB, ir_int(f, 36), V(f, vj[k]))};
+    ir_stmt_t *st = k == 0 ? ir_store(f, T, idx, 2, add(f, ir_call(f, IR_FN_EXP, (ir_expr_t *[]){load2(f, A, vi[0], vj[0])}, 1),
+                                                         ir_float(f, IR_FLOAT32, 1)))
+                    : k == 1 ? ir_store(f, B, idx, 2, ir_bin(f, IR_E_MUL, load2(f, T, vi[1], vj[1]), load2(f, T, vi[1], vj[1])))
+                             : ir_store(f, C, idx, 2, add(f, ir_load(f, T, rev, 2), load2(f, B, vi[2], vj[2])));
+    nest[k] = loop(f, j[k], 37, IR_LOOP_SERIAL, NULL, block(f, k == 0 ? "T" : k == 1 ? "B" : "C", 2, vs, ext, "SS", bind, NULL, st));
+  }
+  set_root(f, loop(f, i, 3, IR_LOOP_PARALLEL, NULL, ir_seq(f, nest, 3)));
+  src = check_c(f, w->func);
+  ck_assert_int_eq(count(src, ", fused: its iteration"), 1);
+  HAS(src, "for (int j_1 = 0; j_1 < 37; ++j_1) {\n      {  /* loop j, fused: its iteration j_1 runs here */\n"
+           "        int j = j_1;\n        {  /* block T */");
+  ck_assert_int_eq(count(src, "for (int j_2 = 0; j_2 < 37; ++j_2)"), 1);
+  free(src);
+  ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
 typedef void (*sweep_fn)(const float *x, float *e, float *t, long n);
 
 static double ulp_of(double y) {
@@ -2342,6 +2409,7 @@ static Suite *make_suite(void) {
   tcase_add_test(c, test_c_tensor_intrinsics);
   tcase_add_test(c, test_c_vector_math);
   tcase_add_test(c, test_c_invariant_divisor);
+  tcase_add_test(c, test_c_fused_producer);
   tcase_add_test(c, test_c_simd_sum);
   tcase_add_test(c, test_gpu_tensor_intrinsic_refused);
   suite_add_tcase(s, c);
