@@ -17,8 +17,11 @@
  * around one leaf block that has only spatial iterators, no init, predicate
  * or annotation, writes one buffer Y and reads no Y; the next item is
  * (inside loops of extent 1, after plain blocks) such a loop C of N
- * iterations around one leaf block likewise plain (a reduction is fine: its
- * init was decomposed out) that reads Y and writes nothing P reads or writes;
+ * iterations around one leaf block likewise plain (a reduction over C's
+ * variable only where its accumulator is a scalar and C an `omp simd`
+ * reduction, promote.c: a sum into memory would keep the fused loop, P's
+ * work included, from vectorising) that reads Y and writes nothing P reads
+ * or writes;
  * the blocks between them neither touch Y nor write what P reads; every
  * load of Y in C's block has, with P's variable taken as C's and the loops of
  * extent 1 as 0, the same indices as P's store, one of them C's variable
@@ -156,6 +159,14 @@ bool cg_fuse_find(cg_ctx_t *c, const ir_stmt_t *const *items, int k, int n, cg_f
   for (int i = 0; i < ncunits; i++)
     if (allocates_at(c, cunits[i])) return false;
   const ir_block_t *pb = &pblk->u.block, *rb = &rblk->u.block;
+  /* a sum into memory keeps gcc from vectorising the loop, and the
+   * producer's work with it: only into a loop that stays vectorisable */
+  bool reduces = false;
+  for (int i = 0; i < rb->niters; i++)
+    reduces = reduces || (rb->iters[i].kind == IR_ITER_REDUCE && rb->iters[i].binding &&
+                          ir_expr_uses_var(rb->iters[i].binding, lc->var));
+  cg_promo_t pr;
+  if (reduces && !(cg_promo_find(c, cs, &pr) && pr.simd)) return false;
   const ir_stmt_t *st = pb->body;
   const ir_buffer_t *y = st->u.store.buf;
   if (y->id < 0 || y->id >= c->nbufs || !accesses_allow(c, pblk, rblk, mids, nmids, y->id)) return false;

@@ -1218,21 +1218,29 @@ START_TEST(test_gpu_fused_softmax) {
 }
 END_TEST
 
+/* The schedule of a trace file of the source tree (path relative to it), replayed on f. */
+static sch_t *replay_file(const ir_func_t *f, const char *rel) {
+  char path[512], *text = NULL;
+  size_t len;
+  tn_err_t err = {0};
+  snprintf(path, sizeof path, "%s/%s", TUNED_SOURCE_ROOT, rel);
+  ck_assert_msg(tn_read_file(path, 1 << 20, &text, &len, &err) == TN_OK, "%s", err.msg);
+  sch_trace_t *t = NULL;
+  ck_assert_msg(sch_trace_from_json(text, len, &t, &err) == TN_OK, "%s", err.msg);
+  sch_t *s = NULL;
+  ck_assert_msg(sch_replay(f, t, 1, &s, &err) == TN_OK, "%s", err.msg);
+  sch_trace_free(t);
+  free(text);
+  return s;
+}
+
 START_TEST(test_gpu_no_restrict_across_barrier) {
   /* the softmax candidate that verified wrong on an H100 (bench/gpu/traces):
    * kernel 1 sums a row across threads, thread 0 writes rsum, a barrier,
    * then every thread divides by rsum.  rsum restrict-qualified, NVRTC
    * loaded it before the barrier in the threads other than 0. */
   ir_workload_t *w = load_wl("softmax.tw", "M=8,N=1024");
-  char path[512], *text = NULL;
-  size_t len;
-  tn_err_t err = {0};
-  snprintf(path, sizeof path, "%s/bench/gpu/traces/softmax4096_restrict_race.json", TUNED_SOURCE_ROOT);
-  ck_assert_msg(tn_read_file(path, 1 << 20, &text, &len, &err) == TN_OK, "%s", err.msg);
-  sch_trace_t *t = NULL;
-  ck_assert_msg(sch_trace_from_json(text, len, &t, &err) == TN_OK, "%s", err.msg);
-  sch_t *s = NULL;
-  ck_assert_msg(sch_replay(w->func, t, 1, &s, &err) == TN_OK, "%s", err.msg);
+  sch_t *s = replay_file(w->func, "bench/gpu/traces/softmax4096_restrict_race.json");
   cg_module_t *m = lower_ok(sch_func(s), CG_TARGET_CUDA);
   ck_assert_int_eq(m->nkernels, 2);
   const char *k1 = strstr(m->source, "kern_kernel1(");
@@ -1252,8 +1260,6 @@ START_TEST(test_gpu_no_restrict_across_barrier) {
 #endif
   cg_module_free(m);
   sch_free(s);
-  sch_trace_free(t);
-  free(text);
   ir_workload_free(w);
 }
 END_TEST
@@ -1884,20 +1890,12 @@ END_TEST
 /* A producer loop printed inside the loop after it that reads, at each
  * iteration, just what that iteration of the producer wrote (fuse.c):
  * softmax's exponentials inside the row sum's simd loop, as the CPU search's
- * best schedule has them; a consumer reading another element, or the
- * producer's own input overwritten between them, keeps two loops.  The
- * outputs match the evaluator's. */
+ * best schedule has them, and in a hand-built row loop; a consumer reading
+ * another element than the one its iteration produced keeps its own loop.
+ * The outputs match the evaluator's. */
 START_TEST(test_c_fused_producer) {
   ir_workload_t *w = load_wl("softmax.tw", "M=6,N=100");
-  char path[512], *text = NULL;
-  size_t len;
-  tn_err_t err = {0};
-  snprintf(path, sizeof path, "%s/bench/cpu/results/2026-11-27-s10-softmax-t64.trace.json", TUNED_SOURCE_ROOT);
-  ck_assert_msg(tn_read_file(path, 1 << 20, &text, &len, &err) == TN_OK, "%s", err.msg);
-  sch_trace_t *t = NULL;
-  ck_assert_msg(sch_trace_from_json(text, len, &t, &err) == TN_OK, "%s", err.msg);
-  sch_t *s = NULL;
-  ck_assert_msg(sch_replay(w->func, t, 1, &s, &err) == TN_OK, "%s", err.msg);
+  sch_t *s = replay_file(w->func, "bench/cpu/results/2026-11-27-s10-softmax-t64.trace.json");
   char *src = check_c(sch_func(s), w->func);
   HAS(src, "#pragma omp simd reduction(+:tuned_acc1)\n"
            "        for (int ax1_2 = 0; ax1_2 < 100; ++ax1_2) {\n"
@@ -1909,8 +1907,6 @@ START_TEST(test_c_fused_producer) {
   ck_assert_int_eq(count(src, "for (int ax1_1 "), 0);
   free(src);
   sch_free(s);
-  sch_trace_free(t);
-  free(text);
   ir_workload_free(w);
 
   /* in one row loop: T's loop, B's reading T[i, j] (T's loop runs in it),
