@@ -137,6 +137,12 @@ typedef struct cg_promo {
   char name[32];          /* tuned_accN */
   const char *ref;        /* "tuned_accN[(t0) * e1 + t1]", or "tuned_accN" when simd */
   bool simd;              /* one element reduced by L alone: a scalar, L gets omp simd reduction(op) */
+  /* lanes: a small tile reduced by L alone, L contiguous in what it loads:
+   * one scalar per element (names[e]), the tile loops printed unrolled with
+   * their values in cur[], L an omp simd reduction over all the scalars */
+  bool lanes;
+  const char **names;
+  int64_t *cur;
   ir_expr_kind_t op;      /* with simd: IR_E_ADD, IR_E_MAX or IR_E_MIN */
 } cg_promo_t;
 
@@ -366,7 +372,12 @@ bool cg_try_vectorize(cg_ctx_t *c, const ir_loop_t *l);
 /* promote.c (C target): whether loop statement s keeps a tile of
  * accumulators local; open emits the array and the copy in and makes the
  * update's accesses print as the array (cg_promo_ref), close the copy out. */
-bool cg_promo_find(const cg_ctx_t *c, const ir_stmt_t *s, cg_promo_t *p);
+bool cg_promo_find(cg_ctx_t *c, const ir_stmt_t *s, cg_promo_t *p);
+/* With a lanes promotion open: which of its tile loops l is (-1: none);
+ * such a loop prints unrolled, its value in c->promo->cur[that index]. */
+int cg_promo_tile(const cg_ctx_t *c, const ir_loop_t *l);
+/* Prints L's "#pragma omp simd reduction(op:...)" (simd and lanes promotions). */
+bool cg_promo_pragma(cg_ctx_t *c, const ir_loop_t *l);
 void cg_promo_open(cg_ctx_t *c, cg_promo_t *p);
 void cg_promo_close(cg_ctx_t *c, cg_promo_t *p);
 /* "tuned_accN[...]" when b is the promoted buffer of the block printed now. */

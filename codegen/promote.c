@@ -26,12 +26,14 @@
  * loops feed only spatial iterators (so distinct tile points are distinct
  * elements: bindings are bijective). */
 #include "cg_internal.h"
+#include "ir/affine.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #define PROMO_MAX_ELEMS 256 /* 32 AVX registers' worth of floats */
 #define PROMO_MIN_TRIPS 2   /* updates of each element under L: one would save nothing */
+#define PROMO_LANES_MAX 16  /* scalar accumulators of a lanes tile */
 
 /* v appears in the binding of some iterator of kind `kind` of b. */
 static bool feeds(const ir_block_t *b, const ir_var_t *v, ir_iter_kind_t kind) {
@@ -124,7 +126,41 @@ static bool plain_reduce(const ir_stmt_t *st) {
   return (a->kind == IR_E_LOAD && a->u.load.buf == x) || (b->kind == IR_E_LOAD && b->u.load.buf == x);
 }
 
-bool cg_promo_find(const cg_ctx_t *c, const ir_stmt_t *s, cg_promo_t *p) {
+/* Every load in e other than of x walks memory with stride 0 or 1 along
+ * L's variable, and one with 1 (read over loops, through the bindings). */
+static bool contiguous_in(cg_ctx_t *c, const ir_block_t *b, const ir_expr_t *e, const ir_buffer_t *x,
+                          const ir_var_t *v, int *ones) {
+  if (e->kind == IR_E_LOAD && e->u.load.buf != x) {
+    int64_t coef;
+    ir_expr_t *flat = cg_flat_index_loops(c, b, e->u.load.buf, e->u.load.idx);
+    if (!ir_affine_coef_of(flat, v, IR_AFFINE_ATOMS | IR_AFFINE_CASTS, &coef) || (coef != 0 && coef != 1))
+      return false;
+    *ones += coef == 1;
+  }
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int k = ir_expr_children(e, kids);
+  for (int i = 0; i < k; i++)
+    if (!contiguous_in(c, b, kids[i], x, v, ones)) return false;
+  return true;
+}
+
+/* A small tile that L alone reduces (its other reduction loops have one
+ * iteration), none of its loops vectorized, and L contiguous in what the
+ * update loads: gemv's 8 rows against a run of x.  Vectorised over L with
+ * one scalar accumulator per element, every row streams in full vectors;
+ * as an array the tile is reduced one element at a time (gcc may not
+ * reorder the sums). */
+static bool lanes_fit(cg_ctx_t *c, const cg_promo_t *p) {
+  if (p->ntile == 0 || p->elems > PROMO_LANES_MAX) return false;
+  for (int i = 0; i < p->nred; i++)
+    if (p->red[i]->extent > 1) return false;
+  for (int i = 0; i < p->ntile; i++)
+    if (p->tile[i]->kind == IR_LOOP_VECTORIZED) return false;
+  int ones = 0;
+  return contiguous_in(c, p->blk, p->store->u.store.value, p->store->u.store.buf, p->loop->var, &ones) && ones > 0;
+}
+
+bool cg_promo_find(cg_ctx_t *c, const ir_stmt_t *s, cg_promo_t *p) {
   const ir_loop_t *l = &s->u.loop;
   memset(p, 0, sizeof *p);
   if (c->d->gpu || (l->kind != IR_LOOP_SERIAL && l->kind != IR_LOOP_UNROLLED) || c->promo) return false;
@@ -149,6 +185,7 @@ bool cg_promo_find(const cg_ctx_t *c, const ir_stmt_t *s, cg_promo_t *p) {
    * a reduction; a softmax's row sum of exp then runs one lane wide, and its
    * row max too */
   p->simd = p->ntile == 0 && p->nred == 0 && plain_reduce(st) && x->dtype != IR_BOOL;
+  p->lanes = !p->simd && lanes_fit(c, p) && plain_reduce(st) && x->dtype != IR_BOOL;
   p->op = st->u.store.value->kind;
   return true;
 }
@@ -186,9 +223,66 @@ static void copy_nest(cg_ctx_t *c, const cg_promo_t *p, bool in) {
   }
 }
 
+/* The tile element at the tile loops' values cur[] (row-major). */
+static int64_t lane_of(const cg_promo_t *p) {
+  int64_t e = 0;
+  for (int i = 0; i < p->ntile; i++) e = e * p->tile[i]->extent + p->cur[i];
+  return e;
+}
+
+/* lanes: the copies element by element, the tile loops' values as constants */
+static void copy_lanes(cg_ctx_t *c, const cg_promo_t *p, bool in) {
+  const ir_buffer_t *x = p->store->u.store.buf;
+  for (int64_t e = 0; e < p->elems; e++) {
+    for (int64_t i = p->ntile - 1, r = e; i >= 0; i--) p->cur[i] = r % p->tile[i]->extent, r /= p->tile[i]->extent;
+    cg_line(c, "{");
+    c->ind++;
+    cg_line(c, "int %s = 0;", cg_var(c, p->loop->var));
+    for (int i = 0; i < p->nred; i++) cg_line(c, "int %s = 0;", cg_var(c, p->red[i]->var));
+    for (int i = 0; i < p->ntile; i++) cg_line(c, "int %s = %lld;", cg_var(c, p->tile[i]->var), (long long)p->cur[i]);
+    cg_emit_iters(c, p->blk, false);
+    const ir_block_t *outer = c->blk;
+    c->blk = p->blk;
+    if (in) {
+      const char *ix = cg_expr_str(c, cg_flat_index(c, x, p->store->u.store.idx));
+      cg_line(c, "%s = %s[%s];", p->names[e], c->bufs[x->id].name, ix);
+    } else {
+      cg_emit_store_text(c, x, p->store->u.store.idx, p->names[e]);
+    }
+    c->blk = outer;
+    c->ind--;
+    cg_line(c, "}");
+  }
+}
+
+static void open_lanes(cg_ctx_t *c, cg_promo_t *p) {
+  const ir_buffer_t *x = p->store->u.store.buf;
+  p->names = tn_arena_alloc(c->scratch->arena, sizeof *p->names * (size_t)p->elems);
+  p->cur = tn_arena_alloc(c->scratch->arena, sizeof *p->cur * CG_PROMO_MAX_TILE);
+  tn_buf_t decl;
+  tn_buf_init(&decl);
+  for (int64_t e = 0; e < p->elems; e++) {
+    char n[sizeof p->name + 24];
+    snprintf(n, sizeof n, "%s_%lld", p->name, (long long)e);
+    p->names[e] = tn_arena_strdup(c->scratch->arena, n);
+    tn_buf_printf(&decl, "%s%s", e ? ", " : "", n);
+  }
+  cg_line(c, "{  /* %s_*: the %lld elements of %s this loop accumulates, one scalar each */", p->name,
+          (long long)p->elems, c->bufs[x->id].name);
+  c->ind++;
+  cg_line(c, "%s %s;", cg_storage_type(c, x), tn_buf_str(&decl));
+  tn_buf_free(&decl);
+  copy_lanes(c, p, true);
+  c->promo = p;
+}
+
 void cg_promo_open(cg_ctx_t *c, cg_promo_t *p) {
   const ir_buffer_t *x = p->store->u.store.buf;
   snprintf(p->name, sizeof p->name, "tuned_acc%d", c->tmp++);
+  if (p->lanes) {
+    open_lanes(c, p);
+    return;
+  }
   /* Row-major position in the tile: ((t0 * e1 + t1) * e2 + t2) ... */
   tn_buf_t lin;
   tn_buf_init(&lin);
@@ -212,12 +306,37 @@ void cg_promo_open(cg_ctx_t *c, cg_promo_t *p) {
 
 void cg_promo_close(cg_ctx_t *c, cg_promo_t *p) {
   c->promo = NULL;
-  copy_nest(c, p, false);
+  if (p->lanes) copy_lanes(c, p, false);
+  else copy_nest(c, p, false);
   c->ind--;
   cg_line(c, "}");
 }
 
 const char *cg_promo_ref(const cg_ctx_t *c, const ir_buffer_t *b) {
   const cg_promo_t *p = c->promo;
-  return p && c->blk == p->blk && b == p->store->u.store.buf ? p->ref : NULL;
+  if (!p || c->blk != p->blk || b != p->store->u.store.buf) return NULL;
+  return p->lanes ? p->names[lane_of(p)] : p->ref;
+}
+
+int cg_promo_tile(const cg_ctx_t *c, const ir_loop_t *l) {
+  const cg_promo_t *p = c->promo;
+  for (int i = 0; p && p->lanes && i < p->ntile; i++)
+    if (p->tile[i] == l) return i;
+  return -1;
+}
+
+bool cg_promo_pragma(cg_ctx_t *c, const ir_loop_t *l) {
+  const cg_promo_t *p = c->promo;
+  if (!p || p->loop != l || !(p->simd || p->lanes)) return false;
+  const char *op = p->op == IR_E_MAX ? "max" : p->op == IR_E_MIN ? "min" : "+";
+  if (p->simd) {
+    cg_line(c, "#pragma omp simd reduction(%s:%s)", op, p->name);
+    return true;
+  }
+  tn_buf_t b;
+  tn_buf_init(&b);
+  for (int64_t e = 0; e < p->elems; e++) tn_buf_printf(&b, "%s%s", e ? ", " : "", p->names[e]);
+  cg_line(c, "#pragma omp simd reduction(%s:%s)", op, tn_buf_str(&b));
+  tn_buf_free(&b);
+  return true;
 }

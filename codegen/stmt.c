@@ -207,11 +207,7 @@ static void emit_pragmas(cg_ctx_t *c, const ir_stmt_t *s) {
       cg_line(c, "#pragma omp simd");
       return;
     }
-    if (c->promo && c->promo->loop == l && c->promo->simd) {
-      const char *op = c->promo->op == IR_E_MAX ? "max" : c->promo->op == IR_E_MIN ? "min" : "+";
-      cg_line(c, "#pragma omp simd reduction(%s:%s)", op, c->promo->name);
-      return;
-    }
+    if (cg_promo_pragma(c, l)) return;
   }
   int axis;
   bool unroll = l->kind == IR_LOOP_UNROLLED ||
@@ -310,6 +306,22 @@ static void emit_bound(cg_ctx_t *c, const ir_loop_t *l, ir_tag_class_t k, int ax
   cg_line(c, "}");
 }
 
+/* A tile loop of a lanes promotion (promote.c), unrolled here: each copy
+ * declares the loop's value, which picks its accumulator. */
+static void emit_lane_copies(cg_ctx_t *c, const ir_loop_t *l, int t) {
+  for (int64_t k = 0; k < l->extent; k++) {
+    cg_line(c, "{");
+    c->ind++;
+    cg_line(c, "int %s = %lld;", cg_var(c, l->var), (long long)k);
+    c->promo->cur[t] = k;
+    cg_stack_push(c, l);
+    body_with_allocs(c, l);
+    cg_stack_pop(c);
+    c->ind--;
+    cg_line(c, "}");
+  }
+}
+
 static void emit_loop(cg_ctx_t *c, const ir_stmt_t *s) {
   const ir_loop_t *l = &s->u.loop;
   cg_sync_before(c, s);
@@ -323,6 +335,7 @@ static void emit_loop(cg_ctx_t *c, const ir_stmt_t *s) {
   if (x) cg_emit_xreduce(c, x);
   else if (p) cg_emit_pipelined(c, s, p);
   else if (c->d->gpu && (k == IR_TAG_CLASS_BLOCK || k == IR_TAG_CLASS_THREAD)) emit_bound(c, l, k, axis);
+  else if (cg_promo_tile(c, l) >= 0) emit_lane_copies(c, l, cg_promo_tile(c, l));
   else if (!(c->d->gpu && l->kind == IR_LOOP_VECTORIZED && cg_try_vectorize(c, l))) {
     cg_promo_t p;
     bool promo = cg_promo_find(c, s, &p);

@@ -1944,6 +1944,30 @@ START_TEST(test_c_fused_producer) {
 }
 END_TEST
 
+/* A small tile that one loop alone reduces, contiguous in what it loads:
+ * one scalar accumulator per element and the loop an omp simd reduction
+ * over all of them (promote.c, lanes): gemv's best schedule of the CPU
+ * suite, 8 rows against a run of x.  The matmul tile of
+ * test_c_promoted_accumulators, whose k loop strides through B, keeps its
+ * array.  The outputs match the evaluator's. */
+START_TEST(test_c_lane_accumulators) {
+  ir_workload_t *w = load_wl("gemv.tw", "M=48,N=40");
+  sch_t *s = replay_file(w->func, "bench/cpu/results/2026-11-27-s11-gemv-t64.trace.json");
+  char *src = check_c(sch_func(s), w->func);
+  HAS(src, "float tuned_acc0_0, tuned_acc0_1, tuned_acc0_2, tuned_acc0_3, tuned_acc0_4, tuned_acc0_5, "
+           "tuned_acc0_6, tuned_acc0_7;");
+  HAS(src, "#pragma omp simd reduction(+:tuned_acc0_0, tuned_acc0_1, tuned_acc0_2, tuned_acc0_3, tuned_acc0_4, "
+           "tuned_acc0_5, tuned_acc0_6, tuned_acc0_7)\n        for (int j_0 = 0; j_0 < 40; ++j_0) {");
+  HAS(src, "int i_3 = 3;\n                {  /* block y_update */");
+  HAS(src, "tuned_acc0_7 = tuned_acc0_7 + A[v_i * 40 + v_j] * x[v_j];");
+  LACKS(src, "tuned_acc0[");
+  ck_assert_int_eq(count(src, "y_global[i_1 * 8 + i_2 * 4 + i_3] = tuned_acc0_"), 8);
+  free(src);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
 typedef void (*sweep_fn)(const float *x, float *e, float *t, long n);
 
 static double ulp_of(double y) {
@@ -2406,6 +2430,7 @@ static Suite *make_suite(void) {
   tcase_add_test(c, test_c_vector_math);
   tcase_add_test(c, test_c_invariant_divisor);
   tcase_add_test(c, test_c_fused_producer);
+  tcase_add_test(c, test_c_lane_accumulators);
   tcase_add_test(c, test_c_simd_sum);
   tcase_add_test(c, test_gpu_tensor_intrinsic_refused);
   suite_add_tcase(s, c);
