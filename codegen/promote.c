@@ -24,7 +24,18 @@
  * same element; L and the inner reduction loops feed reduce iterators and
  * no spatial one (so the element does not change with them) and the tile
  * loops feed only spatial iterators (so distinct tile points are distinct
- * elements: bindings are bijective). */
+ * elements: bindings are bijective).
+ *
+ * Two narrower forms vectorise L itself, as an `omp simd reduction` (gcc
+ * may not reorder a float sum unless told, so an array tile updated in L
+ * runs one element at a time along L).  simd: L alone around the update of
+ * one element, kept in a scalar (a softmax's row sum).  lanes: a tile of at
+ * most PROMO_LANES_MAX elements that L alone reduces (further reduction
+ * loops have one iteration, no tile loop is vectorized) where every load of
+ * the update moves by 0 or 1 element per iteration of L (gemv's 8 rows
+ * against a run of x; a matmul's k loop, striding through B, keeps the
+ * array): one scalar per element, the tile loops printed unrolled
+ * (cg_promo_tile, their values in cur[]), L reducing all the scalars. */
 #include "cg_internal.h"
 #include "ir/affine.h"
 
