@@ -196,7 +196,7 @@ bool cg_promo_find(cg_ctx_t *c, const ir_stmt_t *s, cg_promo_t *p) {
    * a reduction; a softmax's row sum of exp then runs one lane wide, and its
    * row max too */
   p->simd = p->ntile == 0 && p->nred == 0 && plain_reduce(st) && x->dtype != IR_BOOL;
-  p->lanes = !p->simd && lanes_fit(c, p) && plain_reduce(st) && x->dtype != IR_BOOL;
+  p->lanes = !p->simd && plain_reduce(st) && x->dtype != IR_BOOL && lanes_fit(c, p);
   p->op = st->u.store.value->kind;
   return true;
 }

@@ -332,10 +332,11 @@ static void emit_loop(cg_ctx_t *c, const ir_stmt_t *s) {
   ir_tag_class_t k = cg_loop_tag(l, &axis);
   const cg_xred_t *x = c->d->gpu ? cg_xred_at(c, l) : NULL;
   const cg_pipe_t *p = c->d->gpu ? cg_pipe_at(c, l) : NULL;
+  int lane_tile = cg_promo_tile(c, l);
   if (x) cg_emit_xreduce(c, x);
   else if (p) cg_emit_pipelined(c, s, p);
   else if (c->d->gpu && (k == IR_TAG_CLASS_BLOCK || k == IR_TAG_CLASS_THREAD)) emit_bound(c, l, k, axis);
-  else if (cg_promo_tile(c, l) >= 0) emit_lane_copies(c, l, cg_promo_tile(c, l));
+  else if (lane_tile >= 0) emit_lane_copies(c, l, lane_tile);
   else if (!(c->d->gpu && l->kind == IR_LOOP_VECTORIZED && cg_try_vectorize(c, l))) {
     cg_promo_t p;
     bool promo = cg_promo_find(c, s, &p);

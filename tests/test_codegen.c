@@ -1941,6 +1941,40 @@ START_TEST(test_c_fused_producer) {
   free(src);
   ir_func_free(f);
   ir_workload_free(w);
+
+  /* a block between them writes what T's loop reads (K, bumped every row):
+   * T's loop stays where it is; the outputs match the evaluator's run of
+   * the same function */
+  w = text_wl("param M = 3, N = 37\ninput A: float32[M, N]\ntemp K: float32[1]\ntemp T: float32[M, N]\n"
+              "output B: float32[M, N]\nK[z] = 1.0\nT[i, j] = A[i, j] + K[0]\nB[i, j] = T[i, j] * 2.0\n");
+  f = ir_func_copy(w->func);
+  A = f->params[0], B = f->params[1];
+  ir_buffer_t *K = f->root->u.block.allocs[0];
+  T = f->root->u.block.allocs[1];
+  ck_assert_str_eq(K->name, "K");
+  i = ir_var_new(f, "i", IR_INT32);
+  ir_var_t *z = ir_var_new(f, "z", IR_INT32), *vz = ir_var_new(f, "v_z", IR_INT32);
+  int64_t one = 1, ext[2] = {3, 37};
+  ir_expr_t *zero = ir_int(f, 0), *bz = V(f, z);
+  ir_stmt_t *kinit = loop(f, z, 1, IR_LOOP_SERIAL, NULL,
+                          block(f, "K", 1, &vz, &one, "S", &bz, NULL, ir_store(f, K, &zero, 1, ir_float(f, IR_FLOAT32, 1))));
+  ir_stmt_t *bump = block(f, "bump", 0, NULL, NULL, "", NULL, NULL,
+                          ir_store(f, K, &zero, 1, add(f, ir_load(f, K, &zero, 1), ir_float(f, IR_FLOAT32, 1))));
+  for (int k = 0; k < 2; k++) {
+    j[k] = ir_var_new(f, "j", IR_INT32), vi[k] = ir_var_new(f, "v_i", IR_INT32), vj[k] = ir_var_new(f, "v_j", IR_INT32);
+    ir_var_t *vs[2] = {vi[k], vj[k]};
+    ir_expr_t *bind[2] = {V(f, i), V(f, j[k])}, *idx[2] = {V(f, vi[k]), V(f, vj[k])};
+    ir_stmt_t *st = k == 0 ? ir_store(f, T, idx, 2, add(f, load2(f, A, vi[0], vj[0]), ir_load(f, K, &zero, 1)))
+                           : ir_store(f, B, idx, 2, ir_bin(f, IR_E_MUL, load2(f, T, vi[1], vj[1]), ir_float(f, IR_FLOAT32, 2)));
+    nest[k] = loop(f, j[k], 37, IR_LOOP_SERIAL, NULL, block(f, k ? "B" : "T", 2, vs, ext, "SS", bind, NULL, st));
+  }
+  ir_stmt_t *row = ir_seq(f, (ir_stmt_t *[]){nest[0], seq2(f, bump, nest[1])}, 2);
+  set_root(f, seq2(f, kinit, loop(f, i, 3, IR_LOOP_SERIAL, NULL, row)));
+  src = check_c(f, f);
+  LACKS(src, "fused");
+  free(src);
+  ir_func_free(f);
+  ir_workload_free(w);
 }
 END_TEST
 
