@@ -423,6 +423,11 @@ static void print_run_text(const ms_result_t *r, const ir_workload_t *w, const t
     for (int i = 1; i < r->nrepeats; i++) lo = fmin(lo, r->run_secs[i]), hi = fmax(hi, r->run_secs[i]);
     printf("median    %.6f ms over %d repeats (min %.6f ms, max %.6f ms)\n", r->median_secs * 1e3, r->nrepeats,
            lo * 1e3, hi * 1e3);
+    if (r->shared)
+      printf("shared    other processes preempted the kernel in %d of %d repeats: the time is the shared "
+             "machine's\n", r->disturbed, r->nrepeats);
+    else if (r->disturbed)
+      printf("shared    %d repeats that other processes preempted were set aside\n", r->disturbed);
     char cupti[512];
     ms_cupti_text(r, cupti, sizeof cupti);
     if (cupti[0]) printf("cupti     %s\n", cupti);

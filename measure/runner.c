@@ -466,6 +466,9 @@ static void take_reply(ms_runner_t *r, const cJSON *reply, ms_result_t *res) {
   res->nrepeats = 0;
   cJSON_ArrayForEach(x, secs) res->run_secs[res->nrepeats++] = cJSON_IsNumber(x) ? x->valuedouble : 0;
   res->median_secs = ms_median(res->run_secs, res->nrepeats);
+  const cJSON *dist = cJSON_GetObjectItemCaseSensitive(reply, "disturbed");
+  res->disturbed = cJSON_IsNumber(dist) ? (int)dist->valuedouble : 0;
+  res->shared = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "shared"));
   if (res->median_secs > 0) {
     res->gflops = r->flops / res->median_secs * 1e-9;
     res->gbps = r->bytes / res->median_secs * 1e-9;

@@ -2095,7 +2095,8 @@ START_TEST(t_tunectl_emit) {
   snprintf(args, sizeof args, "emit %s --trace %s --target cpu --emit c --set M=64 --set N=64 --set K=64", SRC("workloads/matmul.tw"), path);
   r = tunectl(args);
   ck_assert_msg(r->status == 0, "%s", r->err);
-  ck_assert_msg(strstr(r->out, "#pragma omp parallel for\n  for (int i = 0; i < 64; ++i) {"), "%s", r->out);
+  ck_assert_msg(strstr(r->out, "#pragma omp parallel for num_threads(tuned_team())\n  for (int i = 0; i < 64; ++i) {"), "%s",
+                r->out);
   unlink(path);
   r = tunectl("emit " MM "--target cpu --emit asm");
   ck_assert_int_eq(r->status, 2);
