@@ -49,17 +49,18 @@ typedef struct ctx ctx_t;
  * im2col row of an output pixel is blocks x taps x chunk floats: block b
  * gathers, for every tap, the chunk floats at b * chunk of the input pixel
  * (a group's channels; a capsule's row of the pose matrix).  Then `gemms`
- * GEMMs of M = pixels * rpp rows: GEMM g reads A at a_step * g (lda), B at
- * b_step * g (ldb) and writes C at c_step * g (ldc). */
+ * GEMMs of M = pixels * rpp, N = n, K = k: GEMM g reads A (the im2col rows)
+ * at a_step * g (lda), B (the filter) at b_step * g (ldb) and writes C (the
+ * output) at c_step * g (ldc). */
 typedef struct conv {
   int nd;
   long batch, in[3], out[3], win[3], stride[3], dil[3], pad[3], up;
   long ci, co, groups; /* channels per input and output pixel; the reference's groups */
   long pixel, blocks, chunk;
-  long gemms, rpp, m_k, n, lda, a_step, ldb, b_step, ldc, c_step;
+  long gemms, rpp, k, n, lda, a_step, ldb, b_step, ldc, c_step;
   void (*prep)(ctx_t *c);                         /* before the GEMMs (NULL: none) */
   void (*epilogue)(ctx_t *c, long lo, long hi);   /* on output pixels [lo, hi) after them */
-  long pixels, taps, row, image, instride[3];     /* derived by conv_alloc */
+  long pixels, taps, row, image, instride[3];     /* derived by conv_shape */
 } conv_t;
 
 struct ctx {
@@ -400,7 +401,7 @@ static void conv_gemms(ctx_t *c, long lo, long hi) {
   const conv_t *v = &c->conv;
   const float *b = c->pack ? c->pack : c->in[1];
   for (long g = 0; g < v->gemms; g++)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (hi - lo) * v->rpp, v->n, v->m_k, 1.0f,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (hi - lo) * v->rpp, v->n, v->k, 1.0f,
                 c->work + lo * v->row + g * v->a_step, v->lda, b + g * v->b_step, v->ldb, 0.0f,
                 c->out + lo * v->rpp * v->ldc + g * v->c_step, v->ldc);
 }
@@ -485,10 +486,10 @@ static void conv_grouped(ctx_t *c, const char *name) {
   long cig = v->ci / v->groups;
   input(c, 1, v->taps * cig * v->co);
   v->pixel = v->ci, v->blocks = v->groups, v->chunk = cig;
-  v->gemms = v->groups, v->rpp = 1, v->m_k = v->taps * cig, v->n = v->co / v->groups;
-  v->lda = v->groups * v->m_k, v->a_step = v->m_k, v->ldb = v->co, v->b_step = v->n, v->ldc = v->co, v->c_step = v->n;
+  v->gemms = v->groups, v->rpp = 1, v->k = v->taps * cig, v->n = v->co / v->groups;
+  v->lda = v->groups * v->k, v->a_step = v->k, v->ldb = v->co, v->b_step = v->n, v->ldc = v->co, v->c_step = v->n;
   v->row = v->lda;
-  c->red = v->m_k;
+  c->red = v->k;
   c->work = xalloc(v->pixels * v->row);
 }
 
@@ -578,13 +579,13 @@ static void cap_setup(ctx_t *c) {
                 .groups = 1, .prep = cap_prep};
   conv_shape(c, "conv2d_capsule_nhwijc");
   v->pixel = v->ci, v->blocks = cap, v->chunk = cap * p[3];
-  v->gemms = cap, v->rpp = cap, v->m_k = v->taps * v->chunk, v->n = p[4];
-  v->lda = v->m_k, v->a_step = 0, v->ldb = p[4], v->b_step = v->m_k * p[4], v->ldc = cap * p[4], v->c_step = p[4];
-  v->row = cap * v->m_k;
+  v->gemms = cap, v->rpp = cap, v->k = v->taps * v->chunk, v->n = p[4];
+  v->lda = v->k, v->a_step = 0, v->ldb = p[4], v->b_step = v->k * p[4], v->ldc = cap * p[4], v->c_step = p[4];
+  v->row = cap * v->k;
   input(c, 1, v->taps * cap * cap * p[3] * p[4]);
   c->pack = xalloc(c->in_n[1]);
   c->work = xalloc(v->pixels * v->row);
-  c->red = v->m_k;
+  c->red = v->k;
 }
 static double cap_ref(ctx_t *c, long idx, double *scale) {
   const conv_t *v = &c->conv;
