@@ -143,10 +143,11 @@ typedef struct command {
 
 #define WORKLOAD_HELP                                                                      \
   "FILE|HASH|NAME is a workload file (parsed here to compute its structural hash,\n"     \
-  "with the --set overrides), a hash of 16 hex digits as `tunectl check` and\n"          \
-  "`tunectl workloads` print it, or the name of workloads in the database: those\n"      \
-  "whose shapes agree with the --set overrides (records takes all of them; the\n"        \
-  "others need exactly one, and list the shapes there are otherwise).\n"
+  "with the --set overrides), a hash as `tunectl check` prints it (64 hex digits)\n"    \
+  "or its first 32 or more as `tunectl workloads` shows them, or the name of\n"         \
+  "workloads in the database: those whose shapes agree with the --set overrides\n"      \
+  "(records takes all of them; the others need exactly one, and list the shapes\n"      \
+  "there are otherwise).\n"
 
 static const command_t commands[] = {
     /* offline */
@@ -179,9 +180,9 @@ static const command_t commands[] = {
     {.name = "check", .usage = "FILE [--set NAME=VALUE ...] [--json]", .min_pos = 1, .max_pos = 1,
      .opts = OPT(SET) | OPT(JSON), .summary = "validate a workload; print its hash, FLOPs and bytes",
      .help = "Parses and validates the workload, then prints its structural hash (the key\n"
-             "under which tuning records are stored), parameters, tensors, floating-point\n"
-             "operations per run and the bytes every run must move (all inputs and outputs\n"
-             "once).\n",
+             "under which tuning records are stored: BLAKE2b-256 of the parsed program, 64\n"
+             "hex digits), parameters, tensors, floating-point operations per run and the\n"
+             "bytes every run must move (all inputs and outputs once).\n",
      .run = tco_check},
     {.name = "eval", .usage = "FILE [--set NAME=VALUE ...] [--seed S] [--json]", .min_pos = 1, .max_pos = 1,
      .opts = OPT(SET) | OPT(DATA_SEED) | OPT(JSON), .summary = "run the reference evaluator and print checksums",

@@ -51,16 +51,20 @@ static int results_of(const cJSON *doc, const char *what, const cJSON **out, tn_
     return tn_err_set(err, TN_EINVAL, "the %s is not a `tunectl bench` result (a JSON object with a \"results\" array)",
                       what);
   const cJSON *r;
-  cJSON_ArrayForEach(r, *out)
-    if (strlen(jstr(r, "hash")) != 16)
-      return tn_err_set(err, TN_EINVAL, "a result in the %s has no 16-digit \"hash\"", what);
+  cJSON_ArrayForEach(r, *out) {
+    if (strlen(jstr(r, "hash")) == 16)
+      return tn_err_set(err, TN_EINVAL, "the %s holds 16-digit hashes: an older tuned wrote it (before workload hashes "
+                        "became %d-digit BLAKE2b identities); run the suite again for a new one", what, TN_ID_HEX);
+    if (!tn_id_valid(jstr(r, "hash")))
+      return tn_err_set(err, TN_EINVAL, "a result in the %s has no %d-digit \"hash\"", what, TN_ID_HEX);
+  }
   return 0;
 }
 
 /* Compares one baseline entry; prints its line and returns 1 for a regression. */
 static int compare_one(const cJSON *b, const cJSON *now, double max_reg, FILE *out) {
   double base = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "found")) ? jnum(b, "gflops", 0) : 0;
-  fprintf(out, "%-16.16s  %s  %16.3f  ", jstr(b, "name"), jstr(b, "hash"), base);
+  fprintf(out, "%-16.16s  %.*s  %16.3f  ", jstr(b, "name"), TN_ID_SHOWN, jstr(b, "hash"), base);
   if (!now) {
     fprintf(out, "%12s  %8s  REGRESSION: missing from the results\n", "-", "");
     return 1;
@@ -98,14 +102,15 @@ int tcd_bench_compare(const char *results_json, const char *baseline_json, doubl
                                "the same target", bt, ct);
     goto out;
   }
-  fprintf(out, "%-16s  %-16s  %16s  %12s  %8s\n", "WORKLOAD", "HASH", "BASELINE GFLOP/s", "NOW GFLOP/s", "CHANGE");
+  fprintf(out, "%-16s  %-*s  %16s  %12s  %8s\n", "WORKLOAD", TN_ID_SHOWN, "HASH", "BASELINE GFLOP/s", "NOW GFLOP/s",
+          "CHANGE");
   n = 0;
   const cJSON *b, *r;
   cJSON_ArrayForEach(b, br) n += compare_one(b, find_result(cr, jstr(b, "hash")), max_regression, out);
   cJSON_ArrayForEach(r, cr)
     if (!find_result(br, jstr(r, "hash")))
-      fprintf(out, "%-16.16s  %s  %16s  %12.3f  %8s  new (not in the baseline)\n", jstr(r, "name"), jstr(r, "hash"),
-              "-", jnum(r, "gflops", 0), "");
+      fprintf(out, "%-16.16s  %.*s  %16s  %12.3f  %8s  new (not in the baseline)\n", jstr(r, "name"), TN_ID_SHOWN,
+              jstr(r, "hash"), "-", jnum(r, "gflops", 0), "");
   if (n) fprintf(out, "%d of %d workloads regressed (allowed: %.1f%% slower)\n", n, cJSON_GetArraySize(br),
                  max_regression * 100);
   else fprintf(out, "no regression beyond %.1f%% (%d workloads)\n", max_regression * 100, cJSON_GetArraySize(br));
@@ -143,7 +148,7 @@ static int compare_files(const tc_args_t *o, const char *results, const char *ba
 typedef struct bench_item {
   const cJSON *spec;      /* {"file", "params", "name"?} */
   ir_workload_t *w;
-  char hash[17];
+  char hash[TN_ID_SIZE];
   const char *params;     /* the params as JSON text ("{}" when none) */
 } bench_item_t;
 
@@ -178,7 +183,7 @@ static int load_item(const tc_args_t *o, const char *suite_dir, const cJSON *spe
     fprintf(stderr, "tunectl bench: %s\n", err.msg);
     return -1;
   }
-  ir_hash_hex(ir_func_hash(it->w->func), it->hash);
+  ir_func_hash(it->w->func, it->hash);
   char *text = params ? cJSON_PrintUnformatted(params) : NULL;
   it->params = tn_arena_strdup(o->arena, text ? text : "{}");
   free(text);

@@ -89,15 +89,18 @@ static bool jbool(const cJSON *o, const char *key) {
 /* A workload named on the command line: its hash, name and (files only) text
  * and parameter overrides. */
 typedef struct workload_ref {
-  char hash[17];
+  char hash[TN_ID_SIZE]; /* or a prefix of one, as given */
   const char *name;  /* file stem; NULL for a bare hash */
   const char *text;  /* NULL for a bare hash */
   cJSON *params;     /* the --set overrides as {"M": 64}; NULL when none */
 } workload_ref_t;
 
+/* A workload hash or a prefix of one (TN_ID_SHOWN to TN_ID_HEX hex
+ * digits, either case). */
 static bool is_hash(const char *s) {
-  if (strlen(s) != 16) return false;
-  for (int i = 0; i < 16; i++)
+  size_t n = strlen(s);
+  if (n < TN_ID_SHOWN || n > TN_ID_HEX) return false;
+  for (size_t i = 0; i < n; i++)
     if (!isxdigit((unsigned char)s[i])) return false;
   return true;
 }
@@ -156,7 +159,7 @@ static int resolve_name(const tc_args_t *o, const char *name, workload_ref_t *re
     const char *h = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "hash")),
                *src = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "source"));
     if (!h || !src) continue;
-    tn_buf_printf(&shapes, "\n  %s  %s", h, shape_text(o, e));
+    tn_buf_printf(&shapes, "\n  %.*s  %s", TN_ID_SHOWN, h, shape_text(o, e));
     ir_param_set_t sets[96];
     int n = 0;
     bool all_given = true; /* a fallback's shape is the command line's alone */
@@ -170,9 +173,9 @@ static int resolve_name(const tc_args_t *o, const char *name, workload_ref_t *re
     for (int i = 0; i < o->nsets && n < (int)TN_ARRAY_LEN(sets); i++) sets[n++] = o->sets[i];
     ir_workload_t *w = NULL;
     tn_err_t err = {0};
-    char hx[17];
+    char hx[TN_ID_SIZE];
     bool parsed = ir_workload_parse(name, src, strlen(src), sets, n, &w, &err) == 0,
-         match = parsed && (ir_hash_hex(ir_func_hash(w->func), hx), strcmp(hx, h) == 0);
+         match = parsed && (ir_func_hash(w->func, hx), strcmp(hx, h) == 0);
     ir_workload_free(w);
     if (parsed && !match && !near.text && o->fallback && all_given) {
       snprintf(near.hash, sizeof near.hash, "%s", hx);
@@ -221,7 +224,7 @@ static int resolve_name(const tc_args_t *o, const char *name, workload_ref_t *re
 static int resolve_workload(const tc_args_t *o, const char *spec, workload_ref_t *ref) {
   memset(ref, 0, sizeof *ref);
   if (is_hash(spec) && access(spec, F_OK) != 0) {
-    for (int i = 0; i < 16; i++) ref->hash[i] = (char)tolower((unsigned char)spec[i]);
+    for (size_t i = 0; spec[i]; i++) ref->hash[i] = (char)tolower((unsigned char)spec[i]);
     if (o->nsets) {
       fprintf(stderr, "tunectl %s: --set needs a workload FILE; %s is a hash (its parameters are fixed)\n",
               o->name, spec);
@@ -233,15 +236,15 @@ static int resolve_workload(const tc_args_t *o, const char *spec, workload_ref_t
   tn_err_t err = {0};
   if (access(spec, F_OK) != 0) {
     if (is_name(spec)) return resolve_name(o, spec, ref, NULL);
-    fprintf(stderr, "tunectl %s: %s is neither a workload file (%s) nor a workload hash of 16 hex digits "
-                    "(see `tunectl workloads`)\n", o->name, spec, strerror(errno));
+    fprintf(stderr, "tunectl %s: %s is neither a workload file (%s) nor a workload hash (its first %d to %d hex "
+                    "digits; see `tunectl workloads`)\n", o->name, spec, strerror(errno), TN_ID_SHOWN, TN_ID_HEX);
     return -1;
   }
   if (ir_workload_load(spec, o->sets, o->nsets, &w, &err) < 0) {
     fprintf(stderr, "tunectl %s: %s\n", o->name, err.msg);
     return -1;
   }
-  ir_hash_hex(ir_func_hash(w->func), ref->hash);
+  ir_func_hash(w->func, ref->hash);
   ref->name = tn_arena_strdup(o->arena, w->name);
   ref->text = tn_arena_strdup(o->arena, w->source);
   ref->params = sets_json(o);
@@ -415,7 +418,7 @@ int tcd_submit(tc_args_t *o) {
   tuned_client_t *c = connect_daemon(o);
   int rc = 1;
   int64_t job = 0;
-  char hash[17] = "";
+  char hash[TUNED_HASH_SIZE] = "";
   tuned_error_t err = {0};
   if (!c) goto out;
   if (tuned_submit(c, &s, &job, hash, &err) < 0) {
@@ -452,15 +455,15 @@ static bool job_active(const cJSON *j) {
 /* The jobs (active_only: the queued and running ones) as a table. */
 static void print_jobs_table(const cJSON *jobs, bool active_only) {
   int nw = col_width(jobs, "name", "NAME"), tw = col_width(jobs, "target", "TARGET");
-  printf("%5s  %-9s  %-*s  %-16s  %-*s  %11s  %10s\n", "JOB", "STATE", nw, "NAME", "WORKLOAD", tw, "TARGET", "TRIALS",
-         "GFLOP/s");
+  printf("%5s  %-9s  %-*s  %-*s  %-*s  %11s  %10s\n", "JOB", "STATE", nw, "NAME", TN_ID_SHOWN, "WORKLOAD", tw,
+         "TARGET", "TRIALS", "GFLOP/s");
   const cJSON *j;
   cJSON_ArrayForEach(j, jobs) {
     if (active_only && !job_active(j)) continue;
     const cJSON *best = cJSON_GetObjectItemCaseSensitive(j, "best");
-    printf("%5lld  %-9s  %-*s  %-16s  %-*s  %5.0f/%-5.0f", (long long)jnum(j, "job", 0), jstr(j, "state"), nw,
-           jstr(j, "name"), jstr(j, "workload"), tw, jstr(j, "target"), jnum(j, "trials_done", 0),
-           jnum(j, "trials", 0));
+    printf("%5lld  %-9s  %-*s  %-*.*s  %-*s  %5.0f/%-5.0f", (long long)jnum(j, "job", 0), jstr(j, "state"), nw,
+           jstr(j, "name"), TN_ID_SHOWN, TN_ID_SHOWN, jstr(j, "workload"), tw, jstr(j, "target"),
+           jnum(j, "trials_done", 0), jnum(j, "trials", 0));
     if (cJSON_IsObject(best)) printf("  %10.3f", jnum(best, "gflops", 0));
     printf("\n");
   }
@@ -567,10 +570,10 @@ int tcd_workloads(tc_args_t *o) {
   } else {
     const cJSON *ws = cJSON_GetObjectItemCaseSensitive(r, "workloads"), *w;
     int nw = col_width(ws, "name", "NAME");
-    printf("%-16s  %-*s  %8s  %12s\n", "HASH", nw, "NAME", "RECORDS", "GFLOP/run");
+    printf("%-*s  %-*s  %8s  %12s\n", TN_ID_SHOWN, "HASH", nw, "NAME", "RECORDS", "GFLOP/run");
     cJSON_ArrayForEach(w, ws)
-      printf("%-16s  %-*s  %8.0f  %12.6f\n", jstr(w, "hash"), nw, jstr(w, "name"), jnum(w, "records", 0),
-             jnum(w, "flops", 0) * 1e-9);
+      printf("%-*.*s  %-*s  %8.0f  %12.6f\n", TN_ID_SHOWN, TN_ID_SHOWN, jstr(w, "hash"), nw, jstr(w, "name"),
+             jnum(w, "records", 0), jnum(w, "flops", 0) * 1e-9);
   }
   cJSON_Delete(r);
   return 0;
@@ -578,12 +581,12 @@ int tcd_workloads(tc_args_t *o) {
 
 static void print_records(const cJSON *records) {
   int tw = TN_MAX(col_width(records, "target", "TARGET"), 16);
-  printf("%7s  %-16s  %-*s  %-12s  %12s  %10s  %s\n", "RECORD", "WORKLOAD", tw, "TARGET", "STATUS", "MEDIAN(ms)",
-         "GFLOP/s", "VERIFIED");
+  printf("%7s  %-*s  %-*s  %-12s  %12s  %10s  %s\n", "RECORD", TN_ID_SHOWN, "WORKLOAD", tw, "TARGET", "STATUS",
+         "MEDIAN(ms)", "GFLOP/s", "VERIFIED");
   const cJSON *r;
   cJSON_ArrayForEach(r, records) {
-    printf("%7.0f  %-16s  %-*s  %-12s  ", jnum(r, "id", 0), jstr(r, "workload"), tw, jstr(r, "target"),
-           jstr(r, "status"));
+    printf("%7.0f  %-*.*s  %-*s  %-12s  ", jnum(r, "id", 0), TN_ID_SHOWN, TN_ID_SHOWN, jstr(r, "workload"), tw,
+           jstr(r, "target"), jstr(r, "status"));
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "median_secs");
     if (cJSON_IsNumber(m)) printf("%12.6f  %10.3f", m->valuedouble * 1e3, jnum(r, "gflops", 0));
     else printf("%12s  %10s", "-", "-");
@@ -889,7 +892,7 @@ int tcd_kernel(tc_args_t *o) {
     FILE *out = open_out(o, strcmp(o->emit, "cubin") == 0);
     if (out) {
       const char *name = w.name ? w.name : k->name[0] ? k->name : k->entry[0] ? k->entry : "kernel";
-      rc = emit_kernel(o, out, k, r, name, w.hash);
+      rc = emit_kernel(o, out, k, r, name, k->workload[0] ? k->workload : w.hash); /* the whole hash */
       rc |= close_out(o, out);
     }
   }

@@ -3,6 +3,7 @@
  * process, without a daemon.  Their options are parsed in tunectl.c. */
 #include <cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,8 +155,8 @@ int tco_check(tc_args_t *o) {
   ir_workload_t *w = load_workload("check", o);
   if (!w) return 1;
   const ir_func_t *f = w->func;
-  char hex[17];
-  ir_hash_hex(ir_func_hash(f), hex);
+  char hex[TN_ID_SIZE];
+  ir_func_hash(f, hex);
   double flops = ir_func_flops(f), bytes = ir_func_bytes(f);
   if (o->json) {
     cJSON *j = cJSON_CreateObject();
@@ -253,8 +254,8 @@ int tco_eval(tc_args_t *o) {
       sum += d->vals[i][k];
       sq += d->vals[i][k] * d->vals[i][k];
     }
-    char hex[17];
-    ir_hash_hex(output_checksum(b, d->vals[i], d->sizes[i]), hex);
+    char hex[17]; /* a checksum to compare outputs by, not an identity */
+    snprintf(hex, sizeof hex, "%016" PRIx64, output_checksum(b, d->vals[i], d->sizes[i]));
     if (j) {
       cJSON *t = cJSON_CreateObject();
       cJSON_AddStringToObject(t, "name", b->name);
@@ -601,23 +602,13 @@ static int profile_record(tc_args_t *o, profile_src_t *src) {
   } else if (tn_target_lookup(o->target ? o->target : r.target_name, NULL, &src->t, &err) < 0) {
     fprintf(stderr, "tunectl profile: record %s: %s\n", o->pos[0], err.msg);
   } else {
-    /* the stored parameters become --set overrides of the stored text */
-    cJSON *ps = cJSON_Parse(wl.params ? wl.params : "{}"), *p;
-    ir_param_set_t sets[64];
-    int n = 0;
-    cJSON_ArrayForEach(p, ps) {
-      if (cJSON_IsNumber(p) && n < 64) sets[n++] = (ir_param_set_t){.name = p->string, .value = (int64_t)p->valuedouble};
-    }
-    char path[96];
-    snprintf(path, sizeof path, "%.80s.tw", wl.name && wl.name[0] ? wl.name : "workload");
-    if (ir_workload_parse(path, wl.source, strlen(wl.source), sets, n, &src->w, &err) < 0) {
+    if (ir_workload_parse_stored(wl.name, wl.source, wl.params, &src->w, &err) < 0) {
       fprintf(stderr, "tunectl profile: record %s: its workload does not parse: %s\n", o->pos[0], err.msg);
     } else {
       src->trace = tn_xstrdup(r.trace);
       snprintf(src->label, sizeof src->label, "the trace of record %s", o->pos[0]);
       rc = 0;
     }
-    cJSON_Delete(ps);
   }
   db_close(db);
   tn_arena_free(a);

@@ -18,7 +18,7 @@
 #include "search/search.h"
 
 typedef struct kget {
-  char hash[17];
+  char hash[TN_ID_SIZE];
   char *text;           /* workload_text, or NULL */
   char name[64];
   cJSON *overrides;
@@ -57,7 +57,7 @@ static ir_workload_t *parse_text(td_req_t *req, kget_t *k) {
   tn_err_t err = {0};
   ir_workload_t *w = NULL;
   char *params = k->overrides ? cJSON_PrintUnformatted(k->overrides) : NULL;
-  int rc = td_workload_parse(k->name, k->text, params, &w, &err);
+  int rc = ir_workload_parse_stored(k->name, k->text, params, &w, &err);
   free(params);
   if (rc) td_req_error(req, TD_E_WORKLOAD, "%s", err.msg);
   return w;
@@ -67,7 +67,7 @@ static ir_workload_t *parse_text(td_req_t *req, kget_t *k) {
 static int hash_of_text(td_req_t *req, kget_t *k) {
   ir_workload_t *w = parse_text(req, k);
   if (!w) return -1;
-  ir_hash_hex(ir_func_hash(w->func), k->hash);
+  ir_func_hash(w->func, k->hash);
   ir_workload_free(w);
   return 0;
 }
@@ -82,6 +82,7 @@ static int lookup(td_req_t *req, kget_t *k, db_workload_t *w, db_record_t *best)
   /* a read-only connection: an import holding the writers' lock cannot delay it */
   db_t *db = td_rdb_acquire(srv, &err);
   if (!db) return td_req_tn_error(req, TD_E_INTERNAL, &err), -1;
+  if (td_hash_resolve(req, db, k->hash)) return td_rdb_release(srv, db), -1;
   int rc = db_workload_get(db, k->hash, w, k->arena, &err);
   if (!rc) rc = db_best(db, k->hash, k->target.t.name, 1, &rs, &err);
   td_rdb_release(srv, db);
@@ -120,7 +121,7 @@ static int replay(kget_t *k, const ir_func_t *f, const char *trace, cg_module_t 
 static int lower(td_req_t *req, kget_t *k, const db_workload_t *w, const char *trace, cg_module_t **mod) {
   tn_err_t err = {0};
   ir_workload_t *wl = NULL;
-  int rc = td_workload_parse(w->name, w->source, w->params, &wl, &err);
+  int rc = ir_workload_parse_stored(w->name, w->source, w->params, &wl, &err);
   if (!rc) rc = replay(k, wl->func, trace, mod, &err);
   if (rc) td_req_error(req, TD_E_INTERNAL, "replaying the best record of %s: %s", k->hash, err.msg);
   ir_workload_free(wl);
@@ -305,7 +306,7 @@ static void nearest(td_req_t *req, kget_t *k, const db_workload_t *w) {
   tn_err_t err = {0};
   ir_workload_t *want = NULL;
   if (k->text) want = parse_text(req, k);
-  else if (td_workload_parse(w->name, w->source, w->params, &want, &err))
+  else if (ir_workload_parse_stored(w->name, w->source, w->params, &want, &err))
     td_req_error(req, TD_E_INTERNAL, "workload %s: %s", k->hash, err.msg);
   if (!want) return;
   const char *text = k->text ? k->text : w->source;
@@ -399,7 +400,7 @@ static void check_work(td_req_t *req) {
   ir_workload_t *w = parse_text(req, k);
   if (!w) return;
   const ir_func_t *f = w->func;
-  ir_hash_hex(ir_func_hash(f), k->hash);
+  ir_func_hash(f, k->hash);
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "workload", k->hash);
   cJSON_AddStringToObject(o, "name", k->name);

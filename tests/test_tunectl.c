@@ -71,16 +71,16 @@ START_TEST(t_show) {
 END_TEST
 
 /* The hash `tunectl check ARGS` prints. */
-static void check_hash(const char *args, char hash[17]) {
+static void check_hash(const char *args, char hash[TN_ID_SIZE]) {
   run_t *r = expect(args, 0, "hash      ", NULL);
   const char *h = strstr(r->out, "hash      ") + 10;
-  snprintf(hash, 17, "%.16s", h);
+  snprintf(hash, TN_ID_SIZE, "%.64s", h);
 }
 
 /* show --tvmscript, then import-tvmscript -o: the same workload hash; the
  * scheduled text is refused with its position. */
 START_TEST(t_tvmscript) {
-  char dir[] = "/tmp/tunectl-tvms-XXXXXX", args[PATH_MAX + 256], want[17], got[17];
+  char dir[] = "/tmp/tunectl-tvms-XXXXXX", args[PATH_MAX + 256], want[TN_ID_SIZE], got[TN_ID_SIZE];
   ck_assert_ptr_nonnull(mkdtemp(dir));
   snprintf(args, sizeof args, "show --tvmscript " W("softmax") " > %s/s.py", dir);
   expect(args, 0, NULL, NULL);
@@ -115,10 +115,9 @@ START_TEST(t_check) {
   const char *h = strstr(r->out, "hash      ");
   ck_assert_ptr_nonnull(h);
   h += 10;
-  for (int i = 0; i < 16; i++) ck_assert_msg(strchr("0123456789abcdef", h[i]), "hash digit %d", i);
-  char hash1[17];
-  memcpy(hash1, h, 16);
-  hash1[16] = 0;
+  char hash1[TN_ID_SIZE];
+  snprintf(hash1, sizeof hash1, "%.*s", (int)strcspn(h, "\n"), h);
+  ck_assert_msg(tn_id_valid(hash1), "the whole hash (64 hex digits) is shown: %s", hash1);
   /* Overriding a parameter with its default value keeps the hash. */
   r = expect("check " W("matmul") " --set M=1024 --json", 0, NULL, NULL);
   ck_assert_ptr_nonnull(strstr(r->out, hash1));
@@ -324,7 +323,7 @@ START_TEST(t_pretuned) {
   ck_assert_msg(tn_read_file(SRC("configs/pretuned/nvidia-h100.jsonl"), 1 << 24, &text, &len, &err) == TN_OK, "%s",
                 err.msg);
   bool nvrtc = strstr(tunectl("--version")->out, "CUDA/NVRTC: yes") != NULL;
-  char seen[16][17];
+  char seen[16][TN_ID_SIZE];
   int nseen = 0, nrec = 0;
   for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), nrec++) {
     cJSON *rec = cJSON_Parse(line);
@@ -344,10 +343,14 @@ START_TEST(t_pretuned) {
     char args[1024];
     snprintf(args, sizeof args, "check %s/workloads/%s.tw%s", TUNED_SOURCE_ROOT, name, sets);
     expect(args, 0, hash, NULL);
+    const char *trace = cJSON_GetObjectItemCaseSensitive(rec, "trace")->valuestring;
+    char th[TN_ID_SIZE];
+    tn_id_of(TN_ID_TRACE, trace, strlen(trace), th);
+    ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(rec, "trace_hash")->valuestring, th);
     bool first = true; /* records of a workload come fastest first */
     for (int i = 0; i < nseen; i++) first &= strcmp(seen[i], hash) != 0;
     if (first && nseen < 16) {
-      snprintf(seen[nseen++], 17, "%s", hash);
+      snprintf(seen[nseen++], TN_ID_SIZE, "%s", hash);
       char path[] = "/tmp/tunectl-pretuned-XXXXXX";
       tu_write_temp(path, cJSON_GetObjectItemCaseSensitive(rec, "trace")->valuestring);
       /* (the PTX is megabytes: the output capture keeps one line of it) */

@@ -18,6 +18,10 @@ from ._errors import LibraryNotFound, error_from
 MAX_DIMS = 8
 
 
+# TUNED_HASH_SIZE: a workload hash's 64 hex digits and the NUL
+HASH_SIZE = 65
+
+
 class ErrorStruct(ctypes.Structure):
     _fields_ = [("code", ctypes.c_int), ("rpc_code", ctypes.c_int), ("message", ctypes.c_char * 1024),
                 ("sys_errno", ctypes.c_int)]
@@ -32,7 +36,7 @@ class SubmitStruct(ctypes.Structure):
 
 class JobStruct(ctypes.Structure):
     _fields_ = [("id", ctypes.c_int64), ("state", ctypes.c_int), ("state_name", ctypes.c_char * 16),
-                ("workload", ctypes.c_char * 17), ("name", ctypes.c_char * 64), ("target", ctypes.c_char * 64),
+                ("workload", ctypes.c_char * HASH_SIZE), ("name", ctypes.c_char * 64), ("target", ctypes.c_char * 64),
                 ("trials", ctypes.c_int64), ("trials_done", ctypes.c_int64), ("seconds", ctypes.c_double),
                 ("best_record", ctypes.c_int64), ("best_median_secs", ctypes.c_double),
                 ("best_gflops", ctypes.c_double), ("build_errors", ctypes.c_int64), ("run_errors", ctypes.c_int64),
@@ -80,10 +84,10 @@ _FUNCTIONS = [
     ("tuned_socket_path", ctypes.c_char_p, [_P]),
     ("tuned_set_timeout", None, [_P, ctypes.c_double]),
     ("tuned_call", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_P), _ERR]),
-    ("tuned_workload_hash", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char * 17, _ERR]),
+    ("tuned_workload_hash", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char * HASH_SIZE, _ERR]),
     ("tuned_submit_defaults", SubmitStruct, []),
     ("tuned_submit", ctypes.c_int,
-     [_P, ctypes.POINTER(SubmitStruct), ctypes.POINTER(ctypes.c_int64), ctypes.c_char * 17, _ERR]),
+     [_P, ctypes.POINTER(SubmitStruct), ctypes.POINTER(ctypes.c_int64), ctypes.c_char * HASH_SIZE, _ERR]),
     ("tuned_job_status", ctypes.c_int, [_P, ctypes.c_int64, ctypes.POINTER(JobStruct), _ERR]),
     ("tuned_cancel", ctypes.c_int, [_P, ctypes.c_int64, ctypes.POINTER(JobStruct), _ERR]),
     ("tuned_wait", ctypes.c_int,
@@ -150,7 +154,7 @@ def candidates():
     out = [("build directory", p) for p in _source_tree_builds()]
     pc = _pkg_config_dir()
     dirs = ([pc] if pc else []) + _INSTALLED_DIRS
-    out += [("installed", os.path.join(d, name)) for d in dirs for name in ("libtuned.so.0", "libtuned.so")]
+    out += [("installed", os.path.join(d, name)) for d in dirs for name in ("libtuned.so.1", "libtuned.so")]
     found = ctypes.util.find_library("tuned")
     if found:
         out.append(("ld.so.cache", found))
@@ -191,6 +195,9 @@ def lib():
                 continue
             if not hasattr(handle, "tuned_connect"):
                 tried.append(f"{path} ({what}): not libtuned (no tuned_connect)")
+                continue
+            if not hasattr(handle, "tuned_hash_size") or handle.tuned_hash_size() != HASH_SIZE:
+                tried.append(f"{path} ({what}): libtuned of an older tuned (16-digit workload hashes)")
                 continue
             _declare(handle)
             _lib, _lib_path = handle, path

@@ -14,7 +14,8 @@ from . import _lib
 from ._errors import Error
 from ._progress import Progress
 
-_HASH = re.compile(r"^[0-9a-f]{16}$")
+# a workload hash (64 hex digits) or a prefix of one of at least 32, as tables show it
+_HASH = re.compile(r"^[0-9a-fA-F]{32,64}$")
 
 
 @dataclasses.dataclass
@@ -141,7 +142,8 @@ class Workload:
 
     @classmethod
     def of(cls, workload, params):
-        """A path to a .tw file (str or os.PathLike), its text, or a 16-digit hash."""
+        """A path to a .tw file (str or os.PathLike), its text, or its hash (64 hex digits, or the
+        first 32 or more)."""
         if isinstance(workload, os.PathLike) or (isinstance(workload, str) and "\n" not in workload and
                                                   not _HASH.match(workload) and os.path.isfile(workload)):
             path = os.fspath(workload)
@@ -154,9 +156,10 @@ class Workload:
             if params:
                 raise Error(f"parameters ({', '.join(params)}) apply to a workload's text, not to its hash "
                             f"{workload}: the hash names one instance already")
-            return cls(hash=workload)
+            return cls(hash=workload.lower())
         if "\n" not in workload and "=" not in workload:
-            raise Error(f"workload {workload!r}: no such file, and neither a 16-digit hash nor workload text")
+            raise Error(f"workload {workload!r}: no such file, and neither a workload hash (32 to 64 hex "
+                        "digits) nor workload text")
         return cls(text=workload)
 
 
@@ -237,7 +240,7 @@ class Client:
         w = Workload.of(workload, params)
         if w.hash:
             return w.hash
-        out, err = (ctypes.c_char * 17)(), _lib.ErrorStruct()
+        out, err = (ctypes.c_char * _lib.HASH_SIZE)(), _lib.ErrorStruct()
         _lib.check(_lib.require("tuned_workload_hash")(self._handle(), _lib.encode(w.text),
                                                        _lib.encode(_params_json(params)), out, ctypes.byref(err)), err)
         return out.value.decode()
@@ -266,7 +269,7 @@ class Client:
         if baseline is not None:
             s.baseline = 1 if baseline else 0
         s.allow_tf32 = 1 if allow_tf32 else 0
-        job, hsh, err = ctypes.c_int64(), (ctypes.c_char * 17)(), _lib.ErrorStruct()
+        job, hsh, err = ctypes.c_int64(), (ctypes.c_char * _lib.HASH_SIZE)(), _lib.ErrorStruct()
         _lib.check(lib.tuned_submit(self._handle(), ctypes.byref(s), ctypes.byref(job), hsh, ctypes.byref(err)), err)
         self.last_workload = hsh.value.decode()
         return job.value
