@@ -24,7 +24,7 @@ enum {
   O_SEARCH_SEED, O_REPEAT_MS, O_NO_FLUSH, O_DB, O_STRATEGY, O_MODEL, O_WAIT, O_STATE, O_STATUS, O_LIMIT, O_K,
   O_OUT, O_BASELINE, O_MAX_REGRESSION, O_COMPARE, O_DAEMON, O_JSON, O_JSON_OUT, O_SOCKET, O_REMEASURE,
   O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_ALLOW_TF32, O_TOP, O_FALLBACK, O_PLOT_OUT, O_REPORT,
-  O_ROOFLINE, O_PEAKS, O_TVMSCRIPT, O_COUNT
+  O_ROOFLINE, O_PEAKS, O_TVMSCRIPT, O_KERNEL_DB, O_COUNT
 };
 #define OPT(name) (UINT64_C(1) << O_##name)
 _Static_assert(O_COUNT <= 64, "a command's options are a 64-bit mask");
@@ -83,6 +83,9 @@ static const opt_spec_t options[O_COUNT] = {
                     "GPUs: do not flush the L2 cache between timed repeats"},
     [O_DB] = {"db", 0, "PATH", K_TEXT, F(db), 0, 0, "tuning database (SQLite) to record into and dedup against"},
     [O_PROFILE_DB] = {"db", 0, "PATH", K_TEXT, F(db), 0, 0, "the tuning database (SQLite) RECORD_ID is in"},
+    [O_KERNEL_DB] = {"db", 0, "PATH", K_TEXT, F(db), 0, 0,
+                     "serve the kernel from this tuning database (SQLite) in this\n"
+                     "process, without a daemon (target default: cpu)"},
     [O_STRATEGY] = {"strategy", 0, "S", K_TEXT, F(strategy), 0, 0, "evolutionary (default) or replay (random replays)"},
     [O_MODEL] = {"model", 0, "M", K_TEXT, F(model), 0, 0, "cost model: xgb (default) or random"},
     [O_WAIT] = {"wait", 0, NULL, K_FLAG, F(wait), 0, 0, "follow the job until it ends"},
@@ -393,9 +396,10 @@ static const command_t commands[] = {
              "target (default: the daemon's target).\n" WORKLOAD_HELP,
      .run = tcd_best},
     {.name = "kernel",
-     .usage = "FILE|HASH|NAME [--set NAME=VALUE ...] [--target T] [--fallback nearest] "
+     .usage = "FILE|HASH|NAME [--set NAME=VALUE ...] [--target T] [--fallback nearest | --db PATH] "
               "--emit cuda|ptx|cubin|header|json|source [-o OUT]",
-     .min_pos = 1, .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(KERNEL_EMIT) | OPT(OUT) | OPT(FALLBACK),
+     .min_pos = 1, .max_pos = 1,
+     .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(KERNEL_EMIT) | OPT(OUT) | OPT(FALLBACK) | OPT(KERNEL_DB),
      .need = OPT(KERNEL_EMIT), .needs_daemon = true, .summary = "print the best kernel of a workload",
      .help = "Fetches the best kernel of the workload on the target and prints it:\n"
              "  source  the kernel source in its language (C, CUDA C or OpenCL C)\n"
@@ -411,6 +415,10 @@ static const command_t commands[] = {
              "the nearest tuned shape of the same workload text (by the parameters'\n"
              "ratios), replayed on the requested shape, built, verified and timed there\n"
              "(at most 2 minutes); stderr says which record, the JSON has \"fallback\".\n"
+             "With --db PATH the kernel comes from that database file, served here\n"
+             "without a daemon (a FILE or HASH; `tunectl tune --db PATH` fills it).\n"
+             "A best record slower than the unscheduled program measured on the same\n"
+             "target is never served: the unscheduled program is (stderr says so).\n"
              "By NAME, --set must then give every parameter of the requested shape.\n" WORKLOAD_HELP,
      .run = tcd_kernel},
     {.name = "export", .usage = "[FILE|HASH|NAME] [--set NAME=VALUE ...] [--target T] [-o OUT]", .min_pos = 0,

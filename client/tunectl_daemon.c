@@ -11,6 +11,8 @@
 
 #include "client/tuned.h"
 #include "client/tunectl.h"
+#include "codegen/codegen.h"
+#include "search/search.h"
 
 /* ---- talking to the daemon ------------------------------------------------ */
 
@@ -838,6 +840,41 @@ static int emit_kernel(tc_args_t *o, FILE *out, const tuned_kernel_t *k, const c
   return 0;
 }
 
+/* kernel.get's answer from the daemon (NULL after a message). */
+static cJSON *kernel_from_daemon(const tc_args_t *o, workload_ref_t *w, bool fallback) {
+  cJSON *p = cJSON_CreateObject();
+  if (fallback && w->text) {
+    /* the text: the daemon may not know this shape */
+    cJSON_AddStringToObject(p, "workload_text", w->text);
+    cJSON_AddStringToObject(p, "name", w->name);
+    if (w->params) cJSON_AddItemToObject(p, "params", w->params);
+    w->params = NULL;
+  } else {
+    cJSON_AddStringToObject(p, "workload", w->hash);
+  }
+  cJSON_Delete(w->params);
+  w->params = NULL;
+  if (fallback) cJSON_AddStringToObject(p, "fallback", "nearest");
+  if (o->target) cJSON_AddStringToObject(p, "target", o->target);
+  return rpc_once(o, "kernel.get", p);
+}
+
+/* kernel.get's answer served from the database file --db in this process
+ * (srch_kernel_from_db, the daemon's own code), or NULL after a message. */
+static cJSON *kernel_from_db(const tc_args_t *o, workload_ref_t *w) {
+  cJSON_Delete(w->params);
+  w->params = NULL;
+  tn_target_t t;
+  tn_err_t err = {0};
+  db_t *db = NULL;
+  cJSON *r = NULL;
+  if (tn_target_lookup(o->target ? o->target : "cpu", NULL, &t, &err) < 0 ||
+      db_open_readonly(o->db, &db, &err) < 0 || srch_kernel_from_db(db, w->hash, NULL, &t, NULL, &r, &err) < 0)
+    fprintf(stderr, "tunectl kernel: %s\n", err.msg);
+  db_close(db);
+  return r;
+}
+
 int tcd_kernel(tc_args_t *o) {
   size_t kind = 0;
   while (kind < TN_ARRAY_LEN(emit_kinds) && strcmp(o->emit, emit_kinds[kind]) != 0) kind++;
@@ -850,22 +887,17 @@ int tcd_kernel(tc_args_t *o) {
     fprintf(stderr, "tunectl kernel: unknown --fallback '%s' (none or nearest)\n", o->fallback);
     return 2;
   }
+  if (fallback && o->db) {
+    fprintf(stderr, "tunectl kernel: --fallback nearest needs the daemon (it measures in a worker); not with --db\n");
+    return 2;
+  }
+  if (o->db && !is_hash(o->pos[0]) && access(o->pos[0], F_OK) != 0) {
+    fprintf(stderr, "tunectl kernel: with --db, name the workload by its FILE or HASH (%s is neither)\n", o->pos[0]);
+    return 1;
+  }
   workload_ref_t w;
   if (resolve_workload(o, o->pos[0], &w) < 0) return 1;
-  cJSON *p = cJSON_CreateObject();
-  if (fallback && w.text) {
-    /* the text: the daemon may not know this shape */
-    cJSON_AddStringToObject(p, "workload_text", w.text);
-    cJSON_AddStringToObject(p, "name", w.name);
-    if (w.params) cJSON_AddItemToObject(p, "params", w.params);
-    w.params = NULL;
-  } else {
-    cJSON_AddStringToObject(p, "workload", w.hash);
-  }
-  cJSON_Delete(w.params);
-  if (fallback) cJSON_AddStringToObject(p, "fallback", "nearest");
-  if (o->target) cJSON_AddStringToObject(p, "target", o->target);
-  cJSON *r = rpc_once(o, "kernel.get", p);
+  cJSON *r = o->db ? kernel_from_db(o, &w) : kernel_from_daemon(o, &w, fallback);
   if (!r) return 1;
   tuned_kernel_t *k = NULL;
   tuned_error_t err = {0};
@@ -881,7 +913,20 @@ int tcd_kernel(tc_args_t *o) {
     fprintf(stderr, " (");
     print_secs(stderr, jnum(fb, "median_secs", 0));
     fprintf(stderr, " at its own shape)\n");
+    if (jnum(fb, "unscheduled_median_secs", 0) > 0 && jnum(r, "median_secs", 0) > jnum(fb, "unscheduled_median_secs", 0)) {
+      fprintf(stderr, "tunectl kernel: warning: the fallback is slower than this shape's unscheduled program (");
+      print_secs(stderr, jnum(fb, "unscheduled_median_secs", 0));
+      fprintf(stderr, "): tune this shape\n");
+    }
     free(params);
+  }
+  const cJSON *un = cJSON_GetObjectItemCaseSensitive(r, "unscheduled");
+  if (un) {
+    fprintf(stderr, "tunectl kernel: the unscheduled program (");
+    print_secs(stderr, jnum(un, "median_secs", 0));
+    fprintf(stderr, ") is served: the best record, %lld (", (long long)jnum(un, "best_record", 0));
+    print_secs(stderr, jnum(un, "best_median_secs", 0));
+    fprintf(stderr, "), is slower\n");
   }
   if (tuned_kernel_parse(text, &k, &err) < 0) {
     fprintf(stderr, "tunectl kernel: %s\n", err.message);

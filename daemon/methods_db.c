@@ -9,6 +9,7 @@
 
 #include "daemon/td.h"
 #include "schedule/schedule.h"
+#include "search/search.h"
 
 static const char *const statuses[] = {"ok", "build_error", "run_error", "timeout", "wrong_result", "too_slow", NULL};
 
@@ -267,7 +268,7 @@ static int import_check(void *ctx, const db_import_item_t *it, tn_err_t *err) {
   if (!ic->w || !same_text(ic->name, it->workload_name) || !same_text(ic->source, it->workload_source) ||
       !same_text(ic->params, it->workload_params)) {
     import_cache_free(ic);
-    if (td_workload_parse(it->workload_name, it->workload_source, it->workload_params, &ic->w, err))
+    if (srch_workload_parse(it->workload_name, it->workload_source, it->workload_params, &ic->w, err))
       return tn_err_prefix(err, "workload %s does not parse", it->workload_hash);
     ic->name = tn_xstrdup(it->workload_name), ic->source = tn_xstrdup(it->workload_source);
     ic->params = it->workload_params ? tn_xstrdup(it->workload_params) : NULL;

@@ -7,6 +7,7 @@
 
 #include "daemon/td.h"
 #include "ir/ir.h"
+#include "search/search.h"
 
 static const char *const strategies[] = {"evolutionary", "replay", NULL};
 static const char *const models[] = {"xgb", "random", NULL};
@@ -82,7 +83,7 @@ static void submit_work(td_req_t *req) {
   tn_err_t err = {0};
   ir_workload_t *w = NULL;
   char *params = s->overrides ? cJSON_PrintUnformatted(s->overrides) : NULL;
-  if (td_workload_parse(s->name, s->text, params, &w, &err) != 0 || ir_eval_check_work(w->func, &err) != 0) {
+  if (srch_workload_parse(s->name, s->text, params, &w, &err) != 0 || ir_eval_check_work(w->func, &err) != 0) {
     td_req_error(req, TD_E_WORKLOAD, "%s", err.msg);
   } else {
     ir_hash_hex(ir_func_hash(w->func), s->hash);

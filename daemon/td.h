@@ -311,10 +311,6 @@ cJSON *td_record_json(const db_record_t *r, double flops);
 void td_json_num(cJSON *obj, const char *key, double v);
 /* Parses text as JSON; a string holding the text when it is not JSON. */
 cJSON *td_json_embed(const char *text);
-/* Parses workload text as NAME.tw with the parameter values of a JSON object
- * ({"M": 64}; NULL = none); errors are the parser's FILE:LINE:COL messages. */
-int td_workload_parse(const char *name, const char *text, const char *params_json, ir_workload_t **out,
-                      tn_err_t *err);
 
 /* ---- jobs.c: the queue and the worker threads ----------------------------- */
 
