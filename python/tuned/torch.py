@@ -80,6 +80,9 @@ class _Recorder(ShapeProp):
 
     def __init__(self, gm):
         super().__init__(gm)
+        # PyTorch 2's ShapeProp runs on fake tensors inside Dynamo's tracing
+        # (a torch.compile backend); the values here must be real
+        self.fake_module = self.fake_mode = None
         self.values, self.current = {}, None
 
     def run_node(self, n):
@@ -880,3 +883,8 @@ def export(model, example_inputs, target="cpu", trials=32, **options):
     tuned.torch_backend.export."""
     from .torch_backend import export as _export
     return _export(model, example_inputs, target=target, trials=trials, **options)
+
+
+if hasattr(torch, "library") and hasattr(torch.library, "custom_op"):
+    # registers the custom op tuned::kernel: a saved ExportedProgram that calls it loads after `import tuned.torch`
+    from . import torch_backend as _torch_backend  # noqa: E402,F401

@@ -188,6 +188,13 @@ def substitute(gm, example_inputs, b):
     """Rewrites gm in place: each task whose tuned kernel matches torch on the
     example inputs and beats torch's computation of the same nodes there is a
     tuned::kernel call; the reasons for the rest go to b.report and the log."""
+    # Dynamo calls its backend inside its fake-tensor mode: the kernels run on real tensors
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        return _substitute(gm, example_inputs, b)
+
+
+def _substitute(gm, example_inputs, b):
     if torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in example_inputs):
         log.info("tuned.torch: the graph needs autograd (an input requires grad, grad enabled): all of it is "
                  "left to Inductor; compile under torch.no_grad() for tuned kernels")
