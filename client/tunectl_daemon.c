@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client/tuned.h"
@@ -234,6 +235,12 @@ static int resolve_workload(const tc_args_t *o, const char *spec, workload_ref_t
   ir_workload_t *w = NULL;
   tn_err_t err = {0};
   if (access(spec, F_OK) != 0) {
+    size_t n = strlen(spec);
+    bool file_like = strchr(spec, '/') || (n > 3 && strcmp(spec + n - 3, ".tw") == 0);
+    if (file_like) { /* a path the user meant: no name lookup hides the missing file */
+      fprintf(stderr, "tunectl %s: %s: no such file (%s)\n", o->name, spec, strerror(errno));
+      return -1;
+    }
     if (is_name(spec)) return resolve_name(o, spec, ref, NULL);
     fprintf(stderr, "tunectl %s: %s is neither a workload file (%s) nor a workload hash of 16 hex digits "
                     "(see `tunectl workloads`)\n", o->name, spec, strerror(errno));
@@ -427,9 +434,14 @@ int tcd_submit(tc_args_t *o) {
   /* --wait --json: a stream of JSON lines, this first and then the job objects */
   if (o->json)
     printf("{\"job\": %lld, \"workload\": \"%s\"}\n", (long long)job, hash);
-  else
-    printf("job %lld: %s (%s) on %s%s\n", (long long)job, w.name, hash, o->target ? o->target : "the daemon's target",
+  else {
+    printf("job %lld: %s (%s) on %s%s", (long long)job, w.name, hash, o->target ? o->target : "the daemon's target",
            o->allow_tf32 && !o->target ? " (+tf32)" : "");
+    tuned_job_t j;
+    if (o->trials <= 0 && tuned_job_status(c, job, &j, NULL) == 0) /* say what no --trials means */
+      printf(", %lld trials (the daemon's default; --trials N to choose)", (long long)j.trials);
+    printf("\n");
+  }
   fflush(stdout);
   rc = o->wait ? follow_job(o, c, job) : 0;
 out:
@@ -559,6 +571,15 @@ int tcd_jobs(tc_args_t *o) {
   return 0;
 }
 
+/* FLOPs with a unit that keeps three significant digits: "14 kFLOP", "2.15 GFLOP". */
+static const char *flops_text(double f, char *buf, size_t size) {
+  static const char *const units[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"};
+  int u = 0;
+  while (f >= 1000 && u + 1 < (int)TN_ARRAY_LEN(units)) f /= 1000, u++;
+  snprintf(buf, size, "%.3g %s", f, units[u]);
+  return buf;
+}
+
 int tcd_workloads(tc_args_t *o) {
   cJSON *p = cJSON_CreateObject();
   if (o->limit > 0) cJSON_AddNumberToObject(p, "limit", (double)o->limit);
@@ -569,10 +590,12 @@ int tcd_workloads(tc_args_t *o) {
   } else {
     const cJSON *ws = cJSON_GetObjectItemCaseSensitive(r, "workloads"), *w;
     int nw = col_width(ws, "name", "NAME");
-    printf("%-16s  %-*s  %8s  %12s\n", "HASH", nw, "NAME", "RECORDS", "GFLOP/run");
-    cJSON_ArrayForEach(w, ws)
-      printf("%-16s  %-*s  %8.0f  %12.6f\n", jstr(w, "hash"), nw, jstr(w, "name"), jnum(w, "records", 0),
-             jnum(w, "flops", 0) * 1e-9);
+    printf("%-16s  %-*s  %8s  %12s\n", "HASH", nw, "NAME", "RECORDS", "WORK/RUN");
+    cJSON_ArrayForEach(w, ws) {
+      char work[32];
+      printf("%-16s  %-*s  %8.0f  %12s\n", jstr(w, "hash"), nw, jstr(w, "name"), jnum(w, "records", 0),
+             flops_text(jnum(w, "flops", 0), work, sizeof work));
+    }
   }
   cJSON_Delete(r);
   return 0;
@@ -1043,12 +1066,13 @@ int tcd_targets(tc_args_t *o) {
   if (o->json) {
     print_json(r);
   } else {
-    printf("%-20s  %-7s  %-8s  %-6s  %s\n", "TARGET", "KIND", "ARCH", "USABLE", "DEVICE / REASON");
-    const cJSON *t;
-    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(r, "targets")) {
+    const cJSON *t, *ts = cJSON_GetObjectItemCaseSensitive(r, "targets");
+    int wn = col_width(ts, "name", "TARGET"), wk = col_width(ts, "kind", "KIND"), wa = col_width(ts, "arch", "ARCH");
+    printf("%-*s  %-*s  %-*s  %-6s  %s\n", wn, "TARGET", wk, "KIND", wa, "ARCH", "USABLE", "DEVICE / REASON");
+    cJSON_ArrayForEach(t, ts) {
       bool usable = jbool(t, "usable");
-      printf("%-20s  %-7s  %-8s  %-6s  %s\n", jstr(t, "name"), jstr(t, "kind"), jstr(t, "arch"), usable ? "yes" : "no",
-             usable || !*jstr(t, "reason") ? jstr(t, "device") : jstr(t, "reason"));
+      printf("%-*s  %-*s  %-*s  %-6s  %s\n", wn, jstr(t, "name"), wk, jstr(t, "kind"), wa, jstr(t, "arch"),
+             usable ? "yes" : "no", usable || !*jstr(t, "reason") ? jstr(t, "device") : jstr(t, "reason"));
     }
   }
   cJSON_Delete(r);
@@ -1056,7 +1080,17 @@ int tcd_targets(tc_args_t *o) {
 }
 
 int tcd_ping(tc_args_t *o) {
-  tuned_client_t *c = connect_daemon(o);
+  if (o->seconds && !o->wait) {
+    fprintf(stderr, "tunectl ping: --seconds goes with --wait\n");
+    return 2;
+  }
+  double deadline = tn_now() + (o->seconds > 0 ? o->seconds : 30);
+  tuned_client_t *c = NULL;
+  while (o->wait && tuned_connect(o->socket, &c, NULL) < 0 && tn_now() < deadline) {
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  if (!c) c = connect_daemon(o); /* the last try says why */
   if (!c) return 1;
   double t0 = tn_now();
   cJSON *r = rpc(o, c, "server.info", NULL);

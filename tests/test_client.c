@@ -4,6 +4,7 @@
  * against a scripted fake server; the pkg-config file; bench comparisons. */
 #include <cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1193,14 +1194,15 @@ START_TEST(t_bench_compare) {
   bench_file(cur, "cpu", 3, names, hashes, (const double[]){12, 97, 5});
   run_t *r = sh("'%s' bench --compare %s --baseline %s --max-regression 5%%", tc, cur, base);
   ck_assert_msg(r->status == 0, "%s\n%s", r->out, r->err);
-  ck_assert_ptr_nonnull(strstr(r->out, "-3.0%  ok"));
-  ck_assert_ptr_nonnull(strstr(r->out, "+20.0%  ok"));
+  ck_assert_msg(strstr(r->out, "-3.0%     0.0%  ok"), "%s", r->out);
+  ck_assert_ptr_nonnull(strstr(r->out, "+20.0%     0.0%  ok"));
   ck_assert_ptr_nonnull(strstr(r->out, "no regression beyond 5.0% (3 workloads)"));
   /* -10% on matmul is a regression at 5% (the default), not at 15% */
   bench_file(cur, "cpu", 3, names, hashes, (const double[]){10, 90, 5});
   r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
   ck_assert_int_eq(r->status, 1);
-  ck_assert_msg(strstr(r->out, "matmul") && strstr(r->out, "-10.0%  REGRESSION: more than 5.0% slower"), "%s", r->out);
+  ck_assert_msg(strstr(r->out, "matmul") && strstr(r->out, "-10.0%     0.0%  REGRESSION: more than 5.0% slower"), "%s",
+                r->out);
   ck_assert_ptr_nonnull(strstr(r->out, "1 of 3 workloads regressed"));
   r = sh("'%s' bench --compare %s --baseline %s --max-regression 15", tc, cur, base);
   ck_assert_msg(r->status == 0, "%s", r->out);
@@ -1218,6 +1220,62 @@ START_TEST(t_bench_compare) {
   bench_file(base, "cpu", 2, names, hashes, (const double[]){10, 100});
   r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
   ck_assert_msg(r->status == 0 && strstr(r->out, "new (not in the baseline)"), "%s", r->out);
+  /* noise: -10% is within 5% plus twice a 4% noise on each side, and the
+   * comparison goes to --json as JSON, the outcome to --junit as XML */
+  bench_file(base, "cpu", 2, names, hashes, (const double[]){10, 100});
+  bench_file(cur, "cpu", 2, names, hashes, (const double[]){10, 90});
+  cJSON *doc = parse_json(slurp(cur));
+  cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "results"), 1);
+  cJSON_AddNumberToObject(m, "noise", 0.04);
+  cJSON_AddNumberToObject(m, "job", 7);
+  cJSON_AddNumberToObject(m, "record", 42);
+  char *text = cJSON_Print(doc);
+  write_file(cur, text);
+  free(text);
+  cJSON_Delete(doc);
+  char cmp[160], junit[160];
+  snprintf(cmp, sizeof cmp, "%s/cmp.json", dir);
+  snprintf(junit, sizeof junit, "%s/junit.xml", dir);
+  r = sh("'%s' bench --compare %s --baseline %s --json %s --junit %s", tc, cur, base, cmp, junit);
+  ck_assert_msg(r->status == 0 && strstr(r->out, "-10.0%     4.0%  ok"), "%s\n%s", r->out, r->err);
+  doc = parse_json(slurp(cmp));
+  ck_assert_int_eq((int)jnum(doc, "regressions"), 0);
+  const cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "rows"), 1);
+  ck_assert_str_eq(jstr(row, "status"), "ok");
+  ck_assert_int_eq((int)jnum(row, "job"), 7);
+  ck_assert_int_eq((int)jnum(row, "record"), 42);
+  ck_assert(fabs(jnum(row, "allowed") - 0.13) < 1e-9);
+  cJSON_Delete(doc);
+  const char *xml = slurp(junit);
+  ck_assert_msg(strstr(xml, "<testsuite name=\"tunectl bench hand-made\" tests=\"2\" failures=\"0\"") &&
+                strstr(xml, "<testcase classname=\"bench\" name=\"matmul 2222222222222222\"") &&
+                strstr(xml, "job 7, record 42"), "%s", xml);
+  /* past the noise: a regression, a JUnit failure */
+  r = sh("'%s' bench --compare %s --baseline %s --max-regression 1 --junit %s", tc, cur, base, junit);
+  ck_assert_msg(r->status == 1 && strstr(r->out, "REGRESSION: more than 9.0% slower"), "%s", r->out);
+  xml = slurp(junit);
+  ck_assert_msg(strstr(xml, "failures=\"1\"") && strstr(xml, "<failure message=\"slower than allowed\">"), "%s", xml);
+  /* a baseline of other trials or mode is refused */
+  doc = parse_json(slurp(base));
+  cJSON_AddNumberToObject(doc, "trials", 8);
+  cJSON_AddStringToObject(doc, "mode", "in-process");
+  text = cJSON_Print(doc);
+  write_file(base, text);
+  free(text);
+  cJSON_Delete(doc);
+  doc = parse_json(slurp(cur));
+  cJSON_AddNumberToObject(doc, "trials", 4);
+  cJSON_AddStringToObject(doc, "mode", "daemon");
+  text = cJSON_Print(doc);
+  write_file(cur, text);
+  free(text);
+  cJSON_Delete(doc);
+  r = sh("'%s' bench --compare %s --baseline %s --json %s", tc, cur, base, cmp);
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_msg(strstr(r->err, "the baseline was tuned with trials 8 and the results with trials 4"), "%s", r->err);
+  doc = parse_json(slurp(cmp)); /* the JSON is written all the same, with the error */
+  ck_assert_msg(strstr(jstr(doc, "error"), "trials 8"), "%s", jstr(doc, "error"));
+  cJSON_Delete(doc);
   /* another target, bad files, bad options */
   bench_file(base, "nvidia/a100", 2, names, hashes, (const double[]){10, 100});
   r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
@@ -1254,7 +1312,15 @@ START_TEST(t_bench_run) {
     ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "found")), "%s found nothing", jstr(x, "name"));
     ck_assert(jnum(x, "gflops") > 0 && jnum(x, "median_secs") > 0);
     ck_assert(jnum(x, "trials") >= 1 && jnum(x, "trials") <= 4);
+    /* the best re-timed in 5 runs: the figure is their median, the noise half their spread */
+    const cJSON *rounds = cJSON_GetObjectItemCaseSensitive(x, "remeasure_secs");
+    ck_assert_msg(cJSON_GetArraySize(rounds) >= 3, "%s: %d rounds", jstr(x, "name"), cJSON_GetArraySize(rounds));
+    ck_assert(jnum(x, "noise") >= 0 && jnum(x, "noise") < 1);
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(x, "job")));
   }
+  const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(doc, "comparison");
+  ck_assert_int_eq((int)jnum(cmp, "regressions"), 0);
+  ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cmp, "rows")), 3);
   r = sh("'%s' check %s --set M=128 --set N=128 --set K=128 --json", env("TUNECTL"), SRC("workloads/matmul.tw"));
   cJSON *chk = parse_json(r->out);
   ck_assert_str_eq(jstr(cJSON_GetArrayItem(rs, 1), "hash"), jstr(chk, "hash"));
