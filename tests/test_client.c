@@ -1180,6 +1180,17 @@ static void bench_file(const char *path, const char *target, int n, const char *
   cJSON_Delete(doc);
 }
 
+/* Adds the run's trials and mode to a bench result file. */
+static void bench_setup(const char *path, int trials, const char *mode) {
+  cJSON *doc = parse_json(slurp(path));
+  cJSON_AddNumberToObject(doc, "trials", trials);
+  cJSON_AddStringToObject(doc, "mode", mode);
+  char *text = cJSON_Print(doc);
+  write_file(path, text);
+  free(text);
+  cJSON_Delete(doc);
+}
+
 START_TEST(t_bench_compare) {
   static const char *const names[] = {"vector_add", "matmul", "softmax"};
   static const char *const hashes[] = {"1111111111111111", "2222222222222222", "3333333333333333"};
@@ -1256,20 +1267,8 @@ START_TEST(t_bench_compare) {
   xml = slurp(junit);
   ck_assert_msg(strstr(xml, "failures=\"1\"") && strstr(xml, "<failure message=\"slower than allowed\">"), "%s", xml);
   /* a baseline of other trials or mode is refused */
-  doc = parse_json(slurp(base));
-  cJSON_AddNumberToObject(doc, "trials", 8);
-  cJSON_AddStringToObject(doc, "mode", "in-process");
-  text = cJSON_Print(doc);
-  write_file(base, text);
-  free(text);
-  cJSON_Delete(doc);
-  doc = parse_json(slurp(cur));
-  cJSON_AddNumberToObject(doc, "trials", 4);
-  cJSON_AddStringToObject(doc, "mode", "daemon");
-  text = cJSON_Print(doc);
-  write_file(cur, text);
-  free(text);
-  cJSON_Delete(doc);
+  bench_setup(base, 8, "in-process");
+  bench_setup(cur, 4, "daemon");
   r = sh("'%s' bench --compare %s --baseline %s --json %s", tc, cur, base, cmp);
   ck_assert_int_eq(r->status, 1);
   ck_assert_msg(strstr(r->err, "the baseline was tuned with trials 8 and the results with trials 4"), "%s", r->err);

@@ -1,7 +1,8 @@
 """run.py — tuned's torch.compile backend against eager PyTorch and
 torch.compile with Inductor's default mode, on the CPU, in one run:
 
-    OMP_WAIT_POLICY=PASSIVE build/torch-venv/bin/python bench/torch/run.py [--trials N] [--models a,b] [--json OUT]
+    OMP_WAIT_POLICY=PASSIVE build/torch-venv/bin/python bench/torch/run.py [--trials N] [--models a,b]
+        [--threads T] [--db PATH] [--json OUT]
 
 Models (float32, inference): a transformer block written as ordinary PyTorch
 (pre-norm multi-head attention + GELU MLP, d=256, 4 heads, 64 tokens) at
@@ -24,36 +25,11 @@ import time
 import torch
 
 nn, F = torch.nn, torch.nn.functional
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path[:0] = [os.path.join(ROOT, "python"), os.path.join(ROOT, "examples")]
 import tuned.torch  # noqa: E402
-
-
-class Block(nn.Module):
-    def __init__(self, d=256, heads=4):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        B, T, D = x.shape
-        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
-        q, k, v = (t.view(B, T, self.heads, D // self.heads).transpose(1, 2) for t in (q, k, v))
-        att = torch.softmax(q @ k.transpose(-2, -1) / (D // self.heads) ** 0.5, dim=-1)
-        x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, D))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-
-
-class BasicBlock(nn.Module):
-    def __init__(self, c=64):
-        super().__init__()
-        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
-        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
-
-    def forward(self, x):
-        y = F.relu(self.bn1(self.conv1(x)))
-        return F.relu(x + self.bn2(self.conv2(y)))
+from torch_models import BasicBlock, Block  # noqa: E402
+from tuned.torch import race  # noqa: E402
 
 
 def models():
@@ -64,31 +40,17 @@ def models():
             "mlp": (mlp, torch.randn(64, 512)), "resnet-block": (BasicBlock(), torch.randn(1, 64, 28, 28))}
 
 
-def interleaved(fns, rounds=7, secs=0.3):
-    """Median seconds of each function, timed in interleaved rounds."""
-    for f in fns:
-        f()
-    samples = [[] for _ in fns]
-    for _ in range(rounds):
-        for f, s in zip(fns, samples):
-            end = time.perf_counter() + secs / rounds
-            while True:
-                t0 = time.perf_counter()
-                f()
-                t1 = time.perf_counter()
-                s.append(t1 - t0)
-                if t1 >= end:
-                    break
-    return [sorted(s)[len(s) // 2] for s in samples]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=32)
     ap.add_argument("--models", default="block-b1,block-b8,mlp,resnet-block")
     ap.add_argument("--db", default=os.path.join("build", "bench-torch.db"))
     ap.add_argument("--json")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch.set_num_threads (tuned's kernels share torch's OpenMP runtime); 0: torch's default")
     a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
     all_models, rows = models(), []
     for name in a.models.split(","):
         model, x = all_models[name]
@@ -106,7 +68,7 @@ def main():
             got = tun(x)
             t_tun = time.time() - t1
             err = float((got - want).abs().max())
-            eager_s, ind_s, tun_s = interleaved([lambda: model(x), lambda: ind(x), lambda: tun(x)])
+            eager_s, ind_s, tun_s = race(lambda: model(x), lambda: ind(x), lambda: tun(x), rounds=7, min_secs=0.3)
         tuned_ops = [r for r in b.report if r.status == "tuned"]
         slower = [r for r in b.report if r.status == "tuned" and r.torch_secs < r.tuned_secs]
         row = {"model": name, "eager_ms": eager_s * 1e3, "inductor_ms": ind_s * 1e3, "tuned_ms": tun_s * 1e3,
@@ -128,7 +90,7 @@ def main():
                       flush=True)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"torch": torch.__version__, "rows": rows}, f, indent=1)
+            json.dump({"torch": torch.__version__, "threads": torch.get_num_threads(), "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -21,26 +21,10 @@ if not (hasattr(torch, "library") and hasattr(torch.library, "custom_op")):
 from conftest import ROOT  # noqa: E402
 import tuned.torch  # noqa: E402
 
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+from torch_models import Block  # noqa: E402  (ordinary PyTorch code: shape unpacking, chunk)
+
 nn, F = torch.nn, torch.nn.functional
-
-
-class Block(nn.Module):
-    """Pre-norm attention + MLP, as people write it."""
-
-    def __init__(self, d=32, heads=2):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc1, self.fc2 = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
-
-    def forward(self, x):
-        B, T, D = x.shape
-        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
-        q, k, v = (t.view(B, T, self.heads, D // self.heads).transpose(1, 2) for t in (q, k, v))
-        att = torch.softmax(q @ k.transpose(-2, -1) / (D // self.heads) ** 0.5, dim=-1)
-        x = x + self.proj((att @ v).transpose(1, 2).reshape(B, T, D))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +34,7 @@ def db(tmp_path_factory, kernel_cache):
 
 def test_block_compiles_with_inductor(db, caplog):
     torch.manual_seed(0)
-    model, x = Block().eval(), torch.randn(2, 8, 32)
+    model, x = Block(d=32, heads=2).eval(), torch.randn(2, 8, 32)
     b = tuned.torch.backend(target="cpu", trials=3, db=db)
     with caplog.at_level(logging.INFO, logger="tuned.torch"), torch.no_grad():
         y = torch.compile(model, backend=b)(x)

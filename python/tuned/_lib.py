@@ -67,7 +67,7 @@ class KernelStruct(ctypes.Structure):
                 ("params", ctypes.POINTER(ParamStruct)), ("nparams", ctypes.c_int), ("ptx", ctypes.c_char_p),
                 ("cubin", ctypes.POINTER(ctypes.c_ubyte)), ("cubin_size", ctypes.c_size_t),
                 ("launch_json", ctypes.c_char_p), ("trace_json", ctypes.c_char_p),
-                ("fallback_json", ctypes.c_char_p)]
+                ("fallback_json", ctypes.c_char_p), ("unscheduled_json", ctypes.c_char_p)]
 
 
 PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(JobStruct), ctypes.c_void_p)

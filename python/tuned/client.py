@@ -112,7 +112,7 @@ class Kernel:
     trace: object
     fallback: dict | None = None  # kernel(fallback="nearest"): the record's own workload, params, time
     # the unscheduled program served instead of a slower best record (record 0): {"median_secs",
-    # "best_record", "best_median_secs"} (tuned.local.kernel only; the daemon's answer says it in its JSON)
+    # "best_record", "best_median_secs"}
     unscheduled: dict | None = None
 
     @classmethod
@@ -133,7 +133,8 @@ class Kernel:
                    params=params, ptx=_lib.decode(k.ptx), cubin=cubin,
                    launch=json.loads(k.launch_json) if k.launch_json else {},
                    trace=json.loads(k.trace_json) if k.trace_json else None,
-                   fallback=json.loads(k.fallback_json) if k.fallback_json else None)
+                   fallback=json.loads(k.fallback_json) if k.fallback_json else None,
+                   unscheduled=json.loads(k.unscheduled_json) if k.unscheduled_json else None)
 
 
 @dataclasses.dataclass

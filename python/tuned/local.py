@@ -151,8 +151,6 @@ def kernel_from_json(text):
     lib, k, err = _lib.lib(), ctypes.POINTER(_lib.KernelStruct)(), _lib.ErrorStruct()
     _lib.check(_lib.require("tuned_kernel_parse")(text.encode(), ctypes.byref(k), ctypes.byref(err)), err)
     try:
-        kern = Kernel._from(k.contents)
+        return Kernel._from(k.contents)
     finally:
         lib.tuned_kernel_free(k)
-    kern.unscheduled = json.loads(text).get("unscheduled")
-    return kern

@@ -732,7 +732,7 @@ def _tune(c, plan, target, trials, seconds, seed, progress, timeout):
 
 
 def optimize(model, example_inputs, *, trials=32, seconds=None, seed=None, target=None, socket=None, client=None,
-             tune=True, progress=True, timeout=None, rtol=1e-4, atol=1e-5, cc=None):
+             tune=True, progress=True, timeout=None, rtol=1e-4, atol=1e-5, cc=None, min_speedup=1.0):
     """Extracts model's tuning tasks (see extract), tunes them on the daemon
     (`tune=False`: only what is already tuned; trials, seconds, seed and
     target as Client.submit; progress and timeout as Client.watch), and
@@ -741,6 +741,10 @@ def optimize(model, example_inputs, *, trials=32, seconds=None, seed=None, targe
     kernel is checked on the example inputs against what torch computed
     there (|tuned - torch| <= atol + rtol |torch| elementwise; atol scaled by
     the op's largest output): a mismatch warns and leaves that op to torch.
+    A kernel that matches is raced against torch's computation of the same
+    nodes on the same operands (race): unless torch's time over its time
+    exceeds min_speedup (default 1.0: it is faster) the op stays in torch
+    ("slower"; min_speedup=0 keeps every kernel that matches).
     The module's tuned_report (a Report) says what runs where."""
     plan = extract(model, example_inputs)
     gm, values, report, replaced = plan.module, plan.values, Report(), {}
@@ -790,6 +794,15 @@ def optimize(model, example_inputs, *, trials=32, seconds=None, seed=None, targe
                 warnings.warn(f"tuned.torch: {t.name}: {r.detail}", RuntimeWarning, stacklevel=2)
                 report.append(r)
                 continue
+            args = [values[o.node.name] if o.node is not None else o.tensor for o in t._operands]
+            with torch.no_grad():
+                r.tuned_secs, r.torch_secs = race(lambda: op.run_tuned(*args), lambda: op.run_torch(*args))
+            if r.torch_secs / r.tuned_secs <= min_speedup:
+                r.status = "slower"
+                r.detail = (f"record {r.record}: {r.tuned_secs * 1e6:.1f} us against torch's {r.torch_secs * 1e6:.1f} "
+                            f"us on the same inputs ({r.torch_secs / r.tuned_secs:.2f}x); it runs in torch")
+                report.append(r)
+                continue
             r.module = f"tuned_{i}_{t.name}"
             gm.add_submodule(r.module, op)
             _rewrite(gm, t, replaced, lambda g, args, sub=r.module: g.call_module(sub, tuple(args)))
@@ -832,6 +845,27 @@ def _check_model(model, gm, example_inputs, rtol, atol):
 
 
 # ---- timing --------------------------------------------------------------------------
+
+
+def race(*fns, rounds=5, min_secs=0.02):
+    """Median seconds of each function, timed in interleaved rounds (each
+    round runs every function in turn, each repeated until min_secs / rounds
+    have passed), so that the load of a shared machine falls on all alike."""
+    for f in fns:
+        f()  # warm up
+    samples = [[] for _ in fns]
+    for _ in range(rounds):
+        for f, times in zip(fns, samples):
+            t_end = time.perf_counter() + min_secs / rounds
+            while True:
+                t0 = time.perf_counter()
+                f()
+                t1 = time.perf_counter()
+                times.append(t1 - t0)
+                if t1 >= t_end:
+                    break
+    return [sorted(t)[len(t) // 2] for t in samples]
+
 
 
 def _seconds(f, repeat):

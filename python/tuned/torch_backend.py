@@ -21,7 +21,6 @@ logger and kept in Backend.report.  float32 CPU tensors; inference (a graph
 that needs autograd is left whole to Inductor)."""
 
 import logging
-import time
 
 import torch
 
@@ -65,30 +64,6 @@ def kernel_op(key: str, inputs: list[torch.Tensor], out_shape: list[int]) -> tor
 @kernel_op.register_fake
 def _kernel_fake(key, inputs, out_shape):
     return inputs[0].new_empty(out_shape, dtype=torch.float32)
-
-
-# ---- racing a kernel against torch ----------------------------------------------------
-
-
-def race(a, b, rounds=5, min_secs=0.02):
-    """Median seconds of a() and of b(), timed in interleaved rounds (each
-    round runs a then b, each repeated until min_secs / rounds have passed),
-    so that the load of a shared machine falls on both alike."""
-    a(), b()  # warm up
-    ta, tb = [], []
-    for _ in range(rounds):
-        for f, times in ((a, ta), (b, tb)):
-            t_end = time.perf_counter() + min_secs / rounds
-            while True:
-                t0 = time.perf_counter()
-                f()
-                t1 = time.perf_counter()
-                times.append(t1 - t0)
-                if t1 >= t_end:
-                    break
-    ta.sort()
-    tb.sort()
-    return ta[len(ta) // 2], tb[len(tb) // 2]
 
 
 # ---- the backend ----------------------------------------------------------------------
@@ -227,7 +202,7 @@ def _substitute(gm, example_inputs, b):
                 _leave(b, r, "mismatch", f"record {r.record}: max error {r.max_error:.3g} against torch on "
                        f"the example inputs")
                 continue
-            r.tuned_secs, r.torch_secs = race(lambda: op.run_tuned(*args), lambda: op.run_torch(*args))
+            r.tuned_secs, r.torch_secs = tt.race(lambda: op.run_tuned(*args), lambda: op.run_torch(*args))
         speedup = r.torch_secs / r.tuned_secs
         if speedup <= b.min_speedup:
             _leave(b, r, "slower", f"record {r.record}: {r.tuned_secs * 1e6:.1f} us against torch's "
