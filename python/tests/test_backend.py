@@ -80,6 +80,18 @@ def test_autograd_graph_left_alone(db):
     assert b.report[0].status == "torch" and "autograd" in b.report[0].detail
 
 
+def test_dynamic_shapes_left_alone(db):
+    """A graph with symbolic sizes is for many shapes, a kernel for one."""
+    model = nn.Sequential(nn.Linear(16, 16)).eval()
+    b = tuned.torch.backend(target="cpu", trials=2, db=db, inductor=False)
+    f = torch.compile(model, backend=b, dynamic=True)
+    with torch.no_grad():
+        for n in (3, 5):
+            x = torch.randn(n, 16)
+            torch.testing.assert_close(f(x), model(x))
+    assert b.report[0].status == "torch" and "dynamic shapes" in b.report[0].detail, str(b.report)
+
+
 def test_export_save_reload_in_another_process(db, tmp_path):
     torch.manual_seed(2)
     model = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 16), nn.Softmax(dim=-1)).eval()

@@ -169,7 +169,23 @@ def substitute(gm, example_inputs, b):
         return _substitute(gm, example_inputs, b)
 
 
+def _dynamic(gm):
+    """Whether Dynamo traced gm with symbolic sizes (dynamic=True, or a shape
+    that changed between calls): a tuned kernel is for one shape."""
+    for n in gm.graph.nodes:
+        v = n.meta.get("example_value")
+        if isinstance(v, torch.Tensor) and any(not isinstance(d, int) for d in v.shape):
+            return True
+    return False
+
+
 def _substitute(gm, example_inputs, b):
+    if _dynamic(gm):
+        log.info("tuned.torch: the graph has dynamic shapes: all of it is left to Inductor (tuned kernels are "
+                 "for one shape; torch.compile(..., dynamic=False) gives a graph per shape)")
+        b.report.append(tt.OpReport("graph", "graph", [], "torch", "dynamic shapes: tuned kernels are for one "
+                                    "shape (dynamic=False)"))
+        return gm
     if torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in example_inputs):
         log.info("tuned.torch: the graph needs autograd (an input requires grad, grad enabled): all of it is "
                  "left to Inductor; compile under torch.no_grad() for tuned kernels")
