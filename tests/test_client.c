@@ -1266,6 +1266,17 @@ START_TEST(t_bench_compare) {
   ck_assert_msg(r->status == 1 && strstr(r->out, "REGRESSION: more than 9.0% slower"), "%s", r->out);
   xml = slurp(junit);
   ck_assert_msg(strstr(xml, "failures=\"1\"") && strstr(xml, "<failure message=\"slower than allowed\">"), "%s", xml);
+  /* a machine too noisy to tell: said, not failed */
+  bench_file(cur, "cpu", 2, names, hashes, (const double[]){10, 50});
+  doc = parse_json(slurp(cur));
+  cJSON_AddNumberToObject(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "results"), 1), "noise", 0.6);
+  text = cJSON_Print(doc);
+  write_file(cur, text);
+  free(text);
+  cJSON_Delete(doc);
+  r = sh("'%s' bench --compare %s --baseline %s --junit %s", tc, cur, base, junit);
+  ck_assert_msg(r->status == 0 && strstr(r->out, "-50.0%    60.0%  ok (too noisy to tell"), "%s", r->out);
+  ck_assert_ptr_nonnull(strstr(slurp(junit), "failures=\"0\""));
   /* a baseline of other trials or mode is refused */
   bench_setup(base, 8, "in-process");
   bench_setup(cur, 4, "daemon");
