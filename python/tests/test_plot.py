@@ -160,14 +160,14 @@ def test_job_curve_failures_and_order(tmp_path):
 def test_figures_for_notebooks(tmp_path):
     """Without an output file the plots return their matplotlib Figure (a
     notebook shows it); unrelated shapes are markers, not a line; the time
-    axis starts at 0 and says what came before the first batch."""
+    axis says what came before the first batch."""
     job = {"job": 4, "state": "done", "name": "mm", "workload": "0" * 16, "target": "cpu", "trials": 2,
            "trials_done": 2, "best": {"gflops": 9.0}, "baseline": {"gflops": 1.0}}
     trials = [{"trial": 1, "status": "ok", "gflops": 2.0, "elapsed_s": 18.0},
               {"trial": 2, "status": "ok", "gflops": 9.0, "elapsed_s": 19.0}]
     fig = plot.plot_job({"job": job, "trials": trials})
     assert type(fig).__name__ == "Figure" and len(fig.axes) == 2
-    assert fig.axes[1].get_xlim()[0] == 0 and "first batch ended at 18 s" in fig.axes[1].get_xlabel()
+    assert "the first batch ended at 18 s" in fig.axes[1].get_xlabel()
     points = plot.report_points(plot.read_bench(QUICK))
     fig = plot.plot_report(points, title="quick")
     for ax in fig.axes:

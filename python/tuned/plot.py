@@ -143,9 +143,9 @@ def plot_job(data, out=None, library=()):
         ax.set_xlabel(xlabel)
         ax.grid(True, which="both", alpha=0.3)
     first = min(r["elapsed_s"] for r in trials)
-    axes[1].set_xlim(left=0)  # the time before the first batch shows, and says what it was
-    axes[1].set_xlabel(f"wall time since the job started (s); the first batch ended at {first:.0f} s, after the "
-                       "reference evaluation,\nsampling and the first builds")
+    # the axis starts near the first batch: the label says what the time before it went to
+    axes[1].set_xlabel(f"wall time since the job started (s; the first batch ended at {first:.0f} s: reference, "
+                       "sampling, builds)", fontsize="small")
     # every level drawn: the candidates, the unscheduled program and the libraries
     speeds = [r["gflops"] for r in ok] + [g for g in [base] + [g for _, g in library[:4]] if g]
     if speeds and max(speeds) > 30 * min(speeds):
