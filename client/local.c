@@ -66,7 +66,8 @@ static void on_progress(const srch_progress_t *p, void *ctx) {
   if (p->stage != SRCH_STAGE_SEARCH || !o->progress) return;
   char buf[256], best[64] = "null";
   if (p->best_secs > 0) snprintf(best, sizeof best, "%.9g", p->best_secs);
-  snprintf(buf, sizeof buf, "{\"trials_done\": %d, \"trials_total\": %d, \"best_median_secs\": %s, \"elapsed_s\": %.3f}",
+  snprintf(buf, sizeof buf,
+           "{\"trials_done\": %d, \"trials_total\": %d, \"best_median_secs\": %s, \"elapsed_s\": %.3f}",
            p->trials_done, p->trials_total, best, p->elapsed_s);
   o->progress(buf, o->ctx);
 }

@@ -85,9 +85,9 @@ def main():
               f"{t_tun:.0f} s)", flush=True)
         for r in b.report:
             if r.status != "torch":
-                print(f"    {r.name:36} {r.status:9} {r.detail or ''}"
-                      f"{'' if r.status != 'tuned' else f' {r.tuned_secs * 1e6:.1f} us vs torch {r.torch_secs * 1e6:.1f} us'}",
-                      flush=True)
+                timing = (f" {r.tuned_secs * 1e6:.1f} us vs torch {r.torch_secs * 1e6:.1f} us" if r.status == "tuned"
+                        else "")
+                print(f"    {r.name:36} {r.status:9} {r.detail or ''}{timing}", flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"torch": torch.__version__, "threads": torch.get_num_threads(), "rows": rows}, f, indent=1)

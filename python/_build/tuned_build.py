@@ -30,10 +30,34 @@ NATIVE = [("client/libtuned.so", "lib/libtuned.so"), ("client/libtuned_local.so"
           ("client/tunectl", "bin/tunectl"), ("daemon/tuned", "bin/tuned"), ("measure/tuned-worker", "bin/tuned-worker")]
 
 
+def _project():
+    """pyproject.toml's [project] table (tomllib on Python 3.11+; before it,
+    the simple `key = "string"` and `key = [...]` lines this file uses)."""
+    path = os.path.join(HERE, "pyproject.toml")
+    try:
+        import tomllib
+    except ImportError:
+        import ast
+        import re
+        p, table = {}, None
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.split("#", 1)[0].strip()
+                if line.startswith("["):
+                    table = line.strip("[]")
+                    continue
+                m = re.match(r"([\w-]+)\s*=\s*(.+)", line)
+                if m and table == "project":
+                    p[m.group(1)] = ast.literal_eval(m.group(2))
+                elif m and table == "project.optional-dependencies":
+                    p.setdefault("optional-dependencies", {})[m.group(1)] = ast.literal_eval(m.group(2))
+        return p
+    with open(path, "rb") as f:
+        return tomllib.load(f)["project"]
+
+
 def _metadata():
-    import tomllib  # Python 3.11+; the project's venvs and Debian 12's python3 have it
-    with open(os.path.join(HERE, "pyproject.toml"), "rb") as f:
-        p = tomllib.load(f)["project"]
+    p = _project()
     lines = ["Metadata-Version: 2.1", f"Name: {p['name']}", f"Version: {p['version']}",
              f"Summary: {p['description']}", f"Requires-Python: {p['requires-python']}"]
     for extra, reqs in p.get("optional-dependencies", {}).items():

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 torch = pytest.importorskip("torch")
-if not (hasattr(torch, "library") and hasattr(torch.library, "custom_op")):
+if not (hasattr(torch, "library") and hasattr(torch.library, "register_fake")):
     pytest.skip(f"torch {torch.__version__}: the torch.compile backend needs PyTorch 2.4+ (the python-torch2 test "
                 "runs it in build/torch-venv)", allow_module_level=True)
 
@@ -25,6 +25,13 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 from torch_models import Block  # noqa: E402  (ordinary PyTorch code: shape unpacking, chunk)
 
 nn, F = torch.nn, torch.nn.functional
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    """Each test compiles from scratch (Dynamo marks sizes dynamic after it saw two)."""
+    torch._dynamo.reset()
+    yield
 
 
 @pytest.fixture(scope="module")

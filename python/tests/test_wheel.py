@@ -24,7 +24,7 @@ def _torch2():
         import torch
     except ImportError:
         return False
-    return hasattr(torch, "library") and hasattr(torch.library, "custom_op")
+    return hasattr(torch, "library") and hasattr(torch.library, "register_fake")
 
 
 USE = r'''
@@ -92,8 +92,8 @@ def test_pip_install_in_a_fresh_venv(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TUNED_") and k not in ("PYTHONPATH",)}
     env["HOME"] = str(tmp_path / "home")  # the kernel cache and default database start empty
     r = subprocess.run([py, "-m", "pip", "install", "--no-index", "--no-build-isolation", "-q",
-                        "--config-settings", f"builddir={BUILD}", os.path.join(ROOT, "python")], capture_output=True, text=True,
-                       env=env, timeout=600)
+                        "--config-settings", f"builddir={BUILD}", os.path.join(ROOT, "python")],
+                       capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     work = tmp_path / "work"
     work.mkdir()

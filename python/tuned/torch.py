@@ -919,6 +919,6 @@ def export(model, example_inputs, target="cpu", trials=32, **options):
     return _export(model, example_inputs, target=target, trials=trials, **options)
 
 
-if hasattr(torch, "library") and hasattr(torch.library, "custom_op"):
+if hasattr(torch, "library") and hasattr(torch.library, "register_fake"):
     # registers the custom op tuned::kernel: a saved ExportedProgram that calls it loads after `import tuned.torch`
     from . import torch_backend as _torch_backend  # noqa: E402,F401
