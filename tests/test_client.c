@@ -602,9 +602,11 @@ START_TEST(t_errors) {
   r = ctl(1, "best not-a-file");
   ck_assert_msg(strstr(r->err, "tunectl best: not-a-file is not a workload file, a hash, or the name of a workload in "
                                "the database"), "%s", r->err);
-  r = ctl(1, "best ./no/such/file.tw");
-  ck_assert_msg(strstr(r->err, "./no/such/file.tw is neither a workload file") && strstr(r->err, "16 hex digits"),
-                "%s", r->err);
+  r = ctl(1, "best ./no/such/file.tw"); /* a path: said missing, not looked up as a name */
+  ck_assert_msg(strstr(r->err, "tunectl best: ./no/such/file.tw: no such file (No such file or directory)"), "%s",
+                r->err);
+  r = ctl(1, "submit nosuch.tw");
+  ck_assert_msg(strstr(r->err, "tunectl submit: nosuch.tw: no such file"), "%s", r->err);
   r = ctl(1, "best %s --set M=4", g_hash);
   ck_assert_ptr_nonnull(strstr(r->err, "--set needs a workload FILE"));
   r = ctl(1, "submit %s --set Q=3", SRC("workloads/matmul.tw"));
@@ -1325,7 +1327,7 @@ START_TEST(t_bench_run) {
     /* the best re-timed in 5 runs: the figure is their median, the noise half their spread */
     const cJSON *rounds = cJSON_GetObjectItemCaseSensitive(x, "remeasure_secs");
     ck_assert_msg(cJSON_GetArraySize(rounds) >= 3, "%s: %d rounds", jstr(x, "name"), cJSON_GetArraySize(rounds));
-    ck_assert(jnum(x, "noise") >= 0 && jnum(x, "noise") < 1);
+    ck_assert(jnum(x, "noise") >= 0 && jnum(x, "noise") <= 1); /* 1: too noisy to tell */
     ck_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(x, "job")));
   }
   const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(doc, "comparison");
