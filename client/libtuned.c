@@ -679,6 +679,7 @@ static int kernel_from(const cJSON *r, tuned_kernel_t *k, tuned_error_t *err) {
   k->trace_json = text_of(r, "trace");
   k->launch_json = text_of(r, "launch");
   k->fallback_json = text_of(r, "fallback");
+  k->unscheduled_json = text_of(r, "unscheduled");
   cJSON *launch = k->launch_json ? cJSON_Parse(k->launch_json) : NULL;
   int rc = launch_from(launch, k, err);
   cJSON_Delete(launch);
@@ -771,6 +772,7 @@ void tuned_kernel_free(tuned_kernel_t *k) {
   free(k->launch_json);
   free(k->trace_json);
   free(k->fallback_json);
+  free(k->unscheduled_json);
   free(k);
 }
 

@@ -7,10 +7,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client/tuned.h"
 #include "client/tunectl.h"
+#include "codegen/codegen.h"
+#include "search/search.h"
 
 /* ---- talking to the daemon ------------------------------------------------ */
 
@@ -235,6 +238,12 @@ static int resolve_workload(const tc_args_t *o, const char *spec, workload_ref_t
   ir_workload_t *w = NULL;
   tn_err_t err = {0};
   if (access(spec, F_OK) != 0) {
+    size_t n = strlen(spec);
+    bool file_like = strchr(spec, '/') || (n > 3 && strcmp(spec + n - 3, ".tw") == 0);
+    if (file_like) { /* a path the user meant: no name lookup hides the missing file */
+      fprintf(stderr, "tunectl %s: %s: no such file (%s)\n", o->name, spec, strerror(errno));
+      return -1;
+    }
     if (is_name(spec)) return resolve_name(o, spec, ref, NULL);
     fprintf(stderr, "tunectl %s: %s is neither a workload file (%s) nor a workload hash (its first %d to %d hex "
                     "digits; see `tunectl workloads`)\n", o->name, spec, strerror(errno), TN_ID_SHOWN, TN_ID_HEX);
@@ -428,9 +437,14 @@ int tcd_submit(tc_args_t *o) {
   /* --wait --json: a stream of JSON lines, this first and then the job objects */
   if (o->json)
     printf("{\"job\": %lld, \"workload\": \"%s\"}\n", (long long)job, hash);
-  else
-    printf("job %lld: %s (%s) on %s%s\n", (long long)job, w.name, hash, o->target ? o->target : "the daemon's target",
+  else {
+    printf("job %lld: %s (%s) on %s%s", (long long)job, w.name, hash, o->target ? o->target : "the daemon's target",
            o->allow_tf32 && !o->target ? " (+tf32)" : "");
+    tuned_job_t j;
+    if (o->trials <= 0 && tuned_job_status(c, job, &j, NULL) == 0) /* say what no --trials means */
+      printf(", %lld trials (the daemon's default; --trials N to choose)", (long long)j.trials);
+    printf("\n");
+  }
   fflush(stdout);
   rc = o->wait ? follow_job(o, c, job) : 0;
 out:
@@ -560,6 +574,15 @@ int tcd_jobs(tc_args_t *o) {
   return 0;
 }
 
+/* FLOPs with a unit that keeps three significant digits: "14 kFLOP", "2.15 GFLOP". */
+static const char *flops_text(double f, char *buf, size_t size) {
+  static const char *const units[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"};
+  int u = 0;
+  while (f >= 1000 && u + 1 < (int)TN_ARRAY_LEN(units)) f /= 1000, u++;
+  snprintf(buf, size, "%.3g %s", f, units[u]);
+  return buf;
+}
+
 int tcd_workloads(tc_args_t *o) {
   cJSON *p = cJSON_CreateObject();
   if (o->limit > 0) cJSON_AddNumberToObject(p, "limit", (double)o->limit);
@@ -570,10 +593,12 @@ int tcd_workloads(tc_args_t *o) {
   } else {
     const cJSON *ws = cJSON_GetObjectItemCaseSensitive(r, "workloads"), *w;
     int nw = col_width(ws, "name", "NAME");
-    printf("%-*s  %-*s  %8s  %12s\n", TN_ID_SHOWN, "HASH", nw, "NAME", "RECORDS", "GFLOP/run");
-    cJSON_ArrayForEach(w, ws)
-      printf("%-*.*s  %-*s  %8.0f  %12.6f\n", TN_ID_SHOWN, TN_ID_SHOWN, jstr(w, "hash"), nw, jstr(w, "name"),
-             jnum(w, "records", 0), jnum(w, "flops", 0) * 1e-9);
+    printf("%-*s  %-*s  %8s  %12s\n", TN_ID_SHOWN, "HASH", nw, "NAME", "RECORDS", "WORK/RUN");
+    cJSON_ArrayForEach(w, ws) {
+      char work[32];
+      printf("%-*.*s  %-*s  %8.0f  %12s\n", TN_ID_SHOWN, TN_ID_SHOWN, jstr(w, "hash"), nw, jstr(w, "name"),
+             jnum(w, "records", 0), flops_text(jnum(w, "flops", 0), work, sizeof work));
+    }
   }
   cJSON_Delete(r);
   return 0;
@@ -841,6 +866,41 @@ static int emit_kernel(tc_args_t *o, FILE *out, const tuned_kernel_t *k, const c
   return 0;
 }
 
+/* kernel.get's answer from the daemon (NULL after a message). */
+static cJSON *kernel_from_daemon(const tc_args_t *o, workload_ref_t *w, bool fallback) {
+  cJSON *p = cJSON_CreateObject();
+  if (fallback && w->text) {
+    /* the text: the daemon may not know this shape */
+    cJSON_AddStringToObject(p, "workload_text", w->text);
+    cJSON_AddStringToObject(p, "name", w->name);
+    if (w->params) cJSON_AddItemToObject(p, "params", w->params);
+    w->params = NULL;
+  } else {
+    cJSON_AddStringToObject(p, "workload", w->hash);
+  }
+  cJSON_Delete(w->params);
+  w->params = NULL;
+  if (fallback) cJSON_AddStringToObject(p, "fallback", "nearest");
+  if (o->target) cJSON_AddStringToObject(p, "target", o->target);
+  return rpc_once(o, "kernel.get", p);
+}
+
+/* kernel.get's answer served from the database file --db in this process
+ * (srch_kernel_from_db, the daemon's own code), or NULL after a message. */
+static cJSON *kernel_from_db(const tc_args_t *o, workload_ref_t *w) {
+  cJSON_Delete(w->params);
+  w->params = NULL;
+  tn_target_t t;
+  tn_err_t err = {0};
+  db_t *db = NULL;
+  cJSON *r = NULL;
+  if (tn_target_lookup(o->target ? o->target : "cpu", NULL, &t, &err) < 0 ||
+      db_open_readonly(o->db, &db, &err) < 0 || srch_kernel_from_db(db, w->hash, NULL, &t, NULL, &r, &err) < 0)
+    fprintf(stderr, "tunectl kernel: %s\n", err.msg);
+  db_close(db);
+  return r;
+}
+
 int tcd_kernel(tc_args_t *o) {
   size_t kind = 0;
   while (kind < TN_ARRAY_LEN(emit_kinds) && strcmp(o->emit, emit_kinds[kind]) != 0) kind++;
@@ -853,22 +913,17 @@ int tcd_kernel(tc_args_t *o) {
     fprintf(stderr, "tunectl kernel: unknown --fallback '%s' (none or nearest)\n", o->fallback);
     return 2;
   }
+  if (fallback && o->db) {
+    fprintf(stderr, "tunectl kernel: --fallback nearest needs the daemon (it measures in a worker); not with --db\n");
+    return 2;
+  }
+  if (o->db && !is_hash(o->pos[0]) && access(o->pos[0], F_OK) != 0) {
+    fprintf(stderr, "tunectl kernel: with --db, name the workload by its FILE or HASH (%s is neither)\n", o->pos[0]);
+    return 1;
+  }
   workload_ref_t w;
   if (resolve_workload(o, o->pos[0], &w) < 0) return 1;
-  cJSON *p = cJSON_CreateObject();
-  if (fallback && w.text) {
-    /* the text: the daemon may not know this shape */
-    cJSON_AddStringToObject(p, "workload_text", w.text);
-    cJSON_AddStringToObject(p, "name", w.name);
-    if (w.params) cJSON_AddItemToObject(p, "params", w.params);
-    w.params = NULL;
-  } else {
-    cJSON_AddStringToObject(p, "workload", w.hash);
-  }
-  cJSON_Delete(w.params);
-  if (fallback) cJSON_AddStringToObject(p, "fallback", "nearest");
-  if (o->target) cJSON_AddStringToObject(p, "target", o->target);
-  cJSON *r = rpc_once(o, "kernel.get", p);
+  cJSON *r = o->db ? kernel_from_db(o, &w) : kernel_from_daemon(o, &w, fallback);
   if (!r) return 1;
   tuned_kernel_t *k = NULL;
   tuned_error_t err = {0};
@@ -884,7 +939,20 @@ int tcd_kernel(tc_args_t *o) {
     fprintf(stderr, " (");
     print_secs(stderr, jnum(fb, "median_secs", 0));
     fprintf(stderr, " at its own shape)\n");
+    if (jnum(fb, "unscheduled_median_secs", 0) > 0 && jnum(r, "median_secs", 0) > jnum(fb, "unscheduled_median_secs", 0)) {
+      fprintf(stderr, "tunectl kernel: warning: the fallback is slower than this shape's unscheduled program (");
+      print_secs(stderr, jnum(fb, "unscheduled_median_secs", 0));
+      fprintf(stderr, "): tune this shape\n");
+    }
     free(params);
+  }
+  const cJSON *un = cJSON_GetObjectItemCaseSensitive(r, "unscheduled");
+  if (un) {
+    fprintf(stderr, "tunectl kernel: the unscheduled program (");
+    print_secs(stderr, jnum(un, "median_secs", 0));
+    fprintf(stderr, ") is served: the best record, %lld (", (long long)jnum(un, "best_record", 0));
+    print_secs(stderr, jnum(un, "best_median_secs", 0));
+    fprintf(stderr, "), is slower\n");
   }
   if (tuned_kernel_parse(text, &k, &err) < 0) {
     fprintf(stderr, "tunectl kernel: %s\n", err.message);
@@ -1001,12 +1069,13 @@ int tcd_targets(tc_args_t *o) {
   if (o->json) {
     print_json(r);
   } else {
-    printf("%-20s  %-7s  %-8s  %-6s  %s\n", "TARGET", "KIND", "ARCH", "USABLE", "DEVICE / REASON");
-    const cJSON *t;
-    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(r, "targets")) {
+    const cJSON *t, *ts = cJSON_GetObjectItemCaseSensitive(r, "targets");
+    int wn = col_width(ts, "name", "TARGET"), wk = col_width(ts, "kind", "KIND"), wa = col_width(ts, "arch", "ARCH");
+    printf("%-*s  %-*s  %-*s  %-6s  %s\n", wn, "TARGET", wk, "KIND", wa, "ARCH", "USABLE", "DEVICE / REASON");
+    cJSON_ArrayForEach(t, ts) {
       bool usable = jbool(t, "usable");
-      printf("%-20s  %-7s  %-8s  %-6s  %s\n", jstr(t, "name"), jstr(t, "kind"), jstr(t, "arch"), usable ? "yes" : "no",
-             usable || !*jstr(t, "reason") ? jstr(t, "device") : jstr(t, "reason"));
+      printf("%-*s  %-*s  %-*s  %-6s  %s\n", wn, jstr(t, "name"), wk, jstr(t, "kind"), wa, jstr(t, "arch"),
+             usable ? "yes" : "no", usable || !*jstr(t, "reason") ? jstr(t, "device") : jstr(t, "reason"));
     }
   }
   cJSON_Delete(r);
@@ -1014,7 +1083,17 @@ int tcd_targets(tc_args_t *o) {
 }
 
 int tcd_ping(tc_args_t *o) {
-  tuned_client_t *c = connect_daemon(o);
+  if (o->seconds && !o->wait) {
+    fprintf(stderr, "tunectl ping: --seconds goes with --wait\n");
+    return 2;
+  }
+  double deadline = tn_now() + (o->seconds > 0 ? o->seconds : 30);
+  tuned_client_t *c = NULL;
+  while (o->wait && tuned_connect(o->socket, &c, NULL) < 0 && tn_now() < deadline) {
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  if (!c) c = connect_daemon(o); /* the last try says why */
   if (!c) return 1;
   double t0 = tn_now();
   cJSON *r = rpc(o, c, "server.info", NULL);

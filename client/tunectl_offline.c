@@ -282,6 +282,8 @@ out:
 /* Looks the target up in the config directory ("opencl" stands for
  * opencl/pocl-cpu). */
 /* The target by name, with --cc (when given) as its compiler. */
+/* --target (and --cc) read; -1 after a message: the caller exits 2, as for
+ * any bad command line. */
 static int lookup_target(const char *cmd, const tc_args_t *o, tn_target_t *t) {
   tn_err_t err = {0};
   if (tn_target_lookup(o->target, NULL, t, &err) < 0) {
@@ -372,7 +374,7 @@ int tco_emit(tc_args_t *o) {
     return 2;
   }
   tn_target_t t;
-  if (lookup_target("emit", o, &t) < 0) return 1;
+  if (lookup_target("emit", o, &t) < 0) return 2; /* a bad --target or --cc: the command line */
   cg_target_t lang = ms_language_of(t.kind);
   cg_target_t want = kind <= 1 || kind == 5 ? CG_TARGET_CUDA
                      : kind == 2        ? CG_TARGET_OPENCL
@@ -456,7 +458,7 @@ static void print_run_text(const ms_result_t *r, const ir_workload_t *w, const t
 
 int tco_run(tc_args_t *o) {
   tn_target_t t;
-  if (lookup_target("run", o, &t) < 0) return 1;
+  if (lookup_target("run", o, &t) < 0) return 2; /* a bad --target or --cc: the command line */
   ir_workload_t *w = NULL;
   cg_module_t *m = lower("run", o, &t, &w);
   if (!m) return 1;
@@ -492,7 +494,7 @@ int tco_run(tc_args_t *o) {
 /* Prints the design spaces of the workload for the target, as traces. */
 int tco_space(tc_args_t *o) {
   tn_target_t t;
-  if (lookup_target("space", o, &t) < 0) return 1;
+  if (lookup_target("space", o, &t) < 0) return 2; /* a bad --target or --cc: the command line */
   ir_workload_t *w = load_workload("space", o);
   if (!w) return 1;
   smp_space_t sp;
@@ -529,7 +531,7 @@ bool tc_can_measure(const char *cmd, const tn_target_t *t) {
 
 int tco_tune(tc_args_t *o) {
   tn_target_t t;
-  if (lookup_target("tune", o, &t) < 0) return 1;
+  if (lookup_target("tune", o, &t) < 0) return 2; /* a bad --target or --cc: the command line */
   if (!tc_can_measure("tune", &t)) return 2;
   ir_workload_t *w = load_workload("tune", o);
   if (!w) return 1;
@@ -622,7 +624,8 @@ static int profile_source(tc_args_t *o, profile_src_t *src) {
     return 2;
   }
   tn_err_t err = {0};
-  if (lookup_target("profile", o, &src->t) < 0 || !(src->w = load_workload("profile", o))) return 1;
+  if (lookup_target("profile", o, &src->t) < 0) return 2;
+  if (!(src->w = load_workload("profile", o))) return 1;
   if (o->trace && tn_read_file(o->trace, (size_t)16 << 20, &src->trace, NULL, &err) < 0) {
     fprintf(stderr, "tunectl profile: %s: %s\n", o->trace, err.msg);
     return 1;

@@ -251,7 +251,10 @@ typedef struct tuned_kernel {
   char *launch_json;        /* the launch configuration as the daemon sent it */
   char *trace_json;         /* the schedule trace; NULL when absent */
   char *fallback_json;      /* NULL, or a fallback's origin: {"workload": HASH, "params": {...},
-                               "record": ID, "median_secs": its time at its own shape, "verified": true} */
+                               "record": ID, "median_secs": its time at its own shape, "verified": true,
+                               "unscheduled_median_secs", "slower_than_unscheduled"} */
+  char *unscheduled_json;   /* NULL, or (record 0: the unscheduled program served because the best record
+                               is slower) {"median_secs", "best_record": ID, "best_median_secs"} */
 } tuned_kernel_t;
 
 /* The best kernel of a workload (by hash, or a prefix of at least

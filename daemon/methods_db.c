@@ -9,6 +9,7 @@
 
 #include "daemon/td.h"
 #include "schedule/schedule.h"
+#include "search/search.h"
 
 static const char *const statuses[] = {"ok", "build_error", "run_error", "timeout", "wrong_result", "too_slow", NULL};
 

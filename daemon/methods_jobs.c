@@ -7,6 +7,7 @@
 
 #include "daemon/td.h"
 #include "ir/ir.h"
+#include "search/search.h"
 
 static const char *const strategies[] = {"evolutionary", "replay", NULL};
 static const char *const models[] = {"xgb", "random", NULL};

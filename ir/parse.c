@@ -484,6 +484,13 @@ static int lex(parser_t *p) {
     }
     i += (size_t)n, col += (int)n;
   }
+  if (nopen > 0) { /* said where it opened, not past the end of the file */
+    const tok_t *o = &p->toks[open[nopen - 1]];
+    char c = p->src[o->off];
+    free(open);
+    return perr(p, o->line, o->col, "'%c' is never closed (expected '%c' before the end of the file)", c,
+                c == '(' ? ')' : ']');
+  }
   free(open);
   if (p->ntoks > 0 && p->toks[p->ntoks - 1].kind != T_NL) push_tok(p, T_NL, line, col, i, 0);
   push_tok(p, T_EOF, line, col, i, 0);

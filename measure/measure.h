@@ -438,8 +438,11 @@ typedef struct ms_run_opts {
 typedef struct ms_runner ms_runner_t;
 
 /* Finds tuned-worker: $TUNED_WORKER, else next to the running executable
- * (same directory, ../measure/ in the build tree, ../libexec/tuned/).
- * Fills buf; TN_EIO naming the places looked at when absent. */
+ * (same directory, ../measure/ in the build tree, ../libexec/tuned/,
+ * ../bin/), then the same places next to the shared library this code is in
+ * (libtuned_local loaded by python: a wheel's tuned/_native/lib/), then the
+ * installed bindir.  Fills buf; TN_EIO naming the places looked at when
+ * absent. */
 int ms_worker_path(char *buf, size_t size, tn_err_t *err);
 
 int ms_runner_new(const ms_run_opts_t *o, ms_runner_t **out, tn_err_t *err);

@@ -5,6 +5,7 @@
 #include <cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -620,10 +621,11 @@ START_TEST(t_errors) {
   r = ctl(1, "best not-a-file");
   ck_assert_msg(strstr(r->err, "tunectl best: not-a-file is not a workload file, a hash, or the name of a workload in "
                                "the database"), "%s", r->err);
-  r = ctl(1, "best ./no/such/file.tw");
-  ck_assert_msg(strstr(r->err, "./no/such/file.tw is neither a workload file") &&
-                    strstr(r->err, "a workload hash (its first 32 to 64 hex digits"),
-                "%s", r->err);
+  r = ctl(1, "best ./no/such/file.tw"); /* a path: said missing, not looked up as a name */
+  ck_assert_msg(strstr(r->err, "tunectl best: ./no/such/file.tw: no such file (No such file or directory)"), "%s",
+                r->err);
+  r = ctl(1, "submit nosuch.tw");
+  ck_assert_msg(strstr(r->err, "tunectl submit: nosuch.tw: no such file"), "%s", r->err);
   r = ctl(1, "kernel %064d --emit source", 0); /* a whole hash that no workload has */
   ck_assert_msg(strstr(r->err, "no workload 0000000000000000000000000000000000000000000000000000000000000000 in the "
                                "database"), "%s", r->err);
@@ -1206,6 +1208,17 @@ static void bench_file(const char *path, const char *target, int n, const char *
 #define H16(d) d d d d d d d d d d d d d d d d
 #define H64(d) H16(d) H16(d) H16(d) H16(d)
 
+/* Adds the run's trials and mode to a bench result file. */
+static void bench_setup(const char *path, int trials, const char *mode) {
+  cJSON *doc = parse_json(slurp(path));
+  cJSON_AddNumberToObject(doc, "trials", trials);
+  cJSON_AddStringToObject(doc, "mode", mode);
+  char *text = cJSON_Print(doc);
+  write_file(path, text);
+  free(text);
+  cJSON_Delete(doc);
+}
+
 START_TEST(t_bench_compare) {
   static const char *const names[] = {"vector_add", "matmul", "softmax"};
   static const char *const hashes[] = {H64("1"), H64("2"), H64("3")};
@@ -1220,14 +1233,15 @@ START_TEST(t_bench_compare) {
   bench_file(cur, "cpu", 3, names, hashes, (const double[]){12, 97, 5});
   run_t *r = sh("'%s' bench --compare %s --baseline %s --max-regression 5%%", tc, cur, base);
   ck_assert_msg(r->status == 0, "%s\n%s", r->out, r->err);
-  ck_assert_ptr_nonnull(strstr(r->out, "-3.0%  ok"));
-  ck_assert_ptr_nonnull(strstr(r->out, "+20.0%  ok"));
+  ck_assert_msg(strstr(r->out, "-3.0%     0.0%  ok"), "%s", r->out);
+  ck_assert_ptr_nonnull(strstr(r->out, "+20.0%     0.0%  ok"));
   ck_assert_ptr_nonnull(strstr(r->out, "no regression beyond 5.0% (3 workloads)"));
   /* -10% on matmul is a regression at 5% (the default), not at 15% */
   bench_file(cur, "cpu", 3, names, hashes, (const double[]){10, 90, 5});
   r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
   ck_assert_int_eq(r->status, 1);
-  ck_assert_msg(strstr(r->out, "matmul") && strstr(r->out, "-10.0%  REGRESSION: more than 5.0% slower"), "%s", r->out);
+  ck_assert_msg(strstr(r->out, "matmul") && strstr(r->out, "-10.0%     0.0%  REGRESSION: more than 5.0% slower"), "%s",
+                r->out);
   ck_assert_ptr_nonnull(strstr(r->out, "1 of 3 workloads regressed"));
   r = sh("'%s' bench --compare %s --baseline %s --max-regression 15", tc, cur, base);
   ck_assert_msg(r->status == 0, "%s", r->out);
@@ -1245,6 +1259,61 @@ START_TEST(t_bench_compare) {
   bench_file(base, "cpu", 2, names, hashes, (const double[]){10, 100});
   r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
   ck_assert_msg(r->status == 0 && strstr(r->out, "new (not in the baseline)"), "%s", r->out);
+  /* noise: -10% is within 5% plus twice a 4% noise on each side, and the
+   * comparison goes to --json as JSON, the outcome to --junit as XML */
+  bench_file(base, "cpu", 2, names, hashes, (const double[]){10, 100});
+  bench_file(cur, "cpu", 2, names, hashes, (const double[]){10, 90});
+  cJSON *doc = parse_json(slurp(cur));
+  cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "results"), 1);
+  cJSON_AddNumberToObject(m, "noise", 0.04);
+  cJSON_AddNumberToObject(m, "job", 7);
+  cJSON_AddNumberToObject(m, "record", 42);
+  char *text = cJSON_Print(doc);
+  write_file(cur, text);
+  free(text);
+  cJSON_Delete(doc);
+  char cmp[160], junit[160];
+  snprintf(cmp, sizeof cmp, "%s/cmp.json", dir);
+  snprintf(junit, sizeof junit, "%s/junit.xml", dir);
+  r = sh("'%s' bench --compare %s --baseline %s --json %s --junit %s", tc, cur, base, cmp, junit);
+  ck_assert_msg(r->status == 0 && strstr(r->out, "-10.0%     4.0%  ok"), "%s\n%s", r->out, r->err);
+  doc = parse_json(slurp(cmp));
+  ck_assert_int_eq((int)jnum(doc, "regressions"), 0);
+  const cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "rows"), 1);
+  ck_assert_str_eq(jstr(row, "status"), "ok");
+  ck_assert_int_eq((int)jnum(row, "job"), 7);
+  ck_assert_int_eq((int)jnum(row, "record"), 42);
+  ck_assert(fabs(jnum(row, "allowed") - 0.13) < 1e-9);
+  cJSON_Delete(doc);
+  const char *xml = slurp(junit);
+  ck_assert_msg(strstr(xml, "<testsuite name=\"tunectl bench hand-made\" tests=\"2\" failures=\"0\"") &&
+                strstr(xml, "<testcase classname=\"bench\" name=\"matmul 2222222222222222\"") &&
+                strstr(xml, "job 7, record 42"), "%s", xml);
+  /* past the noise: a regression, a JUnit failure */
+  r = sh("'%s' bench --compare %s --baseline %s --max-regression 1 --junit %s", tc, cur, base, junit);
+  ck_assert_msg(r->status == 1 && strstr(r->out, "REGRESSION: more than 9.0% slower"), "%s", r->out);
+  xml = slurp(junit);
+  ck_assert_msg(strstr(xml, "failures=\"1\"") && strstr(xml, "<failure message=\"slower than allowed\">"), "%s", xml);
+  /* a machine too noisy to tell: said, not failed */
+  bench_file(cur, "cpu", 2, names, hashes, (const double[]){10, 50});
+  doc = parse_json(slurp(cur));
+  cJSON_AddNumberToObject(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "results"), 1), "noise", 0.6);
+  text = cJSON_Print(doc);
+  write_file(cur, text);
+  free(text);
+  cJSON_Delete(doc);
+  r = sh("'%s' bench --compare %s --baseline %s --junit %s", tc, cur, base, junit);
+  ck_assert_msg(r->status == 0 && strstr(r->out, "-50.0%    60.0%  ok (too noisy to tell"), "%s", r->out);
+  ck_assert_ptr_nonnull(strstr(slurp(junit), "failures=\"0\""));
+  /* a baseline of other trials or mode is refused */
+  bench_setup(base, 8, "in-process");
+  bench_setup(cur, 4, "daemon");
+  r = sh("'%s' bench --compare %s --baseline %s --json %s", tc, cur, base, cmp);
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_msg(strstr(r->err, "the baseline was tuned with trials 8 and the results with trials 4"), "%s", r->err);
+  doc = parse_json(slurp(cmp)); /* the JSON is written all the same, with the error */
+  ck_assert_msg(strstr(jstr(doc, "error"), "trials 8"), "%s", jstr(doc, "error"));
+  cJSON_Delete(doc);
   /* another target, bad files, bad options */
   bench_file(base, "nvidia/a100", 2, names, hashes, (const double[]){10, 100});
   r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
@@ -1287,7 +1356,15 @@ START_TEST(t_bench_run) {
     ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "found")), "%s found nothing", jstr(x, "name"));
     ck_assert(jnum(x, "gflops") > 0 && jnum(x, "median_secs") > 0);
     ck_assert(jnum(x, "trials") >= 1 && jnum(x, "trials") <= 4);
+    /* the best re-timed in 5 runs: the figure is their median, the noise half their spread */
+    const cJSON *rounds = cJSON_GetObjectItemCaseSensitive(x, "remeasure_secs");
+    ck_assert_msg(cJSON_GetArraySize(rounds) >= 3, "%s: %d rounds", jstr(x, "name"), cJSON_GetArraySize(rounds));
+    ck_assert(jnum(x, "noise") >= 0 && jnum(x, "noise") <= 1); /* 1: too noisy to tell */
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(x, "job")));
   }
+  const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(doc, "comparison");
+  ck_assert_int_eq((int)jnum(cmp, "regressions"), 0);
+  ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cmp, "rows")), 3);
   r = sh("'%s' check %s --set M=128 --set N=128 --set K=128 --json", env("TUNECTL"), SRC("workloads/matmul.tw"));
   cJSON *chk = parse_json(r->out);
   ck_assert_str_eq(jstr(cJSON_GetArrayItem(rs, 1), "hash"), jstr(chk, "hash"));

@@ -402,8 +402,12 @@ static const err_case_t err_cases[] = {
      "constant '1e308' (1e+308) is out of range for float32"},
     /* syntax */
     {"parm N = 3\n", 1, 1, "unknown declaration 'parm' (expected param, input, output or temp"},
-    {"input A: float32[4]\noutput C: float32[4]\nC[i] = (A[i] + 1.0\n", 4, 1,
-     "expected ')' to close the '(' at 3:8"},
+    /* an unclosed bracket is reported where it opened, not past the end of the file */
+    {"input A: float32[4]\noutput C: float32[4]\nC[i] = (A[i] + 1.0\n", 3, 8,
+     "'(' is never closed (expected ')' before the end of the file)"},
+    {"input A: float32[4]\noutput C: float32[1]\nC[i] = sum(k < 4: A[k]\n", 3, 11,
+     "'(' is never closed (expected ')' before the end of the file)"},
+    {"input A: float32[4\n", 1, 17, "'[' is never closed (expected ']' before the end of the file)"},
     {"input A: float32[4]\noutput C: float32[4]\nC[i] = A[i] +\n", 3, 14,
      "expected an expression, found end of line"},
     {"input A: float32[4]\noutput C: float32[4]\nC[i] = A[i] 2\n", 3, 13,
@@ -798,6 +802,8 @@ START_TEST(t_limits) {
   /* deep nesting: parentheses, unary operators, long operator chains */
   tn_buf_put(&b, "output C: float32[1]\nC[i] = ");
   for (int i = 0; i < 100000; i++) tn_buf_putc(&b, '(');
+  tn_buf_put(&b, "1.0");
+  for (int i = 0; i < 100000; i++) tn_buf_putc(&b, ')');
   expect_limit(tn_buf_str(&b), b.len, TN_EINVAL, "nested too deeply (more than 200 levels)");
   tn_buf_reset(&b);
   tn_buf_put(&b, "output C: float32[1]\nC[i] = ");

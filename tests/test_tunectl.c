@@ -492,7 +492,7 @@ START_TEST(t_targets) {
   ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(rl, "peak_unit")->valuestring, "GB/s");
   cJSON_Delete(j);
   r = tunectl_env(env, "run " W("vector_add") " --target cpu");
-  ck_assert_int_eq(r->status, 1);
+  ck_assert_int_eq(r->status, 2); /* a bad --target: the command line */
   ck_assert_msg(strstr(r->err, "unknown target \"cpu\"; did you mean \"lab/cpu\"? (known: lab/cpu;") &&
                     strstr(r->err, dir), "%s", r->err);
   r = tunectl_env(env, "run --help");
@@ -520,7 +520,7 @@ START_TEST(t_relocated) {
   snprintf(cmd, sizeof cmd, "env -u TUNED_CONFIG_DIR '%s/bin/tunectl' emit %s --target cpu --emit c", dir,
            W("vector_add"));
   tu_run_capture(cmd, &r);
-  ck_assert_int_eq(r.status, 1);
+  ck_assert_int_eq(r.status, 2); /* a bad --target: the command line */
   ck_assert_msg(strstr(r.err, "(known: reloc;") && strstr(r.err, configs), "%s", r.err);
   tu_remove_tree(dir);
 }
@@ -669,7 +669,7 @@ START_TEST(t_allow_tf32) {
   run_t *r = expect(args, 0, "multi-level-tiling(C: SSSRRSRS", NULL);
   ck_assert_msg(!strstr(r->out, "tensor-core"), "%s", r->out);
   snprintf(args, sizeof args, "space %s --target cpu --allow-tf32", strchr(mm, ' ') + 1);
-  expect(args, 1, NULL, "target \"cpu+tf32\": TF32 (+tf32) is a tensor-core mode of CUDA targets; cpu is of kind cpu");
+  expect(args, 2, NULL, "target \"cpu+tf32\": TF32 (+tf32) is a tensor-core mode of CUDA targets; cpu is of kind cpu");
   snprintf(args, sizeof args, "tune %s --target cuda-host --allow-tf32 --trials 2 --no-remeasure --no-baseline",
            strchr(mm, ' ') + 1);
   r = expect(args, 0, "target     cuda-host+tf32\n", NULL);
@@ -693,9 +693,13 @@ START_TEST(t_cli_doc) {
   ck_assert_msg(strstr(doc, "## tunectl tune\n\n```\nusage: tunectl tune FILE --target T --trials N"), "%.300s", doc);
   ck_assert_msg(strstr(doc, "--allow-tf32") && !strstr(doc, TUNED_SOURCE_ROOT), "machine paths in the page");
   free(doc);
-  r = tunectl("--completion zsh");
+  r = tunectl("--completion fish");
   ck_assert_int_eq(r->status, 2);
-  ck_assert_msg(strstr(r->err, "tunectl: --completion knows bash, not 'zsh'"), "%s", r->err);
+  ck_assert_msg(strstr(r->err, "tunectl: --completion knows bash and zsh, not 'fish'"), "%s", r->err);
+  r = tunectl("--completion zsh"); /* the bash script through bashcompinit */
+  ck_assert_msg(r->status == 0 && strncmp(r->out, "#compdef tunectl\n", 17) == 0 &&
+                    strstr(r->out, "bashcompinit") && strstr(r->out, "complete -o filenames -F _tunectl tunectl"),
+                "%.300s", r->out);
 }
 END_TEST
 

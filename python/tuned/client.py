@@ -9,6 +9,7 @@ import os
 import queue
 import re
 import threading
+import warnings
 
 from . import _lib
 from ._errors import Error
@@ -111,6 +112,9 @@ class Kernel:
     launch: dict
     trace: object
     fallback: dict | None = None  # kernel(fallback="nearest"): the record's own workload, params, time
+    # the unscheduled program served instead of a slower best record (record 0): {"median_secs",
+    # "best_record", "best_median_secs"}
+    unscheduled: dict | None = None
 
     @classmethod
     def _from(cls, k):
@@ -130,7 +134,8 @@ class Kernel:
                    params=params, ptx=_lib.decode(k.ptx), cubin=cubin,
                    launch=json.loads(k.launch_json) if k.launch_json else {},
                    trace=json.loads(k.trace_json) if k.trace_json else None,
-                   fallback=json.loads(k.fallback_json) if k.fallback_json else None)
+                   fallback=json.loads(k.fallback_json) if k.fallback_json else None,
+                   unscheduled=json.loads(k.unscheduled_json) if k.unscheduled_json else None)
 
 
 @dataclasses.dataclass
@@ -372,6 +377,12 @@ class Client:
                                            _lib.encode(target), ctypes.byref(out), ctypes.byref(err))
         _lib.check(rc, err)
         try:
-            return Kernel._from(out.contents)
+            k = Kernel._from(out.contents)
         finally:
             lib.tuned_kernel_free(out)
+        if k.fallback and k.fallback.get("slower_than_unscheduled"):
+            warnings.warn(f"tuned: the nearest-shape fallback (record {k.fallback.get('record')}) takes "
+                          f"{k.median_secs * 1e3:.4g} ms on this shape, slower than its unscheduled program "
+                          f"({k.fallback['unscheduled_median_secs'] * 1e3:.4g} ms): tune this shape", RuntimeWarning,
+                          stacklevel=2)
+        return k
