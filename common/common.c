@@ -61,6 +61,7 @@ const char *tn_strerror(int code) {
   case TN_ERANGE: return "value out of range";
   case TN_ESTATE: return "not applicable in this state";
   case TN_ESTOPPED: return "stopped on request";
+  case TN_EAGAIN: return "unavailable for now";
   default: return "unknown error";
   }
 }

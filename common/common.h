@@ -22,6 +22,8 @@ enum {
   TN_ERANGE = -5,       /* a value out of the range it must be in */
   TN_ESTATE = -6,       /* the operation does not apply in the current state */
   TN_ESTOPPED = -7,     /* stopped midway because the caller asked (a cancel, a deadline) */
+  TN_EAGAIN = -8,       /* a resource is away for now (the database server down, its disk full): the same
+                         * call may work later */
 };
 
 #define TN_ERR_MSG_MAX 1024

@@ -251,6 +251,17 @@ static const char SQL_DONE[] =
     "  AND t.trial < job_batches.first_trial + job_batches.trials)"
     " WHERE job_id = ?1 AND batch = ?2 AND state = 'leased' AND leased_by = ?3";
 
+/* Once every batch of a job is done (its last one just was), the job is
+ * done, with the workload's fastest verified record on the target as its
+ * best, in the same transaction: no moment when the queue is finished and
+ * the job is not, whoever dies in between. */
+static const char SQL_JOB_DONE[] =
+    "UPDATE jobs SET state = 'done', updated = ?2, finished = ?2, best_record_id = coalesce((SELECT r.id FROM records r"
+    "  WHERE r.workload_id = jobs.workload_id AND r.target_id = jobs.target_id AND r.verified = 1 AND r.status = 'ok'"
+    "  ORDER BY r.median_secs, r.id LIMIT 1), best_record_id)"
+    " WHERE id = ?1 AND state IN ('queued', 'running')"
+    " AND NOT EXISTS (SELECT 1 FROM job_batches o WHERE o.job_id = ?1 AND o.state <> 'done')";
+
 int db_batch_done(db_t *db, const db_batch_t *b, const char *holder, tn_err_t *err) {
   int rc = db_tx_begin(db, err);
   if (rc) return rc;
@@ -264,6 +275,12 @@ int db_batch_done(db_t *db, const db_batch_t *b, const char *holder, tn_err_t *e
     if (!rc && db_changes(db) == 0) rc = lost(b, err);
   }
   if (!rc) rc = sync_trials(db, b->job_id, err);
+  if (!rc && b->trials == 0 && (st = db_stmt(db, SQL_JOB_DONE, err)) == NULL) rc = err ? err->code : TN_EIO;
+  if (!rc && b->trials == 0) {
+    db_bind_int(st, 1, b->job_id);
+    db_bind_real(st, 2, db_now());
+    rc = db_step_done(db, st, "finishing a job", err);
+  }
   if (rc) {
     db_tx_rollback(db);
     return rc;
@@ -298,9 +315,14 @@ void db_batches_free(db_batches_t *b) {
   memset(b, 0, sizeof *b);
 }
 
+/* ... and the target's unfinished jobs without a plan yet: submitted to a
+ * daemon of another target, or waiting behind its --jobs, or from before
+ * the queue; the first daemon that runs one plans it. */
 static const char SQL_OPEN_JOBS[] =
     "SELECT DISTINCT b.job_id" LEASABLE("b.target_id = (SELECT id FROM targets WHERE name = ?1)")
-    " ORDER BY b.job_id LIMIT 64";
+    " UNION SELECT j.id FROM jobs j WHERE j.target_id = (SELECT id FROM targets WHERE name = ?1)"
+    " AND j.state IN ('queued', 'running') AND NOT EXISTS (SELECT 1 FROM job_batches p WHERE p.job_id = j.id)"
+    " ORDER BY 1 LIMIT 64";
 
 int db_batch_jobs_open(db_t *db, const char *target_name, int64_t *ids, size_t cap, size_t *n, tn_err_t *err) {
   *n = 0;
@@ -323,13 +345,15 @@ static const char SQL_BATCHES_BAD[] =
     "SELECT COUNT(*) FROM job_batches b JOIN jobs j ON j.id = b.job_id"
     " WHERE (j.state = 'done' AND b.state <> 'done') OR b.trials_done > b.trials"
     " OR (b.state = 'done' AND b.trials_done <> (SELECT COUNT(*) FROM job_trials t WHERE t.job_id = b.job_id"
-    "  AND t.trial >= b.first_trial AND t.trial < b.first_trial + b.trials))";
+    "  AND t.trial >= b.first_trial AND t.trial < b.first_trial + b.trials))"
+    " OR (b.trials = 0 AND b.state = 'done' AND j.state IN ('queued', 'running'))";
 
 int db_batches_check(db_t *db, tn_err_t *err) {
   int64_t bad = 0;
   int rc = read_int(db, SQL_BATCHES_BAD, NULL, 0, &bad, "checking the job queue", err);
   if (!rc && bad > 0)
     rc = tn_err_set(err, TN_EIO, "%lld batches of the job queue disagree with their job or its trials (a done job "
-                    "with a batch not done, or a done batch whose trial count is not its trials')", (long long)bad);
+                    "with a batch not done, a done batch whose trial count is not its trials', or a job not over "
+                    "whose last batch is done)", (long long)bad);
   return rc;
 }

@@ -455,7 +455,9 @@ int db_batch_renew(db_t *db, const db_batch_t *b, const char *holder, double lea
  * twice) and sets the job's trials_done to its committed trials. */
 int db_batch_commit_check(db_t *db, const db_batch_t *b, const char *holder, double lease_s, tn_err_t *err);
 /* Marks the holder's batch done with its committed trials (TN_ESTATE when
- * the lease is lost). */
+ * the lease is lost); when that was the job's last batch not done, the job
+ * is done too (its best record: the workload's fastest verified on the
+ * target), in the same transaction. */
 int db_batch_done(db_t *db, const db_batch_t *b, const char *holder, tn_err_t *err);
 /* Gives the holder's batch back to the queue (a daemon stopping). */
 int db_batch_release(db_t *db, const db_batch_t *b, const char *holder, tn_err_t *err);
@@ -471,8 +473,8 @@ typedef struct db_batches {
 /* The job's batches in order. */
 int db_job_batches_get(db_t *db, int64_t job_id, db_batches_t *out, tn_err_t *err);
 void db_batches_free(db_batches_t *b);
-/* Up to cap ids of unfinished jobs with a leasable batch on the target
- * (by name), oldest first. */
+/* Up to cap ids of unfinished jobs on the target (by name) with a leasable
+ * batch or no batches planned yet, oldest first. */
 int db_batch_jobs_open(db_t *db, const char *target_name, int64_t *ids, size_t cap, size_t *n, tn_err_t *err);
 
 /* ---- JSON lines export / import --------------------------------------- */

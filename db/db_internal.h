@@ -51,10 +51,11 @@ typedef struct db_driver {
   int (*fail)(db_t *db, tn_err_t *err, const char *op);
   bool (*last_was_foreign_key)(db_t *db);
   int (*read_version)(db_t *db, int *version, tn_err_t *err);
-  /* Inside a migration's transaction: keeps other connections from
-   * migrating at the same time (NULL: the BEGIN does it), checks the step's
-   * result (NULL: nothing to check) and records the new version. */
-  int (*migration_lock)(db_t *db, tn_err_t *err);
+  /* Around all of db_migrate, outside its transactions (take: true, then
+   * false): keeps other connections from migrating at the same time (NULL:
+   * each step's BEGIN does it).  Inside a migration's transaction: checks
+   * the step's result (NULL: nothing to check) and records the new version. */
+  int (*migration_lock)(db_t *db, bool take, tn_err_t *err);
   int (*migration_check)(db_t *db, tn_err_t *err);
   int (*write_version)(db_t *db, int version, tn_err_t *err);
   int (*check)(db_t *db, tn_err_t *err);
@@ -80,6 +81,8 @@ struct db {
   char last_state[6];
   int64_t last_changes;
   int n_prepared;     /* names given to server-side statements so far */
+  bool pg_unset;      /* PostgreSQL: a new session, its settings and name lock not taken yet */
+  char *claimed;      /* PostgreSQL: the daemon's name (db_claim_name), claimed again on a new connection */
 };
 
 /* The SQLite migration steps: step i takes user_version i to i + 1. */

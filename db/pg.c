@@ -173,7 +173,7 @@ static const char *const pg_migrations_after[DB_SCHEMA_VERSION] = {
 
 /* The schema version's table (SQLite keeps it in PRAGMA user_version). */
 #define VERSION_TABLE "tuned_schema"
-/* pg_advisory_xact_lock key that serializes migrations ("tuned" in ASCII). */
+/* The advisory lock key that serializes migrations ("tuned" in ASCII). */
 #define MIGRATION_LOCK "497680281956"
 
 #define CONN(db) ((PGconn *)(db)->h)
@@ -203,17 +203,30 @@ static void keep_error(db_t *db, const PGresult *res) {
   snprintf(db->last_state, sizeof db->last_state, "%s", state ? state : "");
 }
 
+/* Whether the failure is the server being away or short of something for
+ * now, so that the same work may succeed later (TN_EAGAIN): the connection
+ * lost or not made again (class 08, or no SQLSTATE on a broken
+ * connection), the server shutting down, starting or crashed (57P), short
+ * of resources (53: a full disk, memory, connections), or a serialization
+ * failure or deadlock (40: the transaction was rolled back whole). */
+static bool transient(db_t *db) {
+  const char *s = db->last_state;
+  if (!CONN(db)) return false; /* closed for good (revive) */
+  if (!s[0]) return PQstatus(CONN(db)) == CONNECTION_BAD;
+  return strncmp(s, "08", 2) == 0 || strncmp(s, "57P", 3) == 0 || strncmp(s, "53", 2) == 0 ||
+         strncmp(s, "40", 2) == 0;
+}
+
 static int pg_fail(db_t *db, tn_err_t *err, const char *op) {
   const char *s = db->last_state;
-  int code = TN_EIO;
-  if (strncmp(s, "23", 2) == 0) code = TN_EINVAL;    /* integrity constraint violation */
-  if (strcmp(s, "53200") == 0) code = TN_ENOMEM;     /* out of memory */
-  if (strcmp(s, "53100") == 0)                       /* disk full */
-    return tn_err_set(err, TN_EIO, "%s: %s (postgresql error %s): the server could not write; is its disk full?",
+  int code = transient(db) ? TN_EAGAIN : strncmp(s, "23", 2) == 0 ? TN_EINVAL /* integrity constraint */ : TN_EIO;
+  if (strcmp(s, "53100") == 0) /* disk full */
+    return tn_err_set(err, code, "%s: %s (postgresql error %s): the server could not write; is its disk full?",
                       op, db->last_err, s);
   if (!s[0])
     return tn_err_set(err, code, "%s: %s%s", op, db->last_err,
-                      PQstatus(CONN(db)) == CONNECTION_BAD ? " (the connection to the server is lost; is it up?)" : "");
+                      CONN(db) && PQstatus(CONN(db)) == CONNECTION_BAD ? " (the connection to the server is lost; is it "
+                                                                       "up?)" : "");
   return tn_err_set(err, code, "%s: %s (postgresql error %s)", op, db->last_err, s);
 }
 
@@ -258,19 +271,41 @@ static int set_up_session(db_t *db) {
   return ok ? 0 : DB_ERROR;
 }
 
-/* A connection the server dropped (a restart, a network cut) is made anew
- * before the next statement, unless a transaction was open: its work is
- * gone, and the caller must hear so. */
-static void revive(db_t *db) {
-  if (PQstatus(CONN(db)) != CONNECTION_BAD || db->tx_depth > 0) return;
-  PQreset(CONN(db));
-  if (PQstatus(CONN(db)) != CONNECTION_OK) return;
-  for (size_t i = 0; i < db->n_stmts; i++) PST(db->stmts[i].st)->prepared = false; /* the new session has none */
-  set_up_session(db);
+static int claim(db_t *db, const char *name);
+
+/* A connection the server dropped (a restart, a network cut, a terminated
+ * backend) is made anew before the next statement, unless a transaction was
+ * open: its work is gone, and the caller must hear so.  The new session
+ * gets the settings and the daemon's name lock again before it is used.
+ * False (the reason kept as the last error) while it cannot be used. */
+static bool revive(db_t *db) {
+  if (!CONN(db)) return false; /* closed for good: its name is another daemon's now (last_err) */
+  if (PQstatus(CONN(db)) == CONNECTION_BAD) {
+    db->last_state[0] = 0;
+    if (db->tx_depth > 0 || (PQreset(CONN(db)), PQstatus(CONN(db)) != CONNECTION_OK)) {
+      keep_error(db, NULL);
+      return false;
+    }
+    for (size_t i = 0; i < db->n_stmts; i++) PST(db->stmts[i].st)->prepared = false; /* the new session has none */
+    db->pg_unset = true;
+  }
+  if (!db->pg_unset) return true;
+  if (set_up_session(db) != 0) return false;
+  if (db->claimed && claim(db, db->claimed) != 0) {
+    if (PQstatus(CONN(db)) == CONNECTION_BAD) return false; /* lost again: tried at the next statement */
+    PQfinish(CONN(db)); /* the name is another daemon's: this connection must not hold leases under it */
+    db->h = NULL;
+    db->last_state[0] = 0;
+    snprintf(db->last_err, sizeof db->last_err, "another tuned named '%s' took this daemon's name while its "
+             "connection to the server was away; stop one of them (give each its own --name)", db->claimed);
+    return false;
+  }
+  db->pg_unset = false;
+  return true;
 }
 
 static int pg_exec(db_t *db, const char *sql) {
-  revive(db);
+  if (!revive(db)) return DB_ERROR;
   PGresult *res = PQexec(CONN(db), sql);
   ExecStatusType s = PQresultStatus(res);
   bool ok = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
@@ -384,7 +419,7 @@ static void pg_bind_real(db_st_t *st, int i, double v) {
 /* Runs the statement with its parameters; the rows stay in s->res. */
 static int run(pg_st_t *s) {
   db_t *db = s->base.db;
-  revive(db);
+  if (!revive(db)) return DB_ERROR;
   PGconn *c = CONN(db);
   if (s->name[0] && !s->prepared) {
     PGresult *res = PQprepare(c, s->name, s->sql, s->nparams, NULL);
@@ -464,7 +499,7 @@ static int64_t pg_changes(db_t *db) { return db->last_changes; }
 /* The first column of the first row of a query without parameters ("" when
  * it has no rows). */
 static int scalar(db_t *db, const char *sql, char *out, size_t size, const char *op, tn_err_t *err) {
-  revive(db);
+  if (!revive(db)) return pg_fail(db, err, op);
   PGresult *res = PQexec(CONN(db), sql);
   int rc = 0;
   if (PQresultStatus(res) != PGRES_TUPLES_OK) {
@@ -498,9 +533,12 @@ static int pg_write_version(db_t *db, int version, tn_err_t *err) {
 }
 
 /* Two daemons starting on a new database: the second waits here, then
- * finds the version moved on. */
-static int pg_migration_lock(db_t *db, tn_err_t *err) {
-  return db_exec(db, "SELECT pg_advisory_xact_lock(" MIGRATION_LOCK ")", "waiting for another migration", err);
+ * finds the version moved on.  A session lock taken before the steps'
+ * transactions: a transaction that began before the lock was granted would
+ * not see the tables the other one made (its catalog snapshot is older). */
+static int pg_migration_lock(db_t *db, bool take, tn_err_t *err) {
+  return take ? db_exec(db, "SELECT pg_advisory_lock(" MIGRATION_LOCK ")", "waiting for another migration", err)
+              : db_exec(db, "SELECT pg_advisory_unlock(" MIGRATION_LOCK ")", "ending a migration", err);
 }
 
 /* The engine enforces the constraints and keeps its files consistent
@@ -552,18 +590,20 @@ const db_driver_t db_pg_driver = {
 /* ---- connecting ------------------------------------------------------------------- */
 
 /* libpq's message without its trailing newline, and what it most likely
- * means for the user. */
+ * means for the user.  TN_EIO for what stays wrong until someone changes it
+ * (the password, a missing database or role), TN_EAGAIN otherwise. */
 static int connect_error(PGconn *c, tn_err_t *err) {
   char msg[512];
   one_line(msg, sizeof msg, PQerrorMessage(c));
   const char *hint = "";
+  int code = TN_EAGAIN; /* the server away, starting, full or refusing us for now: it may let us in later */
   if (strstr(msg, "password authentication failed") || strstr(msg, "no password supplied"))
-    hint = " (check the user and password in the URL, or ~/.pgpass)";
+    hint = " (check the user and password in the URL, or ~/.pgpass)", code = TN_EIO;
   else if (strstr(msg, "does not exist"))
-    hint = " (create it first: createdb NAME)";
+    hint = " (create it first: createdb NAME)", code = TN_EIO;
   else if (strstr(msg, "No such file or directory") || strstr(msg, "Connection refused") || strstr(msg, "timeout"))
     hint = " (is the server running, and is the host and port right?)";
-  return tn_err_set(err, TN_EIO, "cannot connect: %s%s", msg, hint);
+  return tn_err_set(err, code, "cannot connect: %s%s", msg, hint);
 }
 
 int db_pg_connect(db_t *db, const char *url, bool readonly, tn_err_t *err) {
@@ -591,20 +631,30 @@ int db_pg_connect(db_t *db, const char *url, bool readonly, tn_err_t *err) {
   return readonly ? db_require_version(db, err) : db_migrate(db, err);
 }
 
-/* (a class of our own, the name's hash): a key apart from the migrations' */
-static const char SQL_CLAIM[] = "SELECT pg_try_advisory_lock(7325010, hashtext(?1))";
+/* Takes the daemon's name lock on this session (a class of our own, the
+ * name's hash: a key apart from the migrations'): 0, 1 when another session
+ * holds it, DB_ERROR (the reason kept).  Straight through libpq: revive()
+ * calls it on a new session. */
+static int claim(db_t *db, const char *name) {
+  const char *vals[] = {name};
+  PGresult *res = PQexecParams(CONN(db), "SELECT pg_try_advisory_lock(7325010, hashtext($1))", 1, NULL, vals, NULL,
+                               NULL, 0);
+  int rc = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 ? 0 : DB_ERROR;
+  if (rc) keep_error(db, res);
+  else if (PQgetvalue(res, 0, 0)[0] != 't') rc = 1;
+  PQclear(res);
+  return rc;
+}
 
 int db_pg_claim_name(db_t *db, const char *name, tn_err_t *err) {
-  db_st_t *st = db_stmt(db, SQL_CLAIM, err);
-  if (!st) return err ? err->code : TN_EIO;
-  db_bind_text(st, 1, name);
-  int rc = db_step(st), ret = 0;
-  if (rc != DB_ROW) ret = db_fail(db, err, "claiming the daemon's name");
-  else if (!db_col_int(st, 0))
-    ret = tn_err_set(err, TN_ESTATE, "another tuned named '%s' is using this database; stop it or give this one "
-                     "another --name", name);
-  db_reset(st);
-  return ret;
+  int rc = revive(db) ? claim(db, name) : DB_ERROR;
+  if (rc == DB_ERROR) return db_fail(db, err, "claiming the daemon's name");
+  if (rc)
+    return tn_err_set(err, TN_ESTATE, "another tuned named '%s' is using this database; stop it or give this one "
+                      "another --name", name);
+  free(db->claimed);
+  db->claimed = tn_xstrdup(name);
+  return 0;
 }
 
 #else /* no libpq */

@@ -152,8 +152,7 @@ static int migrate_step(db_t *db, int i, tn_err_t *err) {
   int rc = db_tx_begin(db, err);
   if (rc) return rc;
   int v = 0;
-  if (db->drv->migration_lock) rc = db->drv->migration_lock(db, err);
-  if (!rc) rc = db->drv->read_version(db, &v, err);
+  rc = db->drv->read_version(db, &v, err);
   if (!rc && v == i) {
     const char *after = db->drv->migrations_after[i];
     rc = db_exec(db, db->drv->migrations[i], "applying a schema migration", err);
@@ -177,7 +176,7 @@ static int too_new(int v, tn_err_t *err) {
                     "another database", v, DB_SCHEMA_VERSION);
 }
 
-int db_migrate(db_t *db, tn_err_t *err) {
+static int migrate_all(db_t *db, tn_err_t *err) {
   int v = 0;
   int rc = db->drv->read_version(db, &v, err);
   if (rc) return rc;
@@ -187,6 +186,21 @@ int db_migrate(db_t *db, tn_err_t *err) {
     if (rc) return rc;
   }
   return 0;
+}
+
+/* Connections opening a new database at the same instant: one migrates,
+ * the others wait for the lock, then find the version moved on (each step's
+ * transaction starts after the lock is held, so it sees the tables). */
+int db_migrate(db_t *db, tn_err_t *err) {
+  int rc = db->drv->migration_lock ? db->drv->migration_lock(db, true, err) : 0;
+  if (rc) return rc;
+  rc = migrate_all(db, err);
+  if (db->drv->migration_lock) {
+    tn_err_t uerr = {0};
+    int urc = db->drv->migration_lock(db, false, &uerr);
+    if (!rc && urc) rc = tn_err_set(err, urc, "%s", uerr.msg);
+  }
+  return rc;
 }
 
 int db_require_version(db_t *db, tn_err_t *err) {
@@ -267,6 +281,7 @@ void db_close(db_t *db) {
     for (size_t i = 0; i < db->n_stmts; i++) db_finalize(db->stmts[i].st);
     db->drv->close(db);
   }
+  free(db->claimed);
   free(db);
 }
 

@@ -67,7 +67,8 @@ static inline void pgt_url(const pgt_server_t *s, const char *db, char *buf, siz
 static inline void pgt_quiet(void *arg, const char *msg) { (void)arg, (void)msg; }
 #endif
 
-/* Runs SQL on the postgres database; 0 or -1 (with the message in skip). */
+/* Runs SQL (a command, or a query whose rows are dropped) on the postgres
+ * database; 0 or -1 (with the message in skip). */
 static inline int pgt_admin(pgt_server_t *s, const char *sql) {
 #if !TUNED_HAVE_LIBPQ
   snprintf(s->skip, sizeof s->skip, "%s: this build has no libpq", sql);
@@ -78,7 +79,7 @@ static inline int pgt_admin(pgt_server_t *s, const char *sql) {
   PGconn *c = PQconnectdb(url);
   PQsetNoticeProcessor(c, pgt_quiet, NULL);
   PGresult *r = PQstatus(c) == CONNECTION_OK ? PQexec(c, sql) : NULL;
-  int rc = r && PQresultStatus(r) == PGRES_COMMAND_OK ? 0 : -1;
+  int rc = r && (PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK) ? 0 : -1;
   if (rc) snprintf(s->skip, sizeof s->skip, "%s: %s", sql, PQerrorMessage(c));
   PQclear(r);
   PQfinish(c);

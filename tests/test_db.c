@@ -1255,6 +1255,35 @@ START_TEST(t_batches) {
   ck_assert_int_eq(db_batch_lease(db, t, 0, "", 60, &none, &(bool){false}, &err), TN_EINVAL);
   OK(db_check(db, E));
 
+  /* a job without a plan yet (submitted to a daemon of another target) is
+   * open to its target's daemons only; the last batch's done ends it */
+  db_job_t three = {.workload_id = w, .target_id = t, .budget_trials = 2, .seed = 3};
+  OK(db_job_create(db, &three, E));
+  OK(db_batch_jobs_open(db, "cpu", ids, 4, &n, E));
+  ck_assert_int_eq((int)n, 1);
+  ck_assert_int_eq(ids[0], three.id);
+  OK(db_batch_jobs_open(db, "gpu", ids, 4, &n, E));
+  ck_assert_int_eq((int)n, 0);
+  OK(db_job_batches_plan(db, three.id, 2, &n, E));
+  db_batch_t t0, t1;
+  lease(db, t, "a", 60, 0, &t0);
+  OK(db_tx_begin(db, E));
+  add_trials(db, three.id, 1, 2);
+  OK(db_batch_commit_check(db, &t0, "a", 60, E));
+  OK(db_tx_commit(db, E));
+  OK(db_batch_done(db, &t0, "a", E));
+  OK(db_job_get(db, three.id, &got, ar, E));
+  ck_assert_int_eq(got.state, DB_JOB_QUEUED);
+  lease(db, t, "b", 60, 1, &t1);
+  OK(db_batch_done(db, &t1, "b", E));
+  OK(db_job_get(db, three.id, &got, ar, E));
+  ck_assert_int_eq(got.state, DB_JOB_DONE);
+  ck_assert_int_eq(got.trials_done, 2);
+  ck_assert(got.finished > 0);
+  OK(db_batch_jobs_open(db, "cpu", ids, 4, &n, E));
+  ck_assert_int_eq((int)n, 0);
+  OK(db_check(db, E));
+
   /* db_check sees a done job whose batches are not */
   db_job_t two = {.workload_id = w, .target_id = t, .budget_trials = 4, .seed = 2};
   OK(db_job_create(db, &two, E));
@@ -1952,7 +1981,8 @@ START_TEST(t_pg_errors) {
   ck_assert_ptr_null(db);
   ck_assert_msg(strstr(err.msg, "not a valid PostgreSQL URL"), "%s", err.msg);
 
-  ck_assert_int_eq(db_open("postgresql:///x?host=/nonexistent-dir&connect_timeout=2", &db, &err), TN_EIO);
+  /* a server that is not there (yet): it may be later */
+  ck_assert_int_eq(db_open("postgresql:///x?host=/nonexistent-dir&connect_timeout=2", &db, &err), TN_EAGAIN);
   ck_assert_msg(strstr(err.msg, "cannot connect") && strstr(err.msg, "is the server running"), "%s", err.msg);
 
   char url[512];
@@ -1996,13 +2026,96 @@ START_TEST(t_pg_reconnect) {
   db_workload_t w;
   tn_err_t err = {0};
   int rc = db_workload_get(db, WH("00000000000000e1"), &w, a, &err);
-  if (rc) ck_assert_msg(rc == TN_EIO && strstr(err.msg, "connection to the server is lost"), "%s", err.msg);
+  if (rc) ck_assert_msg(rc == TN_EAGAIN && strstr(err.msg, "connection to the server is lost"), "%s", err.msg);
   OK(db_workload_get(db, WH("00000000000000e1"), &w, a, E));
   ck_assert_str_eq(w.name, "before");
   add_workload(db, WH("00000000000000e2"), "after");
   tn_arena_free(a);
   db_close(db);
   ck_assert_int_eq(count_rows(url, "SELECT count(*) FROM workloads"), 2);
+}
+END_TEST
+
+/* The connection's backend terminated (pg_terminate_backend, as an
+ * administrator or a failover does): the statement that finds it gone
+ * fails with TN_EAGAIN, the next one runs on a new session that holds the
+ * daemon's name again.  A name another connection took meanwhile closes
+ * this one for good, saying so. */
+START_TEST(t_pg_terminated) {
+  const char *url = tmp_db_in(1, "terminated.db");
+  db_t *db = open_ok(url), *other = open_ok(url);
+  OK(db_claim_name(db, "term-a", E));
+  add_workload(db, WH("00000000000000f1"), "before");
+  const char *name = url + strlen("postgresql:///"); /* pgt_url's form */
+  char sql[300];
+  snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%.*s' AND "
+           "pid <> pg_backend_pid()", (int)strcspn(name, "?"), name);
+  OK(db_exec(other, sql, "terminating the other sessions", E)); /* other's own survives */
+  tn_arena_t *a = tn_arena_new();
+  db_workload_t w;
+  tn_err_t err = {0};
+  int rc = db_workload_get(db, WH("00000000000000f1"), &w, a, &err);
+  ck_assert_msg(rc == 0 || rc == TN_EAGAIN, "%d %s", rc, err.msg);
+  OK(db_workload_get(db, WH("00000000000000f1"), &w, a, E));
+  ck_assert_str_eq(w.name, "before");
+  /* the new session holds the name again */
+  ck_assert_int_eq(db_claim_name(other, "term-a", &err), TN_ESTATE);
+  ck_assert_msg(strstr(err.msg, "another tuned named 'term-a'"), "%s", err.msg);
+
+  /* terminated again, and the name taken by another before it reconnects */
+  OK(db_exec(other, sql, "terminating the other sessions", E));
+  usleep(100 * 1000); /* the backend's exit releases its advisory locks */
+  OK(db_claim_name(other, "term-a", E));
+  rc = db_workload_get(db, WH("00000000000000f1"), &w, a, &err);
+  if (rc == TN_EAGAIN) rc = db_workload_get(db, WH("00000000000000f1"), &w, a, &err);
+  ck_assert_int_eq(rc, TN_EIO);
+  ck_assert_msg(strstr(err.msg, "took this daemon's name"), "%s", err.msg);
+  ck_assert_int_eq(db_workload_get(db, WH("00000000000000f1"), &w, a, &err), TN_EIO); /* for good */
+  tn_arena_free(a);
+  db_close(db);
+  db_close(other);
+}
+END_TEST
+
+/* Connections opening a fresh database at the same instant (daemons
+ * started together): each one comes up, and the schema is made once. */
+typedef struct race_arg {
+  const char *url;
+  pthread_barrier_t *go;
+  int rc;
+  tn_err_t err;
+} race_arg_t;
+
+static void *race_open(void *p) {
+  race_arg_t *r = p;
+  db_t *db = NULL;
+  pthread_barrier_wait(r->go);
+  r->rc = db_open(r->url, &db, &r->err);
+  if (!r->rc) r->rc = db_check(db, &r->err);
+  db_close(db);
+  return NULL;
+}
+
+START_TEST(t_pg_migrate_race) {
+  enum { N = 8 };
+  for (int round = 0; round < 3; round++) {
+    const char *url = tmp_db_in(1, "race.db");
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, N);
+    pthread_t th[N];
+    race_arg_t args[N];
+    for (int i = 0; i < N; i++) {
+      args[i] = (race_arg_t){.url = url, .go = &go};
+      ck_assert_int_eq(pthread_create(&th[i], NULL, race_open, &args[i]), 0);
+    }
+    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&go);
+    for (int i = 0; i < N; i++) ck_assert_msg(args[i].rc == 0, "round %d connection %d: %s", round, i, args[i].err.msg);
+    char sql[96];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM tuned_schema WHERE version = %d", DB_SCHEMA_VERSION);
+    ck_assert_int_eq(count_rows(url, sql), 1);
+    ck_assert_int_eq(count_rows(url, "SELECT count(*) FROM tuned_schema"), 1);
+  }
 }
 END_TEST
 
@@ -2020,7 +2133,12 @@ static Suite *make_suite(void) {
   tcase_add_loop_test(schema, t_migrate_identities, 0, n_engines);
   tcase_add_loop_test(schema, t_version_too_new, 0, n_engines);
   tcase_add_test(schema, t_redact);
-  if (n_engines > 1) tcase_add_test(schema, t_pg_errors), tcase_add_test(schema, t_pg_reconnect);
+  if (n_engines > 1) {
+    tcase_add_test(schema, t_pg_errors);
+    tcase_add_test(schema, t_pg_reconnect);
+    tcase_add_test(schema, t_pg_terminated);
+    tcase_add_test(schema, t_pg_migrate_race);
+  }
   suite_add_tcase(s, schema);
   TCase *data = tcase_create("data");
   tcase_set_timeout(data, 30);
