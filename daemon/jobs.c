@@ -35,6 +35,10 @@ typedef struct td_job {
   struct td_jobs *mgr;
   atomic_int stop;          /* STOP_*: polled by should_stop */
   bool running, cancelling, ended, skip_logged;
+  /* Shared queue: a job this daemon does not measure (another target's, or
+   * one it only watches), followed from the database for its watchers. */
+  bool remote;
+  char *last_sent;          /* the last notification's params sent to the watchers (a follow sends changes only) */
   bool reading, again;      /* a read for the watchers is in flight; another is wanted */
   bool finished;            /* ended, and the last notification and cancel answers went out */
   double cancel_at;         /* tn_now() of the first tune.cancel while running (0: none) */
@@ -73,7 +77,9 @@ struct td_jobs {
   uv_async_t async;
   uv_timer_t cancel_timer;  /* runs while a cancelled job's thread has not ended */
   uv_timer_t poll_timer;    /* shared queue: looks for other daemons' jobs with batches to lease */
+  uv_timer_t follow_timer;  /* shared queue: re-reads the watched jobs (other daemons' progress, their ends) */
   bool polling;             /* a poll is in flight */
+  bool poll_failed;         /* the last poll failed (said once until one works) */
   int open_handles;         /* async + timers: m is freed when all are closed */
   uv_mutex_t lock;          /* guards the event list */
   td_event_t *events, **tail;
@@ -267,6 +273,7 @@ typedef struct renewer {
   uv_mutex_t mu;          /* guards the fields below; held while renewing */
   uv_cond_t cv;
   bool quit, active;
+  bool away;              /* the last renewal found the database away */
   db_batch_t batch;
 } renewer_t;
 
@@ -288,9 +295,12 @@ static void renew_main(void *arg) {
       atomic_compare_exchange_strong(&rn->job->stop, &none, STOP_LEASE);
       rn->active = false;
     }
-    if (rc) /* a database that is away: tried again at the next tick, the lease may still hold */
-      td_log(rc == TN_ESTATE ? TD_WARN : TD_ERROR, "cannot renew a batch's lease", "job=%lld batch=%lld err=%s",
+    /* a database that is away: tried again at the next tick, the lease may still hold (said once) */
+    if (rc && (rc != TN_EAGAIN || !rn->away))
+      td_log(rc == TN_ESTATE || rc == TN_EAGAIN ? TD_WARN : TD_ERROR, "cannot renew a batch's lease",
+             "job=%lld batch=%lld err=%s",
              (long long)rn->batch.job_id, (long long)rn->batch.batch, td_q(err.msg));
+    rn->away = rc == TN_EAGAIN;
   }
   uv_mutex_unlock(&rn->mu);
   db_close(db);
@@ -372,10 +382,6 @@ static int run_batch(td_job_t *j, const db_job_t *row, const ir_workload_t *w, c
   return *stop_out != STOP_NONE ? 0 : rc;
 }
 
-/* Tries in a row that may fail on a database error (a server restart, a
- * short network partition), 2 s apart, before the job fails. */
-#define TD_QUEUE_DB_RETRIES 5
-
 /* Waits a quarter of a second unless asked to stop (the deadline included). */
 static bool queue_wait(td_job_t *j, const db_job_t *row, double started) {
   double budget = row->budget_seconds > 0 ? row->budget_seconds : TD_NO_BUDGET_S;
@@ -387,26 +393,71 @@ static bool queue_wait(td_job_t *j, const db_job_t *row, double started) {
   return true;
 }
 
-static void queue_backoff(td_job_t *j, const db_job_t *row, double started) {
-  for (int i = 0; i < 8 && queue_wait(j, row, started); i++) continue;
+/* ---- pauses: the database away ----------------------------------------------------------
+ * A shared database that is away (TN_EAGAIN: a restart, terminated or
+ * refused connections, a full disk) pauses a job rather than failing it:
+ * its thread waits, a quarter of a second at first, doubling up to
+ * TD_PAUSE_MAX_S, and tries the same step again, for as long as it takes
+ * (a stop still stops it: a cancel, its deadline, the daemon stopping).
+ * What was committed stays; a batch's uncommitted measurements are measured
+ * again; a lease that lapsed meanwhile is the next holder's. */
+#define TD_PAUSE_MAX_S 4.0
+
+typedef struct pause {
+  double since;   /* tn_now() when the database went away (0: it is not) */
+  double wait;    /* the next wait */
+  bool to_the_end; /* only the daemon stopping ends the wait (the job's end is being written) */
+} pause_t;
+
+/* Whether the thread is asked to stop (a cancel, its deadline, the daemon
+ * stopping; a lost lease is not a stop). */
+static bool stopping(td_job_t *j) {
+  int stop = atomic_load(&j->stop);
+  return stop != STOP_NONE && stop != STOP_LEASE;
+}
+
+/* One wait of a pause (a job past its deadline meanwhile stops when it
+ * measures again: should_stop). */
+static void pause_wait(pause_t *pz, td_job_t *j, const tn_err_t *err) {
+  if (pz->since <= 0) {
+    pz->since = tn_now();
+    pz->wait = 0.25;
+    td_log(TD_WARN, "the database is away: the job pauses and tries again until it is back", "job=%lld err=%s",
+           (long long)j->id, td_q(err->msg));
+  } else {
+    td_log(TD_DEBUG, "the database is still away", "job=%lld err=%s", (long long)j->id, td_q(err->msg));
+  }
+  for (double w = 0; w < pz->wait; w += 0.05) {
+    if (pz->to_the_end ? atomic_load(&j->stop) == STOP_SHUTDOWN : stopping(j)) break;
+    usleep(50 * 1000);
+  }
+  pz->wait = TN_MIN(pz->wait * 2, TD_PAUSE_MAX_S);
+}
+
+static void pause_end(pause_t *pz, td_job_t *j) {
+  if (pz->since <= 0) return;
+  td_log(TD_INFO, "the database is back: the job resumes", "job=%lld paused_s=%.1f", (long long)j->id,
+         tn_now() - pz->since);
+  pz->since = 0;
 }
 
 /* The job's batches, one lease at a time, until the job ends (here or on
  * another daemon) or this daemon stops.  *write_end: whether the job's end
  * is this thread's to write (else the row is left as it is: another daemon
- * ended it or goes on with it). */
+ * ended it or goes on with it; the last batch's db_batch_done ends it). */
 static int run_queue(td_job_t *j, db_t *db, const db_job_t *first, const ir_workload_t *w, const tn_target_t *t,
-                     double started, db_job_state_t *final, bool *write_end, int64_t *best, tn_err_t *err) {
+                     double started, pause_t *pz, db_job_state_t *final, bool *write_end, int64_t *best,
+                     tn_err_t *err) {
   const td_config_t *cfg = &j->mgr->srv->cfg;
   srch_opts_t o;
   job_opts(j, first, &o);
-  size_t nbatches = 0;
-  int rc = db_job_batches_plan(db, j->id, TN_MAX(o.batch_size, 1), &nbatches, err);
   renewer_t rn;
-  if (!rc && renewer_start(&rn, j) != 0) rc = tn_err_set(err, TN_EIO, "cannot start the lease renewer's thread");
-  if (rc) return rc;
+  if (renewer_start(&rn, j) != 0) return tn_err_set(err, TN_EIO, "cannot start the lease renewer's thread");
   *write_end = false;
-  int db_errors = 0; /* in a row */
+  size_t nbatches = 0;
+  bool planned = false, held = false, measured = false; /* held: b is ours (measured: and its trials committed) */
+  db_batch_t b;
+  int rc = 0;
   tn_arena_t *a = tn_arena_new();
   for (;;) {
     int stop = atomic_load(&j->stop);
@@ -420,33 +471,51 @@ static int run_queue(td_job_t *j, db_t *db, const db_job_t *first, const ir_work
     db_job_t row;
     tn_arena_free(a);
     a = tn_arena_new();
-    db_batch_t b;
-    bool found = false;
     rc = db_job_get(db, j->id, &row, a, err);
     if (!rc && db_job_state_final(row.state)) break; /* ended by another daemon (its last batch, a cancel) */
-    if (!rc) rc = db_batch_lease(db, row.target_id, j->id, cfg->name, lease_seconds(cfg), &b, &found, err);
-    if (rc == TN_EIO && ++db_errors <= TD_QUEUE_DB_RETRIES) {
-      td_log(TD_WARN, "cannot lease a batch; trying again", "job=%lld err=%s", (long long)j->id, td_q(err->msg));
-      rc = 0;
-      queue_backoff(j, first, started);
+    if (!rc && !planned && !(rc = db_job_batches_plan(db, j->id, TN_MAX(o.batch_size, 1), &nbatches, err)))
+      planned = true;
+    if (!rc && held) { /* kept through a pause: still ours? */
+      rc = db_batch_renew(db, &b, cfg->name, lease_seconds(cfg), err);
+      if (rc == TN_ESTATE) {
+        td_log(TD_WARN, "lost a batch's lease while the database was away: its trials are another daemon's now",
+               "job=%lld batch=%lld", (long long)j->id, (long long)b.batch);
+        held = measured = false;
+        rc = 0;
+        continue;
+      }
+    } else if (!rc) {
+      rc = db_batch_lease(db, row.target_id, j->id, cfg->name, lease_seconds(cfg), &b, &held, err);
+      measured = false;
+    }
+    if (rc == TN_EAGAIN) {
+      pause_wait(pz, j, err);
       continue;
     }
     if (rc) break;
-    if (!found) { /* the rest is leased by others: wait for the job's end or a lapsed lease */
+    pause_end(pz, j);
+    if (!held) { /* the rest is leased by others: wait for the job's end or a lapsed lease */
       queue_wait(j, &row, started);
       continue;
     }
-    td_log(TD_DEBUG, "batch leased", "job=%lld batch=%lld trials=%lld leases=%lld", (long long)j->id,
-           (long long)b.batch, (long long)b.trials, (long long)b.leases);
-    renewer_set(&rn, &b);
     int why = STOP_NONE;
-    rc = run_batch(j, &row, w, t, started, db, &b, best, &why, err);
-    renewer_set(&rn, NULL);
+    if (!measured) {
+      td_log(TD_DEBUG, "batch leased", "job=%lld batch=%lld trials=%lld leases=%lld", (long long)j->id,
+             (long long)b.batch, (long long)b.trials, (long long)b.leases);
+      renewer_set(&rn, &b);
+      rc = run_batch(j, &row, w, t, started, db, &b, best, &why, err);
+      renewer_set(&rn, NULL);
+    }
     if (why == STOP_LEASE) {
       int lost = STOP_LEASE;
       atomic_compare_exchange_strong(&j->stop, &lost, STOP_NONE);
       td_log(TD_WARN, "lost a batch's lease: its trials are another daemon's now", "job=%lld batch=%lld",
              (long long)j->id, (long long)b.batch);
+      held = false;
+      continue;
+    }
+    if (rc == TN_EAGAIN && why == STOP_NONE) { /* kept: measured on once the database is back, if still ours */
+      pause_wait(pz, j, err);
       continue;
     }
     tn_err_t rerr = {0};
@@ -454,13 +523,7 @@ static int run_queue(td_job_t *j, db_t *db, const db_job_t *first, const ir_work
       if (db_batch_release(db, &b, cfg->name, &rerr) != 0)
         td_log(TD_WARN, "cannot give a batch back", "job=%lld batch=%lld err=%s", (long long)j->id,
                (long long)b.batch, td_q(rerr.msg));
-      if (rc == TN_EIO && ++db_errors <= TD_QUEUE_DB_RETRIES) { /* the server away: try again, the lease lapses */
-        td_log(TD_WARN, "a batch failed on a database error; trying again", "job=%lld batch=%lld err=%s",
-               (long long)j->id, (long long)b.batch, td_q(err->msg));
-        rc = 0;
-        queue_backoff(j, &row, started);
-        continue;
-      }
+      held = false;
       if (rc) {
         *final = DB_JOB_FAILED;
         *write_end = true;
@@ -468,8 +531,14 @@ static int run_queue(td_job_t *j, db_t *db, const db_job_t *first, const ir_work
       }
       continue;
     }
-    db_errors = 0;
-    if ((rc = db_batch_done(db, &b, cfg->name, &rerr)) != 0) {
+    measured = true;
+    if ((rc = db_batch_done(db, &b, cfg->name, &rerr)) == TN_EAGAIN) {
+      pause_wait(pz, j, &rerr);
+      rc = 0;
+      continue;
+    }
+    held = measured = false;
+    if (rc) {
       rc = 0; /* lost between the last commit and now: the next holder finds every trial committed */
       td_log(TD_WARN, "cannot mark a batch done", "job=%lld batch=%lld err=%s", (long long)j->id,
              (long long)b.batch, td_q(rerr.msg));
@@ -477,15 +546,47 @@ static int run_queue(td_job_t *j, db_t *db, const db_job_t *first, const ir_work
     }
     td_log(TD_INFO, "batch done", "job=%lld batch=%lld of=%zu trials=%lld", (long long)j->id, (long long)b.batch,
            nbatches, (long long)b.trials);
-    if (b.trials == 0) { /* the last batch: the job is done */
+    if (b.trials == 0) { /* the last batch: the job is done (db_batch_done marked it) */
       *final = DB_JOB_DONE;
       *write_end = true;
       break;
     }
   }
+  if (held) { /* stopping (or failed) with a batch in hand: the others need not wait for its lease to lapse */
+    tn_err_t rerr = {0};
+    if (db_batch_release(db, &b, cfg->name, &rerr) != 0)
+      td_log(TD_DEBUG, "cannot give a batch back", "job=%lld batch=%lld err=%s", (long long)j->id,
+             (long long)b.batch, td_q(rerr.msg));
+  }
   renewer_stop(&rn);
   tn_arena_free(a);
   return rc;
+}
+
+/* Opens the job's connection and reads its row and workload, pausing while
+ * a shared database is away. */
+static int load_job(td_job_t *j, db_t **db, db_job_t *row, db_workload_t *wrow, tn_arena_t *a, pause_t *pz,
+                    tn_err_t *err) {
+  const td_config_t *cfg = &j->mgr->srv->cfg;
+  for (;;) {
+    int rc = *db ? 0 : db_open(cfg->db_path, db, err);
+    if (!rc) rc = db_job_get(*db, j->id, row, a, err);
+    if (!rc) rc = db_workload_get(*db, row->workload_hash, wrow, a, err);
+    if (rc != TN_EAGAIN || stopping(j)) return rc;
+    pause_wait(pz, j, err);
+  }
+}
+
+/* Writes the job's end; on a shared database that is away, pauses until it
+ * is back, whatever stopped the job (unless the daemon stops meanwhile: the
+ * row then stays as it is, and the job resumes at the next start). */
+static int write_job_end(td_job_t *j, db_t *db, const db_job_progress_t *pr, pause_t *pz, tn_err_t *err) {
+  pz->to_the_end = true;
+  for (;;) {
+    int rc = db_job_update(db, j->id, pr, err);
+    if (rc != TN_EAGAIN || atomic_load(&j->stop) == STOP_SHUTDOWN) return rc;
+    pause_wait(pz, j, err);
+  }
 }
 
 static void job_main(void *arg) {
@@ -494,7 +595,7 @@ static void job_main(void *arg) {
   tn_err_t err = {0};
   tn_arena_t *a = tn_arena_new();
   db_t *db = NULL;
-  db_job_t row;
+  db_job_t row = {0};
   db_workload_t wrow;
   ir_workload_t *w = NULL;
   tn_target_t t;
@@ -502,21 +603,28 @@ static void job_main(void *arg) {
   int64_t trials = -1, best = 0;
   const td_config_t *cfg = &j->mgr->srv->cfg;
   double started = tn_now();
-  int rc = db_open(cfg->db_path, &db, &err);
-  if (!rc) rc = db_job_get(db, j->id, &row, a, &err);
-  if (!rc) rc = db_workload_get(db, row.workload_hash, &wrow, a, &err);
+  pause_t pz = {0};
+  bool queue = db_is_url(cfg->db_path), write_end = true;
+  int rc = load_job(j, &db, &row, &wrow, a, &pz, &err);
   if (!rc) rc = ir_workload_parse_stored(wrow.name, wrow.source, wrow.params, &w, &err);
   if (!rc) rc = td_target_lookup(&j->mgr->srv->machine, row.target_name, &t, &err);
-  bool queue = db_is_url(cfg->db_path), write_end = true;
-  if (!rc && (!queue || row.state == DB_JOB_QUEUED)) {
+  while (!rc && (!queue || row.state == DB_JOB_QUEUED)) {
     rc = db_job_update(db, j->id, &(db_job_progress_t){DB_JOB_RUNNING, -1, 0, NULL}, &err);
     if (rc == TN_ESTATE && queue) rc = 0; /* another daemon moved it first */
+    if (rc != TN_EAGAIN || stopping(j)) break;
+    pause_wait(&pz, j, &err);
   }
-  if (!rc) {
+  if (rc == TN_EAGAIN) { /* stopped while the database was away, before the job started */
+    int stop = atomic_load(&j->stop);
+    rc = 0;
+    write_end = stop != STOP_SHUTDOWN; /* a shutdown: it resumes at the next start */
+    final = stop == STOP_CANCEL ? DB_JOB_CANCELLED : DB_JOB_FAILED;
+    if (stop == STOP_DEADLINE) deadline_error(&row, started, cfg->deadline_grace, &err);
+  } else if (!rc) {
     td_log(TD_INFO, "job started", "job=%lld workload=%s target=%s trials_done=%lld budget=%lld", (long long)j->id,
            row.workload_hash, row.target_name, (long long)row.trials_done, (long long)row.budget_trials);
     post(j, EV_START, row.trials_done, NULL);
-    if (queue) rc = run_queue(j, db, &row, w, &t, started, &final, &write_end, &best, &err);
+    if (queue) rc = run_queue(j, db, &row, w, &t, started, &pz, &final, &write_end, &best, &err);
     else rc = run_search(j, &row, w, &t, started, &final, &trials, &best, &err);
   }
   if (rc) final = DB_JOB_FAILED, write_end = true;
@@ -531,7 +639,7 @@ static void job_main(void *arg) {
     post(j, EV_END, -1, NULL);
     return;
   }
-  if (!db || (db_job_update(db, j->id, &pr, &uerr) != 0 && uerr.code != TN_ESTATE)) {
+  if (!db || (write_job_end(j, db, &pr, &pz, &uerr) != 0 && uerr.code != TN_ESTATE)) {
     /* A full disk (or a broken database) refuses the end too: the loop
      * shows it from memory, and the row, still running, resumes at the next
      * start. */
@@ -588,23 +696,33 @@ typedef struct job_read {
   td_server_t *srv;
   int64_t id;
   bool last;          /* read after the job ended: the last word */
+  bool follow;        /* a follow's read: sent only if it changed */
   cJSON *job;         /* out (NULL: err) */
   tn_err_t err;
 } job_read_t;
 
-static void refresh(td_server_t *srv, td_job_t *j);
+static void refresh(td_server_t *srv, td_job_t *j, bool follow);
+static void finish_job(td_server_t *srv, td_job_t *j);
 
 /* A read that fails on a connection the server dropped (a restart) is
- * tried once more, on the new connection the next statement opens: the
- * watchers' last word must not be lost to it. */
+ * tried once more, on the new connection the next statement opens; one
+ * that fails still because the database is away is tried again by the
+ * follow timer (the watchers' last word must not be lost to it). */
 static void job_read_work(td_read_t *rd, db_t *db) {
   job_read_t *r = (job_read_t *)rd;
   r->job = td_job_read(db, r->id, &r->err);
-  if (!r->job && r->err.code == TN_EIO) r->job = td_job_read(db, r->id, &r->err);
+  if (!r->job && r->err.code == TN_EAGAIN) r->job = td_job_read(db, r->id, &r->err);
 }
 
-static void send_to_watchers(td_job_t *j, const cJSON *job) {
+/* Sends the job object to the watchers (a follow's: only when it differs
+ * from the last one sent). */
+static void send_to_watchers(td_job_t *j, const cJSON *job, bool changes_only) {
   if (j->nwatch == 0) return;
+  char *text = cJSON_PrintUnformatted(job);
+  bool same = text && j->last_sent && strcmp(text, j->last_sent) == 0;
+  free(j->last_sent);
+  j->last_sent = text;
+  if (same && changes_only) return;
   cJSON *n = cJSON_CreateObject();
   cJSON_AddStringToObject(n, "jsonrpc", "2.0");
   cJSON_AddStringToObject(n, "method", "tune.progress");
@@ -622,17 +740,37 @@ static void send_to_watchers(td_job_t *j, const cJSON *job) {
   free(s);
 }
 
+/* Whether a job object's state is final. */
+static bool job_over(const cJSON *job) {
+  const cJSON *st = cJSON_GetObjectItemCaseSensitive(job, "state");
+  db_job_state_t state;
+  return cJSON_IsString(st) && db_job_state_parse(st->valuestring, &state, NULL) == 0 && db_job_state_final(state);
+}
+
+/* The watchers' connections closed: the job cannot be followed (its last
+ * read failed for good), and a watcher must not wait for a word that never
+ * comes. */
+static void close_watchers(td_job_t *j, const tn_err_t *err) {
+  td_log(TD_ERROR, "cannot read a watched job: closing its watchers' connections", "job=%lld watchers=%d err=%s",
+         (long long)j->id, j->nwatch, td_q(err->msg));
+  for (int i = 0; i < j->nwatch; i++) td_conn_close_graceful(j->watch[i]);
+}
+
 static void job_read_done(td_read_t *rd) {
   job_read_t *r = (job_read_t *)rd;
   td_server_t *srv = r->srv;
   td_job_t *j = srv->jobs ? find_known(srv->jobs, r->id) : NULL;
-  if (j) {
-    j->reading = false;
+  if (j) j->reading = false;
+  if (j && !r->job && r->err.code == TN_EAGAIN && !srv->stopping) {
+    td_log(TD_DEBUG, "cannot read a watched job: the database is away (tried again)", "job=%lld err=%s",
+           (long long)j->id, td_q(r->err.msg));
+  } else if (j) {
     if (r->job) {
       td_job_live(srv, r->job);
-      send_to_watchers(j, r->job);
+      send_to_watchers(j, r->job, r->follow);
     }
     if (r->last) {
+      if (!r->job && j->nwatch > 0) close_watchers(j, &r->err);
       drop_watchers(j);
       for (int i = 0; i < j->ncancel; i++) {
         td_req_t *req = j->cancels[i];
@@ -642,19 +780,21 @@ static void job_read_done(td_read_t *rd) {
       }
       j->ncancel = 0;
       j->finished = true;
+    } else if (r->job && !j->running && !j->ended && !j->cancelling && job_over(r->job)) {
+      finish_job(srv, j); /* over on another daemon (done, cancelled, failed): the last word follows */
     } else if (j->again || j->ended) {
       j->again = false;
-      refresh(srv, j);
+      refresh(srv, j, false);
     }
   }
   cJSON_Delete(r->job);
   free(r);
 }
 
-static void refresh(td_server_t *srv, td_job_t *j) {
+static void refresh(td_server_t *srv, td_job_t *j, bool follow) {
   if (j->finished) return;
   if (j->reading) {
-    j->again = true;
+    j->again |= !follow;
     return;
   }
   if (!j->ended && j->nwatch == 0) return;
@@ -666,6 +806,7 @@ static void refresh(td_server_t *srv, td_job_t *j) {
   r->srv = srv;
   r->id = j->id;
   r->last = j->ended;
+  r->follow = follow && !j->ended;
   if (td_read_queue(srv, &r->read, job_read_work, job_read_done) != 0) {
     free(r); /* the daemon has closed: nobody waits any more */
     return;
@@ -673,15 +814,59 @@ static void refresh(td_server_t *srv, td_job_t *j) {
   j->reading = true;
 }
 
-/* The job is over (ended, cancelled while queued): it moves to the ended
- * list; the last notification and the cancel answers follow its last read. */
+static void free_job(td_job_t *j) {
+  drop_watchers(j);
+  free(j->watch);
+  free(j->cancels);
+  free(j->last_sent);
+  free(j);
+}
+
+/* The ended jobs kept for what only memory says of them (this daemon's
+ * failure counts, an end the database could not take): the newest
+ * TD_ENDED_KEEP, and any whose last word has not gone out yet.  A daemon
+ * that runs for months runs as many jobs. */
+#define TD_ENDED_KEEP 256
+
+static void prune_ended(td_jobs_t *m) {
+  int n = 0;
+  for (td_job_t **p = &m->ended; *p;) {
+    td_job_t *j = *p;
+    if (++n > TD_ENDED_KEEP && j->finished && !j->end_unsaved) {
+      *p = j->next;
+      free_job(j);
+    } else {
+      p = &j->next;
+    }
+  }
+}
+
+/* The job is over (ended, cancelled while queued, ended on another daemon):
+ * it moves to the ended list; the last notification and the cancel
+ * answers follow its last read. */
 static void finish_job(td_server_t *srv, td_job_t *j) {
   td_jobs_t *m = srv->jobs;
   unlink_job(&m->active, j);
   j->ended = true;
   j->next = m->ended;
   m->ended = j;
-  refresh(srv, j);
+  refresh(srv, j, false);
+  prune_ended(m);
+}
+
+/* Shared queue: every TD_FOLLOW_MS the watched jobs are read again (their
+ * progress on other daemons, an end written there), and a last read that
+ * found the database away is tried again. */
+#define TD_FOLLOW_MS 1000
+
+static void on_follow_timer(uv_timer_t *t) {
+  td_server_t *srv = t->data;
+  td_jobs_t *m = srv->jobs;
+  if (!m || srv->stopping) return;
+  for (td_job_t *j = m->active; j; j = j->next)
+    if (j->nwatch > 0) refresh(srv, j, true);
+  for (td_job_t *j = m->ended; j; j = j->next)
+    if (!j->finished) refresh(srv, j, false);
 }
 
 static void handle_event(td_server_t *srv, td_event_t *e) {
@@ -690,7 +875,7 @@ static void handle_event(td_server_t *srv, td_event_t *e) {
   if (e->kind != EV_START && e->trials_done >= 0) j->trials_done = e->trials_done;
   if (e->kind == EV_PROGRESS) memcpy(j->failures, e->failures, sizeof j->failures);
   if (e->kind != EV_END) {
-    refresh(srv, j);
+    refresh(srv, j, false);
     return;
   }
   uv_thread_join(&j->thread); /* it has posted its last event and is returning */
@@ -721,11 +906,21 @@ static void on_async(uv_async_t *h) {
   }
 }
 
+/* Whether this daemon measures jobs of the target: on a shared queue only
+ * its own target's (with or without TF32), elsewhere any it can stand in
+ * for (target_usable decides). */
+static bool serves(const td_server_t *srv, const char *target) {
+  if (!db_is_url(srv->cfg.db_path)) return true;
+  size_t n = strlen(srv->cfg.target);
+  return strncmp(target, srv->cfg.target, n) == 0 && (!target[n] || strcmp(target + n, "+tf32") == 0);
+}
+
 static td_job_t *new_job(td_jobs_t *m, int64_t id, const char *target) {
   td_job_t *j = tn_xcalloc(1, sizeof *j);
   j->id = id;
   j->mgr = m;
   snprintf(j->target, sizeof j->target, "%s", target);
+  j->remote = !serves(m->srv, target);
   atomic_init(&j->stop, STOP_NONE);
   td_job_t **p = &m->active;
   while (*p) p = &(*p)->next;
@@ -765,7 +960,12 @@ static void poll_done(uv_work_t *w, int status) {
     m->polling = false;
     bool added = false;
     for (size_t i = 0; i < pw->n; i++) {
-      if (find(m->active, pw->ids[i])) continue;
+      td_job_t *known = find(m->active, pw->ids[i]);
+      if (known && known->remote && !known->cancelling) { /* followed for a watcher until now: measured here too */
+        known->remote = false;
+        added = true;
+      }
+      if (known) continue;
       td_log(TD_INFO, "joining a shared job: its batches are leasable", "job=%lld target=%s", (long long)pw->ids[i],
              srv->cfg.target);
       new_job(m, pw->ids[i], srv->cfg.target);
@@ -816,11 +1016,14 @@ int td_jobs_init(td_server_t *srv, tn_err_t *err) {
   m->cancel_timer.data = srv;
   uv_timer_init(srv->loop, &m->poll_timer);
   m->poll_timer.data = srv;
-  m->open_handles = 3;
+  uv_timer_init(srv->loop, &m->follow_timer);
+  m->follow_timer.data = srv;
+  m->open_handles = 4;
   bool queue = db_is_url(srv->cfg.db_path);
   if (queue) { /* a few polls per lease: a dead daemon's batch waits little longer than its lease */
     uint64_t every = (uint64_t)(TN_MIN(TN_MAX(srv->cfg.lease_s / 4, 0.25), 2.0) * 1000);
     uv_timer_start(&m->poll_timer, on_poll_timer, every, every);
+    uv_timer_start(&m->follow_timer, on_follow_timer, TD_FOLLOW_MS, TD_FOLLOW_MS);
   }
   srv->jobs = m;
   /* Before any thread of ours: the pool sets POCL_CACHE_DIR for the
@@ -839,6 +1042,7 @@ int td_jobs_init(td_server_t *srv, tn_err_t *err) {
   if (rc) return rc;
   for (size_t i = 0; i < jobs.n && !rc; i++) {
     const db_job_t *jb = &jobs.items[i];
+    if (!serves(srv, jb->target_name)) continue; /* submitted here, measured by its target's daemons */
     if (jb->state == DB_JOB_RUNNING && !queue) { /* shared: others may be measuring it; it stays running */
       db_job_progress_t pr = {DB_JOB_QUEUED, -1, 0, NULL};
       rc = db_job_update(srv->wdb, jb->id, &pr, err);
@@ -855,10 +1059,7 @@ int td_jobs_init(td_server_t *srv, tn_err_t *err) {
 static void free_list(td_job_t *j) {
   while (j) {
     td_job_t *next = j->next;
-    drop_watchers(j);
-    free(j->watch);
-    free(j->cancels);
-    free(j);
+    free_job(j);
     j = next;
   }
 }
@@ -877,14 +1078,20 @@ void td_jobs_free(td_server_t *srv) {
   ms_builder_free(m->builder); /* no job runs any more: nothing is queued */
   for (td_event_t *e = m->events, *next; e; e = next) next = e->next, free(e);
   uv_mutex_destroy(&m->lock);
-  m->async.data = m->cancel_timer.data = m->poll_timer.data = m; /* the handles live in m: freed once all closed */
+  /* the handles live in m: freed once all closed */
+  m->async.data = m->cancel_timer.data = m->poll_timer.data = m->follow_timer.data = m;
   uv_close((uv_handle_t *)&m->async, on_handle_closed);
   uv_close((uv_handle_t *)&m->cancel_timer, on_handle_closed);
   uv_close((uv_handle_t *)&m->poll_timer, on_handle_closed);
+  uv_close((uv_handle_t *)&m->follow_timer, on_handle_closed);
 }
 
 void td_jobs_add(td_server_t *srv, int64_t id, const char *target) {
   if (!srv->jobs) return;
+  if (!serves(srv, target)) { /* followed here only while someone watches it */
+    td_log(TD_INFO, "job left to the daemons of its target", "job=%lld target=%s", (long long)id, target);
+    return;
+  }
   new_job(srv->jobs, id, target);
   td_jobs_schedule(srv);
 }
@@ -901,7 +1108,7 @@ void td_jobs_schedule(td_server_t *srv) {
   td_jobs_t *m = srv->jobs;
   if (!m || srv->stopping) return;
   for (td_job_t *j = m->active; j && m->nrunning < srv->cfg.max_jobs; j = j->next) {
-    if (j->running || j->cancelling) continue;
+    if (j->running || j->cancelling || j->remote) continue;
     if (!target_usable(srv, j)) {
       if (!j->skip_logged)
         td_log(TD_WARN, "job stays queued: its target cannot be measured here", "job=%lld target=%s",
@@ -922,7 +1129,7 @@ int td_jobs_running(const td_server_t *srv) { return srv->jobs ? srv->jobs->nrun
 
 int td_jobs_queued(const td_server_t *srv) {
   int n = 0;
-  for (td_job_t *j = srv->jobs ? srv->jobs->active : NULL; j; j = j->next) n += !j->running;
+  for (td_job_t *j = srv->jobs ? srv->jobs->active : NULL; j; j = j->next) n += !j->running && !j->remote;
   return n;
 }
 
@@ -1122,16 +1329,28 @@ static void watch_read(td_req_t *req, db_t *db) {
   if (!req->result) td_req_tn_error(req, TD_E_NOT_FOUND, &err);
 }
 
+/* Shared queue: a job unfinished in the database that this daemon neither
+ * runs nor has run (another target's, or one its poll has not joined) is
+ * followed from the database for the watcher (on_follow_timer). */
+static bool follow_new(td_server_t *srv, int64_t id, const cJSON *job) {
+  td_jobs_t *m = srv->jobs;
+  const cJSON *target = cJSON_GetObjectItemCaseSensitive(job, "target");
+  if (!m || srv->stopping || !db_is_url(srv->cfg.db_path) || find(m->ended, id) || !cJSON_IsString(target))
+    return false;
+  new_job(m, id, target->valuestring)->remote = true; /* a poll makes it this daemon's work when it is */
+  td_log(TD_DEBUG, "following a job for a watcher", "job=%lld target=%s", (long long)id, target->valuestring);
+  return true;
+}
+
 static void watch_done(td_req_t *req) {
   watch_req_t *w = req->data;
   if (!req->result) return;
   td_job_live(req->srv, req->result);
-  if (req->conn && !req->conn->closing && td_jobs_watch(req->srv, w->id, req->conn)) return;
-  const cJSON *st = cJSON_GetObjectItemCaseSensitive(req->result, "state");
-  db_job_state_t state;
-  tn_err_t err = {0};
-  bool final = cJSON_IsString(st) && db_job_state_parse(st->valuestring, &state, &err) == 0 &&
-               db_job_state_final(state);
+  bool final = job_over(req->result);
+  if (req->conn && !req->conn->closing) {
+    if (td_jobs_watch(req->srv, w->id, req->conn)) return;
+    if (!final && follow_new(req->srv, w->id, req->result) && td_jobs_watch(req->srv, w->id, req->conn)) return;
+  }
   if (final || w->reread) return;
   w->reread = true;
   cJSON_Delete(req->result);
@@ -1242,7 +1461,7 @@ static void on_cancel_timer(uv_timer_t *t) {
       if (td_jobs_answer(req, j->id) != TD_PENDING) td_req_finish(req);
     }
     j->ncancel = 0;
-    refresh(srv, j); /* the watchers see `cancelled` too */
+    refresh(srv, j, false); /* the watchers see `cancelled` too */
     mark_work_t *mw = tn_xcalloc(1, sizeof *mw);
     mw->srv = srv;
     mw->id = j->id;

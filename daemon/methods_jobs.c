@@ -124,7 +124,8 @@ td_reply_t td_m_tune_submit(td_req_t *req) {
       td_param_str(req, "name", false, 47, &name) ||
       td_param_overrides(req, "params", &s->overrides) ||
       td_param_bool(req, "allow_tf32", false, &tf32) ||
-      td_param_target_tf32(req, "target", true, tf32, &s->target) ||
+      /* a shared queue takes any target: its own daemons measure it */
+      td_param_target_tf32(req, "target", !db_is_url(req->srv->cfg.db_path), tf32, &s->target) ||
       td_param_int(req, "trials", false, 64, 1, 1000000, &s->trials) ||
       td_param_num(req, "seconds", 0, 0, 1e9, &s->seconds) ||
       td_param_int(req, "seed", false, 1, 0, (INT64_C(1) << 53), &s->seed) ||

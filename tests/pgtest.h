@@ -87,6 +87,17 @@ static inline int pgt_admin(pgt_server_t *s, const char *sql) {
 #endif
 }
 
+/* pg_ctl start, stop or restart (fast shutdown), the server listening on
+ * its directory's socket only; 0 or pg_ctl's status. */
+static inline int pgt_ctl(const pgt_server_t *s, const char *what) {
+  char cmd[1536];
+  /* fsync off: the tests kill clients and stop the server, never the machine */
+  snprintf(cmd, sizeof cmd, "%s/pg_ctl -D %s/data -l %s/server.log -w -t 60 -m fast -o \"-c listen_addresses='' "
+           "-c unix_socket_directories=%s -c fsync=off -c max_connections=200\" %s >/dev/null 2>&1",
+           s->bin, s->dir, s->dir, s->dir, what);
+  return pgt_sh(s, cmd);
+}
+
 static inline int pgt_start(pgt_server_t *s) {
   memset(s, 0, sizeof *s);
   if (!TUNED_HAVE_LIBPQ) {
@@ -125,11 +136,7 @@ static inline int pgt_start(pgt_server_t *s) {
     snprintf(s->skip, sizeof s->skip, "cannot write %s/data/pg_hba.conf", s->dir);
     return -1;
   }
-  /* fsync off: the tests kill clients, never the server or the machine */
-  snprintf(cmd, sizeof cmd, "%s/pg_ctl -D %s/data -l %s/server.log -w -t 60 -o \"-c listen_addresses='' "
-           "-c unix_socket_directories=%s -c fsync=off -c max_connections=200\" start >/dev/null 2>&1",
-           s->bin, s->dir, s->dir, s->dir);
-  if (pgt_sh(s, cmd) != 0) {
+  if (pgt_ctl(s, "start") != 0) {
     snprintf(s->skip, sizeof s->skip, "the server did not start (see %s/server.log)", s->dir);
     return -1;
   }

@@ -2642,11 +2642,264 @@ START_TEST(pg_queue_db_restart) {
   bool rode = false;
   const daemon_t *ds[] = {&a, &b};
   for (int i = 0; i < 2; i++)
-    rode |= log_has(ds[i], "trying again") || log_has(ds[i], "cannot renew a batch's lease");
+    rode |= log_has(ds[i], "the database is away") || log_has(ds[i], "cannot renew a batch's lease");
   ck_assert_msg(rode, "no daemon saw the restart: %s", whole_log(&a));
   stop_daemon(&a);
   stop_daemon(&b);
   rm_tree(a.dir), rm_tree(b.dir);
+}
+END_TEST
+
+/* Whether a job state is final. */
+static bool final_state(const char *state) {
+  return strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0;
+}
+
+/* ---- a daemon measures for its own target only --------------------------------------------- */
+
+/* Fails if daemon d runs a process (a compiler, a build or measure worker:
+ * any measurement); `why` names the moment. */
+static void assert_no_children(const daemon_t *d, const char *why, int job) {
+  pid_t pids[8];
+  tu_cmdline_t cmds[8];
+  int n = tu_children(d->pid, pids, cmds, 8);
+  ck_assert_msg(n == 0, "%s: the daemon in %s runs `%s` during job %d", why, d->dir, cmds[0], job);
+}
+
+/* Reads c's notifications of the job until its end, checking every 20 ms
+ * that daemon `idle` starts no process; the last job object (caller
+ * frees). */
+static cJSON *follow_while_idle(client_t *c, int job, const daemon_t *idle, double timeout_s) {
+  double t0 = tn_now();
+  for (;;) {
+    ck_assert_msg(tn_now() - t0 < timeout_s * tu_slowdown(), "job %d did not end within %.0f s", job, timeout_s);
+    assert_no_children(idle, "another target's job", job);
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    if (c->len == 0 && poll(&p, 1, 20) == 0) continue;
+    cJSON *n = cl_recv(c, 60);
+    ck_assert_msg(n, "watch connection closed");
+    const cJSON *m = cJSON_GetObjectItem(n, "method"), *params = cJSON_GetObjectItem(n, "params");
+    if (m && strcmp(m->valuestring, "tune.progress") == 0 && (int)num(params, "job") == job &&
+        final_state(str(params, "state"))) {
+      cJSON *end = cJSON_Duplicate(params, true);
+      cJSON_Delete(n);
+      return end;
+    }
+    cJSON_Delete(n);
+  }
+}
+
+/* Waits until d has no process left (a job's worker exiting). */
+static void wait_no_children(const daemon_t *d) {
+  pid_t pids[8];
+  tu_cmdline_t cmds[8];
+  double t0 = tn_now();
+  while (tu_children(d->pid, pids, cmds, 8) > 0) {
+    ck_assert_msg(tn_now() - t0 < 30 * tu_slowdown(), "the daemon in %s still runs `%s`", d->dir, cmds[0]);
+    usleep(50 * 1000);
+  }
+}
+
+/* Two daemons of two targets on one database (issue 33: an opencl daemon
+ * took a cpu job submitted through it and built its candidates).  A cpu
+ * job submitted through c (opencl/pocl-cpu where PoCL is usable, else
+ * cpu/local) while no cpu daemon runs stays queued, unplanned, and c starts
+ * no process; a, of cpu, started later, finds it and measures every batch,
+ * the re-measure and the unscheduled program; c's watcher sees it through
+ * to `done`, and c never starts a process.  The other way round: c's
+ * target's job submitted through a is c's alone, and a stays idle. */
+START_TEST(pg_queue_own_target) {
+  daemon_t a, c;
+  tmp_daemon(&a), tmp_daemon(&c);
+  char url[128];
+  ck_assert_msg(pgt_createdb(&pg, "owntarget", url, sizeof url) == 0, "%s", pg.skip);
+  snprintf(a.db, sizeof a.db, "%s", url), snprintf(c.db, sizeof c.db, "%s", url);
+  const char *other = "opencl/pocl-cpu";
+  int st;
+  if (!launch_daemon(&c, (const char *const[]){"--name", "o-c", "--lease", "2", "--target", other, NULL}, NULL, &st)) {
+    other = "cpu/local";
+    start_daemon(&c, (const char *const[]){"--name", "o-c", "--lease", "2", "--target", other, NULL});
+  }
+  client_t cc;
+  cl_open(&cc, c.sock);
+  submitted_t s = submit_on(&cc, 32, "cpu", 8, 4);
+  cJSON *r = watch(&cc, s.job);
+  ck_assert_str_eq(str(result(r), "state"), "queued");
+  cJSON_Delete(r);
+  for (double t0 = tn_now(); tn_now() - t0 < 3;) { /* several polls of c */
+    assert_no_children(&c, "no cpu daemon yet", s.job);
+    usleep(20 * 1000);
+  }
+  db_batches_t bs = batches_of(url, s.job);
+  ck_assert_int_eq((int)bs.n, 0); /* nobody planned it */
+  db_batches_free(&bs);
+
+  start_daemon(&a, (const char *const[]){"--name", "o-a", "--lease", "2", NULL});
+  cJSON *end = follow_while_idle(&cc, s.job, &c, 240);
+  ck_assert_str_eq(str(end, "state"), "done");
+  ck_assert_int_eq((int)num(end, "trials_done"), 8);
+  cJSON_Delete(end);
+  cl_close(&cc);
+  check_counted_once(url, s.job, 8, (const char *const[]){"o-a", NULL}); /* the last batch too: re-measure, baseline */
+  ck_assert_msg(!log_line_has(&c, "batch leased", s.job) && !log_line_has(&c, "job started", s.job),
+                "c worked on a cpu job");
+  ck_assert_msg(log_line_has(&c, "job left to the daemons of its target", s.job), "c's log says nothing of job %d",
+                s.job);
+  ck_assert_uint_ge(count_records(url, s.hash, true), 1);
+
+  wait_no_children(&a);
+  client_t ca;
+  cl_open(&ca, a.sock);
+  submitted_t s2 = submit_on(&ca, 32, other, 8, 4);
+  cJSON_Delete(watch(&ca, s2.job));
+  end = follow_while_idle(&ca, s2.job, &a, 300);
+  ck_assert_msg(strcmp(str(end, "state"), "done") == 0, "job %d on %s: %s", s2.job, other, cJSON_PrintUnformatted(end));
+  cJSON_Delete(end);
+  cl_close(&ca);
+  check_counted_once(url, s2.job, 8, (const char *const[]){"o-c", NULL});
+  ck_assert_msg(!log_line_has(&a, "batch leased", s2.job), "a worked on a job of %s", other);
+  stop_daemon(&a);
+  stop_daemon(&c);
+  rm_tree(a.dir), rm_tree(c.dir);
+}
+END_TEST
+
+/* ---- the database away ------------------------------------------------------------------------ */
+
+/* Runs SQL on the test server as its superuser (its rows dropped). */
+static void pg_admin(const char *sql) { ck_assert_msg(pgt_admin(&pg, sql) == 0, "%s", pg.skip); }
+
+static void pg_ctl(const char *what) {
+  ck_assert_msg(pgt_ctl(&pg, what) == 0, "pg_ctl %s failed (see %s/server.log)", what, pg.dir);
+}
+
+/* The job's notifications on c for `secs` seconds (none may be final),
+ * answering nothing; the connection must stay open. */
+static void drain_for(client_t *c, int job, double secs) {
+  for (double t0 = tn_now(); tn_now() - t0 < secs;) {
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    if (c->len == 0 && poll(&p, 1, 100) == 0) continue;
+    cJSON *n = cl_recv(c, 10);
+    ck_assert_msg(n, "the watch connection closed while the database was away");
+    const cJSON *params = cJSON_GetObjectItem(n, "params");
+    if (params && (int)num(params, "job") == job)
+      ck_assert_msg(!final_state(str(params, "state")), "job %d ended while the database was away: %s", job,
+                    cJSON_PrintUnformatted(params));
+    cJSON_Delete(n);
+  }
+}
+
+/* Issue 33: two daemons measure one job while PostgreSQL restarts, every
+ * backend is terminated, and the server is down for a minute: the daemons
+ * live on, the job pauses (never reported failed) and resumes, and ends
+ * done with every trial counted once; `tunectl watch` through the daemon
+ * it was submitted to, and a tune.watch there, follow it to its end. */
+START_TEST(pg_queue_db_outage) {
+  daemon_t a, b;
+  tmp_daemon(&a), tmp_daemon(&b);
+  char url[128];
+  ck_assert_msg(pgt_createdb(&pg, "outage", url, sizeof url) == 0, "%s", pg.skip);
+  snprintf(a.db, sizeof a.db, "%s", url), snprintf(b.db, sizeof b.db, "%s", url);
+  start_daemon(&a, (const char *const[]){"--name", "x-a", "--lease", "2", NULL});
+  start_daemon(&b, (const char *const[]){"--name", "x-b", "--lease", "2", NULL});
+  client_t ca;
+  cl_open(&ca, a.sock);
+  submitted_t s = submit(&ca, 32, 4);
+  cJSON_Delete(watch(&ca, s.job));
+  const char *tunectl = getenv("TUNECTL");
+  ck_assert_msg(tunectl && *tunectl, "set TUNECTL (meson test does)");
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s watch %d --json --socket %s 2>&1", tunectl, s.job, a.sock);
+  FILE *tw = popen(cmd, "r");
+  ck_assert_ptr_nonnull(tw);
+  cJSON_Delete(wait_progress(&ca, s.job, 4, 120));
+  wait_leased_by(url, s.job, "x-b", 120);
+
+  pg_ctl("restart");
+  cJSON_Delete(wait_progress(&ca, s.job, 12, 120));
+  pg_admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'outage'");
+  cJSON_Delete(wait_progress(&ca, s.job, 16, 120));
+  pg_ctl("stop");
+  drain_for(&ca, s.job, 60);
+  pg_ctl("start");
+
+  cJSON *n = wait_progress(&ca, s.job, 1 << 30, 240);
+  ck_assert_msg(strcmp(str(cJSON_GetObjectItem(n, "params"), "state"), "done") == 0, "job %d: %s", s.job,
+                cJSON_PrintUnformatted(n));
+  ck_assert_int_eq((int)num(cJSON_GetObjectItem(n, "params"), "trials_done"), 32);
+  cJSON_Delete(n);
+  cl_close(&ca);
+  /* tunectl watch ended too, with the job's end */
+  struct pollfd p = {.fd = fileno(tw), .events = POLLIN};
+  char out[1 << 16];
+  size_t len = 0;
+  for (double t0 = tn_now(); tn_now() - t0 < 30 * tu_slowdown();) {
+    if (poll(&p, 1, 1000) <= 0) continue;
+    ssize_t got = read(fileno(tw), out + len, sizeof out - 1 - len);
+    if (got <= 0) break;
+    len += (size_t)got;
+    if (len == sizeof out - 1) len = 0; /* only the end matters */
+  }
+  out[len] = 0;
+  int wst = pclose(tw);
+  ck_assert_msg(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "tunectl watch: status %d: %s", wst, out);
+  ck_assert_msg(strstr(out, "\"state\":\"done\""), "%s", out);
+
+  db_job_state_t state;
+  db_job_t row = job_row(url, s.job, &state);
+  ck_assert_int_eq(state, DB_JOB_DONE);
+  ck_assert_int_eq(row.trials_done, 32);
+  check_counted_once(url, s.job, 32, (const char *const[]){"x-a", "x-b", NULL});
+  ck_assert_uint_ge(count_records(url, s.hash, true), 1);
+  const daemon_t *ds[] = {&a, &b};
+  bool paused = false;
+  for (int i = 0; i < 2; i++) {
+    ck_assert_msg(!log_has(ds[i], "state=failed"), "a job failed: %s", whole_log(ds[i]));
+    paused |= log_has(ds[i], "the database is away");
+    ck_assert_int_eq(kill(ds[i]->pid, 0), 0); /* alive */
+  }
+  ck_assert_msg(paused, "no daemon saw the database away: %s", whole_log(&a));
+  stop_daemon(&a);
+  stop_daemon(&b);
+  rm_tree(a.dir), rm_tree(b.dir);
+}
+END_TEST
+
+/* Daemons started at the same instant on a fresh database all come up
+ * (the schema made once: a second one used to die on "relation already
+ * exists"). */
+START_TEST(pg_start_together) {
+  enum { N = 4 };
+  for (int round = 0; round < 2; round++) {
+    daemon_t d[N];
+    char url[128];
+    ck_assert_msg(pgt_createdb(&pg, "together", url, sizeof url) == 0, "%s", pg.skip);
+    char names[N][16];
+    for (int i = 0; i < N; i++) {
+      tmp_daemon(&d[i]);
+      snprintf(d[i].db, sizeof d[i].db, "%s", url);
+      snprintf(names[i], sizeof names[i], "t-%d", i);
+    }
+    for (int i = 0; i < N; i++)
+      d[i].pid = spawn_tuned(&d[i], (const char *const[]){"--target", "cpu", "--db", url, "--socket", d[i].sock,
+                                                          "--name", names[i], NULL}, NULL);
+    for (int i = 0; i < N; i++) {
+      double t0 = tn_now();
+      int fd;
+      while ((fd = try_connect(d[i].sock)) < 0) {
+        int st;
+        ck_assert_msg(waitpid(d[i].pid, &st, WNOHANG) != d[i].pid, "round %d: daemon %d exited (status %d): %s",
+                      round, i, st, read_log(&d[i]));
+        ck_assert_msg(tn_now() - t0 < 60 * tu_slowdown(), "daemon %d did not listen: %s", i, read_log(&d[i]));
+        usleep(10 * 1000);
+      }
+      close(fd);
+    }
+    for (int i = 0; i < N; i++) {
+      stop_daemon(&d[i]);
+      rm_tree(d[i].dir);
+    }
+  }
 }
 END_TEST
 
@@ -2664,10 +2917,6 @@ static bool names_io_fault(const char *msg) {
 
 /* The job's end: its trials as its last notifications said (committed
  * batches), and its final status. */
-static bool final_state(const char *state) {
-  return strcmp(state, "done") == 0 || strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0;
-}
-
 static cJSON *follow_job(client_t *c, int job, int *notified) {
   cJSON *w = watch(c, job);
   bool over = final_state(str(result(w), "state")); /* ended before the watch */
@@ -2928,6 +3177,9 @@ static Suite *make_suite(void) {
   if (pg.running && tu_slowdown() == 1) ADD_CASE(s, pg_two_daemons, 900); /* not under valgrind: minutes of libpq */
   if (pg.running && tu_slowdown() == 1) ADD_CASE(s, pg_queue_three_daemons, 300);
   if (pg.running && tu_slowdown() == 1) ADD_CASE(s, pg_queue_db_restart, 300);
+  if (pg.running && tu_slowdown() == 1) ADD_CASE(s, pg_queue_own_target, 600);
+  if (pg.running && tu_slowdown() == 1) ADD_CASE(s, pg_queue_db_outage, 600);
+  if (pg.running && tu_slowdown() == 1) ADD_CASE(s, pg_start_together, 300);
   ADD_CASE(s, sqlite_faults, 900);
   ADD_CASE(s, random_kills, 900);
   return s;
