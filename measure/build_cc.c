@@ -91,7 +91,7 @@ static void first_line(char **argv, double timeout_s, char *out, size_t size) {
   tn_buf_init(&log);
   int st = 0;
   out[0] = 0;
-  if (ms_run_command(argv, TN_MIN(timeout_s, 10.0), &log, 4096, &st, NULL) == TN_OK && WIFEXITED(st) &&
+  if (ms_run_command(argv, NULL, TN_MIN(timeout_s, 10.0), &log, 4096, &st, NULL) == TN_OK && WIFEXITED(st) &&
       WEXITSTATUS(st) == 0) {
     const char *s = tn_buf_str(&log);
     snprintf(out, size, "%.*s", (int)strcspn(s, "\n"), s);
@@ -163,10 +163,13 @@ static void compile(const tn_target_t *t, const char *const *flags, int nflags, 
   tn_buf_t log;
   tn_buf_init(&log);
   int st = 0, rc = TN_OK;
+  char dir[MS_PATH_MAX]; /* the compiler's temp files: removed with the build's directory */
+  const char *slash = strrchr(so, '/');
+  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - so) : 1, slash ? so : ".");
   for (int life = 0; life < 2; life++) { /* a SIGKILL we did not send: once more (see build_in_proc) */
     tn_buf_free(&log);
     tn_buf_init(&log);
-    rc = ms_run_command(argv, timeout_s, &log, CC_LOG_MAX, &st, &err);
+    rc = ms_run_command(argv, dir, timeout_s, &log, CC_LOG_MAX, &st, &err);
     if (rc != TN_OK || !WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) break;
   }
   struct stat sb;

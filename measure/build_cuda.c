@@ -296,7 +296,7 @@ int ms_cuda_sass(const char *cubin, double timeout_s, tn_buf_t *sass, tn_err_t *
   int status = 0;
   tn_buf_t log;
   tn_buf_init(&log);
-  int rc = ms_run_command(argv, timeout_s, &log, (size_t)64 << 20, &status, err);
+  int rc = ms_run_command(argv, NULL, timeout_s, &log, (size_t)64 << 20, &status, err);
   if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
     rc = tn_err_set(err, TN_EIO, "%s %s failed (%s %d): %.500s", tool, cubin,
                     WIFEXITED(status) ? "exit status" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),

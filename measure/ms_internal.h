@@ -35,11 +35,16 @@ double ms_active_clock(void);
 void ms_track_worker(pid_t pid, bool add);
 /* Runs argv (PATH search) in its own process group with stdout+stderr
  * captured into log (cut to max_log bytes), killing the group after
- * timeout_s of unpaused time.  Returns 0 when the child ran to completion
- * (then *status is its wait status), TN_ERANGE on timeout, TN_EIO when it
- * could not start. */
-int ms_run_command(char *const argv[], double timeout_s, tn_buf_t *log, size_t max_log, int *status,
-                   tn_err_t *err);
+ * timeout_s of unpaused time; with tmpdir, TMPDIR is set to it (a
+ * compiler's temp files then go with the build's directory, also when the
+ * compiler is killed before it removes them).  Returns 0 when the child ran
+ * to completion (then *status is its wait status), TN_ERANGE on timeout,
+ * TN_EIO when it could not start. */
+int ms_run_command(char *const argv[], const char *tmpdir, double timeout_s, tn_buf_t *log, size_t max_log,
+                   int *status, tn_err_t *err);
+/* environ with NAME=value in place of any NAME entry; entry (size bytes)
+ * holds the new entry.  The caller frees the array (not its strings). */
+char **ms_environ_with(const char *name, const char *value, char *entry, size_t size);
 /* Starts a helper process (tuned-worker) with exec: fd 0 is sock (one end
  * of a socketpair), fds 1 and 2 append to log_path (NULL: /dev/null), no
  * other file of the caller is inherited, signals unblocked and SIGPIPE at

@@ -144,15 +144,7 @@ static int reap_exiting(ms_runner_t *r) {
  * or ours: ms_runner_new sets it when the environment had none). */
 static char **worker_env(char *pocl, size_t size) {
   const char *cache = getenv("POCL_CACHE_DIR");
-  snprintf(pocl, size, "POCL_CACHE_DIR=%s", cache ? cache : "");
-  size_t n = 0;
-  while (environ[n]) n++;
-  char **env = tn_xcalloc(n + 2, sizeof *env);
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++)
-    if (strncmp(environ[i], "POCL_CACHE_DIR=", 15) != 0) env[k++] = environ[i];
-  env[k++] = pocl;
-  return env;
+  return ms_environ_with("POCL_CACHE_DIR", cache ? cache : "", pocl, size);
 }
 
 int ms_runner_start(ms_runner_t *r, tn_err_t *err) {

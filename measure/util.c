@@ -197,7 +197,18 @@ static bool drain(int fd, tn_buf_t *log, size_t max) {
   return true;
 }
 
-static int spawn_grouped(char *const argv[], int out_fd, pid_t *pid, tn_err_t *err) {
+char **ms_environ_with(const char *name, const char *value, char *entry, size_t size) {
+  snprintf(entry, size, "%s=%s", name, value);
+  size_t len = strlen(name), n = 0, k = 0;
+  while (environ[n]) n++;
+  char **env = tn_xcalloc(n + 2, sizeof *env);
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], name, len) != 0 || environ[i][len] != '=') env[k++] = environ[i];
+  env[k] = entry;
+  return env;
+}
+
+static int spawn_grouped(char *const argv[], const char *tmpdir, int out_fd, pid_t *pid, tn_err_t *err) {
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t at;
   posix_spawn_file_actions_init(&fa);
@@ -211,7 +222,10 @@ static int spawn_grouped(char *const argv[], int out_fd, pid_t *pid, tn_err_t *e
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&at, &none);
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
-  int rc = posix_spawnp(pid, argv[0], &fa, &at, argv, environ);
+  char entry[MS_PATH_MAX + 8];
+  char **env = tmpdir ? ms_environ_with("TMPDIR", tmpdir, entry, sizeof entry) : environ;
+  int rc = posix_spawnp(pid, argv[0], &fa, &at, argv, env);
+  if (tmpdir) free(env);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
   if (rc != 0) return tn_err_set(err, TN_EIO, "cannot run %s: %s", argv[0], strerror(rc));
@@ -316,12 +330,12 @@ static void track_command(pid_t pid, bool add) {
   pthread_mutex_unlock(&cmd_mu);
 }
 
-int ms_run_command(char *const argv[], double timeout_s, tn_buf_t *log, size_t max_log, int *status,
-                   tn_err_t *err) {
+int ms_run_command(char *const argv[], const char *tmpdir, double timeout_s, tn_buf_t *log, size_t max_log,
+                   int *status, tn_err_t *err) {
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0) return tn_err_set(err, TN_EIO, "pipe: %s", strerror(errno));
   pid_t pid;
-  int rc = spawn_grouped(argv, p[1], &pid, err);
+  int rc = spawn_grouped(argv, tmpdir, p[1], &pid, err);
   close(p[1]);
   if (rc < 0) {
     close(p[0]);

@@ -8,6 +8,7 @@
  * emit. */
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -790,7 +791,9 @@ static ms_builder_t *small_cpu_build(double timeout_s, ir_workload_t **w, cg_mod
   return builder(timeout_s, 1);
 }
 
-/* A compiler that hangs is killed at the build timeout; with $TUNED_CC
+/* A compiler that hangs is killed at the build timeout, and the temp file
+ * it made in $TMPDIR goes with the build's directory (a killed compiler
+ * never removes its own: the soak counted one per kill); with $TUNED_CC
  * back to normal the same builder builds again. */
 START_TEST(t_build_timeout_cc) {
   ir_workload_t *w;
@@ -801,7 +804,8 @@ START_TEST(t_build_timeout_cc) {
   char script[] = "/tmp/tuned-slow-cc-XXXXXX";
   int fd = mkstemp(script);
   ck_assert_int_ge(fd, 0);
-  const char *text = "#!/bin/sh\nexec sleep 30\n";
+  const char *text = "#!/bin/sh\n[ \"$1\" = --version ] && exit 1\ntouch \"${TMPDIR:-/tmp}/tuned-cc-temp-$$\"\n"
+                     "exec sleep 30\n";
   ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   fchmod(fd, 0755);
   close(fd);
@@ -812,6 +816,13 @@ START_TEST(t_build_timeout_cc) {
   ck_assert_int_eq(res.status, MS_TIMEOUT);
   ck_assert_msg(strstr(res.error, "timed out after 0.5 s"), "%s", res.error);
   unlink(script);
+  char pattern[600];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(pattern, sizeof pattern, "%s/tuned-cc-temp-*", tmp && *tmp ? tmp : "/tmp");
+  glob_t g;
+  int found = glob(pattern, 0, NULL, &g);
+  ck_assert_msg(found == GLOB_NOMATCH, "the killed compiler's temp file is left: %s", g.gl_pathv[0]);
+  if (found == 0) globfree(&g);
   setenv("TUNED_CC", "no-such-compiler-xyz", 1);
   build_and_run(NULL, b, &c, &res, 1);
   ck_assert_int_eq(res.status, MS_BUILD_ERROR);
