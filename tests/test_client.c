@@ -1287,7 +1287,7 @@ START_TEST(t_bench_compare) {
   cJSON_Delete(doc);
   const char *xml = slurp(junit);
   ck_assert_msg(strstr(xml, "<testsuite name=\"tunectl bench hand-made\" tests=\"2\" failures=\"0\"") &&
-                strstr(xml, "<testcase classname=\"bench\" name=\"matmul 2222222222222222\"") &&
+                strstr(xml, "<testcase classname=\"bench\" name=\"matmul 2222222222222222222222222222222222222222222222222222222222222222\"") &&
                 strstr(xml, "job 7, record 42"), "%s", xml);
   /* past the noise: a regression, a JUnit failure */
   r = sh("'%s' bench --compare %s --baseline %s --max-regression 1 --junit %s", tc, cur, base, junit);
