@@ -1,6 +1,8 @@
 /* tunectl_bench.c — `tunectl bench`: tunes a suite of workloads (in this
  * process through the search module, or through the daemon), writes the
- * results as JSON and compares them with a baseline for CI. */
+ * results as JSON and compares them with a baseline for CI.  A workload
+ * that ends with no verified kernel fails the run (exit 1), named with its
+ * first failure: a gate must not pass on nothing. */
 #include <cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -153,6 +155,9 @@ typedef struct bench_out {
   double gflops, median_secs, seconds;
   int64_t trials;
   int64_t failures[5]; /* build_error, run_error, timeout, wrong_result, too_slow */
+  /* the first failed trial (0: none failed), its kind and error text */
+  int64_t first_trial;
+  const char *first_status, *first_error;
 } bench_out_t;
 
 static int load_item(const tc_args_t *o, const char *suite_dir, const cJSON *spec, bench_item_t *it) {
@@ -212,6 +217,12 @@ static int tune_local(const tc_args_t *o, const tn_target_t *t, bench_item_t *it
   out->trials = r.trials_done;
   static const ms_status_t fails[5] = {MS_BUILD_ERROR, MS_RUN_ERROR, MS_TIMEOUT, MS_WRONG_RESULT, MS_TOO_SLOW};
   for (int i = 0; i < 5; i++) out->failures[i] = r.failures[fails[i]];
+  const srch_failure_t *ff = &r.first_failure[0];
+  if (ff->status != MS_OK) {
+    out->first_trial = ff->trial;
+    out->first_status = ms_status_name(ff->status);
+    out->first_error = tn_arena_strdup(o->arena, ff->error ? ff->error : "");
+  }
   srch_result_free(&r);
   return 0;
 }
@@ -244,6 +255,11 @@ static int tune_daemon(const tc_args_t *o, tuned_client_t *c, const char *target
   out->trials = j.trials_done;
   out->failures[0] = j.build_errors, out->failures[1] = j.run_errors;
   out->failures[2] = j.timeouts, out->failures[3] = j.wrong_results, out->failures[4] = j.too_slow;
+  if (j.first_failure_trial) {
+    out->first_trial = j.first_failure_trial;
+    out->first_status = tn_arena_strdup(o->arena, j.first_failure_status);
+    out->first_error = tn_arena_strdup(o->arena, j.first_failure);
+  }
   return 0;
 }
 
@@ -261,6 +277,21 @@ static cJSON *result_json(const bench_item_t *it, const bench_out_t *r) {
   cJSON *f = cJSON_AddObjectToObject(j, "failures");
   static const char *const names[5] = {"build_error", "run_error", "timeout", "wrong_result", "too_slow"};
   for (int i = 0; i < 5; i++) cJSON_AddNumberToObject(f, names[i], (double)r->failures[i]);
+  if (r->first_trial) {
+    cJSON *ff = cJSON_AddObjectToObject(j, "first_failure");
+    cJSON_AddNumberToObject(ff, "trial", (double)r->first_trial);
+    cJSON_AddStringToObject(ff, "status", r->first_status);
+    cJSON_AddStringToObject(ff, "error", r->first_error);
+  } else {
+    cJSON_AddNullToObject(j, "first_failure");
+  }
+  if (r->found) {
+    cJSON_AddNullToObject(j, "error");
+  } else {
+    char what[256];
+    tc_no_kernel_text(what, sizeof what, r->trials, r->first_status, r->first_trial);
+    cJSON_AddStringToObject(j, "error", what);
+  }
   cJSON_AddNumberToObject(j, "seconds", r->seconds);
   return j;
 }
@@ -280,8 +311,10 @@ static int write_json(const tc_args_t *o, const char *path, const cJSON *doc) {
   return bad ? -1 : 0;
 }
 
-/* Loads and tunes every workload of the suite into doc's results. */
-static int run_suite(const tc_args_t *o, const cJSON *suite, const char *dir, const char *target, cJSON *results) {
+/* Loads and tunes every workload of the suite into doc's results; *nokernel
+ * counts those that ended with no verified kernel. */
+static int run_suite(const tc_args_t *o, const cJSON *suite, const char *dir, const char *target, cJSON *results,
+                     int *nokernel) {
   tn_target_t t;
   tn_err_t err = {0};
   tuned_client_t *c = NULL;
@@ -305,9 +338,13 @@ static int run_suite(const tc_args_t *o, const cJSON *suite, const char *dir, co
     if (rc == 0) fprintf(stderr, "bench: tuning %s (%s) with %lld trials\n", it.w->name, it.hash, (long long)o->trials);
     if (rc == 0) rc = c ? tune_daemon(o, c, target, &it, &r) : tune_local(o, &t, &it, &r);
     r.seconds = tn_now() - t0;
+    if (rc == 0 && r.found)
+      fprintf(stderr, "bench: %s: %.3f GFLOP/s, %lld trials, %.1f s\n", it.w->name, r.gflops, (long long)r.trials,
+              r.seconds);
+    else if (rc == 0)
+      tc_say_no_kernel(o->name, it.w->name, r.trials, r.first_status, r.first_trial, r.first_error);
     if (rc == 0) {
-      fprintf(stderr, "bench: %s: %s%.3f GFLOP/s, %lld trials, %.1f s\n", it.w->name, r.found ? "" : "no kernel, ",
-              r.gflops, (long long)r.trials, r.seconds);
+      *nokernel += !r.found;
       cJSON_AddItemToArray(results, result_json(&it, &r));
     }
     ir_workload_free(it.w);
@@ -366,9 +403,19 @@ int tcd_bench(tc_args_t *o) {
   cJSON_AddStringToObject(doc, "tuned_version", TUNED_VERSION);
   cJSON_AddNumberToObject(doc, "created", (double)time(NULL));
   cJSON *results = cJSON_AddArrayToObject(doc, "results");
-  int rc = run_suite(o, suite, dir, target, results) < 0 || write_json(o, o->json_out, doc) < 0 ? 1 : 0;
+  int nokernel = 0;
+  int rc = run_suite(o, suite, dir, target, results, &nokernel) < 0 || write_json(o, o->json_out, doc) < 0 ? 1 : 0;
   if (rc == 0) fprintf(stderr, "bench: wrote %d results to %s\n", cJSON_GetArraySize(results), o->json_out);
   if (rc == 0 && o->baseline) rc = compare_files(o, o->json_out, o->baseline, max_reg);
+  if (nokernel) {
+    fprintf(stderr, "tunectl bench: %d of %d workloads ended with no verified kernel:", nokernel,
+            cJSON_GetArraySize(results));
+    const cJSON *r;
+    cJSON_ArrayForEach(r, results)
+      if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "found"))) fprintf(stderr, " %s", jstr(r, "name"));
+    fprintf(stderr, " (the failure of the run; %s says why for each)\n", o->json_out);
+    rc = 1;
+  }
   cJSON_Delete(doc);
   cJSON_Delete(suite);
   return rc;
