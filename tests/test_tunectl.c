@@ -685,6 +685,31 @@ START_TEST(t_tune_no_kernel) {
 }
 END_TEST
 
+/* A workload's name becomes its C entry point unless the reserved table
+ * has it: `pipe` (POSIX) gets default_function; a name the worker's own
+ * libraries export (cJSON_Delete) stays, and the candidate's call of it
+ * binds to itself (-Bsymbolic), not to libcjson's (it crashed the worker). */
+START_TEST(t_entry_names) {
+  char dir[] = "/tmp/tunectl-entry-XXXXXX", args[PATH_MAX * 2];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  static const char *const names[] = {"pipe", "cJSON_Delete", "read"};
+  static const char *const entries[] = {"default_function", "cJSON_Delete", "default_function"};
+  for (int i = 0; i < 3; i++) {
+    char file[64];
+    snprintf(file, sizeof file, "%s.tw", names[i]);
+    tu_put_file(dir, file, "param N = 64\ninput A: float32[N]\ninput B: float32[N]\noutput C: float32[N]\n"
+                           "C[i] = A[i] + B[i]\n");
+    snprintf(args, sizeof args, "emit %s/%s --target cpu --emit c", dir, file);
+    char want[96];
+    snprintf(want, sizeof want, "\nint %s(float *restrict A", entries[i]);
+    expect(args, 0, want, NULL);
+    snprintf(args, sizeof args, "run %s/%s --target cpu --repeat-ms 1", dir, file);
+    expect(args, 0, "verified  ok", NULL);
+  }
+  tu_remove_tree(dir);
+}
+END_TEST
+
 /* --allow-tf32: the target T+tf32, where float32 matmuls get the TF32
  * tensor-core space and their outputs are checked at TF32's tolerance; not
  * for targets without tensor cores. */
@@ -734,7 +759,8 @@ static Suite *make(void) {
   TU_TCASE(s, "pretuned", 240, t_pretuned);
   TU_TCASE(s, "targets", 240, t_targets, t_relocated);
   TU_TCASE(s, "limits", 600, t_thousand_blocks, t_deep_nest);
-  TU_TCASE(s, "tune", 300, t_tune_db, t_tune_no_device, t_eval_work_cap, t_allow_tf32, t_tune_no_kernel);
+  TU_TCASE(s, "tune", 300, t_tune_db, t_tune_no_device, t_eval_work_cap, t_allow_tf32, t_tune_no_kernel,
+           t_entry_names);
   return s;
 }
 
