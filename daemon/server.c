@@ -423,12 +423,25 @@ static void on_signal(uv_signal_t *h, int signum) {
 
 /* ---- run --------------------------------------------------------------------- */
 
-static int start(td_server_t *srv, tn_err_t *err) {
+int td_server_open(td_server_t *srv, tn_err_t *err) {
   int rc = db_is_url(srv->cfg.db_path) ? 0 : lock_db(srv, err);
   if (!rc) rc = db_open(srv->cfg.db_path, &srv->wdb, err); /* creates and migrates: before the readers */
   if (!rc && db_is_url(srv->cfg.db_path)) rc = lock_db(srv, err);
   if (!rc) rc = td_jobs_init(srv, err); /* the build pool: before our other threads (it sets the environment) */
   if (!rc) rc = td_readers_start(srv, TD_READERS, err);
+  return rc;
+}
+
+void td_server_release(td_server_t *srv) {
+  td_readers_free(srv);
+  db_close(srv->wdb);
+  srv->wdb = NULL;
+  if (srv->lock_fd >= 0) close(srv->lock_fd);
+  srv->lock_fd = -1;
+}
+
+static int start(td_server_t *srv, tn_err_t *err) {
+  int rc = td_server_open(srv, err);
   if (rc) return rc;
   /* Before the socket listens: a SIGTERM as soon as a client can connect
    * (a service stopped right after its start) stops the daemon, instead of
@@ -492,9 +505,7 @@ int td_server_run(const td_config_t *cfg, const td_machine_t *machine) {
   }
   uv_run(srv->loop, UV_RUN_NOWAIT); /* close callbacks of a failed start */
   uv_loop_close(srv->loop);
-  td_readers_free(srv);
-  db_close(srv->wdb);
-  if (srv->lock_fd >= 0) close(srv->lock_fd);
+  td_server_release(srv);
   uv_mutex_destroy(&srv->wdb_lock);
   free(srv->targets);
   free(srv);
