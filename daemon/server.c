@@ -404,6 +404,7 @@ void td_server_stop(td_server_t *srv, const char *why) {
   srv->stopping = true;
   td_log(TD_INFO, "stopping: no new jobs; running jobs stop and are requeued", "why=%s running=%d queued=%d",
          td_q(why), td_jobs_running(srv), td_jobs_queued(srv));
+  td_notify("STOPPING=1\nSTATUS=stopping (%s): running jobs stop and resume at the next start", why);
   td_jobs_stop_all(srv);
   uv_timer_start(&srv->stop_timer, on_stop_timeout, (uint64_t)(srv->cfg.stop_timeout * 1e3), 0);
   td_server_maybe_exit(srv);
@@ -498,6 +499,8 @@ int td_server_run(const td_config_t *cfg, const td_machine_t *machine) {
   } else {
     td_log(TD_INFO, "listening", "socket=%s db=%s target=%s jobs=%d pid=%d", td_q(cfg->socket_path),
            td_q(cfg->db_shown), cfg->target, cfg->max_jobs, (int)getpid());
+    td_notify("READY=1\nMAINPID=%d\nSTATUS=listening on %s; target %s; database %s", (int)getpid(),
+              cfg->socket_path, cfg->target, cfg->db_shown);
     td_jobs_schedule(srv);
     uv_run(srv->loop, UV_RUN_DEFAULT);
     unlink(cfg->socket_path);

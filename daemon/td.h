@@ -156,6 +156,10 @@ int td_server_run(const td_config_t *cfg, const td_machine_t *machine);
  * to its end, joins and closes what it opened. */
 int td_server_open(td_server_t *srv, tn_err_t *err);
 void td_server_release(td_server_t *srv);
+/* sd_notify(3) of the printf-style state ("READY=1\nSTATUS=..."): the
+ * systemd unit is Type=notify.  Nothing outside systemd or without
+ * libsystemd (notify.c). */
+void td_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Stops taking work, asks running jobs to stop, and exits once they have
  * (SIGTERM, SIGINT and server.shutdown end here). */
 void td_server_stop(td_server_t *srv, const char *why);
