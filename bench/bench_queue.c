@@ -37,8 +37,8 @@ static setup_t make_job(const char *path, int64_t trials, int64_t batch) {
   tn_err_t err = {0};
   setup_t s = {0};
   if (db_open(path, &db, &err)) die("open", &err);
-  db_workload_t w = {.hash = "00000000000000be", .name = "bench", .source = "C[i] = A[i] + 1", .params = "{}",
-                     .flops = 1, .bytes = 1};
+  db_workload_t w = {.hash = "00000000000000000000000000000000000000000000000000000000000000be", .name = "bench",
+                     .source = "C[i] = A[i] + 1", .params = "{}", .flops = 1, .bytes = 1};
   db_target_t t = {.name = "cpu", .kind = "cpu", .arch = "native", .json = "{}"};
   if (db_workload_upsert(db, &w, &s.workload, &err) || db_target_upsert(db, &t, &s.target, &err)) die("setup", &err);
   db_job_t job = {.workload_id = s.workload, .target_id = s.target, .budget_trials = trials, .seed = 1};

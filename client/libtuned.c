@@ -310,8 +310,16 @@ static int params_of(const char *params_json, cJSON **out, tuned_error_t *err) {
   return set_err(err, TUNED_E_INVALID, "params must be a JSON object such as {\"M\": 64}, got: %.100s", params_json);
 }
 
-int tuned_workload_hash(tuned_client_t *c, const char *workload_text, const char *params_json, char hash[17],
-                        tuned_error_t *err) {
+int tuned_hash_size(void) { return TUNED_HASH_SIZE; }
+
+/* Whether s is a whole hash: 64 lower-case hex digits. */
+static bool is_hash(const char *s) {
+  size_t n = strspn(s, "0123456789abcdef");
+  return n == TUNED_HASH_SIZE - 1 && !s[n];
+}
+
+int tuned_workload_hash(tuned_client_t *c, const char *workload_text, const char *params_json,
+                        char hash[TUNED_HASH_SIZE], tuned_error_t *err) {
   hash[0] = 0;
   if (!workload_text) return set_err(err, TUNED_E_INVALID, "tuned_workload_hash needs the workload text");
   cJSON *params, *r = NULL;
@@ -322,9 +330,9 @@ int tuned_workload_hash(tuned_client_t *c, const char *workload_text, const char
   if (params) cJSON_AddItemToObject(p, "params", params);
   rc = call_json(c, "workload.check", p, NULL, NULL, &r, err);
   const cJSON *h = cJSON_GetObjectItemCaseSensitive(r, "workload");
-  if (rc == 0 && !(cJSON_IsString(h) && strlen(h->valuestring) == 16))
-    rc = set_err(err, TUNED_E_PROTOCOL, "workload.check answered without a 16-digit \"workload\" hash");
-  if (rc == 0) memcpy(hash, h->valuestring, 17);
+  if (rc == 0 && !(cJSON_IsString(h) && is_hash(h->valuestring)))
+    rc = set_err(err, TUNED_E_PROTOCOL, "workload.check answered without a 64-digit \"workload\" hash");
+  if (rc == 0) memcpy(hash, h->valuestring, TUNED_HASH_SIZE);
   cJSON_Delete(r);
   return rc;
 }
@@ -429,7 +437,8 @@ tuned_submit_t tuned_submit_defaults(void) {
   return (tuned_submit_t){.seed = -1, .remeasure = -1, .baseline = -1};
 }
 
-int tuned_submit(tuned_client_t *c, const tuned_submit_t *s, int64_t *job, char hash[17], tuned_error_t *err) {
+int tuned_submit(tuned_client_t *c, const tuned_submit_t *s, int64_t *job, char hash[TUNED_HASH_SIZE],
+                 tuned_error_t *err) {
   if (!s || !s->workload) return set_err(err, TUNED_E_INVALID, "tuned_submit needs the workload text");
   cJSON *params;
   int rc = params_of(s->params_json, &params, err);
@@ -453,7 +462,7 @@ int tuned_submit(tuned_client_t *c, const tuned_submit_t *s, int64_t *job, char 
     if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(r, "job")))
       rc = set_err(err, TUNED_E_PROTOCOL, "tune.submit answered without a job id");
     *job = (int64_t)num_of(r, "job", 0);
-    if (hash) str_of(r, "workload", hash, 17);
+    if (hash) str_of(r, "workload", hash, TUNED_HASH_SIZE);
   }
   cJSON_Delete(r);
   return rc;
@@ -676,6 +685,7 @@ static int kernel_from(const cJSON *r, tuned_kernel_t *k, tuned_error_t *err) {
   k->trace_json = text_of(r, "trace");
   k->launch_json = text_of(r, "launch");
   k->fallback_json = text_of(r, "fallback");
+  k->unscheduled_json = text_of(r, "unscheduled");
   cJSON *launch = k->launch_json ? cJSON_Parse(k->launch_json) : NULL;
   int rc = launch_from(launch, k, err);
   cJSON_Delete(launch);
@@ -768,6 +778,7 @@ void tuned_kernel_free(tuned_kernel_t *k) {
   free(k->launch_json);
   free(k->trace_json);
   free(k->fallback_json);
+  free(k->unscheduled_json);
   free(k);
 }
 

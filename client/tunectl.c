@@ -24,7 +24,7 @@ enum {
   O_SEARCH_SEED, O_REPEAT_MS, O_NO_FLUSH, O_DB, O_STRATEGY, O_MODEL, O_WAIT, O_STATE, O_STATUS, O_LIMIT, O_K,
   O_OUT, O_BASELINE, O_MAX_REGRESSION, O_COMPARE, O_DAEMON, O_JSON, O_JSON_OUT, O_SOCKET, O_REMEASURE,
   O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_ALLOW_TF32, O_TOP, O_FALLBACK, O_PLOT_OUT, O_REPORT,
-  O_ROOFLINE, O_PEAKS, O_TVMSCRIPT, O_COUNT
+  O_ROOFLINE, O_PEAKS, O_TVMSCRIPT, O_KERNEL_DB, O_JUNIT, O_BENCH_DB, O_PING_WAIT, O_COUNT
 };
 #define OPT(name) (UINT64_C(1) << O_##name)
 _Static_assert(O_COUNT <= 64, "a command's options are a 64-bit mask");
@@ -83,6 +83,17 @@ static const opt_spec_t options[O_COUNT] = {
                     "GPUs: do not flush the L2 cache between timed repeats"},
     [O_DB] = {"db", 0, "PATH", K_TEXT, F(db), 0, 0, "tuning database (SQLite) to record into and dedup against"},
     [O_PROFILE_DB] = {"db", 0, "PATH", K_TEXT, F(db), 0, 0, "the tuning database (SQLite) RECORD_ID is in"},
+    [O_PING_WAIT] = {"wait", 0, NULL, K_FLAG, F(wait), 0, 0,
+                      "retry until the daemon answers, for at most --seconds S\n"
+                      "(default 30): for scripts that have just started it"},
+    [O_JUNIT] = {"junit", 0, "FILE", K_TEXT, F(junit), 0, 0,
+                 "also write the outcome as JUnit XML (a testcase per workload)"},
+    [O_BENCH_DB] = {"db", 0, "PATH", K_TEXT, F(db), 0, 0,
+                    "in-process: keep the records in this database (their ids go\n"
+                    "into the results)"},
+    [O_KERNEL_DB] = {"db", 0, "PATH", K_TEXT, F(db), 0, 0,
+                     "serve the kernel from this tuning database (SQLite) in this\n"
+                     "process, without a daemon (target default: cpu)"},
     [O_STRATEGY] = {"strategy", 0, "S", K_TEXT, F(strategy), 0, 0, "evolutionary (default) or replay (random replays)"},
     [O_MODEL] = {"model", 0, "M", K_TEXT, F(model), 0, 0, "cost model: xgb (default) or random"},
     [O_WAIT] = {"wait", 0, NULL, K_FLAG, F(wait), 0, 0, "follow the job until it ends"},
@@ -143,10 +154,11 @@ typedef struct command {
 
 #define WORKLOAD_HELP                                                                      \
   "FILE|HASH|NAME is a workload file (parsed here to compute its structural hash,\n"     \
-  "with the --set overrides), a hash of 16 hex digits as `tunectl check` and\n"          \
-  "`tunectl workloads` print it, or the name of workloads in the database: those\n"      \
-  "whose shapes agree with the --set overrides (records takes all of them; the\n"        \
-  "others need exactly one, and list the shapes there are otherwise).\n"
+  "with the --set overrides), a hash as `tunectl check` prints it (64 hex digits)\n"    \
+  "or its first 32 or more as `tunectl workloads` shows them, or the name of\n"         \
+  "workloads in the database: those whose shapes agree with the --set overrides\n"      \
+  "(records takes all of them; the others need exactly one, and list the shapes\n"      \
+  "there are otherwise).\n"
 
 static const command_t commands[] = {
     /* offline */
@@ -179,9 +191,9 @@ static const command_t commands[] = {
     {.name = "check", .usage = "FILE [--set NAME=VALUE ...] [--json]", .min_pos = 1, .max_pos = 1,
      .opts = OPT(SET) | OPT(JSON), .summary = "validate a workload; print its hash, FLOPs and bytes",
      .help = "Parses and validates the workload, then prints its structural hash (the key\n"
-             "under which tuning records are stored), parameters, tensors, floating-point\n"
-             "operations per run and the bytes every run must move (all inputs and outputs\n"
-             "once).\n",
+             "under which tuning records are stored: BLAKE2b-256 of the parsed program, 64\n"
+             "hex digits), parameters, tensors, floating-point operations per run and the\n"
+             "bytes every run must move (all inputs and outputs once).\n",
      .run = tco_check},
     {.name = "eval", .usage = "FILE [--set NAME=VALUE ...] [--seed S] [--json]", .min_pos = 1, .max_pos = 1,
      .opts = OPT(SET) | OPT(DATA_SEED) | OPT(JSON), .summary = "run the reference evaluator and print checksums",
@@ -323,22 +335,29 @@ static const command_t commands[] = {
      .run = tco_tune},
     {.name = "bench",
      .usage = "SUITE.json --trials N --json OUT [--baseline BASE.json] [--max-regression P] [--target T] [--seed S] "
-              "[--daemon]",
+              "[--daemon | --db PATH] [--junit FILE]",
      .min_pos = 0, .max_pos = 1,
      .opts = OPT(TRIALS) | OPT(JSON_OUT) | OPT(BASELINE) | OPT(MAX_REGRESSION) | OPT(TARGET) | OPT(SEARCH_SEED) |
-             OPT(DAEMON) | OPT(COMPARE) | OPT(SOCKET),
+             OPT(DAEMON) | OPT(COMPARE) | OPT(SOCKET) | OPT(JUNIT) | OPT(BENCH_DB),
      .summary = "tune a benchmark suite; compare with a baseline (CI)",
      .help = "Tunes every workload of SUITE.json ({\"name\": ..., \"workloads\": [{\"file\":\n"
              "\"../../workloads/matmul.tw\", \"params\": {\"M\": 128}}, ...]}; files relative to\n"
              "the suite file) with N trials each, in this process (or through the daemon\n"
              "with --daemon; target default cpu), and writes per workload the best GFLOP/s,\n"
-             "median seconds, trials and hash to OUT.  Exits 1 when a workload ends\n"
-             "with no verified kernel (named on stderr with its first failure, which OUT\n"
-             "holds as \"first_failure\" and \"error\").  With --baseline (a previous\n"
-             "OUT), exits 1 when a workload's GFLOP/s dropped by more than P percent\n"
-             "(default 5%), found no kernel, or is missing.\n"
-             "  tunectl bench --compare OUT --baseline BASE.json [--max-regression P]\n"
-             "compares two result files without tuning.\n",
+             "median seconds, trials, hash, job and record ids to OUT (also when the run\n"
+             "stops early, marked \"error\").  Exits 1 when a workload ends with no\n"
+             "verified kernel (named on stderr with its first failure, which OUT holds as\n"
+             "\"first_failure\" and \"error\").  In-process, the best kernel is timed again\n"
+             "in 5 separate runs: the figure is the fastest (load only slows a run), the\n"
+             "\"noise\" how far the median run is above it (at most 100%).\n"
+             "Through the daemon the figure is the job's own best trial, never an earlier\n"
+             "job's record.  With --baseline (a previous OUT of the same trials, mode and\n"
+             "seed: another is refused), exits 1 when a workload's GFLOP/s dropped by more\n"
+             "than P percent (default 5%) plus twice the two runs' noise, found no kernel,\n"
+             "or is missing; OUT gets the comparison (\"comparison\").  --junit FILE writes\n"
+             "a JUnit XML testcase per workload for CI systems.\n"
+             "  tunectl bench --compare OUT --baseline BASE.json [--max-regression P] [--json CMP]\n"
+             "compares two result files without tuning (--json: the comparison as JSON).\n",
      .run = tcd_bench},
 
     /* daemon */
@@ -383,7 +402,7 @@ static const command_t commands[] = {
     {.name = "workloads", .usage = "[--limit N] [--json]", .opts = OPT(LIMIT) | OPT(JSON), .needs_daemon = true,
      .summary = "list the workloads in the database",
      .help = "Lists every workload the database has records for: hash, name, number\n"
-             "of records and GFLOP per run.\n",
+             "of records and work per run (FLOPs, with a unit).\n",
      .run = tcd_workloads},
     {.name = "records", .usage = "[FILE|HASH|NAME] [--set NAME=VALUE ...] [--target T] [--status S] [--limit N] [--json]",
      .min_pos = 0, .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(STATUS) | OPT(LIMIT) | OPT(JSON),
@@ -398,9 +417,10 @@ static const command_t commands[] = {
              "target (default: the daemon's target).\n" WORKLOAD_HELP,
      .run = tcd_best},
     {.name = "kernel",
-     .usage = "FILE|HASH|NAME [--set NAME=VALUE ...] [--target T] [--fallback nearest] "
+     .usage = "FILE|HASH|NAME [--set NAME=VALUE ...] [--target T] [--fallback nearest | --db PATH] "
               "--emit cuda|ptx|cubin|header|json|source [-o OUT]",
-     .min_pos = 1, .max_pos = 1, .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(KERNEL_EMIT) | OPT(OUT) | OPT(FALLBACK),
+     .min_pos = 1, .max_pos = 1,
+     .opts = OPT(SET) | OPT(DAEMON_TARGET) | OPT(KERNEL_EMIT) | OPT(OUT) | OPT(FALLBACK) | OPT(KERNEL_DB),
      .need = OPT(KERNEL_EMIT), .needs_daemon = true, .summary = "print the best kernel of a workload",
      .help = "Fetches the best kernel of the workload on the target and prints it:\n"
              "  source  the kernel source in its language (C, CUDA C or OpenCL C)\n"
@@ -416,6 +436,10 @@ static const command_t commands[] = {
              "the nearest tuned shape of the same workload text (by the parameters'\n"
              "ratios), replayed on the requested shape, built, verified and timed there\n"
              "(at most 2 minutes); stderr says which record, the JSON has \"fallback\".\n"
+             "With --db PATH the kernel comes from that database file, served here\n"
+             "without a daemon (a FILE or HASH; `tunectl tune --db PATH` fills it).\n"
+             "A best record slower than the unscheduled program measured on the same\n"
+             "target is never served: the unscheduled program is (stderr says so).\n"
              "By NAME, --set must then give every parameter of the requested shape.\n" WORKLOAD_HELP,
      .run = tcd_kernel},
     {.name = "export", .usage = "[FILE|HASH|NAME] [--set NAME=VALUE ...] [--target T] [-o OUT]", .min_pos = 0,
@@ -460,9 +484,11 @@ static const command_t commands[] = {
      .help = "Lists targets with their kind, architecture and whether this daemon can\n"
              "measure for them (and if not, why).\n",
      .run = tcd_targets},
-    {.name = "ping", .usage = "[--json]", .opts = OPT(JSON), .needs_daemon = true,
-     .summary = "check that the daemon answers",
-     .help = "Calls server.info and prints the round-trip time, version and target.\n", .run = tcd_ping},
+    {.name = "ping", .usage = "[--wait [--seconds S]] [--json]", .opts = OPT(JSON) | OPT(PING_WAIT) | OPT(SECONDS),
+     .needs_daemon = true, .summary = "check that the daemon answers",
+     .help = "Calls server.info and prints the round-trip time, version and target.\n"
+             "With --wait, a daemon that does not answer yet is asked again every 0.1 s\n"
+             "for up to S seconds (default 30); exits 1 when it never does.\n", .run = tcd_ping},
     {.name = "shutdown", .usage = "[--json]", .opts = OPT(JSON), .needs_daemon = true, .summary = "stop the daemon",
      .help = "Asks the daemon to stop: it takes no more work, checkpoints running jobs\n"
              "(they resume when it starts again) and exits.\n",
@@ -505,7 +531,7 @@ static void usage(FILE *out) {
                "Run `tunectl COMMAND --help` (or `tunectl help COMMAND`) for a command's options.\n"
                "  --version          print the version and the backends this build has\n"
                "  --markdown         print every command's help as Markdown (docs/cli.md)\n"
-               "  --completion bash  print a bash completion script for tunectl\n");
+               "  --completion bash|zsh  print a bash (or zsh) completion script for tunectl\n");
 }
 
 /* One option's help line(s): its spelling and value, then the text. */
@@ -580,12 +606,29 @@ static void markdown(FILE *out) {
   doc_mode = false;
 }
 
+/* The values an option takes from a fixed set (completed instead of files). */
+static const char *const option_choices[O_COUNT] = {
+    [O_EMIT] = "cuda ptx sass opencl c launch",
+    [O_KERNEL_EMIT] = "cuda ptx cubin header json source",
+    [O_CC] = "gcc clang auto",
+    [O_FALLBACK] = "none nearest",
+    [O_STRATEGY] = "evolutionary replay",
+    [O_MODEL] = "xgb random",
+    [O_STATE] = "queued running done cancelled failed",
+    [O_STATUS] = "ok build_error run_error timeout wrong_result too_slow",
+};
+
 /* A bash completion script for the command table: commands, each one's
- * options, the target names after --target, files elsewhere. */
-static void bash_completion(FILE *out) {
-  fprintf(out, "# bash completion for tunectl, generated by `tunectl --completion bash`\n"
-               "_tunectl() {\n"
-               "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} cmd= i opts\n"
+ * options, the values of options that take one of a few (--emit, --state,
+ * ...), the target names after --target, files elsewhere.  zsh: the same
+ * through bashcompinit. */
+static void bash_completion(FILE *out, bool zsh) {
+  if (zsh)
+    fprintf(out, "#compdef tunectl\n# zsh completion for tunectl, generated by `tunectl --completion zsh`: the bash\n"
+                 "# completion through zsh's bashcompinit\nautoload -U +X bashcompinit && bashcompinit\n");
+  fprintf(out, "# bash completion for tunectl, generated by `tunectl --completion %s`\n"
+               "_tunectl() {\n", zsh ? "zsh" : "bash");
+  fprintf(out, "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} cmd= i opts\n"
                "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
                "    case ${COMP_WORDS[i]} in\n"
                "      --socket) ((i++)) ;;\n"
@@ -619,7 +662,14 @@ static void bash_completion(FILE *out) {
       char name[32];
       fprintf(out, "%s ", spelling(&options[i], name));
     }
-    fprintf(out, "--help\" ;;\n");
+    fprintf(out, "--help\"\n        case $prev in\n");
+    for (int i = 0; i < O_COUNT; i++) {
+      char name[32];
+      if ((accepted(c) & (UINT64_C(1) << i)) && option_choices[i])
+        fprintf(out, "          %s) COMPREPLY=($(compgen -W \"%s\" -- \"$cur\")); return ;;\n",
+                spelling(&options[i], name), option_choices[i]);
+    }
+    fprintf(out, "        esac ;;\n");
   }
   fprintf(out, "    *) opts=\"--help\" ;;\n"
                "  esac\n"
@@ -873,11 +923,11 @@ int main(int argc, char **argv) {
       markdown(stdout);
       return 0;
     } else if (ch == G_COMPLETION) {
-      if (strcmp(optarg, "bash") != 0) {
-        fprintf(stderr, "tunectl: --completion knows bash, not '%s'\n", optarg);
+      if (strcmp(optarg, "bash") != 0 && strcmp(optarg, "zsh") != 0) {
+        fprintf(stderr, "tunectl: --completion knows bash and zsh, not '%s'\n", optarg);
         return 2;
       }
-      bash_completion(stdout);
+      bash_completion(stdout, strcmp(optarg, "zsh") == 0);
       return 0;
     } else if (ch == G_VERSION) {
       printf("tunectl %s (built with CUDA/NVRTC: %s, OpenCL: %s, XGBoost: %s)\n", TUNED_VERSION,

@@ -13,6 +13,8 @@
 #include "common/common.h"
 #include "ir/ir.h"
 
+struct cJSON;
+
 /* One command's parsed command line.  Options the command was not given
  * stay NULL, false, 0 or (the integers) -1; which options a command takes,
  * and which it cannot do without, its table entry says (tunectl.c). */
@@ -23,7 +25,7 @@ typedef struct tc_args {
   ir_param_set_t sets[64]; /* --set, in order */
   int nsets;
   const char *socket; /* --socket, before or after the command (NULL: libtuned's default) */
-  const char *trace, *target, *emit, *out, *state, *status, *baseline, *max_regression, *compare, *json_out;
+  const char *trace, *target, *emit, *out, *state, *status, *baseline, *max_regression, *compare, *json_out, *junit;
   const char *report, *peaks;
   const char *db, *strategy, *model, *cc, *fallback;
   int64_t trials, seed, limit, k, remeasure;
@@ -92,11 +94,15 @@ int tcd_bench(tc_args_t *a);
 int tcd_plot(tc_args_t *a);
 
 /* Compares bench results with a baseline (both as tunectl bench writes them):
- * prints one line per workload to out and returns the number of
- * regressions (GFLOP/s below baseline * (1 - max_regression), a workload
- * that found no kernel, or one missing from the results), or -1 with a
- * message in err when the files do not fit together. */
+ * prints one line per workload to out, adds "max_regression",
+ * "regressions" and "rows" (per workload: name, hash, job, record,
+ * baseline_gflops, gflops, change, allowed, status) to report (may be NULL)
+ * and returns the number of regressions (GFLOP/s below baseline * (1 -
+ * max_regression - 2 * (the two results' noise)), a workload that found no
+ * kernel, or one missing from the results), or -1 with a message in err
+ * when the files do not fit together (another target, or other trials,
+ * mode or seed). */
 int tcd_bench_compare(const char *results_json, const char *baseline_json, double max_regression, FILE *out,
-                      tn_err_t *err);
+                      struct cJSON *report, tn_err_t *err);
 
 #endif

@@ -7,10 +7,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client/tuned.h"
 #include "client/tunectl.h"
+#include "codegen/codegen.h"
+#include "search/search.h"
 
 /* ---- talking to the daemon ------------------------------------------------ */
 
@@ -89,15 +92,18 @@ static bool jbool(const cJSON *o, const char *key) {
 /* A workload named on the command line: its hash, name and (files only) text
  * and parameter overrides. */
 typedef struct workload_ref {
-  char hash[17];
+  char hash[TN_ID_SIZE]; /* or a prefix of one, as given */
   const char *name;  /* file stem; NULL for a bare hash */
   const char *text;  /* NULL for a bare hash */
   cJSON *params;     /* the --set overrides as {"M": 64}; NULL when none */
 } workload_ref_t;
 
+/* A workload hash or a prefix of one (TN_ID_SHOWN to TN_ID_HEX hex
+ * digits, either case). */
 static bool is_hash(const char *s) {
-  if (strlen(s) != 16) return false;
-  for (int i = 0; i < 16; i++)
+  size_t n = strlen(s);
+  if (n < TN_ID_SHOWN || n > TN_ID_HEX) return false;
+  for (size_t i = 0; i < n; i++)
     if (!isxdigit((unsigned char)s[i])) return false;
   return true;
 }
@@ -156,7 +162,7 @@ static int resolve_name(const tc_args_t *o, const char *name, workload_ref_t *re
     const char *h = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "hash")),
                *src = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "source"));
     if (!h || !src) continue;
-    tn_buf_printf(&shapes, "\n  %s  %s", h, shape_text(o, e));
+    tn_buf_printf(&shapes, "\n  %.*s  %s", TN_ID_SHOWN, h, shape_text(o, e));
     ir_param_set_t sets[96];
     int n = 0;
     bool all_given = true; /* a fallback's shape is the command line's alone */
@@ -170,9 +176,9 @@ static int resolve_name(const tc_args_t *o, const char *name, workload_ref_t *re
     for (int i = 0; i < o->nsets && n < (int)TN_ARRAY_LEN(sets); i++) sets[n++] = o->sets[i];
     ir_workload_t *w = NULL;
     tn_err_t err = {0};
-    char hx[17];
+    char hx[TN_ID_SIZE];
     bool parsed = ir_workload_parse(name, src, strlen(src), sets, n, &w, &err) == 0,
-         match = parsed && (ir_hash_hex(ir_func_hash(w->func), hx), strcmp(hx, h) == 0);
+         match = parsed && (ir_func_hash(w->func, hx), strcmp(hx, h) == 0);
     ir_workload_free(w);
     if (parsed && !match && !near.text && o->fallback && all_given) {
       snprintf(near.hash, sizeof near.hash, "%s", hx);
@@ -221,7 +227,7 @@ static int resolve_name(const tc_args_t *o, const char *name, workload_ref_t *re
 static int resolve_workload(const tc_args_t *o, const char *spec, workload_ref_t *ref) {
   memset(ref, 0, sizeof *ref);
   if (is_hash(spec) && access(spec, F_OK) != 0) {
-    for (int i = 0; i < 16; i++) ref->hash[i] = (char)tolower((unsigned char)spec[i]);
+    for (size_t i = 0; spec[i]; i++) ref->hash[i] = (char)tolower((unsigned char)spec[i]);
     if (o->nsets) {
       fprintf(stderr, "tunectl %s: --set needs a workload FILE; %s is a hash (its parameters are fixed)\n",
               o->name, spec);
@@ -232,16 +238,22 @@ static int resolve_workload(const tc_args_t *o, const char *spec, workload_ref_t
   ir_workload_t *w = NULL;
   tn_err_t err = {0};
   if (access(spec, F_OK) != 0) {
+    size_t n = strlen(spec);
+    bool file_like = strchr(spec, '/') || (n > 3 && strcmp(spec + n - 3, ".tw") == 0);
+    if (file_like) { /* a path the user meant: no name lookup hides the missing file */
+      fprintf(stderr, "tunectl %s: %s: no such file (%s)\n", o->name, spec, strerror(errno));
+      return -1;
+    }
     if (is_name(spec)) return resolve_name(o, spec, ref, NULL);
-    fprintf(stderr, "tunectl %s: %s is neither a workload file (%s) nor a workload hash of 16 hex digits "
-                    "(see `tunectl workloads`)\n", o->name, spec, strerror(errno));
+    fprintf(stderr, "tunectl %s: %s is neither a workload file (%s) nor a workload hash (its first %d to %d hex "
+                    "digits; see `tunectl workloads`)\n", o->name, spec, strerror(errno), TN_ID_SHOWN, TN_ID_HEX);
     return -1;
   }
   if (ir_workload_load(spec, o->sets, o->nsets, &w, &err) < 0) {
     fprintf(stderr, "tunectl %s: %s\n", o->name, err.msg);
     return -1;
   }
-  ir_hash_hex(ir_func_hash(w->func), ref->hash);
+  ir_func_hash(w->func, ref->hash);
   ref->name = tn_arena_strdup(o->arena, w->name);
   ref->text = tn_arena_strdup(o->arena, w->source);
   ref->params = sets_json(o);
@@ -427,7 +439,7 @@ int tcd_submit(tc_args_t *o) {
   tuned_client_t *c = connect_daemon(o);
   int rc = 1;
   int64_t job = 0;
-  char hash[17] = "";
+  char hash[TUNED_HASH_SIZE] = "";
   tuned_error_t err = {0};
   if (!c) goto out;
   if (tuned_submit(c, &s, &job, hash, &err) < 0) {
@@ -437,9 +449,14 @@ int tcd_submit(tc_args_t *o) {
   /* --wait --json: a stream of JSON lines, this first and then the job objects */
   if (o->json)
     printf("{\"job\": %lld, \"workload\": \"%s\"}\n", (long long)job, hash);
-  else
-    printf("job %lld: %s (%s) on %s%s\n", (long long)job, w.name, hash, o->target ? o->target : "the daemon's target",
+  else {
+    printf("job %lld: %s (%s) on %s%s", (long long)job, w.name, hash, o->target ? o->target : "the daemon's target",
            o->allow_tf32 && !o->target ? " (+tf32)" : "");
+    tuned_job_t j;
+    if (o->trials <= 0 && tuned_job_status(c, job, &j, NULL) == 0) /* say what no --trials means */
+      printf(", %lld trials (the daemon's default; --trials N to choose)", (long long)j.trials);
+    printf("\n");
+  }
   fflush(stdout);
   rc = o->wait ? follow_job(o, c, job) : 0;
 out:
@@ -464,15 +481,15 @@ static bool job_active(const cJSON *j) {
 /* The jobs (active_only: the queued and running ones) as a table. */
 static void print_jobs_table(const cJSON *jobs, bool active_only) {
   int nw = col_width(jobs, "name", "NAME"), tw = col_width(jobs, "target", "TARGET");
-  printf("%5s  %-9s  %-*s  %-16s  %-*s  %11s  %10s\n", "JOB", "STATE", nw, "NAME", "WORKLOAD", tw, "TARGET", "TRIALS",
-         "GFLOP/s");
+  printf("%5s  %-9s  %-*s  %-*s  %-*s  %11s  %10s\n", "JOB", "STATE", nw, "NAME", TN_ID_SHOWN, "WORKLOAD", tw,
+         "TARGET", "TRIALS", "GFLOP/s");
   const cJSON *j;
   cJSON_ArrayForEach(j, jobs) {
     if (active_only && !job_active(j)) continue;
     const cJSON *best = cJSON_GetObjectItemCaseSensitive(j, "best");
-    printf("%5lld  %-9s  %-*s  %-16s  %-*s  %5.0f/%-5.0f", (long long)jnum(j, "job", 0), jstr(j, "state"), nw,
-           jstr(j, "name"), jstr(j, "workload"), tw, jstr(j, "target"), jnum(j, "trials_done", 0),
-           jnum(j, "trials", 0));
+    printf("%5lld  %-9s  %-*s  %-*.*s  %-*s  %5.0f/%-5.0f", (long long)jnum(j, "job", 0), jstr(j, "state"), nw,
+           jstr(j, "name"), TN_ID_SHOWN, TN_ID_SHOWN, jstr(j, "workload"), tw, jstr(j, "target"),
+           jnum(j, "trials_done", 0), jnum(j, "trials", 0));
     if (cJSON_IsObject(best)) printf("  %10.3f", jnum(best, "gflops", 0));
     printf("\n");
   }
@@ -569,6 +586,15 @@ int tcd_jobs(tc_args_t *o) {
   return 0;
 }
 
+/* FLOPs with a unit that keeps three significant digits: "14 kFLOP", "2.15 GFLOP". */
+static const char *flops_text(double f, char *buf, size_t size) {
+  static const char *const units[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"};
+  int u = 0;
+  while (f >= 1000 && u + 1 < (int)TN_ARRAY_LEN(units)) f /= 1000, u++;
+  snprintf(buf, size, "%.3g %s", f, units[u]);
+  return buf;
+}
+
 int tcd_workloads(tc_args_t *o) {
   cJSON *p = cJSON_CreateObject();
   if (o->limit > 0) cJSON_AddNumberToObject(p, "limit", (double)o->limit);
@@ -579,10 +605,12 @@ int tcd_workloads(tc_args_t *o) {
   } else {
     const cJSON *ws = cJSON_GetObjectItemCaseSensitive(r, "workloads"), *w;
     int nw = col_width(ws, "name", "NAME");
-    printf("%-16s  %-*s  %8s  %12s\n", "HASH", nw, "NAME", "RECORDS", "GFLOP/run");
-    cJSON_ArrayForEach(w, ws)
-      printf("%-16s  %-*s  %8.0f  %12.6f\n", jstr(w, "hash"), nw, jstr(w, "name"), jnum(w, "records", 0),
-             jnum(w, "flops", 0) * 1e-9);
+    printf("%-*s  %-*s  %8s  %12s\n", TN_ID_SHOWN, "HASH", nw, "NAME", "RECORDS", "WORK/RUN");
+    cJSON_ArrayForEach(w, ws) {
+      char work[32];
+      printf("%-*.*s  %-*s  %8.0f  %12s\n", TN_ID_SHOWN, TN_ID_SHOWN, jstr(w, "hash"), nw, jstr(w, "name"),
+             jnum(w, "records", 0), flops_text(jnum(w, "flops", 0), work, sizeof work));
+    }
   }
   cJSON_Delete(r);
   return 0;
@@ -590,12 +618,12 @@ int tcd_workloads(tc_args_t *o) {
 
 static void print_records(const cJSON *records) {
   int tw = TN_MAX(col_width(records, "target", "TARGET"), 16);
-  printf("%7s  %-16s  %-*s  %-12s  %12s  %10s  %s\n", "RECORD", "WORKLOAD", tw, "TARGET", "STATUS", "MEDIAN(ms)",
-         "GFLOP/s", "VERIFIED");
+  printf("%7s  %-*s  %-*s  %-12s  %12s  %10s  %s\n", "RECORD", TN_ID_SHOWN, "WORKLOAD", tw, "TARGET", "STATUS",
+         "MEDIAN(ms)", "GFLOP/s", "VERIFIED");
   const cJSON *r;
   cJSON_ArrayForEach(r, records) {
-    printf("%7.0f  %-16s  %-*s  %-12s  ", jnum(r, "id", 0), jstr(r, "workload"), tw, jstr(r, "target"),
-           jstr(r, "status"));
+    printf("%7.0f  %-*.*s  %-*s  %-12s  ", jnum(r, "id", 0), TN_ID_SHOWN, TN_ID_SHOWN, jstr(r, "workload"), tw,
+           jstr(r, "target"), jstr(r, "status"));
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "median_secs");
     if (cJSON_IsNumber(m)) printf("%12.6f  %10.3f", m->valuedouble * 1e3, jnum(r, "gflops", 0));
     else printf("%12s  %10s", "-", "-");
@@ -850,6 +878,41 @@ static int emit_kernel(tc_args_t *o, FILE *out, const tuned_kernel_t *k, const c
   return 0;
 }
 
+/* kernel.get's answer from the daemon (NULL after a message). */
+static cJSON *kernel_from_daemon(const tc_args_t *o, workload_ref_t *w, bool fallback) {
+  cJSON *p = cJSON_CreateObject();
+  if (fallback && w->text) {
+    /* the text: the daemon may not know this shape */
+    cJSON_AddStringToObject(p, "workload_text", w->text);
+    cJSON_AddStringToObject(p, "name", w->name);
+    if (w->params) cJSON_AddItemToObject(p, "params", w->params);
+    w->params = NULL;
+  } else {
+    cJSON_AddStringToObject(p, "workload", w->hash);
+  }
+  cJSON_Delete(w->params);
+  w->params = NULL;
+  if (fallback) cJSON_AddStringToObject(p, "fallback", "nearest");
+  if (o->target) cJSON_AddStringToObject(p, "target", o->target);
+  return rpc_once(o, "kernel.get", p);
+}
+
+/* kernel.get's answer served from the database file --db in this process
+ * (srch_kernel_from_db, the daemon's own code), or NULL after a message. */
+static cJSON *kernel_from_db(const tc_args_t *o, workload_ref_t *w) {
+  cJSON_Delete(w->params);
+  w->params = NULL;
+  tn_target_t t;
+  tn_err_t err = {0};
+  db_t *db = NULL;
+  cJSON *r = NULL;
+  if (tn_target_lookup(o->target ? o->target : "cpu", NULL, &t, &err) < 0 ||
+      db_open_readonly(o->db, &db, &err) < 0 || srch_kernel_from_db(db, w->hash, NULL, &t, NULL, &r, &err) < 0)
+    fprintf(stderr, "tunectl kernel: %s\n", err.msg);
+  db_close(db);
+  return r;
+}
+
 int tcd_kernel(tc_args_t *o) {
   size_t kind = 0;
   while (kind < TN_ARRAY_LEN(emit_kinds) && strcmp(o->emit, emit_kinds[kind]) != 0) kind++;
@@ -862,22 +925,17 @@ int tcd_kernel(tc_args_t *o) {
     fprintf(stderr, "tunectl kernel: unknown --fallback '%s' (none or nearest)\n", o->fallback);
     return 2;
   }
+  if (fallback && o->db) {
+    fprintf(stderr, "tunectl kernel: --fallback nearest needs the daemon (it measures in a worker); not with --db\n");
+    return 2;
+  }
+  if (o->db && !is_hash(o->pos[0]) && access(o->pos[0], F_OK) != 0) {
+    fprintf(stderr, "tunectl kernel: with --db, name the workload by its FILE or HASH (%s is neither)\n", o->pos[0]);
+    return 1;
+  }
   workload_ref_t w;
   if (resolve_workload(o, o->pos[0], &w) < 0) return 1;
-  cJSON *p = cJSON_CreateObject();
-  if (fallback && w.text) {
-    /* the text: the daemon may not know this shape */
-    cJSON_AddStringToObject(p, "workload_text", w.text);
-    cJSON_AddStringToObject(p, "name", w.name);
-    if (w.params) cJSON_AddItemToObject(p, "params", w.params);
-    w.params = NULL;
-  } else {
-    cJSON_AddStringToObject(p, "workload", w.hash);
-  }
-  cJSON_Delete(w.params);
-  if (fallback) cJSON_AddStringToObject(p, "fallback", "nearest");
-  if (o->target) cJSON_AddStringToObject(p, "target", o->target);
-  cJSON *r = rpc_once(o, "kernel.get", p);
+  cJSON *r = o->db ? kernel_from_db(o, &w) : kernel_from_daemon(o, &w, fallback);
   if (!r) return 1;
   tuned_kernel_t *k = NULL;
   tuned_error_t err = {0};
@@ -893,7 +951,20 @@ int tcd_kernel(tc_args_t *o) {
     fprintf(stderr, " (");
     print_secs(stderr, jnum(fb, "median_secs", 0));
     fprintf(stderr, " at its own shape)\n");
+    if (jnum(fb, "unscheduled_median_secs", 0) > 0 && jnum(r, "median_secs", 0) > jnum(fb, "unscheduled_median_secs", 0)) {
+      fprintf(stderr, "tunectl kernel: warning: the fallback is slower than this shape's unscheduled program (");
+      print_secs(stderr, jnum(fb, "unscheduled_median_secs", 0));
+      fprintf(stderr, "): tune this shape\n");
+    }
     free(params);
+  }
+  const cJSON *un = cJSON_GetObjectItemCaseSensitive(r, "unscheduled");
+  if (un) {
+    fprintf(stderr, "tunectl kernel: the unscheduled program (");
+    print_secs(stderr, jnum(un, "median_secs", 0));
+    fprintf(stderr, ") is served: the best record, %lld (", (long long)jnum(un, "best_record", 0));
+    print_secs(stderr, jnum(un, "best_median_secs", 0));
+    fprintf(stderr, "), is slower\n");
   }
   if (tuned_kernel_parse(text, &k, &err) < 0) {
     fprintf(stderr, "tunectl kernel: %s\n", err.message);
@@ -901,7 +972,7 @@ int tcd_kernel(tc_args_t *o) {
     FILE *out = open_out(o, strcmp(o->emit, "cubin") == 0);
     if (out) {
       const char *name = w.name ? w.name : k->name[0] ? k->name : k->entry[0] ? k->entry : "kernel";
-      rc = emit_kernel(o, out, k, r, name, w.hash);
+      rc = emit_kernel(o, out, k, r, name, k->workload[0] ? k->workload : w.hash); /* the whole hash */
       rc |= close_out(o, out);
     }
   }
@@ -1010,12 +1081,13 @@ int tcd_targets(tc_args_t *o) {
   if (o->json) {
     print_json(r);
   } else {
-    printf("%-20s  %-7s  %-8s  %-6s  %s\n", "TARGET", "KIND", "ARCH", "USABLE", "DEVICE / REASON");
-    const cJSON *t;
-    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(r, "targets")) {
+    const cJSON *t, *ts = cJSON_GetObjectItemCaseSensitive(r, "targets");
+    int wn = col_width(ts, "name", "TARGET"), wk = col_width(ts, "kind", "KIND"), wa = col_width(ts, "arch", "ARCH");
+    printf("%-*s  %-*s  %-*s  %-6s  %s\n", wn, "TARGET", wk, "KIND", wa, "ARCH", "USABLE", "DEVICE / REASON");
+    cJSON_ArrayForEach(t, ts) {
       bool usable = jbool(t, "usable");
-      printf("%-20s  %-7s  %-8s  %-6s  %s\n", jstr(t, "name"), jstr(t, "kind"), jstr(t, "arch"), usable ? "yes" : "no",
-             usable || !*jstr(t, "reason") ? jstr(t, "device") : jstr(t, "reason"));
+      printf("%-*s  %-*s  %-*s  %-6s  %s\n", wn, jstr(t, "name"), wk, jstr(t, "kind"), wa, jstr(t, "arch"),
+             usable ? "yes" : "no", usable || !*jstr(t, "reason") ? jstr(t, "device") : jstr(t, "reason"));
     }
   }
   cJSON_Delete(r);
@@ -1023,7 +1095,17 @@ int tcd_targets(tc_args_t *o) {
 }
 
 int tcd_ping(tc_args_t *o) {
-  tuned_client_t *c = connect_daemon(o);
+  if (o->seconds && !o->wait) {
+    fprintf(stderr, "tunectl ping: --seconds goes with --wait\n");
+    return 2;
+  }
+  double deadline = tn_now() + (o->seconds > 0 ? o->seconds : 30);
+  tuned_client_t *c = NULL;
+  while (o->wait && tuned_connect(o->socket, &c, NULL) < 0 && tn_now() < deadline) {
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  if (!c) c = connect_daemon(o); /* the last try says why */
   if (!c) return 1;
   double t0 = tn_now();
   cJSON *r = rpc(o, c, "server.info", NULL);

@@ -3,6 +3,7 @@
  * process, without a daemon.  Their options are parsed in tunectl.c. */
 #include <cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,8 +155,8 @@ int tco_check(tc_args_t *o) {
   ir_workload_t *w = load_workload("check", o);
   if (!w) return 1;
   const ir_func_t *f = w->func;
-  char hex[17];
-  ir_hash_hex(ir_func_hash(f), hex);
+  char hex[TN_ID_SIZE];
+  ir_func_hash(f, hex);
   double flops = ir_func_flops(f), bytes = ir_func_bytes(f);
   if (o->json) {
     cJSON *j = cJSON_CreateObject();
@@ -253,8 +254,8 @@ int tco_eval(tc_args_t *o) {
       sum += d->vals[i][k];
       sq += d->vals[i][k] * d->vals[i][k];
     }
-    char hex[17];
-    ir_hash_hex(output_checksum(b, d->vals[i], d->sizes[i]), hex);
+    char hex[17]; /* a checksum to compare outputs by, not an identity */
+    snprintf(hex, sizeof hex, "%016" PRIx64, output_checksum(b, d->vals[i], d->sizes[i]));
     if (j) {
       cJSON *t = cJSON_CreateObject();
       cJSON_AddStringToObject(t, "name", b->name);
@@ -281,6 +282,8 @@ out:
 /* Looks the target up in the config directory ("opencl" stands for
  * opencl/pocl-cpu). */
 /* The target by name, with --cc (when given) as its compiler. */
+/* --target (and --cc) read; -1 after a message: the caller exits 2, as for
+ * any bad command line. */
 static int lookup_target(const char *cmd, const tc_args_t *o, tn_target_t *t) {
   tn_err_t err = {0};
   if (tn_target_lookup(o->target, NULL, t, &err) < 0) {
@@ -371,7 +374,7 @@ int tco_emit(tc_args_t *o) {
     return 2;
   }
   tn_target_t t;
-  if (lookup_target("emit", o, &t) < 0) return 1;
+  if (lookup_target("emit", o, &t) < 0) return 2; /* a bad --target or --cc: the command line */
   cg_target_t lang = ms_language_of(t.kind);
   cg_target_t want = kind <= 1 || kind == 5 ? CG_TARGET_CUDA
                      : kind == 2        ? CG_TARGET_OPENCL
@@ -423,6 +426,11 @@ static void print_run_text(const ms_result_t *r, const ir_workload_t *w, const t
     for (int i = 1; i < r->nrepeats; i++) lo = fmin(lo, r->run_secs[i]), hi = fmax(hi, r->run_secs[i]);
     printf("median    %.6f ms over %d repeats (min %.6f ms, max %.6f ms)\n", r->median_secs * 1e3, r->nrepeats,
            lo * 1e3, hi * 1e3);
+    if (r->shared)
+      printf("shared    other processes preempted the kernel in %d of %d repeats: the time is the shared "
+             "machine's\n", r->disturbed, r->nrepeats);
+    else if (r->disturbed)
+      printf("shared    %d repeats that other processes preempted were set aside\n", r->disturbed);
     char cupti[512];
     ms_cupti_text(r, cupti, sizeof cupti);
     if (cupti[0]) printf("cupti     %s\n", cupti);
@@ -450,7 +458,7 @@ static void print_run_text(const ms_result_t *r, const ir_workload_t *w, const t
 
 int tco_run(tc_args_t *o) {
   tn_target_t t;
-  if (lookup_target("run", o, &t) < 0) return 1;
+  if (lookup_target("run", o, &t) < 0) return 2; /* a bad --target or --cc: the command line */
   ir_workload_t *w = NULL;
   cg_module_t *m = lower("run", o, &t, &w);
   if (!m) return 1;
@@ -486,7 +494,7 @@ int tco_run(tc_args_t *o) {
 /* Prints the design spaces of the workload for the target, as traces. */
 int tco_space(tc_args_t *o) {
   tn_target_t t;
-  if (lookup_target("space", o, &t) < 0) return 1;
+  if (lookup_target("space", o, &t) < 0) return 2; /* a bad --target or --cc: the command line */
   ir_workload_t *w = load_workload("space", o);
   if (!w) return 1;
   smp_space_t sp;
@@ -523,7 +531,7 @@ bool tc_can_measure(const char *cmd, const tn_target_t *t) {
 
 int tco_tune(tc_args_t *o) {
   tn_target_t t;
-  if (lookup_target("tune", o, &t) < 0) return 1;
+  if (lookup_target("tune", o, &t) < 0) return 2; /* a bad --target or --cc: the command line */
   if (!tc_can_measure("tune", &t)) return 2;
   ir_workload_t *w = load_workload("tune", o);
   if (!w) return 1;
@@ -596,23 +604,13 @@ static int profile_record(tc_args_t *o, profile_src_t *src) {
   } else if (tn_target_lookup(o->target ? o->target : r.target_name, NULL, &src->t, &err) < 0) {
     fprintf(stderr, "tunectl profile: record %s: %s\n", o->pos[0], err.msg);
   } else {
-    /* the stored parameters become --set overrides of the stored text */
-    cJSON *ps = cJSON_Parse(wl.params ? wl.params : "{}"), *p;
-    ir_param_set_t sets[64];
-    int n = 0;
-    cJSON_ArrayForEach(p, ps) {
-      if (cJSON_IsNumber(p) && n < 64) sets[n++] = (ir_param_set_t){.name = p->string, .value = (int64_t)p->valuedouble};
-    }
-    char path[96];
-    snprintf(path, sizeof path, "%.80s.tw", wl.name && wl.name[0] ? wl.name : "workload");
-    if (ir_workload_parse(path, wl.source, strlen(wl.source), sets, n, &src->w, &err) < 0) {
+    if (ir_workload_parse_stored(wl.name, wl.source, wl.params, &src->w, &err) < 0) {
       fprintf(stderr, "tunectl profile: record %s: its workload does not parse: %s\n", o->pos[0], err.msg);
     } else {
       src->trace = tn_xstrdup(r.trace);
       snprintf(src->label, sizeof src->label, "the trace of record %s", o->pos[0]);
       rc = 0;
     }
-    cJSON_Delete(ps);
   }
   db_close(db);
   tn_arena_free(a);
@@ -626,7 +624,8 @@ static int profile_source(tc_args_t *o, profile_src_t *src) {
     return 2;
   }
   tn_err_t err = {0};
-  if (lookup_target("profile", o, &src->t) < 0 || !(src->w = load_workload("profile", o))) return 1;
+  if (lookup_target("profile", o, &src->t) < 0) return 2;
+  if (!(src->w = load_workload("profile", o))) return 1;
   if (o->trace && tn_read_file(o->trace, (size_t)16 << 20, &src->trace, NULL, &err) < 0) {
     fprintf(stderr, "tunectl profile: %s: %s\n", o->trace, err.msg);
     return 1;

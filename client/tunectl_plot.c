@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,27 +64,41 @@ static const char *find_python(void) {
   return NULL;
 }
 
-/* The module is imported from this source tree's python/ when it is there,
- * and the Python package loads the libtuned beside this tunectl (a build
- * directory's); otherwise both come from where they were installed. */
-static void set_paths(void) {
-  char dir[PATH_MAX], path[PATH_MAX + 32];
+/* Puts dir on PYTHONPATH (first) when dir/tuned/plot.py is there. */
+static bool add_pythonpath(const char *dir) {
+  char path[PATH_MAX + 32];
   struct stat st;
-  snprintf(dir, sizeof dir, "%s/python", TUNED_SOURCE_ROOT);
   snprintf(path, sizeof path, "%s/tuned/plot.py", dir);
-  if (stat(path, &st) == 0) {
-    const char *old = getenv("PYTHONPATH");
-    char *v = NULL;
-    if (asprintf(&v, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "") >= 0) setenv("PYTHONPATH", v, 1);
-    free(v);
+  if (stat(path, &st) != 0) return false;
+  const char *old = getenv("PYTHONPATH");
+  char *v = NULL;
+  if (asprintf(&v, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "") >= 0) setenv("PYTHONPATH", v, 1);
+  free(v);
+  return true;
+}
+
+/* The package that belongs to this tunectl: a build directory's tunectl
+ * imports the source tree's python/ and loads the libtuned beside it; a
+ * wheel's (site-packages/tuned/_native/bin/tunectl) the package around it;
+ * an installed one the package installed with it (on python3's path). */
+static void set_paths(void) {
+  char exe[PATH_MAX], dir[PATH_MAX + 32];
+  struct stat st;
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return;
+  exe[n] = 0;
+  char *slash = strrchr(exe, '/');
+  if (slash) *slash = 0; /* exe is its directory now */
+  size_t nb = strlen(TUNED_BUILD_ROOT);
+  if (strncmp(exe, TUNED_BUILD_ROOT, nb) == 0 && (exe[nb] == '/' || !exe[nb])) {
+    snprintf(dir, sizeof dir, "%s/python", TUNED_SOURCE_ROOT);
+    add_pythonpath(dir);
+    snprintf(dir, sizeof dir, "%s/libtuned.so", exe);
+    if (!getenv("TUNED_LIB") && stat(dir, &st) == 0) setenv("TUNED_LIB", dir, 1);
+    return;
   }
-  ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
-  if (getenv("TUNED_LIB") || n <= 0) return;
-  dir[n] = 0;
-  char *slash = strrchr(dir, '/');
-  if (slash) *slash = 0;
-  snprintf(path, sizeof path, "%s/libtuned.so", dir);
-  if (stat(path, &st) == 0) setenv("TUNED_LIB", path, 1);
+  snprintf(dir, sizeof dir, "%s/../../..", exe); /* site-packages of a wheel's tuned/_native/bin */
+  add_pythonpath(dir);
 }
 
 /* The module's arguments for the picture the options ask for; -1 after a message. */

@@ -25,6 +25,17 @@ extern "C" {
 
 #define TUNED_VERSION_STRING "0.1.0"
 
+/* A workload's hash (its identity: BLAKE2b-256 of its structure) is 64
+ * lower-case hex digits; TUNED_HASH_SIZE holds them and a NUL.  Where a
+ * hash is taken, a prefix of at least TUNED_HASH_SHOWN digits (128 bits,
+ * as tables show it) names the one workload that starts with it. */
+#define TUNED_HASH_SIZE 65
+#define TUNED_HASH_SHOWN 32
+
+/* TUNED_HASH_SIZE of the library loaded: bindings (Python's ctypes) check it,
+ * since the structs that hold a hash grew with it (libtuned.so.1). */
+TUNED_API int tuned_hash_size(void);
+
 /* Error codes returned by every function (0 is success). */
 enum {
   TUNED_E_CONNECT = -1,  /* the socket cannot be reached (no daemon?) */
@@ -89,11 +100,11 @@ TUNED_API int tuned_call(tuned_client_t *c, const char *method, const char *para
 /* The structural hash of a workload text with its parameter overrides
  * (params_json, e.g. {"M": 64}; NULL: none), as the daemon computes it
  * (workload.check): the key its records are stored under, for calls that
- * take a hash (db.best, db.records, tuned_kernel_get).  Writes 16 hex digits
+ * take a hash (db.best, db.records, tuned_kernel_get).  Writes 64 hex digits
  * + NUL.  A text that does not parse is TUNED_E_RPC with rpc_code
  * TUNED_RPC_BAD_WORKLOAD and the parser's message. */
 TUNED_API int tuned_workload_hash(tuned_client_t *c, const char *workload_text, const char *params_json,
-                                  char hash[17], tuned_error_t *err);
+                                  char hash[TUNED_HASH_SIZE], tuned_error_t *err);
 
 /* ---- jobs --------------------------------------------------------------- */
 
@@ -118,8 +129,8 @@ typedef struct tuned_submit {
 TUNED_API tuned_submit_t tuned_submit_defaults(void);
 
 /* Submits a tuning job; sets *job to its id and, when hash is not NULL, the
- * workload's structural hash (16 hex digits + NUL). */
-TUNED_API int tuned_submit(tuned_client_t *c, const tuned_submit_t *s, int64_t *job, char hash[17],
+ * workload's structural hash (64 hex digits + NUL). */
+TUNED_API int tuned_submit(tuned_client_t *c, const tuned_submit_t *s, int64_t *job, char hash[TUNED_HASH_SIZE],
                            tuned_error_t *err);
 
 typedef enum tuned_job_state {
@@ -135,7 +146,7 @@ typedef struct tuned_job {
   int64_t id;
   tuned_job_state_t state;
   char state_name[16];
-  char workload[17];       /* hash */
+  char workload[TUNED_HASH_SIZE]; /* hash */
   char name[64];
   char target[64];
   int64_t trials, trials_done;
@@ -246,10 +257,14 @@ typedef struct tuned_kernel {
   char *launch_json;        /* the launch configuration as the daemon sent it */
   char *trace_json;         /* the schedule trace; NULL when absent */
   char *fallback_json;      /* NULL, or a fallback's origin: {"workload": HASH, "params": {...},
-                               "record": ID, "median_secs": its time at its own shape, "verified": true} */
+                               "record": ID, "median_secs": its time at its own shape, "verified": true,
+                               "unscheduled_median_secs", "slower_than_unscheduled"} */
+  char *unscheduled_json;   /* NULL, or (record 0: the unscheduled program served because the best record
+                               is slower) {"median_secs", "best_record": ID, "best_median_secs"} */
 } tuned_kernel_t;
 
-/* The best kernel of a workload (by hash) on target (NULL: the daemon's). */
+/* The best kernel of a workload (by hash, or a prefix of at least
+ * TUNED_HASH_SHOWN digits) on target (NULL: the daemon's). */
 TUNED_API int tuned_kernel_get(tuned_client_t *c, const char *workload_hash, const char *target,
                                tuned_kernel_t **out, tuned_error_t *err);
 /* The same, naming the workload by its text and parameter overrides. */

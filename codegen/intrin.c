@@ -66,21 +66,29 @@ static const isa_t avx512 = {
 
 /* float32 C[MR, NR] += A[MR, K] B[K, NR]: MR x NR/lanes vector accumulators
  * loaded once, K rank-1 updates (NR/lanes loads of B, one broadcast of A per
- * row), stored once.  A partial tile (n_i < MR or n_j < NR: the tail of an
- * uneven split) takes the same path with masked columns and the last valid
- * row repeated into the rows past n_i, which are never stored. */
+ * row), stored once; K is a nest of four levels (k3 k2 k1 k), each with its
+ * own strides (the calls pass constants: the compiler drops the levels of
+ * extent 1 and folds the strides).  The depthwise kind (IR_INTRIN_CPU_DW)
+ * multiplies elementwise along j: A is loaded as vectors of its row, one per
+ * accumulator, instead of broadcast.  A partial tile (n_i < MR or n_j < NR:
+ * the tail of an uneven split) takes the same path with masked columns and
+ * the last valid row repeated into the rows past n_i, which are never
+ * stored. */
 static void mm_source(const ir_intrin_t *in, int index, tn_buf_t *o) {
   const isa_t *x = in->lanes == 16 ? &avx512 : &avx2;
   int mr = in->mr, nv = in->nr / x->lanes;
+  bool dw = in->kind == IR_INTRIN_CPU_DW;
   char p[96], q[96];
   tn_buf_put(o, "static inline __attribute__((always_inline)) ");
   target_attr(1ull << index, o);
   tn_buf_printf(o,
                 " void tuned_intrin_%s(\n"
-                "    int64_t n_i, int64_t n_j, int64_t n_k, const float *restrict A, int64_t A_i, int64_t A_k,\n"
-                "    const float *restrict B, int64_t B_k, int64_t B_j, float *restrict C, int64_t C_i, int64_t C_j) {\n"
-                "  (void)B_j, (void)C_j; /* 1: checked where the call was generated */\n",
-                in->name);
+                "    int64_t n_i, int64_t n_j, int64_t n_k3, int64_t n_k2, int64_t n_k1, int64_t n_k,\n"
+                "    const float *restrict A, int64_t A_i, int64_t A_k3, int64_t A_k2, int64_t A_k1, int64_t A_k,%s\n"
+                "    const float *restrict B, int64_t B_k3, int64_t B_k2, int64_t B_k1, int64_t B_k, int64_t B_j,\n"
+                "    float *restrict C, int64_t C_i, int64_t C_j) {\n"
+                "  (void)B_j, (void)C_j;%s /* 1: checked where the call was generated */\n",
+                in->name, dw ? " int64_t A_j," : "", dw ? " (void)A_j;" : "");
   for (int pass = 0; pass < 2; pass++) {
     bool full = pass == 0;
     if (full) {
@@ -112,7 +120,12 @@ static void mm_source(const ir_intrin_t *in, int index, tn_buf_t *o) {
           tn_buf_printf(o, x->mask_load, p, q);
         tn_buf_put(o, ";\n");
       }
-    tn_buf_put(o, "    for (int64_t k = 0; k < n_k; k++) {\n      const float *b = B + k * B_k;\n");
+    tn_buf_put(o, "    for (int64_t k3 = 0; k3 < n_k3; k3++)\n"
+                  "    for (int64_t k2 = 0; k2 < n_k2; k2++)\n"
+                  "    for (int64_t k1 = 0; k1 < n_k1; k1++) {\n"
+                  "    const float *A_o = A + k3 * A_k3 + k2 * A_k2 + k1 * A_k1;\n"
+                  "    const float *B_o = B + k3 * B_k3 + k2 * B_k2 + k1 * B_k1;\n"
+                  "    for (int64_t k = 0; k < n_k; k++) {\n      const float *b = B_o + k * B_k;\n");
     for (int v = 0; v < nv; v++) {
       snprintf(p, sizeof p, "b + %d", x->lanes * v);
       snprintf(q, sizeof q, "m%d", v);
@@ -125,13 +138,26 @@ static void mm_source(const ir_intrin_t *in, int index, tn_buf_t *o) {
     }
     tn_buf_printf(o, "      %s a;\n", x->vec);
     for (int r = 0; r < mr; r++) {
-      snprintf(p, sizeof p, "A + r%d * A_i + k * A_k", r);
+      if (dw) {
+        for (int v = 0; v < nv; v++) {
+          snprintf(p, sizeof p, "A_o + r%d * A_i + k * A_k + %d", r, x->lanes * v);
+          snprintf(q, sizeof q, "m%d", v);
+          tn_buf_put(o, "      a = ");
+          if (full)
+            tn_buf_printf(o, x->load, p);
+          else
+            tn_buf_printf(o, x->mask_load, p, q);
+          tn_buf_printf(o, ";\n      c%d_%d = %s(a, b%d, c%d_%d);\n", r, v, x->fma, v, r, v);
+        }
+        continue;
+      }
+      snprintf(p, sizeof p, "A_o + r%d * A_i + k * A_k", r);
       tn_buf_put(o, "      a = ");
       tn_buf_printf(o, x->bcast, p);
       tn_buf_put(o, ";\n");
       for (int v = 0; v < nv; v++) tn_buf_printf(o, "      c%d_%d = %s(a, b%d, c%d_%d);\n", r, v, x->fma, v, r, v);
     }
-    tn_buf_put(o, "    }\n");
+    tn_buf_put(o, "    }\n    }\n");
     for (int r = 0; r < mr; r++)
       for (int v = 0; v < nv; v++) {
         char val[32];

@@ -200,7 +200,8 @@ static void emit_pragmas(cg_ctx_t *c, const ir_stmt_t *s) {
   const ir_loop_t *l = &s->u.loop;
   if (!c->d->gpu) {
     if (l->kind == IR_LOOP_PARALLEL && !c->in_parallel) {
-      cg_line(c, "#pragma omp parallel for");
+      cg_line(c, "#pragma omp parallel for num_threads(tuned_team())");
+      c->need_team = true;
       return;
     }
     if (l->kind == IR_LOOP_VECTORIZED) {
@@ -228,7 +229,8 @@ static bool open_thread_heap(cg_ctx_t *c, const ir_loop_t *l, tn_buf_t *cond) {
     const cg_buf_t *cb = &c->bufs[i];
     if (!cb->b || !cb->used || cb->par_at != l) continue;
     if (!cond->len) {
-      cg_line(c, "#pragma omp parallel");
+      cg_line(c, "#pragma omp parallel num_threads(tuned_team())");
+      c->need_team = true;
       cg_line(c, "{");
       c->ind++;
     }

@@ -129,9 +129,53 @@ double tn_rng_double(tn_rng_t *r);
 /* A child seed for an independent stream (forking). */
 uint64_t tn_rng_fork(tn_rng_t *r);
 
+/* ---- identities (ident.c) -------------------------------------------------- */
+
+/* What names a workload or a trace wherever it is stored, compared or
+ * shown: BLAKE2b-256 (libsodium's crypto_generichash) of a canonical byte
+ * stream that starts with a domain string (TN_ID_WORKLOAD, ...), so that two
+ * kinds of thing never share an identity.  Finding two inputs with one
+ * identity takes ~2^128 work, unlike the FNV-1a below (docs/security.md).
+ * Written as TN_ID_HEX lower-case hex digits; tables for people show the
+ * first TN_ID_SHOWN (128 bits), and a prefix of at least TN_ID_SHOWN
+ * digits names a workload wherever a hash is taken. */
+#define TN_ID_BYTES 32
+#define TN_ID_HEX (2 * TN_ID_BYTES) /* digits */
+#define TN_ID_SIZE (TN_ID_HEX + 1)  /* a buffer for the digits and the NUL */
+#define TN_ID_SHOWN 32              /* digits shown in tables, the shortest prefix taken */
+
+/* Domains: a workload's structure (ir_func_hash), a trace's text
+ * (db_trace_hash), and a workload row the schema-8 migration could not
+ * rebuild from its source (db/). */
+#define TN_ID_WORKLOAD "tuned.workload.v1"
+#define TN_ID_TRACE "tuned.trace.v1"
+#define TN_ID_LEGACY "tuned.legacy-workload.v1"
+
+/* A digest in progress (libsodium's state, kept opaque so that includers
+ * need no libsodium header). */
+typedef struct tn_id_ctx {
+  unsigned char state[384] __attribute__((aligned(64)));
+} tn_id_ctx_t;
+
+void tn_id_init(tn_id_ctx_t *c, const char *domain); /* feeds the domain and its NUL */
+void tn_id_update(tn_id_ctx_t *c, const void *data, size_t n);
+void tn_id_final(tn_id_ctx_t *c, char out[TN_ID_SIZE]);
+/* One call: the identity of n bytes in a domain. */
+void tn_id_of(const char *domain, const void *data, size_t n, char out[TN_ID_SIZE]);
+/* Whether s is a whole identity: exactly TN_ID_HEX lower-case hex digits. */
+bool tn_id_valid(const char *s);
+/* Whether s can name one: TN_ID_SHOWN to TN_ID_HEX lower-case hex digits. */
+bool tn_id_prefix_valid(const char *s);
+/* The first 64 bits of an identity (or prefix) as a number, for hash
+ * tables and keys that need no protection against forgery; 0 for text that
+ * does not start with 16 hex digits. */
+uint64_t tn_id_key(const char *hex);
+
 /* ---- hashing ------------------------------------------------------------- */
 
-/* FNV-1a, 64-bit: byte-order independent when fed bytes. */
+/* FNV-1a, 64-bit: byte-order independent when fed bytes.  Fast and easy to
+ * make collide: for hash tables and in-memory dedup only, never to name
+ * anything (the identities above do). */
 #define TN_FNV_INIT 0xcbf29ce484222325ULL
 uint64_t tn_fnv1a(uint64_t h, const void *data, size_t n);
 uint64_t tn_fnv1a_str(uint64_t h, const char *s);

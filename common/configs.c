@@ -5,6 +5,7 @@
 #include "target.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -42,21 +43,35 @@ static bool is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-int tn_config_dir_for(const char *exe, char *buf, size_t size, tn_err_t *err) {
-  if (exe && inside(exe, TUNED_BUILD_ROOT))
-    return fits(snprintf(buf, size, "%s/configs", TUNED_SOURCE_ROOT), size, "the config directory", err);
+/* The config directory that belongs to the binary at `exe` (in the build
+ * tree, or <exe dir>/../share/tuned/configs); false when neither applies. */
+static bool config_dir_near(const char *exe, char *buf, size_t size) {
+  if (!exe) return false;
+  if (inside(exe, TUNED_BUILD_ROOT)) return (size_t)snprintf(buf, size, "%s/configs", TUNED_SOURCE_ROOT) < size;
   char prefix[PATH_MAX] = "";
-  const char *slash;
-  if (exe && (slash = strrchr(exe, '/'))) { /* <prefix>/bin/tunectl -> <prefix> */
-    snprintf(prefix, sizeof prefix, "%.*s", (int)(slash - exe), exe);
-    char *up = strrchr(prefix, '/');
-    if (up) *up = 0;
-    else prefix[0] = 0;
-  }
+  const char *slash = strrchr(exe, '/');
+  if (!slash) return false;
+  snprintf(prefix, sizeof prefix, "%.*s", (int)(slash - exe), exe); /* <prefix>/bin/tunectl -> <prefix> */
+  char *up = strrchr(prefix, '/');
+  if (up) *up = 0;
+  else prefix[0] = 0;
   char rel[PATH_MAX + 32];
   snprintf(rel, sizeof rel, "%s/share/tuned/configs", prefix);
-  return fits(snprintf(buf, size, "%s", exe && is_dir(rel) ? rel : TUNED_CONFIG_INSTALL_DIR), size,
-              "the config directory", err);
+  return is_dir(rel) && (size_t)snprintf(buf, size, "%s", rel) < size;
+}
+
+int tn_config_dir_for(const char *exe, char *buf, size_t size, tn_err_t *err) {
+  if (config_dir_near(exe, buf, size)) return TN_OK;
+  return fits(snprintf(buf, size, "%s", TUNED_CONFIG_INSTALL_DIR), size, "the config directory", err);
+}
+
+int tn_self_object(char *buf, size_t size) {
+  Dl_info info;
+  char real[PATH_MAX];
+  if (!dladdr((void *)tn_self_object, &info) || !info.dli_fname || !strchr(info.dli_fname, '/') ||
+      !realpath(info.dli_fname, real))
+    return TN_EIO;
+  return (size_t)snprintf(buf, size, "%s", real) < size ? TN_OK : TN_ENOMEM;
 }
 
 int tn_config_dir(char *buf, size_t size, tn_err_t *err) {
@@ -65,7 +80,10 @@ int tn_config_dir(char *buf, size_t size, tn_err_t *err) {
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) exe[n] = 0;
-  return tn_config_dir_for(n > 0 ? exe : NULL, buf, size, err);
+  if (n > 0 && config_dir_near(exe, buf, size)) return TN_OK;
+  char self[PATH_MAX]; /* a library of tuned's loaded by another program (python) */
+  if (tn_self_object(self, sizeof self) == TN_OK && config_dir_near(self, buf, size)) return TN_OK;
+  return tn_config_dir_for(NULL, buf, size, err);
 }
 
 /* A target name: '/'-separated parts of [A-Za-z0-9_.+-], none empty or

@@ -73,8 +73,13 @@ char *tn_target_to_json(const tn_target_t *t);
  * for an executable inside the meson build tree, the source tree's configs/;
  * else <exe dir>/../share/tuned/configs when it exists (an installed or
  * relocated copy, such as scripts/bundle's), else DATADIR/tuned/configs as
- * configured at build time.  The executable is /proc/self/exe. */
+ * configured at build time.  The executable is /proc/self/exe; when it is
+ * another program's (python loading libtuned_local), the same two places
+ * are tried for the shared object this code is in (tn_self_object). */
 int tn_config_dir(char *buf, size_t size, tn_err_t *err);
+/* The resolved path of the executable or shared library this code was
+ * linked into (dladdr); TN_EIO when the loader does not say. */
+int tn_self_object(char *buf, size_t size);
 /* The same choice for the executable at `exe` (a resolved path; NULL: none),
  * without $TUNED_CONFIG_DIR. */
 int tn_config_dir_for(const char *exe, char *buf, size_t size, tn_err_t *err);

@@ -505,7 +505,7 @@ static void job_main(void *arg) {
   int rc = db_open(cfg->db_path, &db, &err);
   if (!rc) rc = db_job_get(db, j->id, &row, a, &err);
   if (!rc) rc = db_workload_get(db, row.workload_hash, &wrow, a, &err);
-  if (!rc) rc = td_workload_parse(wrow.name, wrow.source, wrow.params, &w, &err);
+  if (!rc) rc = ir_workload_parse_stored(wrow.name, wrow.source, wrow.params, &w, &err);
   if (!rc) rc = td_target_lookup(&j->mgr->srv->machine, row.target_name, &t, &err);
   bool queue = db_is_url(cfg->db_path), write_end = true;
   if (!rc && (!queue || row.state == DB_JOB_QUEUED)) {

@@ -9,12 +9,13 @@
 
 #include "daemon/td.h"
 #include "schedule/schedule.h"
+#include "search/search.h"
 
 static const char *const statuses[] = {"ok", "build_error", "run_error", "timeout", "wrong_result", "too_slow", NULL};
 
 /* A query's params, taken on the loop and read on a reader thread. */
 typedef struct query {
-  char hash[17];
+  char hash[TN_ID_SIZE];
   char target[64];      /* "" when none */
   char name[64];        /* db.workloads: only workloads of this name, with their sources ("" all) */
   int status;
@@ -123,7 +124,8 @@ static int check_query_target(td_req_t *req, db_t *db, const char *name) {
 }
 
 static void records_read(td_req_t *req, db_t *db) {
-  const query_t *qp = req->data;
+  query_t *qp = req->data;
+  if (td_hash_resolve(req, db, qp->hash)) return;
   db_query_t q = db_query_all();
   q.workload_hash = qp->hash[0] ? qp->hash : NULL;
   q.target_name = qp->target[0] ? qp->target : NULL;
@@ -154,7 +156,8 @@ td_reply_t td_m_db_records(td_req_t *req) {
 }
 
 static void best_read(td_req_t *req, db_t *db) {
-  const query_t *q = req->data;
+  query_t *q = req->data;
+  if (td_hash_resolve(req, db, q->hash)) return;
   tn_err_t err = {0};
   tn_arena_t *a = tn_arena_new();
   db_workload_t w;
@@ -187,7 +190,7 @@ td_reply_t td_m_db_best(td_req_t *req) {
 /* ---- export / import (thread pool) ------------------------------------------------ */
 
 typedef struct xfer {
-  char hash[17];
+  char hash[TN_ID_SIZE];
   char target[64];
   char *jsonl;        /* import input */
   tn_buf_t out;       /* export output */
@@ -215,13 +218,14 @@ static void export_work(td_req_t *req) {
     x->rc = x->err.code;
     return;
   }
-  if (check_query_target(req, db, x->target) == 0) x->rc = db_export_jsonl(db, &q, &x->out, &x->err);
+  if (td_hash_resolve(req, db, x->hash) == 0 && check_query_target(req, db, x->target) == 0)
+    x->rc = db_export_jsonl(db, &q, &x->out, &x->err);
   td_rdb_release(req->srv, db);
 }
 
 static void export_done(td_req_t *req) {
   xfer_t *x = req->data;
-  if (req->code) return; /* check_query_target said why */
+  if (req->code) return; /* td_hash_resolve or check_query_target said why */
   if (x->rc) {
     td_req_tn_error(req, TD_E_INTERNAL, &x->err);
     return;
@@ -247,7 +251,7 @@ td_reply_t td_m_db_export(td_req_t *req) {
 typedef struct import_cache {
   char *name, *source, *params;
   ir_workload_t *w;
-  char hash[17];
+  char hash[TN_ID_SIZE];
 } import_cache_t;
 
 static bool same_text(const char *a, const char *b) { return a && b ? strcmp(a, b) == 0 : a == b; }
@@ -267,11 +271,11 @@ static int import_check(void *ctx, const db_import_item_t *it, tn_err_t *err) {
   if (!ic->w || !same_text(ic->name, it->workload_name) || !same_text(ic->source, it->workload_source) ||
       !same_text(ic->params, it->workload_params)) {
     import_cache_free(ic);
-    if (td_workload_parse(it->workload_name, it->workload_source, it->workload_params, &ic->w, err))
+    if (ir_workload_parse_stored(it->workload_name, it->workload_source, it->workload_params, &ic->w, err))
       return tn_err_prefix(err, "workload %s does not parse", it->workload_hash);
     ic->name = tn_xstrdup(it->workload_name), ic->source = tn_xstrdup(it->workload_source);
     ic->params = it->workload_params ? tn_xstrdup(it->workload_params) : NULL;
-    ir_hash_hex(ir_func_hash(ic->w->func), ic->hash);
+    ir_func_hash(ic->w->func, ic->hash);
   }
   if (strcmp(ic->hash, it->workload_hash) != 0)
     return tn_err_set(err, TN_EINVAL, "workload hash %s does not match its source and parameters (which hash to "

@@ -7,6 +7,7 @@
 
 #include "daemon/td.h"
 #include "ir/ir.h"
+#include "search/search.h"
 
 static const char *const strategies[] = {"evolutionary", "replay", NULL};
 static const char *const models[] = {"xgb", "random", NULL};
@@ -21,7 +22,7 @@ typedef struct submit {
   int strategy, model;
   bool baseline;
   int64_t job;          /* out */
-  char hash[17];        /* out */
+  char hash[TN_ID_SIZE]; /* out */
 } submit_t;
 
 static void submit_free(void *p) {
@@ -82,10 +83,10 @@ static void submit_work(td_req_t *req) {
   tn_err_t err = {0};
   ir_workload_t *w = NULL;
   char *params = s->overrides ? cJSON_PrintUnformatted(s->overrides) : NULL;
-  if (td_workload_parse(s->name, s->text, params, &w, &err) != 0 || ir_eval_check_work(w->func, &err) != 0) {
+  if (ir_workload_parse_stored(s->name, s->text, params, &w, &err) != 0 || ir_eval_check_work(w->func, &err) != 0) {
     td_req_error(req, TD_E_WORKLOAD, "%s", err.msg);
   } else {
-    ir_hash_hex(ir_func_hash(w->func), s->hash);
+    ir_func_hash(w->func, s->hash);
     if (store(req->srv, s, w, &err) != 0) td_req_tn_error(req, TD_E_INTERNAL, &err);
   }
   free(params);

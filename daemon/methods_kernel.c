@@ -18,7 +18,7 @@
 #include "search/search.h"
 
 typedef struct kget {
-  char hash[17];
+  char hash[TN_ID_SIZE];
   char *text;           /* workload_text, or NULL */
   char name[64];
   cJSON *overrides;
@@ -38,26 +38,13 @@ static void kget_free(void *p) {
   free(k);
 }
 
-static char *base64(const unsigned char *p, size_t n) {
-  static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  char *out = tn_xmalloc((n + 2) / 3 * 4 + 1), *o = out;
-  for (size_t i = 0; i < n; i += 3) {
-    uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
-    *o++ = tab[v >> 18 & 63];
-    *o++ = tab[v >> 12 & 63];
-    *o++ = i + 1 < n ? tab[v >> 6 & 63] : '=';
-    *o++ = i + 2 < n ? tab[v & 63] : '=';
-  }
-  *o = 0;
-  return out;
-}
 
 /* Parses the workload_text form with its overrides; a parse error answers req. */
 static ir_workload_t *parse_text(td_req_t *req, kget_t *k) {
   tn_err_t err = {0};
   ir_workload_t *w = NULL;
   char *params = k->overrides ? cJSON_PrintUnformatted(k->overrides) : NULL;
-  int rc = td_workload_parse(k->name, k->text, params, &w, &err);
+  int rc = ir_workload_parse_stored(k->name, k->text, params, &w, &err);
   free(params);
   if (rc) td_req_error(req, TD_E_WORKLOAD, "%s", err.msg);
   return w;
@@ -67,7 +54,7 @@ static ir_workload_t *parse_text(td_req_t *req, kget_t *k) {
 static int hash_of_text(td_req_t *req, kget_t *k) {
   ir_workload_t *w = parse_text(req, k);
   if (!w) return -1;
-  ir_hash_hex(ir_func_hash(w->func), k->hash);
+  ir_func_hash(w->func, k->hash);
   ir_workload_free(w);
   return 0;
 }
@@ -82,6 +69,7 @@ static int lookup(td_req_t *req, kget_t *k, db_workload_t *w, db_record_t *best)
   /* a read-only connection: an import holding the writers' lock cannot delay it */
   db_t *db = td_rdb_acquire(srv, &err);
   if (!db) return td_req_tn_error(req, TD_E_INTERNAL, &err), -1;
+  if (td_hash_resolve(req, db, k->hash)) return td_rdb_release(srv, db), -1;
   int rc = db_workload_get(db, k->hash, w, k->arena, &err);
   if (!rc) rc = db_best(db, k->hash, k->target.t.name, 1, &rs, &err);
   td_rdb_release(srv, db);
@@ -109,74 +97,17 @@ static int lookup(td_req_t *req, kget_t *k, db_workload_t *w, db_record_t *best)
 /* Replays the trace on workload f the way the tuner does (the
  * postprocessors run, and verify, again) and lowers it. */
 static int replay(kget_t *k, const ir_func_t *f, const char *trace, cg_module_t **mod, tn_err_t *err) {
-  sch_trace_t *tr = NULL;
-  int rc = sch_trace_from_json(trace, strlen(trace), &tr, err);
-  if (!rc) rc = srch_lower(f, &k->target.t, tr, 1, k->entry, mod, NULL, err);
-  sch_trace_free(tr);
-  return rc;
-}
-
-/* The same on the stored workload; an error answers req. */
-static int lower(td_req_t *req, kget_t *k, const db_workload_t *w, const char *trace, cg_module_t **mod) {
-  tn_err_t err = {0};
-  ir_workload_t *wl = NULL;
-  int rc = td_workload_parse(w->name, w->source, w->params, &wl, &err);
-  if (!rc) rc = replay(k, wl->func, trace, mod, &err);
-  if (rc) td_req_error(req, TD_E_INTERNAL, "replaying the best record of %s: %s", k->hash, err.msg);
-  ir_workload_free(wl);
-  return rc ? -1 : 0;
-}
-
-/* NVRTC runs in a build process of its own (killed past this): the record
- * may be an imported one, whose kernel was never compiled here, and a
- * runaway compile must cost this request, not the daemon. */
-#define KERNEL_BUILD_TIMEOUT_S 30.0
-
-static int add_cuda_binary(td_req_t *req, kget_t *k, const cg_module_t *mod, cJSON *o) {
-  ms_cuda_output_t co = {0};
-  tn_err_t err = {0};
-  ms_build_proc_t *p = NULL;
-  int rc = ms_build_proc_new(NULL, NULL, &p, &err);
-  const char *arch = ms_cuda_arch(&k->target.t, mod->sm90a);
-  if (rc == TN_OK) rc = ms_nvrtc_compile(p, mod->source, arch, KERNEL_BUILD_TIMEOUT_S, &co, &err);
-  ms_build_proc_free(p);
-  if (rc != TN_OK) {
-    ms_cuda_output_free(&co);
-    return td_req_error(req, TD_E_INTERNAL, "compiling the kernel for %s: %s", arch, err.msg), -1;
-  }
-  cJSON_AddStringToObject(o, "ptx", co.ptx ? co.ptx : "");
-  char *b64 = base64(co.cubin, co.cubin_size);
-  cJSON_AddStringToObject(o, "cubin_base64", b64);
-  cJSON_AddStringToObject(o, "nvrtc", co.version);
-  free(b64);
-  ms_cuda_output_free(&co);
-  return 0;
+  return srch_kernel_lower(f, &k->target.t, trace, k->entry, mod, err);
 }
 
 /* kernel.get's answer for module mod lowered from record rec of workload
  * (hash, name, flops); NULL after answering req with an error. */
 static cJSON *kernel_reply(td_req_t *req, kget_t *k, const cg_module_t *mod, const db_record_t *rec,
                            const char *name, double flops) {
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "record", (double)rec->id);
-  cJSON_AddStringToObject(o, "workload", k->hash);
-  cJSON_AddStringToObject(o, "name", name ? name : "");
-  cJSON_AddStringToObject(o, "target", k->target.t.name);
-  td_json_num(o, "median_secs", rec->median_secs);
-  td_json_num(o, "gflops", flops > 0 && rec->median_secs > 0 ? flops / rec->median_secs * 1e-9 : 0);
-  td_json_num(o, "flops", flops);
-  cJSON_AddStringToObject(o, "language", cg_target_name(mod->target));
-  cJSON_AddStringToObject(o, "entry", mod->entry);
-  cJSON_AddStringToObject(o, "source", mod->source);
-  char *launch = cg_module_launch_json(mod);
-  cJSON_AddItemToObject(o, "launch", td_json_embed(launch));
-  free(launch);
-  if (rec->compiler) cJSON_AddStringToObject(o, "compiler", rec->compiler);
-  cJSON_AddItemToObject(o, "trace", td_json_embed(rec->trace));
-  if (k->target.t.kind == TN_TARGET_CUDA && add_cuda_binary(req, k, mod, o)) {
-    cJSON_Delete(o);
-    return NULL;
-  }
+  cJSON *o = NULL;
+  tn_err_t err = {0};
+  if (srch_kernel_json(mod, &k->target.t, k->hash, rec, name, flops, &o, &err))
+    td_req_error(req, TD_E_INTERNAL, "%s", err.msg);
   return o;
 }
 
@@ -191,10 +122,18 @@ static void kernel_work(td_req_t *req) {
   if (rc > 0) nearest(req, k, &w);
   if (rc) return;
   if (!k->entry[0]) snprintf(k->entry, sizeof k->entry, "%s", cg_entry_for(w.name));
-  cg_module_t *mod = NULL;
-  if (lower(req, k, &w, best.trace, &mod)) return;
-  k->out = kernel_reply(req, k, mod, &best, w.name, w.flops);
-  cg_module_free(mod);
+  tn_err_t err = {0};
+  ir_workload_t *wl = NULL;
+  db_t *db = td_rdb_acquire(req->srv, &err); /* for the unscheduled program's time */
+  if (!db) {
+    td_req_tn_error(req, TD_E_INTERNAL, &err);
+    return;
+  }
+  rc = ir_workload_parse_stored(w.name, w.source, w.params, &wl, &err);
+  if (!rc) rc = srch_kernel_serve(db, wl, k->hash, &k->target.t, &best, k->entry, &k->out, &err);
+  td_rdb_release(req->srv, db);
+  if (rc) td_req_error(req, TD_E_INTERNAL, "%s", err.msg);
+  ir_workload_free(wl);
 }
 
 /* ---- the nearest-shape fallback ------------------------------------------------ */
@@ -298,6 +237,20 @@ static int reverify(const kget_t *k, const ir_func_t *f, cg_module_t *mod, fb_ct
   return ok ? 0 : -1;
 }
 
+/* The unscheduled program's median time on workload f (0 when it cannot
+ * be measured within the fallback's time). */
+static double unscheduled_secs(kget_t *k, const ir_func_t *f, fb_ctx_t *ctx) {
+  cg_module_t *mod = NULL;
+  tn_err_t err = {0};
+  tn_buf_t why;
+  tn_buf_init(&why);
+  double secs = 0;
+  if (replay(k, f, NULL, &mod, &err) == 0 && reverify(k, f, mod, ctx, &secs, &why) != 0) secs = 0;
+  cg_module_free(mod);
+  tn_buf_free(&why);
+  return secs;
+}
+
 /* No verified record for the requested shape: the nearest shape of the same
  * workload text whose best record replays on the requested shape and
  * verifies there is served, re-measured, marked as a fallback. */
@@ -305,7 +258,7 @@ static void nearest(td_req_t *req, kget_t *k, const db_workload_t *w) {
   tn_err_t err = {0};
   ir_workload_t *want = NULL;
   if (k->text) want = parse_text(req, k);
-  else if (td_workload_parse(w->name, w->source, w->params, &want, &err))
+  else if (ir_workload_parse_stored(w->name, w->source, w->params, &want, &err))
     td_req_error(req, TD_E_INTERNAL, "workload %s: %s", k->hash, err.msg);
   if (!want) return;
   const char *text = k->text ? k->text : w->source;
@@ -339,6 +292,12 @@ static void nearest(td_req_t *req, kget_t *k, const db_workload_t *w) {
         cJSON_AddNumberToObject(f, "record", (double)kin[i].best.id);
         td_json_num(f, "median_secs", kin[i].best.median_secs);
         cJSON_AddBoolToObject(f, "verified", true);
+        /* the exact shape's baseline: whether the fallback beats doing nothing */
+        double base = unscheduled_secs(k, want->func, &ctx);
+        if (base > 0) {
+          td_json_num(f, "unscheduled_median_secs", base);
+          cJSON_AddBoolToObject(f, "slower_than_unscheduled", secs > base);
+        }
       }
       k->out = o;
     }
@@ -399,7 +358,7 @@ static void check_work(td_req_t *req) {
   ir_workload_t *w = parse_text(req, k);
   if (!w) return;
   const ir_func_t *f = w->func;
-  ir_hash_hex(ir_func_hash(f), k->hash);
+  ir_func_hash(f, k->hash);
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "workload", k->hash);
   cJSON_AddStringToObject(o, "name", k->name);

@@ -253,20 +253,30 @@ int td_param_enum(td_req_t *req, const char *name, const char *const *values, in
   return -1;
 }
 
-int td_param_hash(td_req_t *req, const char *name, bool required, char out[17]) {
+int td_param_hash(td_req_t *req, const char *name, bool required, char out[TN_ID_SIZE]) {
   const cJSON *j = param(req, name);
   out[0] = 0;
-  static const char rule[] = "must be a workload hash: 16 lower-case hex digits (see `tunectl check`)";
+  static const char rule[] = "must be a workload hash: 64 lower-case hex digits, or its first 32 or more "
+                             "(see `tunectl check`)";
   if (!j || cJSON_IsNull(j)) return required ? bad(req, name, rule, NULL) : 0;
   if (!cJSON_IsString(j)) return bad(req, name, rule, j);
   const char *s = j->valuestring;
-  bool ok = strlen(s) == 16;
-  for (int i = 0; ok && i < 16; i++) ok = (s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f');
-  if (!ok) {
-    td_req_error(req, TD_E_PARAMS, "invalid param \"%s\": %s, got \"%.40s\"", name, rule, s);
+  if (!tn_id_prefix_valid(s)) {
+    td_req_error(req, TD_E_PARAMS, "invalid param \"%s\": %s, got \"%.80s\"", name, rule, s);
     return -1;
   }
-  memcpy(out, s, 17);
+  snprintf(out, TN_ID_SIZE, "%s", s);
+  return 0;
+}
+
+int td_hash_resolve(td_req_t *req, db_t *db, char hash[TN_ID_SIZE]) {
+  if (!hash[0] || strlen(hash) == TN_ID_HEX) return 0;
+  char whole[TN_ID_SIZE];
+  bool found = false;
+  tn_err_t err = {0};
+  int rc = db_workload_resolve(db, hash, whole, &found, &err);
+  if (rc) return td_req_tn_error(req, rc == TN_ESTATE ? TD_E_PARAMS : TD_E_INTERNAL, &err), -1;
+  if (found) memcpy(hash, whole, TN_ID_SIZE);
   return 0;
 }
 

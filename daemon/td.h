@@ -277,7 +277,14 @@ int td_param_int(td_req_t *req, const char *name, bool required, int64_t dflt, i
 int td_param_num(td_req_t *req, const char *name, double dflt, double min, double max, double *out);
 int td_param_bool(td_req_t *req, const char *name, bool dflt, bool *out);
 int td_param_enum(td_req_t *req, const char *name, const char *const *values, int dflt, int *out);
-int td_param_hash(td_req_t *req, const char *name, bool required, char out[17]);
+/* A workload hash, or a prefix of one (TN_ID_SHOWN to TN_ID_HEX lower-case
+ * hex digits, as tables show them): resolve a prefix with td_hash_resolve. */
+int td_param_hash(td_req_t *req, const char *name, bool required, char out[TN_ID_SIZE]);
+/* On a worker with a connection: a prefix taken by td_param_hash becomes the
+ * whole hash of the one workload that has it (unchanged when none has it, so
+ * that the lookups after it find nothing, as for an unknown whole hash; ""
+ * stays "").  Two workloads with the prefix answer req with an error (-1). */
+int td_hash_resolve(td_req_t *req, db_t *db, char hash[TN_ID_SIZE]);
 /* A target name: absent -> the daemon's; must be known (else -32602) and,
  * with need_usable, one this machine can measure for (else -32003 with the
  * reason).  Queries accept any known target: records may come from another
@@ -322,10 +329,6 @@ cJSON *td_record_json(const db_record_t *r, double flops);
 void td_json_num(cJSON *obj, const char *key, double v);
 /* Parses text as JSON; a string holding the text when it is not JSON. */
 cJSON *td_json_embed(const char *text);
-/* Parses workload text as NAME.tw with the parameter values of a JSON object
- * ({"M": 64}; NULL = none); errors are the parser's FILE:LINE:COL messages. */
-int td_workload_parse(const char *name, const char *text, const char *params_json, ir_workload_t **out,
-                      tn_err_t *err);
 
 /* ---- jobs.c: the queue and the worker threads ----------------------------- */
 

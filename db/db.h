@@ -31,7 +31,7 @@
 #include "common/common.h"
 
 /* The schema version this build creates and understands. */
-#define DB_SCHEMA_VERSION 7
+#define DB_SCHEMA_VERSION 8
 
 typedef struct db db_t;
 
@@ -95,7 +95,7 @@ void db_tx_rollback(db_t *db);
 
 typedef struct db_workload {
   int64_t id;          /* out */
-  const char *hash;    /* structural hash: 16 lower-case hex digits */
+  const char *hash;    /* identity: ir_func_hash, TN_ID_HEX lower-case hex digits */
   const char *name;
   const char *source;  /* workload-language text */
   const char *params;  /* JSON object text; NULL means "{}" */
@@ -111,6 +111,12 @@ int db_workload_upsert(db_t *db, const db_workload_t *w, int64_t *id, tn_err_t *
 /* Looks a workload up by hash; unknown hash -> TN_EINVAL naming it. */
 int db_workload_get(db_t *db, const char *hash, db_workload_t *out, tn_arena_t *arena,
                     tn_err_t *err);
+/* The whole hash of the one workload whose hash starts with `prefix` (at
+ * least TN_ID_SHOWN hex digits, as tables show them; a whole hash is taken
+ * as is, whether stored or not).  A prefix that is too short or not hex is
+ * TN_EINVAL; *found = false when no workload has it; two that have it (a
+ * prefix of 128 bits: never by chance) are TN_ESTATE naming both. */
+int db_workload_resolve(db_t *db, const char *prefix, char out[TN_ID_SIZE], bool *found, tn_err_t *err);
 
 typedef struct db_workloads {
   db_workload_t *items;
@@ -168,7 +174,7 @@ typedef struct db_record {
   const char *workload_hash;  /* out (queries) */
   const char *target_name;    /* out (queries) */
   const char *trace;          /* trace JSON text, stored verbatim */
-  char trace_hash[17];        /* out: db_trace_hash(trace) */
+  char trace_hash[TN_ID_SIZE]; /* out: db_trace_hash(trace) */
   const double *run_secs;     /* every repeat, in run order */
   size_t n_runs;
   double median_secs;         /* NAN when there is no time (failed builds) */
@@ -194,8 +200,9 @@ typedef struct db_record {
  * setting the fields you know. */
 void db_record_init(db_record_t *r);
 
-/* FNV-1a 64 over the trace text, as 16 lower-case hex digits + NUL. */
-void db_trace_hash(const char *trace, char out[17]);
+/* The trace's identity: of its text in the TN_ID_TRACE domain (common.h),
+ * TN_ID_HEX lower-case hex digits + NUL. */
+void db_trace_hash(const char *trace, char out[TN_ID_SIZE]);
 /* Median of v[0..n) (mean of the middle two for even n); NAN when n == 0. */
 double db_median(const double *v, size_t n);
 

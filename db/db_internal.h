@@ -29,6 +29,9 @@ typedef struct db_driver {
   const char *engine;                /* "sqlite", "postgresql" */
   const char *begin_sql;             /* the outermost transaction's BEGIN */
   const char *const *migrations;     /* DB_SCHEMA_VERSION steps: i takes version i to i + 1 */
+  /* SQL run after step i's db_migration_fns[i] (NULL: none), for steps that
+   * compute new values in C between two halves of SQL. */
+  const char *const *migrations_after;
   int (*exec)(db_t *db, const char *sql); /* 0 or DB_ERROR; may hold several statements */
   db_st_t *(*prepare)(db_t *db, const char *sql, bool cached); /* NULL: error */
   void (*finalize)(db_st_t *st);
@@ -81,6 +84,16 @@ struct db {
 
 /* The SQLite migration steps: step i takes user_version i to i + 1. */
 extern const char *const db_migrations[DB_SCHEMA_VERSION];
+extern const char *const db_migrations_after[DB_SCHEMA_VERSION];
+
+/* A migration step's C part, the same for both engines (NULL: none): runs
+ * in the step's transaction after its SQL (migrations[i]) and before
+ * migrations_after[i]. */
+typedef int (*db_migration_fn)(db_t *db, tn_err_t *err);
+extern const db_migration_fn db_migration_fns[DB_SCHEMA_VERSION];
+/* Step 7 -> 8 (rehash.c): every workload's and trace's identity recomputed
+ * into the columns id_v8 and trace_id_v8 that its SQL added. */
+int db_rehash_v8(db_t *db, tn_err_t *err);
 
 /* Each engine's opening: the connection is set up (db->drv, db->h) but not
  * migrated.  The PostgreSQL one fails with TN_EUNSUPPORTED in a build
@@ -148,7 +161,6 @@ double db_col_opt_real(db_st_t *st, int col);
 /* Parses `text` (NULL means "{}") as a JSON object and returns it in compact
  * canonical form (malloc'ed); `what` names the field in errors. */
 int db_canon_object(const char *text, const char *what, char **out, tn_err_t *err);
-bool db_is_hex16(const char *s);
 
 /* Run times as a JSON array text (%.17g: exact round trip; malloc'ed) and
  * back (numbers only; NULL text: none). */

@@ -269,7 +269,7 @@ static int read_record_fields(const cJSON *line, db_record_t *r, tn_err_t *err) 
   if (!rc) rc = want_number(line, "", "created", true, now, &r->created, err);
   if (!rc) rc = want_number(line, "", "updated", true, r->created, &r->updated, err);
   if (rc || !hash) return rc;
-  char computed[17];
+  char computed[TN_ID_SIZE];
   db_trace_hash(r->trace, computed);
   if (strcmp(hash, computed) != 0)
     return tn_err_set(err, TN_EINVAL, "trace_hash %s does not match the trace (its hash is %s); "

@@ -153,6 +153,22 @@ static const char *const pg_migrations[DB_SCHEMA_VERSION] = {
     "  CHECK (state <> 'leased' OR (leased_by IS NOT NULL AND lease_until IS NOT NULL))"
     ");"
     "CREATE INDEX job_batches_open ON job_batches (target_id, state);",
+
+    /* 8: identities from BLAKE2b-256 (see the SQLite step) */
+    "ALTER TABLE workloads ADD COLUMN id_v8 TEXT;"
+    "ALTER TABLE records ADD COLUMN trace_id_v8 TEXT;",
+};
+
+/* After the steps' C parts: 8 makes the new identities the hashes, in place. */
+static const char *const pg_migrations_after[DB_SCHEMA_VERSION] = {
+    [7] = "ALTER TABLE workloads DROP CONSTRAINT workloads_hash_check;"
+          "ALTER TABLE records DROP CONSTRAINT records_trace_hash_check;"
+          "UPDATE workloads SET hash = id_v8;"
+          "UPDATE records SET trace_hash = trace_id_v8;"
+          "ALTER TABLE workloads DROP COLUMN id_v8;"
+          "ALTER TABLE records DROP COLUMN trace_id_v8;"
+          "ALTER TABLE workloads ADD CONSTRAINT workloads_hash_check CHECK (hash ~ '^[0-9a-f]{64}$');"
+          "ALTER TABLE records ADD CONSTRAINT records_trace_hash_check CHECK (trace_hash ~ '^[0-9a-f]{64}$');",
 };
 
 /* The schema version's table (SQLite keeps it in PRAGMA user_version). */
@@ -506,6 +522,7 @@ const db_driver_t db_pg_driver = {
     .engine = "postgresql",
     .begin_sql = "BEGIN",
     .migrations = pg_migrations,
+    .migrations_after = pg_migrations_after,
     .exec = pg_exec,
     .prepare = pg_prepare,
     .finalize = pg_finalize,

@@ -13,10 +13,10 @@
 /* ---- workloads ------------------------------------------------------------ */
 
 static int check_workload(const db_workload_t *w, tn_err_t *err) {
-  if (!db_is_hex16(w->hash))
+  if (!tn_id_valid(w->hash))
     return tn_err_set(err, TN_EINVAL,
-                      "workload hash '%s' is not a structural hash (16 lower-case hex digits)",
-                      w->hash ? w->hash : "(null)");
+                      "workload hash '%.80s' is not a structural hash (%d lower-case hex digits)",
+                      w->hash ? w->hash : "(null)", TN_ID_HEX);
   if (!w->name || !w->source)
     return tn_err_set(err, TN_EINVAL, "workload %s: a name and source text are required",
                       w->hash);
@@ -116,6 +116,43 @@ int db_workload_get(db_t *db, const char *hash, db_workload_t *out, tn_arena_t *
   else
     ret = db_fail(db, err, "reading a workload");
   db_reset(st);
+  return ret;
+}
+
+/* Hashes from the prefix up to (not including) the prefix followed by 'g':
+ * every hex string that starts with it, through the hash column's index. */
+static const char SQL_WORKLOAD_PREFIX[] =
+    "SELECT hash FROM workloads WHERE hash >= ?1 AND hash < ?2 ORDER BY hash LIMIT 2";
+
+int db_workload_resolve(db_t *db, const char *prefix, char out[TN_ID_SIZE], bool *found, tn_err_t *err) {
+  out[0] = 0;
+  *found = false;
+  if (!tn_id_prefix_valid(prefix))
+    return tn_err_set(err, TN_EINVAL, "'%.80s' is not a workload hash: %d to %d lower-case hex digits",
+                      prefix ? prefix : "(null)", TN_ID_SHOWN, TN_ID_HEX);
+  if (strlen(prefix) == TN_ID_HEX) {
+    memcpy(out, prefix, TN_ID_SIZE);
+    *found = true;
+    return 0;
+  }
+  char upper[TN_ID_SIZE + 1];
+  snprintf(upper, sizeof upper, "%sg", prefix);
+  db_st_t *st = db_stmt(db, SQL_WORKLOAD_PREFIX, err);
+  if (!st) return err ? err->code : TN_EIO;
+  db_bind_text(st, 1, prefix);
+  db_bind_text(st, 2, upper);
+  int rc = db_step(st), ret = 0;
+  if (rc == DB_ROW) {
+    snprintf(out, TN_ID_SIZE, "%s", db_col_str(st, 0));
+    *found = true;
+    rc = db_step(st);
+    if (rc == DB_ROW)
+      ret = tn_err_set(err, TN_ESTATE, "hash prefix %s names two workloads, %s and %s: give more digits", prefix,
+                       out, db_col_str(st, 0));
+  }
+  if (!ret && rc != DB_ROW && rc != DB_DONE) ret = db_fail(db, err, "looking up a workload hash prefix");
+  db_reset(st);
+  if (ret) out[0] = 0, *found = false;
   return ret;
 }
 
@@ -280,9 +317,8 @@ void db_record_init(db_record_t *r) {
   r->registers = r->shared_bytes = r->spill_bytes = -1;
 }
 
-void db_trace_hash(const char *trace, char out[17]) {
-  uint64_t h = tn_fnv1a_str(TN_FNV_INIT, trace ? trace : "");
-  snprintf(out, 17, "%016" PRIx64, h);
+void db_trace_hash(const char *trace, char out[TN_ID_SIZE]) {
+  tn_id_of(TN_ID_TRACE, trace ? trace : "", trace ? strlen(trace) : 0, out);
 }
 
 static int cmp_double(const void *a, const void *b) {

@@ -112,13 +112,6 @@ int db_canon_object(const char *text, const char *what, char **out, tn_err_t *er
   return *out ? 0 : tn_err_set(err, TN_ENOMEM, "%s: out of memory", what);
 }
 
-bool db_is_hex16(const char *s) {
-  if (!s || strlen(s) != 16) return false;
-  for (int i = 0; i < 16; i++)
-    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
-  return true;
-}
-
 /* ---- transactions -------------------------------------------------------- */
 
 int db_tx_begin(db_t *db, tn_err_t *err) {
@@ -162,7 +155,10 @@ static int migrate_step(db_t *db, int i, tn_err_t *err) {
   if (db->drv->migration_lock) rc = db->drv->migration_lock(db, err);
   if (!rc) rc = db->drv->read_version(db, &v, err);
   if (!rc && v == i) {
+    const char *after = db->drv->migrations_after[i];
     rc = db_exec(db, db->drv->migrations[i], "applying a schema migration", err);
+    if (!rc && db_migration_fns[i]) rc = db_migration_fns[i](db, err);
+    if (!rc && after) rc = db_exec(db, after, "applying a schema migration", err);
     if (!rc && db->drv->migration_check) rc = db->drv->migration_check(db, err);
     if (!rc) rc = db->drv->write_version(db, i + 1, err);
   }
@@ -172,6 +168,8 @@ static int migrate_step(db_t *db, int i, tn_err_t *err) {
   }
   return db_tx_commit(db, err);
 }
+
+const db_migration_fn db_migration_fns[DB_SCHEMA_VERSION] = {[7] = db_rehash_v8};
 
 static int too_new(int v, tn_err_t *err) {
   return tn_err_set(err, TN_EUNSUPPORTED,

@@ -187,6 +187,70 @@ const char *const db_migrations[DB_SCHEMA_VERSION] = {
     "  CHECK (state <> 'leased' OR (leased_by IS NOT NULL AND lease_until IS NOT NULL))"
     ") STRICT;"
     "CREATE INDEX job_batches_open ON job_batches (target_id, state);",
+
+    /* 8: identities from BLAKE2b-256 (64 hex digits) instead of FNV-1a 64:
+     * columns for the new ones, which rehash.c computes from every row's
+     * workload source and trace text (db_migrations_after then makes them
+     * the hashes) */
+    "ALTER TABLE workloads ADD COLUMN id_v8 TEXT;"
+    "ALTER TABLE records ADD COLUMN trace_id_v8 TEXT;",
+};
+
+/* SQL after a step's C part (db_migration_fns): step 8 rebuilds workloads
+ * and records (SQLite cannot change a CHECK) with the new identities, ids
+ * kept, as step 3 rebuilt records. */
+const char *const db_migrations_after[DB_SCHEMA_VERSION] = {
+    [7] = "CREATE TABLE workloads_v8 ("
+          "  id INTEGER PRIMARY KEY,"
+          "  hash TEXT NOT NULL UNIQUE"
+          "    CHECK (length(hash) = 64 AND hash NOT GLOB '*[^0-9a-f]*'),"
+          "  name TEXT NOT NULL,"
+          "  source TEXT NOT NULL,"
+          "  params TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(params)),"
+          "  flops REAL NOT NULL DEFAULT 0,"
+          "  bytes REAL NOT NULL DEFAULT 0,"
+          "  created REAL NOT NULL"
+          ") STRICT;"
+          "INSERT INTO workloads_v8 (id, hash, name, source, params, flops, bytes, created)"
+          "  SELECT id, id_v8, name, source, params, flops, bytes, created FROM workloads;"
+          "DROP TABLE workloads;"
+          "ALTER TABLE workloads_v8 RENAME TO workloads;"
+          "CREATE TABLE records_v8 ("
+          "  id INTEGER PRIMARY KEY,"
+          "  workload_id INTEGER NOT NULL REFERENCES workloads(id),"
+          "  target_id INTEGER NOT NULL REFERENCES targets(id),"
+          "  trace TEXT NOT NULL CHECK (json_valid(trace)),"
+          "  trace_hash TEXT NOT NULL"
+          "    CHECK (length(trace_hash) = 64 AND trace_hash NOT GLOB '*[^0-9a-f]*'),"
+          "  run_secs TEXT NOT NULL DEFAULT '[]' CHECK (json_type(run_secs) = 'array'),"
+          "  median_secs REAL,"
+          "  status TEXT NOT NULL"
+          "    CHECK (status IN ('ok','build_error','run_error','timeout','wrong_result','too_slow')),"
+          "  error TEXT,"
+          "  registers INTEGER,"
+          "  shared_bytes INTEGER,"
+          "  spill_bytes INTEGER,"
+          "  compiler TEXT,"
+          "  toolkit_version TEXT,"
+          "  arch TEXT,"
+          "  verified INTEGER NOT NULL DEFAULT 0 CHECK (verified IN (0, 1)),"
+          "  created REAL NOT NULL,"
+          "  updated REAL NOT NULL,"
+          "  cupti_median_secs REAL CHECK (cupti_median_secs IS NULL OR cupti_median_secs >= 0),"
+          "  times_disagree INTEGER NOT NULL DEFAULT 0 CHECK (times_disagree IN (0, 1)),"
+          "  UNIQUE (workload_id, target_id, trace_hash),"
+          "  CHECK (verified = 0 OR status = 'ok'),"
+          "  CHECK (status <> 'ok' OR median_secs IS NOT NULL)"
+          ") STRICT;"
+          "INSERT INTO records_v8 (id, workload_id, target_id, trace, trace_hash, run_secs, median_secs, status,"
+          "  error, registers, shared_bytes, spill_bytes, compiler, toolkit_version, arch, verified, created,"
+          "  updated, cupti_median_secs, times_disagree)"
+          "  SELECT id, workload_id, target_id, trace, trace_id_v8, run_secs, median_secs, status, error,"
+          "  registers, shared_bytes, spill_bytes, compiler, toolkit_version, arch, verified, created, updated,"
+          "  cupti_median_secs, times_disagree FROM records;"
+          "DROP TABLE records;"
+          "ALTER TABLE records_v8 RENAME TO records;"
+          "CREATE INDEX records_best ON records (workload_id, target_id, verified, median_secs);",
 };
 
 
@@ -334,6 +398,7 @@ const db_driver_t db_sqlite_driver = {
      * timeout), so a transaction never fails half-way on a lock upgrade. */
     .begin_sql = "BEGIN IMMEDIATE",
     .migrations = db_migrations,
+    .migrations_after = db_migrations_after,
     .exec = sq_exec,
     .prepare = sq_prepare,
     .finalize = sq_finalize,

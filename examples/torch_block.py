@@ -9,7 +9,8 @@ each tuned op and of the whole block against eager PyTorch.
     PYTHONPATH=python python3 examples/torch_block.py --trials 64
 
 Options: --socket PATH, --tokens T (64), --dim D (128), --trials N (32),
---repeat R (timing repetitions, 50)."""
+--repeat R (timing repetitions, 50), --min-speedup X (1.0: a kernel is used
+only where it beat torch on the same inputs; 0: wherever it is right)."""
 
 import argparse
 import math
@@ -48,6 +49,8 @@ def main():
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--trials", type=int, default=32, help="tuning trials per op")
     ap.add_argument("--repeat", type=int, default=50, help="timing repetitions (the median is printed)")
+    ap.add_argument("--min-speedup", type=float, default=1.0,
+                    help="a kernel replaces torch only when this much faster on the same inputs (0: whenever right)")
     a = ap.parse_args()
 
     torch.manual_seed(0)
@@ -57,7 +60,7 @@ def main():
     for t in plan.tasks:
         print(f"  {t.name}: {t.kind}{''.join(' + ' + e for e in t.epilogue)} {t.params}")
     try:
-        fast = tuned.torch.optimize(model, (x,), trials=a.trials, socket=a.socket)
+        fast = tuned.torch.optimize(model, (x,), trials=a.trials, socket=a.socket, min_speedup=a.min_speedup)
     except tuned.ConnectError as e:
         sys.exit(f"torch_block: {e}\ntorch_block: start the daemon first, e.g. `tuned --target cpu &`")
     print(fast.tuned_report)

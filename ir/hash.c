@@ -1,8 +1,10 @@
-/* hash.c — structural hash of a function: FNV-1a 64 over a canonical byte
- * stream, so equal programs get equal keys on every machine and run. */
+/* hash.c — structural hash of a function: its identity (BLAKE2b-256 in
+ * the TN_ID_WORKLOAD domain, common/ident.c) over a canonical byte stream,
+ * so equal programs get equal identities on every machine and run and
+ * nobody can make two programs share one.  The same stream through FNV-1a
+ * 64 gives the hash older versions stored (the migration's check). */
 #include "ir.h"
 
-#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +28,11 @@ typedef struct numbering {
   int nids;
 } numbering_t;
 
+/* The stream goes to the identity, or (fnv) to the old 64-bit hash. */
 typedef struct hasher {
+  bool fnv;
   uint64_t h;
+  tn_id_ctx_t id;
   numbering_t vars, bufs;
 } hasher_t;
 
@@ -64,12 +69,25 @@ static int numbering_get(numbering_t *m, const void *obj, int id, bool *fresh) {
 
 /* ---- primitive feeds --------------------------------------------------- */
 
-static void put_u64(hasher_t *hs, uint64_t v) { hs->h = tn_fnv1a_u64(hs->h, v); }
+static void put_bytes(hasher_t *hs, const void *p, size_t n) {
+  if (hs->fnv)
+    hs->h = tn_fnv1a(hs->h, p, n);
+  else
+    tn_id_update(&hs->id, p, n);
+}
+
+/* 8 little-endian bytes, on every machine */
+static void put_u64(hasher_t *hs, uint64_t v) {
+  unsigned char b[8];
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+  put_bytes(hs, b, sizeof b);
+}
 static void put_i64(hasher_t *hs, int64_t v) { put_u64(hs, (uint64_t)v); }
 
+/* the bytes and the NUL: "ab"+"c" differs from "a"+"bc" */
 static void put_str(hasher_t *hs, const char *s) {
   put_u64(hs, s != NULL);
-  if (s) hs->h = tn_fnv1a_str(hs->h, s);
+  if (s) put_bytes(hs, s, strlen(s) + 1);
 }
 
 /* IEEE bits, with -0.0 as 0.0 and every NaN as the quiet NaN. */
@@ -241,18 +259,27 @@ static void put_stmt(hasher_t *hs, const ir_stmt_t *s) {
   }
 }
 
-uint64_t ir_func_hash(const ir_func_t *f) {
-  hasher_t hs = {.h = TN_FNV_INIT};
-  numbering_init(&hs.vars, f->next_var_id);
-  numbering_init(&hs.bufs, f->next_buf_id);
-  put_u64(&hs, TAG_FUNC);
-  put_str(&hs, f->name);
-  put_i64(&hs, f->nparams);
-  for (int i = 0; i < f->nparams; i++) put_buf(&hs, f->params[i]);
-  put_stmt(&hs, f->root);
-  numbering_free(&hs.vars);
-  numbering_free(&hs.bufs);
-  return hs.h;
+static void put_func(hasher_t *hs, const ir_func_t *f) {
+  numbering_init(&hs->vars, f->next_var_id);
+  numbering_init(&hs->bufs, f->next_buf_id);
+  put_u64(hs, TAG_FUNC);
+  put_str(hs, f->name);
+  put_i64(hs, f->nparams);
+  for (int i = 0; i < f->nparams; i++) put_buf(hs, f->params[i]);
+  put_stmt(hs, f->root);
+  numbering_free(&hs->vars);
+  numbering_free(&hs->bufs);
 }
 
-void ir_hash_hex(uint64_t h, char out[17]) { snprintf(out, 17, "%016" PRIx64, h); }
+void ir_func_hash(const ir_func_t *f, char out[TN_ID_SIZE]) {
+  hasher_t hs = {.fnv = false};
+  tn_id_init(&hs.id, TN_ID_WORKLOAD);
+  put_func(&hs, f);
+  tn_id_final(&hs.id, out);
+}
+
+uint64_t ir_func_hash_fnv(const ir_func_t *f) {
+  hasher_t hs = {.fnv = true, .h = TN_FNV_INIT};
+  put_func(&hs, f);
+  return hs.h;
+}

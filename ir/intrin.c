@@ -11,24 +11,46 @@
 /* ---- the registry ---------------------------------------------------------- */
 
 /* C[MR, NR] += A[MR, K] B[K, NR]: the outer product over vector registers that
- * BLIS-style micro-kernels are built from.  K is free: the call runs the whole
- * inner reduction with the accumulators in registers. */
+ * BLIS-style micro-kernels are built from.  The reduction is a nest of up to
+ * four levels (k3 k2 k1 k, outermost first), each free (its extent given at
+ * run time) and each with its own strides in A and B: a matmul uses k alone,
+ * a convolution read in place its filter window and channels (rh rw rc), so
+ * the call runs the whole inner reduction with the accumulators in
+ * registers whatever the operands' layout.  Only C and B must be contiguous
+ * along j. */
 #define MM_DESC(MR, NR)                                                                                  \
-  "# C[MR, NR] += A[MR, K] * B[K, NR], K given at run time\n"                                          \
-  "param MR = " #MR ", NR = " #NR ", K = 4\n"                                                           \
-  "input A: float32[MR, K]\n"                                                                           \
-  "input B: float32[K, NR]\n"                                                                           \
-  "output C: float32[MR, NR]\n"                                                                         \
-  "C[i, j] = sum(k < K: A[i, k] * B[k, j])\n"
+  "# C[MR, NR] += A[MR, K] * B[K, NR], the reduction a nest of up to 4 levels given at run time\n"     \
+  "param MR = " #MR ", NR = " #NR ", K3 = 1, K2 = 1, K1 = 1, K = 4\n"                                  \
+  "input A: float32[MR, K3, K2, K1, K]\n"                                                              \
+  "input B: float32[K3, K2, K1, K, NR]\n"                                                              \
+  "output C: float32[MR, NR]\n"                                                                        \
+  "C[i, j] = sum(k3 < K3, k2 < K2, k1 < K1, k < K: A[i, k3, k2, k1, k] * B[k3, k2, k1, k, j])\n"
 
 #define MM_AVX2(MR, NR)                                                                                  \
   {"f32_fma_" #MR "x" #NR "_avx2",                                                                      \
    "float32 C[" #MR "x" #NR "] += A[" #MR "xK] B[Kx" #NR "], accumulators in ymm registers (AVX2+FMA)",  \
-   MM_DESC(MR, NR), "k", "C.j B.j", "avx2 fma", MR, NR, 8, IR_INTRIN_CPU_MM, 0, 0, 0, 0, IR_FLOAT32}
+   MM_DESC(MR, NR), "k3 k2 k1 k", "C.j B.j", "avx2 fma", MR, NR, 8, IR_INTRIN_CPU_MM, 0, 0, 0, 0, IR_FLOAT32}
 #define MM_AVX512(MR, NR)                                                                                \
   {"f32_fma_" #MR "x" #NR "_avx512",                                                                    \
    "float32 C[" #MR "x" #NR "] += A[" #MR "xK] B[Kx" #NR "], accumulators in zmm registers (AVX-512F)",  \
-   MM_DESC(MR, NR), "k", "C.j B.j", "avx512f", MR, NR, 16, IR_INTRIN_CPU_MM, 0, 0, 0, 0, IR_FLOAT32}
+   MM_DESC(MR, NR), "k3 k2 k1 k", "C.j B.j", "avx512f", MR, NR, 16, IR_INTRIN_CPU_MM, 0, 0, 0, 0, IR_FLOAT32}
+
+/* C[MR, NR] += A[MR, K.., NR] B[K.., NR] elementwise along j: a depthwise
+ * convolution's output pixels (i) times channels (j), its window (k levels)
+ * inside.  Every operand is contiguous along j; A is loaded as vectors, not
+ * broadcast: one load per FMA. */
+#define DW_DESC(MR, NR)                                                                                  \
+  "# C[MR, NR] += A[MR, K, NR] * B[K, NR] elementwise along NR, the reduction up to 4 levels\n"         \
+  "param MR = " #MR ", NR = " #NR ", K3 = 1, K2 = 1, K1 = 1, K = 4\n"                                  \
+  "input A: float32[MR, K3, K2, K1, K, NR]\n"                                                          \
+  "input B: float32[K3, K2, K1, K, NR]\n"                                                              \
+  "output C: float32[MR, NR]\n"                                                                        \
+  "C[i, j] = sum(k3 < K3, k2 < K2, k1 < K1, k < K: A[i, k3, k2, k1, k, j] * B[k3, k2, k1, k, j])\n"
+#define DW(MR, NR, ISA, LANES, FEAT)                                                                     \
+  {"f32_dw_" #MR "x" #NR "_" #ISA,                                                                      \
+   "float32 C[" #MR "x" #NR "] += A[" #MR "xKx" #NR "] * B[Kx" #NR "] elementwise along " #NR           \
+   " (depthwise), accumulators in vector registers (" #ISA ")",                                          \
+   DW_DESC(MR, NR), "k3 k2 k1 k", "C.j B.j A.j", FEAT, MR, NR, LANES, IR_INTRIN_CPU_DW, 0, 0, 0, 0, IR_FLOAT32}
 
 /* AVX-512 has 32 zmm registers: MR * NR / 16 accumulators plus NR / 16 for
  * a row of B (the broadcast of A is an operand of the FMA).  AVX2 has 16 ymm
@@ -63,6 +85,13 @@ static const ir_intrin_t registry[] = {
     MM_AVX2(4, 16),
     MM_AVX2(8, 8),
     MM_AVX2(2, 32),
+    /* depthwise: MR x NR / lanes accumulators, a row of B, one A vector at a time */
+    DW(8, 32, avx512, 16, "avx512f"),
+    DW(4, 64, avx512, 16, "avx512f"),
+    DW(8, 16, avx512, 16, "avx512f"),
+    DW(6, 16, avx2, 8, "avx2 fma"),
+    DW(12, 8, avx2, 8, "avx2 fma"),
+    DW(6, 8, avx2, 8, "avx2 fma"),
     WMMA_MMA("wmma_f16_f32_16x16x16", float16, "float32", 16, 70, IR_FLOAT16, "float16 inputs"),
     WMMA_MMA("wmma_bf16_f32_16x16x16", bfloat16, "float32", 16, 80, IR_BFLOAT16, "bfloat16 inputs"),
     WMMA_MMA("wmma_tf32_f32_16x16x8", float32, "", 8, 80, IR_FLOAT32, "float32 inputs rounded to tf32"),
@@ -101,7 +130,9 @@ static bool host_has(const char *feat) {
   return false;
 }
 
-bool ir_intrin_is_wmma(const ir_intrin_t *in) { return in->kind != IR_INTRIN_CPU_MM; }
+bool ir_intrin_is_cpu(const ir_intrin_t *in) { return in->kind == IR_INTRIN_CPU_MM || in->kind == IR_INTRIN_CPU_DW; }
+
+bool ir_intrin_is_wmma(const ir_intrin_t *in) { return !ir_intrin_is_cpu(in); }
 
 bool ir_intrin_host_supports(const ir_intrin_t *in) {
   if (ir_intrin_is_wmma(in)) return false;
@@ -139,6 +170,12 @@ typedef struct binding {
   int n;                  /* description buffer ids 0 .. n */
   ir_buffer_t **to;
   ir_expr_t *const **didx, *const **aidx;
+  bool swap;              /* commutative operators: try the other order first */
+  bool in_mul;            /* matching a product's factors */
+  /* A factor select(gate, X, 0.0) matched as X: the product is zero where
+   * gate fails, so the call may skip those points (gate must not vary
+   * inside the tile: match_predicate makes it the call's guard). */
+  const ir_expr_t *gate;
 } binding_t;
 
 static bool idx_equal(ir_expr_t *const *a, ir_expr_t *const *b, int n) {
@@ -170,20 +207,40 @@ static bool match_expr(binding_t *bd, const ir_expr_t *d, const ir_expr_t *a);
 
 /* Commutative operators match either way round. */
 static bool match_commuted(binding_t *bd, const ir_expr_t *d, const ir_expr_t *a) {
-  binding_t saved = {bd->n, NULL, NULL, NULL};
+  binding_t saved = {bd->n, NULL, NULL, NULL, false, false, NULL};
   ir_buffer_t *to[IR_INTRIN_MAX_OPERANDS * 4];
   ir_expr_t *const *di[IR_INTRIN_MAX_OPERANDS * 4], *const *ai[IR_INTRIN_MAX_OPERANDS * 4];
   if (bd->n > (int)(sizeof to / sizeof to[0])) return false;
   saved.to = to, saved.didx = di, saved.aidx = ai;
   bind_save(bd, &saved);
-  if (match_expr(bd, d->u.bin.a, a->u.bin.a) && match_expr(bd, d->u.bin.b, a->u.bin.b)) return true;
-  bind_save(&saved, bd);
-  if (match_expr(bd, d->u.bin.a, a->u.bin.b) && match_expr(bd, d->u.bin.b, a->u.bin.a)) return true;
-  bind_save(&saved, bd);
+  const ir_expr_t *gate = bd->gate;
+  bool in_mul = bd->in_mul;
+  bd->in_mul = d->kind == IR_E_MUL;
+  for (int order = 0; order < 2; order++) {
+    bool swap = (order == 0) == bd->swap;
+    const ir_expr_t *x = swap ? a->u.bin.b : a->u.bin.a, *y = swap ? a->u.bin.a : a->u.bin.b;
+    if (match_expr(bd, d->u.bin.a, x) && match_expr(bd, d->u.bin.b, y)) {
+      bd->in_mul = in_mul;
+      return true;
+    }
+    bind_save(&saved, bd);
+    bd->gate = gate;
+  }
+  bd->in_mul = in_mul;
   return false;
 }
 
+/* Whether e is the float constant 0. */
+static bool is_zero(const ir_expr_t *e) { return e->kind == IR_E_FLOAT && e->u.fval == 0.0; }
+
 static bool match_expr(binding_t *bd, const ir_expr_t *d, const ir_expr_t *a) {
+  if (d && a && d->kind == IR_E_LOAD && a->kind == IR_E_SELECT && bd->in_mul && !bd->gate && is_zero(a->u.sel.f) &&
+      a->u.sel.t->kind == IR_E_LOAD) {
+    bd->gate = a->u.sel.cond;
+    if (match_expr(bd, d, a->u.sel.t)) return true;
+    bd->gate = NULL;
+    return false;
+  }
   if (!d || !a || d->kind != a->kind || d->dtype != a->dtype) return false;
   switch (d->kind) {
   case IR_E_INT: return d->u.ival == a->u.ival;
@@ -300,28 +357,32 @@ static int predicate_count(ir_func_t *f, ir_expr_t *p, const ir_var_t *x, int64_
 }
 
 /* The operand access's element offset, as a coefficient per inner loop
- * (and, where dimcoef is not NULL, each index's: dimcoef[d * ns->n + l]). */
+ * (and, where dimcoef is not NULL, each index's: dimcoef[d * ns->n + l],
+ * *dims_ok false where some index is not affine alone).
+ * The offset is taken whole (the indices times the row strides, simplified
+ * over the loops' ranges): loops fused across two dimensions (a filter's
+ * rw and rc as one loop f: (x + f / C) * C + f % C) have a stride there
+ * that neither index has alone. */
 static int access_strides(const ir_intrin_operand_t *op, const ir_block_t *inner, const nest_t *ns,
-                          int64_t *coef, int64_t *dimcoef, ir_func_t *f) {
+                          const ir_bounds_t *bounds, int64_t *coef, int64_t *dimcoef, bool *dims_ok, ir_func_t *f) {
   int64_t rs[IR_MAX_DIMS];
   row_strides(op->buf, rs);
   ir_var_t **from = tn_xmalloc(sizeof from[0] * (size_t)(inner->niters + 1));
   ir_expr_t **to = tn_xmalloc(sizeof to[0] * (size_t)(inner->niters + 1));
   for (int i = 0; i < inner->niters; i++) from[i] = inner->iters[i].var, to[i] = inner->iters[i].binding;
   int rc = TN_OK;
-  for (int l = 0; l < ns->n; l++) coef[l] = 0;
-  for (int d = 0; d < op->buf->ndim && rc == TN_OK; d++) {
+  ir_expr_t *flat = ir_int(f, 0);
+  if (dims_ok) *dims_ok = true;
+  for (int d = 0; d < op->buf->ndim; d++) {
     ir_expr_t *e = ir_expr_subst(f, op->idx[d], from, to, inner->niters);
-    for (int l = 0; l < ns->n; l++) {
-      int64_t c = 0;
-      if (!ir_affine_coef_of(e, ns->loops[l]->var, IR_AFFINE_ATOMS | IR_AFFINE_CASTS, &c)) {
-        rc = TN_EINVAL;
-        break;
-      }
-      coef[l] += c * rs[d];
-      if (dimcoef) dimcoef[d * ns->n + l] = c;
-    }
+    flat = ir_bin(f, IR_E_ADD, flat, ir_bin(f, IR_E_MUL, e, ir_int(f, rs[d])));
+    for (int l = 0; l < ns->n && dimcoef; l++)
+      if (!ir_affine_coef_of(e, ns->loops[l]->var, IR_AFFINE_ATOMS | IR_AFFINE_CASTS, &dimcoef[d * ns->n + l]))
+        *dims_ok = false;
   }
+  flat = ir_simplify(f, flat, bounds);
+  for (int l = 0; l < ns->n && rc == TN_OK; l++)
+    if (!ir_affine_coef_of(flat, ns->loops[l]->var, IR_AFFINE_ATOMS | IR_AFFINE_CASTS, &coef[l])) rc = TN_EINVAL;
   free(from);
   free(to);
   return rc;
@@ -336,32 +397,43 @@ static int span_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Whether the spans (a stride and an extent each) reach distinct offsets:
+ * each stride past what the smaller ones reach together. */
+static bool spans_distinct(span_t *sp, int n) {
+  qsort(sp, (size_t)n, sizeof sp[0], span_cmp);
+  int64_t reach = 0; /* largest value reached by the smaller coefficients */
+  for (int i = 0; i < n; i++) {
+    if (sp[i].stride <= reach) return false;
+    reach += sp[i].stride * (sp[i].extent - 1);
+  }
+  return true;
+}
+
 /* Distinct points of the output's iterators land on distinct elements:
  * each iterator moves one index, and the iterators of one index do not
  * overlap (index by index, as the indices of the elements that run are in
- * range: a tail past the buffer's edge is masked by the predicate). */
-static bool injective(ir_func_t *f, const ir_intrin_match_t *m, const ir_intrin_operand_t *op, const nest_t *ns) {
+ * range: a tail past the buffer's edge is masked by the predicate); where
+ * an index is not affine alone (a fused iterator's f / W and f % W), the
+ * offset's strides as a whole. */
+static bool injective(ir_func_t *f, const ir_intrin_match_t *m, const ir_intrin_operand_t *op, const nest_t *ns,
+                      const ir_bounds_t *bounds) {
   int64_t *dc = tn_xcalloc((size_t)(op->buf->ndim * ns->n + 1), sizeof *dc), *flat = tn_xmalloc(sizeof *flat * (size_t)(ns->n + 1));
-  bool ok = access_strides(op, m->inner, ns, flat, dc, f) == TN_OK;
-  for (int d = 0; d < op->buf->ndim && ok; d++) {
+  bool dims_ok, ok = access_strides(op, m->inner, ns, bounds, flat, dc, &dims_ok, f) == TN_OK;
+  int ndims = dims_ok ? op->buf->ndim : 1;
+  for (int d = 0; d < ndims && ok; d++) {
     span_t sp[IR_INTRIN_MAX_ITERS];
     int n = 0;
     for (int t = 0; t < m->niters && ok; t++) {
       if (!m->loop[t] || m->extent[t] <= 1) continue;
       int l = 0;
       while (ns->loops[l] != m->loop[t]) l++;
-      int64_t c = dc[d * ns->n + l];
+      int64_t c = dims_ok ? dc[d * ns->n + l] : flat[l];
       if (!c) continue;
-      for (int e = 0; e < op->buf->ndim && ok; e++) ok = e == d || !dc[e * ns->n + l]; /* one index only */
+      for (int e = 0; e < op->buf->ndim && ok && dims_ok; e++) ok = e == d || !dc[e * ns->n + l]; /* one index only */
       if (c < 0) ok = false;
       sp[n++] = (span_t){c, m->extent[t]};
     }
-    qsort(sp, (size_t)n, sizeof sp[0], span_cmp);
-    int64_t reach = 0; /* largest value reached by the smaller coefficients */
-    for (int i = 0; i < n && ok; i++) {
-      ok = sp[i].stride > reach;
-      reach += sp[i].stride * (sp[i].extent - 1);
-    }
+    ok = ok && spans_distinct(sp, n);
   }
   free(dc);
   free(flat);
@@ -377,6 +449,7 @@ typedef struct mstate {
   ir_expr_t **conj;
   int nconj, capconj;
   ir_bounds_t bounds;
+  const ir_expr_t *gate; /* binding_t's: the condition of a factor matched through a select */
 } mstate_t;
 
 /* The description's last line (its statement), for messages. */
@@ -391,7 +464,7 @@ static const char *desc_statement(const char *desc) {
 }
 
 static int match_body(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in, ir_intrin_match_t *m,
-                      mstate_t *st, tn_err_t *err) {
+                      mstate_t *st, bool swap, tn_err_t *err) {
   (void)f;
   const ir_func_t *df = st->desc->func;
   ir_block_t **dblocks = NULL;
@@ -402,12 +475,14 @@ static int match_body(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *
       df->next_buf_id > (int)(sizeof st->to / sizeof st->to[0]))
     return tn_err_set(err, TN_EINVAL, "intrinsic %s: its description must be one compute block of at most %d "
                       "iterators and %d tensors", in->name, IR_INTRIN_MAX_ITERS, IR_INTRIN_MAX_OPERANDS);
-  binding_t bd = {df->next_buf_id, st->to, st->didx, st->aidx};
+  binding_t bd = {df->next_buf_id, st->to, st->didx, st->aidx, swap, false, NULL};
+  memset(st->to, 0, sizeof st->to);
   const ir_stmt_t *ds = db->body, *as = m->inner->body;
   if (!bind_access(&bd, ds->u.store.buf, ds->u.store.idx, as->u.store.buf, as->u.store.idx) ||
       !match_expr(&bd, ds->u.store.value, as->u.store.value))
     return tn_err_set(err, TN_EINVAL, "block \"%s\" does not compute what intrinsic %s does (%s, one access per tensor)",
                       m->inner->name, in->name, desc_statement(in->desc));
+  st->gate = bd.gate;
   m->niters = db->niters;
   for (int t = 0; t < db->niters; t++) {
     const char *nm = db->iters[t].var->name; /* the parser's iterators are v_<index> */
@@ -437,22 +512,43 @@ static int match_body(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *
   return TN_OK;
 }
 
+/* The operands whose offset inner loop l moves, as a bit set. */
+static unsigned loop_sig(const ir_intrin_match_t *m, const mstate_t *st, int l) {
+  unsigned sig = 0;
+  for (int p = 0; p < m->noperands; p++)
+    if (st->coef[p * st->ns.n + l]) sig |= 1u << p;
+  return sig;
+}
+
 /* The description iterator that inner loop l plays: the one used by the
- * same operands.  Where several are (a copy D[i, j] = C[i, j] uses i and j
- * alike), the one whose index dimension the loop moves, the description's
- * dimensions aligned with the buffer's last ones.  m->niters: none. */
-static int pick_iter(ir_func_t *f, ir_intrin_match_t *m, mstate_t *st, const unsigned *dsig, unsigned sig, int l) {
-  int found = m->niters, nfound = 0;
+ * same operands.  Where several are free iterators (the levels of one
+ * reduction nest), the loops with that signature take them in order, the
+ * innermost loop the last level.  Where several others are (a copy D[i, j] =
+ * C[i, j] uses i and j alike), the one whose index dimension the loop moves,
+ * the description's dimensions aligned with the buffer's last ones.
+ * m->niters: none. */
+static int pick_iter(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m, mstate_t *st, const unsigned *dsig,
+                     unsigned sig, int l) {
+  int found = m->niters, nfound = 0, nfree = 0, level[IR_INTRIN_MAX_ITERS];
   for (int t = 0; t < m->niters; t++)
-    if (dsig[t] == sig) found = nfound++ ? found : t;
+    if (dsig[t] == sig) {
+      found = nfound++ ? found : t;
+      if (in_list(in->free_iters, m->iter_name[t])) level[nfree++] = t;
+    }
   if (nfound <= 1) return found;
+  if (nfree == nfound) {
+    int inner = 0; /* loops inside l (l too) with the same signature */
+    for (int q = l; q < st->ns.n; q++) inner += st->ns.loops[q]->extent > 1 && loop_sig(m, st, q) == sig;
+    return inner <= nfree ? level[nfree - inner] : m->niters;
+  }
   for (int p = 0; p < m->noperands; p++) {
     const ir_intrin_operand_t *op = &m->op[p];
     if (!(sig >> p & 1u)) continue;
     int64_t *flat = tn_xmalloc(sizeof *flat * (size_t)(st->ns.n + 1));
     int64_t *dc = tn_xcalloc((size_t)(op->buf->ndim * st->ns.n + 1), sizeof *dc);
     int pick = m->niters;
-    if (access_strides(op, m->inner, &st->ns, flat, dc, f) == TN_OK)
+    bool dims_ok;
+    if (access_strides(op, m->inner, &st->ns, &st->bounds, flat, dc, &dims_ok, f) == TN_OK && dims_ok)
       for (int u = 0; u < op->nuse && pick == m->niters; u++) {
         int d = op->buf->ndim - op->nuse + u;
         if (d >= 0 && dsig[op->use[u]] == sig && dc[d * st->ns.n + l] && !m->loop[op->use[u]]) pick = op->use[u];
@@ -470,7 +566,7 @@ static int bind_loops(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m,
   const nest_t *ns = &st->ns;
   st->coef = tn_xmalloc(sizeof st->coef[0] * (size_t)(m->noperands * (ns->n + 1)));
   for (int p = 0; p < m->noperands; p++)
-    if (access_strides(&m->op[p], m->inner, ns, st->coef + p * ns->n, NULL, f) < 0)
+    if (access_strides(&m->op[p], m->inner, ns, &st->bounds, st->coef + p * ns->n, NULL, NULL, f) < 0)
       return tn_err_set(err, TN_EINVAL, "block \"%s\": %s's index is not affine in the loops inside \"%s\"",
                         m->inner->name, m->op[p].buf->name, m->outer->name);
   unsigned dsig[IR_INTRIN_MAX_ITERS] = {0};
@@ -478,10 +574,7 @@ static int bind_loops(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m,
     for (int u = 0; u < m->op[p].nuse; u++) dsig[m->op[p].use[u]] |= 1u << p;
   for (int l = 0; l < ns->n; l++) {
     if (ns->loops[l]->extent == 1) continue;
-    unsigned sig = 0;
-    for (int p = 0; p < m->noperands; p++)
-      if (st->coef[p * ns->n + l]) sig |= 1u << p;
-    int t = pick_iter(f, m, st, dsig, sig, l);
+    int t = pick_iter(f, in, m, st, dsig, loop_sig(m, st, l), l);
     if (t == m->niters)
       return tn_err_set(err, TN_EINVAL, "block \"%s\": loop %s (extent %lld) plays no role of intrinsic %s's iterators",
                         m->outer->name, ns->loops[l]->var->name, (long long)ns->loops[l]->extent, in->name);
@@ -505,7 +598,8 @@ static int bind_loops(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m,
   return TN_OK;
 }
 
-static int check_strides(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m, const nest_t *ns, tn_err_t *err) {
+static int check_strides(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m, const nest_t *ns,
+                         const ir_bounds_t *bounds, tn_err_t *err) {
   for (int p = 0; p < m->noperands; p++) {
     const ir_intrin_operand_t *op = &m->op[p];
     for (int u = 0; u < op->nuse; u++) {
@@ -517,7 +611,7 @@ static int check_strides(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t 
                           "block \"%s\": intrinsic %s needs %s (%s) contiguous along %s, its stride is %lld",
                           m->outer->name, in->name, op->name, op->buf->name, m->iter_name[t], (long long)op->stride[t]);
     }
-    if (op->output && !injective(f, m, op, ns))
+    if (op->output && !injective(f, m, op, ns, bounds))
       return tn_err_set(err, TN_EINVAL, "block \"%s\": intrinsic %s would write an element of %s twice",
                         m->outer->name, in->name, op->buf->name);
   }
@@ -525,6 +619,20 @@ static int check_strides(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t 
 }
 
 static int match_predicate(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_t *m, mstate_t *st, tn_err_t *err) {
+  if (st->gate) { /* over the loops; it must not vary inside the tile */
+    ir_var_t **from = tn_xmalloc(sizeof from[0] * (size_t)(m->inner->niters + 1));
+    ir_expr_t **to = tn_xmalloc(sizeof to[0] * (size_t)(m->inner->niters + 1));
+    for (int i = 0; i < m->inner->niters; i++) from[i] = m->inner->iters[i].var, to[i] = m->inner->iters[i].binding;
+    ir_expr_t *g = ir_simplify(f, ir_expr_subst(f, (ir_expr_t *)st->gate, from, to, m->inner->niters), &st->bounds);
+    free(from);
+    free(to);
+    for (int l = 0; l < st->ns.n; l++)
+      if (st->ns.loops[l]->extent > 1 && ir_expr_uses_var(g, st->ns.loops[l]->var))
+        return tn_err_set(err, TN_EINVAL,
+                          "block \"%s\": intrinsic %s cannot skip the zeros of a select that varies along loop %s "
+                          "inside the tile", m->outer->name, in->name, st->ns.loops[l]->var->name);
+    m->guard = and_expr(f, m->guard, g);
+  }
   if (!m->inner->predicate) return TN_OK;
   const nest_t *ns = &st->ns;
   /* extent-1 loops inside are 0 */
@@ -560,8 +668,10 @@ static int match_predicate(ir_func_t *f, const ir_intrin_t *in, ir_intrin_match_
   return TN_OK;
 }
 
-int ir_intrin_match(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in, ir_intrin_match_t *m,
-                    tn_err_t *err) {
+/* One attempt, with the operands of commutative operators bound in their
+ * order or (swap) the other first. */
+static int match_once(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in, ir_intrin_match_t *m, bool swap,
+                      tn_err_t *err) {
   memset(m, 0, sizeof *m);
   m->intrin = in;
   m->outer = outer;
@@ -572,16 +682,31 @@ int ir_intrin_match(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in
   if (rc == TN_OK) rc = ir_intrin_desc(in, &st.desc, err);
   if (rc == TN_OK) {
     for (int l = 0; l < st.ns.n; l++) ir_bounds_set(&st.bounds, st.ns.loops[l]->var, 0, st.ns.loops[l]->extent - 1);
-    rc = match_body(f, outer, in, m, &st, err);
+    rc = match_body(f, outer, in, m, &st, swap, err);
   }
   if (rc == TN_OK) rc = bind_loops(f, in, m, &st, err);
-  if (rc == TN_OK) rc = check_strides(f, in, m, &st.ns, err);
+  if (rc == TN_OK) rc = check_strides(f, in, m, &st.ns, &st.bounds, err);
   if (rc == TN_OK) rc = match_predicate(f, in, m, &st, err);
   ir_workload_free(st.desc);
   free(st.ns.loops);
   free(st.coef);
   free(st.conj);
   ir_bounds_free(&st.bounds);
+  return rc;
+}
+
+/* The program's product may name the operands in either order (a NCHW
+ * convolution's X * W has the vector operand, B, first): a binding that
+ * fails past the body's shape is tried the other way round, and the first
+ * attempt's error is the one reported. */
+int ir_intrin_match(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in, ir_intrin_match_t *m,
+                    tn_err_t *err) {
+  int rc = match_once(f, outer, in, m, false, err);
+  if (rc < 0) {
+    tn_err_t again = {0};
+    if (match_once(f, outer, in, m, true, &again) == TN_OK) return TN_OK;
+    match_once(f, outer, in, m, false, &again); /* m as the first attempt left it */
+  }
   return rc;
 }
 

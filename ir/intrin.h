@@ -15,8 +15,13 @@
 /* Block annotation (string: the intrinsic's name) that tensorize puts on the
  * block whose body it matched; code generators replace that body by a call. */
 #define IR_ANN_TENSORIZE "tensorize"
+/* Block annotation (int d) that a rule puts on a block it will tensorize
+ * after its reduction is decomposed: its innermost d loops become the
+ * intrinsic's call, so nothing may be computed inside them (compute_at's
+ * candidate locations leave them out). */
+#define IR_ANN_TENSORIZE_LOOPS "meta_schedule.tensorize_loops"
 
-#define IR_INTRIN_MAX_ITERS 4
+#define IR_INTRIN_MAX_ITERS 6
 #define IR_INTRIN_MAX_OPERANDS 4
 
 /* What an intrinsic's implementation is.  The warp-level tensor-core ones
@@ -25,7 +30,8 @@
  * multiply-accumulate, a store of the accumulator to memory.  The buffer
  * they accumulate in must be a local buffer that only they touch. */
 typedef enum ir_intrin_kind {
-  IR_INTRIN_CPU_MM,     /* C function over vector registers (codegen/intrin.c) */
+  IR_INTRIN_CPU_MM,     /* C function over vector registers (codegen/intrin.c): outer products */
+  IR_INTRIN_CPU_DW,     /* the same, elementwise along j: C[i, j] += A[i, .., j] * B[.., j] (depthwise) */
   IR_INTRIN_WMMA_MMA,   /* C += A B on fragments: load_matrix_sync of A and B, mma_sync */
   IR_INTRIN_WMMA_FILL,  /* C = 0: fill_fragment */
   IR_INTRIN_WMMA_STORE, /* D = C: store_matrix_sync of the accumulator */
@@ -35,7 +41,10 @@ typedef struct ir_intrin {
   const char *name;     /* "f32_fma_6x16_avx2" */
   const char *summary;  /* one line, for listings */
   const char *desc;     /* .tw source; its one compute block's update is the computation */
-  const char *free_iters; /* iterators whose extent the call takes at run time ("k"; "" none) */
+  /* iterators whose extent the call takes at run time ("k3 k2 k1 k"; "" none); free
+   * iterators that the same operands use are levels of one nest: the loops
+   * that play them are bound innermost to last */
+  const char *free_iters;
   const char *unit;     /* "C.j B.j": operand.iterator pairs that must have stride 1 */
   const char *features; /* CPU features the implementation needs ("avx2 fma"), "" none */
   int mr, nr;           /* for matmul-like intrinsics: the register tile (rows, columns); 0 else */
@@ -48,6 +57,8 @@ typedef struct ir_intrin {
 
 /* Whether the intrinsic runs as a warp's tensor-core operation (CUDA). */
 bool ir_intrin_is_wmma(const ir_intrin_t *in);
+/* Whether it is a CPU micro-kernel (IR_INTRIN_CPU_MM or IR_INTRIN_CPU_DW). */
+bool ir_intrin_is_cpu(const ir_intrin_t *in);
 
 /* The registry, in order of preference (bigger register tiles first). */
 int ir_intrin_count(void);

@@ -429,6 +429,11 @@ int ir_src_verr(tn_err_t *err, const char *path, int line, int col, const char *
 /* Reads the file and parses it. */
 int ir_workload_load(const char *path, const ir_param_set_t *overrides, int noverrides,
                      ir_workload_t **out, tn_err_t *err);
+/* Parses a workload as the database and the protocol keep it: its name
+ * (the file stem; "" or NULL: "workload"), its text and its parameter
+ * overrides as a JSON object of integers (NULL or "": none). */
+int ir_workload_parse_stored(const char *name, const char *text, const char *params_json, ir_workload_t **out,
+                             tn_err_t *err);
 void ir_workload_free(ir_workload_t *w);
 /* Parses "NAME=VALUE" (as given to --set) into a param override. */
 int ir_param_set_parse(const char *arg, tn_arena_t *a, ir_param_set_t *out, tn_err_t *err);
@@ -469,12 +474,17 @@ void ir_print_double(double v, tn_buf_t *out);
  * string-keyed maps). */
 void ir_annot_order(const ir_annot_t *a, int n, int *order);
 
-/* Structural hash of a function, stable across machines and runs: depends on
- * structure, dtypes, shapes, constants, buffer and block names and loop kinds,
- * annotations; not on variable names or node addresses. */
-uint64_t ir_func_hash(const ir_func_t *f);
-/* 16 lowercase hex digits. */
-void ir_hash_hex(uint64_t h, char out[17]);
+/* Structural hash of a function: its identity (TN_ID_HEX hex digits and a
+ * NUL, common.h), stable across machines and runs: depends on structure,
+ * dtypes, shapes, constants, buffer and block names and loop kinds,
+ * annotations; not on variable names or node addresses.  It names the
+ * workload's records, jobs and kernels; two programs with one identity
+ * cannot be made (BLAKE2b-256). */
+void ir_func_hash(const ir_func_t *f, char out[TN_ID_SIZE]);
+/* The same structure's FNV-1a 64 hash: what tuned before schema version 8
+ * stored as the identity.  For recognising such rows only (db/'s migration);
+ * collisions are easy to make, so it must never name anything. */
+uint64_t ir_func_hash_fnv(const ir_func_t *f);
 
 /* ======================================================================
  * Reference evaluator and data (eval.c, eval_data.c, eval_metrics.c)

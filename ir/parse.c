@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cJSON.h>
+
 #define MAX_PARAMS  1024
 #define MAX_ARGS    64
 #define MAX_LITERAL ((INT64_C(1) << 62) - 1) /* integer literals fit in 62 bits */
@@ -482,6 +484,13 @@ static int lex(parser_t *p) {
       return TN_EINVAL;
     }
     i += (size_t)n, col += (int)n;
+  }
+  if (nopen > 0) { /* said where it opened, not past the end of the file */
+    const tok_t *o = &p->toks[open[nopen - 1]];
+    char c = p->src[o->off];
+    free(open);
+    return perr(p, o->line, o->col, "'%c' is never closed (expected '%c' before the end of the file)", c,
+                c == '(' ? ')' : ']');
   }
   free(open);
   if (p->ntoks > 0 && p->toks[p->ntoks - 1].kind != T_NL) push_tok(p, T_NL, line, col, i, 0);
@@ -1970,6 +1979,46 @@ int ir_workload_load(const char *path, const ir_param_set_t *overrides, int nove
   if (rc) return rc;
   rc = ir_workload_parse(path, text, len, overrides, noverrides, out, err);
   free(text);
+  return rc;
+}
+
+/* {"M": 64, ...} as overrides in the arena. */
+static int overrides_from_json(const char *json, tn_arena_t *a, ir_param_set_t **out, int *n, tn_err_t *err) {
+  *out = NULL;
+  *n = 0;
+  cJSON *j = cJSON_Parse(json && *json ? json : "{}");
+  if (!cJSON_IsObject(j)) {
+    cJSON_Delete(j);
+    return tn_err_set(err, TN_EINVAL, "workload parameters are not a JSON object: %.80s", json);
+  }
+  int cap = cJSON_GetArraySize(j);
+  *out = TN_NEWN(a, ir_param_set_t, cap ? cap : 1);
+  const cJSON *it;
+  cJSON_ArrayForEach(it, j) {
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) || fabs(it->valuedouble) > 9.0e15) {
+      cJSON_Delete(j);
+      return tn_err_set(err, TN_EINVAL, "workload parameter %s must be an integer", it->string);
+    }
+    (*out)[*n].name = tn_arena_strdup(a, it->string);
+    (*out)[*n].value = (int64_t)it->valuedouble;
+    (*n)++;
+  }
+  cJSON_Delete(j);
+  return 0;
+}
+
+int ir_workload_parse_stored(const char *name, const char *text, const char *params_json, ir_workload_t **out,
+                             tn_err_t *err) {
+  *out = NULL;
+  if (!text) return tn_err_set(err, TN_EINVAL, "workload %s has no source text", name ? name : "(unnamed)");
+  tn_arena_t *a = tn_arena_new();
+  ir_param_set_t *ov;
+  int nov;
+  char path[96];
+  snprintf(path, sizeof path, "%.80s.tw", name && name[0] ? name : "workload");
+  int rc = overrides_from_json(params_json, a, &ov, &nov, err);
+  if (!rc) rc = ir_workload_parse(path, text, strlen(text), ov, nov, out, err);
+  tn_arena_free(a);
   return rc;
 }
 

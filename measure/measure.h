@@ -137,6 +137,12 @@ typedef struct ms_result {
   bool ran;                   /* the runner measured it (status OK or WRONG_RESULT after a run) */
   double *run_secs;           /* every timed repeat (malloc'ed; NULL when not timed) */
   int nrepeats;
+  /* CPU workers: repeats set aside because another process preempted a
+   * thread of the worker during them (run_secs has the others); shared:
+   * too few were undisturbed, run_secs has them all and the time says how
+   * the machine was shared as much as how fast the candidate is. */
+  int disturbed;
+  bool shared;
   double median_secs;         /* 0 when not timed */
   double gflops, gbps;        /* from ir_func_flops / ir_func_bytes and the median */
   double verify_error;        /* largest relative L2 error over the outputs; -1 if not verified */
@@ -171,6 +177,7 @@ double ms_median(const double *xs, int n);
 /* The record as a JSON object (malloc'ed text, free() it):
  * {"status": "ok", "error": "", "median_secs": ..., "run_secs": [...],
  *  "gflops": ..., "gbps": ..., "verify_error": ...,
+ *  "disturbed": N, "shared": true (when some repeats were disturbed; see ms_result_t),
  *  "cupti_median_secs": ..., "times_disagree": true (when CUPTI timed it),
  *  "cupti_error": "..." (when CUPTI could not, said once),
  *  "window_ns": [start, end] (when it ran),
@@ -431,8 +438,11 @@ typedef struct ms_run_opts {
 typedef struct ms_runner ms_runner_t;
 
 /* Finds tuned-worker: $TUNED_WORKER, else next to the running executable
- * (same directory, ../measure/ in the build tree, ../libexec/tuned/).
- * Fills buf; TN_EIO naming the places looked at when absent. */
+ * (same directory, ../measure/ in the build tree, ../libexec/tuned/,
+ * ../bin/), then the same places next to the shared library this code is in
+ * (libtuned_local loaded by python: a wheel's tuned/_native/lib/), then the
+ * installed bindir.  Fills buf; TN_EIO naming the places looked at when
+ * absent. */
 int ms_worker_path(char *buf, size_t size, tn_err_t *err);
 
 int ms_runner_new(const ms_run_opts_t *o, ms_runner_t **out, tn_err_t *err);

@@ -73,6 +73,8 @@ char *ms_result_to_json(const ms_result_t *r) {
   cJSON_AddNumberToObject(j, "median_secs", r->median_secs);
   cJSON *secs = cJSON_AddArrayToObject(j, "run_secs");
   for (int i = 0; i < r->nrepeats; i++) cJSON_AddItemToArray(secs, cJSON_CreateNumber(r->run_secs[i]));
+  if (r->disturbed > 0) cJSON_AddNumberToObject(j, "disturbed", r->disturbed);
+  if (r->shared) cJSON_AddBoolToObject(j, "shared", true);
   cJSON_AddNumberToObject(j, "gflops", r->gflops);
   cJSON_AddNumberToObject(j, "gbps", r->gbps);
   /* +inf (a NaN where the reference has none) is not JSON: written as 1e308,
@@ -142,6 +144,8 @@ int ms_result_from_json(const char *text, size_t len, ms_result_t *out, tn_err_t
       cJSON_ArrayForEach(x, secs) out->run_secs[out->nrepeats++] = cJSON_IsNumber(x) ? x->valuedouble : 0;
     }
     out->ran = n > 0 || out->verify_error >= 0;
+    out->disturbed = (int)TN_MAX(num(j, "disturbed", 0), 0);
+    out->shared = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "shared"));
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(j, "window_ns");
     if (cJSON_GetArraySize(w) == 2) {
       out->window_start_ns = (int64_t)num_at(w, 0);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ms_internal.h"
+#include "tuned_config.h"
 
 extern char **environ;
 
@@ -69,15 +70,24 @@ int ms_worker_path(char *buf, size_t size, tn_err_t *err) {
   if (n <= 0)
     return tn_err_set(err, TN_EIO, "cannot find tuned-worker: /proc/self/exe: %s (set TUNED_WORKER)", strerror(errno));
   self[n] = 0;
-  const char *dir = dirname(self);
-  const char *places[] = {"%s/tuned-worker", "%s/../measure/tuned-worker", "%s/../libexec/tuned/tuned-worker"};
-  for (size_t i = 0; i < TN_ARRAY_LEN(places); i++) {
-    snprintf(buf, size, places[i], dir);
-    if (access(buf, X_OK) == 0) return TN_OK;
-  }
+  const char *places[] = {"%s/tuned-worker", "%s/../measure/tuned-worker", "%s/../libexec/tuned/tuned-worker",
+                          "%s/../bin/tuned-worker"};
+  char lib[MS_PATH_MAX], dirs[2][MS_PATH_MAX];
+  snprintf(dirs[0], sizeof dirs[0], "%s", dirname(self));
+  /* a library of tuned's loaded by another program (python): next to it */
+  bool have_lib = tn_self_object(lib, sizeof lib) == TN_OK;
+  snprintf(dirs[1], sizeof dirs[1], "%s", have_lib ? dirname(lib) : dirs[0]);
+  for (int d = 0; d < 2; d++)
+    for (size_t i = 0; i < TN_ARRAY_LEN(places); i++) {
+      snprintf(buf, size, places[i], dirs[d]);
+      if (access(buf, X_OK) == 0) return TN_OK;
+    }
+  if ((size_t)snprintf(buf, size, "%s/tuned-worker", TUNED_BIN_INSTALL_DIR) < size && access(buf, X_OK) == 0)
+    return TN_OK; /* where `meson install` put it */
   return tn_err_set(err, TN_EIO,
-                    "cannot find tuned-worker in %s, %s/../measure or %s/../libexec/tuned (set TUNED_WORKER to its "
-                    "path)", dir, dir, dir);
+                    "cannot find tuned-worker in %s, %s/../measure, %s/../libexec/tuned, %s/../bin, the same places "
+                    "next to %s or %s (set TUNED_WORKER to its path)", dirs[0], dirs[0], dirs[0], dirs[0], dirs[1],
+                    TUNED_BIN_INSTALL_DIR);
 }
 
 /* ---- the worker process ---------------------------------------------------- */
@@ -466,6 +476,9 @@ static void take_reply(ms_runner_t *r, const cJSON *reply, ms_result_t *res) {
   res->nrepeats = 0;
   cJSON_ArrayForEach(x, secs) res->run_secs[res->nrepeats++] = cJSON_IsNumber(x) ? x->valuedouble : 0;
   res->median_secs = ms_median(res->run_secs, res->nrepeats);
+  const cJSON *dist = cJSON_GetObjectItemCaseSensitive(reply, "disturbed");
+  res->disturbed = cJSON_IsNumber(dist) ? (int)dist->valuedouble : 0;
+  res->shared = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "shared"));
   if (res->median_secs > 0) {
     res->gflops = r->flops / res->median_secs * 1e-9;
     res->gbps = r->bytes / res->median_secs * 1e-9;

@@ -49,7 +49,13 @@
  *     With profile, a verified candidate is then run once more under the
  *     hardware profiler (CUDA: CUPTI's range profiler, one range per
  *     kernel) and the metrics are evaluated.
+ *     A repeat during which a thread of the worker was preempted by another
+ *     process is set aside (and more are run, within 4 min_secs): run_secs
+ *     holds the undisturbed repeats, "disturbed" (when any) counts the
+ *     others, and "shared": true says too few were undisturbed to tell, so
+ *     run_secs holds every repeat.
  *     -> {"status": "ok", "verify_error": 1e-7, "run_secs": [...],
+ *         "disturbed": 3, "shared": true,
  *         "window_ns": [start, end],
  *         "cupti_secs": [...] (CUDA: the kernels' own durations of the same
  *           samples, from CUPTI's activity records)
@@ -68,6 +74,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -330,22 +337,59 @@ typedef struct timing {
   int min_repeats, max_repeats;
   bool flush;
   const cJSON *profile; /* metric names: profile the candidate after timing it */
+  bool keep_disturbed;  /* $TUNED_KEEP_DISTURBED: every repeat counts (how a shared machine runs it) */
 } timing_t;
 
-/* Warm-up, then timed repeats into secs (grown as needed). */
-static int time_runs(const wk_backend_t *b, const timing_t *t, double **secs, int *n, wk_err_t *e) {
+/* Involuntary context switches of the process so far, every thread's. */
+static long preemptions(void) {
+  struct rusage u;
+  return getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_nivcsw : 0;
+}
+
+/* Warm-up, then timed repeats into secs (grown as needed).  A repeat during
+ * which a thread of the worker was preempted (another process took its
+ * core) is set aside: its time says how the machine was shared, not how
+ * fast the candidate is (a kernel's team waits a scheduler slice for a
+ * preempted thread).  Repeats go on until min_repeats undisturbed ones and
+ * min_secs in all, or max_repeats, or 4 min_secs in all; secs holds the
+ * undisturbed ones, *disturbed counts the others, and where fewer than
+ * min_repeats were undisturbed secs holds every repeat and *shared says
+ * the machine was never quiet enough to tell (with
+ * t->keep_disturbed, always: a benchmark of a shared machine wants every
+ * call as it ran). */
+static int time_runs(const wk_backend_t *b, const timing_t *t, double **secs, int *n, int *disturbed, bool *shared,
+                     wk_err_t *e) {
   double s = 0, total = 0;
   if (b->launch(&s, e) < 0) return -1;
-  int cap = 64;
-  *secs = tn_xmalloc(sizeof(double) * (size_t)cap);
-  *n = 0;
-  while (*n < t->max_repeats && (*n < t->min_repeats || total < t->min_secs)) {
+  int cap = 64, clean = 0, all = 0;
+  double *every = tn_xmalloc(sizeof(double) * (size_t)cap);
+  bool *quiet = tn_xmalloc(sizeof(bool) * (size_t)cap);
+  while (all < t->max_repeats && ((t->keep_disturbed ? all : clean) < t->min_repeats || total < t->min_secs) &&
+         (all < t->min_repeats || total < 4 * t->min_secs)) {
     if (t->flush) b->flush();
-    if (b->launch(&s, e) < 0) return -1;
-    if (*n == cap) *secs = tn_xrealloc(*secs, sizeof(double) * (size_t)(cap *= 2));
-    (*secs)[(*n)++] = s;
+    long before = preemptions();
+    if (b->launch(&s, e) < 0) {
+      free(every);
+      free(quiet);
+      return -1;
+    }
+    bool q = preemptions() == before;
+    if (all == cap) {
+      every = tn_xrealloc(every, sizeof(double) * (size_t)(cap *= 2));
+      quiet = tn_xrealloc(quiet, sizeof(bool) * (size_t)cap);
+    }
+    quiet[all] = q;
+    every[all++] = s;
+    clean += q;
     total += s;
   }
+  *shared = clean < t->min_repeats || t->keep_disturbed;
+  *disturbed = all - clean;
+  *n = 0;
+  for (int i = 0; i < all; i++)
+    if (*shared || quiet[i]) every[(*n)++] = every[i];
+  *secs = every;
+  free(quiet);
   return 0;
 }
 
@@ -398,7 +442,8 @@ static cJSON *profile_candidate(const wk_backend_t *b, const wk_run_t *r, const 
 static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_run_t *r, const timing_t *t) {
   wk_err_t e = {0};
   double s = 0, *secs = NULL, verr = -1;
-  int n = 0, rc = 0;
+  int n = 0, rc = 0, disturbed = 0;
+  bool shared = false;
   int64_t window[2] = {0, 0}; /* the checked run's launch .. the last timed repeat's end */
   bool ok = false, tracing = false;
   char dev_why[256] = "";
@@ -427,7 +472,7 @@ static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_ru
       secs = tn_xmalloc(sizeof *secs); /* hopeless: the checked run is the sample */
       secs[n++] = s;
     } else if (rc == 0 && ok) {
-      rc = time_runs(b, t, &secs, &n, &e);
+      rc = time_runs(b, t, &secs, &n, &disturbed, &shared, &e);
     }
     window[1] = mono_ns();
     if (rc == 0 && ok && tracing && n > 0) {
@@ -452,6 +497,8 @@ static void run_candidate(const wk_backend_t *b, ms_backend_t which, const wk_ru
   for (int i = 0; i < 2; i++) cJSON_AddItemToArray(win, cJSON_CreateNumber((double)window[i]));
   cJSON *a = cJSON_AddArrayToObject(m, "run_secs");
   for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(secs[i]));
+  if (disturbed) cJSON_AddNumberToObject(m, "disturbed", disturbed);
+  if (shared) cJSON_AddBoolToObject(m, "shared", true);
   if (ndev > 0) {
     cJSON *d = cJSON_AddArrayToObject(m, "cupti_secs");
     for (int i = 0; i < ndev; i++) cJSON_AddItemToArray(d, cJSON_CreateNumber(dev[i]));
@@ -481,10 +528,12 @@ static void handle_run(const cJSON *req) {
   timing_t t = {jnum(req, "slow_secs", 0), cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "notify_start")),
                 jnum(req, "min_secs", 0.1), (int)jnum(req, "min_repeats", 3), (int)jnum(req, "max_repeats", 1000),
                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "flush_l2")),
-                cJSON_GetObjectItemCaseSensitive(req, "profile")};
+                cJSON_GetObjectItemCaseSensitive(req, "profile"), false};
   if (t.profile && !cJSON_IsArray(t.profile)) t.profile = NULL;
   t.min_repeats = TN_MAX(t.min_repeats, 1);
   t.max_repeats = TN_MAX(t.max_repeats, t.min_repeats);
+  const char *keep = getenv("TUNED_KEEP_DISTURBED");
+  t.keep_disturbed = keep && *keep && strcmp(keep, "0") != 0;
   run_candidate(b, which, &r, &t);
 }
 

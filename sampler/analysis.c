@@ -315,3 +315,35 @@ bool smp_matmul_roles(const ir_block_t *b, smp_roles_t *r, bool casts) {
   r->n = b->iters[r->j].extent;
   return true;
 }
+
+/* ---- element offsets along loops ------------------------------------------ */
+
+bool smp_offset_coefs(const ir_block_t *b, const ir_buffer_t *buf, ir_expr_t *const *idx, ir_loop_t *const *loops,
+                      int nl, int64_t *coef, bool *affine) {
+  ir_func_t *tmp = ir_func_new("offset");
+  ir_var_t **from = tn_xmalloc(sizeof from[0] * (size_t)(b->niters + 1));
+  ir_expr_t **to = tn_xmalloc(sizeof to[0] * (size_t)(b->niters + 1));
+  for (int i = 0; i < b->niters; i++) from[i] = b->iters[i].var, to[i] = b->iters[i].binding;
+  ir_bounds_t bd;
+  ir_bounds_init(&bd);
+  for (int l = 0; l < nl; l++) ir_bounds_set(&bd, loops[l]->var, 0, loops[l]->extent - 1);
+  ir_expr_t *flat = ir_int(tmp, 0);
+  int64_t rs = 1;
+  for (int d = buf->ndim - 1; d >= 0; d--) {
+    ir_expr_t *e = ir_expr_subst(tmp, idx[d], from, to, b->niters);
+    flat = ir_bin(tmp, IR_E_ADD, flat, ir_bin(tmp, IR_E_MUL, e, ir_int(tmp, rs)));
+    rs *= buf->shape[d];
+  }
+  flat = ir_simplify(tmp, flat, &bd);
+  bool ok = true;
+  for (int l = 0; l < nl && (ok || affine); l++) {
+    bool a = ir_affine_coef_of(flat, loops[l]->var, SMP_AFFINE, &coef[l]);
+    if (affine) affine[l] = a;
+    if (!a) coef[l] = 0, ok = false;
+  }
+  ir_bounds_free(&bd);
+  free(from);
+  free(to);
+  ir_func_free(tmp);
+  return ok;
+}

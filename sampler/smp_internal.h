@@ -136,6 +136,14 @@ bool smp_block_has_select(const ir_block_t *b);
  * b's iterators, whose bindings are over loop variables); false if non-linear. */
 bool smp_access_coef(const ir_block_t *b, const ir_expr_t *e, const ir_var_t *v, int64_t *coef);
 
+/* The coefficient of each loop (loops[0 .. nl), outermost first, around b)
+ * in the element offset of b's access idx of buf (row-major), taken whole
+ * and simplified over the loops' ranges; false where it is not affine in
+ * some loop (that loop's coef 0 and, when affine is not NULL, affine[l]
+ * false: the others are still read). */
+bool smp_offset_coefs(const ir_block_t *b, const ir_buffer_t *buf, ir_expr_t *const *idx, ir_loop_t *const *loops,
+                      int nl, int64_t *coef, bool *affine);
+
 /* Iterator roles of a matmul-like block C[.., i, j] += A[.., i, k] * B[.., k, j]
  * (B may be read transposed, a dense layer's W[j, k]): -1 when absent. */
 typedef struct smp_roles {

@@ -50,12 +50,12 @@ typedef struct split_iter {
   int64_t r;                /* the inner part's range [0, r) */
 } split_iter_t;
 
-static ir_expr_t *affine_expr(ir_func_t *f, const ir_affine_t *a, bool inner_terms, const inner_t *in, int64_t div) {
+/* The terms marked inner (or the others, with the constant), divided by div. */
+static ir_expr_t *affine_part(ir_func_t *f, const ir_affine_t *a, const bool *inner, bool inner_terms, int64_t div) {
   ir_expr_t *e = NULL;
   for (int i = 0; i < a->n; i++) {
     const ir_affine_term_t *t = &a->terms[i];
-    bool inner = t->var && is_inner_var(in, t->var);
-    if (inner != inner_terms) continue;
+    if (inner[i] != inner_terms) continue;
     ir_expr_t *term = t->coef / div == 1 ? t->e : ir_bin(f, IR_E_MUL, t->e, ir_int(f, t->coef / div));
     e = e ? ir_bin(f, IR_E_ADD, e, term) : term;
   }
@@ -66,6 +66,21 @@ static ir_expr_t *affine_expr(ir_func_t *f, const ir_affine_t *a, bool inner_ter
   return e;
 }
 
+/* Whether e uses only the loops inside (and no loop outside them). */
+static bool only_inner(const ir_expr_t *e, const inner_t *in, const ir_block_t *b) {
+  (void)b;
+  if (e->kind == IR_E_VAR) return is_inner_var(in, e->u.var);
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, kids);
+  for (int i = 0; i < n; i++)
+    if (!only_inner(kids[i], in, b)) return false;
+  return true;
+}
+
+/* The binding as outer * r + inner: the inner part is its terms over the
+ * loops inside, plain or atoms (a fused loop's f / C, f % C) over those
+ * loops alone, nonnegative, r one past its largest value; the outer terms
+ * must be multiples of r. */
 static int split_binding(ir_func_t *f, const ir_block_t *b, const ir_iter_t *it, const inner_t *in, split_iter_t *out,
                          tn_err_t *err) {
   ir_affine_t a = {0};
@@ -74,40 +89,50 @@ static int split_binding(ir_func_t *f, const ir_block_t *b, const ir_iter_t *it,
     rc = tn_err_set(err, TN_EINVAL, "block \"%s\": iterator %s's binding overflows", b->name, it->var->name);
     goto done;
   }
+  ir_bounds_t bd;
+  ir_bounds_init(&bd);
+  for (int l = 0; l < in->n; l++) ir_bounds_set(&bd, in->loops[l]->var, 0, in->loops[l]->extent - 1);
   int64_t r = 1;
-  for (int i = 0; i < a.n; i++) {
+  bool *inner = tn_xcalloc((size_t)a.n + 1, sizeof *inner);
+  for (int i = 0; i < a.n && rc == TN_OK; i++) {
     const ir_affine_term_t *t = &a.terms[i];
-    for (int l = 0; l < in->n; l++)
-      if (!t->var && ir_expr_uses_var(t->e, in->loops[l]->var)) {
-        rc = tn_err_set(err, TN_EINVAL, "block \"%s\": iterator %s is not affine in loop %s", b->name, it->var->name,
-                        in->loops[l]->var->name);
-        goto done;
-      }
-    if (t->var && is_inner_var(in, t->var)) {
-      if (t->coef < 0) {
-        rc = tn_err_set(err, TN_EINVAL, "block \"%s\": iterator %s decreases along loop %s", b->name, it->var->name,
-                        t->var->name);
-        goto done;
-      }
-      for (int l = 0; l < in->n; l++)
-        if (in->loops[l]->var == t->var) r += t->coef * (in->loops[l]->extent - 1);
+    bool uses = false;
+    for (int l = 0; l < in->n && !uses; l++) uses = ir_expr_uses_var(t->e, in->loops[l]->var);
+    if (!uses) continue;
+    ir_interval_t iv = ir_interval_of(t->e, &bd);
+    if (!t->var && !only_inner(t->e, in, b)) {
+      rc = tn_err_set(err, TN_EINVAL, "block \"%s\": iterator %s is not affine in the loops inside", b->name,
+                      it->var->name);
+    } else if (t->coef < 0 || iv.lo < 0 || iv.hi == IR_INF_POS) {
+      rc = tn_err_set(err, TN_EINVAL, "block \"%s\": iterator %s decreases along the loops inside", b->name,
+                      it->var->name);
+    } else {
+      int64_t span;
+      inner[i] = true;
+      if (__builtin_mul_overflow(t->coef, iv.hi, &span) || __builtin_add_overflow(r, span, &r))
+        rc = tn_err_set(err, TN_EINVAL, "block \"%s\": iterator %s's range overflows", b->name, it->var->name);
     }
   }
+  ir_bounds_free(&bd);
   /* the extent need not divide: the values are those of the loops before,
-   * an uneven split's predicate keeps them in range */
-  bool ok = a.constant % r == 0;
+   * an uneven split's predicate keeps them in range.  Where the outer terms
+   * are not multiples of r (the loops inside interleave with one outside:
+   * x = 2 * x_in + phase), the outer iterator is the outer part itself, r 1:
+   * the tiles of different outer values interleave, each still the outer
+   * value plus the inner part. */
+  bool ok = rc == TN_OK && a.constant % r == 0;
   for (int i = 0; i < a.n && ok; i++)
-    if (!(a.terms[i].var && is_inner_var(in, a.terms[i].var))) ok = a.terms[i].coef % r == 0;
-  if (!ok) {
-    rc = tn_err_set(err, TN_EINVAL,
-                    "block \"%s\": iterator %s does not split into an outer part times %lld plus the loops inside "
-                    "(the tile does not divide it)",
-                    b->name, it->var->name, (long long)r);
-    goto done;
+    if (!inner[i]) ok = a.terms[i].coef % r == 0;
+  if (rc == TN_OK && !ok) {
+    out->r = 1;
+    out->inner_part = affine_part(f, &a, inner, true, 1);
+    out->outer_binding = affine_part(f, &a, inner, false, 1);
+  } else if (rc == TN_OK) {
+    out->r = r;
+    out->inner_part = r > 1 ? affine_part(f, &a, inner, true, 1) : NULL;
+    out->outer_binding = affine_part(f, &a, inner, false, r);
   }
-  out->r = r;
-  out->inner_part = r > 1 ? affine_expr(f, &a, true, in, 1) : NULL;
-  out->outer_binding = affine_expr(f, &a, false, in, r);
+  free(inner);
 done:
   ir_affine_free(&a);
   return rc;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/intrin.h"
 #include "sch_internal.h"
 
 /* The range a moved block's iterator gets: [min, min + extent), min over the
@@ -643,6 +644,24 @@ static int common_depth(const ir_func_t *f, ir_block_t *const *cons, int n, ir_l
   return depth;
 }
 
+/* Whether loop l is one of the innermost loops that a consumer marked for
+ * tensorization reserves (IR_ANN_TENSORIZE_LOOPS): a block computed there
+ * would break the nest the intrinsic replaces (and inlined into such a
+ * consumer, it would change the computation the call replaces). */
+static bool reserved(const ir_func_t *f, ir_block_t *const *cons, int n, const ir_loop_t *l) {
+  for (int c = 0; c < n; c++) {
+    const ir_annot_t *a = ir_annot_get(cons[c]->annots, cons[c]->nannots, IR_ANN_TENSORIZE_LOOPS);
+    if (!a || a->is_str) continue;
+    ir_loop_t **loops;
+    int nl = ir_enclosing_loops(f, cons[c]->uid, &loops);
+    bool in = false;
+    for (int i = nl - 1; i >= 0 && i >= nl - a->ival && !in; i--) in = loops[i] == l;
+    free(loops);
+    if (in) return true;
+  }
+  return false;
+}
+
 int sch_compute_location_candidates(sch_t *s, int block_uid, int **out, int *n, bool *can_inline, tn_err_t *err) {
   ir_block_t *b = sch_find_block(s->f, block_uid);
   *out = NULL;
@@ -653,6 +672,8 @@ int sch_compute_location_candidates(sch_t *s, int block_uid, int **out, int *n, 
   if (ncons == 0) return TN_OK;
   ir_block_t **cons = tn_xmalloc(sizeof *cons * (size_t)ncons);
   ir_consumers(s->f, b, cons, ncons);
+  for (int c = 0; c < ncons; c++) /* inlined, the block would change what the intrinsic's call replaces */
+    if (ir_annot_get(cons[c]->annots, cons[c]->nannots, IR_ANN_TENSORIZE_LOOPS)) *can_inline = false;
   ir_loop_t **loops;
   int nloops = ir_enclosing_loops(s->f, cons[0]->uid, &loops);
   int depth = common_depth(s->f, cons, ncons, loops, nloops), last_dp = -1;
@@ -667,7 +688,7 @@ int sch_compute_location_candidates(sch_t *s, int block_uid, int **out, int *n, 
       seen_reduce = true;
       if (i > last_dp) break;
     }
-    if (legal(s, trial_at, block_uid, loops[i]->uid)) {
+    if (!reserved(s->f, cons, ncons, loops[i]) && legal(s, trial_at, block_uid, loops[i]->uid)) {
       if (!*out) *out = tn_xmalloc(sizeof **out * (size_t)depth);
       (*out)[(*n)++] = loops[i]->uid;
     }

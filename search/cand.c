@@ -6,7 +6,11 @@
 
 #include "search/srch_internal.h"
 
-uint64_t srch_trace_hash(const char *json) { return tn_fnv1a_str(TN_FNV_INIT, json ? json : ""); }
+uint64_t srch_trace_hash(const char *json) {
+  char id[TN_ID_SIZE];
+  db_trace_hash(json, id);
+  return tn_id_key(id);
+}
 
 srch_cand_t *srch_cand_make(const ir_func_t *f, const tn_target_t *t, const sch_trace_t *trace,
                             uint64_t seed, smp_stage_t *stage, tn_err_t *err) {

@@ -4,7 +4,6 @@
  * sample (features of records the stored model already holds are reused,
  * the others computed by replaying their traces on their workloads); at the
  * end the model is saved with the record id of each of its samples. */
-#include <cJSON.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,7 +114,7 @@ static void stored_free(stored_t *s) {
 /* ---- the records' workloads ---------------------------------------------- */
 
 typedef struct wl_entry {
-  char hash[17];
+  char hash[TN_ID_SIZE];
   const ir_func_t *func; /* NULL: cannot be rebuilt */
   ir_workload_t *owned;
 } wl_entry_t;
@@ -125,48 +124,18 @@ typedef struct wl_cache {
   int n, cap;
 } wl_cache_t;
 
-/* Workload parameters as stored ({"M": 64, ...}) into overrides. */
-static int params_from_json(const char *json, ir_param_set_t **out, int *n, tn_arena_t *a, tn_err_t *err) {
-  cJSON *j = cJSON_Parse(json ? json : "{}");
-  *n = 0;
-  if (!cJSON_IsObject(j)) {
-    cJSON_Delete(j);
-    return tn_err_set(err, TN_EINVAL, "its parameters are not a JSON object");
-  }
-  *out = TN_NEWN(a, ir_param_set_t, TN_MAX(cJSON_GetArraySize(j), 1));
-  const cJSON *it;
-  cJSON_ArrayForEach(it, j) {
-    if (!cJSON_IsNumber(it)) {
-      cJSON_Delete(j);
-      return tn_err_set(err, TN_EINVAL, "its parameter %s is not a number", it->string);
-    }
-    (*out)[*n].name = tn_arena_strdup(a, it->string);
-    (*out)[(*n)++].value = (int64_t)it->valuedouble;
-  }
-  cJSON_Delete(j);
-  return 0;
-}
-
 /* Parses a stored workload; its structural hash must be the stored one. */
 static const ir_func_t *rebuild(srch_ctx_t *c, wl_entry_t *e, tn_arena_t *a) {
   db_workload_t w;
-  ir_param_set_t *ov = NULL;
-  int nov = 0;
   tn_err_t err = {0};
-  char path[96];
-  if (db_workload_get(c->db, e->hash, &w, a, &err) < 0 || params_from_json(w.params, &ov, &nov, a, &err) < 0) {
+  if (db_workload_get(c->db, e->hash, &w, a, &err) < 0 ||
+      ir_workload_parse_stored(w.name, w.source, w.params, &e->owned, &err) < 0) {
     srch_log(c, SRCH_LOG_DEBUG, "cost model: workload %s cannot be rebuilt (%s): its records are skipped", e->hash,
              err.msg);
     return NULL;
   }
-  snprintf(path, sizeof path, "%s.tw", w.name && w.name[0] ? w.name : "workload");
-  if (ir_workload_parse(path, w.source, strlen(w.source), ov, nov, &e->owned, &err) < 0) {
-    srch_log(c, SRCH_LOG_DEBUG, "cost model: workload %s cannot be rebuilt (%s): its records are skipped", e->hash,
-             err.msg);
-    return NULL;
-  }
-  char got[17];
-  ir_hash_hex(ir_func_hash(e->owned->func), got);
+  char got[TN_ID_SIZE];
+  ir_func_hash(e->owned->func, got);
   if (strcmp(got, e->hash) != 0) {
     srch_log(c, SRCH_LOG_DEBUG, "cost model: workload %s rebuilds with hash %s (another version of tuned stored "
              "it): its records are skipped", e->hash, got);
@@ -239,7 +208,7 @@ static int plan_items(srch_ctx_t *c, const db_records_t *recs, const stored_t *s
       continue;
     }
     item_t *it = &items[n];
-    *it = (item_t){.rec = r, .workload = strtoull(r->workload_hash, NULL, 16), .stored = -1,
+    *it = (item_t){.rec = r, .workload = tn_id_key(r->workload_hash), .stored = -1,
                    .secs = r->status == DB_STATUS_OK ? r->median_secs : CM_FAILED};
     if (st->usable) it->stored = stored_find(st, r->id);
     if (it->stored >= 0) {

@@ -7,6 +7,8 @@
 #ifndef TUNED_SEARCH_H
 #define TUNED_SEARCH_H
 
+#include <cJSON.h>
+
 #include "common/common.h"
 #include "common/target.h"
 #include "db/db.h"
@@ -32,6 +34,34 @@ int srch_lower_schedule(const sch_t *s, const tn_target_t *t, const char *entry,
 /* Both in turn.  A lowering error's message starts with "lower: ". */
 int srch_lower(const ir_func_t *f, const tn_target_t *t, const sch_trace_t *trace, uint64_t seed, const char *entry,
                cg_module_t **out, smp_stage_t *stage, tn_err_t *err);
+
+/* ---- serving a record (kernel.c) ---------------------------------------------
+ * The daemon's kernel.get and the paths without a daemon (libtuned_local,
+ * tunectl kernel --db) answer the same JSON object: record, workload, name,
+ * target, median_secs, gflops, flops, language, entry, source, launch,
+ * trace (and ptx, cubin_base64, nvrtc for CUDA). */
+
+/* srch_lower of a trace given as JSON (NULL: the unscheduled program). */
+int srch_kernel_lower(const ir_func_t *f, const tn_target_t *t, const char *trace, const char *entry,
+                      cg_module_t **mod, tn_err_t *err);
+/* The answer for module mod lowered from record rec (NULL: none) of the
+ * workload (hash, name, flops); a CUDA module is compiled to PTX and CUBIN
+ * in a build process. */
+int srch_kernel_json(const cg_module_t *mod, const tn_target_t *t, const char *hash, const db_record_t *rec,
+                     const char *name, double flops, cJSON **out, tn_err_t *err);
+/* Serves record rec of workload w (hash) on t: when db (may be NULL) holds
+ * the unscheduled program's time on t and it is faster than rec's, the
+ * unscheduled program is served instead (record 0, and an "unscheduled"
+ * object: median_secs, best_record, best_median_secs): never a best slower
+ * than doing nothing. */
+int srch_kernel_serve(db_t *db, const ir_workload_t *w, const char *hash, const tn_target_t *t,
+                      const db_record_t *rec, const char *entry, cJSON **out, tn_err_t *err);
+/* The best verified record of workload `hash` on t in db, served as above; w
+ * is the workload (NULL: parsed from the text stored with it), entry the
+ * kernel's name (NULL: from the workload's).  TN_ESTATE "no tuned kernel
+ * yet ..." when the database has no verified record of it on t. */
+int srch_kernel_from_db(db_t *db, const char *hash, const ir_workload_t *w, const tn_target_t *t, const char *entry,
+                        cJSON **out, tn_err_t *err);
 
 typedef enum srch_strategy {
   SRCH_EVOLUTIONARY, /* metaschedule.md §6 */

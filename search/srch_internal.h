@@ -31,7 +31,7 @@ typedef struct srch_cand {
   int refs;
   sch_t *sch;             /* the scheduled function and its full trace */
   char *json;             /* sch_trace_to_json of the full trace (incl. postproc) */
-  uint64_t hash;          /* FNV-1a of json: the value db_trace_hash prints */
+  uint64_t hash;          /* srch_trace_hash(json): the dedup key of its identity */
   cm_feature_rows_t feat; /* valid when have_feat */
   bool have_feat;
   double score;           /* last prediction */
@@ -44,7 +44,8 @@ srch_cand_t *srch_cand_make(const ir_func_t *f, const tn_target_t *t, const sch_
                             uint64_t seed, smp_stage_t *stage, tn_err_t *err);
 srch_cand_t *srch_cand_ref(srch_cand_t *c);
 void srch_cand_unref(srch_cand_t *c); /* NULL is fine */
-/* The 64-bit value of db_trace_hash(json). */
+/* The first 64 bits of db_trace_hash(json) (tn_id_key): the key of the
+ * search's dedup sets, which a collision would only make skip a trace. */
 uint64_t srch_trace_hash(const char *json);
 
 /* Candidates made from fully decided traces (every sampling instruction
@@ -110,8 +111,8 @@ typedef struct srch_task_state {
   const ir_workload_t *workload;
   const ir_func_t *func;
   double weight, flops;
-  uint64_t key;                /* ir_func_hash: the cost model's workload key */
-  char hash_hex[17];
+  uint64_t key;                /* tn_id_key(hash_hex): the cost model's workload key */
+  char hash_hex[TN_ID_SIZE];   /* ir_func_hash: the workload's identity */
   smp_space_t space;
   tn_rng_t rng;                /* everything this task draws */
   srch_hashset_t seen;         /* traces measured (this run or the database) or in flight */

@@ -33,7 +33,7 @@ static int load_known_hashes(srch_ctx_t *c, srch_task_state_t *ts, tn_err_t *err
   q.target_name = c->target->name;
   db_records_t recs = {0};
   if (db_records_query(c->db, &q, &recs, err) < 0) return err ? err->code : TN_EIO;
-  for (size_t i = 0; i < recs.n; i++) srch_hashset_add(&ts->seen, strtoull(recs.items[i].trace_hash, NULL, 16));
+  for (size_t i = 0; i < recs.n; i++) srch_hashset_add(&ts->seen, tn_id_key(recs.items[i].trace_hash));
   db_records_free(&recs);
   return 0;
 }
@@ -58,8 +58,8 @@ int srch_task_init(srch_ctx_t *c, srch_task_state_t *ts, const srch_task_t *task
   ts->func = task->workload->func;
   ts->weight = task->weight > 0 ? task->weight : 1;
   ts->flops = TN_MAX(ir_func_flops(ts->func), 1.0);
-  ts->key = ir_func_hash(ts->func);
-  ir_hash_hex(ts->key, ts->hash_hex);
+  ir_func_hash(ts->func, ts->hash_hex);
+  ts->key = tn_id_key(ts->hash_hex);
   tn_rng_seed(&ts->rng, seed);
   srch_hashset_init(&ts->seen);
   ts->measured_cap = TN_MAX(1, (int)(c->opts.population * c->opts.init_measured_ratio));

@@ -23,7 +23,7 @@ int main(int argc, char **argv) {
   db_t *db = NULL;
   if (db_open(argv[1], &db, &err)) return fail("open", &err);
   int64_t wid = 0, tid = 0;
-  db_workload_t w = {.hash = "00000000000c0a5e", .name = "crash", .source = "x"};
+  db_workload_t w = {.hash = "00000000000000000000000000000000000000000000000000000000000c0a5e", .name = "crash", .source = "x"};
   db_target_t t = {.name = "cpu", .kind = "cpu"};
   if (db_workload_upsert(db, &w, &wid, &err)) return fail("workload", &err);
   if (db_target_upsert(db, &t, &tid, &err)) return fail("target", &err);

@@ -3,7 +3,9 @@
  * and database ($TUNED, $TUNECTL, $MATMUL_HOST); libtuned's protocol handling
  * against a scripted fake server; the pkg-config file; bench comparisons. */
 #include <cJSON.h>
+#include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -26,7 +28,8 @@ typedef tu_run_t run_t;
 static char g_dir[64];
 static char g_sock[128];
 static pid_t g_pid;
-static char g_hash[17];  /* matmul 32^3, tuned by the fixture */
+static char g_hash[TUNED_HASH_SIZE];      /* matmul 32^3, tuned by the fixture */
+static char g_shown[TUNED_HASH_SHOWN + 1]; /* its first digits, as tables show them */
 static long g_job;
 static run_t g_submit;   /* what `submit --wait` printed */
 
@@ -165,6 +168,8 @@ static void daemon_setup(void) {
   ck_assert_int_eq(r->status, 0);
   cJSON *j = parse_json(r->out);
   snprintf(g_hash, sizeof g_hash, "%s", jstr(j, "hash"));
+  ck_assert_int_eq((int)strlen(g_hash), TUNED_HASH_SIZE - 1);
+  snprintf(g_shown, sizeof g_shown, "%s", g_hash);
   cJSON_Delete(j);
   g_submit = *ctl(0, "submit " MM32 " --trials 8 --wait");
   ck_assert_int_eq(sscanf(g_submit.out, "job %ld:", &g_job), 1);
@@ -214,7 +219,7 @@ START_TEST(t_submit_wait_jobs_status) {
   ck_assert_int_eq((int)jnum(job, "trials_done"), 8);
   cJSON_Delete(j);
   run_t *r = ctl(0, "jobs --state done");
-  ck_assert_msg(strstr(r->out, "JOB") && strstr(r->out, g_hash) && strstr(r->out, "8/8"), "%s", r->out);
+  ck_assert_msg(strstr(r->out, "JOB") && strstr(r->out, g_shown) && strstr(r->out, "8/8"), "%s", r->out);
   r = ctl(0, "status %ld", g_job);
   ck_assert_msg(strstr(r->out, "state     done") && strstr(r->out, "trials    8 of 8"), "%s", r->out);
   /* the job timed the unscheduled program; failures include too_slow */
@@ -243,7 +248,7 @@ START_TEST(t_submit_wait_jobs_status) {
   snprintf(want, sizeof want, "job %ld: done, 8/8 trials, best ", g_job);
   ck_assert_msg(strstr(r->out, want), "%s", r->out);
   r = ctl(0, "workloads");
-  ck_assert_msg(strstr(r->out, g_hash) && strstr(r->out, "matmul"), "%s", r->out);
+  ck_assert_msg(strstr(r->out, g_shown) && strstr(r->out, "matmul"), "%s", r->out);
 }
 END_TEST
 
@@ -285,7 +290,7 @@ START_TEST(t_json_streams) {
   cJSON_Delete(j);
   j = cJSON_ParseWithLength(r->out, (size_t)(strchr(r->out, '\n') - r->out));
   ck_assert_int_eq((long)jnum(j, "job"), job);
-  ck_assert_int_eq((int)strlen(jstr(j, "workload")), 16);
+  ck_assert_int_eq((int)strlen(jstr(j, "workload")), TUNED_HASH_SIZE - 1);
   ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(j, "state"));
   cJSON_Delete(j);
 }
@@ -326,10 +331,25 @@ START_TEST(t_best_records) {
   for (int i = 1; i < cJSON_GetArraySize(recs); i++)
     ck_assert(jnum(cJSON_GetArrayItem(recs, i), "median_secs") >= median);
   cJSON_Delete(j);
-  char want[64];
-  snprintf(want, sizeof want, "%7ld  %s  cpu", id, g_hash);
+  char want[128];
+  snprintf(want, sizeof want, "%7ld  %s  cpu", id, g_shown); /* the table shows 128 bits */
   run_t *r = ctl(0, "best %s", g_hash);
   ck_assert_msg(strstr(r->out, want) && strstr(r->out, "yes"), "%s", r->out);
+  /* what the table shows names the workload (a prefix of 32 or more digits, either case) */
+  r = ctl(0, "best %s", g_shown);
+  ck_assert_msg(strstr(r->out, want) && strstr(r->out, "yes"), "%s", r->out);
+  char upper[TUNED_HASH_SIZE];
+  for (int i = 0; i < TUNED_HASH_SIZE; i++) upper[i] = (char)toupper((unsigned char)g_hash[i]);
+  j = parse_json(ctl(0, "best %.40s --json", upper)->out);
+  ck_assert_str_eq(jstr(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "records"), 0), "workload"), g_hash);
+  cJSON_Delete(j);
+  j = parse_json(ctl(0, "kernel %s --emit json", g_shown)->out);
+  ck_assert_str_eq(jstr(j, "workload"), g_hash);
+  ck_assert_int_eq((long)jnum(j, "record"), id);
+  cJSON_Delete(j);
+  /* fewer digits are not a hash (nor a file or a name in the database) */
+  r = ctl(1, "best %.31s", g_hash);
+  ck_assert_msg(strstr(r->err, "is not a workload file, a hash, or the name of a workload"), "%s", r->err);
   char path[128];
   snprintf(path, sizeof path, "%s/records.json", g_dir);
   ctl(0, "records " MM32 " --json > %s", path);
@@ -356,7 +376,7 @@ START_TEST(t_by_name) {
   cJSON_Delete(j);
   run_t *r = ctl(1, "best matmul --set M=31");
   ck_assert_msg(strstr(r->err, "tunectl best: no workload named matmul with {\"M\":31} in the database; it has:") &&
-                    strstr(r->err, g_hash) && strstr(r->err, "M=32, N=32, K=32"),
+                    strstr(r->err, g_shown) && strstr(r->err, "M=32, N=32, K=32"),
                 "%s", r->err);
   r = ctl(0, "kernel matmul --set K=32 --set M=32 --set N=32 --emit source");
   ck_assert_msg(strstr(r->out, "matmul"), "%s", r->out);
@@ -372,7 +392,7 @@ START_TEST(t_by_name) {
   for (int i = 0; i < 2; i++) {
     j = parse_json(ctl(0, "kernel %s --fallback nearest --emit json", fb[i])->out);
     const char *from = jstr(cJSON_GetObjectItemCaseSensitive(j, "fallback"), "workload");
-    ck_assert_int_eq(strlen(from), 16);
+    ck_assert_int_eq(strlen(from), TUNED_HASH_SIZE - 1);
     ck_assert_str_ne(from, jstr(j, "workload"));
     ck_assert_double_eq(jnum(j, "flops"), 2.0 * 24 * 40 * 32);
     cJSON_Delete(j);
@@ -459,7 +479,7 @@ START_TEST(t_kernel_packed) {
                  "D[b, o] = sum(k < IN: X[b, k] * W[o, k])\nY[b, o] = max(D[b, o] + bias[o], 0.0)\n");
   char *check = strdup(ctl(0, "check %s", wl)->out), *hash = strstr(check, "hash      ");
   ck_assert_ptr_nonnull(hash);
-  hash[10 + 16] = '\0';
+  hash[10 + TUNED_HASH_SIZE - 1] = '\0';
   hash += 10;
   char *space = strdup(ctl(0, "space %s --target cpu", wl)->out), *at = strstr(space, "(hoisted)");
   if (!at) {
@@ -601,9 +621,14 @@ START_TEST(t_errors) {
   r = ctl(1, "best not-a-file");
   ck_assert_msg(strstr(r->err, "tunectl best: not-a-file is not a workload file, a hash, or the name of a workload in "
                                "the database"), "%s", r->err);
-  r = ctl(1, "best ./no/such/file.tw");
-  ck_assert_msg(strstr(r->err, "./no/such/file.tw is neither a workload file") && strstr(r->err, "16 hex digits"),
-                "%s", r->err);
+  r = ctl(1, "best ./no/such/file.tw"); /* a path: said missing, not looked up as a name */
+  ck_assert_msg(strstr(r->err, "tunectl best: ./no/such/file.tw: no such file (No such file or directory)"), "%s",
+                r->err);
+  r = ctl(1, "submit nosuch.tw");
+  ck_assert_msg(strstr(r->err, "tunectl submit: nosuch.tw: no such file"), "%s", r->err);
+  r = ctl(1, "kernel %064d --emit source", 0); /* a whole hash that no workload has */
+  ck_assert_msg(strstr(r->err, "no workload 0000000000000000000000000000000000000000000000000000000000000000 in the "
+                               "database"), "%s", r->err);
   r = ctl(1, "best %s --set M=4", g_hash);
   ck_assert_ptr_nonnull(strstr(r->err, "--set needs a workload FILE"));
   r = ctl(1, "submit %s --set Q=3", SRC("workloads/matmul.tw"));
@@ -671,10 +696,10 @@ START_TEST(t_libtuned) {
   s.remeasure = 0;
   s.baseline = 0;
   int64_t job = 0;
-  char hash[17];
+  char hash[TUNED_HASH_SIZE];
   ck_assert_msg(tuned_submit(c, &s, &job, hash, &err) == 0, "%s", err.message);
   ck_assert(job > g_job);
-  ck_assert_int_eq((int)strlen(hash), 16);
+  ck_assert_int_eq((int)strlen(hash), TUNED_HASH_SIZE - 1);
   /* the options reached the job (tune.submit once refused remeasure and baseline) */
   char params[64];
   snprintf(params, sizeof params, "{\"job\": %lld}", (long long)job);
@@ -686,7 +711,7 @@ START_TEST(t_libtuned) {
   cJSON_Delete(j);
   free(res);
   /* the workload's hash from its text, as submit gave it */
-  char h2[17];
+  char h2[TUNED_HASH_SIZE];
   ck_assert_msg(tuned_workload_hash(c, text, "{\"N\": 2048}", h2, &err) == 0, "%s", err.message);
   ck_assert_str_eq(h2, hash);
   ck_assert_int_eq(tuned_workload_hash(c, text, "{\"N\": 1024}", h2, &err), 0);
@@ -706,7 +731,7 @@ START_TEST(t_libtuned) {
                               "output B: float32[N, 2]\\nB[i, j] = A[i] * 2.0\\n\", \"params\": {\"N\": 6}}",
                               &res, &err), 0);
   j = parse_json(res);
-  ck_assert_int_eq((int)strlen(jstr(j, "workload")), 16);
+  ck_assert_int_eq((int)strlen(jstr(j, "workload")), TUNED_HASH_SIZE - 1);
   ck_assert_int_eq((int)jnum(cJSON_GetObjectItemCaseSensitive(j, "params"), "N"), 6);
   ck_assert_int_eq((int)jnum(j, "flops"), 12);
   const cJSON *out = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "tensors"), 1);
@@ -1179,9 +1204,24 @@ static void bench_file(const char *path, const char *target, int n, const char *
   cJSON_Delete(doc);
 }
 
+/* A made-up workload hash: 64 times digit d. */
+#define H16(d) d d d d d d d d d d d d d d d d
+#define H64(d) H16(d) H16(d) H16(d) H16(d)
+
+/* Adds the run's trials and mode to a bench result file. */
+static void bench_setup(const char *path, int trials, const char *mode) {
+  cJSON *doc = parse_json(slurp(path));
+  cJSON_AddNumberToObject(doc, "trials", trials);
+  cJSON_AddStringToObject(doc, "mode", mode);
+  char *text = cJSON_Print(doc);
+  write_file(path, text);
+  free(text);
+  cJSON_Delete(doc);
+}
+
 START_TEST(t_bench_compare) {
   static const char *const names[] = {"vector_add", "matmul", "softmax"};
-  static const char *const hashes[] = {"1111111111111111", "2222222222222222", "3333333333333333"};
+  static const char *const hashes[] = {H64("1"), H64("2"), H64("3")};
   char dir[] = "/tmp/tuned-client-bench-XXXXXX";
   ck_assert_ptr_nonnull(mkdtemp(dir));
   char base[128], cur[128];
@@ -1193,14 +1233,15 @@ START_TEST(t_bench_compare) {
   bench_file(cur, "cpu", 3, names, hashes, (const double[]){12, 97, 5});
   run_t *r = sh("'%s' bench --compare %s --baseline %s --max-regression 5%%", tc, cur, base);
   ck_assert_msg(r->status == 0, "%s\n%s", r->out, r->err);
-  ck_assert_ptr_nonnull(strstr(r->out, "-3.0%  ok"));
-  ck_assert_ptr_nonnull(strstr(r->out, "+20.0%  ok"));
+  ck_assert_msg(strstr(r->out, "-3.0%     0.0%  ok"), "%s", r->out);
+  ck_assert_ptr_nonnull(strstr(r->out, "+20.0%     0.0%  ok"));
   ck_assert_ptr_nonnull(strstr(r->out, "no regression beyond 5.0% (3 workloads)"));
   /* -10% on matmul is a regression at 5% (the default), not at 15% */
   bench_file(cur, "cpu", 3, names, hashes, (const double[]){10, 90, 5});
   r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
   ck_assert_int_eq(r->status, 1);
-  ck_assert_msg(strstr(r->out, "matmul") && strstr(r->out, "-10.0%  REGRESSION: more than 5.0% slower"), "%s", r->out);
+  ck_assert_msg(strstr(r->out, "matmul") && strstr(r->out, "-10.0%     0.0%  REGRESSION: more than 5.0% slower"), "%s",
+                r->out);
   ck_assert_ptr_nonnull(strstr(r->out, "1 of 3 workloads regressed"));
   r = sh("'%s' bench --compare %s --baseline %s --max-regression 15", tc, cur, base);
   ck_assert_msg(r->status == 0, "%s", r->out);
@@ -1213,16 +1254,77 @@ START_TEST(t_bench_compare) {
   ck_assert_ptr_nonnull(strstr(r->out, "2 of 3 workloads regressed"));
   /* a new workload is reported, not a failure */
   bench_file(cur, "cpu", 3, (const char *const[]){"vector_add", "matmul", "conv2d"},
-             (const char *const[]){"1111111111111111", "2222222222222222", "4444444444444444"},
+             (const char *const[]){H64("1"), H64("2"), H64("4")},
              (const double[]){10, 100, 1});
   bench_file(base, "cpu", 2, names, hashes, (const double[]){10, 100});
   r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
   ck_assert_msg(r->status == 0 && strstr(r->out, "new (not in the baseline)"), "%s", r->out);
+  /* noise: -10% is within 5% plus twice a 4% noise on each side, and the
+   * comparison goes to --json as JSON, the outcome to --junit as XML */
+  bench_file(base, "cpu", 2, names, hashes, (const double[]){10, 100});
+  bench_file(cur, "cpu", 2, names, hashes, (const double[]){10, 90});
+  cJSON *doc = parse_json(slurp(cur));
+  cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "results"), 1);
+  cJSON_AddNumberToObject(m, "noise", 0.04);
+  cJSON_AddNumberToObject(m, "job", 7);
+  cJSON_AddNumberToObject(m, "record", 42);
+  char *text = cJSON_Print(doc);
+  write_file(cur, text);
+  free(text);
+  cJSON_Delete(doc);
+  char cmp[160], junit[160];
+  snprintf(cmp, sizeof cmp, "%s/cmp.json", dir);
+  snprintf(junit, sizeof junit, "%s/junit.xml", dir);
+  r = sh("'%s' bench --compare %s --baseline %s --json %s --junit %s", tc, cur, base, cmp, junit);
+  ck_assert_msg(r->status == 0 && strstr(r->out, "-10.0%     4.0%  ok"), "%s\n%s", r->out, r->err);
+  doc = parse_json(slurp(cmp));
+  ck_assert_int_eq((int)jnum(doc, "regressions"), 0);
+  const cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "rows"), 1);
+  ck_assert_str_eq(jstr(row, "status"), "ok");
+  ck_assert_int_eq((int)jnum(row, "job"), 7);
+  ck_assert_int_eq((int)jnum(row, "record"), 42);
+  ck_assert(fabs(jnum(row, "allowed") - 0.13) < 1e-9);
+  cJSON_Delete(doc);
+  const char *xml = slurp(junit);
+  ck_assert_msg(strstr(xml, "<testsuite name=\"tunectl bench hand-made\" tests=\"2\" failures=\"0\"") &&
+                strstr(xml, "<testcase classname=\"bench\" name=\"matmul 2222222222222222\"") &&
+                strstr(xml, "job 7, record 42"), "%s", xml);
+  /* past the noise: a regression, a JUnit failure */
+  r = sh("'%s' bench --compare %s --baseline %s --max-regression 1 --junit %s", tc, cur, base, junit);
+  ck_assert_msg(r->status == 1 && strstr(r->out, "REGRESSION: more than 9.0% slower"), "%s", r->out);
+  xml = slurp(junit);
+  ck_assert_msg(strstr(xml, "failures=\"1\"") && strstr(xml, "<failure message=\"slower than allowed\">"), "%s", xml);
+  /* a machine too noisy to tell: said, not failed */
+  bench_file(cur, "cpu", 2, names, hashes, (const double[]){10, 50});
+  doc = parse_json(slurp(cur));
+  cJSON_AddNumberToObject(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "results"), 1), "noise", 0.6);
+  text = cJSON_Print(doc);
+  write_file(cur, text);
+  free(text);
+  cJSON_Delete(doc);
+  r = sh("'%s' bench --compare %s --baseline %s --junit %s", tc, cur, base, junit);
+  ck_assert_msg(r->status == 0 && strstr(r->out, "-50.0%    60.0%  ok (too noisy to tell"), "%s", r->out);
+  ck_assert_ptr_nonnull(strstr(slurp(junit), "failures=\"0\""));
+  /* a baseline of other trials or mode is refused */
+  bench_setup(base, 8, "in-process");
+  bench_setup(cur, 4, "daemon");
+  r = sh("'%s' bench --compare %s --baseline %s --json %s", tc, cur, base, cmp);
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_msg(strstr(r->err, "the baseline was tuned with trials 8 and the results with trials 4"), "%s", r->err);
+  doc = parse_json(slurp(cmp)); /* the JSON is written all the same, with the error */
+  ck_assert_msg(strstr(jstr(doc, "error"), "trials 8"), "%s", jstr(doc, "error"));
+  cJSON_Delete(doc);
   /* another target, bad files, bad options */
   bench_file(base, "nvidia/a100", 2, names, hashes, (const double[]){10, 100});
   r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
   ck_assert_int_eq(r->status, 1);
   ck_assert_ptr_nonnull(strstr(r->err, "measured on target nvidia/a100 and the results on cpu"));
+  /* a baseline an older tuned wrote (16-digit hashes) is refused, saying so */
+  bench_file(base, "cpu", 3, names, (const char *const[]){"1111111111111111", "2222222222222222", "3333333333333333"},
+             (const double[]){10, 100, 5});
+  r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
+  ck_assert_int_eq(r->status, 1);
+  ck_assert_msg(strstr(r->err, "the baseline holds 16-digit hashes: an older tuned wrote it"), "%s", r->err);
   write_file(base, "{\"results\": 3}");
   r = sh("'%s' bench --compare %s --baseline %s", tc, cur, base);
   ck_assert_int_eq(r->status, 1);
@@ -1254,7 +1356,15 @@ START_TEST(t_bench_run) {
     ck_assert_msg(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "found")), "%s found nothing", jstr(x, "name"));
     ck_assert(jnum(x, "gflops") > 0 && jnum(x, "median_secs") > 0);
     ck_assert(jnum(x, "trials") >= 1 && jnum(x, "trials") <= 4);
+    /* the best re-timed in 5 runs: the figure is their median, the noise half their spread */
+    const cJSON *rounds = cJSON_GetObjectItemCaseSensitive(x, "remeasure_secs");
+    ck_assert_msg(cJSON_GetArraySize(rounds) >= 3, "%s: %d rounds", jstr(x, "name"), cJSON_GetArraySize(rounds));
+    ck_assert(jnum(x, "noise") >= 0 && jnum(x, "noise") <= 1); /* 1: too noisy to tell */
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(x, "job")));
   }
+  const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(doc, "comparison");
+  ck_assert_int_eq((int)jnum(cmp, "regressions"), 0);
+  ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cmp, "rows")), 3);
   r = sh("'%s' check %s --set M=128 --set N=128 --set K=128 --json", env("TUNECTL"), SRC("workloads/matmul.tw"));
   cJSON *chk = parse_json(r->out);
   ck_assert_str_eq(jstr(cJSON_GetArrayItem(rs, 1), "hash"), jstr(chk, "hash"));

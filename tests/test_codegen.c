@@ -789,12 +789,78 @@ START_TEST(test_c_matmul_local) {
   ir_workload_t *w = load_wl("matmul.tw", "M=32,N=48,K=20");
   ir_func_t *f = sched_matmul_cpu(w->func, 32, 48, 20);
   char *src = check_c(f, w->func);
-  HAS(src, "#pragma omp parallel for\n");
+  HAS(src, "#pragma omp parallel for num_threads(tuned_team())\n");
   HAS(src, "#pragma omp simd\n");
   HAS(src, "#pragma GCC unroll 8\n");
   HAS(src, "float C_local[128];"); /* 8 x 16 tile, not 32 x 48 */
   HAS(src, "C_local[i_1 * 16 + j_1] = C_local[i_1 * 16 + j_1] + A[v_i * 20 + v_k] * B[v_k * 48 + v_j];");
   free(src);
+  ir_func_free(f);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* A parallel loop's team leaves the cores other tasks keep busy to them
+ * (tuned_team): with more spinning threads than cores beside it, the kernel
+ * runs on one thread; TUNED_THREADS=fixed keeps OpenMP's team.  The
+ * module's source, with a main that spins those threads, is built and run
+ * as a program. */
+START_TEST(test_c_team_leaves_busy_cores) {
+  ir_workload_t *w = load_wl("matmul.tw", "M=32,N=48,K=20");
+  ir_func_t *f = sched_matmul_cpu(w->func, 32, 48, 20);
+  cg_module_t *m = lower_ok(f, CG_TARGET_C);
+  HAS(m->source, "#pragma omp parallel for num_threads(tuned_team())\n");
+  HAS(m->source, " */\n#ifndef _GNU_SOURCE\n#define _GNU_SOURCE\n#endif\n#include <math.h>");
+  static const char driver[] =
+      "#include <pthread.h>\n#include <stdio.h>\n"
+      "static volatile int stop;\n"
+      "static void *spin(void *p) { (void)p; while (!stop) {} return NULL; }\n"
+      "int main(void) {\n"
+      "  struct timespec ms = {0, 5000000};\n"
+      "  printf(\"max %d quiet %d\\n\", omp_get_max_threads(), tuned_team());\n"
+      "  int n = omp_get_num_procs() + 2;\n"
+      "  pthread_t t[n];\n"
+      "  for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, spin, NULL);\n"
+      "  nanosleep(&ms, NULL);\n"
+      "  int a = tuned_team();\n"
+      "  nanosleep(&ms, NULL);\n"
+      "  int b = tuned_team();\n"
+      "  stop = 1;\n"
+      "  for (int i = 0; i < n; i++) pthread_join(t[i], NULL);\n"
+      "  printf(\"busy %d %d\\n\", a, b);\n"
+      "  return 0;\n"
+      "}\n";
+  char dir[] = "/tmp/tuned-team-XXXXXX", path[96], exe[96], cmd[512];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/k.c", dir);
+  snprintf(exe, sizeof exe, "%s/k", dir);
+  char *text = tn_xmalloc(strlen(m->source) + sizeof driver + 1);
+  sprintf(text, "%s%s", m->source, driver);
+  write_file(path, text);
+  free(text);
+  snprintf(cmd, sizeof cmd, "cc -O1 -fopenmp -pthread -o %s %s -lm 2>%s/log", exe, path, dir);
+  ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+  for (int fixed = 0; fixed < 2; fixed++) {
+    snprintf(cmd, sizeof cmd, "%s%s", fixed ? "TUNED_THREADS=fixed " : "", exe);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    int most = 0, quiet = 0, a = 0, b = 0;
+    ck_assert_int_eq(fscanf(p, "max %d quiet %d busy %d %d", &most, &quiet, &a, &b), 4);
+    ck_assert_int_eq(pclose(p), 0);
+    ck_assert_int_ge(most, 1);
+    ck_assert(quiet >= 1 && quiet <= most);
+    if (fixed) {
+      ck_assert_int_eq(quiet, most);
+      ck_assert_int_eq(a, most);
+      ck_assert_int_eq(b, most);
+    } else { /* the spinning threads alone fill every core */
+      ck_assert_int_eq(a, 1);
+      ck_assert_int_eq(b, 1);
+    }
+  }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(system(cmd), 0);
+  cg_module_free(m);
   ir_func_free(f);
   ir_workload_free(w);
 }
@@ -811,7 +877,7 @@ START_TEST(test_c_big_caches_on_heap) {
   for (int k = 0; k < 2; k++) {
     ir_func_t *f = sched_square_cache(w->func, IR_LOOP_PARALLEL, scopes[k]);
     char *src = check_c(f, w->func);
-    HAS(src, "  #pragma omp parallel\n  {\n"
+    HAS(src, "  #pragma omp parallel num_threads(tuned_team())\n  {\n"
              "    float *A_local = (float *)malloc(sizeof(float) * 20480);  /* one per thread */\n"
              "    if (!(A_local)) {\n    #pragma omp atomic write\n      tuned_status = -1;\n    }\n"
              "    #pragma omp for\n    for (int i_0 = 0; i_0 < 2; ++i_0) {\n      if (A_local) {\n");
@@ -851,7 +917,7 @@ START_TEST(test_c_big_caches_on_heap) {
   ir_loop_t *i0 = &f->root->u.block.body->u.loop;
   i0->body = loop(f, ir_var_new(f, "u", IR_INT32), 1, IR_LOOP_VECTORIZED, NULL, i0->body);
   src = check_c(f, w->func);
-  HAS(src, "  #pragma omp parallel for\n  for (int i_0 = 0; i_0 < 2; ++i_0) {\n    {\n      int u = 0;\n"
+  HAS(src, "  #pragma omp parallel for num_threads(tuned_team())\n  for (int i_0 = 0; i_0 < 2; ++i_0) {\n    {\n      int u = 0;\n"
            "      float *A_local = (float *)malloc(sizeof(float) * 20480);\n");
   HAS(src, "} else {\n      #pragma omp atomic write\n        tuned_status = -1;\n");
   free(src);
@@ -1506,7 +1572,7 @@ START_TEST(test_schedule_module_cpu) {
   sch_t *s = tile_cpu(w->func, "local");
   char *src = check_c(sch_func(s), w->func);
   HAS(src, "float C_local[128];");
-  HAS(src, "#pragma omp parallel for\n");
+  HAS(src, "#pragma omp parallel for num_threads(tuned_team())\n");
   HAS(src, "#pragma omp simd\n");
   HAS(src, "#pragma GCC unroll 4\n");
   free(src);
@@ -2895,6 +2961,7 @@ static Suite *make_suite(void) {
   tcase_add_test(c, test_c_source_shape);
   tcase_add_test(c, test_c_dtypes);
   tcase_add_test(c, test_c_matmul_local);
+  tcase_add_test(c, test_c_team_leaves_busy_cores);
   tcase_add_test(c, test_c_big_caches_on_heap);
   tcase_add_test(c, test_c_gpu_schedules_run_serially);
   tcase_add_test(c, test_names_and_targets);

@@ -91,6 +91,42 @@ START_TEST(t_hash) {
 }
 END_TEST
 
+/* Identities: BLAKE2b-256 of the domain, its NUL and the data, as Python's
+ * hashlib.blake2b(..., digest_size=32) gives them; streamed in pieces the
+ * same; the checks of whole identities and prefixes; the 64-bit key. */
+START_TEST(t_ident) {
+  char h[TN_ID_SIZE], g[TN_ID_SIZE];
+  tn_id_of("", "abc", 3, h);
+  ck_assert_str_eq(h, "4b44b5a5f9e6fafead231e4d609a8e88053a6053c087b68e24e31faf0fb8dfe7");
+  tn_id_of(TN_ID_TRACE, "{}", 2, h);
+  ck_assert_str_eq(h, "a100384f47378538ec82fb3ee06effbbab2fada9a3f42e3c47061deba13feb71");
+  char x[1000];
+  memset(x, 'x', sizeof x);
+  tn_id_ctx_t c;
+  tn_id_init(&c, TN_ID_WORKLOAD);
+  for (size_t i = 0; i < sizeof x; i += 7) tn_id_update(&c, x + i, TN_MIN(7, sizeof x - i));
+  tn_id_update(&c, x, 0);
+  tn_id_final(&c, g);
+  ck_assert_str_eq(g, "f53f353acaf102c54017db380d7e2a73c151ecae3ccda14a11570b7259c07e77");
+  tn_id_of(TN_ID_WORKLOAD, x, sizeof x, h);
+  ck_assert_str_eq(h, g);
+  tn_id_of(TN_ID_TRACE, x, sizeof x, h); /* domains keep kinds apart */
+  ck_assert_str_ne(h, g);
+  ck_assert(tn_id_valid(g) && tn_id_prefix_valid(g));
+  ck_assert_uint_eq(tn_id_key(g), UINT64_C(0xf53f353acaf102c5));
+  g[TN_ID_SHOWN] = 0;
+  ck_assert(!tn_id_valid(g) && tn_id_prefix_valid(g));
+  g[TN_ID_SHOWN - 1] = 0;
+  ck_assert(!tn_id_prefix_valid(g));
+  tn_id_of(TN_ID_WORKLOAD, x, sizeof x, g);
+  g[5] = 'A';
+  ck_assert(!tn_id_valid(g) && !tn_id_prefix_valid(g));
+  ck_assert(!tn_id_valid(NULL) && !tn_id_prefix_valid(NULL) && !tn_id_valid(""));
+  ck_assert_uint_eq(tn_id_key("12"), 0);
+  ck_assert_uint_eq(tn_id_key(NULL), 0);
+}
+END_TEST
+
 START_TEST(t_gcd) {
   ck_assert_int_eq(tn_gcd64(12, 18), 6);
   ck_assert_int_eq(tn_gcd64(-12, 18), 6);
@@ -506,7 +542,7 @@ END_TEST
 
 static Suite *make(void) {
   Suite *s = suite_create("common");
-  TU_TCASE(s, "core", 0, t_err, t_arena, t_buf, t_rng, t_hash, t_gcd, t_half, t_bf16, t_identifiers, t_read_file,
+  TU_TCASE(s, "core", 0, t_err, t_arena, t_buf, t_rng, t_hash, t_ident, t_gcd, t_half, t_bf16, t_identifiers, t_read_file,
            t_open_out);
   TU_TCASE(s, "targets", 0, t_target_shipped, t_target_did_you_mean, t_target_config_dir, t_target_bad_files, t_target_cc,
            t_roofline);

@@ -36,6 +36,9 @@
 
 extern char **environ;
 
+/* A whole workload hash that no workload of the tests has. */
+#define OTHER_HASH "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
 /* ---- daemons ------------------------------------------------------------------ */
 
 typedef struct daemon {
@@ -356,7 +359,7 @@ static const char *matmul_submit(int trials, int batch) { return matmul_submit_o
 
 typedef struct submitted {
   int job;
-  char hash[17];
+  char hash[TN_ID_SIZE];
 } submitted_t;
 
 static submitted_t submit_on(client_t *c, int size, const char *target, int trials, int batch) {
@@ -364,7 +367,7 @@ static submitted_t submit_on(client_t *c, int size, const char *target, int tria
   submitted_t s;
   s.job = (int)num(result(r), "job");
   snprintf(s.hash, sizeof s.hash, "%s", str(result(r), "workload"));
-  ck_assert_int_eq((int)strlen(s.hash), 16);
+  ck_assert_msg(tn_id_valid(s.hash), "%s", s.hash);
   cJSON_Delete(r);
   return s;
 }
@@ -505,6 +508,18 @@ static void compile_c(const char *dir, const char *source) {
   ck_assert_msg(system(cmd) == 0, "the kernel does not compile: %s", cmd);
 }
 
+/* A db.import of one line; the response (caller frees). */
+static cJSON *import_line(client_t *c, const cJSON *line) {
+  char *text = cJSON_PrintUnformatted(line);
+  cJSON *ip = cJSON_CreateObject();
+  cJSON_AddStringToObject(ip, "jsonl", text);
+  char *ips = cJSON_PrintUnformatted(ip);
+  cJSON *r = rpc(c, "db.import", ips);
+  free(ips), free(text);
+  cJSON_Delete(ip);
+  return r;
+}
+
 #if TUNED_HAVE_CUDA
 /* A record tuned on another machine for a GPU (imported: this machine has no
  * GPU to measure it) still yields its kernel: CUDA source, PTX and CUBIN. */
@@ -521,14 +536,10 @@ static void kernel_for_imported_gpu_record(client_t *c, const char *cpu_line, co
   cJSON_AddItemToObject(t, "json", cJSON_CreateObject());
   cJSON_ReplaceItemInObject(line, "target", t);
   cJSON_ReplaceItemInObject(line, "trace", cJSON_CreateString(trace));
-  char th[17];
+  char th[TN_ID_SIZE];
   db_trace_hash(trace, th);
   cJSON_ReplaceItemInObject(line, "trace_hash", cJSON_CreateString(th));
-  char *text = cJSON_PrintUnformatted(line);
-  cJSON *ip = cJSON_CreateObject();
-  cJSON_AddStringToObject(ip, "jsonl", text);
-  char *ips = cJSON_PrintUnformatted(ip);
-  cJSON *r = rpc(c, "db.import", ips);
+  cJSON *r = import_line(c, line);
   ck_assert_int_eq((int)num(result(r), "inserted"), 1);
   cJSON_Delete(r);
   char p[128];
@@ -547,9 +558,6 @@ static void kernel_for_imported_gpu_record(client_t *c, const char *cpu_line, co
   cJSON_Delete(r);
   /* querying is fine for any known target; tuning for it here is refused */
   expect_error(c, "tune.submit", "{\"workload\":\"x\",\"target\":\"nvidia/tesla-t4\"}", -32003, "refused");
-  free(ips);
-  free(text);
-  cJSON_Delete(ip);
   cJSON_Delete(line);
 }
 #endif
@@ -605,6 +613,161 @@ static void check_fallback(client_t *c, const char *hash32, int best_id, double 
   cJSON_Delete(q);
   cJSON_Delete(kp);
 }
+
+/* ---- identities that cannot be forged (tests/fnv-collision) ------------------- */
+
+/* The text of a workload of the collision fixture ("dense_const" or "dense_plain"). */
+static char *fixture_text(const char *name) {
+  char path[PATH_MAX], *text;
+  size_t len;
+  tn_err_t err = {0};
+  snprintf(path, sizeof path, "%s/tests/fnv-collision/%s.tw", TUNED_SOURCE_ROOT, name);
+  ck_assert_msg(tn_read_file(path, 1 << 20, &text, &len, &err) == 0, "%s", err.msg);
+  return text;
+}
+
+/* Params naming a fixture workload by its text: {"<key>": text, "name": name}
+ * plus `more` (a JSON object's members, or ""); JSON text (free it). */
+static char *fixture_params(const char *name, const char *key, const char *more) {
+  char *text = fixture_text(name);
+  cJSON *p = cJSON_CreateObject();
+  cJSON_AddStringToObject(p, key, text);
+  cJSON_AddStringToObject(p, "name", name);
+  char *s = cJSON_PrintUnformatted(p), *out = tn_xmalloc(strlen(s) + strlen(more) + 4);
+  s[strlen(s) - 1] = 0; /* the closing brace */
+  sprintf(out, "%s%s%s}", s, *more ? "," : "", more);
+  free(s), free(text);
+  cJSON_Delete(p);
+  return out;
+}
+
+/* Tunes a fixture workload to the end; its hash (as tune.submit says) in hash. */
+static void tune_fixture(client_t *c, client_t *w, const char *name, char hash[TN_ID_SIZE]) {
+  char *p = fixture_params(name, "workload", "\"trials\":4,\"batch_size\":4,\"population\":64,\"remeasure\":0");
+  cJSON *r = rpc(c, "tune.submit", p);
+  int job = (int)num(result(r), "job");
+  snprintf(hash, TN_ID_SIZE, "%s", str(result(r), "workload"));
+  cJSON_Delete(r);
+  free(p);
+  cJSON_Delete(watch(w, job));
+  cJSON *n = wait_progress(w, job, 1 << 30, 600);
+  ck_assert_str_eq(str(cJSON_GetObjectItem(n, "params"), "state"), "done");
+  cJSON_Delete(n);
+}
+
+/* The record kernel.get serves for a fixture workload (by text), checking
+ * that the answer names the workload by its own hash. */
+static int served_record(client_t *c, const char *name, const char *hash) {
+  char *p = fixture_params(name, "workload_text", "");
+  cJSON *r = rpc(c, "kernel.get", p);
+  ck_assert_str_eq(str(result(r), "workload"), hash);
+  int id = (int)num(result(r), "record");
+  cJSON_Delete(r);
+  free(p);
+  return id;
+}
+
+/* dense_const and dense_plain (tests/fnv-collision) had one 64-bit FNV-1a
+ * hash, so under it a record of one was filed under, and its kernel served
+ * for, the other.  Through a real daemon: their identities differ; tuning
+ * dense_const serves nothing for dense_plain (by text, by hash, by prefix);
+ * an imported line that files dense_plain's source under dense_const's
+ * hash, or dense_const's under dense_plain's, is refused; once both are
+ * tuned, each is served its own record. */
+START_TEST(fnv_collision) {
+  daemon_t d;
+  tmp_daemon(&d);
+  start_daemon(&d, NULL);
+  client_t c, w;
+  cl_open(&c, d.sock);
+  cl_open(&w, d.sock);
+  char hc[TN_ID_SIZE], hp[TN_ID_SIZE], p[256];
+  const char *names[2] = {"dense_const", "dense_plain"};
+  char *hashes[2] = {hc, hp};
+  for (int i = 0; i < 2; i++) {
+    char *cp = fixture_params(names[i], "workload_text", "");
+    cJSON *r = rpc(&c, "workload.check", cp);
+    snprintf(hashes[i], TN_ID_SIZE, "%s", str(result(r), "workload"));
+    ck_assert_msg(tn_id_valid(hashes[i]), "%s", hashes[i]);
+    cJSON_Delete(r);
+    free(cp);
+  }
+  ck_assert_str_ne(hc, hp);
+  /* the old hash is not taken for a workload's */
+  expect_error(&c, "db.best", "{\"workload\":\"6e44248031b14ae9\"}", -32602,
+               "must be a workload hash: 64 lower-case hex digits, or its first 32 or more");
+
+  char got[TN_ID_SIZE];
+  tune_fixture(&c, &w, "dense_const", got);
+  ck_assert_str_eq(got, hc);
+  int rc_const = served_record(&c, "dense_const", hc);
+  /* nothing of dense_const's is served for dense_plain */
+  char *pp = fixture_params("dense_plain", "workload_text", "");
+  expect_error(&c, "kernel.get", pp, -32004, "never tuned");
+  snprintf(p, sizeof p, "{\"workload\":\"%s\"}", hp);
+  expect_error(&c, "kernel.get", p, -32001, "no workload");
+  expect_error(&c, "db.best", p, -32001, "no workload");
+  snprintf(p, sizeof p, "{\"workload\":\"%.32s\"}", hp);
+  expect_error(&c, "kernel.get", p, -32001, "no workload");
+  snprintf(p, sizeof p, "{\"workload\":\"%.32s\"}", hc); /* the prefix a table shows finds dense_const */
+  cJSON *r = rpc(&c, "kernel.get", p);
+  ck_assert_int_eq((int)num(result(r), "record"), rc_const);
+  ck_assert_str_eq(str(result(r), "workload"), hc);
+  cJSON_Delete(r);
+
+  /* import: a line of dense_const's record, made to carry the other's source or hash */
+  snprintf(p, sizeof p, "{\"workload\":\"%s\"}", hc);
+  r = rpc(&c, "db.export", p);
+  const char *jsonl = str(result(r), "jsonl");
+  cJSON *line = cJSON_ParseWithLength(jsonl, strcspn(jsonl, "\n"));
+  ck_assert_ptr_nonnull(line);
+  cJSON_Delete(r);
+  cJSON *wl = cJSON_GetObjectItem(line, "workload");
+  ck_assert_str_eq(str(wl, "hash"), hc);
+  char *plain_text = fixture_text("dense_plain"), *const_text = tn_xstrdup(str(wl, "source"));
+  cJSON_ReplaceItemInObject(wl, "source", cJSON_CreateString(plain_text));
+  cJSON_ReplaceItemInObject(wl, "name", cJSON_CreateString("dense_plain"));
+  r = import_line(&c, line); /* what the FNV-1a check let through */
+  ck_assert_int_eq(error_code(r), -32602);
+  char want[300];
+  snprintf(want, sizeof want, "line 1: workload hash %s does not match its source and parameters (which hash to %s)",
+           hc, hp);
+  ck_assert_msg(strstr(error_message(r), want), "%s", error_message(r));
+  cJSON_Delete(r);
+  cJSON_ReplaceItemInObject(wl, "source", cJSON_CreateString(const_text));
+  cJSON_ReplaceItemInObject(wl, "name", cJSON_CreateString("dense_const"));
+  cJSON_ReplaceItemInObject(wl, "hash", cJSON_CreateString(hp));
+  r = import_line(&c, line);
+  ck_assert_int_eq(error_code(r), -32602);
+  ck_assert_msg(strstr(error_message(r), "does not match its source"), "%s", error_message(r));
+  cJSON_Delete(r);
+  expect_error(&c, "kernel.get", pp, -32004, "never tuned");
+  r = rpc(&c, "db.workloads", NULL);
+  ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(result(r), "workloads")), 1);
+  cJSON_Delete(r);
+
+  /* both tuned: each is served its own record */
+  tune_fixture(&c, &w, "dense_plain", got);
+  ck_assert_str_eq(got, hp);
+  int rc_plain = served_record(&c, "dense_plain", hp);
+  ck_assert_int_ne(rc_plain, rc_const);
+  ck_assert_int_eq(served_record(&c, "dense_const", hc), rc_const);
+  snprintf(p, sizeof p, "{\"workload\":\"%s\"}", hp);
+  r = rpc(&c, "db.records", p);
+  const cJSON *rec;
+  cJSON_ArrayForEach(rec, cJSON_GetObjectItem(result(r), "records")) {
+    ck_assert_str_eq(str(rec, "workload"), hp);
+    ck_assert_int_ne((int)num(rec, "id"), rc_const);
+  }
+  cJSON_Delete(r);
+  free(pp), free(plain_text), free(const_text);
+  cJSON_Delete(line);
+  cl_close(&w);
+  cl_close(&c);
+  stop_daemon(&d);
+  rm_tree(d.dir);
+}
+END_TEST
 
 START_TEST(submit_watch_best_kernel) {
   daemon_t d;
@@ -745,7 +908,7 @@ START_TEST(submit_watch_best_kernel) {
   for (int k = 0; k < 2; k++) {
     cJSON *line = cJSON_Parse(jsonl_line);
     if (k == 0) {
-      cJSON_ReplaceItemInObject(cJSON_GetObjectItem(line, "workload"), "hash", cJSON_CreateString("0123456789abcdef"));
+      cJSON_ReplaceItemInObject(cJSON_GetObjectItem(line, "workload"), "hash", cJSON_CreateString(OTHER_HASH));
     } else {
       cJSON_DeleteItemFromObject(line, "trace_hash");
       cJSON_ReplaceItemInObject(line, "trace", cJSON_CreateString("{\"version\": 1, \"trace\": [[[\"GetBlock\", [], "
@@ -757,7 +920,7 @@ START_TEST(submit_watch_best_kernel) {
     cJSON_AddStringToObject(bp, "jsonl", bad);
     char *bps = cJSON_PrintUnformatted(bp);
     expect_error(&c, "db.import", bps, -32602,
-                 k == 0 ? "line 1: workload hash 0123456789abcdef does not match its source and parameters"
+                 k == 0 ? "line 1: workload hash " OTHER_HASH " does not match its source and parameters"
                         : "line 1: the trace does not replay on workload");
     free(bps);
     cJSON_Delete(bp);
@@ -1282,13 +1445,13 @@ START_TEST(bad_input) {
   expect_error(&c, "tune.submit", "{\"workload\":\"a\\\\u0000\"}", -32002, "workload.tw:1:");
   expect_error(&c, "tune.submit", "{\"name\":\"x\"}", -32602, "missing param \"workload\"");
   expect_error(&c, "db.best", "{\"workload\":\"zzz\"}", -32602, "\"workload\"");
-  expect_error(&c, "db.best", "{\"workload\":\"0000000000000000\"}", -32001, "no workload");
+  expect_error(&c, "db.best", "{\"workload\":\"" OTHER_HASH "\"}", -32001, "no workload");
   expect_error(&c, "db.records", "{\"status\":\"great\"}", -32602, "\"status\"");
   expect_error(&c, "db.records", "{\"limit\":0}", -32602, "\"limit\"");
   /* a misspelt target is an error, not an empty list */
   expect_error(&c, "db.records", "{\"target\":\"nvidia/h1000\"}", -32602, "nvidia/h1000");
   expect_error(&c, "db.export", "{\"target\":\"bogus\"}", -32602, "(nor is it in the database)");
-  expect_error(&c, "kernel.get", "{\"workload\":\"0000000000000000\"}", -32001, "no workload");
+  expect_error(&c, "kernel.get", "{\"workload\":\"" OTHER_HASH "\"}", -32001, "no workload");
   expect_error(&c, "kernel.get", "{}", -32602, "exactly one");
   expect_error(&c, "kernel.get", "{\"workload_text\":\"param N = 8\\ninput A: float32[N]\\noutput B: float32[N]\\n"
                                  "B[i] = A[i] * 2\\n\"}", -32004, "no tuned kernel yet");
@@ -2625,7 +2788,7 @@ static vfs_counts_t fault_run(const char *spec, bool with_job) {
   const char *env[] = {fenv, cenv, NULL}, *quiet[] = {"--log-level", "info", NULL};
   char outcome[600] = "";
   int st, committed = 0;
-  char hash[17] = "";
+  char hash[TN_ID_SIZE] = "";
   if (!launch_daemon(&d, quiet, env, &st)) {
     char *log = read_log(&d);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "%s: tuned ended with wait status %d at start: %s", spec,
@@ -2832,6 +2995,7 @@ static Suite *make_suite(void) {
   ADD_CASE(s, connections_per_process, 120);
   ADD_CASE(s, idle_connections, 120);
   ADD_CASE(s, submit_watch_best_kernel, 600);
+  ADD_CASE(s, fnv_collision, 600);
   ADD_CASE(s, cancel_jobs, 600);
   ADD_CASE(s, restart_and_resume, 900);
   ADD_CASE(s, sigkill_while_tuning, 900);

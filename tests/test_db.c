@@ -20,6 +20,7 @@
 
 #include "db/db.h"
 #include "db/db_internal.h"
+#include "ir/ir.h"
 #include "pgtest.h"
 #include "testutil.h"
 
@@ -88,6 +89,9 @@ static db_t *open_migrated(const char *path) {
   ck_assert_msg(db_check(db, &err) == 0, "%s", err.msg);
   return db;
 }
+
+/* A workload hash of 64 hex digits from its last 16 (the tests' made-up ones). */
+#define WH(last16) "000000000000000000000000000000000000000000000000" last16
 
 #define OK(call)                                           \
   do {                                                     \
@@ -169,6 +173,41 @@ static void old_db(const char *path, int v, const char *sql) {
   raw_exec(path, sql);
 }
 
+/* The same on either engine: a file as old_db makes it, or (a URL of an
+ * empty PostgreSQL database) the PostgreSQL steps 0..v-1 and the version
+ * table as that tuned kept it; `sql` must suit both engines. */
+static void old_db_any(const char *path, int v, const char *sql) {
+  if (!db_is_url(path)) return old_db(path, v, sql);
+#if TUNED_HAVE_LIBPQ
+  PGconn *c = PQconnectdb(path);
+  ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+  PQsetNoticeProcessor(c, pgt_quiet, NULL);
+  tn_buf_t b;
+  tn_buf_init(&b);
+  for (int i = 0; i < v; i++) tn_buf_printf(&b, "%s;", db_pg_driver.migrations[i]);
+  tn_buf_printf(&b, "CREATE TABLE tuned_schema (version INTEGER NOT NULL); INSERT INTO tuned_schema VALUES (%d);%s",
+                v, sql);
+  PGresult *r = PQexec(c, tn_buf_str(&b));
+  ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQresultErrorMessage(r));
+  PQclear(r);
+  PQfinish(c);
+  tn_buf_free(&b);
+#else
+  ck_abort_msg("%s: this build has no libpq", path);
+#endif
+}
+
+/* The hash of the one workload of a migrated database: a whole identity
+ * (made-up sources that do not parse get legacy ones). */
+static void only_workload_hash(db_t *db, char out[TN_ID_SIZE]) {
+  db_workloads_t ws;
+  OK(db_workloads_list(db, 0, 0, &ws, E));
+  ck_assert_uint_eq(ws.n, 1);
+  ck_assert_msg(tn_id_valid(ws.items[0].hash), "%s", ws.items[0].hash);
+  snprintf(out, TN_ID_SIZE, "%s", ws.items[0].hash);
+  db_workloads_free(&ws);
+}
+
 /* ---- schema ------------------------------------------------------------------ */
 
 START_TEST(t_migrate_empty) {
@@ -207,7 +246,7 @@ START_TEST(t_private_files) {
   const char *path = tmp_db("p.db");
   mode_t old = umask(022);
   db_t *db = open_ok(path);
-  add_workload(db, "00000000000000b1", "x");
+  add_workload(db, WH("00000000000000b1"), "x");
   char wal[PATH_MAX];
   snprintf(wal, sizeof wal, "%s-wal", path);
   struct stat st;
@@ -233,14 +272,14 @@ END_TEST
 START_TEST(t_reopen) {
   const char *path = tmp_db("a.db");
   db_t *db = open_ok(path);
-  int64_t w = add_workload(db, "00000000000000a1", "first");
+  int64_t w = add_workload(db, WH("00000000000000a1"), "first");
   db_close(db);
   for (int i = 0; i < 3; i++) {
     db = open_ok(path);
     int v = 0;
     OK(db_schema_version(db, &v, E));
     ck_assert_int_eq(v, DB_SCHEMA_VERSION);
-    ck_assert_int_eq(add_workload(db, "00000000000000a1", "again"), w);
+    ck_assert_int_eq(add_workload(db, WH("00000000000000a1"), "again"), w);
     db_close(db);
   }
   ck_assert_int_eq(count_rows(path, "SELECT count(*) FROM workloads"), 1);
@@ -255,7 +294,9 @@ START_TEST(t_migrate_from_v1) {
   db_t *db = open_migrated(path);
   tn_arena_t *a = tn_arena_new();
   db_workload_t w;
-  OK(db_workload_get(db, "00000000000000b1", &w, a, E));
+  char h[TN_ID_SIZE];
+  only_workload_hash(db, h);
+  OK(db_workload_get(db, h, &w, a, E));
   ck_assert_str_eq(w.name, "old");
   int64_t t = add_target(db, "cpu", "cpu");
   db_job_t job = {.workload_id = w.id, .target_id = t, .budget_trials = 8, .seed = 1};
@@ -286,7 +327,9 @@ START_TEST(t_migrate_from_v2) {
   OK(db_job_get(db, 1, &job, a, E));
   ck_assert_int_eq(job.best_record_id, 7);
   db_records_t best;
-  OK(db_best(db, "00000000000000c1", "cpu", 0, &best, E));
+  char h[TN_ID_SIZE];
+  only_workload_hash(db, h);
+  OK(db_best(db, h, "cpu", 0, &best, E));
   ck_assert_int_eq((int)best.n, 1);
   ck_assert_int_eq(best.items[0].id, 7);
   ck_assert_double_eq(best.items[0].median_secs, 0.5);
@@ -316,10 +359,11 @@ START_TEST(t_migrate_from_v3) {
          "INSERT INTO targets (name, kind, created) VALUES ('nvidia/h100', 'cuda', 1.0);"
          "INSERT INTO records (id, workload_id, target_id, trace, trace_hash, run_secs, median_secs, status,"
          " verified, created, updated) VALUES (5, 1, 1, '{}', 'c735a31983dc6cdf', '[0.5]', 0.5, 'ok', 1, 1, 1);");
-  char h[17];
-  db_trace_hash("{}", h);
-  ck_assert_str_eq(h, "c735a31983dc6cdf"); /* the real one: export and import check it */
+  char old[17], h[TN_ID_SIZE];
+  snprintf(old, sizeof old, "%016" PRIx64, tn_fnv1a_str(TN_FNV_INIT, "{}"));
+  ck_assert_str_eq(old, "c735a31983dc6cdf"); /* the real old one */
   db_t *db = open_migrated(path);
+  only_workload_hash(db, h);
   char b1[96], b2[96];
   db_record_t rs[2] = {rec(1, 1, b1, 1, 1e-3, DB_STATUS_OK, true), rec(1, 1, b2, 2, 2e-3, DB_STATUS_OK, true)};
   rs[0].cupti_median_secs = 1.25e-3, rs[0].times_disagree = true;
@@ -346,7 +390,11 @@ START_TEST(t_migrate_from_v3) {
   OK(db_record_get(db, rs[0].id, &one, a, E));
   ck_assert_str_eq(one.trace, "{\"version\": 1, \"trace\": [{\"tag\": 1}]}");
   ck_assert_str_eq(one.target_name, "nvidia/h100");
-  ck_assert_str_eq(one.workload_hash, "00000000000000d1");
+  ck_assert_str_eq(one.workload_hash, h);
+  /* record 5's trace hash was recomputed (BLAKE2b-256 of "tuned.trace.v1\0{}", as Python's hashlib has it) */
+  db_record_t five;
+  OK(db_record_get(db, 5, &five, a, E));
+  ck_assert_str_eq(five.trace_hash, "a100384f47378538ec82fb3ee06effbbab2fada9a3f42e3c47061deba13feb71");
   ck_assert_double_eq(one.cupti_median_secs, 1.25e-3);
   ck_assert_int_eq(db_record_get(db, 4242, &one, a, &err), TN_EINVAL);
   ck_assert_str_eq(err.msg, "no record with id 4242 in the database");
@@ -392,14 +440,14 @@ END_TEST
 START_TEST(t_record_set_times) {
   const char *path = tmp_db("a.db");
   db_t *db = open_ok(path);
-  int64_t w = add_workload(db, "00000000000000d1", "w"), t = add_target(db, "cpu", "cpu");
+  int64_t w = add_workload(db, WH("00000000000000d1"), "w"), t = add_target(db, "cpu", "cpu");
   char b1[96], b2[96];
   db_record_t rs[2] = {rec(w, t, b1, 1, 2e-3, DB_STATUS_OK, true), rec(w, t, b2, 2, NAN, DB_STATUS_BUILD_ERROR, false)};
   OK(db_record_add_batch(db, rs, 2, NULL, E));
   const double again[4] = {4e-3, 5e-3, 3e-3, 6e-3};
   OK(db_record_set_times(db, rs[0].id, again, 4, 4.5e-3, E));
   db_records_t best;
-  OK(db_best(db, "00000000000000d1", "cpu", 1, &best, E));
+  OK(db_best(db, WH("00000000000000d1"), "cpu", 1, &best, E));
   ck_assert_int_eq((int)best.items[0].n_runs, 4);
   ck_assert_double_eq(best.items[0].run_secs[2], 3e-3);
   ck_assert_double_eq(best.items[0].median_secs, 4.5e-3);
@@ -471,25 +519,25 @@ END_TEST
 START_TEST(t_baselines) {
   const char *path = tmp_db("a.db");
   db_t *db = open_ok(path);
-  int64_t w = add_workload(db, "00000000000000e1", "w"), t = add_target(db, "cpu", "cpu");
+  int64_t w = add_workload(db, WH("00000000000000e1"), "w"), t = add_target(db, "cpu", "cpu");
   tn_arena_t *a = tn_arena_new();
   db_baseline_t got;
   bool found = true;
-  OK(db_baseline_get(db, "00000000000000e1", "cpu", &got, &found, a, E));
+  OK(db_baseline_get(db, WH("00000000000000e1"), "cpu", &got, &found, a, E));
   ck_assert(!found);
   db_baseline_t b = {.workload_id = w, .target_id = t, .status = DB_STATUS_TIMEOUT, .median_secs = NAN,
                      .error = "run timed out after 30.0 s"};
   OK(db_baseline_put(db, &b, E));
-  OK(db_baseline_get(db, "00000000000000e1", "cpu", &got, &found, a, E));
+  OK(db_baseline_get(db, WH("00000000000000e1"), "cpu", &got, &found, a, E));
   ck_assert(found && got.status == DB_STATUS_TIMEOUT && isnan(got.median_secs) && got.n_runs == 0);
   ck_assert_str_eq(got.error, "run timed out after 30.0 s");
   b = (db_baseline_t){.workload_id = w, .target_id = t, .status = DB_STATUS_OK, .median_secs = 2e-3,
                       .run_secs = runs3, .n_runs = 3};
   OK(db_baseline_put(db, &b, E));
-  OK(db_baseline_get(db, "00000000000000e1", "cpu", &got, &found, a, E));
+  OK(db_baseline_get(db, WH("00000000000000e1"), "cpu", &got, &found, a, E));
   ck_assert(found && got.status == DB_STATUS_OK && got.median_secs == 2e-3 && got.n_runs == 3 && !got.error);
   ck_assert_double_eq(got.run_secs[0], 3e-3);
-  OK(db_baseline_get(db, "00000000000000e1", "opencl", &got, &found, a, E));
+  OK(db_baseline_get(db, WH("00000000000000e1"), "opencl", &got, &found, a, E));
   ck_assert(!found);
   tn_err_t err = {0};
   b.median_secs = NAN;
@@ -536,30 +584,219 @@ START_TEST(t_version_too_new) {
 }
 END_TEST
 
+/* ---- identities (schema 7 -> 8) ---------------------------------------------------- */
+
+/* s as an SQL string literal (quotes doubled), appended to b. */
+static void sql_quote(tn_buf_t *b, const char *s) {
+  tn_buf_putc(b, '\'');
+  for (; *s; s++) tn_buf_put(b, *s == '\'' ? "''" : (char[]){*s, 0});
+  tn_buf_putc(b, '\'');
+}
+
+/* A workload file's text and, parsed with params, its identity and its old
+ * FNV-1a hash (16 hex digits). */
+static char *workload_file(const char *rel, const char *params, char id[TN_ID_SIZE], char fnv[17]) {
+  char *text = NULL, path[PATH_MAX];
+  size_t len = 0;
+  snprintf(path, sizeof path, "%s/%s", TUNED_SOURCE_ROOT, rel);
+  OK(tn_read_file(path, 1 << 20, &text, &len, E));
+  ir_workload_t *w = NULL;
+  OK(ir_workload_parse_stored("w", text, params, &w, E));
+  ir_func_hash(w->func, id);
+  snprintf(fnv, 17, "%016" PRIx64, ir_func_hash_fnv(w->func));
+  ir_workload_free(w);
+  return text;
+}
+
+static const char *const v7_traces[5] = {"{\"t\": 1}", "{\"t\": 2}", "{\"t\": 3}", "{\"t\": 4}", "{\"t\": 5}"};
+
+/* A version-7 database as tuned left it before identities were BLAKE2b:
+ * FNV-1a hashes for workloads and traces; workload 1 the collision
+ * fixture's dense_const (its old hash is dense_plain's too), 2 matmul at
+ * 64^3, 3 vector_add filed under a hash its source does not have (a row of
+ * another tuned, or a forged one), 4 a source that does not parse; a record
+ * on each (record 5 a failed one of matmul), a job of matmul whose best is
+ * record 2, with a trial and a baseline.  The identities that 1 and 2 must
+ * get come back in ids. */
+static void v7_database(const char *path, char ids[2][TN_ID_SIZE]) {
+  char fnv[4][17];
+  char *src[3] = {workload_file("tests/fnv-collision/dense_const.tw", NULL, ids[0], fnv[0]),
+                  workload_file("workloads/matmul.tw", "{\"M\":64,\"N\":64,\"K\":64}", ids[1], fnv[1]),
+                  workload_file("workloads/vector_add.tw", NULL, (char[TN_ID_SIZE]){0}, fnv[2])};
+  ck_assert_str_eq(fnv[0], "6e44248031b14ae9");
+  ck_assert_str_ne(fnv[2], "deadbeefdeadbeef");
+  tn_buf_t b;
+  tn_buf_init(&b);
+  tn_buf_put(&b, "INSERT INTO targets (name, kind, created) VALUES ('cpu', 'cpu', 1.0);"
+                 "INSERT INTO workloads (hash, name, source, params, created) VALUES ");
+  const char *hashes[4] = {fnv[0], fnv[1], "deadbeefdeadbeef", "00000000000000b1"};
+  const char *names[4] = {"dense_const", "matmul", "vector_add", "broken"};
+  const char *params[4] = {"{}", "{\"M\":64,\"N\":64,\"K\":64}", "{}", "{}"};
+  for (int i = 0; i < 4; i++) {
+    tn_buf_printf(&b, "%s('%s', '%s', ", i ? ", " : "", hashes[i], names[i]);
+    sql_quote(&b, i < 3 ? src[i] : "this is not a workload");
+    tn_buf_printf(&b, ", '%s', 1.0)", params[i]);
+  }
+  tn_buf_put(&b, ";INSERT INTO records (workload_id, target_id, trace, trace_hash, run_secs, median_secs, status, error,"
+                 " verified, created, updated) VALUES ");
+  for (int i = 0; i < 5; i++) {
+    bool ok = i < 4;
+    tn_buf_printf(&b, "%s(%d, 1, '%s', '%016" PRIx64 "', '%s', %s, '%s', %s, %d, 1, 1)", i ? ", " : "",
+                  ok ? i + 1 : 2, v7_traces[i], tn_fnv1a_str(TN_FNV_INIT, v7_traces[i]), ok ? "[0.001]" : "[]",
+                  ok ? "0.001" : "NULL", ok ? "ok" : "build_error", ok ? "NULL" : "'cc: error'", ok);
+  }
+  tn_buf_put(&b, ";INSERT INTO jobs (state, workload_id, target_id, budget_trials, best_record_id, seed, created,"
+                 " updated) VALUES ('done', 2, 1, 8, 2, 1, 1, 1);"
+                 "INSERT INTO job_trials (job_id, trial, record_id, status, median_secs, measured)"
+                 " VALUES (1, 1, 2, 'ok', 0.001, 1);"
+                 "INSERT INTO baselines (workload_id, target_id, status, median_secs, run_secs, created)"
+                 " VALUES (2, 1, 'ok', 0.01, '[0.01]', 1);");
+  old_db_any(path, 7, tn_buf_str(&b));
+  tn_buf_free(&b);
+  for (int i = 0; i < 3; i++) free(src[i]);
+}
+
+/* Migrating a version-7 database in place (both engines): every row kept
+ * under its id; workloads whose stored hash their source gives get their
+ * structural identities, the others (a forged or stale hash, a source that
+ * no longer parses) legacy identities that no text hashes to; every trace
+ * hash recomputed; jobs, trials and baselines still point at their rows; the
+ * schema refuses 16-digit hashes from now on.  The collision fixture's
+ * dense_plain, whose old hash was dense_const's, finds nothing. */
+START_TEST(t_migrate_identities) {
+  const char *path = tmp_db("v7.db");
+  char ids[2][TN_ID_SIZE];
+  v7_database(path, ids);
+  db_t *db = open_migrated(path);
+  db_workloads_t ws;
+  OK(db_workloads_list(db, 0, 0, &ws, E));
+  ck_assert_uint_eq(ws.n, 4);
+  const char *by_id[5] = {0};
+  for (size_t i = 0; i < ws.n; i++) {
+    ck_assert_msg(tn_id_valid(ws.items[i].hash), "%s", ws.items[i].hash);
+    ck_assert(ws.items[i].id >= 1 && ws.items[i].id <= 4);
+    by_id[ws.items[i].id] = ws.items[i].hash;
+  }
+  ck_assert_str_eq(by_id[1], ids[0]);
+  ck_assert_str_eq(by_id[2], ids[1]);
+  char va[TN_ID_SIZE], fnv[17];
+  free(workload_file("workloads/vector_add.tw", NULL, va, fnv));
+  ck_assert_str_ne(by_id[3], va); /* not the identity its source has: its records are not that workload's */
+  ck_assert_str_ne(by_id[3], by_id[4]);
+  tn_arena_t *a = tn_arena_new();
+  db_workload_t w;
+  OK(db_workload_get(db, by_id[4], &w, a, E));
+  ck_assert_str_eq(w.source, "this is not a workload");
+  /* every record, its trace hash recomputed */
+  db_records_t rs;
+  db_query_t q = db_query_all();
+  OK(db_records_query(db, &q, &rs, E));
+  ck_assert_uint_eq(rs.n, 5);
+  for (size_t i = 0; i < rs.n; i++) {
+    char h[TN_ID_SIZE];
+    db_trace_hash(rs.items[i].trace, h);
+    ck_assert_str_eq(rs.items[i].trace_hash, h);
+    ck_assert_str_eq(rs.items[i].trace, v7_traces[rs.items[i].id - 1]);
+  }
+  db_records_free(&rs);
+  db_records_t best;
+  OK(db_best(db, ids[0], "cpu", 0, &best, E));
+  ck_assert_uint_eq(best.n, 1);
+  ck_assert_int_eq(best.items[0].id, 1);
+  db_records_free(&best);
+  char plain[TN_ID_SIZE], plain_fnv[17];
+  free(workload_file("tests/fnv-collision/dense_plain.tw", NULL, plain, plain_fnv));
+  ck_assert_str_eq(plain_fnv, "6e44248031b14ae9"); /* the old hash would have found record 1 */
+  OK(db_best(db, plain, "cpu", 0, &best, E));
+  ck_assert_uint_eq(best.n, 0);
+  db_records_free(&best);
+  /* the job, its trial and the baseline */
+  db_job_t job;
+  OK(db_job_get(db, 1, &job, a, E));
+  ck_assert_str_eq(job.workload_hash, ids[1]);
+  ck_assert_int_eq(job.best_record_id, 2);
+  db_job_trials_t tr;
+  OK(db_job_trials_get(db, 1, &tr, E));
+  ck_assert_uint_eq(tr.n, 1);
+  ck_assert_int_eq(tr.items[0].record_id, 2);
+  db_job_trials_free(&tr);
+  db_baseline_t bl;
+  bool found = false;
+  OK(db_baseline_get(db, ids[1], "cpu", &bl, &found, a, E));
+  ck_assert(found);
+  ck_assert_double_eq(bl.median_secs, 0.01);
+  /* dedup goes by the new trace hashes */
+  db_record_t again;
+  db_record_init(&again);
+  again.workload_id = 2, again.target_id = 1, again.trace = v7_traces[1], again.median_secs = 2e-3;
+  again.run_secs = runs3, again.n_runs = 3;
+  db_batch_stats_t st;
+  OK(db_record_add_batch(db, &again, 1, &st, E));
+  ck_assert_uint_eq(st.duplicates, 1);
+  /* the schema takes whole identities only */
+  tn_err_t err = {0};
+  db_st_t *ins = db_prepare(db, "INSERT INTO workloads (hash, name, source, created) VALUES "
+                                "('0123456789abcdef', 'x', 'y', 1)", &err);
+  ck_assert_msg(ins, "%s", err.msg);
+  ck_assert_int_eq(db_step(ins), DB_ERROR);
+  db_finalize(ins);
+  tn_arena_free(a);
+  db_workloads_free(&ws);
+  db_close(db);
+  /* opened again: nothing more to do, the identities stay */
+  db = open_migrated(path);
+  a = tn_arena_new();
+  for (int i = 0; i < 2; i++) {
+    OK(db_workload_get(db, ids[i], &w, a, E));
+    ck_assert_int_eq(w.id, i + 1);
+  }
+  tn_arena_free(a);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
+
 /* ---- workloads and targets ------------------------------------------------------ */
 
 START_TEST(t_upsert) {
   const char *path = tmp_db("a.db");
   db_t *db = open_ok(path);
-  int64_t a = add_workload(db, "00000000000000a1", "first");
-  int64_t b = add_workload(db, "00000000000000b2", "second");
+  int64_t a = add_workload(db, WH("00000000000000a1"), "first");
+  int64_t b = add_workload(db, WH("00000000000000b2"), "second");
   ck_assert_int_ne(a, b);
-  ck_assert_int_eq(add_workload(db, "00000000000000a1", "renamed"), a);
+  ck_assert_int_eq(add_workload(db, WH("00000000000000a1"), "renamed"), a);
   tn_arena_t *ar = tn_arena_new();
   db_workload_t w;
-  OK(db_workload_get(db, "00000000000000a1", &w, ar, E));
+  OK(db_workload_get(db, WH("00000000000000a1"), &w, ar, E));
   ck_assert_str_eq(w.name, "first"); /* the first name stays */
   ck_assert_str_eq(w.params, "{\"N\":64}");
   ck_assert_double_eq(w.flops, 64);
   tn_err_t err = {0};
-  ck_assert_int_eq(db_workload_get(db, "ffffffffffffffff", &w, ar, &err), TN_EINVAL);
-  ck_assert_str_eq(err.msg, "no workload with hash 'ffffffffffffffff' in the database");
+  ck_assert_int_eq(db_workload_get(db, WH("ffffffffffffffff"), &w, ar, &err), TN_EINVAL);
+  ck_assert_str_eq(err.msg, "no workload with hash '" WH("ffffffffffffffff") "' in the database");
   tn_arena_free(ar);
+
+  /* a prefix of 32 digits or more names the one workload that starts with it */
+  char whole[TN_ID_SIZE];
+  bool found = false;
+  OK(db_workload_resolve(db, "00000000000000000000000000000000000000000000000000000000000000a", whole, &found, E));
+  ck_assert(found);
+  ck_assert_str_eq(whole, WH("00000000000000a1"));
+  OK(db_workload_resolve(db, WH("00000000000000b2"), whole, &found, E)); /* a whole hash, as is */
+  ck_assert(found);
+  ck_assert_str_eq(whole, WH("00000000000000b2"));
+  OK(db_workload_resolve(db, "00000000000000000000000000000000000000000000000000000000000000f", whole, &found, E));
+  ck_assert(!found && !whole[0]);
+  ck_assert_int_eq(db_workload_resolve(db, "00000000000000000000000000000000", whole, &found, &err), TN_ESTATE);
+  ck_assert_str_eq(err.msg, "hash prefix 00000000000000000000000000000000 names two workloads, " WH("00000000000000a1")
+                            " and " WH("00000000000000b2") ": give more digits");
+  ck_assert_int_eq(db_workload_resolve(db, "0000000000000000000000000000000", whole, &found, &err), TN_EINVAL);
+  ck_assert_str_eq(err.msg, "'0000000000000000000000000000000' is not a workload hash: 32 to 64 lower-case hex digits");
 
   db_workload_t bad = {.hash = "00000000000000A1", .name = "x", .source = "y"};
   ck_assert_int_eq(db_workload_upsert(db, &bad, NULL, &err), TN_EINVAL);
-  ck_assert_ptr_nonnull(strstr(err.msg, "16 lower-case hex digits"));
-  bad.hash = "00000000000000c3";
+  ck_assert_ptr_nonnull(strstr(err.msg, "64 lower-case hex digits"));
+  bad.hash = WH("00000000000000c3");
   bad.params = "[1,2]";
   ck_assert_int_eq(db_workload_upsert(db, &bad, NULL, &err), TN_EINVAL);
   ck_assert_ptr_nonnull(strstr(err.msg, "workload params must be a JSON object"));
@@ -585,12 +822,12 @@ START_TEST(t_upsert) {
   db_workloads_t ws;
   OK(db_workloads_list(db, 0, 0, &ws, E));
   ck_assert_uint_eq(ws.n, 2);
-  ck_assert_str_eq(ws.items[0].hash, "00000000000000a1");
+  ck_assert_str_eq(ws.items[0].hash, WH("00000000000000a1"));
   ck_assert_str_eq(ws.items[1].name, "second");
   db_workloads_free(&ws);
   OK(db_workloads_list(db, 1, 1, &ws, E));
   ck_assert_uint_eq(ws.n, 1);
-  ck_assert_str_eq(ws.items[0].hash, "00000000000000b2");
+  ck_assert_str_eq(ws.items[0].hash, WH("00000000000000b2"));
   db_workloads_free(&ws);
   db_close(db);
   tmp_cleanup();
@@ -602,7 +839,7 @@ END_TEST
 START_TEST(t_batch_dedup) {
   const char *path = tmp_db("a.db");
   db_t *db = open_ok(path);
-  int64_t w = add_workload(db, "00000000000000a1", "w");
+  int64_t w = add_workload(db, WH("00000000000000a1"), "w");
   int64_t t = add_target(db, "cpu", "cpu");
   char tr[8][96];
   db_record_t b1[5] = {
@@ -627,14 +864,14 @@ START_TEST(t_batch_dedup) {
   ck_assert_int_eq(b1[3].id, 0);
   ck_assert_int_gt(b1[4].id, b1[0].id);
 
-  /* The trace hash is FNV-1a 64 of the text. */
-  char want[17];
-  snprintf(want, sizeof want, "%016" PRIx64, tn_fnv1a_str(TN_FNV_INIT, tr[1]));
+  /* The trace hash is the text's identity (BLAKE2b-256 in the trace domain). */
+  char want[TN_ID_SIZE];
+  tn_id_of(TN_ID_TRACE, tr[1], strlen(tr[1]), want);
   ck_assert_str_eq(b1[1].trace_hash, want);
   bool exists = false;
   OK(db_record_exists(db, w, t, want, &exists, E));
   ck_assert(exists);
-  OK(db_record_exists(db, w, t, "0123456789abcdef", &exists, E));
+  OK(db_record_exists(db, w, t, WH("0123456789abcdef"), &exists, E));
   ck_assert(!exists);
 
   db_record_t b2[3] = {rec(w, t, tr[5], 1, 1, DB_STATUS_OK, false),
@@ -651,7 +888,7 @@ START_TEST(t_batch_dedup) {
   ck_assert_uint_eq(rs.n, 5);
   db_record_t *r0 = &rs.items[0];
   ck_assert_str_eq(r0->trace, tr[0]);
-  ck_assert_str_eq(r0->workload_hash, "00000000000000a1");
+  ck_assert_str_eq(r0->workload_hash, WH("00000000000000a1"));
   ck_assert_str_eq(r0->target_name, "cpu");
   ck_assert_uint_eq(r0->n_runs, 3);
   ck_assert_double_eq(r0->run_secs[0], 3e-3);
@@ -715,7 +952,7 @@ static void add_medians(db_t *db, int64_t w, int64_t t, int tag0, const double *
 START_TEST(t_best) {
   const char *path = tmp_db("a.db");
   db_t *db = open_ok(path);
-  int64_t w = add_workload(db, "00000000000000a1", "w");
+  int64_t w = add_workload(db, WH("00000000000000a1"), "w");
   int64_t t = add_target(db, "cpu", "cpu");
   double med[6] = {3e-3, 1e-3, 2e-3, 0.5e-3, 2e-3, 9e-3};
   bool ver[6] = {true, true, true, false, true, true};
@@ -728,14 +965,14 @@ START_TEST(t_best) {
   OK(db_record_add_batch(db, bad, 2, NULL, E));
 
   db_records_t best;
-  OK(db_best(db, "00000000000000a1", "cpu", 3, &best, E));
+  OK(db_best(db, WH("00000000000000a1"), "cpu", 3, &best, E));
   ck_assert_uint_eq(best.n, 3);
   ck_assert_int_eq(best.items[0].id, ids[1]);
   ck_assert_int_eq(best.items[1].id, ids[2]); /* tie 2e-3: lower id first */
   ck_assert_int_eq(best.items[2].id, ids[4]);
   ck_assert_double_eq(best.items[0].median_secs, 1e-3);
   db_records_free(&best);
-  OK(db_best(db, "00000000000000a1", "cpu", 0, &best, E));
+  OK(db_best(db, WH("00000000000000a1"), "cpu", 0, &best, E));
   ck_assert_uint_eq(best.n, 5);
   for (size_t i = 0; i < best.n; i++) {
     ck_assert(best.items[i].verified && best.items[i].status == DB_STATUS_OK);
@@ -746,7 +983,7 @@ START_TEST(t_best) {
 
   /* Verifying the 0.5 ms record makes it the best. */
   OK(db_record_set_verified(db, ids[3], true, E));
-  OK(db_best(db, "00000000000000a1", "cpu", 1, &best, E));
+  OK(db_best(db, WH("00000000000000a1"), "cpu", 1, &best, E));
   ck_assert_uint_eq(best.n, 1);
   ck_assert_int_eq(best.items[0].id, ids[3]);
   ck_assert(best.items[0].updated >= best.items[0].created);
@@ -759,7 +996,7 @@ START_TEST(t_best) {
   ck_assert_str_eq(err.msg, "no record with id 12345");
 
   /* Unknown workload or target: no records, no error. */
-  OK(db_best(db, "ffffffffffffffff", "cpu", 3, &best, E));
+  OK(db_best(db, WH("ffffffffffffffff"), "cpu", 3, &best, E));
   ck_assert_uint_eq(best.n, 0);
   db_records_free(&best);
   db_close(db);
@@ -770,7 +1007,7 @@ END_TEST
 START_TEST(t_target_aware) {
   const char *path = tmp_db("a.db");
   db_t *db = open_ok(path);
-  int64_t w = add_workload(db, "00000000000000a1", "w");
+  int64_t w = add_workload(db, WH("00000000000000a1"), "w");
   int64_t gpu = add_target(db, "nvidia/tesla-t4", "cuda");
   int64_t cpu = add_target(db, "cpu", "cpu");
   /* The same traces on both targets: stored twice, not deduplicated. */
@@ -782,7 +1019,7 @@ START_TEST(t_target_aware) {
   for (int i = 0; i < 3; i++) ck_assert(gid[i] > 0 && cid[i] > 0);
 
   db_records_t best;
-  OK(db_best(db, "00000000000000a1", "cpu", 10, &best, E));
+  OK(db_best(db, WH("00000000000000a1"), "cpu", 10, &best, E));
   ck_assert_uint_eq(best.n, 3);
   for (size_t i = 0; i < best.n; i++) {
     ck_assert_str_eq(best.items[i].target_name, "cpu");
@@ -790,7 +1027,7 @@ START_TEST(t_target_aware) {
   }
   ck_assert_int_eq(best.items[0].id, cid[1]);
   db_records_free(&best);
-  OK(db_best(db, "00000000000000a1", "nvidia/tesla-t4", 10, &best, E));
+  OK(db_best(db, WH("00000000000000a1"), "nvidia/tesla-t4", 10, &best, E));
   ck_assert_uint_eq(best.n, 3);
   ck_assert_int_eq(best.items[0].id, gid[0]);
   for (size_t i = 0; i < best.n; i++)
@@ -798,13 +1035,13 @@ START_TEST(t_target_aware) {
   db_records_free(&best);
 
   tn_err_t err = {0};
-  ck_assert_int_eq(db_best(db, "00000000000000a1", NULL, 1, &best, &err), TN_EINVAL);
+  ck_assert_int_eq(db_best(db, WH("00000000000000a1"), NULL, 1, &best, &err), TN_EINVAL);
   ck_assert_ptr_nonnull(strstr(err.msg, "a target is required"));
-  ck_assert_int_eq(db_best(db, "00000000000000a1", "", 1, &best, &err), TN_EINVAL);
+  ck_assert_int_eq(db_best(db, WH("00000000000000a1"), "", 1, &best, &err), TN_EINVAL);
 
   /* Dedup is per (workload, target). */
   bool exists = true;
-  char h[17];
+  char h[TN_ID_SIZE];
   char tr[96];
   db_record_t probe = rec(w, cpu, tr, 0, 1, DB_STATUS_OK, false);
   db_trace_hash(probe.trace, h);
@@ -823,7 +1060,7 @@ START_TEST(t_target_aware) {
   ck_assert_int_eq(rs.items[0].id, gid[0]);
   db_records_free(&rs);
   q = db_query_all();
-  q.workload_hash = "00000000000000a1";
+  q.workload_hash = WH("00000000000000a1");
   q.limit = 2;
   q.offset = 3;
   OK(db_records_query(db, &q, &rs, E));
@@ -904,7 +1141,7 @@ END_TEST
 START_TEST(t_job_first_failure) {
   const char *path = tmp_db("a.db");
   db_t *db = open_ok(path);
-  int64_t w = add_workload(db, "00000000000000f1", "w"), t = add_target(db, "cpu", "cpu");
+  int64_t w = add_workload(db, WH("00000000000000f1"), "w"), t = add_target(db, "cpu", "cpu");
   db_job_t job = {.workload_id = w, .target_id = t, .budget_trials = 8, .options = "{}"};
   OK(db_job_create(db, &job, E));
   tn_arena_t *a = tn_arena_new();
@@ -971,7 +1208,7 @@ static void lease(db_t *db, int64_t target, const char *holder, double lease_s, 
 START_TEST(t_batches) {
   const char *path = tmp_db("a.db");
   db_t *db = open_ok(path);
-  int64_t w = add_workload(db, "00000000000000b1", "w");
+  int64_t w = add_workload(db, WH("00000000000000b1"), "w");
   int64_t t = add_target(db, "cpu", "cpu"), other = add_target(db, "gpu", "cuda");
   db_job_t job = {.workload_id = w, .target_id = t, .budget_trials = 10, .seed = 1};
   OK(db_job_create(db, &job, E));
@@ -1088,7 +1325,7 @@ END_TEST
 START_TEST(t_jobs) {
   const char *path = tmp_db("a.db");
   db_t *db = open_ok(path);
-  int64_t w = add_workload(db, "00000000000000a1", "w");
+  int64_t w = add_workload(db, WH("00000000000000a1"), "w");
   int64_t t = add_target(db, "cpu", "cpu");
   db_job_t a = {.workload_id = w, .target_id = t, .budget_trials = 64, .budget_seconds = 30,
                 .seed = 0xfedcba9876543210ULL, .options = "{\"strategy\": \"evolutionary\"}"};
@@ -1104,7 +1341,7 @@ START_TEST(t_jobs) {
   db_job_t got;
   OK(db_job_get(db, a.id, &got, ar, E));
   ck_assert_int_eq(got.state, DB_JOB_QUEUED);
-  ck_assert_str_eq(got.workload_hash, "00000000000000a1");
+  ck_assert_str_eq(got.workload_hash, WH("00000000000000a1"));
   ck_assert_str_eq(got.target_name, "cpu");
   ck_assert(got.seed == 0xfedcba9876543210ULL);
   ck_assert_str_eq(got.options, "{\"strategy\":\"evolutionary\"}");
@@ -1214,8 +1451,8 @@ END_TEST
 /* A varied database: two workloads, two targets, every status, optional
  * fields set and unset, a pretty multi-line trace with escapes. */
 static void populate(db_t *db) {
-  int64_t w1 = add_workload(db, "00000000000000a1", "matmul");
-  int64_t w2 = add_workload(db, "00000000000000b2", "softmax \"v2\"");
+  int64_t w1 = add_workload(db, WH("00000000000000a1"), "matmul");
+  int64_t w2 = add_workload(db, WH("00000000000000b2"), "softmax \"v2\"");
   int64_t t1 = add_target(db, "nvidia/tesla-t4", "cuda");
   int64_t t2 = add_target(db, "cpu", "cpu");
   char tr[6][96];
@@ -1262,7 +1499,7 @@ START_TEST(t_export_import) {
   char *lines[16];
   ck_assert_uint_eq(split_lines(copy, lines, 16), 6);
   /* Ordered by workload hash, target name, trace hash; every field there. */
-  const char *head = "{\"workload\":{\"hash\":\"00000000000000a1\",\"name\":\"matmul\","
+  const char *head = "{\"workload\":{\"hash\":\"" WH("00000000000000a1") "\",\"name\":\"matmul\","
                      "\"source\":\"C[i] = A[i] + 1\",\"params\":{\"N\":64},\"flops\":64,"
                      "\"bytes\":512},\"target\":{\"name\":\"cpu\",\"kind\":\"cpu\",";
   ck_assert_msg(strncmp(lines[0], head, strlen(head)) == 0, "line 1: %s", lines[0]);
@@ -1311,9 +1548,9 @@ START_TEST(t_export_import) {
 
   /* The trace hash survived: the search's dedup still recognizes it. */
   db_records_t best;
-  OK(db_best(b, "00000000000000a1", "nvidia/tesla-t4", 1, &best, E));
+  OK(db_best(b, WH("00000000000000a1"), "nvidia/tesla-t4", 1, &best, E));
   ck_assert_uint_eq(best.n, 1);
-  char h[17];
+  char h[TN_ID_SIZE];
   db_trace_hash(best.items[0].trace, h);
   ck_assert_str_eq(h, best.items[0].trace_hash);
   ck_assert_ptr_nonnull(strstr(best.items[0].trace, "\"t\\u00e9\\n\""));
@@ -1384,7 +1621,7 @@ START_TEST(t_import_bad_line) {
   expect_bad_line(db, path, lines, edit(lines[3], "\"status\":\"", "\"status\":\"x"),
                   "unknown record status");
   expect_bad_line(db, path, lines, edit(lines[3], "\"hash\":\"0", "\"hash\":\"Z"),
-                  "16 lower-case hex digits");
+                  "64 lower-case hex digits");
   expect_bad_line(db, path, lines, edit(lines[3], "\"trace_hash\":\"", "\"trace_hash\":\"1"),
                   "does not match the trace");
   expect_bad_line(db, path, lines, edit(lines[3], "\"run_secs\":[", "\"run_secs\":[\"a\","),
@@ -1421,7 +1658,7 @@ static void *writer(void *arg) {
   tn_err_t err = {0};
   db_t *db = NULL;
   int64_t w = 0, t = 0;
-  db_workload_t wl = {.hash = "00000000000000c1", .name = "conc", .source = "x"};
+  db_workload_t wl = {.hash = WH("00000000000000c1"), .name = "conc", .source = "x"};
   db_target_t tg = {.name = "cpu", .kind = "cpu"};
   if (db_open(s->path, &db, &err) || db_workload_upsert(db, &wl, &w, &err) ||
       db_target_upsert(db, &tg, &t, &err)) {
@@ -1474,7 +1711,7 @@ static void *reader(void *arg) {
   for (int last = 0; !last && !s->reader_err[0];) {
     last = atomic_load(&s->writer_done); /* one more read after the writer finished */
     db_records_t r;
-    if (db_best(db, "00000000000000c1", "cpu", 10, &r, &err)) {
+    if (db_best(db, WH("00000000000000c1"), "cpu", 10, &r, &err)) {
       snprintf(s->reader_err, sizeof s->reader_err, "best: %.900s", err.msg);
       break;
     }
@@ -1520,7 +1757,7 @@ typedef struct timed_best {
 static void *best_thread(void *arg) {
   timed_best_t *b = arg;
   double t0 = tn_now();
-  b->rc = db_best(b->db, "00000000000000d1", "cpu", 5, &b->best, &b->err);
+  b->rc = db_best(b->db, WH("00000000000000d1"), "cpu", 5, &b->best, &b->err);
   b->secs = tn_now() - t0;
   atomic_store(&b->done, 1);
   return NULL;
@@ -1534,7 +1771,7 @@ static void *best_thread(void *arg) {
 START_TEST(t_read_while_writing) {
   const char *path = tmp_db("a.db");
   db_t *w = open_ok(path);
-  int64_t wl = add_workload(w, "00000000000000d1", "d");
+  int64_t wl = add_workload(w, WH("00000000000000d1"), "d");
   int64_t t = add_target(w, "cpu", "cpu");
   char tr[2][96];
   db_record_t committed = rec(wl, t, tr[0], 1, 2e-3, DB_STATUS_OK, true);
@@ -1562,7 +1799,7 @@ START_TEST(t_read_while_writing) {
   db_records_free(&b.best);
 
   /* After the commit the same connection sees the new best. */
-  OK(db_best(r, "00000000000000d1", "cpu", 5, &b.best, E));
+  OK(db_best(r, WH("00000000000000d1"), "cpu", 5, &b.best, E));
   ck_assert_uint_eq(b.best.n, 2);
   ck_assert_int_eq(b.best.items[0].id, pending.id);
   ck_assert_uint_eq(b.best.items[0].n_runs, 3);
@@ -1571,7 +1808,7 @@ START_TEST(t_read_while_writing) {
   db_records_free(&b.best);
   /* The run times as stored, for a reader that passes them on as JSON. */
   db_set_run_secs_text(r, true);
-  OK(db_best(r, "00000000000000d1", "cpu", 5, &b.best, E));
+  OK(db_best(r, WH("00000000000000d1"), "cpu", 5, &b.best, E));
   ck_assert_uint_eq(b.best.n, 2);
   ck_assert_uint_eq(b.best.items[0].n_runs, 0);
   ck_assert_ptr_null(b.best.items[0].run_secs);
@@ -1581,7 +1818,7 @@ START_TEST(t_read_while_writing) {
   /* It never writes. */
   tn_err_t err = {0};
   int64_t id;
-  db_workload_t nw = {.hash = "00000000000000d2", .name = "x", .source = "x"};
+  db_workload_t nw = {.hash = WH("00000000000000d2"), .name = "x", .source = "x"};
   ck_assert_int_eq(db_workload_upsert(r, &nw, &id, &err), TN_EIO);
   ck_assert_msg(strstr(err.msg, "readonly") || strstr(err.msg, "read-only") || strstr(err.msg, "query_only"), "%s",
                 err.msg);
@@ -1804,18 +2041,18 @@ END_TEST
 START_TEST(t_pg_reconnect) {
   const char *url = tmp_db_in(1, "reconnect.db");
   db_t *db = open_ok(url);
-  add_workload(db, "00000000000000e1", "before");
+  add_workload(db, WH("00000000000000e1"), "before");
   char cmd[600];
   snprintf(cmd, sizeof cmd, "%s/pg_ctl -D %s/data -m fast -w restart >/dev/null 2>&1", pg.bin, pg.dir);
   ck_assert_int_eq(pgt_sh(&pg, cmd), 0);
   tn_arena_t *a = tn_arena_new();
   db_workload_t w;
   tn_err_t err = {0};
-  int rc = db_workload_get(db, "00000000000000e1", &w, a, &err);
+  int rc = db_workload_get(db, WH("00000000000000e1"), &w, a, &err);
   if (rc) ck_assert_msg(rc == TN_EIO && strstr(err.msg, "connection to the server is lost"), "%s", err.msg);
-  OK(db_workload_get(db, "00000000000000e1", &w, a, E));
+  OK(db_workload_get(db, WH("00000000000000e1"), &w, a, E));
   ck_assert_str_eq(w.name, "before");
-  add_workload(db, "00000000000000e2", "after");
+  add_workload(db, WH("00000000000000e2"), "after");
   tn_arena_free(a);
   db_close(db);
   ck_assert_int_eq(count_rows(url, "SELECT count(*) FROM workloads"), 2);
@@ -1833,6 +2070,7 @@ static Suite *make_suite(void) {
   tcase_add_test(schema, t_migrate_from_v1);
   tcase_add_test(schema, t_migrate_from_v2);
   tcase_add_test(schema, t_migrate_from_v3);
+  tcase_add_loop_test(schema, t_migrate_identities, 0, n_engines);
   tcase_add_loop_test(schema, t_version_too_new, 0, n_engines);
   tcase_add_test(schema, t_redact);
   if (n_engines > 1) tcase_add_test(schema, t_pg_errors), tcase_add_test(schema, t_pg_reconnect);

@@ -521,36 +521,59 @@ END_TEST
 
 /* ---- hash tests -------------------------------------------------------- */
 
-/* The pinned value of the hand-built matmul: a change here means every
- * stored tuning record keyed by hash is invalidated, so it must be deliberate. */
-#define MATMUL_HASH UINT64_C(0x200879c5b123a50e)
+/* The pinned identity of the hand-built matmul: a change here means every
+ * stored tuning record keyed by hash is invalidated, so it must be
+ * deliberate (a schema migration that recomputes them).  The same stream
+ * through FNV-1a gives the hash that tuned stored before (schema 8's
+ * migration recognises rows by it): pinned as well. */
+#define MATMUL_HASH "416e69d78a53f8fafba68b976c1c5060cba44a5e31c75d9edab119ecb2868c5d"
+#define MATMUL_HASH_FNV UINT64_C(0x200879c5b123a50e)
 
 START_TEST(t_hash_pinned) {
   ir_func_t *f = build_matmul(mm_names, 0);
-  uint64_t h = ir_func_hash(f);
-  char hex[17];
-  ir_hash_hex(h, hex);
-  ck_assert_int_eq(strlen(hex), 16);
-  ck_assert_msg(h == MATMUL_HASH, "matmul hash is %s", hex);
-  char want[17];
-  snprintf(want, sizeof want, "%016llx", (unsigned long long)MATMUL_HASH);
-  ck_assert_str_eq(hex, want);
-  ir_hash_hex(UINT64_C(0x00ab00cd00ef0012), hex);
-  ck_assert_str_eq(hex, "00ab00cd00ef0012");
+  char hex[TN_ID_SIZE];
+  ir_func_hash(f, hex);
+  ck_assert_int_eq(strlen(hex), TN_ID_HEX);
+  ck_assert(tn_id_valid(hex));
+  ck_assert_str_eq(hex, MATMUL_HASH);
+  ck_assert_msg(ir_func_hash_fnv(f) == MATMUL_HASH_FNV, "matmul's FNV hash is %016llx",
+                (unsigned long long)ir_func_hash_fnv(f));
   ir_func_free(f);
+}
+END_TEST
+
+/* The collision fixture (tests/fnv-collision/README.md): two workloads that
+ * compute differently shaped kernels (W const or not, so kernels of one may
+ * take a packed copy of W) and share the 64-bit FNV-1a hash that once
+ * named them; their identities differ. */
+START_TEST(t_hash_fnv_collision) {
+  ir_workload_t *w[2] = {NULL, NULL};
+  const char *files[2] = {SRC("tests/fnv-collision/dense_const.tw"), SRC("tests/fnv-collision/dense_plain.tw")};
+  char id[2][TN_ID_SIZE];
+  for (int i = 0; i < 2; i++) {
+    tn_err_t err = {0};
+    ck_assert_msg(ir_workload_load(files[i], NULL, 0, &w[i], &err) == 0, "%s", err.msg);
+    ck_assert_msg(ir_func_hash_fnv(w[i]->func) == UINT64_C(0x6e44248031b14ae9), "%s: %016llx", files[i],
+                  (unsigned long long)ir_func_hash_fnv(w[i]->func));
+    ir_func_hash(w[i]->func, id[i]);
+  }
+  ck_assert(w[0]->func->params[0]->is_const && !w[1]->func->params[0]->is_const);
+  ck_assert_str_ne(id[0], id[1]);
+  for (int i = 0; i < 2; i++) ir_workload_free(w[i]);
 }
 END_TEST
 
 START_TEST(t_hash_copy_and_rename) {
   ir_func_t *f = build_matmul(mm_names, 0);
-  uint64_t h = ir_func_hash(f);
-  ck_assert_uint_eq(ir_func_hash(f), h); /* repeatable */
+  char h[TN_ID_SIZE];
+  ir_func_hash(f, h);
+  ck_assert(tu_hash_is(f, h)); /* repeatable */
   ir_func_t *c = ir_func_copy(f);
-  ck_assert_uint_eq(ir_func_hash(c), h);
+  ck_assert(tu_hash_is(c, h));
   /* Alpha-renamed, with different var ids and buffer ids. */
   static const char *const other[6] = {"x", "y", "z", "vx", "vy", "vz"};
   ir_func_t *r = build_matmul(other, 3);
-  ck_assert_uint_eq(ir_func_hash(r), h);
+  ck_assert(tu_hash_is(r, h));
   char *pf = print_func(f), *pr = print_func(r);
   ck_assert_str_ne(pf, pr); /* the printer shows the names */
   free(pf);
@@ -623,17 +646,18 @@ START_TEST(t_hash_differs) {
                                    m_role, m_init_range, m_no_init, m_annot, m_loop_annot,
                                    m_swap_loops, m_swap_operands, m_buf_ref, m_thread};
   ir_func_t *f = build_matmul(mm_names, 0);
-  uint64_t h = ir_func_hash(f);
-  uint64_t seen[TN_ARRAY_LEN(muts)];
+  char h[TN_ID_SIZE];
+  ir_func_hash(f, h);
+  char seen[TN_ARRAY_LEN(muts)][TN_ID_SIZE];
   for (size_t i = 0; i < TN_ARRAY_LEN(muts); i++) {
     ir_func_t *c = ir_func_copy(f);
     muts[i](c);
-    seen[i] = ir_func_hash(c);
-    ck_assert_msg(seen[i] != h, "mutation %zu left the hash unchanged", i);
-    for (size_t j = 0; j < i; j++) ck_assert_msg(seen[j] != seen[i], "mutations %zu and %zu collide", j, i);
+    ir_func_hash(c, seen[i]);
+    ck_assert_msg(strcmp(seen[i], h) != 0, "mutation %zu left the hash unchanged", i);
+    for (size_t j = 0; j < i; j++) ck_assert_msg(strcmp(seen[j], seen[i]) != 0, "mutations %zu and %zu collide", j, i);
     ir_func_free(c);
   }
-  ck_assert_uint_eq(ir_func_hash(f), h); /* the original was not touched */
+  ck_assert(tu_hash_is(f, h)); /* the original was not touched */
   ir_func_free(f);
 }
 END_TEST
@@ -645,7 +669,7 @@ START_TEST(t_hash_canonical) {
   m_thread(a);
   m_thread(b);
   loop_at(b, 0)->u.loop.tag = IR_TAG_THREAD_X;
-  ck_assert_uint_ne(ir_func_hash(a), ir_func_hash(b));
+  ck_assert(!tu_same_hash(a, b));
   ir_func_free(a);
   ir_func_free(b);
 
@@ -656,20 +680,20 @@ START_TEST(t_hash_canonical) {
   ir_annot_set_str(a, &ba->annots, &ba->nannots, "y", "s");
   ir_annot_set_str(b, &bb->annots, &bb->nannots, "y", "s");
   ir_annot_set_int(b, &bb->annots, &bb->nannots, "x", 1);
-  ck_assert_uint_eq(ir_func_hash(a), ir_func_hash(b));
+  ck_assert(tu_same_hash(a, b));
   ir_annot_set_int(b, &bb->annots, &bb->nannots, "x", 2);
-  ck_assert_uint_ne(ir_func_hash(a), ir_func_hash(b));
+  ck_assert(!tu_same_hash(a, b));
   ir_func_free(a);
   ir_func_free(b);
 
   a = ir_func_copy(f);
   b = ir_func_copy(f);
   mm_block(a)->init->u.store.value->u.fval = -0.0;
-  ck_assert_uint_eq(ir_func_hash(a), ir_func_hash(f));
+  ck_assert(tu_same_hash(a, f));
   mm_block(a)->init->u.store.value->u.fval = NAN;
   mm_block(b)->init->u.store.value->u.fval = -NAN;
-  ck_assert_uint_eq(ir_func_hash(a), ir_func_hash(b));
-  ck_assert_uint_ne(ir_func_hash(a), ir_func_hash(f));
+  ck_assert(tu_same_hash(a, b));
+  ck_assert(!tu_same_hash(a, f));
   ir_func_free(a);
   ir_func_free(b);
 
@@ -680,7 +704,7 @@ START_TEST(t_hash_canonical) {
   blk->iters[2].var->id = 1000000;
   a->params[1]->id = a->params[0]->id;
   a->params[2]->id = -1;
-  ck_assert_uint_eq(ir_func_hash(a), ir_func_hash(f));
+  ck_assert(tu_same_hash(a, f));
   ir_func_free(a);
   ir_func_free(f);
 }
@@ -691,22 +715,22 @@ START_TEST(t_hash_others) {
   ir_func_t *fs[] = {build_matmul(mm_names, 0), build_bindings(), build_loop_kinds(), build_scopes()};
   for (size_t i = 0; i < TN_ARRAY_LEN(fs); i++) {
     ir_func_t *c = ir_func_copy(fs[i]);
-    ck_assert_uint_eq(ir_func_hash(c), ir_func_hash(fs[i]));
+    ck_assert(tu_same_hash(c, fs[i]));
     ir_func_free(c);
-    for (size_t j = 0; j < i; j++) ck_assert_uint_ne(ir_func_hash(fs[i]), ir_func_hash(fs[j]));
+    for (size_t j = 0; j < i; j++) ck_assert(!tu_same_hash(fs[i], fs[j]));
   }
   for (size_t i = 0; i < TN_ARRAY_LEN(fs); i++) ir_func_free(fs[i]);
 }
 END_TEST
 
 /* Parsing the same text twice gives the same hash; parameters change it. */
-static uint64_t workload_hash(const char *path, const ir_param_set_t *set, int nset) {
+static const char *workload_hash(const char *path, const ir_param_set_t *set, int nset, char h[TN_ID_SIZE]) {
   ir_workload_t *w = NULL;
   tn_err_t err = {0};
   ck_assert_msg(ir_workload_load(path, set, nset, &w, &err) == 0, "%s", err.msg);
-  uint64_t h = ir_func_hash(w->func);
+  ir_func_hash(w->func, h);
   ir_func_t *c = ir_func_copy(w->func);
-  ck_assert_uint_eq(ir_func_hash(c), h);
+  ck_assert(tu_hash_is(c, h));
   ir_func_free(c);
   ir_workload_free(w);
   return h;
@@ -714,15 +738,16 @@ static uint64_t workload_hash(const char *path, const ir_param_set_t *set, int n
 
 START_TEST(t_hash_workloads) {
   const char *path = SRC("workloads/matmul.tw");
-  uint64_t h = workload_hash(path, NULL, 0);
-  ck_assert_uint_eq(workload_hash(path, NULL, 0), h);
+  char h[TN_ID_SIZE], other[TN_ID_SIZE];
+  workload_hash(path, NULL, 0, h);
+  ck_assert_str_eq(workload_hash(path, NULL, 0, other), h);
   ir_param_set_t m512 = {.name = "M", .value = 512};
-  ck_assert_uint_ne(workload_hash(path, &m512, 1), h);
+  ck_assert_str_ne(workload_hash(path, &m512, 1, other), h);
   ir_param_set_t m1024 = {.name = "M", .value = 1024};
-  ck_assert_uint_eq(workload_hash(path, &m1024, 1), h); /* the default, given explicitly */
+  ck_assert_str_eq(workload_hash(path, &m1024, 1, other), h); /* the default, given explicitly */
   /* The parser's matmul is the hand-built one (same conventions). */
   ir_func_t *f = build_matmul(mm_names, 0);
-  ck_assert_uint_eq(ir_func_hash(f), h);
+  ck_assert(tu_hash_is(f, h));
   ir_func_free(f);
 }
 END_TEST
@@ -757,7 +782,7 @@ static Suite *make_suite(void) {
            t_print_exprs);
   TU_TCASE(s, "workloads", 120, t_print_workloads, t_print_matmul_workload, t_hash_workloads);
   TU_TCASE(s, "tags", 0, t_thread_tags);
-  TU_TCASE(s, "hash", 0, t_hash_pinned, t_hash_copy_and_rename, t_hash_differs, t_hash_canonical,
+  TU_TCASE(s, "hash", 0, t_hash_pinned, t_hash_fnv_collision, t_hash_copy_and_rename, t_hash_differs, t_hash_canonical,
            t_hash_others);
   return s;
 }

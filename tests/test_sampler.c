@@ -1230,6 +1230,93 @@ START_TEST(test_samples) {
 }
 END_TEST
 
+/* GEMM-like blocks other than matmuls reach the CPU micro-kernels: each
+ * operator's first space is the intrinsic's, with the reduction levels the
+ * rule should find (window loops fused where their strides compose, a
+ * grouped convolution's channels split by group, a 1x1 conv's rows fused
+ * into i); a few samples of every space compute the reference (IR
+ * evaluation) and replay from JSON, lower to C that calls the
+ * micro-kernel, and one per operator runs and verifies in the CPU worker. */
+typedef struct gemm_case {
+  const char *name, *sets;
+  const char *levels;   /* in the first space's description ("" for one level) */
+  const char *must;     /* in its trace: "Fuse", "Split" (the groups), or NULL */
+  const char *src;      /* in every sample's C source, or NULL */
+} gemm_case_t;
+
+static const gemm_case_t gemm_cases[] = {
+    {"conv1d_nlc", "L=40,CI=8,CO=32,KL=3,ST=2,P=1", "", "[\"FuseBlockIters\"", NULL},   /* rl and c fused: one level */
+    {"conv2d_nhwc_sdg", "H=16,W=16,CI=3,CO=32,KS=3,ST=2,P=1", "2 reduction levels", "[\"FuseBlockIters\"", NULL},
+    {"conv2d_nhwc_sdg", "H=8,W=8,CI=16,CO=128,KS=3,ST=1,P=1,G=4", "3 reduction levels", "[\"Split\", [\"l", NULL},
+    {"conv2d_nhwc_sdg", "H=12,W=12,CI=4,CO=32,KS=3,ST=1,P=2,D=2", "3 reduction levels", NULL, NULL},
+    {"conv2d_nhwc_sdg", "H=8,W=8,CI=16,CO=32,KS=1,ST=1,P=0", "", "[\"FuseBlockIters\"", NULL}, /* y and x fused */
+    {"conv2d", "C=8,F=16,H=8,W=8", "3 reduction levels", NULL, NULL},                  /* NCHW: j is x */
+    {"conv2d_capsule_nhwijc", "H=8,W=8,CI=4,CO=16,KS=3,ST=1,P=1", "4 reduction levels", NULL, NULL},
+    {"conv3d_ndhwc", "DD=4,H=8,W=8,CI=4,CO=32,KS=3,ST=1,P=1", "3 reduction levels", NULL, NULL},
+    {"conv2d_nhwc_bn_relu", "H=16,W=16,CI=3,CO=32,KS=3,ST=2,P=1", "2 reduction levels", NULL, NULL},
+    {"transpose_batch_matmul", "SEQ=32,HEADS=2,DIM=16", "", NULL, NULL},
+    {"depthwise_conv2d_nhwc", "H=10,W=10,C=32,KS=3,ST=1,P=1", "2 reduction levels", NULL, NULL}, /* elementwise along c */
+    {"depthwise_conv2d_nhwc", "H=11,W=11,C=48,KS=3,ST=2,P=1", "2 reduction levels", NULL, NULL},
+    /* the dilated input's phases outside the call, which the zeros' phases skip */
+    {"conv2d_transpose_nhwc", "CI=16,CO=32", "3 reduction levels", "[\"Split\", [\"l", "% 2 == 0) tuned_intrin_f32_fma"},
+};
+
+START_TEST(test_cpu_gemm_like) {
+  if (!ir_intrin_host_supports(ir_intrin_find("f32_fma_6x16_avx2"))) {
+    fprintf(stderr, "test_cpu_gemm_like: skipped, this CPU has no AVX2+FMA\n");
+    return;
+  }
+  const gemm_case_t *gc = &gemm_cases[_i];
+  ir_workload_t *w = tu_load_sets(gc->name, gc->sets);
+  tn_target_t t = target("cpu");
+  ref_t ref = reference(w->func);
+  smp_space_t sp = generate(w->func, &t, 3);
+  ck_assert_msg(sp.n >= 1 && strstr(sp.descs[0], "multi-level-tiling-with-intrinsic("), "%s %s: %s", gc->name,
+                gc->sets, sp.n ? sp.descs[0] : "no space");
+  if (*gc->levels) ck_assert_msg(strstr(sp.descs[0], gc->levels), "%s %s: %s", gc->name, gc->sets, sp.descs[0]);
+  else ck_assert_msg(!strstr(sp.descs[0], "reduction levels"), "%s %s: %s", gc->name, gc->sets, sp.descs[0]);
+  if (gc->must) {
+    char *json = sch_trace_to_json(sp.traces[0]);
+    ck_assert_msg(strstr(json, gc->must), "%s %s: no %s in %s", gc->name, gc->sets, gc->must, json);
+    free(json);
+  }
+  cg_module_t *run = NULL;
+  char what[256];
+  for (int i = 0; i < sp.n; i++) {
+    if (!strstr(sp.descs[i], "multi-level-tiling-with-intrinsic(")) continue;
+    for (int n = 0; n < 3; n++) {
+      snprintf(what, sizeof what, "%s %s, space %d (%s), sample %d", gc->name, gc->sets, i, sp.descs[i], n);
+      sch_t *s = NULL;
+      tn_err_t err = {0};
+      ck_assert_msg(smp_sample(w->func, &t, sp.traces[i], 50 + (uint64_t)n, &s, NULL, &err) == TN_OK, "%s: %s", what,
+                    err.msg);
+      check_outputs(w->func, &ref, sch_func(s), what);
+      check_roundtrip(w->func, s, what);
+      cg_module_t *m = check_lowers(&t, s, what);
+      ck_assert_msg(strstr(m->source, strstr(gc->name, "depthwise") ? "tuned_intrin_f32_dw_" : "tuned_intrin_f32_fma_"),
+                    "%s: no micro-kernel call\n%s", what, m->source);
+      if (gc->src) ck_assert_msg(strstr(m->source, gc->src), "%s: no \"%s\"\n%s", what, gc->src, m->source);
+      if (!run) run = m;
+      else cg_module_free(m);
+      sch_free(s);
+    }
+  }
+  ms_options_t o = {.seed = 1};
+  o.run.min_secs = 1e-9;
+  o.run.min_repeats = o.run.max_repeats = 1;
+  ms_result_t res = {0};
+  tn_err_t err = {0};
+  ck_assert_msg(ms_measure(w->func, &t, &run, 1, &o, &res, &err) == TN_OK, "%s", err.msg);
+  ck_assert_msg(res.status == MS_OK, "%s %s in the worker: %s: %.300s", gc->name, gc->sets, ms_status_name(res.status),
+                res.error);
+  ms_result_clear(&res);
+  cg_module_free(run);
+  smp_space_free(&sp);
+  ir_data_free(ref.d);
+  ir_workload_free(w);
+}
+END_TEST
+
 /* A dense layer whose weights are declared const: per intrinsic, two more
  * spaces pack W once, outside the kernel (HoistPacking).  Their samples
  * compute the layer (IR evaluation), replay from JSON, lower to a kernel
@@ -1797,6 +1884,10 @@ static Suite *make_suite(void) {
   tcase_add_test(clusters, test_hopper_clusters);
   suite_add_tcase(s, clusters);
   suite_add_tcase(s, samples);
+  TCase *gemm = tcase_create("gemm_like");
+  tcase_set_timeout(gemm, 300);
+  tcase_add_loop_test(gemm, test_cpu_gemm_like, 0, (int)TN_ARRAY_LEN(gemm_cases));
+  suite_add_tcase(s, gemm);
   TCase *hoist = tcase_create("hoisted");
   tcase_set_timeout(hoist, 120);
   tcase_add_test(hoist, test_hoisted_packing);

@@ -173,8 +173,8 @@ static int tune(const ir_workload_t *w, const char *tname, const srch_opts_t *o,
 static db_records_t query(const char *db_path, const ir_workload_t *w, const char *tname) {
   db_t *db = NULL;
   OK(db_open(db_path, &db, &err_));
-  char hash[17];
-  ir_hash_hex(ir_func_hash(w->func), hash);
+  char hash[TN_ID_SIZE];
+  ir_func_hash(w->func, hash);
   db_query_t q = db_query_all();
   q.workload_hash = hash;
   q.target_name = tname;
@@ -474,8 +474,8 @@ START_TEST(test_job_resume) {
   srch_result_free(&r);
   db_t *db = NULL;
   OK(db_open(db_path, &db, &err_));
-  char hash[17];
-  ir_hash_hex(ir_func_hash(w->func), hash);
+  char hash[TN_ID_SIZE];
+  ir_func_hash(w->func, hash);
   db_workload_t dw;
   tn_arena_t *a = tn_arena_new();
   OK(db_workload_get(db, hash, &dw, a, &err_));
@@ -888,6 +888,9 @@ static cm_model_stats_t warm_start(const ir_workload_t *w, const char *db_path, 
 /* A second search on a database starts with a model trained on every record
  * of the target (features recomputed from the traces, then reused from the
  * saved model); a stored model that cannot be used is a warning. */
+/* A workload row whose source does not parse. */
+#define BROKEN_HASH "00000000000000000000000000000000000000000000000000000000000000ab"
+
 START_TEST(test_model_warm_start) {
   if (!cm_have_xgboost()) {
     fprintf(stderr, "test_model_warm_start: skipped (built without XGBoost)\n");
@@ -901,7 +904,7 @@ START_TEST(test_model_warm_start) {
   db_t *db = NULL;
   OK(db_open(db_path, &db, &err_));
   int64_t bad_wl = 0;
-  db_workload_t bw = {.hash = "00000000000000ab", .name = "broken", .source = "this is not a workload"};
+  db_workload_t bw = {.hash = BROKEN_HASH, .name = "broken", .source = "this is not a workload"};
   OK(db_workload_upsert(db, &bw, &bad_wl, &err_));
   db_targets_t ts = {0};
   OK(db_targets_list(db, &ts, &err_));
@@ -930,7 +933,7 @@ START_TEST(test_model_warm_start) {
   ck_assert_int_gt(st.rounds, 0);
   ck_assert_msg(strstr(s.logs, "I: cost model: 78 samples from 80 records of target cpu (0 features reused, 78 "
                                "computed, 2 records skipped), trained on 78"), "%s", s.logs);
-  ck_assert_msg(strstr(s.logs, "D: cost model: workload 00000000000000ab cannot be rebuilt"), "%s", s.logs);
+  ck_assert_msg(strstr(s.logs, "D: cost model: workload " BROKEN_HASH " cannot be rebuilt"), "%s", s.logs);
   ck_assert_msg(strstr(s.logs, "D: cost model: 1 ok records of target cpu are not verified: not used"), "%s", s.logs);
   ck_assert_int_eq(count_sql(db_path, "SELECT count(*) FROM cost_models"), 1);
   ck_assert_int_eq(count_sql(db_path, "SELECT length(record_ids) FROM cost_models"), 78 * 8);
@@ -1129,8 +1132,8 @@ START_TEST(test_baseline) {
   tn_arena_t *a = tn_arena_new();
   db_baseline_t row;
   bool found = false;
-  char hash[17];
-  ir_hash_hex(ir_func_hash(w->func), hash);
+  char hash[TN_ID_SIZE];
+  ir_func_hash(w->func, hash);
   OK(db_baseline_get(db, hash, "cpu", &row, &found, a, &err_));
   ck_assert(found && row.status == DB_STATUS_OK && row.median_secs == secs && row.n_runs >= 2);
   tn_arena_free(a);

@@ -71,16 +71,16 @@ START_TEST(t_show) {
 END_TEST
 
 /* The hash `tunectl check ARGS` prints. */
-static void check_hash(const char *args, char hash[17]) {
+static void check_hash(const char *args, char hash[TN_ID_SIZE]) {
   run_t *r = expect(args, 0, "hash      ", NULL);
   const char *h = strstr(r->out, "hash      ") + 10;
-  snprintf(hash, 17, "%.16s", h);
+  snprintf(hash, TN_ID_SIZE, "%.64s", h);
 }
 
 /* show --tvmscript, then import-tvmscript -o: the same workload hash; the
  * scheduled text is refused with its position. */
 START_TEST(t_tvmscript) {
-  char dir[] = "/tmp/tunectl-tvms-XXXXXX", args[PATH_MAX + 256], want[17], got[17];
+  char dir[] = "/tmp/tunectl-tvms-XXXXXX", args[PATH_MAX + 256], want[TN_ID_SIZE], got[TN_ID_SIZE];
   ck_assert_ptr_nonnull(mkdtemp(dir));
   snprintf(args, sizeof args, "show --tvmscript " W("softmax") " > %s/s.py", dir);
   expect(args, 0, NULL, NULL);
@@ -115,10 +115,9 @@ START_TEST(t_check) {
   const char *h = strstr(r->out, "hash      ");
   ck_assert_ptr_nonnull(h);
   h += 10;
-  for (int i = 0; i < 16; i++) ck_assert_msg(strchr("0123456789abcdef", h[i]), "hash digit %d", i);
-  char hash1[17];
-  memcpy(hash1, h, 16);
-  hash1[16] = 0;
+  char hash1[TN_ID_SIZE];
+  snprintf(hash1, sizeof hash1, "%.*s", (int)strcspn(h, "\n"), h);
+  ck_assert_msg(tn_id_valid(hash1), "the whole hash (64 hex digits) is shown: %s", hash1);
   /* Overriding a parameter with its default value keeps the hash. */
   r = expect("check " W("matmul") " --set M=1024 --json", 0, NULL, NULL);
   ck_assert_ptr_nonnull(strstr(r->out, hash1));
@@ -324,7 +323,7 @@ START_TEST(t_pretuned) {
   ck_assert_msg(tn_read_file(SRC("configs/pretuned/nvidia-h100.jsonl"), 1 << 24, &text, &len, &err) == TN_OK, "%s",
                 err.msg);
   bool nvrtc = strstr(tunectl("--version")->out, "CUDA/NVRTC: yes") != NULL;
-  char seen[16][17];
+  char seen[16][TN_ID_SIZE];
   int nseen = 0, nrec = 0;
   for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), nrec++) {
     cJSON *rec = cJSON_Parse(line);
@@ -344,10 +343,14 @@ START_TEST(t_pretuned) {
     char args[1024];
     snprintf(args, sizeof args, "check %s/workloads/%s.tw%s", TUNED_SOURCE_ROOT, name, sets);
     expect(args, 0, hash, NULL);
+    const char *trace = cJSON_GetObjectItemCaseSensitive(rec, "trace")->valuestring;
+    char th[TN_ID_SIZE];
+    tn_id_of(TN_ID_TRACE, trace, strlen(trace), th);
+    ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(rec, "trace_hash")->valuestring, th);
     bool first = true; /* records of a workload come fastest first */
     for (int i = 0; i < nseen; i++) first &= strcmp(seen[i], hash) != 0;
     if (first && nseen < 16) {
-      snprintf(seen[nseen++], 17, "%s", hash);
+      snprintf(seen[nseen++], TN_ID_SIZE, "%s", hash);
       char path[] = "/tmp/tunectl-pretuned-XXXXXX";
       tu_write_temp(path, cJSON_GetObjectItemCaseSensitive(rec, "trace")->valuestring);
       /* (the PTX is megabytes: the output capture keeps one line of it) */
@@ -489,7 +492,7 @@ START_TEST(t_targets) {
   ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(rl, "peak_unit")->valuestring, "GB/s");
   cJSON_Delete(j);
   r = tunectl_env(env, "run " W("vector_add") " --target cpu");
-  ck_assert_int_eq(r->status, 1);
+  ck_assert_int_eq(r->status, 2); /* a bad --target: the command line */
   ck_assert_msg(strstr(r->err, "unknown target \"cpu\"; did you mean \"lab/cpu\"? (known: lab/cpu;") &&
                     strstr(r->err, dir), "%s", r->err);
   r = tunectl_env(env, "run --help");
@@ -517,7 +520,7 @@ START_TEST(t_relocated) {
   snprintf(cmd, sizeof cmd, "env -u TUNED_CONFIG_DIR '%s/bin/tunectl' emit %s --target cpu --emit c", dir,
            W("vector_add"));
   tu_run_capture(cmd, &r);
-  ck_assert_int_eq(r.status, 1);
+  ck_assert_int_eq(r.status, 2); /* a bad --target: the command line */
   ck_assert_msg(strstr(r.err, "(known: reloc;") && strstr(r.err, configs), "%s", r.err);
   tu_remove_tree(dir);
 }
@@ -722,7 +725,7 @@ START_TEST(t_allow_tf32) {
   run_t *r = expect(args, 0, "multi-level-tiling(C: SSSRRSRS", NULL);
   ck_assert_msg(!strstr(r->out, "tensor-core"), "%s", r->out);
   snprintf(args, sizeof args, "space %s --target cpu --allow-tf32", strchr(mm, ' ') + 1);
-  expect(args, 1, NULL, "target \"cpu+tf32\": TF32 (+tf32) is a tensor-core mode of CUDA targets; cpu is of kind cpu");
+  expect(args, 2, NULL, "target \"cpu+tf32\": TF32 (+tf32) is a tensor-core mode of CUDA targets; cpu is of kind cpu");
   snprintf(args, sizeof args, "tune %s --target cuda-host --allow-tf32 --trials 2 --no-remeasure --no-baseline",
            strchr(mm, ' ') + 1);
   r = expect(args, 0, "target     cuda-host+tf32\n", NULL);
@@ -746,9 +749,13 @@ START_TEST(t_cli_doc) {
   ck_assert_msg(strstr(doc, "## tunectl tune\n\n```\nusage: tunectl tune FILE --target T --trials N"), "%.300s", doc);
   ck_assert_msg(strstr(doc, "--allow-tf32") && !strstr(doc, TUNED_SOURCE_ROOT), "machine paths in the page");
   free(doc);
-  r = tunectl("--completion zsh");
+  r = tunectl("--completion fish");
   ck_assert_int_eq(r->status, 2);
-  ck_assert_msg(strstr(r->err, "tunectl: --completion knows bash, not 'zsh'"), "%s", r->err);
+  ck_assert_msg(strstr(r->err, "tunectl: --completion knows bash and zsh, not 'fish'"), "%s", r->err);
+  r = tunectl("--completion zsh"); /* the bash script through bashcompinit */
+  ck_assert_msg(r->status == 0 && strncmp(r->out, "#compdef tunectl\n", 17) == 0 &&
+                    strstr(r->out, "bashcompinit") && strstr(r->out, "complete -o filenames -F _tunectl tunectl"),
+                "%.300s", r->out);
 }
 END_TEST
 

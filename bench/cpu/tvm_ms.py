@@ -136,7 +136,61 @@ def build(case, p):
             var = (x * x).mean(axis=1, keepdims=True) - mean * mean
             return (x - mean) / np.sqrt(var + 1e-5) * gm + bb
         return [X, g, bt, Y], ref, 8.0 * M * N
+    if case in TE_CASES:
+        return te_case(case, p)
     raise SystemExit(f"tvm_ms: unknown case '{case}' (cases: {', '.join(CASES)})")
+
+
+# MetaSchedule's own single-operator benchmark (meta_schedule/testing/te_workload.py): each of
+# these workloads/NAME.tw files is written after one of its functions; the .tw parameters map
+# onto the function's arguments here.  The reference is the same function built unscheduled.
+TE_CASES = {
+    "conv1d_nlc": ("conv1d_nlc", {"N": 1, "L": 256, "CI": 64, "CO": 128, "KL": 3, "ST": 2, "P": 1, "D": 1, "G": 1},
+                   lambda p: (p["N"], p["L"], p["CI"], p["CO"], p["KL"], p["ST"], p["P"], p["D"], p["G"])),
+    "conv2d_nhwc_sdg": ("conv2d_nhwc", {"N": 1, "H": 224, "W": 224, "CI": 3, "CO": 64, "KS": 7, "ST": 2, "P": 3,
+                                        "D": 1, "G": 1},
+                        lambda p: (p["N"], p["H"], p["W"], p["CI"], p["CO"], p["KS"], p["ST"], p["P"], p["D"], p["G"])),
+    "conv3d_ndhwc": ("conv3d_ndhwc", {"N": 1, "DD": 16, "H": 224, "W": 224, "CI": 3, "CO": 64, "KS": 7, "ST": 2,
+                                      "P": 3, "D": 1, "G": 1},
+                     lambda p: (p["N"], p["DD"], p["H"], p["W"], p["CI"], p["CO"], p["KS"], p["ST"], p["P"], p["D"],
+                                p["G"])),
+    "depthwise_conv2d_nhwc": ("depthwise_conv2d_nhwc", {"N": 1, "H": 112, "W": 112, "C": 32, "KS": 3, "ST": 1,
+                                                        "P": 1, "D": 1},
+                              lambda p: (p["N"], p["H"], p["W"], p["C"], p["KS"], p["ST"], p["P"], p["D"])),
+    "conv2d_transpose_nhwc": ("conv2d_transpose_nhwc", {"N": 1, "H": 4, "W": 4, "CI": 512, "CO": 256, "KS": 4,
+                                                        "P": 1},
+                              lambda p: (p["N"], p["H"], p["W"], p["CI"], p["CO"], p["KS"], 2, p["P"])),
+    "conv2d_capsule_nhwijc": ("conv2d_capsule_nhwijc", {"N": 1, "H": 16, "W": 16, "CI": 32, "CO": 32, "KS": 3,
+                                                        "ST": 2, "P": 1, "CAP": 4},
+                              lambda p: (p["N"], p["H"], p["W"], p["CI"], p["CO"], p["KS"], p["ST"], p["P"], p["CAP"])),
+    "norm_bmn": ("norm_bmn", {"B": 1, "M": 256, "N": 256}, lambda p: (p["B"], p["M"], p["N"])),
+    "conv2d_nhwc_bn_relu": ("conv2d_nhwc_bn_relu", {"N": 1, "H": 224, "W": 224, "CI": 3, "CO": 64, "KS": 7,
+                                                    "ST": 2, "P": 3, "D": 1},
+                            lambda p: (p["N"], p["H"], p["W"], p["CI"], p["CO"], p["KS"], p["ST"], p["P"], p["D"])),
+    "transpose_batch_matmul": ("transpose_batch_matmul", {"BATCH": 1, "SEQ": 128, "HEADS": 12, "DIM": 64},
+                               lambda p: (p["BATCH"], p["SEQ"], p["HEADS"], p["DIM"])),
+}
+
+
+def te_case(case, p):
+    """A te_workload function's tensors, with its unscheduled build as the reference."""
+    import tvm
+    from tvm import te
+    from tvm.s_tir.meta_schedule.testing import te_workload
+    fn, _, args = TE_CASES[case]
+    tensors = list(getattr(te_workload, fn)(*args(p)))
+    func = te.create_prim_func(tensors).with_attr("global_symbol", "main")
+    naive = tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    out_shape = [int(d) for d in tensors[-1].shape]
+
+    def ref(*ins):
+        dev = tvm.cpu(0)
+        args_ = [tvm.runtime.tensor(x.astype("float32"), dev) for x in ins]
+        args_.append(tvm.runtime.empty(out_shape, "float32", dev))
+        naive["main"](*args_)
+        return args_[-1].numpy().astype(np.float64)
+    flops = 0.0  # bench/cpu/run takes FLOPs from tunectl check
+    return tensors, ref, flops
 
 
 def build_without_intrinsics(mod, target, _params):
@@ -181,7 +235,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="cases and defaults: " + "; ".join(
                                      f"{c} " + " ".join(f"{k}={v}" for k, v in d.items()) for c, d in CASES.items()))
-    ap.add_argument("case", choices=sorted(CASES))
+    ap.add_argument("case", choices=sorted(list(CASES) + list(TE_CASES)))
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="workload parameter")
     ap.add_argument("--trials", type=int, required=True, help="candidates to measure (max_trials_global)")
     ap.add_argument("--seed", type=int, default=1, help="search seed (default 1)")
@@ -196,7 +250,7 @@ def main():
         ap.error("--trials must be >= 1")
     if a.retime and not (a.work_dir and os.path.exists(os.path.join(a.work_dir, "database_tuning_record.json"))):
         ap.error("--retime needs the --work-dir of an earlier run (with its database_tuning_record.json)")
-    p = dict(CASES[a.case])
+    p = dict(CASES[a.case] if a.case in CASES else TE_CASES[a.case][1])
     for kv in a.set:
         name, eq, val = kv.partition("=")
         if not eq or name not in p:
@@ -262,7 +316,7 @@ def main():
         "wall_s": None if a.retime else round(wall, 2), "retimed": a.retime, "measured": len(hist), "flops": flops,
         "search_best_secs": best if best < math.inf else None,
         "median_secs": median(secs), "min_secs": min(secs), "repeats": len(secs),
-        "gflops": flops / median(secs) * 1e-9,
+        "gflops": flops / median(secs) * 1e-9 if flops else None,
         "verify_rel_l2": err, "trial_to_90pct": t90,
         "best_so_far_secs": [b if b < math.inf else None for b in best_so_far],
     }

@@ -31,7 +31,10 @@ def test_submit_watch_best_records_kernel(tuned_matmul):
         assert 1 <= len(best) <= 3
         assert best[0]["id"] == job.best_record and best[0]["verified"] is True
         assert [r["median_secs"] for r in best] == sorted(r["median_secs"] for r in best)
+        assert len(h) == 64
         assert c.best(h, k=1)[0]["id"] == job.best_record  # by hash
+        assert c.best(h[:32], k=1)[0]["workload"] == h  # by the 128 bits a table shows, either case
+        assert c.kernel(h[:40].upper()).record == job.best_record
         records = c.records(MATMUL, **SHAPE)
         assert len(records) >= 8 and job.best_record in {r["id"] for r in records}
         assert all(r["workload"] == h for r in records)
@@ -119,13 +122,16 @@ def test_daemon_errors(daemon):
         assert "Q" in str(e.value)
         with pytest.raises(tuned.Error, match="parameters are integers"):
             c.submit(MATMUL, M="64")
-        with pytest.raises(tuned.Error, match="no such file, and neither a 16-digit hash nor workload text"):
+        with pytest.raises(tuned.Error,
+                           match=r"no such file, and neither a workload hash \(32 to 64 hex digits\) nor workload text"):
             c.kernel("no/such/file.tw")
         with pytest.raises(tuned.DaemonError) as e:
             c.call("no.such.method")
         assert e.value.rpc_code == -32601
         with pytest.raises(tuned.NotFound):
-            c.kernel("0123456789abcdef")
+            c.kernel("0123456789abcdef" * 4)
+        with pytest.raises(tuned.Error, match="neither a workload hash"):
+            c.kernel("0123456789abcdef")  # 64 bits are not a hash
 
 
 def test_no_record(daemon):
@@ -133,7 +139,7 @@ def test_no_record(daemon):
         with pytest.raises(tuned.NoKernel) as e:
             c.kernel(MATMUL, M=8, N=8, K=8)
         assert "no tuned kernel yet" in str(e.value) and e.value.rpc_code == -32004
-        with pytest.raises(tuned.NotFound, match=r"no workload [0-9a-f]{16} in the database"):
+        with pytest.raises(tuned.NotFound, match=r"no workload [0-9a-f]{64} in the database"):
             c.best(MATMUL, M=8, N=8, K=8)
 
 

@@ -272,7 +272,7 @@ def mlp(daemon, kernel_cache):
     """An MLP optimized with a real tune (3 trials per op): (model, x, optimized)."""
     torch.manual_seed(0)
     model, x = MLP((16, 32, 8)).eval(), torch.randn(4, 16)
-    fast = tt.optimize(model, (x,), trials=3, seed=1, socket=daemon, progress=False, timeout=300)
+    fast = tt.optimize(model, (x,), trials=3, seed=1, socket=daemon, progress=False, timeout=300, min_speedup=0.0)
     return model, x, fast
 
 
@@ -281,7 +281,10 @@ def test_optimize_mlp(mlp):
     report = fast.tuned_report
     assert [(r.name, r.status) for r in report] == [("linear_bias_relu_fc1", "tuned"),
                                                     ("linear_bias_gelu_fc2", "tuned")]
-    assert all(r.record and r.job and r.max_error < 1e-5 for r in report)
+    assert all(r.record is not None and r.job and r.max_error < 1e-5 for r in report)
+    for o in (m for m in fast.modules() if isinstance(m, tt.TunedOp)):  # a record, or the unscheduled program
+        k = o.fn.kernel                                                # served in place of a slower one
+        assert k.record > 0 or (k.unscheduled and k.unscheduled["best_record"] > 0), k
     assert report.max_error < 1e-5 and "linear_bias_relu_fc1" in str(report)
     ops = [m for m in fast.modules() if isinstance(m, tt.TunedOp)]
     assert [o.name for o in ops] == ["linear_bias_relu_fc1", "linear_bias_gelu_fc2"]
@@ -323,6 +326,19 @@ def test_mismatch_falls_back(mlp, daemon):
         torch.testing.assert_close(fast(x), model(x), rtol=1e-5, atol=1e-5)
 
 
+def test_never_slower_than_torch(mlp, daemon):
+    """Each matching kernel is raced against torch's computation of the same
+    nodes on the same inputs: asked for a 1e9x speed-up, none is used."""
+    model, x, _ = mlp
+    fast = tt.optimize(model, x, tune=False, socket=daemon, min_speedup=1e9)
+    report = fast.tuned_report
+    assert [r.status for r in report] == ["slower", "slower"], str(report)
+    assert all(r.tuned_secs > 0 and r.torch_secs > 0 and "against torch's" in r.detail for r in report)
+    assert not any(isinstance(m, tt.TunedOp) for m in fast.modules())
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), model(x), rtol=0, atol=0)
+
+
 def test_no_record_runs_torch(daemon, kernel_cache):
     model, x = MLP((8, 8, 8)).eval(), torch.randn(3, 8)
     with warnings.catch_warnings():
@@ -339,7 +355,7 @@ def test_optimize_every_kind(daemon, kernel_cache):
     each: the generated workloads compute what torch does."""
     torch.manual_seed(1)
     model, xs = Zoo().eval(), zoo_inputs()
-    fast = tt.optimize(model, xs, trials=1, seed=1, socket=daemon, progress=False, timeout=300)
+    fast = tt.optimize(model, xs, trials=1, seed=1, socket=daemon, progress=False, timeout=300, min_speedup=0.0)
     status = {r.name: r.status for r in fast.tuned_report}
     assert status == {"conv2d_bias_relu_conv": "tuned", "bmm_matmul": "tuned", "softmax_softmax": "tuned",
                       "layer_norm_ln": "tuned", "matmul_bias_matmul_1": "tuned", "sigmoid": "torch"}, \
@@ -394,7 +410,7 @@ def test_example_torch_block(daemon, kernel_cache):
     example = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                            "examples", "torch_block.py")
     out = subprocess.run([sys.executable, example, "--socket", daemon, "--tokens", "4", "--dim", "8", "--trials", "1",
-                          "--repeat", "1"], capture_output=True, text=True, timeout=600)
+                          "--repeat", "1", "--min-speedup", "0"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout
     assert "11 tuning tasks in the block's graph:" in text and "linear_bias_gelu_up: linear + bias + gelu" in text

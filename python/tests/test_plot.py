@@ -157,6 +157,25 @@ def test_job_curve_failures_and_order(tmp_path):
         plot.plot_job({"job": job, "trials": []}, png)
 
 
+def test_figures_for_notebooks(tmp_path):
+    """Without an output file the plots return their matplotlib Figure (a
+    notebook shows it); unrelated shapes are markers, not a line; the time
+    axis says what came before the first batch."""
+    job = {"job": 4, "state": "done", "name": "mm", "workload": "0" * 16, "target": "cpu", "trials": 2,
+           "trials_done": 2, "best": {"gflops": 9.0}, "baseline": {"gflops": 1.0}}
+    trials = [{"trial": 1, "status": "ok", "gflops": 2.0, "elapsed_s": 18.0},
+              {"trial": 2, "status": "ok", "gflops": 9.0, "elapsed_s": 19.0}]
+    fig = plot.plot_job({"job": job, "trials": trials})
+    assert type(fig).__name__ == "Figure" and len(fig.axes) == 2
+    assert "the first batch ended at 18 s" in fig.axes[1].get_xlabel()
+    points = plot.report_points(plot.read_bench(QUICK))
+    fig = plot.plot_report(points, title="quick")
+    for ax in fig.axes:
+        if ax.get_visible() and ax.get_xlabel().startswith("size ("):  # shapes in order of work
+            assert all(line.get_linestyle() in ("None", "") for line in ax.get_lines()), ax.get_title()
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
 def test_tunectl_plot(tuned_matmul, tmp_path):
     sock, job = tuned_matmul
     svg = str(tmp_path / "t.svg")

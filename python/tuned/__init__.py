@@ -8,16 +8,21 @@ libtuned (the C client library) with ctypes.
     mm = tuned.load("workloads/matmul.tw", M=256, N=256, K=256)
     C = mm(A, B)                                     # numpy arrays or torch CPU tensors
     fast = tuned.torch.optimize(model, (x,))         # a torch model's ops on tuned kernels
+    r = tuned.tune("workloads/matmul.tw", "cpu", trials=32, M=128, N=128, K=128)   # no daemon
+    mm = tuned.load("workloads/matmul.tw", db=r.db, M=128, N=128, K=128)
+    compiled = torch.compile(model, backend=tuned.torch.backend(trials=32))
 
-libtuned is found through $TUNED_LIB, the build directories of the source
-tree this package sits in, then the places `meson install` uses."""
+libtuned is found through $TUNED_LIB, the package's own copy (a wheel's
+tuned/_native/lib), the build directories of the source tree this package
+sits in, then the places `meson install` uses."""
 
 from ._errors import (ArgumentError, BadWorkload, BuildError, ConnectError, ConnectionLost, DaemonError, Error,
                       InvalidParams, LibraryNotFound, NoKernel, NotFound, ProtocolError, ShuttingDown, TargetRefused,
                       Timeout)
 from ._lib import lib_path
 from .client import Client, Job, Kernel, Launch, Param
-from .kernel import TunedFunction, build_c, load
+from .kernel import TunedFunction, build_c, from_cache, load
+from .local import TuneResult, default_db, tune
 
 __version__ = "0.1.0"
 
@@ -31,5 +36,5 @@ def __getattr__(name):
 
 __all__ = ["ArgumentError", "BadWorkload", "BuildError", "Client", "ConnectError", "ConnectionLost", "DaemonError",
            "Error", "InvalidParams", "Job", "Kernel", "Launch", "LibraryNotFound", "NoKernel", "NotFound", "Param",
-           "ProtocolError", "ShuttingDown", "TargetRefused", "Timeout", "TunedFunction", "build_c", "lib_path",
-           "load"]
+           "ProtocolError", "ShuttingDown", "TargetRefused", "Timeout", "TuneResult", "TunedFunction", "build_c",
+           "default_db", "from_cache", "lib_path", "load", "tune"]

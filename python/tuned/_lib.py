@@ -9,6 +9,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sysconfig
 import threading
 
 from ._errors import LibraryNotFound, error_from
@@ -16,6 +17,10 @@ from ._errors import LibraryNotFound, error_from
 # ---- structs (client/tuned.h; the layouts must match it field by field) ----------
 
 MAX_DIMS = 8
+
+
+# TUNED_HASH_SIZE: a workload hash's 64 hex digits and the NUL
+HASH_SIZE = 65
 
 
 class ErrorStruct(ctypes.Structure):
@@ -32,7 +37,7 @@ class SubmitStruct(ctypes.Structure):
 
 class JobStruct(ctypes.Structure):
     _fields_ = [("id", ctypes.c_int64), ("state", ctypes.c_int), ("state_name", ctypes.c_char * 16),
-                ("workload", ctypes.c_char * 17), ("name", ctypes.c_char * 64), ("target", ctypes.c_char * 64),
+                ("workload", ctypes.c_char * HASH_SIZE), ("name", ctypes.c_char * 64), ("target", ctypes.c_char * 64),
                 ("trials", ctypes.c_int64), ("trials_done", ctypes.c_int64), ("seconds", ctypes.c_double),
                 ("best_record", ctypes.c_int64), ("best_median_secs", ctypes.c_double),
                 ("best_gflops", ctypes.c_double), ("build_errors", ctypes.c_int64), ("run_errors", ctypes.c_int64),
@@ -67,7 +72,7 @@ class KernelStruct(ctypes.Structure):
                 ("params", ctypes.POINTER(ParamStruct)), ("nparams", ctypes.c_int), ("ptx", ctypes.c_char_p),
                 ("cubin", ctypes.POINTER(ctypes.c_ubyte)), ("cubin_size", ctypes.c_size_t),
                 ("launch_json", ctypes.c_char_p), ("trace_json", ctypes.c_char_p),
-                ("fallback_json", ctypes.c_char_p)]
+                ("fallback_json", ctypes.c_char_p), ("unscheduled_json", ctypes.c_char_p)]
 
 
 PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(JobStruct), ctypes.c_void_p)
@@ -81,10 +86,10 @@ _FUNCTIONS = [
     ("tuned_socket_path", ctypes.c_char_p, [_P]),
     ("tuned_set_timeout", None, [_P, ctypes.c_double]),
     ("tuned_call", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_P), _ERR]),
-    ("tuned_workload_hash", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char * 17, _ERR]),
+    ("tuned_workload_hash", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char * HASH_SIZE, _ERR]),
     ("tuned_submit_defaults", SubmitStruct, []),
     ("tuned_submit", ctypes.c_int,
-     [_P, ctypes.POINTER(SubmitStruct), ctypes.POINTER(ctypes.c_int64), ctypes.c_char * 17, _ERR]),
+     [_P, ctypes.POINTER(SubmitStruct), ctypes.POINTER(ctypes.c_int64), ctypes.c_char * HASH_SIZE, _ERR]),
     ("tuned_job_status", ctypes.c_int, [_P, ctypes.c_int64, ctypes.POINTER(JobStruct), _ERR]),
     ("tuned_cancel", ctypes.c_int, [_P, ctypes.c_int64, ctypes.POINTER(JobStruct), _ERR]),
     ("tuned_wait", ctypes.c_int,
@@ -97,14 +102,58 @@ _FUNCTIONS = [
      [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.POINTER(KernelStruct)),
       _ERR]),
     ("tuned_kernel_free", None, [ctypes.POINTER(KernelStruct)]),
+    ("tuned_kernel_parse", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(KernelStruct)), _ERR]),
+]
+
+# libtuned_local (client/tuned_local.h): the tuner in this process.
+LOCAL_PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_void_p)
+
+
+class LocalTuneStruct(ctypes.Structure):
+    _fields_ = [("workload_text", ctypes.c_char_p), ("name", ctypes.c_char_p), ("params_json", ctypes.c_char_p),
+                ("target", ctypes.c_char_p), ("db_path", ctypes.c_char_p), ("trials", ctypes.c_int),
+                ("seconds", ctypes.c_double), ("seed", ctypes.c_int64), ("remeasure", ctypes.c_int),
+                ("progress", LOCAL_PROGRESS_FN), ("ctx", ctypes.c_void_p)]
+
+
+_LOCAL_FUNCTIONS = [
+    ("tuned_local_tune_defaults", LocalTuneStruct, []),
+    ("tuned_local_tune", ctypes.c_int, [ctypes.POINTER(LocalTuneStruct), ctypes.POINTER(_P), _ERR]),
+    ("tuned_local_kernel", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                          ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_P), _ERR]),
+    ("tuned_local_free", None, [_P]),
 ]
 
 # ---- finding the library ----------------------------------------------------------
 
-# Where `meson install` puts libtuned with the default prefix, and the system's.
-_INSTALLED_DIRS = ["/usr/local/lib/x86_64-linux-gnu", "/usr/local/lib/aarch64-linux-gnu", "/usr/local/lib64",
-                   "/usr/local/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
-                   "/usr/lib"]
+def _installed_dirs():
+    """Where `meson install` puts libtuned with the default prefix, and the
+    system's, for this machine's architecture (no duplicates)."""
+    arch = sysconfig.get_config_var("MULTIARCH")
+    dirs = []
+    for prefix in ("/usr/local", "/usr"):
+        dirs += ([f"{prefix}/lib/{arch}"] if arch else []) + [f"{prefix}/lib64", f"{prefix}/lib"]
+    return [d for d in dirs if os.path.isdir(d)]
+
+
+def packaged_dir():
+    """tuned/_native/ of a package installed from its wheel (which carries
+    libtuned, libtuned_local, tunectl, tuned, tuned-worker and the target
+    files), or None for a package without it (a source checkout, meson
+    install)."""
+    d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native")
+    return d if os.path.isfile(os.path.join(d, "lib", "libtuned.so")) else None
+
+
+def _meson_installed_dir():
+    """The library directory `meson install` put libtuned in beside this
+    package (its _install_paths.py, found relative to this file), or None."""
+    try:
+        from . import _install_paths as p
+    except ImportError:
+        return None
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, os.path.relpath(p.LIBDIR, p.PKGDIR)))
 
 
 def _source_tree_builds():
@@ -148,14 +197,29 @@ def candidates():
     if env:
         path = os.path.join(env, "libtuned.so") if os.path.isdir(env) else env
         return [("$TUNED_LIB", path)]  # named explicitly: nothing else is tried
-    out = [("build directory", p) for p in _source_tree_builds()]
+    out = []
+    pkg = packaged_dir()
+    if pkg:
+        out.append(("this package", os.path.join(pkg, "lib", "libtuned.so")))
+    installed = _meson_installed_dir()
+    if installed:
+        out += [("installed with this package", os.path.join(installed, name)) for name in ("libtuned.so.1",
+                                                                                              "libtuned.so")]
+    out += [("build directory", p) for p in _source_tree_builds()]
     pc = _pkg_config_dir()
-    dirs = ([pc] if pc else []) + _INSTALLED_DIRS
-    out += [("installed", os.path.join(d, name)) for d in dirs for name in ("libtuned.so.0", "libtuned.so")]
+    dirs = ([pc] if pc else []) + [d for d in _installed_dirs() if d != pc]
+    out += [("installed", os.path.join(d, name)) for d in dirs for name in ("libtuned.so.1", "libtuned.so")
+            if os.path.exists(os.path.join(d, name))]
     found = ctypes.util.find_library("tuned")
     if found:
         out.append(("ld.so.cache", found))
-    return out
+    seen, unique = set(), []
+    for what, path in out:
+        key = os.path.realpath(path) if os.path.sep in path else path
+        if key not in seen:
+            seen.add(key)
+            unique.append((what, path))
+    return unique
 
 
 _lib = None
@@ -163,8 +227,8 @@ _lib_path = None
 _lock = threading.Lock()
 
 
-def _declare(lib):
-    for name, restype, argtypes in _FUNCTIONS:
+def _declare(lib, functions=_FUNCTIONS):
+    for name, restype, argtypes in functions:
         try:
             f = getattr(lib, name)
         except AttributeError:
@@ -193,13 +257,52 @@ def lib():
             if not hasattr(handle, "tuned_connect"):
                 tried.append(f"{path} ({what}): not libtuned (no tuned_connect)")
                 continue
+            if not hasattr(handle, "tuned_hash_size") or handle.tuned_hash_size() != HASH_SIZE:
+                tried.append(f"{path} ({what}): libtuned of an older tuned (16-digit workload hashes)")
+                continue
             _declare(handle)
             _lib, _lib_path = handle, path
             return _lib
+        if not tried:
+            tried.append("no libtuned.so in this package, a build directory of its source tree, or the "
+                         "installed library directories")
         raise LibraryNotFound(
             "cannot find libtuned, the client library of tuned; tried:\n  " + "\n  ".join(tried) +
             "\nbuild it (meson compile -C build) and set TUNED_LIB=/path/to/build/client/libtuned.so, "
             "or install it (meson install -C build)")
+
+
+_local = None
+
+
+def local_lib():
+    """libtuned_local (the tuner in this process), loaded on first use from
+    the directory libtuned was loaded from; LibraryNotFound when it is not
+    there."""
+    global _local
+    path = os.path.join(os.path.dirname(lib_path()), "libtuned_local.so")
+    with _lock:
+        if _local is not None:
+            return _local
+        try:
+            handle = ctypes.CDLL(path)
+        except OSError as e:
+            raise LibraryNotFound(f"cannot load libtuned_local, the tuner for use without a daemon: {e} (it is "
+                                  f"built next to libtuned, {_lib_path}; rebuild tuned)") from None
+        if not hasattr(handle, "tuned_local_tune"):
+            raise LibraryNotFound(f"{path} is not libtuned_local (no tuned_local_tune)")
+        _declare(handle, _LOCAL_FUNCTIONS)
+        _local = handle
+        return _local
+
+
+def take_local_string(ptr):
+    """The text of a string libtuned_local allocated (then freed)."""
+    try:
+        return ctypes.string_at(ptr).decode("utf-8") if ptr else None
+    finally:
+        if ptr:
+            local_lib().tuned_local_free(ptr)
 
 
 def lib_path():

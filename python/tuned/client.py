@@ -9,12 +9,14 @@ import os
 import queue
 import re
 import threading
+import warnings
 
 from . import _lib
 from ._errors import Error
 from ._progress import Progress
 
-_HASH = re.compile(r"^[0-9a-f]{16}$")
+# a workload hash (64 hex digits) or a prefix of one of at least 32, as tables show it
+_HASH = re.compile(r"^[0-9a-fA-F]{32,64}$")
 
 
 @dataclasses.dataclass
@@ -114,6 +116,9 @@ class Kernel:
     launch: dict
     trace: object
     fallback: dict | None = None  # kernel(fallback="nearest"): the record's own workload, params, time
+    # the unscheduled program served instead of a slower best record (record 0): {"median_secs",
+    # "best_record", "best_median_secs"}
+    unscheduled: dict | None = None
 
     @classmethod
     def _from(cls, k):
@@ -133,7 +138,8 @@ class Kernel:
                    params=params, ptx=_lib.decode(k.ptx), cubin=cubin,
                    launch=json.loads(k.launch_json) if k.launch_json else {},
                    trace=json.loads(k.trace_json) if k.trace_json else None,
-                   fallback=json.loads(k.fallback_json) if k.fallback_json else None)
+                   fallback=json.loads(k.fallback_json) if k.fallback_json else None,
+                   unscheduled=json.loads(k.unscheduled_json) if k.unscheduled_json else None)
 
 
 @dataclasses.dataclass
@@ -145,7 +151,8 @@ class Workload:
 
     @classmethod
     def of(cls, workload, params):
-        """A path to a .tw file (str or os.PathLike), its text, or a 16-digit hash."""
+        """A path to a .tw file (str or os.PathLike), its text, or its hash (64 hex digits, or the
+        first 32 or more)."""
         if isinstance(workload, os.PathLike) or (isinstance(workload, str) and "\n" not in workload and
                                                   not _HASH.match(workload) and os.path.isfile(workload)):
             path = os.fspath(workload)
@@ -158,9 +165,10 @@ class Workload:
             if params:
                 raise Error(f"parameters ({', '.join(params)}) apply to a workload's text, not to its hash "
                             f"{workload}: the hash names one instance already")
-            return cls(hash=workload)
+            return cls(hash=workload.lower())
         if "\n" not in workload and "=" not in workload:
-            raise Error(f"workload {workload!r}: no such file, and neither a 16-digit hash nor workload text")
+            raise Error(f"workload {workload!r}: no such file, and neither a workload hash (32 to 64 hex "
+                        "digits) nor workload text")
         return cls(text=workload)
 
 
@@ -241,7 +249,7 @@ class Client:
         w = Workload.of(workload, params)
         if w.hash:
             return w.hash
-        out, err = (ctypes.c_char * 17)(), _lib.ErrorStruct()
+        out, err = (ctypes.c_char * _lib.HASH_SIZE)(), _lib.ErrorStruct()
         _lib.check(_lib.require("tuned_workload_hash")(self._handle(), _lib.encode(w.text),
                                                        _lib.encode(_params_json(params)), out, ctypes.byref(err)), err)
         return out.value.decode()
@@ -270,7 +278,7 @@ class Client:
         if baseline is not None:
             s.baseline = 1 if baseline else 0
         s.allow_tf32 = 1 if allow_tf32 else 0
-        job, hsh, err = ctypes.c_int64(), (ctypes.c_char * 17)(), _lib.ErrorStruct()
+        job, hsh, err = ctypes.c_int64(), (ctypes.c_char * _lib.HASH_SIZE)(), _lib.ErrorStruct()
         _lib.check(lib.tuned_submit(self._handle(), ctypes.byref(s), ctypes.byref(job), hsh, ctypes.byref(err)), err)
         self.last_workload = hsh.value.decode()
         return job.value
@@ -373,6 +381,12 @@ class Client:
                                            _lib.encode(target), ctypes.byref(out), ctypes.byref(err))
         _lib.check(rc, err)
         try:
-            return Kernel._from(out.contents)
+            k = Kernel._from(out.contents)
         finally:
             lib.tuned_kernel_free(out)
+        if k.fallback and k.fallback.get("slower_than_unscheduled"):
+            warnings.warn(f"tuned: the nearest-shape fallback (record {k.fallback.get('record')}) takes "
+                          f"{k.median_secs * 1e3:.4g} ms on this shape, slower than its unscheduled program "
+                          f"({k.fallback['unscheduled_median_secs'] * 1e3:.4g} ms): tune this shape", RuntimeWarning,
+                          stacklevel=2)
+        return k

@@ -5,8 +5,11 @@ before the kernel sees a pointer.  CPU kernels (language "c") are compiled
 here with the C compiler, as the daemon's builder does, and cached."""
 
 import ctypes
+import dataclasses
 import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,15 +34,26 @@ def _compiler(cc):
     return cc or os.environ.get("TUNED_CC") or os.environ.get("CC") or "cc"
 
 
-def build_c(source, cc=None):
-    """Compiles a C kernel's source into a shared object (cached by compiler,
-    flags and source) and returns its path.  The flags are the daemon's CPU
-    builder's: -O3 -march=native -fopenmp."""
-    cc = _compiler(cc)
+def _flags(cc):
     flags = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
     if "clang" in os.path.basename(cc):
         flags.append("-fbracket-depth=1000000")  # clang's nesting limit; gcc has none
-    key = hashlib.sha256("\0".join([cc, *flags, source]).encode()).hexdigest()[:32]
+    return flags
+
+
+def cache_key(source, cc=None):
+    """The kernel cache's name for a C kernel's source built with compiler cc."""
+    cc = _compiler(cc)
+    return hashlib.sha256("\0".join([cc, *_flags(cc), source]).encode()).hexdigest()[:32]
+
+
+def build_c(source, cc=None):
+    """Compiles a C kernel's source into a shared object (cached by compiler,
+    flags and source: cache_key) and returns its path.  The flags are the
+    daemon's CPU builder's: -O3 -march=native -fopenmp."""
+    cc = _compiler(cc)
+    flags = _flags(cc)
+    key = cache_key(source, cc)
     d = _cache_dir()
     so = os.path.join(d, f"kernel-{key}.so")
     if os.path.exists(so):
@@ -125,6 +139,7 @@ class TunedFunction:
         self._pack_functions = pack_functions or {}
         self._packs = {}  # packed param name -> (weight address, copy, the weight kept alive)
         self.__name__ = kernel.entry
+        self.cache_key = None  # C kernels: the kernel cache's name for it (from_cache)
 
     def __repr__(self):
         sig = ", ".join(f"{p.name}: {p.dtype}{list(p.shape)}" for p in self.inputs + self.outputs)
@@ -341,20 +356,27 @@ def _numpy_module():
     return numpy
 
 
-def load(workload, target=None, *, socket=None, client=None, cc=None, **params):
+def load(workload, target=None, *, socket=None, client=None, cc=None, db=None, **params):
     """The best tuned kernel of a workload (a .tw path, its text or its hash)
     on a target (None: the daemon's) with parameter overrides (M=64, ...), as
     a callable on numpy arrays and torch CPU tensors (see TunedFunction), or,
     for a CUDA target, on torch CUDA tensors (see CudaFunction).
-    `client` or `socket` choose the daemon; `cc` the C compiler (default
-    $TUNED_CC, $CC, cc).  tuned.NoKernel when nothing is tuned yet."""
-    own = client is None
-    c = Client(socket) if own else client
-    try:
-        k = c.kernel(workload, target, **params)
-    finally:
-        if own:
-            c.close()
+    `client` or `socket` choose the daemon; `db` (a database file, or True:
+    tuned.local.default_db()) serves the kernel from that file in this
+    process instead, without a daemon (target None: "cpu"); `cc` the C
+    compiler (default $TUNED_CC, $CC, cc).  tuned.NoKernel when nothing is
+    tuned yet."""
+    if db is not None and db is not False:
+        from . import local
+        k = local.kernel(workload, target or "cpu", db=None if db is True else db, **params)
+    else:
+        own = client is None
+        c = Client(socket) if own else client
+        try:
+            k = c.kernel(workload, target, **params)
+        finally:
+            if own:
+                c.close()
     if k.language == "cuda":
         return CudaFunction(k)
     if k.language != "c":
@@ -364,9 +386,49 @@ def load(workload, target=None, *, socket=None, client=None, cc=None, **params):
     return _callable(k, cc)
 
 
+def _meta_path(key):
+    return os.path.join(_cache_dir(), f"kernel-{key}.json")
+
+
+def _save_meta(k, key):
+    """The Kernel beside its compiled code in the cache (kernel-KEY.json), so
+    that from_cache can load it with no daemon and no database."""
+    path = _meta_path(key)
+    if os.path.exists(path):
+        return
+    d = {f.name: getattr(k, f.name) for f in dataclasses.fields(k) if f.name not in ("cubin",)}
+    d["launches"] = [dataclasses.asdict(x) for x in k.launches]
+    d["params"] = [dataclasses.asdict(x) for x in k.params]
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(d, f)
+    os.replace(tmp, path)
+
+
+def from_cache(key, cc=None):
+    """The C kernel the cache keeps under `key` (TunedFunction.cache_key of an
+    earlier load, in this process or another) as a TunedFunction, without a
+    daemon or a database; tuned.NoKernel when the cache has no such kernel."""
+    from ._errors import NoKernel
+    from .client import Kernel, Launch, Param
+    if not re.fullmatch(r"[0-9a-f]{32}", key or ""):
+        raise ArgumentError(f"{key!r} is not a kernel cache key (32 hex digits)")
+    try:
+        with open(_meta_path(key), encoding="utf-8") as f:
+            d = json.load(f)
+    except FileNotFoundError:
+        raise NoKernel(f"no kernel {key} in the kernel cache {_cache_dir()} (load it once with tuned.load)",
+                       -4, -32004) from None
+    d["launches"] = [Launch(**{**x, "grid": tuple(x["grid"]), "block": tuple(x["block"])}) for x in d["launches"]]
+    d["params"] = [Param(**{**x, "shape": tuple(x["shape"])}) for x in d["params"]]
+    return _callable(Kernel(**d, cubin=None), cc)
+
+
 def _callable(k, cc=None):
     """The C kernel k (a Kernel) compiled and loaded as a TunedFunction."""
     path = build_c(k.source, cc)
+    key = cache_key(k.source, cc)
+    _save_meta(k, key)
     try:
         so = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
         entry = getattr(so, f"tuned_entry_{k.entry}")
@@ -386,4 +448,6 @@ def _callable(k, cc=None):
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         fn.restype = ctypes.c_int
         packs[p.name] = fn
-    return TunedFunction(k, entry, path, packs)
+    f = TunedFunction(k, entry, path, packs)
+    f.cache_key = key
+    return f

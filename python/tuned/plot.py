@@ -34,14 +34,16 @@ class PlotError(Error):
 
 # ---- drawing --------------------------------------------------------------------------
 
-def _pyplot():
-    """matplotlib's pyplot on the Agg backend, or a PlotError saying what to install."""
+def _pyplot(out=None):
+    """matplotlib's pyplot (on the Agg backend when drawing into a file; a
+    notebook's own otherwise), or a PlotError saying what to install."""
     try:
         import matplotlib
     except ImportError as e:
         raise PlotError(f"matplotlib is not installed for {sys.executable} ({e}): plots are drawn with it; "
                         "install it (Debian: apt-get install python3-matplotlib; else: pip install matplotlib)")
-    matplotlib.use("Agg")
+    if out is not None:
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     # SVG text stays text (searchable, and the file says which series it draws)
     matplotlib.rcParams["svg.fonttype"] = "none"
@@ -58,6 +60,10 @@ def output_format(path):
 
 
 def _save(fig, path, plt):
+    """Writes fig into path and says what was written; path None: fig itself
+    (a notebook shows it)."""
+    if path is None:
+        return fig
     fmt = output_format(path)
     try:
         fig.savefig(path, format=fmt, dpi=100, metadata={"Date": None} if fmt == "svg" else None)
@@ -97,10 +103,12 @@ def library_lines(bench, workload_hash):
     return []
 
 
-def plot_job(data, out, library=()):
-    """Draws the tuning curve of job_data's result into `out`; returns what was written."""
-    output_format(out)
-    plt = _pyplot()
+def plot_job(data, out=None, library=()):
+    """Draws the tuning curve of job_data's result into `out` and returns
+    what was written; out None: returns the matplotlib Figure (notebooks)."""
+    if out is not None:
+        output_format(out)
+    plt = _pyplot(out)
     j, trials = data["job"], data["trials"]
     if not trials:
         raise PlotError(f"job {j['job']} has no measured candidates to plot ({j['state']}, "
@@ -134,6 +142,10 @@ def plot_job(data, out, library=()):
             _line(ax, g, name, style, "black", _gid("library-" + name))
         ax.set_xlabel(xlabel)
         ax.grid(True, which="both", alpha=0.3)
+    first = min(r["elapsed_s"] for r in trials)
+    # the axis starts near the first batch: the label says what the time before it went to
+    axes[1].set_xlabel(f"wall time since the job started (s; the first batch ended at {first:.0f} s: reference, "
+                       "sampling, builds)", fontsize="small")
     # every level drawn: the candidates, the unscheduled program and the libraries
     speeds = [r["gflops"] for r in ok] + [g for g in [base] + [g for _, g in library[:4]] if g]
     if speeds and max(speeds) > 30 * min(speeds):
@@ -244,10 +256,13 @@ def _x_axis(group):
     return list(range(len(group))), "size (" + ("x".join(keys) if keys else "case") + ")", [p["size"] for p in group]
 
 
-def plot_report(points, out, title):
-    """GFLOP/s against size, one panel per workload, a line per series."""
-    output_format(out)
-    plt = _pyplot()
+def plot_report(points, out=None, title=""):
+    """GFLOP/s against size, one panel per workload, a line per series (only
+    where the x axis is one parameter: other shapes are not a series and get
+    markers alone); out None: the Figure."""
+    if out is not None:
+        output_format(out)
+    plt = _pyplot(out)
     groups = {}
     for p in points:
         groups.setdefault(p["workload"], []).append(p)
@@ -265,7 +280,10 @@ def plot_report(points, out, title):
             pts = [(x, p["series"][s]) for x, p in zip(xs, group) if p["series"].get(s)]
             if pts:  # a series keeps its colour and style in every panel
                 i = names.index(s)
-                ax.plot([x for x, _ in pts], [y for _, y in pts], styles[i % len(styles)], color=f"C{i % 10}",
+                style = styles[i % len(styles)]
+                if ticks:  # unrelated shapes in order of work: no line joins them
+                    style = style[0]
+                ax.plot([x for x, _ in pts], [y for _, y in pts], style, color=f"C{i % 10}",
                         label=s, gid=_gid(s), markersize=6)
         if ticks:
             ax.set_xticks(xs)
@@ -349,10 +367,12 @@ def roofline_data(client, target=None, peaks=None, measured=None):
     return {"target": t["name"], "peak_gflops": pg, "peak_gbps": pb, "source": source, "points": points}
 
 
-def plot_roofline(data, out):
-    """Log-log roofline: min(peak FLOP/s, bandwidth x intensity) and the points."""
-    output_format(out)
-    plt = _pyplot()
+def plot_roofline(data, out=None):
+    """Log-log roofline: min(peak FLOP/s, bandwidth x intensity) and the
+    points; out None: the Figure."""
+    if out is not None:
+        output_format(out)
+    plt = _pyplot(out)
     pg, pb, pts = data["peak_gflops"], data["peak_gbps"], data["points"]
     ridge = pg / pb
     lo = min([p["intensity"] for p in pts] + [ridge]) / 10
@@ -364,8 +384,12 @@ def plot_roofline(data, out):
                   f"({data.get('source') or 'given'})", gid="series-roofline")
     ax.scatter([p["intensity"] for p in pts], [p["gflops"] for p in pts], s=40, color="tab:blue", zorder=3,
                label="best verified record per workload", gid="series-records")
-    for p in pts:
-        ax.annotate(p["name"], (p["intensity"], p["gflops"]), textcoords="offset points", xytext=(5, 4),
+    placed = []  # labels of nearby points are stacked, not drawn over each other
+    for p in sorted(pts, key=lambda p: (p["intensity"], p["gflops"])):
+        near = sum(1 for q in placed if abs(math.log(q["intensity"] / p["intensity"])) < 0.35 and
+                   abs(math.log(q["gflops"] / p["gflops"])) < 0.35)
+        placed.append(p)
+        ax.annotate(p["name"], (p["intensity"], p["gflops"]), textcoords="offset points", xytext=(5, 4 + 9 * near),
                     fontsize="x-small")
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -29,9 +29,10 @@ from torch.utils._pytree import tree_flatten
 
 from ._errors import Error, NoKernel
 from .client import Client
-from .kernel import load
+from .kernel import from_cache, load
 
-__all__ = ["Plan", "Task", "Skipped", "TunedOp", "Report", "OpReport", "extract", "optimize", "profile"]
+__all__ = ["Plan", "Task", "Skipped", "TunedOp", "Report", "OpReport", "extract", "plan_graph", "optimize", "profile",
+           "backend", "export"]
 
 # ---- what the graph holds ------------------------------------------------------------
 
@@ -79,6 +80,9 @@ class _Recorder(ShapeProp):
 
     def __init__(self, gm):
         super().__init__(gm)
+        # PyTorch 2's ShapeProp runs on fake tensors inside Dynamo's tracing
+        # (a torch.compile backend); the values here must be real
+        self.fake_module = self.fake_mode = None
         self.values, self.current = {}, None
 
     def run_node(self, n):
@@ -119,10 +123,35 @@ def _pair(v):
     return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
 
 
-_MATMULS = {torch.matmul, operator.matmul, torch.mm, torch.bmm}
-_RELUS = {F.relu, torch.relu, torch.relu_}
-_ADDS = {operator.add, torch.add}
-_SOFTMAXES = {F.softmax, torch.softmax}
+def _targets(*names):
+    """The callables named (torch.x.y, torch.ops.aten.z.overload) that this
+    torch has: Dynamo's graphs name torch's C functions (torch._C._nn.linear)
+    and torch.export's the aten overloads, where torch.fx names F.linear."""
+    out = set()
+    for name in names:
+        obj = torch
+        try:
+            for part in name.split(".")[1:]:
+                obj = getattr(obj, part)
+        except (AttributeError, RuntimeError):
+            continue
+        out.add(obj)
+    return out
+
+
+_LINEARS = {F.linear} | _targets("torch._C._nn.linear", "torch.ops.aten.linear.default")
+_MATMULS = {torch.matmul, operator.matmul, torch.mm, torch.bmm} | _targets(
+    "torch.ops.aten.matmul.default", "torch.ops.aten.mm.default", "torch.ops.aten.bmm.default")
+_BMMS = {torch.bmm} | _targets("torch.ops.aten.bmm.default")
+_CONVS = {F.conv2d, torch.conv2d} | _targets("torch.ops.aten.conv2d.default")
+_RELUS = {F.relu, torch.relu, torch.relu_} | _targets("torch.ops.aten.relu.default")
+_GELUS = {F.gelu} | _targets("torch._C._nn.gelu", "torch.ops.aten.gelu.default")
+_ADDS = {operator.add, torch.add} | _targets("torch.ops.aten.add.Tensor")
+_SOFTMAXES = {F.softmax, torch.softmax} | _targets("torch.ops.aten.softmax.int")
+_ATEN_SOFTMAX = _targets("torch.ops.aten._softmax.default")  # (x, dim, half_to_float)
+_LAYER_NORMS = {F.layer_norm} | _targets("torch.layer_norm", "torch.ops.aten.layer_norm.default")
+_TRANSPOSES = {torch.transpose} | _targets("torch.ops.aten.transpose.int")
+_TS = {torch.t} | _targets("torch.ops.aten.t.default")
 
 
 def _classify(gm, n):
@@ -158,35 +187,42 @@ def _classify(gm, n):
         return None
     if n.op == "call_function":
         f = n.target
-        if f is F.linear:
+        if f in _LINEARS:
             a = _bind(n, ["input", "weight", "bias"])
             return "linear", {"x": op(a.get("input")), "w": op(a.get("weight")), "bias": op(a.get("bias"))}
         if f in _MATMULS:
             a = _bind(n, ["input", "other"])
-            return "matmul", {"a": op(a.get("input")), "b": op(a.get("other")), "batched_only": f is torch.bmm}
-        if f in (F.conv2d, torch.conv2d):
+            a.setdefault("other", a.get("mat2"))
+            return "matmul", {"a": op(a.get("input", a.get("self"))), "b": op(a.get("other")),
+                              "batched_only": f in _BMMS}
+        if f in _CONVS:
             a = _bind(n, ["input", "weight", "bias", "stride", "padding", "dilation", "groups"],
                       {"stride": 1, "padding": 0, "dilation": 1, "groups": 1})
             return "conv2d", {"x": op(a.get("input")), "w": op(a.get("weight")), "bias": op(a.get("bias")),
                               "stride": a["stride"], "padding": a["padding"], "dilation": a["dilation"],
                               "groups": a["groups"], "padding_mode": "zeros"}
         if f in _SOFTMAXES:
-            a = _bind(n, ["input", "dim", "_stacklevel", "dtype"])
-            return "softmax", {"x": op(a.get("input")), "dim": a.get("dim"), "dtype": a.get("dtype")}
-        if f is F.layer_norm:
+            a = _bind(n, ["input", "dim", "_stacklevel" if f is F.softmax else "dtype", "dtype"])
+            return "softmax", {"x": op(a.get("input", a.get("self"))), "dim": a.get("dim"), "dtype": a.get("dtype")}
+        if f in _ATEN_SOFTMAX:
+            a = _bind(n, ["self", "dim", "half_to_float"])
+            return "softmax", {"x": op(a.get("self")), "dim": a.get("dim"),
+                               "dtype": torch.float32 if a.get("half_to_float") else None}
+        if f in _LAYER_NORMS:
             a = _bind(n, ["input", "normalized_shape", "weight", "bias", "eps"], {"eps": 1e-5})
             shape = a.get("normalized_shape")
             return "layer_norm", {"x": op(a.get("input")), "shape": tuple(shape) if isinstance(shape, (list, tuple))
                                   else (shape,), "eps": a["eps"], "weight": op(a.get("weight")),
                                   "bias": op(a.get("bias"))}
         if f in _RELUS:
-            return "relu", {"x": op(_bind(n, ["input"]).get("input"))}
-        if f is F.gelu:
+            a = _bind(n, ["input"])
+            return "relu", {"x": op(a.get("input", a.get("self")))}
+        if f in _GELUS:
             a = _bind(n, ["input", "approximate"], {"approximate": "none"})
-            return "gelu", {"x": op(a.get("input")), "approximate": a["approximate"]}
+            return "gelu", {"x": op(a.get("input", a.get("self"))), "approximate": a["approximate"]}
         if f in _ADDS:
             a = _bind(n, ["input", "other"])
-            return "add", {"a": a.get("input"), "b": a.get("other"), "alpha": a.get("alpha", 1)}
+            return "add", {"a": a.get("input", a.get("self")), "b": a.get("other"), "alpha": a.get("alpha", 1)}
         return None
     if n.op == "call_method":
         a = list(n.args)
@@ -346,10 +382,10 @@ def _transpose_of(o):
     if not isinstance(n, fx.Node) or o.meta() is None or not n.args or not isinstance(n.args[0], fx.Node):
         return None
     nd = len(o.meta()[0])
-    if (n.op == "call_method" and n.target == "t") or (n.op == "call_function" and n.target is torch.t):
+    if (n.op == "call_method" and n.target == "t") or (n.op == "call_function" and n.target in _TS):
         swapped = nd == 2 and len(n.args) == 1
     elif (n.op == "call_method" and n.target == "transpose") or (n.op == "call_function" and
-                                                                 n.target is torch.transpose):
+                                                                 n.target in _TRANSPOSES):
         dims = n.args[1:]
         swapped = len(dims) == 2 and all(isinstance(d, int) and -nd <= d < nd for d in dims) and \
             {d % nd for d in dims} == {nd - 2, nd - 1}
@@ -496,6 +532,13 @@ def extract(model, example_inputs):
         gm = fx.symbolic_trace(model)
     except Exception as e:  # control flow on values, untraceable calls: torch.fx says which
         raise Error(f"torch.fx cannot trace {type(model).__name__}: {e}") from e
+    return plan_graph(gm, example_inputs, type(model).__name__)
+
+
+def plan_graph(gm, example_inputs, what="the graph"):
+    """extract's Plan for a graph already traced (torch.fx, Dynamo's graph of
+    torch.compile, torch.export's module): shapes and values from running
+    it on the example inputs (real tensors)."""
     rec = _Recorder(gm)
     try:
         with torch.no_grad():
@@ -503,7 +546,7 @@ def extract(model, example_inputs):
     except Exception as e:  # ShapeProp's message names the node; torch's own is the one it replaced
         where = f" at node {rec.current.name}" if rec.current is not None else ""
         why = e.__cause__ or e.__context__ or e
-        raise Error(f"{type(model).__name__} fails on the example inputs{where}: {why}") from e
+        raise Error(f"{what} fails on the example inputs{where}: {why}") from e
     tasks, skipped, claimed = [], [], set()
     for n in gm.graph.nodes:
         if n in claimed or n.op not in ("call_module", "call_function", "call_method"):
@@ -537,12 +580,28 @@ class TunedOp(torch.nn.Module):
         super().__init__()
         self.name, self.kind, self.epilogue, self.attrs = task.name, task.kind, task.epilogue, dict(task.attrs)
         self.in_shapes, self.out_shape = [torch.Size(s) for s in task.in_shapes], torch.Size(task.out_shape)
-        self.fn = fn
+        self._fn = fn
+        self.cache_key = getattr(fn, "cache_key", None)  # pickled instead of the kernel (from_cache)
         got = [(p.dtype, math.prod(p.shape)) for p in fn.inputs + fn.outputs]
         want = [("float32", math.prod(s)) for s in [*self.in_shapes, self.out_shape]]
         if got != want:  # the kernel's signature is the workload's, which extract wrote for these shapes
             raise Error(f"{task.name}: the kernel takes {got} (dtype, elements), the model's operands {want}")
         self.tuned_calls = self.torch_calls = 0
+
+    @property
+    def fn(self):
+        """The kernel (a TunedFunction); after unpickling, loaded from the
+        kernel cache by its key, with no daemon."""
+        if self._fn is None:
+            self._fn = from_cache(self.cache_key)
+        return self._fn
+
+    def __getstate__(self):
+        if self.cache_key is None:
+            raise Error(f"{self.name}: this kernel has no kernel cache key (not a C kernel): it cannot be pickled")
+        state = dict(self.__dict__)
+        state["_fn"] = None  # ctypes handles do not pickle: the cache key brings the kernel back
+        return state
 
     def extra_repr(self):
         return f"{self.name}, record {self.fn.kernel.record}"
@@ -599,16 +658,19 @@ class TunedOp(torch.nn.Module):
 
 @dataclasses.dataclass
 class OpReport:
-    """What optimize did with one task (or one op left to torch)."""
+    """What optimize or the torch.compile backend did with one task (or one
+    op left to torch)."""
     name: str
     kind: str
     nodes: list
-    status: str                 # tuned, no record, mismatch, failed, torch
+    status: str                 # tuned, no record, mismatch, slower, failed, torch
     detail: str = ""
     record: int | None = None
     job: int | None = None
     max_error: float | None = None
     module: str | None = None   # the TunedOp's submodule name in the optimized module
+    tuned_secs: float | None = None  # the backend's race on the example inputs: the tuned kernel's median
+    torch_secs: float | None = None  # and torch's on the same inputs in the same run
 
 
 class Report(list):
@@ -624,6 +686,9 @@ class Report(list):
         rows = [f"{'op':<40} {'status':<10} detail"]
         for r in self:
             detail = r.detail or (f"record {r.record}, max error {r.max_error:.2e}" if r.status == "tuned" else "")
+            if r.status == "tuned" and r.tuned_secs and r.torch_secs:
+                detail += f", {r.tuned_secs * 1e6:.1f} us against torch's {r.torch_secs * 1e6:.1f} us " \
+                          f"({r.torch_secs / r.tuned_secs:.2f}x)"
             rows.append(f"{r.name:<40} {r.status:<10} {detail}")
         if self.max_error is not None:
             rows.append(f"whole model: max error {self.max_error:.2e} against eager on the example inputs")
@@ -639,15 +704,14 @@ def _max_error(got, want, rtol, atol):
     return float(diff.max()) if diff.numel() else 0.0, ok
 
 
-def _rewrite(gm, task, op, sub, replaced):
-    """Replaces the task's nodes in gm's graph with a call of submodule
-    `sub`; `replaced` maps the last node of each task replaced so far to
-    its call (an operand may be one)."""
+def _rewrite(gm, task, replaced, call_of):
+    """Replaces the task's nodes in gm's graph with the node call_of(graph,
+    operand nodes) makes; `replaced` maps the last node of each task
+    replaced so far to its call (an operand may be one)."""
     g, last = gm.graph, task._nodes[-1]
-    gm.add_submodule(sub, op)
     with g.inserting_before(last):
         args = [replaced.get(o.node, o.node) if o.node is not None else g.get_attr(o.attr) for o in task._operands]
-        call = g.call_module(sub, tuple(args))
+        call = call_of(g, args)
     call.meta = dict(last.meta)
     last.replace_all_uses_with(call)
     replaced[last] = call
@@ -668,7 +732,7 @@ def _tune(c, plan, target, trials, seconds, seed, progress, timeout):
 
 
 def optimize(model, example_inputs, *, trials=32, seconds=None, seed=None, target=None, socket=None, client=None,
-             tune=True, progress=True, timeout=None, rtol=1e-4, atol=1e-5, cc=None):
+             tune=True, progress=True, timeout=None, rtol=1e-4, atol=1e-5, cc=None, min_speedup=1.0):
     """Extracts model's tuning tasks (see extract), tunes them on the daemon
     (`tune=False`: only what is already tuned; trials, seconds, seed and
     target as Client.submit; progress and timeout as Client.watch), and
@@ -677,6 +741,10 @@ def optimize(model, example_inputs, *, trials=32, seconds=None, seed=None, targe
     kernel is checked on the example inputs against what torch computed
     there (|tuned - torch| <= atol + rtol |torch| elementwise; atol scaled by
     the op's largest output): a mismatch warns and leaves that op to torch.
+    A kernel that matches is raced against torch's computation of the same
+    nodes on the same operands (race): unless torch's time over its time
+    exceeds min_speedup (default 1.0: it is faster) the op stays in torch
+    ("slower"; min_speedup=0 keeps every kernel that matches).
     The module's tuned_report (a Report) says what runs where."""
     plan = extract(model, example_inputs)
     gm, values, report, replaced = plan.module, plan.values, Report(), {}
@@ -726,8 +794,18 @@ def optimize(model, example_inputs, *, trials=32, seconds=None, seed=None, targe
                 warnings.warn(f"tuned.torch: {t.name}: {r.detail}", RuntimeWarning, stacklevel=2)
                 report.append(r)
                 continue
+            args = [values[o.node.name] if o.node is not None else o.tensor for o in t._operands]
+            with torch.no_grad():
+                r.tuned_secs, r.torch_secs = race(lambda: op.run_tuned(*args), lambda: op.run_torch(*args))
+            if r.torch_secs / r.tuned_secs <= min_speedup:
+                r.status = "slower"
+                r.detail = (f"record {r.record}: {r.tuned_secs * 1e6:.1f} us against torch's {r.torch_secs * 1e6:.1f} "
+                            f"us on the same inputs ({r.torch_secs / r.tuned_secs:.2f}x); it runs in torch")
+                report.append(r)
+                continue
             r.module = f"tuned_{i}_{t.name}"
-            _rewrite(gm, t, op, r.module, replaced)
+            gm.add_submodule(r.module, op)
+            _rewrite(gm, t, replaced, lambda g, args, sub=r.module: g.call_module(sub, tuple(args)))
             report.append(r)
     finally:
         if own:
@@ -769,6 +847,27 @@ def _check_model(model, gm, example_inputs, rtol, atol):
 # ---- timing --------------------------------------------------------------------------
 
 
+def race(*fns, rounds=5, min_secs=0.02):
+    """Median seconds of each function, timed in interleaved rounds (each
+    round runs every function in turn, each repeated until min_secs / rounds
+    have passed), so that the load of a shared machine falls on all alike."""
+    for f in fns:
+        f()  # warm up
+    samples = [[] for _ in fns]
+    for _ in range(rounds):
+        for f, times in zip(fns, samples):
+            t_end = time.perf_counter() + min_secs / rounds
+            while True:
+                t0 = time.perf_counter()
+                f()
+                t1 = time.perf_counter()
+                times.append(t1 - t0)
+                if t1 >= t_end:
+                    break
+    return [sorted(t)[len(t) // 2] for t in samples]
+
+
+
 def _seconds(f, repeat):
     f()  # warm up
     times = []
@@ -799,3 +898,27 @@ def profile(model, optimized, example_inputs, repeat=20):
                  _seconds(lambda: m.run_torch(*seen[m]), repeat)) for m in ops if m in seen]
         rows.append(("model", _seconds(lambda: optimized(*xs), repeat), _seconds(lambda: model(*xs), repeat)))
     return rows
+
+
+# ---- torch.compile and torch.export (PyTorch 2.4+: torch_backend.py) ----------------
+
+
+def backend(target="cpu", trials=32, **options):
+    """A torch.compile backend: torch.compile(model, backend=tuned.torch.
+    backend(target="cpu", trials=32)).  See tuned.torch_backend.Backend."""
+    from .torch_backend import Backend
+    return Backend(target=target, trials=trials, **options)
+
+
+def export(model, example_inputs, target="cpu", trials=32, **options):
+    """torch.export.export of `model` with its ops on tuned kernels where they
+    are faster (tuned::kernel custom ops): save it with torch.export.save,
+    load it with torch.export.load after `import tuned.torch`.  See
+    tuned.torch_backend.export."""
+    from .torch_backend import export as _export
+    return _export(model, example_inputs, target=target, trials=trials, **options)
+
+
+if hasattr(torch, "library") and hasattr(torch.library, "register_fake"):
+    # registers the custom op tuned::kernel: a saved ExportedProgram that calls it loads after `import tuned.torch`
+    from . import torch_backend as _torch_backend  # noqa: E402,F401
