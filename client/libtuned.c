@@ -392,6 +392,12 @@ static int job_from(const cJSON *o, tuned_job_t *j, tuned_error_t *err) {
     j->baseline_median_secs = num_of(base, "median_secs", 0);
     j->baseline_gflops = num_of(base, "gflops", 0);
   }
+  const cJSON *ff = cJSON_GetObjectItemCaseSensitive(o, "first_failure");
+  if (cJSON_IsObject(ff)) {
+    j->first_failure_trial = (int64_t)num_of(ff, "trial", 0);
+    str_of(ff, "status", j->first_failure_status, sizeof j->first_failure_status);
+    str_of(ff, "error", j->first_failure, sizeof j->first_failure);
+  }
   return 0;
 }
 

@@ -329,7 +329,9 @@ static const command_t commands[] = {
              "as one JSON object instead, with the --top K fastest verified candidates\n"
              "(their times and traces), the state after every batch (\"batches\") and every\n"
              "candidate in order (\"candidates\": the tuning curve).  Exits 0 when a\n"
-             "verified kernel was found, 130 after Ctrl-C.\n",
+             "verified kernel was found, 130 after Ctrl-C, 1 otherwise (with no kernel,\n"
+             "after naming the first failed trial and its error on stderr; --json:\n"
+             "\"first_failure\").\n",
      .run = tco_tune},
     {.name = "bench",
      .usage = "SUITE.json --trials N --json OUT [--baseline BASE.json] [--max-regression P] [--target T] [--seed S] "
@@ -343,7 +345,9 @@ static const command_t commands[] = {
              "the suite file) with N trials each, in this process (or through the daemon\n"
              "with --daemon; target default cpu), and writes per workload the best GFLOP/s,\n"
              "median seconds, trials, hash, job and record ids to OUT (also when the run\n"
-             "stops early, marked \"error\").  In-process, the best kernel is timed again\n"
+             "stops early, marked \"error\").  Exits 1 when a workload ends with no\n"
+             "verified kernel (named on stderr with its first failure, which OUT holds as\n"
+             "\"first_failure\" and \"error\").  In-process, the best kernel is timed again\n"
              "in 5 separate runs: the figure is the fastest (load only slows a run), the\n"
              "\"noise\" how far the median run is above it (at most 100%).\n"
              "Through the daemon the figure is the job's own best trial, never an earlier\n"
@@ -371,20 +375,21 @@ static const command_t commands[] = {
              "measurement of the unscheduled program come after it; see `tunectl tune\n"
              "--help`).  With --wait, follows the job on stdout (a progress bar on a\n"
              "terminal, one line per batch otherwise; --json: JSON lines, the job id and\n"
-             "hash, then the daemon's job objects) and exits 1 unless it ends `done`.\n",
+             "hash, then the daemon's job objects) and exits 1 unless it ends `done`\n"
+             "with a verified kernel (else it names the job's first failure on stderr).\n",
      .run = tcd_submit},
     {.name = "status", .usage = "[JOB] [--json]", .min_pos = 0, .max_pos = 1, .opts = OPT(JSON), .needs_daemon = true,
      .summary = "show the daemon's state, or one job's",
      .help = "Without JOB: the daemon's version, target, database, socket, uptime and\n"
              "backends, and the jobs by state.  With JOB: that job's state, progress,\n"
-             "best kernel so far and failures.\n",
+             "best kernel so far, failures and the first failed trial's error.\n",
      .run = tcd_status},
     {.name = "watch", .usage = "JOB [--json]", .min_pos = 1, .max_pos = 1, .opts = OPT(JSON), .needs_daemon = true,
      .summary = "follow a job until it ends",
      .help = "Prints the job's progress on stdout after every measured batch until it\n"
              "is done, cancelled or failed: a progress bar on a terminal, one line per\n"
              "batch otherwise (--json: the daemon's job objects unchanged, one per\n"
-             "line).  Exits 1 unless it ends `done`.\n",
+             "line).  Exits 1 unless it ends `done` with a verified kernel.\n",
      .run = tcd_watch},
     {.name = "cancel", .usage = "JOB [--json]", .min_pos = 1, .max_pos = 1, .opts = OPT(JSON), .needs_daemon = true,
      .summary = "cancel a queued or running job",
@@ -691,6 +696,30 @@ int tc_parse_int(const tc_args_t *a, const char *what, const char *text, int64_t
   }
   *out = v;
   return 0;
+}
+
+void tc_no_kernel_text(char *buf, size_t size, int64_t trials, const char *status, int64_t trial) {
+  int n = snprintf(buf, size, "no verified kernel in %lld trial%s", (long long)trials, trials == 1 ? "" : "s");
+  if (n < 0 || (size_t)n >= size) return;
+  if (status && *status)
+    snprintf(buf + n, size - (size_t)n, "; the first failure (trial %lld) was a %s", (long long)trial, status);
+  else if (trials > 0)
+    snprintf(buf + n, size - (size_t)n, "; none failed (stopped before one verified)");
+}
+
+void tc_say_no_kernel(const char *cmd, const char *workload, int64_t trials, const char *status, int64_t trial,
+                      const char *error) {
+  char what[256];
+  tc_no_kernel_text(what, sizeof what, trials, status, trial);
+  fprintf(stderr, "tunectl %s: %s: %s%s\n", cmd, workload, what, error && *error ? ":" : "");
+  const int max_lines = 20;
+  int line = 0;
+  for (const char *p = error; p && *p && line < max_lines; line++) {
+    size_t len = strcspn(p, "\n");
+    fprintf(stderr, "  %.*s\n", (int)len, p);
+    p += len + (p[len] == '\n');
+    if (line == max_lines - 1 && *p) fprintf(stderr, "  ... (cut; the rest is in the record's error)\n");
+  }
 }
 
 static int add_set(tc_args_t *a, const char *val) {

@@ -48,6 +48,14 @@ int tc_parse_int(const tc_args_t *a, const char *what, const char *text, int64_t
 struct tn_target;
 bool tc_can_measure(const char *cmd, const struct tn_target *t);
 
+/* "no verified kernel in N trials; the first failure (trial T) was a
+ * build_error" (status NULL or "": none failed) into buf; and that on
+ * stderr as `tunectl CMD: WORKLOAD: ...:` followed by the failure's error
+ * text (its first 20 lines), for the commands that end without a kernel. */
+void tc_no_kernel_text(char *buf, size_t size, int64_t trials, const char *status, int64_t trial);
+void tc_say_no_kernel(const char *cmd, const char *workload, int64_t trials, const char *status, int64_t trial,
+                      const char *error);
+
 /* Every handler runs one command on its parsed command line and returns the
  * exit code: 0 ok, 1 failure, 2 a bad command line. */
 

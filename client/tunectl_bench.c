@@ -1,6 +1,8 @@
 /* tunectl_bench.c — `tunectl bench`: tunes a suite of workloads (in this
  * process through the search module, or through the daemon), writes the
- * results as JSON and compares them with a baseline for CI. */
+ * results as JSON and compares them with a baseline for CI.  A workload
+ * that ends with no verified kernel fails the run (exit 1), named with its
+ * first failure: a gate must not pass on nothing. */
 #include <cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -250,11 +252,13 @@ static void xml_text(FILE *f, const char *s) {
   }
 }
 
-/* Whether a workload's testcase fails: its comparison row is a regression,
- * a missing workload or no kernel (ok, new and noisy pass); a result without
- * a comparison, when it found no verified kernel. */
-static bool case_failed(const cJSON *r, bool is_row) {
-  if (!is_row) return !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "found"));
+/* Whether a workload's testcase fails: its result found no verified kernel
+ * (whatever the comparison says: a baseline without one passes it), or its
+ * comparison row is a regression or a missing workload (ok, new and noisy
+ * pass).  res: the row's result (NULL when missing; r itself without rows). */
+static bool case_failed(const cJSON *r, const cJSON *res, bool is_row) {
+  if (res && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "found"))) return true;
+  if (!is_row) return false;
   const char *st = jstr(r, "status");
   return strcmp(st, "regression") == 0 || strcmp(st, "missing") == 0 || strcmp(st, "no kernel") == 0;
 }
@@ -271,7 +275,7 @@ static int write_junit(const tc_args_t *o, const char *suite, const cJSON *resul
   int n = 0, failed = 0;
   cJSON_ArrayForEach(r, list) {
     n++;
-    failed += case_failed(r, rows != NULL);
+    failed += case_failed(r, rows ? find_result(results, jstr(r, "hash")) : r, rows != NULL);
   }
   fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"tunectl bench ");
   xml_text(f, suite ? suite : "");
@@ -281,14 +285,15 @@ static int write_junit(const tc_args_t *o, const char *suite, const cJSON *resul
     fprintf(f, "  <testcase classname=\"bench\" name=\"");
     xml_text(f, jstr(r, "name"));
     fprintf(f, " %s\" time=\"%.3f\">\n", jstr(r, "hash"), res ? jnum(res, "seconds", 0) : 0.0);
-    bool bad = case_failed(r, rows != NULL);
+    bool nokernel = res && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "found"));
+    bool bad = case_failed(r, res, rows != NULL);
     char line[512];
     snprintf(line, sizeof line, "%.3f GFLOP/s (baseline %.3f, change %+.1f%%, allowed -%.1f%%); job %.0f, record %.0f",
              jnum(r, "gflops", 0), jnum(r, "baseline_gflops", 0), jnum(r, "change", 0) * 100,
              jnum(r, "allowed", 0) * 100, res ? jnum(res, "job", 0) : 0, res ? jnum(res, "record", 0) : 0);
     if (bad) {
       fprintf(f, "    <failure message=\"");
-      xml_text(f, rows ? jstr(r, "why") : "no verified kernel found");
+      xml_text(f, nokernel && *jstr(res, "error") ? jstr(res, "error") : rows ? jstr(r, "why") : "no verified kernel found");
       fprintf(f, "\">");
       xml_text(f, line);
       fprintf(f, "</failure>\n");
@@ -330,6 +335,9 @@ typedef struct bench_out {
   double rounds[BENCH_ROUNDS]; /* the best kernel's median in each re-measure round */
   int nrounds;
   double noise;         /* half the rounds' spread over their median; 0: not measured */
+  /* the first failed trial (0: none failed), its kind and error text */
+  int64_t first_trial;
+  const char *first_status, *first_error;
 } bench_out_t;
 
 static int load_item(const tc_args_t *o, const char *suite_dir, const cJSON *spec, bench_item_t *it) {
@@ -427,6 +435,12 @@ static int tune_local(const tc_args_t *o, const tn_target_t *t, bench_item_t *it
   out->trials = r.trials_done;
   static const ms_status_t fails[5] = {MS_BUILD_ERROR, MS_RUN_ERROR, MS_TIMEOUT, MS_WRONG_RESULT, MS_TOO_SLOW};
   for (int i = 0; i < 5; i++) out->failures[i] = r.failures[fails[i]];
+  const srch_failure_t *ff = &r.first_failure[0];
+  if (ff->status != MS_OK) {
+    out->first_trial = ff->trial;
+    out->first_status = ms_status_name(ff->status);
+    out->first_error = tn_arena_strdup(o->arena, ff->error ? ff->error : "");
+  }
   if (out->found) remeasure(t, it, r.best[0].trace_json, out);
   srch_result_free(&r);
   return 0;
@@ -482,6 +496,11 @@ static int tune_daemon(const tc_args_t *o, tuned_client_t *c, const char *target
   out->trials = j.trials_done;
   out->failures[0] = j.build_errors, out->failures[1] = j.run_errors;
   out->failures[2] = j.timeouts, out->failures[3] = j.wrong_results, out->failures[4] = j.too_slow;
+  if (j.first_failure_trial) {
+    out->first_trial = j.first_failure_trial;
+    out->first_status = tn_arena_strdup(o->arena, j.first_failure_status);
+    out->first_error = tn_arena_strdup(o->arena, j.first_failure);
+  }
   return 0;
 }
 
@@ -499,6 +518,21 @@ static cJSON *result_json(const bench_item_t *it, const bench_out_t *r) {
   cJSON *f = cJSON_AddObjectToObject(j, "failures");
   static const char *const names[5] = {"build_error", "run_error", "timeout", "wrong_result", "too_slow"};
   for (int i = 0; i < 5; i++) cJSON_AddNumberToObject(f, names[i], (double)r->failures[i]);
+  if (r->first_trial) {
+    cJSON *ff = cJSON_AddObjectToObject(j, "first_failure");
+    cJSON_AddNumberToObject(ff, "trial", (double)r->first_trial);
+    cJSON_AddStringToObject(ff, "status", r->first_status);
+    cJSON_AddStringToObject(ff, "error", r->first_error);
+  } else {
+    cJSON_AddNullToObject(j, "first_failure");
+  }
+  if (r->found) {
+    cJSON_AddNullToObject(j, "error");
+  } else {
+    char what[256];
+    tc_no_kernel_text(what, sizeof what, r->trials, r->first_status, r->first_trial);
+    cJSON_AddStringToObject(j, "error", what);
+  }
   cJSON_AddNumberToObject(j, "seconds", r->seconds);
   if (r->job > 0) cJSON_AddNumberToObject(j, "job", (double)r->job);
   else cJSON_AddNullToObject(j, "job");
@@ -525,8 +559,10 @@ static int write_json(const tc_args_t *o, const char *path, const cJSON *doc) {
   return bad ? -1 : 0;
 }
 
-/* Loads and tunes every workload of the suite into doc's results. */
-static int run_suite(const tc_args_t *o, const cJSON *suite, const char *dir, const char *target, cJSON *results) {
+/* Loads and tunes every workload of the suite into doc's results; *nokernel
+ * counts those that ended with no verified kernel. */
+static int run_suite(const tc_args_t *o, const cJSON *suite, const char *dir, const char *target, cJSON *results,
+                     int *nokernel) {
   tn_target_t t;
   tn_err_t err = {0};
   tuned_client_t *c = NULL;
@@ -550,9 +586,13 @@ static int run_suite(const tc_args_t *o, const cJSON *suite, const char *dir, co
     if (rc == 0) fprintf(stderr, "bench: tuning %s (%s) with %lld trials\n", it.w->name, it.hash, (long long)o->trials);
     if (rc == 0) rc = c ? tune_daemon(o, c, target, &it, &r) : tune_local(o, &t, &it, &r);
     r.seconds = tn_now() - t0;
+    if (rc == 0 && r.found)
+      fprintf(stderr, "bench: %s: %.3f GFLOP/s (noise %.1f%%), %lld trials, %.1f s\n", it.w->name, r.gflops,
+              r.noise * 100, (long long)r.trials, r.seconds);
+    else if (rc == 0)
+      tc_say_no_kernel(o->name, it.w->name, r.trials, r.first_status, r.first_trial, r.first_error);
     if (rc == 0) {
-      fprintf(stderr, "bench: %s: %s%.3f GFLOP/s (noise %.1f%%), %lld trials, %.1f s\n", it.w->name,
-              r.found ? "" : "no kernel, ", r.gflops, r.noise * 100, (long long)r.trials, r.seconds);
+      *nokernel += !r.found;
       cJSON_AddItemToArray(results, result_json(&it, &r));
     }
     ir_workload_free(it.w);
@@ -615,8 +655,8 @@ int tcd_bench(tc_args_t *o) {
   cJSON_AddStringToObject(doc, "tuned_version", TUNED_VERSION);
   cJSON_AddNumberToObject(doc, "created", (double)time(NULL));
   cJSON *results = cJSON_AddArrayToObject(doc, "results");
-  int rc = 0;
-  if (run_suite(o, suite, dir, target, results) < 0) {
+  int rc = 0, nokernel = 0;
+  if (run_suite(o, suite, dir, target, results, &nokernel) < 0) {
     rc = 1; /* what was tuned is still written, marked */
     cJSON_AddStringToObject(doc, "error", "the run stopped early (see the messages); these results are partial");
   }
@@ -626,6 +666,15 @@ int tcd_bench(tc_args_t *o) {
     rc = compare_files(o, o->json_out, o->baseline, max_reg, doc);
     if (write_json(o, o->json_out, doc) < 0) rc = 1; /* with its "comparison" */
   } else if (o->junit && write_junit(o, jstr(doc, "suite"), results, NULL) < 0) {
+    rc = 1;
+  }
+  if (nokernel) {
+    fprintf(stderr, "tunectl bench: %d of %d workloads ended with no verified kernel:", nokernel,
+            cJSON_GetArraySize(results));
+    const cJSON *r;
+    cJSON_ArrayForEach(r, results)
+      if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "found"))) fprintf(stderr, " %s", jstr(r, "name"));
+    fprintf(stderr, " (the failure of the run; %s says why for each)\n", o->json_out);
     rc = 1;
   }
   cJSON_Delete(doc);

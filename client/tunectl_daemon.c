@@ -337,7 +337,8 @@ static void on_progress_json(const tuned_job_t *j, const char *json, void *ctx) 
   fflush(stdout);
 }
 
-/* Follows job until it ends; returns the exit code (0 when done). */
+/* Follows job until it ends; returns the exit code (0 when done with a
+ * verified kernel; 1 when it failed, was cancelled or found no kernel). */
 static int follow_job(const tc_args_t *o, tuned_client_t *c, int64_t job) {
   progress_t p = {.tty = isatty(1), .last_done = -1, .t0 = tn_now()};
   tuned_job_t final;
@@ -353,12 +354,14 @@ static int follow_job(const tc_args_t *o, tuned_client_t *c, int64_t job) {
     return 1;
   }
   if (p.tty) print_job_line(stdout, &final);
-  if (final.state == TUNED_JOB_DONE && !final.best_record)
-    fprintf(stderr, "tunectl %s: job %lld ended without a verified kernel (%lld build errors, %lld run errors, "
-                    "%lld timeouts, %lld wrong results)\n",
-            o->name, (long long)job, (long long)final.build_errors, (long long)final.run_errors,
-            (long long)final.timeouts, (long long)final.wrong_results);
-  return final.state == TUNED_JOB_DONE ? 0 : 1;
+  if (final.state == TUNED_JOB_DONE && !final.best_record) {
+    char what[160];
+    snprintf(what, sizeof what, "job %lld (%s %s)", (long long)job, final.name[0] ? final.name : "workload",
+             final.workload);
+    tc_say_no_kernel(o->name, what, final.trials_done, final.first_failure_status, final.first_failure_trial,
+                     final.first_failure);
+  }
+  return final.state == TUNED_JOB_DONE && final.best_record ? 0 : 1;
 }
 
 static void print_job(const cJSON *r) {
@@ -393,6 +396,15 @@ static void print_job(const cJSON *r) {
   printf("failures  %lld build_error, %lld run_error, %lld timeout, %lld wrong_result, %lld too_slow\n",
          (long long)j.build_errors, (long long)j.run_errors, (long long)j.timeouts, (long long)j.wrong_results,
          (long long)j.too_slow);
+  if (j.first_failure_trial) { /* the error text's lines under each other */
+    printf("failed    first: trial %lld, %s", (long long)j.first_failure_trial, j.first_failure_status);
+    for (const char *p = j.first_failure, *sep = ": "; *p; sep = "\n          ") {
+      size_t len = strcspn(p, "\n");
+      printf("%s%.*s", sep, (int)len, p);
+      p += len + (p[len] == '\n');
+    }
+    printf("\n");
+  }
   if (j.error[0]) printf("error     %s\n", j.error);
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client/tunectl.h"
 #include "client/tunectl_tune.h"
 #include "codegen/codegen.h"
 #include "measure/measure.h"
@@ -163,6 +164,8 @@ static void print_text(const tct_args_t *a, const srch_result_t *r) {
            b->median_secs * 1e3, b->gflops, b->first_secs * 1e3, b->gflops * b->median_secs / b->first_secs);
   else if (b->found) printf("best       %.4g ms median, %.1f GFLOP/s\n", b->median_secs * 1e3, b->gflops);
   else printf("best       none (no verified candidate)\n");
+  if (!b->found && r->first_failure[0].status != MS_OK)
+    printf("failed     first: trial %d, %s\n", r->first_failure[0].trial, ms_status_name(r->first_failure[0].status));
   if (r->remeasure[0].n > 0) print_remeasure_text(&r->remeasure[0]);
   if (best_roofline(a, b, &rl)) {
     tn_roofline_text(&rl, line, sizeof line);
@@ -238,6 +241,15 @@ static void print_json_summary(const tct_args_t *a, const srch_result_t *r, ui_t
   } else {
     cJSON_AddNullToObject(j, "best");
   }
+  const srch_failure_t *ff = &r->first_failure[0];
+  if (ff->status != MS_OK) {
+    cJSON *o = cJSON_AddObjectToObject(j, "first_failure");
+    cJSON_AddNumberToObject(o, "trial", ff->trial);
+    cJSON_AddStringToObject(o, "status", ms_status_name(ff->status));
+    cJSON_AddStringToObject(o, "error", ff->error ? ff->error : "");
+  } else {
+    cJSON_AddNullToObject(j, "first_failure");
+  }
   cJSON_AddItemToObject(j, "remeasure", remeasure_json(&r->remeasure[0]));
   cJSON_AddItemToObject(j, "naive", naive_json(nv));
   if (b->found && nv->have && nv->status == MS_OK) cJSON_AddNumberToObject(j, "speedup", nv->median_secs / b->median_secs);
@@ -302,6 +314,10 @@ int tct_tune(const tct_args_t *a) {
     if (a->json) print_json_summary(a, &r, &u);
     else print_text(a, &r);
     status = r.stopped ? 130 : r.best[0].found ? 0 : 1;
+    const srch_failure_t *ff = &r.first_failure[0];
+    if (status == 1)
+      tc_say_no_kernel("tune", a->workload->name, r.trials_done, ff->status != MS_OK ? ms_status_name(ff->status) : NULL,
+                       ff->trial, ff->error);
   }
   cJSON_Delete(u.batches);
   cJSON_Delete(u.candidates);

@@ -157,6 +157,12 @@ typedef struct tuned_job {
   char error[512];         /* "" when none */
   int64_t too_slow;        /* candidates stopped early, far slower than the best so far */
   double baseline_median_secs, baseline_gflops; /* the unscheduled program; 0: not measured (yet) */
+  /* The job's first failed trial (0: none failed), its kind ("build_error",
+   * "run_error", "timeout", "wrong_result") and error text (cut to fit):
+   * why a job that ended done with no best_record found no kernel. */
+  int64_t first_failure_trial;
+  char first_failure_status[16];
+  char first_failure[1024];
 } tuned_job_t;
 
 /* True for done, cancelled and failed. */

@@ -249,7 +249,6 @@ int cg_fail(cg_ctx_t *c, int code, const char *fmt, ...) __attribute__((format(p
 
 /* ---- names (names.c) --------------------------------------------------- */
 
-void cg_names_init(cg_ctx_t *c);
 /* A C identifier derived from base, unique in the module; registers it. */
 const char *cg_name_unique(cg_ctx_t *c, const char *base);
 /* s with every non-identifier character replaced, for use in comments. */

@@ -105,9 +105,10 @@ typedef struct cg_module {
 } cg_module_t;
 
 /* Whether s can name an entry point: an identifier (tn_is_identifier) of
- * at most CG_ENTRY_MAX characters that is not a C library function or
- * macro of the headers generated code includes (exit, sinf, errno), not
- * macro-like (M_PI, NAME) and without a leading underscore. */
+ * at most CG_ENTRY_MAX characters that is no name of the reserved table
+ * (tn_reserved_langs: a keyword, type or builtin of C, C++/CUDA or OpenCL
+ * C, a C library function or macro such as exit, sinf, errno or pipe),
+ * not macro-like (M_PI, NAME) and without a leading underscore. */
 bool cg_entry_usable(const char *s);
 /* The entry point a workload's kernel gets: the workload's name when usable,
  * else CG_ENTRY_DEFAULT (the daemon's kernel.get and tunectl emit/run agree). */

@@ -585,8 +585,9 @@ int cg_lower(const ir_func_t *f, cg_target_t target, const char *entry, cg_modul
   if (!cg_entry_usable(entry))
     return tn_err_set(err, TN_EINVAL,
                       "entry name \"%s\" is not usable: it must be an identifier of at most %d "
-                      "characters that is not a reserved word of C, CUDA or OpenCL, a C library function or "
-                      "macro (exit, sinf, errno), all capitals (a macro's style) or led by '_'",
+                      "characters that is not a keyword, type or builtin of C, C++/CUDA or OpenCL C, a C "
+                      "library function or macro (exit, sinf, errno, pipe), all capitals (a macro's style) or "
+                      "led by '_'",
                       entry, CG_ENTRY_MAX);
   ir_func_t *own = d->gpu ? cg_inject_vthreads(f) : NULL;
   if (own) f = own;
@@ -595,7 +596,6 @@ int cg_lower(const ir_func_t *f, cg_target_t target, const char *entry, cg_modul
   c.scratch->next_var_id = f->next_var_id;
   ir_bounds_init(&c.bounds);
   tn_buf_init(&c.shared);
-  cg_names_init(&c);
   cg_module_t *m = tn_xcalloc(1, sizeof *m);
   m->target = target;
   snprintf(m->entry, sizeof m->entry, "%s", entry);

@@ -1,58 +1,13 @@
 /* names.c — C identifiers for buffers and variables: derived from the IR
  * names, unique within a generated module (i, i_1, i_2 ...) and never equal
- * to a name the generated code itself uses (library functions, builtins). */
+ * to a name of the reserved table (common/reserved.c: the keywords, types
+ * and builtins of C, C++/CUDA and OpenCL C, the C library's names and the
+ * generated code's own) nor macro-like. */
 #include "cg_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Identifiers the generated code refers to that are not reserved words
- * (tn_is_reserved_word covers keywords, CUDA/OpenCL builtins and tuned_*). */
-static const char *const taken[] = {
-    "malloc", "free", "expf", "exp", "logf", "log", "sqrtf", "sqrt", "tanhf", "tanh", "fabsf",
-    "fabs", "powf", "pow", "fmaxf", "fmax", "fminf", "fmin", "int8_t", "uint8_t", "uint16_t",
-    "uint32_t", "int32_t", "int64_t", "NULL", "INFINITY", "NAN", "vload2", "vload4", "vstore2",
-    "vstore4", "vload_half", "vstore_half", "CLK_LOCAL_MEM_FENCE", "CLK_GLOBAL_MEM_FENCE", "args",
-    "abs", "uchar", "ushort", "unsigned", "memcpy", "signed", "short",
-};
-
-/* What the C library headers of generated C (math.h, stdlib.h, stdint.h)
- * declare at file scope: functions (math ones also with an f or l suffix)
- * and lowercase macros.  An entry point must not take such a name (`int
- * exit(float *A)` does not compile), and a local name is kept off them too
- * (`errno` and `isnan` are macros).  Sorted for bsearch. */
-static const char *const libc_names[] = {
-    "abort", "abs", "acos", "acosh", "aligned_alloc", "alloca", "asin", "asinh", "assert", "at_quick_exit",
-    "atan", "atan2", "atanh", "atexit", "atof", "atoi", "atol", "atoll", "bsearch", "calloc", "cbrt", "ceil",
-    "copysign", "cos", "cosh", "div", "drand48", "drem", "erf", "erfc", "errno", "exit", "exp", "exp10",
-    "exp2", "expm1", "fabs", "fdim", "finite", "floor", "fma", "fmax", "fmin", "fmod", "fpclassify", "free",
-    "frexp", "gamma", "getenv", "hypot", "ilogb", "iscanonical", "isfinite", "isgreater", "isgreaterequal",
-    "isinf", "isless", "islessequal", "islessgreater", "isnan", "isnormal", "issignaling", "issubnormal",
-    "isunordered", "iszero", "j0", "j1", "jn", "labs", "ldexp", "ldiv", "lgamma", "llabs", "lldiv", "llrint",
-    "llround", "log", "log10", "log1p", "log2", "logb", "lrint", "lround", "malloc", "mblen", "mbstowcs",
-    "mbtowc", "memcpy", "memset", "mkdtemp", "mkstemp", "modf", "nan", "nearbyint", "nextafter", "nexttoward",
-    "offsetof", "posix_memalign", "pow", "pow10", "putenv", "qsort", "quick_exit", "rand", "rand_r", "random",
-    "realloc", "realpath", "remainder", "remquo", "rint", "round", "scalbln", "scalbn", "setenv", "signbit",
-    "significand", "sin", "sincos", "sinh", "sqrt", "srand", "srandom", "strtod", "strtof", "strtol",
-    "strtold", "strtoll", "strtoul", "strtoull", "system", "tan", "tanh", "tgamma", "trunc", "unsetenv",
-    "wcstombs", "wctomb", "y0", "y1", "yn",
-};
-
-static int cmp_name(const void *a, const void *b) {
-  return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-static bool in_libc(const char *s) {
-  if (bsearch(&s, libc_names, TN_ARRAY_LEN(libc_names), sizeof libc_names[0], cmp_name)) return true;
-  size_t n = strlen(s);
-  if (n < 2 || n > 31 || (s[n - 1] != 'f' && s[n - 1] != 'l')) return false;
-  char base[32]; /* sinf, sinl: the float and long double variants */
-  memcpy(base, s, n - 1);
-  base[n - 1] = 0;
-  const char *b = base;
-  return bsearch(&b, libc_names, TN_ARRAY_LEN(libc_names), sizeof libc_names[0], cmp_name) != NULL;
-}
 
 /* Names of the macro convention (no lowercase letter, two characters or
  * more: M_PI, RAND_MAX, HUGE_VAL, FLT_MAX, INT_MAX): a header of C, CUDA or
@@ -65,11 +20,12 @@ static bool macro_like(const char *s) {
 }
 
 bool cg_entry_usable(const char *s) {
-  return tn_is_identifier(s) && strlen(s) <= CG_ENTRY_MAX && !in_libc(s) && !macro_like(s) && s[0] != '_';
+  return tn_is_identifier(s) && strlen(s) <= CG_ENTRY_MAX && tn_reserved_langs(s) == 0 && !macro_like(s) &&
+         s[0] != '_';
 }
 
 static bool name_taken(const cg_ctx_t *c, const char *s) {
-  if (tn_is_reserved_word(s) || in_libc(s)) return true;
+  if (tn_reserved_langs(s) != 0) return true;
   for (int i = 0; i < c->nnames; i++)
     if (strcmp(c->names[i], s) == 0) return true;
   return false;
@@ -83,22 +39,19 @@ static void name_add(cg_ctx_t *c, const char *s) {
   c->names[c->nnames++] = s;
 }
 
-void cg_names_init(cg_ctx_t *c) {
-  for (size_t i = 0; i < TN_ARRAY_LEN(taken); i++) name_add(c, taken[i]);
-}
-
 /* base made into an identifier: invalid characters become '_', a leading
- * digit or underscore or the reserved prefix tuned_ gets "x_"... */
+ * digit or underscore, or a reserved prefix gets "x_"... */
 static char *sanitize(cg_ctx_t *c, const char *base) {
   if (!base || !*base) base = "x";
   size_t n = strlen(base);
   char *s = tn_arena_alloc(c->scratch->arena, n + 3);
   size_t k = 0;
-  /* and a leading '_' (C reserves _X and __ names) or a macro-like name
-   * gets "x_": with a lowercase letter in front, no suffix can make it
-   * collide again */
+  /* and a leading '_' (C reserves _X and __ names), a macro-like name or
+   * one under a reserved prefix (cudaMalloc, CLK_x, tuned_x: no suffix
+   * leaves the prefix) gets "x_": with a lowercase letter in front, no
+   * suffix can make it collide again */
   bool bad_start = !((base[0] >= 'A' && base[0] <= 'Z') || (base[0] >= 'a' && base[0] <= 'z')) ||
-                   strncmp(base, "tuned_", 6) == 0 || macro_like(base);
+                   tn_reserved_by_prefix(base) || macro_like(base);
   if (bad_start) {
     s[k++] = 'x';
     s[k++] = '_';

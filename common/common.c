@@ -326,39 +326,6 @@ double tn_now(void) {
 
 /* ---- identifiers ------------------------------------------------------- */
 
-/* Reserved words of C11, C++ (as CUDA C++ compiles), CUDA and OpenCL C, plus
- * builtin names generated code relies on. Sorted for bsearch. */
-static const char *const reserved[] = {
-    "_Alignas", "_Alignof", "_Atomic", "_Bool", "_Complex", "_Generic", "_Imaginary",
-    "_Noreturn", "_Static_assert", "_Thread_local", "alignas", "alignof", "and", "and_eq",
-    "asm", "atomic_add", "auto", "barrier", "bitand", "bitor", "blockDim", "blockIdx", "bool",
-    "break", "case", "catch", "char", "char16_t", "char32_t", "class", "compl", "complex",
-    "concept", "const", "const_cast", "constant", "consteval", "constexpr", "constinit",
-    "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete", "do",
-    "double", "double2", "double4", "dynamic_cast", "else", "enum", "explicit", "export",
-    "extern", "false", "float", "float2", "float3", "float4", "for", "friend", "get_global_id",
-    "get_group_id", "get_local_id", "get_local_size", "global", "goto", "gridDim", "half",
-    "half2", "if", "image2d_t", "image3d_t", "imaginary", "inline", "int", "int2", "int4",
-    "kernel", "local", "long", "main", "max", "min", "mutable", "namespace", "new", "noexcept",
-    "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected", "public",
-    "read_only", "read_write", "register", "reinterpret_cast", "requires", "restrict",
-    "return", "sampler_t", "short", "signed", "sizeof", "size_t", "static", "static_assert",
-    "static_cast", "struct", "switch", "template", "this", "threadIdx", "thread_local",
-    "throw", "true", "try", "typedef", "typeid", "typename", "typeof", "typeof_unqual", "uchar", "uint", "ulong",
-    "union", "unsigned", "ushort", "using", "virtual", "void", "volatile", "warpSize",
-    "wchar_t", "while", "write_only", "xor", "xor_eq",
-};
-
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-bool tn_is_reserved_word(const char *s) {
-  if (strncmp(s, "__", 2) == 0 || strncmp(s, "tuned_", 6) == 0) return true;
-  if (s[0] == '_' && s[1] >= 'A' && s[1] <= 'Z') return true; /* C reserves _X names (_Float16, _Bool) */
-  return bsearch(&s, reserved, TN_ARRAY_LEN(reserved), sizeof reserved[0], cmp_str) != NULL;
-}
-
 bool tn_is_identifier(const char *s) {
   if (!s || !*s) return false;
   if (!(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z'))) return false;

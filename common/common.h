@@ -215,6 +215,39 @@ int tn_edit_distance(const char *a, const char *b);
  * and not a reserved word of C, C++/CUDA or OpenCL C (nor a name starting with
  * "__" or "tuned_", which generated code keeps for itself). */
 bool tn_is_identifier(const char *s);
+
+/* ---- reserved names (reserved.c: the one table) ------------------------ */
+
+/* Who keeps a name from generated code: a language (keywords, types,
+ * builtins and its headers' names), the C library (what the generated C's
+ * headers declare, common POSIX calls), or tuned's generated code itself.
+ * Where the name is a word (a keyword, type or builtin variable), which
+ * workloads may not use as a name, the same bits shifted by TN_RW_WORDS say
+ * for whom.  Generated code renames every reserved name (`dot` -> `dot_1`). */
+enum {
+  TN_RW_C = 1 << 0,
+  TN_RW_CXX = 1 << 1,
+  TN_RW_CUDA = 1 << 2,
+  TN_RW_OPENCL = 1 << 3,
+  TN_RW_LIB = 1 << 4,
+  TN_RW_TUNED = 1 << 5,
+  TN_RW_ALL = (1 << 6) - 1,
+  TN_RW_WORDS = 8,
+};
+
+/* The bits of s: TN_RW_* for whoever reserves it, and (bits << TN_RW_WORDS)
+ * for those to whom it is a word; 0: free to use. */
+unsigned tn_reserved_langs(const char *s);
+/* Whether s starts with a reserved prefix (__, tuned_, cudaX, CLK_, ...):
+ * no suffix makes such a name free. */
+bool tn_reserved_by_prefix(const char *s);
+/* A word of some language: refused as a name in workloads. */
 bool tn_is_reserved_word(const char *s);
+/* The table, expanded: its exact names (sorted) or its prefixes (names
+ * starting with one are reserved), with their bits; valid for the process's
+ * life. */
+size_t tn_reserved_list(bool prefixes, const char *const **texts, const unsigned **langs);
+/* "C, C++ and OpenCL C" for the TN_RW_* bits of langs (TN_RW_ALL of them), into buf. */
+void tn_reserved_langs_text(unsigned langs, char *buf, size_t size);
 
 #endif

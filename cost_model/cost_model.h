@@ -22,7 +22,7 @@
  * kernel's shared and local memory, pipeline stages and an occupancy
  * estimate, and the decisions of a Hopper warpgroup-MMA kernel: its tile,
  * ring, copies (TMA), grid and cluster). */
-#define CM_NUM_FEATURES 199
+#define CM_NUM_FEATURES 209
 
 /* Buffers described per store, cache-line size and samples of the
  * arithmetic-intensity curve (TVM's defaults). */
@@ -134,7 +134,7 @@ void cm_model_sample(const cm_model_t *m, int i, cm_sample_t *out, cm_feature_ro
 /* The save format's identity: bump it whenever the file layout or the
  * meaning of any feature column changes, so that models saved by another
  * build (their rows mean something else) are told apart, never mixed. */
-#define CM_MODEL_FORMAT 4
+#define CM_MODEL_FORMAT 5
 
 /* Saves the model state — training data, RNG state and (XGBoost) the booster
  * as JSON — in one file / one malloc'ed buffer.  Loading replaces the state of

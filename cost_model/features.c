@@ -33,7 +33,8 @@ enum {
   F_INNERMOST_LEN = 173,
   F_KERNEL = 174,        /* shared bytes, local bytes, pipeline stages, occupancy estimate */
   F_HOPPER = 178,        /* the decisions of a Hopper warpgroup-MMA kernel (hopper_names) */
-  F_END = 199,
+  F_CPU = 199,           /* the CPU micro-kernel call the store is part of (cpu_names) */
+  F_END = 209,
 };
 #define BUF_FEATS 18
 _Static_assert(F_BUF + CM_BUFFERS_PER_STORE * BUF_FEATS == F_CURVE, "group 2 size");
@@ -68,7 +69,25 @@ static const char *const hopper_names[] = {
     "hopper_tiles_per_cta", "hopper_last_wave",
     /* format 4: the cluster */
     "hopper_cluster", "hopper_cluster_n", "hopper_multicast_bytes"};
-_Static_assert(F_HOPPER + TN_ARRAY_LEN(hopper_names) == F_END, "Hopper columns");
+_Static_assert(F_HOPPER + TN_ARRAY_LEN(hopper_names) == F_CPU, "Hopper columns");
+
+/* A store inside a block tensorized with a CPU micro-kernel (IR_ANN_TENSORIZE):
+ * the loops inside the block are one call, vectorized and register-blocked
+ * by the intrinsic whatever their annotations say, so the other groups alone
+ * cannot tell a call of a 6x16 tile from a scalar loop nest. */
+static const char *const cpu_names[] = {
+    "cpu_intrin",    /* 1: the store is computed by a CPU micro-kernel call */
+    "cpu_intrin_dw", /* 1: a depthwise (elementwise along the columns) one */
+    "cpu_mr",        /* its register tile: rows */
+    "cpu_nr",        /* columns */
+    "cpu_tile_use",  /* the call's output points over mr x nr (under 1: a partial tile) */
+    "cpu_k_call",    /* reduction steps per call (log) */
+    "cpu_calls",     /* calls (log) */
+    "cpu_fma_call",  /* vector FMAs per call (log) */
+    "cpu_packed",    /* operands read from a temp (a packed panel), 0 to 2 */
+    "cpu_call_bytes", /* bytes the call reads (log): its panels */
+};
+_Static_assert(F_CPU + TN_ARRAY_LEN(cpu_names) == F_END, "CPU columns");
 
 static char name_tab[CM_NUM_FEATURES][32];
 static pthread_once_t name_tab_once = PTHREAD_ONCE_INIT;
@@ -97,6 +116,7 @@ static void names_fill(void) {
   snprintf(name_tab[k++], 32, "pipeline_stages");
   snprintf(name_tab[k++], 32, "occupancy_est");
   for (size_t i = 0; i < TN_ARRAY_LEN(hopper_names); i++) snprintf(name_tab[k++], 32, "%s", hopper_names[i]);
+  for (size_t i = 0; i < TN_ARRAY_LEN(cpu_names); i++) snprintf(name_tab[k++], 32, "%s", cpu_names[i]);
 }
 
 static void names_init(void) { pthread_once(&name_tab_once, names_fill); }
@@ -171,6 +191,7 @@ typedef struct fx {
   const ir_loop_t **loops; /* enclosing loops, outermost first */
   int nloops, caploops;
   const ir_block_t **blocks; /* enclosing blocks, outermost first */
+  int *block_depth;          /* per enclosing block: the loops enclosing it */
   int nblocks, capblocks;
   ir_bounds_t bounds;
   alloc_info_t *alloc; /* by buffer id */
@@ -737,6 +758,45 @@ static void group5_extras(const fx_t *x, const store_t *s, double *v) {
   v[F_INNERMOST_LEN] = s->n ? cm_slog(ext_of(x, s, s->n - 1)) : 0;
 }
 
+/* The CPU micro-kernel columns: the innermost enclosing block that a CPU
+ * intrinsic replaces, its register tile, and what one call does (the
+ * counted loops inside that block) against how often it runs (those
+ * outside). */
+static void cpu_intrin_features(const fx_t *x, const store_t *s, double *v) {
+  const ir_intrin_t *in = NULL;
+  int depth = 0;
+  for (int b = x->nblocks - 1; b >= 0 && !in; b--) {
+    const ir_annot_t *an = ir_annot_get(x->blocks[b]->annots, x->blocks[b]->nannots, IR_ANN_TENSORIZE);
+    const ir_intrin_t *cand = an && an->is_str ? ir_intrin_find(an->sval) : NULL;
+    if (cand && ir_intrin_is_cpu(cand)) in = cand, depth = x->block_depth[b];
+  }
+  if (!in) return;
+  double out = 1, red = 1, calls = 1;
+  for (int i = 0; i < s->n; i++) {
+    if (s->nest[i] < depth) calls *= ext_of(x, s, i);
+    else if (uses_loop(s->wmask, s->nest[i])) out *= ext_of(x, s, i);
+    else red *= ext_of(x, s, i);
+  }
+  double bytes = 0;
+  int packed = 0;
+  for (int a = 0; a < x->nacc; a++) { /* the reads: their elements under the call's loops */
+    const access_t *ac = &x->acc[a];
+    if (!ac->read || ac->write) continue;
+    double n = 1;
+    for (int i = 0; i < s->n; i++)
+      if (s->nest[i] >= depth && uses_loop(ac->mask, s->nest[i])) n *= ext_of(x, s, i);
+    bytes += n * ir_dtype_bytes(ac->buf->dtype);
+    packed += ac->buf->role == IR_BUF_TEMP;
+  }
+  double *c = v + F_CPU;
+  c[0] = 1, c[1] = in->kind == IR_INTRIN_CPU_DW;
+  c[2] = in->mr, c[3] = in->nr;
+  c[4] = in->mr * in->nr > 0 ? out / (double)(in->mr * in->nr) : 0;
+  c[5] = cm_slog(red), c[6] = cm_slog(calls);
+  c[7] = cm_slog(out * red / TN_MAX(in->lanes, 1));
+  c[8] = TN_MIN(packed, 2), c[9] = cm_slog(bytes);
+}
+
 /* ======================================================================
  * Group 4: allocations of temp buffers
  * ====================================================================== */
@@ -1018,6 +1078,7 @@ static void extract_store(fx_t *x, const ir_block_t *blk) {
   for (int b = 0; b < s.nbuf && b < CM_BUFFERS_PER_STORE; b++)
     memcpy(v + F_BUF + b * BUF_FEATS, s.bufs[b].feat, sizeof s.bufs[b].feat);
   group5_extras(x, &s, v);
+  cpu_intrin_features(x, &s, v);
   float *row = new_row(x);
   for (int i = 0; i < CM_NUM_FEATURES; i++) row[i] = (float)v[i];
   x->row_prod[x->nrows - 1] = s.prod;
@@ -1043,7 +1104,12 @@ static void walk(fx_t *x, const ir_stmt_t *s, block_fn fn) {
     x->nloops--;
     break;
   case IR_S_BLOCK:
-    GROW(x->blocks, x->nblocks, x->capblocks);
+    if (x->nblocks == x->capblocks) {
+      x->capblocks = x->capblocks ? 2 * x->capblocks : 16;
+      x->blocks = tn_xrealloc(x->blocks, sizeof *x->blocks * (size_t)x->capblocks);
+      x->block_depth = tn_xrealloc(x->block_depth, sizeof *x->block_depth * (size_t)x->capblocks);
+    }
+    x->block_depth[x->nblocks] = x->nloops;
     x->blocks[x->nblocks++] = &s->u.block;
     if (s->u.block.body && s->u.block.body->kind == IR_S_STORE) fn(x, &s->u.block);
     else walk(x, s->u.block.body, fn);
@@ -1071,6 +1137,7 @@ int cm_features(const ir_func_t *f, const tn_target_t *t, cm_feature_rows_t *out
   free(x.alloc);
   free(x.loops);
   free(x.blocks);
+  free(x.block_depth);
   free(x.acc);
   free(x.stk);
   free(x.row_prod);

@@ -1183,6 +1183,23 @@ static cJSON *baseline_json(db_t *db, const db_job_t *row, double flops, const c
   return o ? o : cJSON_CreateNull();
 }
 
+/* The job's first failed trial, {"trial", "status", "error"}, or null: what
+ * a job that ends without a kernel tells its user (tunectl submit --wait,
+ * bench).  A read error leaves it null: the rest of the job still reads. */
+static cJSON *first_failure_json(db_t *db, int64_t job, tn_arena_t *a) {
+  db_job_trial_t t;
+  const char *error;
+  bool found;
+  tn_err_t err = {0};
+  if (db_job_first_failure(db, job, &t, &error, &found, a, &err) != 0 || !found) return cJSON_CreateNull();
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "trial", (double)t.trial);
+  cJSON_AddStringToObject(o, "status", db_status_name(t.status));
+  if (error) cJSON_AddStringToObject(o, "error", error);
+  else cJSON_AddNullToObject(o, "error");
+  return o;
+}
+
 cJSON *td_job_read(db_t *db, int64_t id, tn_err_t *err) {
   tn_arena_t *a = tn_arena_new();
   db_job_t row;
@@ -1210,6 +1227,7 @@ cJSON *td_job_read(db_t *db, int64_t id, tn_err_t *err) {
   cJSON_AddItemToObject(o, "baseline", baseline_json(db, &row, have_w ? w.flops : 0, best));
   cJSON *f = cJSON_AddObjectToObject(o, "failures");
   for (int s = MS_BUILD_ERROR; s < MS_STATUS__COUNT; s++) cJSON_AddNumberToObject(f, ms_status_name((ms_status_t)s), 0);
+  cJSON_AddItemToObject(o, "first_failure", first_failure_json(db, row.id, a));
   if (row.error) cJSON_AddStringToObject(o, "error", row.error);
   else cJSON_AddNullToObject(o, "error");
   add_time(o, "created", row.created);

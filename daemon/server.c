@@ -404,6 +404,7 @@ void td_server_stop(td_server_t *srv, const char *why) {
   srv->stopping = true;
   td_log(TD_INFO, "stopping: no new jobs; running jobs stop and are requeued", "why=%s running=%d queued=%d",
          td_q(why), td_jobs_running(srv), td_jobs_queued(srv));
+  td_notify("STOPPING=1\nSTATUS=stopping (%s): running jobs stop and resume at the next start", why);
   td_jobs_stop_all(srv);
   uv_timer_start(&srv->stop_timer, on_stop_timeout, (uint64_t)(srv->cfg.stop_timeout * 1e3), 0);
   td_server_maybe_exit(srv);
@@ -423,12 +424,25 @@ static void on_signal(uv_signal_t *h, int signum) {
 
 /* ---- run --------------------------------------------------------------------- */
 
-static int start(td_server_t *srv, tn_err_t *err) {
+int td_server_open(td_server_t *srv, tn_err_t *err) {
   int rc = db_is_url(srv->cfg.db_path) ? 0 : lock_db(srv, err);
   if (!rc) rc = db_open(srv->cfg.db_path, &srv->wdb, err); /* creates and migrates: before the readers */
   if (!rc && db_is_url(srv->cfg.db_path)) rc = lock_db(srv, err);
   if (!rc) rc = td_jobs_init(srv, err); /* the build pool: before our other threads (it sets the environment) */
   if (!rc) rc = td_readers_start(srv, TD_READERS, err);
+  return rc;
+}
+
+void td_server_release(td_server_t *srv) {
+  td_readers_free(srv);
+  db_close(srv->wdb);
+  srv->wdb = NULL;
+  if (srv->lock_fd >= 0) close(srv->lock_fd);
+  srv->lock_fd = -1;
+}
+
+static int start(td_server_t *srv, tn_err_t *err) {
+  int rc = td_server_open(srv, err);
   if (rc) return rc;
   /* Before the socket listens: a SIGTERM as soon as a client can connect
    * (a service stopped right after its start) stops the daemon, instead of
@@ -485,6 +499,8 @@ int td_server_run(const td_config_t *cfg, const td_machine_t *machine) {
   } else {
     td_log(TD_INFO, "listening", "socket=%s db=%s target=%s jobs=%d pid=%d", td_q(cfg->socket_path),
            td_q(cfg->db_shown), cfg->target, cfg->max_jobs, (int)getpid());
+    td_notify("READY=1\nMAINPID=%d\nSTATUS=listening on %s; target %s; database %s", (int)getpid(),
+              cfg->socket_path, cfg->target, cfg->db_shown);
     td_jobs_schedule(srv);
     uv_run(srv->loop, UV_RUN_DEFAULT);
     unlink(cfg->socket_path);
@@ -492,9 +508,7 @@ int td_server_run(const td_config_t *cfg, const td_machine_t *machine) {
   }
   uv_run(srv->loop, UV_RUN_NOWAIT); /* close callbacks of a failed start */
   uv_loop_close(srv->loop);
-  td_readers_free(srv);
-  db_close(srv->wdb);
-  if (srv->lock_fd >= 0) close(srv->lock_fd);
+  td_server_release(srv);
   uv_mutex_destroy(&srv->wdb_lock);
   free(srv->targets);
   free(srv);

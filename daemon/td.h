@@ -149,6 +149,17 @@ typedef struct td_server {
 
 /* Runs the daemon until it is stopped; returns the exit status. */
 int td_server_run(const td_config_t *cfg, const td_machine_t *machine);
+/* What td_server_run starts before its socket and signals: the database
+ * (locked: one daemon per database; created and migrated), the job manager
+ * and the reader threads, on srv->loop.  fuzz/fuzz_rpc.c drives a server
+ * so opened without a socket.  td_server_release, once srv->loop has run
+ * to its end, joins and closes what it opened. */
+int td_server_open(td_server_t *srv, tn_err_t *err);
+void td_server_release(td_server_t *srv);
+/* sd_notify(3) of the printf-style state ("READY=1\nSTATUS=..."): the
+ * systemd unit is Type=notify.  Nothing outside systemd or without
+ * libsystemd (notify.c). */
+void td_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Stops taking work, asks running jobs to stop, and exits once they have
  * (SIGTERM, SIGINT and server.shutdown end here). */
 void td_server_stop(td_server_t *srv, const char *why);

@@ -279,7 +279,10 @@ static int fill_paths(const args_t *a, td_config_t *cfg) {
 
 /* PoCL reads its cache directory once per process: give the long-running
  * daemon one that outlives every tuning run (beside an SQLite file; the
- * build pool makes one for a daemon on PostgreSQL). */
+ * build pool makes one for a daemon on PostgreSQL).  Set before the
+ * backends' probe, whose build process runs PoCL too: under the systemd
+ * unit's read-only home, PoCL's default ~/.cache/pocl would fail it ("no
+ * device") and take OpenCL away. */
 static void set_pocl_cache(const td_config_t *cfg) {
   if (getenv("POCL_CACHE_DIR") || db_is_url(cfg->db_path)) return;
   char dir[PATH_MAX + 16], base[PATH_MAX];
@@ -325,10 +328,11 @@ int main(int argc, char **argv) {
                      .tune_nice = a.tune_nice, .deadline_grace = a.deadline_grace, .lease_s = a.lease,
                      .config_dir = a.configs ? a.configs : configs};
   td_log(TD_INFO, "target files", "dir=%s", td_q(cfg.config_dir));
+  if ((rc = fill_paths(&a, &cfg))) return rc;
+  set_pocl_cache(&cfg);
   td_machine_t m;
   td_machine_probe(&m, cfg.config_dir);
   m.cc = a.cc;
-  if ((rc = choose_target(&a, &m, &cfg)) || (rc = fill_paths(&a, &cfg))) return rc;
-  set_pocl_cache(&cfg);
+  if ((rc = choose_target(&a, &m, &cfg))) return rc;
   return td_server_run(&cfg, &m);
 }

@@ -411,6 +411,13 @@ typedef struct db_job_trials {
 int db_job_trials_get(db_t *db, int64_t job_id, db_job_trials_t *out, tn_err_t *err);
 void db_job_trials_free(db_job_trials_t *t);
 
+/* The job's first trial that failed (build error, run error, timeout or
+ * wrong result; too_slow is no failure of the candidate) and its record's
+ * error text in *error (from arena a; NULL when the trial has no record or
+ * the record no text).  *found is false when none failed. */
+int db_job_first_failure(db_t *db, int64_t job_id, db_job_trial_t *out, const char **error, bool *found,
+                         tn_arena_t *a, tn_err_t *err);
+
 /* ---- the shared job queue (batches.c) ----------------------------------- */
 
 /* A job is divided into batches that daemons of its target lease: its

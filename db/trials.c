@@ -1,5 +1,6 @@
 /* trials.c — the candidates a job measured, in its order (job_trials): what
- * `tunectl plot JOB` draws as the tuning curve. */
+ * `tunectl plot JOB` draws as the tuning curve, and the first that failed
+ * (what a job that found no kernel tells its user). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,35 @@ int db_job_trials_get(db_t *db, int64_t job_id, db_job_trials_t *out, tn_err_t *
   int ret = rc == DB_DONE ? 0 : db_fail(db, err, "reading a job's trials");
   db_reset(st);
   if (ret) db_job_trials_free(out);
+  return ret;
+}
+
+static const char SQL_FIRST_FAILURE[] =
+    "SELECT t.trial, t.record_id, t.status, t.median_secs, t.measured, r.error FROM job_trials t"
+    " LEFT JOIN records r ON r.id = t.record_id"
+    " WHERE t.job_id = ?1 AND t.status NOT IN ('ok', 'too_slow') ORDER BY t.trial LIMIT 1";
+
+int db_job_first_failure(db_t *db, int64_t job_id, db_job_trial_t *out, const char **error, bool *found,
+                         tn_arena_t *a, tn_err_t *err) {
+  memset(out, 0, sizeof *out);
+  *error = NULL;
+  *found = false;
+  db_st_t *st = db_stmt(db, SQL_FIRST_FAILURE, err);
+  if (!st) return err ? err->code : TN_EIO;
+  db_bind_int(st, 1, job_id);
+  int rc = db_step(st), ret = 0;
+  if (rc == DB_ROW) {
+    *found = true;
+    out->trial = db_col_int(st, 0);
+    out->record_id = db_col_null(st, 1) ? 0 : db_col_int(st, 1);
+    db_status_parse(db_col_str(st, 2), &out->status, NULL);
+    out->median_secs = db_col_opt_real(st, 3);
+    out->measured = db_col_real(st, 4);
+    *error = db_col_text(st, 5, a);
+  } else if (rc != DB_DONE) {
+    ret = db_fail(db, err, "reading a job's first failed trial");
+  }
+  db_reset(st);
   return ret;
 }
 

@@ -34,7 +34,7 @@ static long inputs_on_server;
 static bool print_answers; /* FUZZ_RPC_PRINT=1: the daemon's answers go to stderr */
 
 static void remove_db(void) {
-  static const char *const suffixes[] = {"", "-wal", "-shm"};
+  static const char *const suffixes[] = {"", "-wal", "-shm", ".lock"};
   char path[160];
   for (size_t i = 0; i < TN_ARRAY_LEN(suffixes); i++) {
     snprintf(path, sizeof path, "%s%s", db_path, suffixes[i]);
@@ -42,8 +42,9 @@ static void remove_db(void) {
   }
 }
 
-/* td_server_run's start() without the lock file, the socket and signals
- * (the handles exist, unstarted, so that a stop can close them). */
+/* td_server_run's start() without the socket and signals: td_server_open
+ * (database, job manager, readers), and the handles unstarted, so that a
+ * stop can close them. */
 static void server_new(void) {
   srv = tn_xcalloc(1, sizeof *srv);
   snprintf(srv->cfg.target, sizeof srv->cfg.target, "%s", target);
@@ -62,7 +63,7 @@ static void server_new(void) {
   uv_mutex_init(&srv->wdb_lock);
   remove_db();
   tn_err_t err = {0};
-  if (db_open(db_path, &srv->rdb, &err) || db_open(db_path, &srv->wdb, &err) || td_jobs_init(srv, &err)) {
+  if (td_server_open(srv, &err)) {
     fprintf(stderr, "fuzz_rpc: cannot start the server: %s\n", err.msg);
     abort();
   }
@@ -82,8 +83,7 @@ static void server_free(void) {
   while (!srv->closed || uv_loop_alive(srv->loop)) uv_run(srv->loop, UV_RUN_ONCE);
   uv_loop_close(srv->loop);
   free(srv->loop);
-  db_close(srv->rdb);
-  db_close(srv->wdb);
+  td_server_release(srv);
   uv_mutex_destroy(&srv->wdb_lock);
   free(srv);
   srv = NULL;

@@ -286,11 +286,12 @@ static int check_name(parser_t *p, const char *name, int line, int col, const ch
                 "'%s' cannot name %s %s: names starting with '__', 'tuned_' or 'v_' are reserved "
                 "for generated code; choose another name",
                 name, an, what);
-  if (!tn_is_identifier(name))
-    return perr(p, line, col,
-                "'%s' is a reserved word of C, CUDA or OpenCL and cannot name %s %s; choose another "
-                "name",
-                name, an, what);
+  if (!tn_is_identifier(name)) {
+    char langs[96];
+    tn_reserved_langs_text(tn_reserved_langs(name) >> TN_RW_WORDS, langs, sizeof langs);
+    return perr(p, line, col, "'%s' is a reserved word of %s and cannot name %s %s; choose another name", name,
+                langs, an, what);
+  }
   return TN_OK;
 }
 

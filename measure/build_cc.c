@@ -202,8 +202,11 @@ void ms_build_c(const ms_candidate_t *cand, const char *dir, double timeout_s, m
     return;
   }
   /* clang stops at 256 nested parentheses; an inlined chain of elementwise
-   * blocks nests its value deeper (gcc has no such limit) */
-  const char *flags[] = {"-O3", march, "-fopenmp", "-shared", "-fPIC", "-fbracket-depth=1000000"};
+   * blocks nests its value deeper (gcc has no such limit).  -Bsymbolic: the
+   * library's calls of its own functions stay its own, even where the
+   * worker's libraries export the same name (an entry point named
+   * cJSON_Delete would otherwise call libcjson's). */
+  const char *flags[] = {"-O3", march, "-fopenmp", "-shared", "-fPIC", "-Wl,-Bsymbolic", "-fbracket-depth=1000000"};
   int nflags = (int)TN_ARRAY_LEN(flags) - (cc.clang ? 0 : 1); /* the last is clang's */
   compile(&cand->target, flags, nflags, src, so, "-lm", timeout_s, res);
 }
@@ -284,8 +287,8 @@ void ms_build_cuda_host(const ms_candidate_t *cand, const char *dir, double time
   /* UBSan: a misaligned vector access, or an index past a shared or local
    * array, stops the run with its place (reported as a run error). */
   const char *flags[12] = {"-std=c++17", "-O1", "-fsanitize=alignment,bounds", "-fno-sanitize-recover=all",
-                           "-Wno-unknown-pragmas", "-shared", "-fPIC", inc};
-  int nflags = 8;
+                           "-Wno-unknown-pragmas", "-shared", "-fPIC", "-Wl,-Bsymbolic", inc};
+  int nflags = 9;
   if (cc.clang) flags[nflags++] = "-fbracket-depth=1000000";
   if (cc.ubsan_dir[0]) { /* clang does not link its UBSan runtime into a shared library by itself */
     snprintf(rpath, sizeof rpath, "-Wl,-rpath,%s", cc.ubsan_dir);

@@ -250,8 +250,11 @@ static int analyze(sch_t *s, const char *block, gemm_t *g, const char **why, tn_
   for (int l = 0; l < g->nl; l++)
     if (g->cc[l] == 1 && g->ext[l] > 1 && !g->bent[l]) g->j = l;
   if (g->j < 0) return *why = "the output is not contiguous along any loop", 1;
+  /* which of x and y is B: the one j moves alone; for the depthwise kind
+   * (j moves both) the one no row loop moves */
   g->dw = cx[g->j] && g->cb[g->j];
-  if (g->dw) { /* A: the operand that the loops of rows alone (in it and Out) move */
+  bool x_is_b = cx[g->j] != 0;
+  if (g->dw) {
     if (cx[g->j] != 1 || g->cb[g->j] != 1) return *why = "the operands are not contiguous along the output's rows", 1;
     bool rows_x = false, rows_y = false;
     for (int l = 0; l < g->nl; l++) {
@@ -259,17 +262,11 @@ static int analyze(sch_t *s, const char *block, gemm_t *g, const char **why, tn_
       rows_y |= l != g->j && g->ext[l] > 1 && g->cb[l] && g->cc[l] && !cx[l];
     }
     if (rows_x == rows_y) return *why = "no operand alone is read along the output's columns", 1;
-    if (rows_y) {
-      const ir_expr_t *t = x;
-      x = y, y = t;
-      memcpy(g->ca, g->cb, sizeof g->ca);
-      memcpy(g->cb, cx, sizeof g->cb);
-    } else {
-      memcpy(g->ca, cx, sizeof g->ca);
-    }
+    x_is_b = rows_y;
   } else if (!cx[g->j] && !g->cb[g->j]) {
     return *why = "no operand is read along the output's rows", 1;
-  } else if (cx[g->j]) { /* x is B */
+  }
+  if (x_is_b) {
     const ir_expr_t *t = x;
     x = y, y = t;
     memcpy(g->ca, g->cb, sizeof g->ca);

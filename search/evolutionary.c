@@ -5,7 +5,8 @@
  * first batch also measures one locality seed per design space (every
  * compute location at the consumer's outermost loop: the fused form), which
  * MetaSchedule does not, and, while nothing of the task is measured, takes
- * as many candidates from every design space (see pick_spread).
+ * candidates from every design space: as many of each, or, once the model
+ * is trained, most from the spaces it ranks best (see pick_spread).
  *
  * Determinism: every random draw of a population slot comes from a seed made
  * of the generation's seed and the slot index, and the one coupling between
@@ -304,31 +305,47 @@ static srch_cand_t *take_of_space(const srch_task_state_t *ts, srch_cand_t *cd, 
 }
 
 /* The task's first batch while nothing of it is measured: the slots go to
- * the design spaces in turn (the one with the fewest candidates so far,
- * seeds included, next), each taking its predicted best, then its fresh
- * samples.  The model knows nothing of the task's kernels yet (untrained: a
- * random score each; warm-started on other workloads: columns it never saw
- * set), so the mixed best-list is every generation's new candidates drawn
- * by chance, and the spaces differ in how many of their mutants are new and
- * valid: on an H100, a float16 GEMM's Hopper space (a few categorical
- * decisions, mutants the verify postprocessor often refuses) against its
- * wmma one (many tile factors) was 68 % of the population yet 44 % of the
- * 32 picked, and 3 of 12 on cuda-host/hopper at 128³, 0 of 3 at 64³.  One
- * batch that samples the spaces evenly, as MetaSchedule's initial
- * population does, gives the model every kind of kernel to learn from; the
- * later batches follow it.  Fills out[n0..want) as pick_batch does. */
-static int pick_spread(srch_task_state_t *ts, const bests_t *b, const pool_t *fresh, int want, srch_cand_t **out,
-                       int n0, srch_hashset_t *taken) {
+ * the design spaces in turn (the one furthest below its quota, seeds
+ * included, next), each taking its predicted best, then its fresh samples.
+ * An untrained model knows nothing of kernels (a random score each), so the
+ * mixed best-list is every generation's new candidates drawn by chance, and
+ * the spaces differ in how many of their mutants are new and valid: on an
+ * H100, a float16 GEMM's Hopper space (a few categorical decisions, mutants
+ * the verify postprocessor often refuses) against its wmma one (many tile
+ * factors) was 68 % of the population yet 44 % of the 32 picked, and 3 of
+ * 12 on cuda-host/hopper at 128³, 0 of 3 at 64³.  Then every space gets the
+ * same quota, as MetaSchedule's initial population samples them evenly, and
+ * the model learns every kind of kernel.  A trained model (warm-started on
+ * the target's other workloads' records, or trained on the run's earlier
+ * tasks) has seen what such kernels measured: the spaces are ranked by their
+ * best predicted candidate and the r-th gets a quota of 1/r, so that the
+ * space of the micro-kernel that won every earlier convolution gets about
+ * half a batch of 4 spaces while each other space keeps a few to learn
+ * from.  Fills out[n0..want) as pick_batch does. */
+static int pick_spread(srch_task_state_t *ts, const bests_t *b, const pool_t *fresh, int want, bool ranked,
+                       srch_cand_t **out, int n0, srch_hashset_t *taken) {
   int ns = ts->space.n, n = n0;
   int *count = tn_xcalloc((size_t)ns, sizeof *count), *ib = tn_xcalloc((size_t)ns, sizeof *ib),
       *ir = tn_xcalloc((size_t)ns, sizeof *ir);
+  double *quota = tn_xcalloc((size_t)ns, sizeof *quota);
   bool *dry = tn_xcalloc((size_t)ns, sizeof *dry);
+  for (int s = 0; s < ns; s++) quota[s] = 1;
+  if (ranked) { /* b is sorted best first: a space's first entry is its best; unlisted spaces rank last */
+    int rank = 0;
+    for (int s = 0; s < ns; s++) quota[s] = 0;
+    for (int i = 0; i < b->n; i++) {
+      int s = b->v[i].cand->space;
+      if (s >= 0 && s < ns && quota[s] == 0) quota[s] = 1.0 / ++rank;
+    }
+    for (int s = 0; s < ns; s++)
+      if (quota[s] == 0) quota[s] = 1.0 / (rank + 1);
+  }
   for (int i = 0; i < n0; i++)
     if (out[i]->space >= 0 && out[i]->space < ns) count[out[i]->space]++;
   while (n < want) {
     int k = -1;
     for (int s = 0; s < ns; s++)
-      if (!dry[s] && (k < 0 || count[s] < count[k])) k = s;
+      if (!dry[s] && (k < 0 || count[s] / quota[s] < count[k] / quota[k])) k = s;
     if (k < 0) break;
     srch_cand_t *pick = NULL;
     while (!pick && ib[k] < b->n) pick = take_of_space(ts, b->v[ib[k]++].cand, k, taken);
@@ -340,7 +357,7 @@ static int pick_spread(srch_task_state_t *ts, const bests_t *b, const pool_t *fr
     out[n++] = srch_cand_ref(pick);
     count[k]++;
   }
-  free(count), free(ib), free(ir), free(dry);
+  free(count), free(ib), free(ir), free(quota), free(dry);
   return n;
 }
 
@@ -372,8 +389,10 @@ int srch_evolve_batch(srch_ctx_t *c, srch_task_state_t *ts, int want, srch_cand_
     }
     srch_cand_memo_free(&made);
     smp_memo_free(memo);
+    cm_model_stats_t st;
+    cm_model_get_stats(c->model, &st);
     if (rc == 0 && !stopped)
-      *nout = spread ? pick_spread(ts, &b, &fresh, want, *out, nseeds, &taken)
+      *nout = spread ? pick_spread(ts, &b, &fresh, want, st.trained_on > 0, *out, nseeds, &taken)
                      : pick_batch(ts, &b, &fresh, want, c->opts.eps_greedy, *out, nseeds, &taken);
   } else if (!srch_stopped(c)) {
     *nout = nseeds; /* nothing fresh: the seeds alone */

@@ -210,9 +210,19 @@ typedef struct srch_baseline {
   char *error;              /* malloc'ed; NULL when ok */
 } srch_baseline_t;
 
+/* A task's first candidate of the run that failed to build, run, finish in
+ * time or verify (MS_TOO_SLOW is no failure of the candidate): why a task
+ * that found no kernel found none. */
+typedef struct srch_failure {
+  ms_status_t status;       /* MS_OK: none failed */
+  int trial;                /* the task's trial number in this run, from 1 */
+  char *error;              /* malloc'ed; NULL when none failed */
+} srch_failure_t;
+
 typedef struct srch_result {
   int ntasks;
   srch_best_t *best;        /* per task (malloc'ed) */
+  srch_failure_t *first_failure; /* per task (malloc'ed) */
   srch_remeasure_t *remeasure; /* per task (malloc'ed) */
   srch_baseline_t *baseline;   /* per task (malloc'ed) */
   int trials_done;

@@ -129,6 +129,7 @@ typedef struct srch_task_state {
   int nhistory;
   srch_remeasure_t remeasure;  /* the re-measure at the end (remeasure.c) */
   srch_baseline_t baseline;    /* the unscheduled program (baseline.c) */
+  srch_failure_t first_failure; /* the run's first failed candidate */
 } srch_task_state_t;
 
 /* Everything one srch_tune call shares. */

@@ -81,6 +81,7 @@ void srch_task_free(srch_task_state_t *ts) {
   free(ts->measured);
   free(ts->remeasure.items);
   free(ts->baseline.error);
+  free(ts->first_failure.error);
   ms_runner_free(ts->runner);
   free(ts->best.trace_json);
   free(ts->history);

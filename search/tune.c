@@ -334,6 +334,8 @@ static int finish_batch(loop_t *l, srch_batch_t *b, tn_err_t *err) {
     if (r->cupti_error[0]) /* the runner passes this on once */
       srch_log(c, SRCH_LOG_INFO, "no CUPTI kernel times, the CUDA events alone: %s", r->cupti_error);
     ts->trials_done++;
+    if (r->status != MS_OK && r->status != MS_TOO_SLOW && ts->first_failure.status == MS_OK)
+      ts->first_failure = (srch_failure_t){.status = r->status, .trial = ts->trials_done, .error = tn_xstrdup(r->error)};
     if (r->status == MS_OK && r->median_secs > 0) {
       srch_task_add_measured(ts, b->cands[i]->json, b->cands[i]->hash, r->median_secs, b->db_ids[i]);
       srch_task_note_best(ts, b->cands[i]->json, r->median_secs, b->db_ids[i]);
@@ -434,6 +436,7 @@ static void fill_result(const loop_t *l, srch_result_t *out) {
   out->best = tn_xcalloc((size_t)TN_MAX(out->ntasks, 1), sizeof *out->best);
   out->remeasure = tn_xcalloc((size_t)TN_MAX(out->ntasks, 1), sizeof *out->remeasure);
   out->baseline = tn_xcalloc((size_t)TN_MAX(out->ntasks, 1), sizeof *out->baseline);
+  out->first_failure = tn_xcalloc((size_t)TN_MAX(out->ntasks, 1), sizeof *out->first_failure);
   for (int i = 0; i < out->ntasks; i++) {
     const srch_task_state_t *ts = &c->tasks[i];
     out->best[i] = ts->best;
@@ -445,6 +448,8 @@ static void fill_result(const loop_t *l, srch_result_t *out) {
       memcpy(out->remeasure[i].items, ts->remeasure.items, (size_t)ts->remeasure.n * sizeof *ts->remeasure.items);
     out->baseline[i] = ts->baseline;
     if (ts->baseline.error) out->baseline[i].error = tn_xstrdup(ts->baseline.error);
+    out->first_failure[i] = ts->first_failure;
+    if (ts->first_failure.error) out->first_failure[i].error = tn_xstrdup(ts->first_failure.error);
   }
   memcpy(out->failures, l->failures, sizeof out->failures);
   memcpy(out->phase_s, c->phase_s, sizeof out->phase_s);
@@ -455,7 +460,9 @@ void srch_result_free(srch_result_t *r) {
   for (int i = 0; r->best && i < r->ntasks; i++) free(r->best[i].trace_json);
   for (int i = 0; r->remeasure && i < r->ntasks; i++) free(r->remeasure[i].items);
   for (int i = 0; r->baseline && i < r->ntasks; i++) free(r->baseline[i].error);
+  for (int i = 0; r->first_failure && i < r->ntasks; i++) free(r->first_failure[i].error);
   free(r->best);
+  free(r->first_failure);
   free(r->remeasure);
   free(r->baseline);
   memset(r, 0, sizeof *r);

@@ -1287,7 +1287,7 @@ START_TEST(t_bench_compare) {
   cJSON_Delete(doc);
   const char *xml = slurp(junit);
   ck_assert_msg(strstr(xml, "<testsuite name=\"tunectl bench hand-made\" tests=\"2\" failures=\"0\"") &&
-                strstr(xml, "<testcase classname=\"bench\" name=\"matmul 2222222222222222\"") &&
+                strstr(xml, "<testcase classname=\"bench\" name=\"matmul 2222222222222222222222222222222222222222222222222222222222222222\"") &&
                 strstr(xml, "job 7, record 42"), "%s", xml);
   /* past the noise: a regression, a JUnit failure */
   r = sh("'%s' bench --compare %s --baseline %s --max-regression 1 --junit %s", tc, cur, base, junit);
@@ -1375,6 +1375,101 @@ START_TEST(t_bench_run) {
 }
 END_TEST
 
+/* Every build failing (TUNED_CC=/bin/false): bench's results say so per
+ * workload; submit --wait, watch and bench, in process and through a
+ * daemon, exit 1 naming the workload and its first failure: a CI gate
+ * never passes on nothing. */
+static void check_no_kernel_results(const char *path) {
+  cJSON *doc = parse_json(slurp(path));
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(doc, "results"), *x;
+  ck_assert_int_eq(cJSON_GetArraySize(rs), 3);
+  cJSON_ArrayForEach(x, rs) {
+    ck_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(x, "found")));
+    ck_assert_msg(strstr(jstr(x, "error"), "no verified kernel in ") &&
+                      strstr(jstr(x, "error"), " trials; the first failure (trial 1) was a build_error"),
+                  "%s", jstr(x, "error"));
+    const cJSON *ff = cJSON_GetObjectItemCaseSensitive(x, "first_failure");
+    ck_assert_int_eq((int)jnum(ff, "trial"), 1);
+    ck_assert_str_eq(jstr(ff, "status"), "build_error");
+    ck_assert_msg(strstr(jstr(ff, "error"), "/bin/false failed (status 1) compiling "), "%s", jstr(ff, "error"));
+    ck_assert(jnum(cJSON_GetObjectItemCaseSensitive(x, "failures"), "build_error") >= 1);
+  }
+  cJSON_Delete(doc);
+}
+
+static void check_no_kernel_stderr(const run_t *r) {
+  ck_assert_msg(r->status == 1, "exit %d\n%s", r->status, r->err);
+  static const char *const names[] = {"vector_add", "matmul", "softmax"};
+  for (int i = 0; i < 3; i++) {
+    char want[96];
+    snprintf(want, sizeof want, "tunectl bench: %s: no verified kernel in ", names[i]);
+    ck_assert_msg(strstr(r->err, want), "%s", r->err);
+  }
+  ck_assert_msg(strstr(r->err, "the first failure (trial 1) was a build_error:\n  /bin/false failed (status 1) "
+                               "compiling ") &&
+                    strstr(r->err, "tunectl bench: 3 of 3 workloads ended with no verified kernel: vector_add matmul "
+                                   "softmax"),
+                "%s", r->err);
+}
+
+START_TEST(t_no_kernel) {
+  char dir[] = "/tmp/tuned-client-nokernel-XXXXXX", sock[128], out[160];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  const char *tc = env("TUNECTL");
+  snprintf(out, sizeof out, "%s/out.json", dir);
+  /* in process; with a baseline that had no kernel either, the comparison passes and bench still fails */
+  run_t *r = sh("cd '%s' && TUNED_CC=/bin/false '%s' bench %s --trials 3 --json out.json", dir, tc,
+                SRC("bench/suites/ci-small.json"));
+  check_no_kernel_stderr(r);
+  check_no_kernel_results(out);
+  r = sh("cd '%s' && cp out.json base.json && TUNED_CC=/bin/false '%s' bench %s --trials 3 --json out.json "
+         "--baseline base.json", dir, tc, SRC("bench/suites/ci-small.json"));
+  ck_assert_msg(strstr(r->out, "no regression beyond 5.0%"), "%s", r->out);
+  check_no_kernel_stderr(r);
+
+  /* through a daemon whose every build fails */
+  setenv("TUNED_CC", "/bin/false", 1);
+  pid_t pid = start_daemon(dir, "nk", sock, sizeof sock);
+  unsetenv("TUNED_CC");
+  r = sh("'%s' --socket '%s' submit " MM32 " --trials 3 --wait", tc, sock);
+  long job = 0;
+  ck_assert_msg(r->status == 1 && sscanf(r->out, "job %ld:", &job) == 1, "exit %d\n%s\n%s", r->status, r->out, r->err);
+  char want[160];
+  snprintf(want, sizeof want, "tunectl submit: job %ld (matmul ", job);
+  ck_assert_msg(strstr(r->out, "done, 3/3 trials") && strstr(r->err, want) &&
+                    strstr(r->err, "): no verified kernel in 3 trials; the first failure (trial 1) was a build_error:\n"
+                                   "  /bin/false failed (status 1) compiling "),
+                "%s\n%s", r->out, r->err);
+  r = sh("'%s' --socket '%s' watch %ld", tc, sock, job);
+  ck_assert_msg(r->status == 1 && strstr(r->err, "tunectl watch: job "), "%d %s", r->status, r->err);
+  r = sh("'%s' --socket '%s' status %ld", tc, sock, job);
+  ck_assert_msg(r->status == 0 && strstr(r->out, "\nfailed    first: trial 1, build_error: /bin/false failed "),
+                "%s", r->out);
+  cJSON *j = parse_json(sh("'%s' --socket '%s' status %ld --json", tc, sock, job)->out);
+  ck_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "best")));
+  const cJSON *ff = cJSON_GetObjectItemCaseSensitive(j, "first_failure");
+  ck_assert_int_eq((int)jnum(ff, "trial"), 1);
+  ck_assert_str_eq(jstr(ff, "status"), "build_error");
+  ck_assert_msg(strstr(jstr(ff, "error"), "/bin/false failed (status 1) compiling "), "%s", jstr(ff, "error"));
+  cJSON_Delete(j);
+  /* libtuned hands it on */
+  tuned_client_t *c = NULL;
+  tuned_job_t st;
+  tuned_error_t err = {0};
+  ck_assert_msg(tuned_connect(sock, &c, &err) == 0 && tuned_job_status(c, job, &st, &err) == 0, "%s", err.message);
+  ck_assert(st.state == TUNED_JOB_DONE && st.best_record == 0 && st.first_failure_trial == 1);
+  ck_assert_str_eq(st.first_failure_status, "build_error");
+  ck_assert_ptr_nonnull(strstr(st.first_failure, "/bin/false failed (status 1) compiling "));
+  tuned_close(c);
+  r = sh("cd '%s' && '%s' --socket '%s' bench %s --trials 3 --json out.json --daemon", dir, tc, sock,
+         SRC("bench/suites/ci-small.json"));
+  check_no_kernel_stderr(r);
+  check_no_kernel_results(out);
+  stop_daemon(pid);
+  sh("rm -rf '%s'", dir);
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("client");
   TU_TCASE(s, "offline", 60, t_no_daemon, t_default_socket, t_parse_kernel_job, t_fake_server, t_timeout, t_foreign_daemon, t_socket_not_ours,
@@ -1383,7 +1478,7 @@ static Suite *make_suite(void) {
                        t_tables_full_names, t_best_records, t_kernel, t_kernel_packed, t_export_import, t_libtuned, t_example_host,
                        t_errors, t_cancel, t_by_name);
   tcase_add_unchecked_fixture(tc, daemon_setup, daemon_teardown);
-  TU_TCASE(s, "bench", 600, t_bench_run);
+  TU_TCASE(s, "bench", 600, t_bench_run, t_no_kernel);
   return s;
 }
 

@@ -14,6 +14,8 @@
 #include <dlfcn.h>
 #include <float.h>
 #include <ftw.h>
+#include <glob.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,7 +276,7 @@ static char *check_c(const ir_func_t *f, const ir_func_t *ref) {
   snprintf(cmd, sizeof cmd, "cc -O2 -march=native -fopenmp -shared -fPIC -o %s %s -lm > %s 2>&1", so, path, log);
   if (system(cmd) != 0) {
     char *l = read_small(log);
-    ck_abort_msg("cc failed:\n%s\n%s", l, m->source);
+    ck_abort_msg("cc failed:\n%.3000s\n%.500s", l, m->source);
   }
   /* RTLD_NODELETE: dlclose must not unmap libgomp under its idle workers */
   void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
@@ -321,6 +323,8 @@ static char *check_c(const ir_func_t *f, const ir_func_t *ref) {
 #define CL_OK(call) ck_assert_int_eq((call), CL_SUCCESS)
 
 static char pocl_cache[64];
+/* The OpenCL C version programs are built for (the OpenCL builder's default is 1.2's). */
+static const char *cl_std = "-cl-std=CL1.2";
 
 static void pocl_cache_remove(void) { rm_tree(pocl_cache); }
 
@@ -354,10 +358,10 @@ static void run_opencl(const ir_func_t *f, const ir_func_t *ref, const cg_module
   const char *src = m->source;
   cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &e);
   CL_OK(e);
-  if (clBuildProgram(prog, 1, &dev, "-cl-std=CL1.2", NULL, NULL) != CL_SUCCESS) {
+  if (clBuildProgram(prog, 1, &dev, cl_std, NULL, NULL) != CL_SUCCESS) {
     static char blog[65536];
     clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, sizeof blog, blog, NULL);
-    ck_abort_msg("OpenCL build failed:\n%s\n%s", blog, src);
+    ck_abort_msg("OpenCL build (%s) failed:\n%.3000s\n%.500s", cl_std, blog, src);
   }
   ir_data_t *d, *r;
   make_data(f, ref, &d, &r);
@@ -434,7 +438,7 @@ static void nvrtc_compile(const char *src, const char *arch) {
     nvrtcGetProgramLogSize(p, &n);
     char *log = tn_xcalloc(n + 1, 1);
     nvrtcGetProgramLog(p, log);
-    ck_abort_msg("NVRTC (%s) failed: %s\n%s\n%s", arch, nvrtcGetErrorString(rc), log, src);
+    ck_abort_msg("NVRTC (%s) failed: %s\n%.3000s\n%.500s", arch, nvrtcGetErrorString(rc), log, src);
   }
   nvrtcDestroyProgram(&p);
 }
@@ -465,7 +469,7 @@ static ms_result_t run_cuda_host_result(const ir_func_t *ref, const cg_module_t 
  * the worker, verification against ref's evaluation). */
 static void run_cuda_host(const ir_func_t *ref, const cg_module_t *m) {
   ms_result_t r = run_cuda_host_result(ref, m);
-  ck_assert_msg(r.status == MS_OK, "cuda-host: %s: %s\n%s", ms_status_name(r.status), r.error, m->source);
+  ck_assert_msg(r.status == MS_OK, "cuda-host: %s: %.2000s\n%.2000s", ms_status_name(r.status), r.error, m->source);
   ms_result_clear(&r);
 }
 
@@ -1761,7 +1765,9 @@ START_TEST(test_errors) {
   lower_fails(w->func, CG_TARGET_OPENCL, NULL, TN_EINVAL, "block \"C\" is not bound");
   lower_fails(w->func, CG_TARGET_C, "main", TN_EINVAL, "entry name \"main\" is not usable");
   lower_fails(w->func, CG_TARGET_C, "1x", TN_EINVAL, "entry name");
-  lower_fails(w->func, CG_TARGET_C, "vload4", TN_EINVAL, "used by the generated code");
+  /* an OpenCL builtin, a POSIX call: names of the reserved table */
+  lower_fails(w->func, CG_TARGET_C, "vload4", TN_EINVAL, "entry name \"vload4\" is not usable");
+  lower_fails(w->func, CG_TARGET_C, "pipe", TN_EINVAL, "entry name \"pipe\" is not usable");
   lower_fails(w->func, CG_TARGET_C, "free", TN_EINVAL, "a C library function");
   lower_fails(w->func, (cg_target_t)9, NULL, TN_EINVAL, "unknown target");
 
@@ -2515,6 +2521,438 @@ START_TEST(test_hopper_primitives) {
 }
 END_TEST
 
+/* ---- reserved names ------------------------------------------------------------ */
+
+/* Every name of the reserved table (common/reserved.c) and one name per
+ * reserved prefix (cudaAx1, __x1), malloc'ed; *n gets the count. */
+static const char **reserved_names(size_t *n) {
+  const char *const *names, *const *prefixes;
+  size_t ne = tn_reserved_list(false, &names, NULL), np = tn_reserved_list(true, &prefixes, NULL);
+  const char **out = tn_xmalloc(sizeof *out * (ne + np));
+  for (size_t i = 0; i < ne; i++) out[i] = names[i];
+  static char samples[256][32];
+  ck_assert_uint_le(np, TN_ARRAY_LEN(samples));
+  for (size_t i = 0; i < np; i++) {
+    snprintf(samples[i], sizeof samples[i], "%sx1", prefixes[i]);
+    out[ne + i] = samples[i];
+  }
+  *n = ne + np;
+  return out;
+}
+
+/* p<lo>[i] + ... + p<hi-1>[i] as a balanced tree (the parser takes at
+ * most 200 levels of operators). */
+static void sum_text(tn_buf_t *t, int lo, int hi) {
+  if (hi - lo == 1) {
+    tn_buf_printf(t, "p%d[i]", lo);
+    return;
+  }
+  tn_buf_put(t, "(");
+  sum_text(t, lo, (lo + hi) / 2);
+  tn_buf_put(t, " + ");
+  sum_text(t, (lo + hi) / 2, hi);
+  tn_buf_put(t, ")");
+}
+
+/* out[i] = in0[i] + in1[i] + ... over N = 64, its k buffers named by names
+ * (the output last) and its loop variable by names[0], as no workload text
+ * could name them: what reaches code generation from elsewhere (an IR
+ * built by hand, a future front end) must come out renamed too. */
+static ir_workload_t *named_sum(const char *const *names, int k) {
+  tn_buf_t t;
+  tn_buf_init(&t);
+  tn_buf_put(&t, "param N = 64\n");
+  for (int i = 0; i < k - 1; i++) tn_buf_printf(&t, "input p%d: float32[N]\n", i);
+  tn_buf_put(&t, "output q: float32[N]\nq[i] = ");
+  sum_text(&t, 0, k - 1);
+  tn_buf_put(&t, "\n");
+  ir_workload_t *w = text_wl(tn_buf_str(&t));
+  tn_buf_free(&t);
+  ck_assert_int_eq(w->func->nparams, k);
+  for (int i = 0; i < k; i++) w->func->params[i]->name = names[i];
+  ir_stmt_t *s = root_item(w->func, 0);
+  ck_assert_int_eq(s->kind, IR_S_LOOP);
+  s->u.loop.var->name = names[0];
+  return w;
+}
+
+#if TUNED_HAVE_OPENCL
+/* Builds src as OpenCL C 1.2 and as 3.0 on the first device; a failed build
+ * fails the test with the log.  (PoCL compiles a kernel's work-group
+ * function at its first launch: a build alone is quick.) */
+static void opencl_build_both(const char *src) {
+  opencl_setup();
+  static cl_context ctx;
+  static cl_device_id dev;
+  if (!ctx) {
+    cl_platform_id plat;
+    cl_uint nplat = 0;
+    cl_int e;
+    if (clGetPlatformIDs(1, &plat, &nplat) != CL_SUCCESS || nplat == 0) return;
+    CL_OK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL));
+    ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &e);
+    CL_OK(e);
+  }
+  static const char *const stds[] = {"-cl-std=CL1.2", "-cl-std=CL3.0"};
+  for (int i = 0; i < 2; i++) {
+    cl_int e;
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &e);
+    CL_OK(e);
+    if (clBuildProgram(prog, 1, &dev, stds[i], NULL, NULL) != CL_SUCCESS) {
+      static char blog[65536];
+      clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, sizeof blog, blog, NULL);
+      ck_abort_msg("OpenCL build (%s) failed:\n%.3000s\n%.500s", stds[i], blog, src);
+    }
+    clReleaseProgram(prog);
+  }
+}
+#endif
+
+/* Every name of the table on every backend: C (as the cc builder compiles
+ * it: one kernel with them all, run and checked), and in kernels of at
+ * most 100 buffers (OpenCL's 1024 bytes of kernel arguments, the worker's
+ * 128 arguments) CUDA (NVRTC for sm_75, and run and checked through the
+ * cuda-host harness) and OpenCL on PoCL (built as OpenCL C 1.2 and 3.0;
+ * the first also run and checked). */
+START_TEST(test_reserved_names_every_backend) {
+  size_t n;
+  const char **names = reserved_names(&n);
+  ck_assert_uint_gt(n, 2000);
+  ir_workload_t *w = named_sum(names, (int)n);
+  free(check_c(w->func, w->func));
+  ir_workload_free(w);
+  const size_t per = 100;
+  for (size_t at = 0; at < n; at += per) {
+    w = named_sum(names + at, (int)TN_MIN(per, n - at));
+    ir_func_t *g = bind_outer(w->func, 32);
+    cg_module_t *m = lower_ok(g, CG_TARGET_CUDA);
+#if CG_TEST_NVRTC
+    nvrtc_compile(m->source, "sm_75");
+#endif
+    run_cuda_host(w->func, m);
+    cg_module_free(m);
+    m = lower_ok(g, CG_TARGET_OPENCL);
+#if TUNED_HAVE_OPENCL
+    opencl_build_both(m->source);
+    if (at == 0) run_opencl(g, w->func, m);
+#endif
+    cg_module_free(m);
+    ir_func_free(g);
+    ir_workload_free(w);
+  }
+  /* and no reserved name can be an entry point */
+  for (size_t i = 0; i < n; i++) ck_assert_msg(!cg_entry_usable(names[i]), "%s", names[i]);
+  free(names);
+}
+END_TEST
+
+/* ---- the table against the compilers' headers ------------------------------- */
+
+/* Names, sorted and unique by ids_done. */
+typedef struct idset {
+  char **v;
+  size_t n, cap;
+} idset_t;
+
+static void ids_add(idset_t *s, const char *p, size_t len) {
+  if (s->n == s->cap) s->v = tn_xrealloc(s->v, sizeof *s->v * (s->cap = s->cap * 2 + 1024));
+  char *t = tn_xmalloc(len + 1);
+  memcpy(t, p, len);
+  t[len] = 0;
+  s->v[s->n++] = t;
+}
+
+static int ids_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void ids_done(idset_t *s) {
+  qsort(s->v, s->n, sizeof *s->v, ids_cmp);
+  size_t k = 0;
+  for (size_t i = 0; i < s->n; i++)
+    if (k && strcmp(s->v[k - 1], s->v[i]) == 0) free(s->v[i]);
+    else s->v[k++] = s->v[i];
+  s->n = k;
+}
+
+static void ids_free(idset_t *s) {
+  for (size_t i = 0; i < s->n; i++) free(s->v[i]);
+  free(s->v);
+}
+
+static bool id_char(char ch) {
+  return ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+}
+
+/* The identifiers of text that generated code could meet unrenamed: none
+ * the table holds, none led by '_' (reserved) and none of the macro style
+ * (no lowercase letter: codegen prefixes those). */
+static void ids_unreserved(idset_t *s, const char *text) {
+  for (const char *p = text; *p;) {
+    if (!id_char(*p) || (*p >= '0' && *p <= '9')) {
+      p++;
+      continue;
+    }
+    const char *q = p;
+    bool lower = false;
+    while (id_char(*q)) lower |= *q >= 'a' && *q <= 'z', q++;
+    if (*p != '_' && lower && q - p < 64) {
+      char w[64];
+      memcpy(w, p, (size_t)(q - p));
+      w[q - p] = 0;
+      if (!tn_reserved_langs(w)) ids_add(s, p, (size_t)(q - p));
+    }
+    p = q;
+  }
+}
+
+static void ids_of_file(idset_t *s, const char *path, bool declared_functions) {
+  char *text = NULL;
+  size_t len = 0;
+  tn_err_t err = {0};
+  ck_assert_msg(tn_read_file(path, (size_t)64 << 20, &text, &len, &err) == 0, "%s", err.msg);
+  if (!declared_functions) {
+    ids_unreserved(s, text);
+  } else { /* the function names of `... __ovld ... NAME(` declarations (OpenCL's overloaded builtins) */
+    for (const char *p = strstr(text, "__ovld"); p; p = strstr(p + 6, "__ovld")) {
+      const char *paren = p + strcspn(p, "(;{");
+      if (*paren != '(') continue;
+      const char *e = paren;
+      while (e > p && e[-1] == ' ') e--;
+      const char *b = e;
+      while (b > p && id_char(b[-1])) b--;
+      if (b < e && *b != '_') ids_add(s, b, (size_t)(e - b));
+    }
+  }
+  free(text);
+}
+
+/* The line number of an error line of a compiler's log ("FILE:LINE:COL:
+ * error: ..." as gcc and clang write it, "error: FILE:LINE:COL: ..." as
+ * PoCL does, "FILE(LINE): error: ..." as NVRTC does); 0 when none. */
+static long error_line(const char *line, size_t len) {
+  const char *e = strstr(line, "error");
+  if (!e || e >= line + len) return 0;
+  for (const char *p = line; p < line + len; p++) {
+    char *end;
+    if (*p == '(' && p[1] >= '0' && p[1] <= '9') {
+      long v = strtol(p + 1, &end, 10);
+      if (strncmp(end, "): error", 8) == 0) return v;
+    }
+    if (*p == ':' && p[1] >= '0' && p[1] <= '9') {
+      long v = strtol(p + 1, &end, 10);
+      if (*end == ':' && end[1] >= '0' && end[1] <= '9') return v;
+    }
+  }
+  return 0;
+}
+
+/* The names among s->v that a compile of `prelude` + one `enum { NAME };`
+ * per name rejects, by the line numbers of its log's errors, as text. */
+static char *rejected_names(const idset_t *s, const char *prelude, const char *log) {
+  int head = 0;
+  for (const char *p = prelude; *p; p++) head += *p == '\n';
+  tn_buf_t out;
+  tn_buf_init(&out);
+  const char *last = NULL;
+  for (const char *line = log; *line;) {
+    size_t len = strcspn(line, "\n");
+    long ln = error_line(line, len) - head - 1;
+    if (ln >= 0 && (size_t)ln < s->n && (!last || strcmp(last, s->v[ln]) != 0)) /* a name's errors come together */
+      tn_buf_printf(&out, " %s", last = s->v[ln]);
+    line += len + (line[len] == '\n');
+  }
+  return tn_buf_take(&out);
+}
+
+/* Checks what a probe rejected (" a b c", from rejected_names): every one of
+ * the controls (names of the table the compiler must know: the probe can
+ * see) and nothing else (a name the table lacks).  Frees bad. */
+static void check_rejected(const char *who, char *bad, const char *const *controls, size_t ncontrols) {
+  tn_buf_t extra;
+  tn_buf_init(&extra);
+  size_t seen = 0;
+  for (char *tok = strtok(bad, " "); tok; tok = strtok(NULL, " ")) {
+    bool control = false;
+    for (size_t i = 0; i < ncontrols; i++) control |= strcmp(tok, controls[i]) == 0;
+    if (control) seen++;
+    else tn_buf_printf(&extra, " %s", tok);
+  }
+  ck_assert_msg(extra.len == 0, "%s rejects names that the reserved table (common/reserved.c) lacks:%s", who,
+                tn_buf_str(&extra));
+  ck_assert_msg(seen == ncontrols, "%s rejected %zu of the %zu control names: the probe does not see", who, seen,
+                ncontrols);
+  tn_buf_free(&extra);
+  free(bad);
+}
+
+static char *probe_source(const idset_t *s, const char *prelude) {
+  tn_buf_t src;
+  tn_buf_init(&src);
+  tn_buf_put(&src, prelude);
+  for (size_t i = 0; i < s->n; i++) tn_buf_printf(&src, "enum { %s };\n", s->v[i]);
+  return tn_buf_take(&src);
+}
+
+/* Runs cmd (a shell command); its exit status. */
+static int shell(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int shell(const char *fmt, ...) {
+  char cmd[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  int st = system(cmd);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* C: what the generated C's headers and the compiler's predefined macros
+ * name (the cc builder's flags), declared once more in a compile that
+ * includes those headers: it rejects none (none the table lacks), and it
+ * does reject the controls (names of the table it must know). */
+static void probe_c(const char *cc) {
+  if (shell("command -v %s >/dev/null", cc) != 0) {
+    fprintf(stderr, "test_codegen: no %s here; its headers not probed\n", cc);
+    return;
+  }
+  static const char prelude[] = "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n";
+  static const char flags[] = "-O3 -march=native -fopenmp";
+  char dir[] = "/tmp/tuned-probe-XXXXXX", path[128];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/inc.c", dir);
+  write_file(path, prelude);
+  ck_assert_int_eq(shell("cd %s && %s %s -E -dD inc.c > pre.txt && %s %s -E -dM -x c /dev/null >> pre.txt", dir, cc,
+                         flags, cc, flags), 0);
+  idset_t ids = {0};
+  snprintf(path, sizeof path, "%s/pre.txt", dir);
+  ids_of_file(&ids, path, false);
+  static const char *const controls[] = {"size_t", "sqrtf", "int32_t", "malloc"}; /* in the table */
+  for (size_t i = 0; i < TN_ARRAY_LEN(controls); i++) ids_add(&ids, controls[i], strlen(controls[i]));
+  ids_done(&ids);
+  ck_assert_uint_gt(ids.n, 50);
+  char *src = probe_source(&ids, prelude);
+  snprintf(path, sizeof path, "%s/probe.c", dir);
+  write_file(path, src);
+  shell("cd %s && %s %s -fsyntax-only %s probe.c 2> log.txt", dir, cc, flags,
+        strstr(cc, "clang") ? "-ferror-limit=0" : "-fmax-errors=0");
+  snprintf(path, sizeof path, "%s/log.txt", dir);
+  char *log = NULL;
+  size_t len;
+  tn_err_t err = {0};
+  ck_assert_int_eq(tn_read_file(path, (size_t)64 << 20, &log, &len, &err), 0);
+  check_rejected(cc, rejected_names(&ids, prelude, log), controls, TN_ARRAY_LEN(controls));
+  free(log);
+  free(src);
+  ids_free(&ids);
+  rm_tree(dir);
+}
+
+START_TEST(test_reserved_table_c) {
+  probe_c("gcc");
+  probe_c("clang");
+}
+END_TEST
+
+/* The files that glob patterns match, their identifiers added to s (or,
+ * declared_functions, the names of OpenCL's __ovld declarations); the count. */
+static int ids_of_glob(idset_t *s, const char *const *patterns, size_t n, bool declared_functions) {
+  int files = 0;
+  for (size_t i = 0; i < n; i++) {
+    glob_t g;
+    if (glob(patterns[i], 0, NULL, &g) != 0) continue;
+    for (size_t k = 0; k < g.gl_pathc; k++, files++) ids_of_file(s, g.gl_pathv[k], declared_functions);
+    globfree(&g);
+  }
+  return files;
+}
+
+/* OpenCL C: every builtin function PoCL's headers declare is in the table,
+ * and a PoCL build (OpenCL C 3.0) of one `enum { NAME };` per other name of
+ * those headers rejects none of them. */
+START_TEST(test_reserved_table_opencl) {
+#if TUNED_HAVE_OPENCL
+  static const char *const headers[] = {"/usr/share/pocl/include/*.h", "/usr/local/share/pocl/include/*.h"};
+  idset_t fns = {0}, ids = {0};
+  if (!ids_of_glob(&fns, headers, TN_ARRAY_LEN(headers), true)) {
+    fprintf(stderr, "test_codegen: no PoCL headers here; OpenCL C's builtins not probed\n");
+    return;
+  }
+  ids_done(&fns);
+  ck_assert_uint_gt(fns.n, 500);
+  tn_buf_t missing;
+  tn_buf_init(&missing);
+  for (size_t i = 0; i < fns.n; i++)
+    if (!(tn_reserved_langs(fns.v[i]) & TN_RW_OPENCL)) tn_buf_printf(&missing, " %s", fns.v[i]);
+  ck_assert_msg(missing.len == 0, "OpenCL C builtins the reserved table lacks:%s", tn_buf_str(&missing));
+  tn_buf_free(&missing);
+  ids_free(&fns);
+  ids_of_glob(&ids, headers, TN_ARRAY_LEN(headers), false);
+  static const char *const controls[] = {"float4", "uint", "image2d_t", "pipe"};
+  for (size_t i = 0; i < TN_ARRAY_LEN(controls); i++) ids_add(&ids, controls[i], strlen(controls[i]));
+  ids_done(&ids);
+  char *src = probe_source(&ids, "");
+  opencl_setup();
+  cl_platform_id plat;
+  cl_device_id dev;
+  cl_uint nplat = 0;
+  cl_int e;
+  if (clGetPlatformIDs(1, &plat, &nplat) != CL_SUCCESS || nplat == 0) return;
+  CL_OK(clGetDeviceIDs(plat, CL_DEVICE_TYPE_ALL, 1, &dev, NULL));
+  cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &e);
+  CL_OK(e);
+  const char *text = src;
+  cl_program prog = clCreateProgramWithSource(ctx, 1, &text, NULL, &e);
+  CL_OK(e);
+  ck_assert_int_ne(clBuildProgram(prog, 1, &dev, "-cl-std=CL3.0", NULL, NULL), CL_SUCCESS);
+  size_t n = 0;
+  clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
+  char *log = tn_xcalloc(n + 1, 1);
+  clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+  check_rejected("PoCL", rejected_names(&ids, "", log), controls, TN_ARRAY_LEN(controls));
+  free(log);
+  clReleaseProgram(prog);
+  clReleaseContext(ctx);
+  free(src);
+  ids_free(&ids);
+#endif
+}
+END_TEST
+
+/* CUDA: one `enum { NAME };` per name of the CUDA headers NVRTC compiles
+ * generated code with (crt/, the device and vector headers, fp16, bf16,
+ * fp8, mma), after including cuda_fp16.h, cuda_bf16.h and mma.h: NVRTC
+ * rejects none that the table lacks. */
+START_TEST(test_reserved_table_cuda) {
+#if CG_TEST_NVRTC
+  static const char *const headers[] = {
+      TUNED_CUDA_INCLUDE "/crt/*.h", TUNED_CUDA_INCLUDE "/crt/*.hpp", TUNED_CUDA_INCLUDE "/device_*.h",
+      TUNED_CUDA_INCLUDE "/sm_*.h", TUNED_CUDA_INCLUDE "/sm_*.hpp", TUNED_CUDA_INCLUDE "/vector_*.h",
+      TUNED_CUDA_INCLUDE "/texture_*.h", TUNED_CUDA_INCLUDE "/surface_*.h", TUNED_CUDA_INCLUDE "/cuda_fp16*",
+      TUNED_CUDA_INCLUDE "/cuda_bf16*", TUNED_CUDA_INCLUDE "/cuda_fp8*", TUNED_CUDA_INCLUDE "/builtin_types.h",
+      TUNED_CUDA_INCLUDE "/driver_types.h", TUNED_CUDA_INCLUDE "/cuda_runtime_api.h",
+      TUNED_CUDA_INCLUDE "/cuda_device_runtime_api.h", TUNED_CUDA_INCLUDE "/math_constants.h"};
+  idset_t ids = {0};
+  ck_assert_int_gt(ids_of_glob(&ids, headers, TN_ARRAY_LEN(headers), false), 20);
+  static const char *const controls[] = {"atomicAdd", "threadIdx", "hexp", "sinf"};
+  for (size_t i = 0; i < TN_ARRAY_LEN(controls); i++) ids_add(&ids, controls[i], strlen(controls[i]));
+  ids_done(&ids);
+  static const char prelude[] = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#include <mma.h>\n";
+  char *src = probe_source(&ids, prelude);
+  nvrtcProgram p;
+  ck_assert_int_eq(nvrtcCreateProgram(&p, src, "probe.cu", 0, NULL, NULL), NVRTC_SUCCESS);
+  const char *opts[] = {"--gpu-architecture=sm_75", "-I" TUNED_CUDA_INCLUDE};
+  ck_assert_int_ne(nvrtcCompileProgram(p, 2, opts), NVRTC_SUCCESS);
+  size_t n = 0;
+  nvrtcGetProgramLogSize(p, &n);
+  char *log = tn_xcalloc(n + 1, 1);
+  nvrtcGetProgramLog(p, log);
+  nvrtcDestroyProgram(&p);
+  check_rejected("NVRTC", rejected_names(&ids, prelude, log), controls, TN_ARRAY_LEN(controls));
+  free(log);
+  free(src);
+  ids_free(&ids);
+#endif
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("codegen");
   TCase *c = tcase_create("c");
@@ -2567,6 +3005,13 @@ static Suite *make_suite(void) {
   tcase_set_timeout(h, 120);
   tcase_add_test(h, test_hopper_primitives);
   suite_add_tcase(s, h);
+  TCase *rn = tcase_create("reserved");
+  tcase_set_timeout(rn, 600);
+  tcase_add_test(rn, test_reserved_names_every_backend);
+  tcase_add_test(rn, test_reserved_table_c);
+  tcase_add_test(rn, test_reserved_table_opencl);
+  tcase_add_test(rn, test_reserved_table_cuda);
+  suite_add_tcase(s, rn);
   TCase *e = tcase_create("errors");
   tcase_add_test(e, test_errors);
   suite_add_tcase(s, e);

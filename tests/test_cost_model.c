@@ -111,7 +111,9 @@ START_TEST(t_layout) {
   ck_assert_str_eq(cm_feature_name(189), "hopper_tma");
   ck_assert_str_eq(cm_feature_name(195), "hopper_last_wave");
   ck_assert_str_eq(cm_feature_name(196), "hopper_cluster");
-  ck_assert_str_eq(cm_feature_name(CM_NUM_FEATURES - 1), "hopper_multicast_bytes");
+  ck_assert_str_eq(cm_feature_name(198), "hopper_multicast_bytes");
+  ck_assert_str_eq(cm_feature_name(199), "cpu_intrin");
+  ck_assert_str_eq(cm_feature_name(CM_NUM_FEATURES - 1), "cpu_call_bytes");
   ck_assert_ptr_null(cm_feature_name(CM_NUM_FEATURES));
   ck_assert_ptr_null(cm_feature_name(-1));
   for (int i = 0; i < CM_NUM_FEATURES; i++) {
@@ -242,6 +244,72 @@ START_TEST(t_init_row) {
   ASSERT_FEAT(&r, 0, "is_reduction", 0);
   ASSERT_FEAT(&r, 1, "float_mad", cm_slog(512.0 * 512 * 512));
   ASSERT_FEAT(&r, 1, "is_reduction", 1);
+  cm_feature_rows_free(&r);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
+/* A matmul whose update is one call of the 6x16 micro-kernel per (j0, i0,
+ * k0): the CPU columns say so (tile, K per call, calls, panels read), the
+ * init row and the same nest untensorized say nothing; the packed variant
+ * reads A from a temp. */
+static sch_t *mm_tensorized(const ir_func_t *f, bool pack_a) {
+  sch_t *s = sch_create(f, 1);
+  sch_rv_t b, l[3], ip[2], jp[2], kp[2], init, pa;
+  int nl = 0;
+  OK(sch_get_block(s, "C", &b, &err_));
+  OK(sch_get_loops(s, b, l, &nl, &err_));
+  sch_arg_t fi[2] = {sch_arg_none(), sch_arg_int(6)}, fj[2] = {sch_arg_none(), sch_arg_int(16)},
+            fk[2] = {sch_arg_none(), sch_arg_int(8)};
+  OK(sch_split(s, l[0], fi, 2, ip, &err_));
+  OK(sch_split(s, l[1], fj, 2, jp, &err_));
+  OK(sch_split(s, l[2], fk, 2, kp, &err_));
+  sch_rv_t order[6] = {jp[0], ip[0], kp[0], kp[1], ip[1], jp[1]};
+  OK(sch_reorder(s, order, 6, &err_));
+  if (pack_a) {
+    OK(sch_cache_read(s, b, 0, "global", &pa, &err_));
+    OK(sch_compute_at(s, pa, kp[0], false, &err_));
+  }
+  OK(sch_decompose_reduction(s, b, kp[0], &init, &err_));
+  OK(sch_tensorize(s, kp[1], "f32_fma_6x16_avx2", &err_));
+  return s;
+}
+
+START_TEST(t_cpu_intrin) {
+  ir_workload_t *w = load_matmul(12, 32, 64);
+  sch_t *s = mm_tensorized(w->func, false);
+  cm_feature_rows_t r;
+  OK(cm_features(sch_func(s), NULL, &r));
+  ck_assert_int_eq(r.nrows, 2);
+  ASSERT_FEAT(&r, 0, "cpu_intrin", 0); /* C_init: plain loops */
+  ASSERT_FEAT(&r, 1, "cpu_intrin", 1);
+  ASSERT_FEAT(&r, 1, "cpu_intrin_dw", 0);
+  ASSERT_FEAT(&r, 1, "cpu_mr", 6);
+  ASSERT_FEAT(&r, 1, "cpu_nr", 16);
+  ASSERT_FEAT(&r, 1, "cpu_tile_use", 1);
+  ASSERT_FEAT(&r, 1, "cpu_k_call", cm_slog(8));
+  ASSERT_FEAT(&r, 1, "cpu_calls", cm_slog(2.0 * 2 * 8));
+  ASSERT_FEAT(&r, 1, "cpu_fma_call", cm_slog(6.0 * 16 * 8 / 8));
+  ASSERT_FEAT(&r, 1, "cpu_packed", 0);
+  ASSERT_FEAT(&r, 1, "cpu_call_bytes", cm_slog((6.0 * 8 + 8 * 16) * 4)); /* A's 6x8, B's 8x16 */
+  ASSERT_FEAT(&r, 1, "float_mad", cm_slog(12.0 * 32 * 64));
+  cm_feature_rows_free(&r);
+  sch_free(s);
+  mm_sched_t p = {.ti = 6, .tj = 16, .tk = 8, .order = 0, .decomp = true};
+  s = mm_schedule(w->func, &p);
+  OK(cm_features(sch_func(s), NULL, &r));
+  for (int row = 0; row < r.nrows; row++)
+    for (int i = cm_feature_index("cpu_intrin"); i <= cm_feature_index("cpu_call_bytes"); i++)
+      ck_assert_msg(cm_feature_at(&r, row, i) == 0, "row %d %s", row, cm_feature_name(i));
+  cm_feature_rows_free(&r);
+  sch_free(s);
+  s = mm_tensorized(w->func, true);
+  OK(cm_features(sch_func(s), NULL, &r));
+  ck_assert_int_eq(r.nrows, 3); /* A's copy, C_init, C_update */
+  ASSERT_FEAT(&r, 0, "cpu_intrin", 0);
+  ASSERT_FEAT(&r, 2, "cpu_intrin", 1);
+  ASSERT_FEAT(&r, 2, "cpu_packed", 1);
   cm_feature_rows_free(&r);
   sch_free(s);
   ir_workload_free(w);
@@ -1078,6 +1146,7 @@ static Suite *make(void) {
   tcase_add_test(tf, t_naive_matmul);
   tcase_add_test(tf, t_scheduled_matmul);
   tcase_add_test(tf, t_init_row);
+  tcase_add_test(tf, t_cpu_intrin);
   tcase_add_test(tf, t_gpu_matmul);
   tcase_add_test(tf, t_hopper_gemm);
   tcase_add_test(tf, t_unroll_annotation);

@@ -1554,6 +1554,90 @@ static int run_tuned(daemon_t *d, const char *const *args, char **log) {
   return st;
 }
 
+/* One datagram from the notify socket fd within timeout_s (times the
+ * slowdown), into buf; false when none came. */
+static bool notify_recv(int fd, char *buf, size_t size, double timeout_s) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  if (poll(&p, 1, (int)(timeout_s * tu_slowdown() * 1000)) != 1) return false;
+  ssize_t n = recv(fd, buf, size - 1, 0);
+  if (n < 0) return false;
+  buf[n] = 0;
+  return true;
+}
+
+/* Readiness for the systemd unit (Type=notify): under $NOTIFY_SOCKET tuned
+ * sends READY=1, with its pid and a STATUS line, once its socket listens
+ * (a client connects at once), and STOPPING=1 at SIGTERM.  Built without
+ * libsystemd (the unit is then Type=simple) it sends nothing and runs all
+ * the same. */
+START_TEST(systemd_notify) {
+  daemon_t d;
+  tmp_daemon(&d);
+  char env[160], msg[1024];
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s/notify.sock", d.dir); /* d.dir: 24 bytes */
+  snprintf(env, sizeof env, "NOTIFY_SOCKET=%s", sa.sun_path);
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  const char *args[] = {"--target", "cpu", "--db", d.db, "--socket", d.sock, "--log-level", "debug", NULL};
+  const char *envs[] = {env, NULL};
+  d.pid = spawn_tuned(&d, args, envs);
+#if TUNED_HAVE_SYSTEMD
+  ck_assert_msg(notify_recv(fd, msg, sizeof msg, 60), "no READY=1 from tuned: %s", read_log(&d));
+  char want[256];
+  snprintf(want, sizeof want, "READY=1\nMAINPID=%d\nSTATUS=listening on %s; target cpu; database ", (int)d.pid,
+           d.sock);
+  ck_assert_msg(strncmp(msg, want, strlen(want)) == 0, "got \"%s\", expected \"%s...\"", msg, want);
+  int c = try_connect(d.sock); /* ready means listening */
+  ck_assert_int_ge(c, 0);
+  close(c);
+  kill(d.pid, SIGTERM);
+  ck_assert_msg(notify_recv(fd, msg, sizeof msg, 30), "no STOPPING=1 from tuned: %s", read_log(&d));
+  ck_assert_msg(strncmp(msg, "STOPPING=1\nSTATUS=stopping (SIGTERM)", 36) == 0, "%s", msg);
+#else
+  for (int i = 0; i < 6000 * tu_slowdown() && try_connect(d.sock) < 0; i++) usleep(10000);
+  ck_assert_msg(!notify_recv(fd, msg, sizeof msg, 1), "a build without libsystemd sent \"%s\"", msg);
+  kill(d.pid, SIGTERM);
+#endif
+  ck_assert_int_eq(wait_exit(d.pid, 60), 0);
+  d.pid = 0;
+  close(fd);
+  rm_tree(d.dir);
+}
+END_TEST
+
+/* PoCL's kernel cache is beside the database from the start: the backends'
+ * probe builds with PoCL too, and under the systemd unit's read-only home
+ * PoCL's default ~/.cache/pocl made it fail ("no device"), so that the
+ * daemon lost OpenCL. */
+START_TEST(pocl_cache_beside_db) {
+  ms_backend_status_t cl;
+  ms_backend_probe(MS_BACKEND_OPENCL, &cl);
+  if (!cl.available) {
+    fprintf(stderr, "pocl_cache_beside_db: no OpenCL here (%s); not run\n", cl.detail);
+    return;
+  }
+  daemon_t d;
+  tmp_daemon(&d);
+  char home[96], env_home[128], path[160];
+  snprintf(home, sizeof home, "%s/home", d.dir);
+  ck_assert_int_eq(mkdir(home, 0700), 0);
+  snprintf(env_home, sizeof env_home, "HOME=%s", home);
+  unsetenv("POCL_CACHE_DIR"); /* (this test's process only) */
+  unsetenv("XDG_CACHE_HOME");
+  const char *env[] = {env_home, NULL};
+  int st;
+  ck_assert_msg(launch_daemon(&d, NULL, env, &st), "tuned exited at start (status %d): %s", st, read_log(&d));
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/pocl-cache", d.dir);
+  ck_assert_msg(stat(path, &sb) == 0 && S_ISDIR(sb.st_mode), "no %s", path);
+  snprintf(path, sizeof path, "%s/.cache/pocl", home);
+  ck_assert_msg(stat(path, &sb) != 0, "the probe wrote PoCL's cache into the home: %s", path);
+  stop_daemon(&d);
+  rm_tree(d.dir);
+}
+END_TEST
+
 START_TEST(refused_targets) {
   daemon_t d;
   tmp_daemon(&d);
@@ -3152,6 +3236,8 @@ static Suite *make_suite(void) {
   Suite *s = suite_create("daemon");
   ADD_CASE(s, info_and_targets, 60);
   ADD_CASE(s, refused_targets, 120);
+  ADD_CASE(s, systemd_notify, 120);
+  ADD_CASE(s, pocl_cache_beside_db, 120);
   ADD_CASE(s, socket_and_db_in_use, 60);
   ADD_CASE(s, xdg_defaults, 60);
   ADD_CASE(s, bad_input, 240);

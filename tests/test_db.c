@@ -1134,6 +1134,59 @@ START_TEST(t_job_trials) {
 }
 END_TEST
 
+/* A job's first failed trial: the lowest-numbered one that failed to build,
+ * run, finish or verify (too_slow and ok do not count), with its record's
+ * error text; none while no trial failed; a trial without a record has no
+ * text. */
+START_TEST(t_job_first_failure) {
+  const char *path = tmp_db("a.db");
+  db_t *db = open_ok(path);
+  int64_t w = add_workload(db, WH("00000000000000f1"), "w"), t = add_target(db, "cpu", "cpu");
+  db_job_t job = {.workload_id = w, .target_id = t, .budget_trials = 8, .options = "{}"};
+  OK(db_job_create(db, &job, E));
+  tn_arena_t *a = tn_arena_new();
+  db_job_trial_t got;
+  const char *error = "x";
+  bool found = true;
+  OK(db_job_first_failure(db, job.id, &got, &error, &found, a, E));
+  ck_assert(!found && error == NULL);
+  char b[4][96];
+  db_record_t rs[4] = {rec(w, t, b[0], 1, 1e-3, DB_STATUS_OK, true), rec(w, t, b[1], 2, 2e-3, DB_STATUS_TOO_SLOW, false),
+                       rec(w, t, b[2], 3, NAN, DB_STATUS_BUILD_ERROR, false),
+                       rec(w, t, b[3], 4, NAN, DB_STATUS_RUN_ERROR, false)};
+  rs[2].error = "cc failed (status 1) compiling cand.c:\ncand.c:3: error: 'pipe' redeclared";
+  rs[3].error = "worker crashed (signal 11)";
+  OK(db_record_add_batch(db, rs, 4, NULL, E));
+  db_job_trial_t ts[2] = {{1, rs[0].id, DB_STATUS_OK, 1e-3, 100.0}, {2, rs[1].id, DB_STATUS_TOO_SLOW, NAN, 100.5}};
+  OK(db_job_trials_add(db, job.id, ts, 2, E));
+  OK(db_job_first_failure(db, job.id, &got, &error, &found, a, E));
+  ck_assert(!found); /* ok and too_slow are no failures */
+  /* trial 4 (a run error) is recorded before trial 3 (a build error): the order is the trials' */
+  db_job_trial_t more[3] = {{4, rs[3].id, DB_STATUS_RUN_ERROR, NAN, 101.0},
+                            {3, rs[2].id, DB_STATUS_BUILD_ERROR, NAN, 100.75},
+                            {5, 0, DB_STATUS_TIMEOUT, NAN, 101.5}};
+  OK(db_job_trials_add(db, job.id, more, 3, E));
+  OK(db_job_first_failure(db, job.id, &got, &error, &found, a, E));
+  ck_assert(found);
+  ck_assert_int_eq(got.trial, 3);
+  ck_assert_int_eq(got.record_id, rs[2].id);
+  ck_assert_int_eq(got.status, DB_STATUS_BUILD_ERROR);
+  ck_assert_str_eq(error, "cc failed (status 1) compiling cand.c:\ncand.c:3: error: 'pipe' redeclared");
+  /* another job's trials are not this one's; a trial without a record has no text */
+  db_job_t other = job;
+  OK(db_job_create(db, &other, E));
+  db_job_trial_t lone = {1, 0, DB_STATUS_TIMEOUT, NAN, 102.0};
+  OK(db_job_trials_add(db, other.id, &lone, 1, E));
+  OK(db_job_first_failure(db, other.id, &got, &error, &found, a, E));
+  ck_assert(found && got.trial == 1 && got.status == DB_STATUS_TIMEOUT && got.record_id == 0 && error == NULL);
+  OK(db_job_first_failure(db, 9999, &got, &error, &found, a, E));
+  ck_assert(!found);
+  tn_arena_free(a);
+  db_close(db);
+  tmp_cleanup();
+}
+END_TEST
+
 /* The shared job queue: a plan made once, leases that skip what is leased,
  * lapse and pass on, lost leases refused at commit, the last batch after
  * the measurement batches, nothing for another target or a finished job. */
@@ -2143,7 +2196,7 @@ static Suite *make_suite(void) {
   TCase *data = tcase_create("data");
   tcase_set_timeout(data, 30);
   TTest const *both[] = {t_upsert, t_batches, t_batch_dedup, t_best, t_target_aware, t_jobs, t_export_import,
-                         t_import_bad_line, t_record_set_times, t_cost_models, t_baselines, t_read_while_writing};
+                         t_import_bad_line, t_record_set_times, t_cost_models, t_baselines, t_read_while_writing, t_job_first_failure};
   for (size_t i = 0; i < TN_ARRAY_LEN(both); i++) tcase_add_loop_test(data, both[i], 0, n_engines);
   tcase_add_test(data, t_job_trials); /* SQLite: it starts from a version-4 file */
   tcase_add_test(data, t_readonly_refusals);

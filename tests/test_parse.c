@@ -421,7 +421,7 @@ static const err_case_t err_cases[] = {
      "expected a statement 'T[i, ...] = EXPR'"},
     /* reserved and unsafe names */
     {"input int: float32[4]\n", 1, 7,
-     "'int' is a reserved word of C, CUDA or OpenCL and cannot name a tensor"},
+     "'int' is a reserved word of C, C++, CUDA and OpenCL C and cannot name a tensor"},
     {"input __x: float32[4]\n", 1, 7,
      "'__x' cannot name a tensor: names starting with '__', 'tuned_' or 'v_'"},
     {"input tuned_a: float32[4]\n", 1, 7, "names starting with '__', 'tuned_' or 'v_' are reserved"},
@@ -430,22 +430,92 @@ static const err_case_t err_cases[] = {
     {"input kernel: float32[4]\n", 1, 7, "'kernel' is a reserved word"},
     {"input threadIdx: float32[4]\n", 1, 7, "'threadIdx' is a reserved word"},
     {"input float4: float32[4]\n", 1, 7, "'float4' is a reserved word"},
-    {"input main: float32[4]\n", 1, 7, "'main' is a reserved word"},
+    {"input main: float32[4]\n", 1, 7, "'main' is a reserved word of C and cannot name a tensor"},
+    /* OpenCL C 2.0's keywords, which clang keeps whatever -cl-std says */
+    {"input pipe: float32[4]\n", 1, 7, "'pipe' is a reserved word of OpenCL C and cannot name a tensor"},
+    {"input generic: float32[4]\n", 1, 7, "'generic' is a reserved word of OpenCL C and cannot name a tensor"},
+    {"param uniform = 4\n", 1, 7, "'uniform' is a reserved word of OpenCL C and cannot name a parameter"},
+    {"input nv_bfloat16: float32[4]\n", 1, 7, "'nv_bfloat16' is a reserved word of CUDA and cannot name"},
+    {"input char16_t: float32[4]\n", 1, 7, "'char16_t' is a reserved word of C, C++ and CUDA and cannot name"},
+    {"input A: float32[4]\noutput C: float32[4]\nC[constexpr] = A[constexpr]\n", 3, 3,
+     "'constexpr' is a reserved word of C, C++ and CUDA and cannot name an index variable"},
     {"input sum: float32[4]\n", 1, 7, "'sum' is a keyword of the workload language and cannot name a tensor"},
     {"input float32: float32[4]\n", 1, 7, "'float32' is a keyword of the workload language"},
     {"input bfloat16: float32[4]\n", 1, 7, "'bfloat16' is a keyword of the workload language"},
     {"param double = 4\n", 1, 7,
-     "'double' is a reserved word of C, CUDA or OpenCL and cannot name a parameter"},
+     "'double' is a reserved word of C, C++, CUDA and OpenCL C and cannot name a parameter"},
     {"input A: float32[4]\noutput C: float32[4]\nC[int] = A[int]\n", 3, 3,
-     "'int' is a reserved word of C, CUDA or OpenCL and cannot name an index variable"},
+     "'int' is a reserved word of C, C++, CUDA and OpenCL C and cannot name an index variable"},
     {"input A: float32[4]\noutput C: float32[]\nC = sum(register < 4: A[register])\n", 3, 9,
-     "'register' is a reserved word of C, CUDA or OpenCL and cannot name a reduction variable"},
+     "'register' is a reserved word of C, C++, CUDA and OpenCL C and cannot name a reduction variable"},
     {"input A: float32[4]\noutput C: float32[4]\nC[__i] = A[__i]\n", 3, 3, "names starting with '__'"},
 };
 
 START_TEST(t_errors) {
   const err_case_t *c = &err_cases[_i];
   parse_err(c->src, c->line, c->col, c->what);
+}
+END_TEST
+
+/* Every name of the reserved table (common/reserved.c), one by one, as a
+ * tensor, a parameter and an index variable: a word of C, C++/CUDA or
+ * OpenCL C is refused with a message naming its languages (or, before
+ * that, as a keyword of the workload language or a prefix generated code
+ * keeps); any other name (a builtin function, a library name) is accepted
+ * and generated code renames it (tests/test_codegen.c, case reserved). */
+static void reserved_one(const char *name, unsigned langs) {
+  ck_assert_msg(strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789") == strlen(name) &&
+                    !(name[0] >= '0' && name[0] <= '9'),
+                "the table has \"%s\", no identifier", name);
+  static const char *const forms[3][2] = {
+      {"param N = 4\ninput %s: float32[N]\noutput B: float32[N]\nB[i] = %s[i]\n", "a tensor"},
+      {"param %s = 4\ninput A: float32[%s]\noutput B: float32[4]\nB[i] = A[i]\n", "a parameter"},
+      {"input A: float32[4]\noutput B: float32[4]\nB[%s] = A[%s]\n", "an index variable"},
+  };
+  for (int f = 0; f < 3; f++) {
+    char src[512], want[256], word_langs[96];
+    snprintf(src, sizeof src, forms[f][0], name, name);
+    ir_workload_t *w = NULL;
+    tn_err_t err = {0};
+    int rc = ir_workload_parse("t.tw", src, strlen(src), NULL, 0, &w, &err);
+    bool other_rule = strstr(err.msg, "is a keyword of the workload language") ||
+                      strstr(err.msg, "names starting with '__', 'tuned_' or 'v_' are reserved");
+    if (langs >> TN_RW_WORDS) {
+      tn_reserved_langs_text(langs >> TN_RW_WORDS, word_langs, sizeof word_langs);
+      snprintf(want, sizeof want, "'%s' is a reserved word of %s and cannot name %s;", name, word_langs, forms[f][1]);
+      ck_assert_msg(rc != 0 && (strstr(err.msg, want) || other_rule), "%s: %s (wanted: %s)", name, err.msg, want);
+    } else {
+      ck_assert_msg(rc == 0 || other_rule, "%s as %s: %s", name, forms[f][1], err.msg);
+    }
+    ir_workload_free(w);
+  }
+}
+
+START_TEST(t_reserved_table) {
+  const char *const *names;
+  const unsigned *langs;
+  size_t n = tn_reserved_list(false, &names, &langs), words = 0;
+  ck_assert_uint_gt(n, 2000);
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_uint_eq(tn_reserved_langs(names[i]), langs[i]);
+    reserved_one(names[i], langs[i]);
+    words += (langs[i] >> TN_RW_WORDS) != 0;
+  }
+  ck_assert_uint_gt(words, 300);
+  /* names with a reserved prefix: one of each */
+  size_t np = tn_reserved_list(true, &names, &langs);
+  for (size_t i = 0; i < np; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "%sx1", names[i]);
+    ck_assert_uint_eq(tn_reserved_langs(name) & langs[i], langs[i]);
+    reserved_one(name, tn_reserved_langs(name));
+  }
+  /* OpenCL C's and CUDA's builtin functions are names, not words; what no one reserves is free */
+  ck_assert_uint_eq(tn_reserved_langs("dot"), TN_RW_OPENCL);
+  ck_assert(!tn_is_reserved_word("atomicAdd") && tn_reserved_langs("atomicAdd") == TN_RW_CUDA);
+  ck_assert_uint_eq(tn_reserved_langs("matmul"), 0);
+  ck_assert_uint_eq(tn_reserved_langs("pipes"), 0);
+  ck_assert_uint_eq(tn_reserved_langs("cuda"), 0); /* the prefix wants an uppercase letter after it */
 }
 END_TEST
 
@@ -926,7 +996,7 @@ static Suite *make_suite(void) {
   TCase *tc = TU_TCASE(s, "core", 0, t_matmul_structure, t_overrides, t_param_set_parse, t_literal_typing,
                        t_reduction_identities, t_conv_padding_select, t_temps_and_order, t_nested_reductions, t_layout,
                        t_limits, t_bytes,
-                       t_load, t_const_inputs);
+                       t_load, t_const_inputs, t_reserved_table);
   tcase_add_loop_test(tc, t_errors, 0, (int)(sizeof err_cases / sizeof err_cases[0]));
   return s;
 }

@@ -657,6 +657,62 @@ START_TEST(t_tune_db) {
 }
 END_TEST
 
+/* Every build failing: tune exits 1 naming the workload and its first
+ * failure (trial, kind, the compiler's words), in its summary and --json. */
+START_TEST(t_tune_no_kernel) {
+  const char *args = "tune " W("matmul") " --set M=32 --set N=32 --set K=32 --target cpu --trials 3 --no-baseline";
+  run_t *r = tunectl_env("TUNED_CC=/bin/false", args);
+  ck_assert_msg(r->status == 1, "exit %d\n%s", r->status, r->err);
+  ck_assert_msg(strstr(r->out, "\nbest       none (no verified candidate)\nfailed     first: trial 1, build_error\n"),
+                "%s", r->out);
+  ck_assert_msg(strstr(r->err, "tunectl tune: matmul: no verified kernel in 3 trials; the first failure (trial 1) was a "
+                               "build_error:\n  /bin/false failed (status 1) compiling "),
+                "%s", r->err);
+  char json[1024];
+  snprintf(json, sizeof json, "%s --json", args);
+  r = tunectl_env("TUNED_CC=/bin/false", json);
+  ck_assert_int_eq(r->status, 1);
+  cJSON *j = cJSON_Parse(r->out), *ff = cJSON_GetObjectItemCaseSensitive(j, "first_failure");
+  ck_assert_msg(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "best")) && cJSON_IsObject(ff), "%s", r->out);
+  ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(ff, "trial")->valueint, 1);
+  ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(ff, "status")->valuestring, "build_error");
+  ck_assert_ptr_nonnull(strstr(cJSON_GetObjectItemCaseSensitive(ff, "error")->valuestring, "/bin/false failed"));
+  cJSON_Delete(j);
+  /* a run that found a kernel exits 0; its JSON has the key too (null, or a failure that did not stop it) */
+  r = tunectl("tune " W("vector_add") " --target cpu --trials 2 --no-baseline --json");
+  ck_assert_int_eq(r->status, 0);
+  j = cJSON_Parse(r->out);
+  ck_assert(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "best")));
+  ck_assert(cJSON_GetObjectItemCaseSensitive(j, "first_failure") != NULL);
+  cJSON_Delete(j);
+}
+END_TEST
+
+/* A workload's name becomes its C entry point unless the reserved table
+ * has it: `pipe` (POSIX) gets default_function; a name the worker's own
+ * libraries export (cJSON_Delete) stays, and the candidate's call of it
+ * binds to itself (-Bsymbolic), not to libcjson's (it crashed the worker). */
+START_TEST(t_entry_names) {
+  char dir[] = "/tmp/tunectl-entry-XXXXXX", args[PATH_MAX * 2];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  static const char *const names[] = {"pipe", "cJSON_Delete", "read"};
+  static const char *const entries[] = {"default_function", "cJSON_Delete", "default_function"};
+  for (int i = 0; i < 3; i++) {
+    char file[64];
+    snprintf(file, sizeof file, "%s.tw", names[i]);
+    tu_put_file(dir, file, "param N = 64\ninput A: float32[N]\ninput B: float32[N]\noutput C: float32[N]\n"
+                           "C[i] = A[i] + B[i]\n");
+    snprintf(args, sizeof args, "emit %s/%s --target cpu --emit c", dir, file);
+    char want[96];
+    snprintf(want, sizeof want, "\nint %s(float *restrict A", entries[i]);
+    expect(args, 0, want, NULL);
+    snprintf(args, sizeof args, "run %s/%s --target cpu --repeat-ms 1", dir, file);
+    expect(args, 0, "verified  ok", NULL);
+  }
+  tu_remove_tree(dir);
+}
+END_TEST
+
 /* --allow-tf32: the target T+tf32, where float32 matmuls get the TF32
  * tensor-core space and their outputs are checked at TF32's tolerance; not
  * for targets without tensor cores. */
@@ -710,7 +766,8 @@ static Suite *make(void) {
   TU_TCASE(s, "pretuned", 240, t_pretuned);
   TU_TCASE(s, "targets", 240, t_targets, t_relocated);
   TU_TCASE(s, "limits", 600, t_thousand_blocks, t_deep_nest);
-  TU_TCASE(s, "tune", 300, t_tune_db, t_tune_no_device, t_eval_work_cap, t_allow_tf32);
+  TU_TCASE(s, "tune", 300, t_tune_db, t_tune_no_device, t_eval_work_cap, t_allow_tf32, t_tune_no_kernel,
+           t_entry_names);
   return s;
 }
 

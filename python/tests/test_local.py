@@ -133,4 +133,4 @@ def test_local_errors(tuned_db, tmp_path):
     with pytest.raises(tuned.Error, match="trials must be 1 to 1000000"):
         tuned.tune(MATMUL, trials=0, db=str(tmp_path / "x.db"), **SMALL)
     with pytest.raises(ValueError, match="not its hash"):
-        tuned.tune("0123456789abcdef", db=str(tmp_path / "x.db"))
+        tuned.tune("0123456789abcdef" * 4, db=str(tmp_path / "x.db"))

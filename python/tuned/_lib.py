@@ -43,7 +43,8 @@ class JobStruct(ctypes.Structure):
                 ("best_gflops", ctypes.c_double), ("build_errors", ctypes.c_int64), ("run_errors", ctypes.c_int64),
                 ("timeouts", ctypes.c_int64), ("wrong_results", ctypes.c_int64), ("error", ctypes.c_char * 512),
                 ("too_slow", ctypes.c_int64), ("baseline_median_secs", ctypes.c_double),
-                ("baseline_gflops", ctypes.c_double)]
+                ("baseline_gflops", ctypes.c_double), ("first_failure_trial", ctypes.c_int64),
+                ("first_failure_status", ctypes.c_char * 16), ("first_failure", ctypes.c_char * 1024)]
 
 
 class TensorMapStruct(ctypes.Structure):

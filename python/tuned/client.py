@@ -37,6 +37,8 @@ class Job:
     error: str | None
     baseline_median_secs: float | None  # the unscheduled program; None: not measured (yet)
     baseline_gflops: float | None
+    # the first failed trial: {"trial", "status", "error"}; None: none failed
+    first_failure: dict | None = None
 
     @property
     def finished(self):
@@ -54,7 +56,9 @@ class Job:
                    failures={"build_error": s.build_errors, "run_error": s.run_errors, "timeout": s.timeouts,
                              "wrong_result": s.wrong_results, "too_slow": s.too_slow},
                    error=_lib.decode(s.error) or None, baseline_median_secs=base,
-                   baseline_gflops=s.baseline_gflops if base else None)
+                   baseline_gflops=s.baseline_gflops if base else None,
+                   first_failure={"trial": s.first_failure_trial, "status": _lib.decode(s.first_failure_status),
+                                  "error": _lib.decode(s.first_failure)} if s.first_failure_trial else None)
 
     def __str__(self):
         """The line tunectl prints for a job."""
