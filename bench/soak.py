@@ -28,6 +28,7 @@ growth per job is reported, not judged.
   bench/soak.py --minutes 3 --sample 10 --clients 16 --max-growth 200   # minutes, for CI
 """
 import argparse
+import glob
 import json
 import os
 import random
@@ -39,6 +40,7 @@ import tempfile
 import threading
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import queue_daemons as qd  # noqa: E402  (its PostgreSQL server and JSON-RPC helpers)
 
@@ -359,10 +361,16 @@ def main():
     ap.add_argument("--kill-every", type=float, default=20, help="seconds between worker kills")
     ap.add_argument("--restart-every", type=float, default=600, help="seconds between daemon restarts")
     ap.add_argument("--max-growth", type=float, default=1.0, help="per cent per hour over the last half")
+    ap.add_argument("--fd-slack", type=int, default=0,
+                    help="open files the steady daemon may hold more at the end than at the middle (a short run's "
+                    "reader pool may still grow)")
     ap.add_argument("--out", default="soak-out")
     args = ap.parse_args()
     if not os.path.exists(os.path.join(args.build, "daemon", "tuned")):
         sys.exit(f"soak: no {args.build}/daemon/tuned (meson compile -C {args.build})")
+    if not glob.glob("/usr/lib/postgresql/*/bin/initdb"):
+        print("soak: SKIPPED: no PostgreSQL server binaries (install the postgresql package: scripts/install-deps)")
+        sys.exit(77)
     os.makedirs(args.out, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="tuned-soak-")
     os.chmod(tmp, 0o755)
@@ -448,10 +456,12 @@ def main():
 
         half = [r for r in rows if r["phase"] == "load" and r["t_min"] >= args.minutes / 2]
         ts = [r["t_min"] * 60 for r in half]
+        judged = args.minutes >= 40  # a shorter half is noise: one job's arena more or less
         for k in ("rss_kb", "fds"):
             g = trend_per_hour(ts, [r[f"d0_{k}"] for r in half])
-            print(f"soak: the steady daemon's {k} (lowest per sample) over the last half: {g:+.2f} %/hour")
-            if g > args.max_growth:
+            print(f"soak: the steady daemon's {k} (lowest per sample) over the last half: {g:+.2f} %/hour"
+                  f"{'' if judged else ' (not judged: a run under 40 minutes)'}")
+            if judged and g > args.max_growth:
                 failures.append(f"the steady daemon's {k} grows {g:+.2f} %/hour over the last half "
                                 f"(limit {args.max_growth:g})")
         # quiet figures at the middle and at the end: what is left once the jobs are over
@@ -460,7 +470,7 @@ def main():
             b = {k: end.get(f"d{d.i}_{k}") for k in ("rss_kb", "fds", "threads", "temps")}
             print(f"soak: daemon {d.i} quiet at the middle: {a}; at the end: {b}"
                   f"{f' ({d.restarts} restarts)' if d.restarts else ''}")
-            if d.i == 0 and b["fds"] > a["fds"]:
+            if d.i == 0 and b["fds"] > a["fds"] + args.fd_slack:
                 failures.append(f"the steady daemon holds {b['fds']} fds at the end, {a['fds']} at the middle")
             if b["temps"] > a["temps"]:
                 failures.append(f"daemon {d.i} leaves {b['temps']} TMPDIR entries, {a['temps']} at the middle")

@@ -2691,18 +2691,26 @@ START_TEST(pg_queue_three_daemons) {
 }
 END_TEST
 
+/* A fresh database `name` (url receives its URL) and two daemons of target
+ * cpu on it, named PREFIX-a and PREFIX-b, with leases of 2 s. */
+static void two_daemons_on(const char *name, const char *prefix, daemon_t *a, daemon_t *b, char *url, size_t size) {
+  tmp_daemon(a), tmp_daemon(b);
+  ck_assert_msg(pgt_createdb(&pg, name, url, size) == 0, "%s", pg.skip);
+  snprintf(a->db, sizeof a->db, "%s", url), snprintf(b->db, sizeof b->db, "%s", url);
+  char na[32], nb[32];
+  snprintf(na, sizeof na, "%s-a", prefix), snprintf(nb, sizeof nb, "%s-b", prefix);
+  start_daemon(a, (const char *const[]){"--name", na, "--lease", "2", NULL});
+  start_daemon(b, (const char *const[]){"--name", nb, "--lease", "2", NULL});
+}
+
 /* The database restarts (pg_ctl restart, every connection dropped) while
  * two daemons measure one job: their job threads ride it out (the failed
  * statements are tried again on new connections) and the job completes
  * with every trial counted once. */
 START_TEST(pg_queue_db_restart) {
   daemon_t a, b;
-  tmp_daemon(&a), tmp_daemon(&b);
   char url[128];
-  ck_assert_msg(pgt_createdb(&pg, "queuerestart", url, sizeof url) == 0, "%s", pg.skip);
-  snprintf(a.db, sizeof a.db, "%s", url), snprintf(b.db, sizeof b.db, "%s", url);
-  start_daemon(&a, (const char *const[]){"--name", "r-a", "--lease", "2", NULL});
-  start_daemon(&b, (const char *const[]){"--name", "r-b", "--lease", "2", NULL});
+  two_daemons_on("queuerestart", "r", &a, &b, url, sizeof url);
   client_t ca;
   cl_open(&ca, a.sock);
   submitted_t s = submit(&ca, 24, 4);
@@ -2880,12 +2888,8 @@ static void drain_for(client_t *c, int job, double secs) {
  * it was submitted to, and a tune.watch there, follow it to its end. */
 START_TEST(pg_queue_db_outage) {
   daemon_t a, b;
-  tmp_daemon(&a), tmp_daemon(&b);
   char url[128];
-  ck_assert_msg(pgt_createdb(&pg, "outage", url, sizeof url) == 0, "%s", pg.skip);
-  snprintf(a.db, sizeof a.db, "%s", url), snprintf(b.db, sizeof b.db, "%s", url);
-  start_daemon(&a, (const char *const[]){"--name", "x-a", "--lease", "2", NULL});
-  start_daemon(&b, (const char *const[]){"--name", "x-b", "--lease", "2", NULL});
+  two_daemons_on("outage", "x", &a, &b, url, sizeof url);
   client_t ca;
   cl_open(&ca, a.sock);
   submitted_t s = submit(&ca, 32, 4);

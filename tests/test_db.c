@@ -1197,6 +1197,15 @@ static void add_trials(db_t *db, int64_t job, int64_t from, int64_t n) {
   }
 }
 
+/* The holder commits trials from..from+n-1 of its batch b, with the lease
+ * check, in one transaction (as a daemon's search does). */
+static void commit_trials(db_t *db, const db_batch_t *b, const char *holder, double lease_s, int64_t from, int64_t n) {
+  OK(db_tx_begin(db, E));
+  add_trials(db, b->job_id, from, n);
+  OK(db_batch_commit_check(db, b, holder, lease_s, E));
+  OK(db_tx_commit(db, E));
+}
+
 static void lease(db_t *db, int64_t target, const char *holder, double lease_s, int64_t want_batch, db_batch_t *b) {
   bool found = false;
   OK(db_batch_lease(db, target, 0, holder, lease_s, b, &found, E));
@@ -1236,10 +1245,7 @@ START_TEST(t_batches) {
   lease(db, other, "g", 60, -1, &none);
 
   /* a commits batch 0; b cannot commit into a's lease */
-  OK(db_tx_begin(db, E));
-  add_trials(db, job.id, 1, 4);
-  OK(db_batch_commit_check(db, &a0, "a", 60, E));
-  OK(db_tx_commit(db, E));
+  commit_trials(db, &a0, "a", 60, 1, 4);
   tn_err_t err = {0};
   ck_assert_int_eq(db_batch_commit_check(db, &a0, "b", 60, &err), TN_ESTATE);
   ck_assert_msg(strstr(err.msg, "batch 0: the lease is lost"), "%s", err.msg);
@@ -1250,10 +1256,7 @@ START_TEST(t_batches) {
   ck_assert_int_eq(got.trials_done, 4);
 
   /* b's short lease lapses after 2 trials: c takes batch 1 and measures the rest */
-  OK(db_tx_begin(db, E));
-  add_trials(db, job.id, 5, 2);
-  OK(db_batch_commit_check(db, &b1, "b", 0.05, E));
-  OK(db_tx_commit(db, E));
+  commit_trials(db, &b1, "b", 0.05, 5, 2);
   usleep(120 * 1000);
   OK(db_batch_jobs_open(db, "cpu", ids, 4, &n, E));
   ck_assert_int_eq((int)n, 1);
@@ -1267,20 +1270,14 @@ START_TEST(t_batches) {
   ck_assert_int_eq(have, 2);
   ck_assert_int_eq(db_batch_renew(db, &b1, "b", 60, &err), TN_ESTATE);
   ck_assert_int_eq(db_batch_done(db, &b1, "b", &err), TN_ESTATE);
-  OK(db_tx_begin(db, E));
-  add_trials(db, job.id, 7, 2);
-  OK(db_batch_commit_check(db, &c1, "c", 60, E));
-  OK(db_tx_commit(db, E));
+  commit_trials(db, &c1, "c", 60, 7, 2);
   OK(db_batch_done(db, &c1, "c", E));
 
   /* b stops: batch 2 goes back to the queue and a takes it */
   OK(db_batch_release(db, &b2, "b", E));
   db_batch_t a2, last;
   lease(db, t, "a", 60, 2, &a2);
-  OK(db_tx_begin(db, E));
-  add_trials(db, job.id, 9, 2);
-  OK(db_batch_commit_check(db, &a2, "a", 60, E));
-  OK(db_tx_commit(db, E));
+  commit_trials(db, &a2, "a", 60, 9, 2);
   OK(db_batch_done(db, &a2, "a", E));
   lease(db, t, "b", 60, 3, &last);
   OK(db_batch_renew(db, &last, "b", 60, E));
@@ -1320,10 +1317,7 @@ START_TEST(t_batches) {
   OK(db_job_batches_plan(db, three.id, 2, &n, E));
   db_batch_t t0, t1;
   lease(db, t, "a", 60, 0, &t0);
-  OK(db_tx_begin(db, E));
-  add_trials(db, three.id, 1, 2);
-  OK(db_batch_commit_check(db, &t0, "a", 60, E));
-  OK(db_tx_commit(db, E));
+  commit_trials(db, &t0, "a", 60, 1, 2);
   OK(db_batch_done(db, &t0, "a", E));
   OK(db_job_get(db, three.id, &got, ar, E));
   ck_assert_int_eq(got.state, DB_JOB_QUEUED);
