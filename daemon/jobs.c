@@ -5,6 +5,9 @@
  * uv_async_t and reach watchers as tune.progress notifications.
  * Unfinished jobs resume after a restart. */
 #include <errno.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -589,6 +592,16 @@ static int write_job_end(td_job_t *j, db_t *db, const db_job_progress_t *pr, pau
   }
 }
 
+/* A job's thread frees what it allocated, but glibc keeps the freed pages
+ * in its arenas (one per thread allocating at once): untrimmed, a daemon's
+ * resident memory climbed with every job although its heap stayed small
+ * (bench/soak.py: 54 to 187 MiB in 20 minutes, 96 MiB after one trim). */
+static void give_back_memory(void) {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 static void job_main(void *arg) {
   td_job_t *j = arg;
   lower_priority(j->mgr->srv->cfg.tune_nice);
@@ -636,6 +649,7 @@ static void job_main(void *arg) {
     ir_workload_free(w);
     db_close(db);
     tn_arena_free(a);
+    give_back_memory();
     post(j, EV_END, -1, NULL);
     return;
   }
@@ -658,6 +672,7 @@ static void job_main(void *arg) {
   ir_workload_free(w);
   db_close(db);
   tn_arena_free(a);
+  give_back_memory();
   post(j, EV_END, trials, NULL);
 }
 
