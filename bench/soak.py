@@ -69,23 +69,23 @@ class Daemon:
             self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         for _ in range(600):
             if self.proc.poll() is not None:
-                sys.exit(f"soak: daemon {self.i} exited with {self.proc.returncode} at start (see {self.log})")
+                raise RuntimeError(f"daemon {self.i} exited with {self.proc.returncode} at start (see {self.log})")
             try:
                 qd.rpc(self.sock, "server.info", {})
                 return
             except (OSError, RuntimeError, ValueError):
                 time.sleep(0.1)
-        sys.exit(f"soak: daemon {self.i} did not answer on {self.sock} (see {self.log})")
+        raise RuntimeError(f"daemon {self.i} did not answer on {self.sock} (see {self.log})")
 
     def stop(self, sig=signal.SIGTERM):
+        """Stops it with sig; its exit status (after SIGTERM, not 0 when jobs outlived --stop-timeout)."""
         self.proc.send_signal(sig)
         try:
             self.proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        if sig == signal.SIGTERM and self.proc.returncode != 0:
-            sys.exit(f"soak: daemon {self.i} exited with {self.proc.returncode} after SIGTERM (see {self.log})")
+        return self.proc.returncode
 
     def children(self):
         pids = []
@@ -156,7 +156,7 @@ class Load:
         self.lock = threading.Lock()
         self.slots = threading.Semaphore(args.jobs)
         self.counts = {k: 0 for k in ("queries", "submitted", "watched", "cancelled", "dropped", "errors",
-                                      "worker_kills", "restarts")}
+                                      "worker_kills", "restarts", "slow_stops")}
         self.jobs = []
         self.hashes = []
         self.text = open(os.path.join(ROOT, "workloads", "matmul.tw")).read()
@@ -266,23 +266,34 @@ class Load:
         while not self.stop.wait(0.5):
             if self.pause.is_set():
                 continue
-            if time.time() >= next_kill:
-                next_kill += self.args.kill_every
-                d = rng.choice(self.daemons)
-                kids = d.children()
-                if kids:
-                    try:
-                        os.kill(rng.choice(kids), signal.SIGKILL)
-                        self.count("worker_kills")
-                    except OSError:
-                        pass
-            if time.time() >= next_restart and len(self.daemons) > 1:
-                next_restart += self.args.restart_every
-                for d in self.daemons[1:]:
-                    d.restarts += 1
-                    d.stop(signal.SIGKILL if d.restarts % 2 == 0 else signal.SIGTERM)
-                    d.start()
-                    self.count("restarts")
+            try:
+                next_kill, next_restart = self.chaos_step(rng, next_kill, next_restart)
+            except Exception as e:  # noqa: BLE001  (said, and the chaos goes on)
+                self.count("errors")
+                self.last_error = f"chaos: {e}"[:200]
+
+    def chaos_step(self, rng, next_kill, next_restart):
+        """One look at the kill and restart schedules; the next times."""
+        if time.time() >= next_kill:
+            next_kill += self.args.kill_every
+            d = rng.choice(self.daemons)
+            kids = d.children()
+            if kids:
+                try:
+                    os.kill(rng.choice(kids), signal.SIGKILL)
+                    self.count("worker_kills")
+                except OSError:
+                    pass
+        if time.time() >= next_restart and len(self.daemons) > 1:
+            next_restart += self.args.restart_every
+            for d in self.daemons[1:]:
+                d.restarts += 1
+                sig = signal.SIGKILL if d.restarts % 2 == 0 else signal.SIGTERM
+                if d.stop(sig) != 0 and sig == signal.SIGTERM:  # jobs outlived --stop-timeout: they resume
+                    self.count("slow_stops")
+                d.start()
+                self.count("restarts")
+        return next_kill, next_restart
 
 
 def warm_up(daemons):
@@ -485,7 +496,9 @@ def main():
         if st:
             failures.append(f"{len(st)}+ jobs failed, e.g. job {st[0]['job']}: {st[0].get('error')}")
         for d in daemons:
-            d.stop()
+            st = d.stop()
+            if st != 0:
+                failures.append(f"daemon {d.i} exited with {st} after SIGTERM at the end, every job over (see {d.log})")
     finally:
         for d in daemons:
             if d.proc and d.proc.poll() is None:
