@@ -490,24 +490,38 @@ static int match_body(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *
     m->extent[t] = 1;
   }
   m->noperands = df->nparams;
+  /* the indices simplified over the iterators' domains: a grouped conv's
+   * co // (CO / G) with one group is 0 for every co < CO, which the loops
+   * alone no longer show once a padded tile runs past CO */
+  ir_bounds_t dom;
+  ir_bounds_init(&dom);
+  for (int i = 0; i < m->inner->niters; i++)
+    ir_bounds_set(&dom, m->inner->iters[i].var, 0, m->inner->iters[i].extent - 1);
   for (int p = 0; p < df->nparams; p++) {
     const ir_buffer_t *dbuf = df->params[p];
     ir_intrin_operand_t *op = &m->op[p];
     snprintf(op->name, sizeof op->name, "%s", dbuf->name);
     op->buf = st->to[dbuf->id];
     op->output = dbuf->role == IR_BUF_OUTPUT;
-    op->idx = (ir_expr_t **)st->aidx[dbuf->id];
-    if (!op->buf) return tn_err_set(err, TN_EINVAL, "intrinsic %s: tensor %s is not used", in->name, dbuf->name);
+    if (!op->buf) {
+      ir_bounds_free(&dom);
+      return tn_err_set(err, TN_EINVAL, "intrinsic %s: tensor %s is not used", in->name, dbuf->name);
+    }
+    op->idx = tn_arena_alloc(f->arena, sizeof *op->idx * (size_t)op->buf->ndim);
+    for (int d = 0; d < op->buf->ndim; d++) op->idx[d] = ir_simplify(f, st->aidx[dbuf->id][d], &dom);
     op->nuse = dbuf->ndim;
     for (int d = 0; d < dbuf->ndim; d++) {
       const ir_expr_t *e = st->didx[dbuf->id][d];
       op->use[d] = -1;
       for (int t = 0; t < db->niters; t++)
         if (e->kind == IR_E_VAR && e->u.var == db->iters[t].var) op->use[d] = t;
-      if (op->use[d] < 0)
+      if (op->use[d] < 0) {
+        ir_bounds_free(&dom);
         return tn_err_set(err, TN_EINVAL, "intrinsic %s: %s's index %d is not one iterator", in->name, dbuf->name, d);
+      }
     }
   }
+  ir_bounds_free(&dom);
   (void)outer;
   return TN_OK;
 }

@@ -77,7 +77,7 @@ typedef struct ir_intrin_operand {
   char name[32];              /* the description's name ("A") */
   ir_buffer_t *buf;           /* the program's buffer bound to it */
   bool output;
-  ir_expr_t **idx;            /* the inner block's indices of its access (over the inner block's iterators) */
+  ir_expr_t **idx;            /* the inner block's indices of its access, over its iterators (simplified over their domains) */
   int nuse;                   /* description iterators its index uses, in index order */
   int use[IR_INTRIN_MAX_ITERS];
   int64_t stride[IR_INTRIN_MAX_ITERS]; /* element stride along each description iterator (0: unused) */

@@ -42,8 +42,11 @@
  * registry's order of preference), each with B read in place, B packed, A
  * and B packed, and where B is an input declared const (weights) B packed
  * whole, once, outside the kernel (hoist_packing: a packing function of its
- * own), with A in place or packed under k0; when none fits, the plain
- * multi-level tiling rule takes the block. */
+ * own), with A in place or packed under k0.  When no register tile fits
+ * the shape within MAX_WASTE (small or uneven extents), the least wasteful
+ * up to MAX_WASTE_LOOSE get their spaces beside a copy of the state that the
+ * plain multi-level tiling rule takes; when none fits at all, that rule
+ * alone takes the block. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +58,9 @@
 /* The share of padded work (uneven register tiles) an intrinsic may add:
  * the masked tails cost about a full tile each. */
 #define MAX_WASTE 0.25
+/* The most padded work a tile may add when no intrinsic is within MAX_WASTE
+ * (then the plain tiling is offered too). */
+#define MAX_WASTE_LOOSE 0.75
 /* The micro-kernel's reduction levels (ir/intrin.c: k3 k2 k1 k). */
 #define MAX_KLEVELS 4
 
@@ -171,7 +177,9 @@ static int loop_of(const ir_block_t *b, ir_loop_t *const *il, int nl, const ir_v
 /* A transposed convolution reads its input dilated by the stride S:
  * select((y + rh + c) % S == 0 && ..., X[.., (y + rh + c) / S, ..], 0.0).
  * Each such conjunct's output loop and window loop, bound to iterators of
- * their own with extents S divides, are split by S: the phases (the inner
+ * their own with extents over S, are split by S (unevenly, with a
+ * predicate, where S does not divide them: an odd output or kernel size,
+ * whose phases then differ by one row or one tap): the phases (the inner
  * parts) decide the condition alone, so the rule keeps them outside the
  * micro-kernel, whose call is skipped where the condition fails (the
  * zeros), and inside the phases the input is read at yo + rho + const: an
@@ -207,7 +215,7 @@ static int split_phases(sch_t *s, sch_rv_t blk, tn_err_t *err) {
       bool ok = l0 >= 0 && l1 >= 0 && !split[l0] && !split[l1];
       for (int q = 0; q < 2 && ok; q++) {
         int l = q ? l1 : l0;
-        ok = il[l]->extent % c == 0 && il[l]->extent > c;
+        ok = il[l]->extent > c;
       }
       if (ok) split[l0] = split[l1] = (int)c;
     }
@@ -352,13 +360,35 @@ static int canonicalize(sch_t *s, const char *block, gemm_t *g, const char **why
 }
 
 /* Intrinsics of the kind for an m x n output, best first. */
-static int choose(int64_t m, int64_t n, ir_intrin_kind_t kind, const ir_intrin_t **out) {
+/* The intrinsics of the kind this CPU has whose register tile fits m x n with
+ * at most MAX_WASTE padded work, in the registry's order (at most
+ * MAX_CHOICES).  When none does (a small or uneven m or n: a strided conv's
+ * 7 or 14 output columns, 36 or 72 channels), the least wasteful ones up to
+ * MAX_WASTE_LOOSE, and *loose says so: their masked tails may cost more than
+ * the micro-kernel gains, so the plain tiling is offered beside them and the
+ * search measures both. */
+static int choose(int64_t m, int64_t n, ir_intrin_kind_t kind, const ir_intrin_t **out, bool *loose) {
   int k = 0;
-  for (int i = 0; i < ir_intrin_count() && k < MAX_CHOICES; i++) {
-    const ir_intrin_t *in = ir_intrin_at(i);
-    if (!in->mr || in->kind != kind || !ir_intrin_host_supports(in)) continue;
-    double w = (1.0 + waste(m, in->mr)) * (1.0 + waste(n, in->nr)) - 1.0;
-    if (w <= MAX_WASTE) out[k++] = in;
+  double ws[MAX_CHOICES];
+  *loose = false;
+  for (int pass = 0; pass < 2 && k == 0; pass++) {
+    for (int i = 0; i < ir_intrin_count(); i++) {
+      const ir_intrin_t *in = ir_intrin_at(i);
+      if (!in->mr || in->kind != kind || !ir_intrin_host_supports(in)) continue;
+      double w = (1.0 + waste(m, in->mr)) * (1.0 + waste(n, in->nr)) - 1.0;
+      if (w > (pass ? MAX_WASTE_LOOSE : MAX_WASTE)) continue;
+      if (!pass) { /* registry order: the first that fit */
+        if (k < MAX_CHOICES) out[k++] = in;
+        continue;
+      }
+      int q = k < MAX_CHOICES ? k++ : MAX_CHOICES; /* the least waste first, ties in registry order */
+      while (q > 0 && ws[q - 1] > w) {
+        if (q < MAX_CHOICES) out[q] = out[q - 1], ws[q] = ws[q - 1];
+        q--;
+      }
+      if (q < MAX_CHOICES) out[q] = in, ws[q] = w;
+    }
+    *loose = pass == 1 && k > 0;
   }
   return k;
 }
@@ -545,14 +575,20 @@ int smp_rule_multi_level_tiling_intrin(smp_ctx_t *c, smp_state_t *st, const char
   shape_t sh;
   const ir_intrin_t *choices[MAX_CHOICES];
   int n = 0;
+  bool loose = false;
   if (b && smp_needs_multi_level_tiling(sch_func(st->s), b)) {
     int rc = probe(c, st, block, &sh, err);
     if (rc < 0) return rc;
-    if (rc == 0) n = choose(sh.m, sh.n, sh.dw ? IR_INTRIN_CPU_DW : IR_INTRIN_CPU_MM, choices);
+    if (rc == 0) n = choose(sh.m, sh.n, sh.dw ? IR_INTRIN_CPU_DW : IR_INTRIN_CPU_MM, choices, &loose);
   }
   if (n == 0) {
     smp_states_push(out, *st);
     return TN_OK;
+  }
+  if (loose) { /* the plain tiling's space beside the padded micro-kernels' */
+    smp_state_t plain;
+    SMP_TRY(smp_fork(c, st, &plain, err));
+    smp_states_push(out, plain);
   }
   /* per intrinsic: B in place (not when transposed: the intrinsic reads rows
    * of B), B packed, A and B packed (more than 8 rows of A a power of two
