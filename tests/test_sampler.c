@@ -1063,15 +1063,18 @@ START_TEST(test_tf32_space) {
 }
 END_TEST
 
-/* CPU matmul that no tensor intrinsic takes (3 rows: every register tile
- * pads them by a third or more): SSRSRS without binds; the write cache "may"
- * gives three spaces (none, level 1, level 2); the root carries
- * parallel/vectorize/unroll.  (The intrinsic spaces: the tensorize suite.) */
+/* CPU matmul that no register tile fits within a quarter of padding (3
+ * rows: every tile pads them by a third or more), so the plain tiling's
+ * spaces come first, beside the padded intrinsics': SSRSRS without binds;
+ * the write cache "may" gives three spaces (none, level 1, level 2); the
+ * root carries parallel/vectorize/unroll.  (The intrinsic spaces: the
+ * tensorize suite.) */
 START_TEST(test_cpu_matmul_space) {
   ir_workload_t *w = tu_load_sets("matmul", "M=3,N=64,K=64");
   tn_target_t t = target("cpu");
   smp_space_t sp = generate(w->func, &t, 1);
-  ck_assert_int_eq(sp.n, 3);
+  ck_assert_int_ge(sp.n, 3);
+  for (int i = 3; i < sp.n; i++) ck_assert_msg(strstr(sp.descs[i], "with-intrinsic"), "space %d: %s", i, sp.descs[i]);
   const char *expect[] = {"no write cache", "global write cache at level 1", "global write cache at level 2"};
   for (int i = 0; i < 3; i++) {
     const sch_trace_t *tr = sp.traces[i];
