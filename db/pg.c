@@ -155,8 +155,8 @@ static const char *const pg_migrations[DB_SCHEMA_VERSION] = {
     "CREATE INDEX job_batches_open ON job_batches (target_id, state);",
 
     /* 8: identities from BLAKE2b-256 (see the SQLite step) */
-    "ALTER TABLE workloads ADD COLUMN id_v8 TEXT;"
-    "ALTER TABLE records ADD COLUMN trace_id_v8 TEXT;",
+    ("ALTER TABLE workloads ADD COLUMN id_v8 TEXT;"
+     "ALTER TABLE records ADD COLUMN trace_id_v8 TEXT;"),
 };
 
 /* After the steps' C parts: 8 makes the new identities the hashes, in place. */

@@ -276,11 +276,12 @@ int db_claim_name(db_t *db, const char *name, tn_err_t *err) {
 
 void db_close(db_t *db) {
   if (!db) return;
-  if (db->h) {
+  if (db->h)
     while (db->tx_depth > 0) db_tx_rollback(db);
-    for (size_t i = 0; i < db->n_stmts; i++) db_finalize(db->stmts[i].st);
-    db->drv->close(db);
-  }
+  /* the statements go even where the connection went first (a PostgreSQL
+   * session closed for good by revive(): its statements are client-side) */
+  for (size_t i = 0; i < db->n_stmts; i++) db_finalize(db->stmts[i].st);
+  if (db->h) db->drv->close(db);
   free(db->claimed);
   free(db);
 }

@@ -192,8 +192,8 @@ const char *const db_migrations[DB_SCHEMA_VERSION] = {
      * columns for the new ones, which rehash.c computes from every row's
      * workload source and trace text (db_migrations_after then makes them
      * the hashes) */
-    "ALTER TABLE workloads ADD COLUMN id_v8 TEXT;"
-    "ALTER TABLE records ADD COLUMN trace_id_v8 TEXT;",
+    ("ALTER TABLE workloads ADD COLUMN id_v8 TEXT;"
+     "ALTER TABLE records ADD COLUMN trace_id_v8 TEXT;"),
 };
 
 /* SQL after a step's C part (db_migration_fns): step 8 rebuilds workloads
