@@ -236,6 +236,7 @@ typedef struct cg_ctx {
   bool need_fdiv[2], need_minmax[2], need_half, need_bf16, need_fp64, need_cp_async;
   bool need_team; /* C: a parallel loop's team from tuned_team() (module.c) */
   bool need_expf, need_tanhf; /* C: the vectorisable single-precision exp/tanh */
+  bool need_fminmax[2];       /* C: the vectorisable fmaxf/fminf [0], fmax/fmin [1] */
   uint64_t intrin_used; /* tensor intrinsics called, by registry index (ir/intrin.h) */
   bool need_wmma;       /* CUDA tensor-core intrinsics: <mma.h> */
   int wmma_sm;          /* the lowest architecture they need (70: sm_70); 0 none */

@@ -263,6 +263,19 @@ static bool reads_simd_acc(const cg_ctx_t *c, const ir_expr_t *e) {
   return c->promo && c->promo->simd && e->kind == IR_E_LOAD && e->u.load.buf == c->promo->store->u.store.buf;
 }
 
+/* The function of a float max or min.  C: tuned_fmaxf and kin (module.c),
+ * fmaxf's value as a compare and select, which gcc vectorizes (fmaxf itself
+ * it does not, for NaN's sake: a ReLU epilogue became one call per element);
+ * elsewhere the language's own, one instruction. */
+static const char *float_minmax(cg_ctx_t *c, bool max, ir_dtype_t t) {
+  bool f = t != IR_FLOAT64 && !c->d->math_overloaded;
+  if (c->d->target == CG_TARGET_C) {
+    c->need_fminmax[!f] = true;
+    return max ? (f ? "tuned_fmaxf" : "tuned_fmax") : (f ? "tuned_fminf" : "tuned_fmin");
+  }
+  return max ? (f ? "fmaxf" : "fmax") : (f ? "fminf" : "fmin");
+}
+
 static void print_minmax(cg_ctx_t *c, const ir_expr_t *e, tn_buf_t *o) {
   bool max = e->kind == IR_E_MAX;
   char fn[32];
@@ -281,8 +294,7 @@ static void print_minmax(cg_ctx_t *c, const ir_expr_t *e, tn_buf_t *o) {
     c->need_minmax[e->dtype == IR_INT64] = true;
     snprintf(fn, sizeof fn, "tuned_%s_%s", max ? "max" : "min", int_suffix(e->dtype));
   } else {
-    bool f = e->dtype != IR_FLOAT64 && !c->d->math_overloaded;
-    snprintf(fn, sizeof fn, "%s%s", max ? "fmax" : "fmin", f ? "f" : "");
+    snprintf(fn, sizeof fn, "%s", float_minmax(c, max, e->dtype));
   }
   print_call2(c, fn, e->u.bin.a, e->u.bin.b, o);
 }
@@ -298,8 +310,7 @@ void cg_combine(cg_ctx_t *c, ir_expr_kind_t op, ir_dtype_t t, const char *a, con
     c->need_minmax[t == IR_INT64] = true;
     tn_buf_printf(o, "tuned_%s_%s(%s, %s)", max ? "max" : "min", int_suffix(t), a, b);
   } else {
-    bool f = t != IR_FLOAT64 && !c->d->math_overloaded;
-    tn_buf_printf(o, "%s%s(%s, %s)", max ? "fmax" : "fmin", f ? "f" : "", a, b);
+    tn_buf_printf(o, "%s(%s, %s)", float_minmax(c, max, t), a, b);
   }
 }
 

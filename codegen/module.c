@@ -249,6 +249,12 @@ static void helper_text(cg_ctx_t *c, tn_buf_t *o) {
   if (c->need_bf16 && c->d->target == CG_TARGET_C) tn_buf_put(o, c_bf16_helpers);
   if (c->need_expf && c->d->target == CG_TARGET_C) tn_buf_put(o, c_exp_helper);
   if (c->need_tanhf && c->d->target == CG_TARGET_C) tn_buf_put(o, c_tanh_helper);
+  for (int w = 0; w < 2; w++) /* fmaxf's value (a NaN operand loses) as a compare and select */
+    if (c->need_fminmax[w] && c->d->target == CG_TARGET_C) {
+      const char *t = w ? "double" : "float", *sfx = w ? "" : "f";
+      tn_buf_printf(o, "static inline %s tuned_fmax%s(%s a, %s b) { return a > b || b != b ? a : b; }\n", t, sfx, t, t);
+      tn_buf_printf(o, "static inline %s tuned_fmin%s(%s a, %s b) { return a < b || b != b ? a : b; }\n", t, sfx, t, t);
+    }
   if (c->need_team && c->d->target == CG_TARGET_C) tn_buf_put(o, c_team_helper);
   if (c->need_bf16 && c->d->target == CG_TARGET_OPENCL) tn_buf_put(o, opencl_bf16_helpers);
   if (c->need_cp_async && c->d->target == CG_TARGET_CUDA) tn_buf_put(o, cg_cp_async_helpers);

@@ -264,8 +264,8 @@ typedef int (*entry_fn)(void **);
 
 /* Builds the C lowering of f, runs it and compares with ref's evaluation.
  * Returns the source (free it). */
-static char *check_c(const ir_func_t *f, const ir_func_t *ref) {
-  cg_module_t *m = lower_ok(f, CG_TARGET_C);
+/* Compiles a C module as the cc builder does and loads it. */
+static void *load_c(const cg_module_t *m) {
   char dir[] = "/tmp/tuned-cg-XXXXXX", path[128], so[128], cmd[512], log[128];
   ck_assert_ptr_nonnull(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/k.c", dir);
@@ -281,6 +281,13 @@ static char *check_c(const ir_func_t *f, const ir_func_t *ref) {
   /* RTLD_NODELETE: dlclose must not unmap libgomp under its idle workers */
   void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   ck_assert_msg(h != NULL, "dlopen: %s", dlerror());
+  rm_tree(dir); /* the library stays mapped */
+  return h;
+}
+
+static char *check_c(const ir_func_t *f, const ir_func_t *ref) {
+  cg_module_t *m = lower_ok(f, CG_TARGET_C);
+  void *h = load_c(m);
   entry_fn fn = (entry_fn)dlsym(h, "tuned_entry_kern");
   ck_assert_ptr_nonnull(fn);
   ir_data_t *d, *r;
@@ -313,7 +320,6 @@ static char *check_c(const ir_func_t *f, const ir_func_t *ref) {
   ir_data_free(d);
   ir_data_free(r);
   dlclose(h);
-  rm_tree(dir);
   char *src = tn_xstrdup(m->source);
   cg_module_free(m);
   return src;
@@ -732,7 +738,7 @@ START_TEST(test_c_source_shape) {
   HAS(m->source, "float *rmax = (float *)malloc(sizeof(float) * 4);");
   HAS(m->source, "free(E);");
   HAS(m->source, "for (int i_3 = 0; i_3 < 4; ++i_3) {");
-  HAS(m->source, "rmax[v_i] = fmaxf(rmax[v_i], A[v_i * 8 + v_j]);");
+  HAS(m->source, "rmax[v_i] = tuned_fmaxf(rmax[v_i], A[v_i * 8 + v_j]);");
   HAS(m->source, "expf(");
   ck_assert_int_eq(m->nparams, 2); /* temps are not arguments on the C target */
   cg_module_free(m);
@@ -1630,6 +1636,44 @@ START_TEST(test_c_promoted_accumulators) {
   free(src);
   sch_free(s);
   ir_workload_free(w);
+}
+END_TEST
+
+/* A float max or min on the C target is tuned_fmaxf and kin: a compare and
+ * select that gcc vectorizes (fmaxf it does not: a ReLU epilogue of a conv
+ * was one call per element, half its time), with fmaxf's value: a NaN
+ * operand loses to a number, in either place, in float and in double. */
+START_TEST(test_c_fmax_nan) {
+  static const char *const types[] = {"float32", "float64"};
+  for (int t = 0; t < 2; t++) {
+    char text[400];
+    snprintf(text, sizeof text,
+             "param N = 6\ninput A: %s[N]\ninput B: %s[N]\noutput Y: %s[N]\noutput Z: %s[N]\n"
+             "Y[i] = max(A[i], B[i])\nZ[i] = min(A[i], B[i])\n",
+             types[t], types[t], types[t], types[t]);
+    ir_workload_t *w = text_wl(text);
+    cg_module_t *m = lower_ok(w->func, CG_TARGET_C);
+    HAS(m->source, t ? "tuned_fmax(A[" : "tuned_fmaxf(A[");
+    HAS(m->source, t ? "tuned_fmin(A[" : "tuned_fminf(A[");
+    LACKS(m->source, t ? " fmax(" : " fmaxf(");
+    void *h = load_c(m);
+    entry_fn fn = (entry_fn)dlsym(h, "tuned_entry_kern");
+    ck_assert_ptr_nonnull(fn);
+    double a[6] = {1.0, NAN, 2.0, NAN, -0.5, 3.0}, b[6] = {NAN, 1.0, NAN, NAN, -0.25, -3.0};
+    double want_max[6] = {1.0, 1.0, 2.0, NAN, -0.25, 3.0}, want_min[6] = {1.0, 1.0, 2.0, NAN, -0.5, -3.0};
+    float af[6], bf[6], yf[6], zf[6];
+    double y[6], z[6];
+    for (int i = 0; i < 6; i++) af[i] = (float)a[i], bf[i] = (float)b[i];
+    void *args[4] = {t ? (void *)a : af, t ? (void *)b : bf, t ? (void *)y : yf, t ? (void *)z : zf};
+    ck_assert_int_eq(fn(args), 0);
+    for (int i = 0; i < 6; i++) {
+      double gy = t ? y[i] : yf[i], gz = t ? z[i] : zf[i];
+      if (isnan(want_max[i])) ck_assert_msg(isnan(gy) && isnan(gz), "%s element %d", types[t], i);
+      else ck_assert_msg(gy == want_max[i] && gz == want_min[i], "%s element %d: max %g min %g", types[t], i, gy, gz);
+    }
+    cg_module_free(m);
+    ir_workload_free(w);
+  }
 }
 END_TEST
 
@@ -2971,6 +3015,7 @@ static Suite *make_suite(void) {
   tcase_add_test(c, test_c_fused_producer);
   tcase_add_test(c, test_c_lane_accumulators);
   tcase_add_test(c, test_c_simd_sum);
+  tcase_add_test(c, test_c_fmax_nan);
   tcase_add_test(c, test_gpu_tensor_intrinsic_refused);
   suite_add_tcase(s, c);
   TCase *g = tcase_create("gpu");
