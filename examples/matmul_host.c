@@ -108,7 +108,7 @@ static int run_c(const tuned_kernel_t *k, problem_t *p) {
     return -1;
   }
   const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
-  snprintf(cmd, sizeof cmd, "%s -O3 -march=native -fopenmp -fPIC -shared -o %s %s -lm", cc, lib, src);
+  snprintf(cmd, sizeof cmd, "%s -O3 -march=native -fno-math-errno -fopenmp -fPIC -shared -o %s %s -lm", cc, lib, src);
   int rc = system(cmd);
   /* RTLD_NODELETE: OpenMP worker threads of the kernel outlive dlclose. */
   void *h = rc == 0 ? dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) : NULL;

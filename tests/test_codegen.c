@@ -273,7 +273,7 @@ static void *load_c(const cg_module_t *m) {
   snprintf(log, sizeof log, "%s/log", dir);
   write_file(path, m->source);
   /* -march=native as the cc builder: tensor intrinsics use the host's vector units */
-  snprintf(cmd, sizeof cmd, "cc -O2 -march=native -fopenmp -shared -fPIC -o %s %s -lm > %s 2>&1", so, path, log);
+  snprintf(cmd, sizeof cmd, "cc -O2 -march=native -fno-math-errno -fopenmp -shared -fPIC -o %s %s -lm > %s 2>&1", so, path, log);
   if (system(cmd) != 0) {
     char *l = read_small(log);
     ck_abort_msg("cc failed:\n%.3000s\n%.500s", l, m->source);

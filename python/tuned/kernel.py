@@ -35,7 +35,7 @@ def _compiler(cc):
 
 
 def _flags(cc):
-    flags = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
+    flags = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC"]
     if "clang" in os.path.basename(cc):
         flags.append("-fbracket-depth=1000000")  # clang's nesting limit; gcc has none
     return flags
@@ -50,7 +50,7 @@ def cache_key(source, cc=None):
 def build_c(source, cc=None):
     """Compiles a C kernel's source into a shared object (cached by compiler,
     flags and source: cache_key) and returns its path.  The flags are the
-    daemon's CPU builder's: -O3 -march=native -fopenmp."""
+    daemon's CPU builder's: -O3 -march=native -fno-math-errno -fopenmp."""
     cc = _compiler(cc)
     flags = _flags(cc)
     key = cache_key(source, cc)
