@@ -196,7 +196,8 @@ done:
   return st;
 }
 
-static int start(ms_build_proc_t *p, tn_err_t *err) {
+static int start_once(ms_build_proc_t *p, bool *killed, tn_err_t *err) {
+  *killed = false;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
     return tn_err_set(err, TN_EIO, "socketpair: %s", strerror(errno));
@@ -222,12 +223,25 @@ static int start(ms_build_proc_t *p, tn_err_t *err) {
   cJSON_Delete(reply);
   if (rc < 0) {
     char tail[LOG_TAIL + 32];
-    reap(p, true);
+    *killed = ms_reap_failed_start(p->pid);
+    close(p->fd);
+    p->pid = 0, p->fd = -1;
     log_tail(p, tail, sizeof tail);
-    return tn_err_set(err, TN_EIO, "the build process %s --build did not start: %s%s", p->worker,
-                      err ? err->msg : "", tail);
+    return tn_err_set(err, TN_EIO, "the build process %s --build did not start: %s%s%s", p->worker,
+                      err ? err->msg : "", *killed ? " (killed by a signal)" : "", tail);
   }
   return TN_OK;
+}
+
+/* Started again when killed while it starts, as the worker (runner.c). */
+static int start(ms_build_proc_t *p, tn_err_t *err) {
+  bool killed = false;
+  int rc = TN_OK;
+  for (int i = 0; i < 3; i++) {
+    rc = start_once(p, &killed, err);
+    if (rc == TN_OK || !killed) break;
+  }
+  return rc;
 }
 
 /* The process died during a build (its socket closed or spoke nonsense):

@@ -45,6 +45,12 @@ int ms_run_command(char *const argv[], const char *tmpdir, double timeout_s, tn_
 /* environ with NAME=value in place of any NAME entry; entry (size bytes)
  * holds the new entry.  The caller frees the array (not its strings). */
 char **ms_environ_with(const char *name, const char *value, char *entry, size_t size);
+/* Reaps a process spawned by ms_spawn_worker that failed its hello and
+ * returns true when it had died by a signal of its own accord (waited for
+ * 0.2 s: its socket can close before it can be waited for); otherwise it is
+ * killed and reaped here, and false returned.  Such a process (killed while
+ * it started, by an operator or the OOM killer) is started again. */
+bool ms_reap_failed_start(pid_t pid);
 /* Starts a helper process (tuned-worker) with exec: fd 0 is sock (one end
  * of a socketpair), fds 1 and 2 append to log_path (NULL: /dev/null), no
  * other file of the caller is inherited, signals unblocked and SIGPIPE at

@@ -147,8 +147,8 @@ static char **worker_env(char *pocl, size_t size) {
   return ms_environ_with("POCL_CACHE_DIR", cache ? cache : "", pocl, size);
 }
 
-int ms_runner_start(ms_runner_t *r, tn_err_t *err) {
-  if (r->pid > 0) return TN_OK;
+static int start_once(ms_runner_t *r, bool *killed, tn_err_t *err) {
+  *killed = false;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
     return tn_err_set(err, TN_EIO, "socketpair: %s", strerror(errno));
@@ -174,12 +174,31 @@ int ms_runner_start(ms_runner_t *r, tn_err_t *err) {
   cJSON_Delete(reply);
   if (rc < 0) {
     char tail[LOG_TAIL + 1];
-    reap(r, true);
+    *killed = ms_reap_failed_start(r->pid);
+    ms_track_worker(r->pid, false);
+    close(r->fd);
+    r->pid = 0, r->fd = -1, r->loaded_gen = 0;
     log_tail(r, from, tail, sizeof tail);
-    return tn_err_set(err, TN_EIO, "the worker %s did not start: %s%s%s", r->worker, err ? err->msg : "",
-                      tail[0] ? "; it said: " : "", tail);
+    return tn_err_set(err, TN_EIO, "the worker %s did not start: %s%s%s%s", r->worker, err ? err->msg : "",
+                      *killed ? " (killed by a signal)" : "", tail[0] ? "; it said: " : "", tail);
   }
   return TN_OK;
+}
+
+/* A worker killed while it starts (by an operator, the OOM killer) is
+ * started again, up to START_TRIES in all, as a worker killed later is; one
+ * that exits, or does not answer, fails at once. */
+#define START_TRIES 3
+
+int ms_runner_start(ms_runner_t *r, tn_err_t *err) {
+  if (r->pid > 0) return TN_OK;
+  bool killed = false;
+  int rc = TN_OK;
+  for (int i = 0; i < START_TRIES; i++) {
+    rc = start_once(r, &killed, err);
+    if (rc == TN_OK || !killed) break;
+  }
+  return rc;
 }
 
 void ms_runner_stop(ms_runner_t *r) {

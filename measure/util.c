@@ -232,6 +232,20 @@ static int spawn_grouped(char *const argv[], const char *tmpdir, int out_fd, pid
   return TN_OK;
 }
 
+bool ms_reap_failed_start(pid_t pid) {
+  int st = 0;
+  for (int i = 0; i < 20; i++) {
+    pid_t w = waitpid(pid, &st, WNOHANG);
+    if (w == pid) return WIFSIGNALED(st);
+    if (w < 0 && errno != EINTR) return false;
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return false;
+}
+
 int ms_spawn_worker(char *const argv[], char *const env[], int sock, const char *log_path, pid_t *pid,
                     tn_err_t *err) {
   posix_spawn_file_actions_t fa;
