@@ -31,6 +31,7 @@ typedef struct pgt_server {
   char bin[256];      /* /usr/lib/postgresql/N/bin */
   char as_user[64];   /* "runuser -u postgres -- " when root, else "" */
   bool running;
+  char preload[300];  /* a library the server runs with (LD_PRELOAD), or "" */
   char skip[512];     /* why there is no server, when there is none */
 } pgt_server_t;
 
@@ -92,14 +93,19 @@ static inline int pgt_admin(pgt_server_t *s, const char *sql) {
 static inline int pgt_ctl(const pgt_server_t *s, const char *what) {
   char cmd[1536];
   /* fsync off: the tests kill clients and stop the server, never the machine */
-  snprintf(cmd, sizeof cmd, "%s/pg_ctl -D %s/data -l %s/server.log -w -t 60 -m fast -o \"-c listen_addresses='' "
+  char env[700] = "";
+  if (s->preload[0]) /* the shim's flag file: in the server's directory */
+    snprintf(env, sizeof env, "env LD_PRELOAD=%s TUNED_ENOSPC_FLAG=%s/enospc ", s->preload, s->dir);
+  snprintf(cmd, sizeof cmd, "%s%s/pg_ctl -D %s/data -l %s/server.log -w -t 60 -m fast -o \"-c listen_addresses='' "
            "-c unix_socket_directories=%s -c fsync=off -c max_connections=200\" %s >/dev/null 2>&1",
-           s->bin, s->dir, s->dir, s->dir, what);
+           env, s->bin, s->dir, s->dir, s->dir, what);
   return pgt_sh(s, cmd);
 }
 
-static inline int pgt_start(pgt_server_t *s) {
+/* Starts the server; preload (or NULL): a library it runs with. */
+static inline int pgt_start_with(pgt_server_t *s, const char *preload) {
   memset(s, 0, sizeof *s);
+  if (preload) snprintf(s->preload, sizeof s->preload, "%s", preload);
   if (!TUNED_HAVE_LIBPQ) {
     snprintf(s->skip, sizeof s->skip, "this build has no libpq (install libpq-dev and reconfigure)");
     return -1;
@@ -143,6 +149,8 @@ static inline int pgt_start(pgt_server_t *s) {
   s->running = true;
   return pgt_admin(s, "CREATE ROLE " pgt_pw_user " LOGIN SUPERUSER PASSWORD '" pgt_pw_password "'");
 }
+
+static inline int pgt_start(pgt_server_t *s) { return pgt_start_with(s, NULL); }
 
 /* Creates database `name` (dropped first when it exists) and sets url to it. */
 static inline int pgt_createdb(pgt_server_t *s, const char *name, char *url, size_t size) {
