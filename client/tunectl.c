@@ -24,7 +24,7 @@ enum {
   O_SEARCH_SEED, O_REPEAT_MS, O_NO_FLUSH, O_DB, O_STRATEGY, O_MODEL, O_WAIT, O_STATE, O_STATUS, O_LIMIT, O_K,
   O_OUT, O_BASELINE, O_MAX_REGRESSION, O_COMPARE, O_DAEMON, O_JSON, O_JSON_OUT, O_SOCKET, O_REMEASURE,
   O_NO_REMEASURE, O_NO_BASELINE, O_CC, O_PROFILE_DB, O_ALLOW_TF32, O_TOP, O_FALLBACK, O_PLOT_OUT, O_REPORT,
-  O_ROOFLINE, O_PEAKS, O_TVMSCRIPT, O_KERNEL_DB, O_JUNIT, O_BENCH_DB, O_PING_WAIT, O_COUNT
+  O_ROOFLINE, O_PEAKS, O_TVMSCRIPT, O_KERNEL_DB, O_JUNIT, O_BENCH_DB, O_PING_WAIT, O_SAMPLES, O_COUNT
 };
 #define OPT(name) (UINT64_C(1) << O_##name)
 _Static_assert(O_COUNT <= 64, "a command's options are a 64-bit mask");
@@ -101,6 +101,9 @@ static const opt_spec_t options[O_COUNT] = {
     [O_STATUS] = {"status", 0, "S", K_TEXT, F(status), 0, 0,
                   "ok, build_error, run_error, timeout, wrong_result or too_slow"},
     [O_LIMIT] = {"limit", 0, "N", K_INT, F(limit), 1, 0, "at most N rows"},
+    [O_SAMPLES] = {"samples", 0, "N", K_INT, F(limit), 1, 10000,
+                   "print N valid sampled traces of each space (decisions set)\n"
+                   "instead of the spaces"},
     [O_K] = {NULL, 'k', "K", K_INT, F(k), 1, 0, "how many records (default 1)"},
     [O_TOP] = {"top", 0, "K", K_INT, F(k), 1, 1000, "--json: list the K fastest verified candidates (default 5)"},
     [O_OUT] = {NULL, 'o', "OUT", K_TEXT, F(out), 0, 0, "write to OUT instead of stdout"},
@@ -275,14 +278,23 @@ static const command_t commands[] = {
              "Needs an NVIDIA GPU with its driver: without one, or for a target that is\n"
              "not CUDA (cpu, opencl, cuda-host), it says so and exits 1.\n",
      .run = tco_profile},
-    {.name = "space", .usage = "FILE --target T [--allow-tf32] [--set NAME=VALUE ...]", .min_pos = 1, .max_pos = 1,
-     .opts = OPT(SET) | OPT(TARGET) | OPT(ALLOW_TF32), .need = OPT(TARGET),
+    {.name = "space", .usage = "FILE --target T [--samples N [--seed S]] [--allow-tf32] [--set NAME=VALUE ...]",
+     .min_pos = 1, .max_pos = 1,
+     .opts = OPT(SET) | OPT(TARGET) | OPT(ALLOW_TF32) | OPT(SAMPLES) | OPT(SEARCH_SEED), .need = OPT(TARGET),
      .summary = "print the design spaces of a workload as traces",
      .help = "Applies the target's schedule rules (multi-level tiling, inlining, rfactor or\n"
              "cross-thread reduction, parallel/vectorize/unroll, auto-bind, compute\n"
              "location) to every block and prints each resulting design space: a line\n"
              "`# space K of N (rules: ...)` naming the rules that shaped it, then its\n"
-             "trace as JSON, without decisions (every replay samples them afresh).\n",
+             "trace as JSON, without decisions (every replay samples them afresh).\n"
+             "With --samples N, N valid candidates of each space instead, as MetaSchedule\n"
+             "resamples: the space replayed with seeds S, S+1, ... (--seed, default 1),\n"
+             "each sample post-processed (for GPU targets: verified against the\n"
+             "target's limits) and lowered for the target, the rejected ones skipped,\n"
+             "up to 64 tries per sample; each printed as `# space K of N, sample J\n"
+             "(seed X, R rejected before it)` and its trace with its decisions, which\n"
+             "`tunectl run --trace` and `emit --trace` replay as it is.  Exits 1 when a\n"
+             "space gives fewer than N, saying how many and the last rejection.\n",
      .run = tco_space},
     {.name = "tune",
      .usage = "FILE --target T --trials N [--seed S] [--db PATH] [--strategy evolutionary|replay] "

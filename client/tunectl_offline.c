@@ -491,6 +491,38 @@ int tco_run(tc_args_t *o) {
   return rc;
 }
 
+/* Prints n valid samples of space i (replayed with seeds seed, seed + 1,
+ * ..., post-processed and lowered; the rejected ones skipped, 64 tries a
+ * sample at most); 1 when fewer than n came, after saying so. */
+static int print_samples(const ir_func_t *f, const tn_target_t *t, const smp_space_t *sp, int i, int n,
+                         uint64_t seed) {
+  int got = 0, rejected = 0, tries = 0;
+  char last[sizeof ((tn_err_t *)0)->msg] = "";
+  for (; got < n && tries < 64 * n; tries++, seed++) {
+    sch_t *s = NULL;
+    cg_module_t *m = NULL;
+    tn_err_t err = {0};
+    int rc = srch_schedule(f, t, sp->traces[i], seed, &s, NULL, &err);
+    if (rc == TN_OK) rc = srch_lower_schedule(s, t, NULL, &m, &err);
+    if (rc == TN_OK) {
+      char *json = sch_trace_to_json(sch_get_trace(s));
+      printf("# space %d of %d, sample %d (seed %" PRIu64 ", %d rejected before it; rules: %s)\n%s\n", i + 1,
+             sp->n, ++got, seed, rejected, sp->descs[i], json);
+      free(json);
+      rejected = 0;
+    } else {
+      rejected++;
+      snprintf(last, sizeof last, "%s", err.msg);
+    }
+    cg_module_free(m);
+    sch_free(s);
+  }
+  if (got == n) return 0;
+  fprintf(stderr, "tunectl space: space %d of %d: %d of %d samples valid in %d tries; the last rejection: %s\n",
+          i + 1, sp->n, got, n, tries, last);
+  return 1;
+}
+
 /* Prints the design spaces of the workload for the target, as traces. */
 int tco_space(tc_args_t *o) {
   tn_target_t t;
@@ -504,14 +536,19 @@ int tco_space(tc_args_t *o) {
     ir_workload_free(w);
     return 1;
   }
+  int rc = 0;
   for (int i = 0; i < sp.n; i++) {
+    if (o->limit > 0) {
+      rc |= print_samples(w->func, &t, &sp, i, (int)o->limit, tc_seed(o));
+      continue;
+    }
     char *json = sch_trace_to_json(sp.traces[i]);
     printf("# space %d of %d (rules: %s)\n%s\n", i + 1, sp.n, sp.descs[i], json);
     free(json);
   }
   smp_space_free(&sp);
   ir_workload_free(w);
-  return 0;
+  return rc;
 }
 
 /* Whether this machine can run t's candidates; says why not.  A tune

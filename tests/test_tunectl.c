@@ -416,6 +416,62 @@ START_TEST(t_thousand_blocks) {
 }
 END_TEST
 
+/* space --samples: N valid candidates of every space, decisions set, for a
+ * target without its GPU here.  The float16 GEMM on a T4 (whose shared
+ * memory a fixed replay of its tensor-core space exceeds): 3 samples of each
+ * space, each replayed by emit as it is, within the T4's 64 KiB of shared
+ * memory; the same seed gives the same samples. */
+START_TEST(t_space_samples) {
+  char path[] = "/tmp/tunectl-samples-XXXXXX", args[1024];
+  tu_write_temp(path, "");
+  snprintf(args, sizeof args, "space %s --target nvidia/tesla-t4 --set M=512 --set N=512 --set K=512 --samples 3 "
+           "--seed 5 > %s", W("matmul_f16"), path);
+  expect(args, 0, NULL, NULL);
+  FILE *fp = fopen(path, "r");
+  ck_assert_ptr_nonnull(fp);
+  static char text[1 << 22];
+  size_t len = fread(text, 1, sizeof text - 1, fp);
+  fclose(fp);
+  text[len] = 0;
+  int n = 0, spaces = 0;
+  static char body[1 << 20];
+  for (const char *p = text; (p = strstr(p, "# space ")); n++) {
+    const char *start = strchr(p, '\n') + 1, *next = strstr(start, "\n# space ");
+    ck_assert_msg(strstr(p, ", sample ") && strstr(p, "rejected before it"), "%.200s", p);
+    if (n == 0) ck_assert_int_eq(sscanf(p, "# space 1 of %d", &spaces), 1);
+    size_t blen = next ? (size_t)(next - start + 1) : strlen(start);
+    ck_assert_uint_lt(blen, sizeof body);
+    memcpy(body, start, blen);
+    body[blen] = 0;
+    ck_assert_ptr_nonnull(strstr(body, "\"EnterPostproc\""));
+    char trace[] = "/tmp/tunectl-sample-XXXXXX";
+    tu_write_temp(trace, body);
+    snprintf(args, sizeof args, "emit %s --target nvidia/tesla-t4 --set M=512 --set N=512 --set K=512 --emit launch "
+             "--trace %s", W("matmul_f16"), trace);
+    run_t *r = expect(args, 0, "\"kernels\"", NULL);
+    cJSON *j = cJSON_Parse(r->out);
+    ck_assert_ptr_nonnull(j);
+    const cJSON *k;
+    cJSON_ArrayForEach(k, cJSON_GetObjectItem(j, "kernels")) {
+      double shared = cJSON_GetNumberValue(cJSON_GetObjectItem(k, "static_shared_bytes")) +
+                      cJSON_GetNumberValue(cJSON_GetObjectItem(k, "dyn_shared_bytes"));
+      ck_assert_msg(shared <= 65536, "sample %d: %.0f bytes of shared memory on a T4", n + 1, shared);
+    }
+    cJSON_Delete(j);
+    unlink(trace);
+    p = start;
+  }
+  ck_assert_int_ge(spaces, 1);
+  ck_assert_int_eq(n, 3 * spaces);
+  /* the same seed, the same samples */
+  snprintf(args, sizeof args, "space %s --target nvidia/tesla-t4 --set M=512 --set N=512 --set K=512 --samples 3 "
+           "--seed 5", W("matmul_f16"));
+  run_t *again = expect(args, 0, "# space 1 of", NULL);
+  ck_assert_msg(strcmp(again->out, text) == 0, "a second run with the same seed printed other samples");
+  unlink(path);
+}
+END_TEST
+
 /* A loop nest 200 deep (one index and 199 reduction variables, most of
  * extent 1) through check, show, space and tune, on the CPU and the CUDA
  * harness: no depth limit below the parser's IR_MAX_LOOP_DEPTH. */
@@ -764,7 +820,7 @@ static Suite *make(void) {
   TU_TCASE(s, "cli", 120, t_help, t_show, t_tvmscript, t_check, t_eval, t_errors, t_trace, t_bad_options, t_gnu_options,
            t_every_command_help, t_cli_doc);
   TU_TCASE(s, "pretuned", 240, t_pretuned);
-  TU_TCASE(s, "targets", 240, t_targets, t_relocated);
+  TU_TCASE(s, "targets", 240, t_targets, t_relocated, t_space_samples);
   TU_TCASE(s, "limits", 600, t_thousand_blocks, t_deep_nest);
   TU_TCASE(s, "tune", 300, t_tune_db, t_tune_no_device, t_eval_work_cap, t_allow_tf32, t_tune_no_kernel,
            t_entry_names);
