@@ -213,7 +213,7 @@ static int run_search(td_job_t *j, const db_job_t *row, const ir_workload_t *w, 
   srch_opts_t o;
   job_opts(j, row, &o);
   o.max_trials = (int)(row->budget_trials - row->trials_done);
-  srch_task_t task = {w, 1.0};
+  srch_task_t task = {w, 1.0, row->workload_id}; /* registered at tune.submit */
   srch_callbacks_t cb = {.on_progress = on_progress, .on_batch = on_batch, .should_stop = should_stop, .ctx = &ctx,
                          .on_log = on_log};
   srch_result_t res;
@@ -371,7 +371,7 @@ static int run_batch(td_job_t *j, const db_job_t *row, const ir_workload_t *w, c
   double budget = row->budget_seconds > 0 ? row->budget_seconds : TD_NO_BUDGET_S;
   run_ctx_t ctx = {j, row->trials_done, "", started, started + budget + j->mgr->srv->cfg.deadline_grace, b};
   ms_device_name(t, ctx.device, sizeof ctx.device);
-  srch_task_t task = {w, 1.0};
+  srch_task_t task = {w, 1.0, row->workload_id}; /* registered at tune.submit */
   srch_callbacks_t cb = {.on_progress = on_progress, .on_batch = on_batch, .should_stop = should_stop, .ctx = &ctx,
                          .on_log = on_log, .on_commit = check_lease};
   srch_result_t res;

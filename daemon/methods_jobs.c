@@ -32,15 +32,6 @@ static void submit_free(void *p) {
   free(s);
 }
 
-/* The stored parameters: every declared parameter with the value used. */
-static char *params_json(const ir_workload_t *w) {
-  cJSON *o = cJSON_CreateObject();
-  for (int i = 0; i < w->nparams; i++) cJSON_AddNumberToObject(o, w->params[i].name, (double)w->params[i].value);
-  char *s = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  return s;
-}
-
 static char *options_json(const submit_t *s) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "strategy", strategies[s->strategy]);
@@ -54,25 +45,23 @@ static char *options_json(const submit_t *s) {
   return t;
 }
 
-/* Stores workload, target and job in one transaction. */
+/* Stores workload, target and job in one transaction: the job thread
+ * finds the workload registered (srch_task_t.workload_id). */
 static int store(td_server_t *srv, submit_t *s, const ir_workload_t *w, tn_err_t *err) {
-  char *params = params_json(w), *target_json = tn_target_to_json(&s->target.t), *options = options_json(s);
-  db_workload_t wr = {.hash = s->hash, .name = s->name, .source = s->text, .params = params,
-                      .flops = ir_func_flops(w->func), .bytes = ir_func_bytes(w->func)};
+  char *target_json = tn_target_to_json(&s->target.t), *options = options_json(s);
   db_target_t tr = {.name = s->target.t.name, .kind = tn_target_kind_name(s->target.t.kind),
                     .arch = s->target.t.arch, .json = target_json};
   db_job_t job = {.budget_trials = s->trials, .budget_seconds = s->seconds, .seed = (uint64_t)s->seed,
                   .options = options, .owner = td_job_owner(srv)};
   uv_mutex_lock(&srv->wdb_lock);
   int rc = db_tx_begin(srv->wdb, err);
-  if (!rc) rc = db_workload_upsert(srv->wdb, &wr, &job.workload_id, err);
+  if (!rc) rc = srch_workload_register(srv->wdb, w, s->hash, &job.workload_id, err);
   if (!rc) rc = db_target_upsert(srv->wdb, &tr, &job.target_id, err);
   if (!rc) rc = db_job_create(srv->wdb, &job, err);
   if (!rc) rc = db_tx_commit(srv->wdb, err);
   else db_tx_rollback(srv->wdb);
   uv_mutex_unlock(&srv->wdb_lock);
   s->job = job.id;
-  free(params);
   free(target_json);
   free(options);
   return rc;
