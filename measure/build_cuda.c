@@ -15,7 +15,6 @@
 #include "ms_internal.h"
 #include "tuned_config.h"
 
-
 #define MAX_KERNELS 64
 
 /* The number written just before `suffix` in line ("Used 32 registers"), or 0. */
