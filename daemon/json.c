@@ -97,3 +97,99 @@ cJSON *td_record_json(const db_record_t *r, double flops) {
   return o;
 }
 
+/* ---- job objects ------------------------------------------------------------------- */
+
+static void add_time(cJSON *o, const char *key, double t) {
+  if (t > 0) cJSON_AddNumberToObject(o, key, t);
+  else cJSON_AddNullToObject(o, key);
+}
+
+static cJSON *best_json(db_t *db, const db_job_t *row, double flops) {
+  db_records_t best;
+  tn_err_t err = {0};
+  if (db_best(db, row->workload_hash, row->target_name, 1, &best, &err) != 0 || best.n == 0) {
+    db_records_free(&best);
+    return cJSON_CreateNull();
+  }
+  cJSON *b = cJSON_CreateObject();
+  cJSON_AddNumberToObject(b, "record", (double)best.items[0].id);
+  td_json_num(b, "median_secs", best.items[0].median_secs);
+  td_json_num(b, "gflops", flops > 0 ? flops / best.items[0].median_secs * 1e-9 : NAN);
+  db_records_free(&best);
+  return b;
+}
+
+/* The unscheduled program's time on the job's target (null until measured),
+ * and the best's speed-up over it. */
+static cJSON *baseline_json(db_t *db, const db_job_t *row, double flops, const cJSON *best) {
+  tn_arena_t *a = tn_arena_new();
+  db_baseline_t b;
+  bool found = false;
+  tn_err_t err = {0};
+  cJSON *o = NULL;
+  if (db_baseline_get(db, row->workload_hash, row->target_name, &b, &found, a, &err) == 0 && found) {
+    o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", db_status_name(b.status));
+    td_json_num(o, "median_secs", b.median_secs);
+    td_json_num(o, "gflops", flops > 0 && b.median_secs > 0 ? flops / b.median_secs * 1e-9 : NAN);
+    const cJSON *bm = cJSON_GetObjectItemCaseSensitive(best, "median_secs");
+    td_json_num(o, "speedup", cJSON_IsNumber(bm) && bm->valuedouble > 0 && b.median_secs > 0
+                                  ? b.median_secs / bm->valuedouble : NAN);
+  }
+  tn_arena_free(a);
+  return o ? o : cJSON_CreateNull();
+}
+
+/* The job's first failed trial, {"trial", "status", "error"}, or null: what
+ * a job that ends without a kernel tells its user (tunectl submit --wait,
+ * bench).  A read error leaves it null: the rest of the job still reads. */
+static cJSON *first_failure_json(db_t *db, int64_t job, tn_arena_t *a) {
+  db_job_trial_t t;
+  const char *error;
+  bool found;
+  tn_err_t err = {0};
+  if (db_job_first_failure(db, job, &t, &error, &found, a, &err) != 0 || !found) return cJSON_CreateNull();
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "trial", (double)t.trial);
+  cJSON_AddStringToObject(o, "status", db_status_name(t.status));
+  if (error) cJSON_AddStringToObject(o, "error", error);
+  else cJSON_AddNullToObject(o, "error");
+  return o;
+}
+
+cJSON *td_job_read(db_t *db, int64_t id, tn_err_t *err) {
+  tn_arena_t *a = tn_arena_new();
+  db_job_t row;
+  if (db_job_get(db, id, &row, a, err) != 0) {
+    tn_arena_free(a);
+    if (err->code == TN_EINVAL) tn_err_set(err, TN_EINVAL, "no job %lld (tune.list shows the jobs)", (long long)id);
+    return NULL;
+  }
+  db_workload_t w = {0};
+  tn_err_t werr = {0};
+  bool have_w = db_workload_get(db, row.workload_hash, &w, a, &werr) == 0;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "job", (double)row.id);
+  cJSON_AddStringToObject(o, "state", db_job_state_name(row.state));
+  cJSON_AddStringToObject(o, "workload", row.workload_hash);
+  cJSON_AddStringToObject(o, "name", have_w && w.name ? w.name : "");
+  cJSON_AddStringToObject(o, "target", row.target_name);
+  cJSON_AddNumberToObject(o, "trials", (double)row.budget_trials);
+  cJSON_AddNumberToObject(o, "trials_done", (double)row.trials_done);
+  cJSON_AddNumberToObject(o, "seconds", row.budget_seconds);
+  cJSON_AddNumberToObject(o, "seed", (double)row.seed);
+  cJSON_AddItemToObject(o, "options", td_json_embed(row.options ? row.options : "{}"));
+  cJSON *best = best_json(db, &row, have_w ? w.flops : 0);
+  cJSON_AddItemToObject(o, "best", best);
+  cJSON_AddItemToObject(o, "baseline", baseline_json(db, &row, have_w ? w.flops : 0, best));
+  cJSON *f = cJSON_AddObjectToObject(o, "failures");
+  for (int s = MS_BUILD_ERROR; s < MS_STATUS__COUNT; s++) cJSON_AddNumberToObject(f, ms_status_name((ms_status_t)s), 0);
+  cJSON_AddItemToObject(o, "first_failure", first_failure_json(db, row.id, a));
+  if (row.error) cJSON_AddStringToObject(o, "error", row.error);
+  else cJSON_AddNullToObject(o, "error");
+  add_time(o, "created", row.created);
+  add_time(o, "started", row.started);
+  add_time(o, "finished", row.finished);
+  tn_arena_free(a);
+  return o;
+}

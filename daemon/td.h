@@ -93,7 +93,7 @@ void td_target_auto(const td_machine_t *m, char *name, size_t size, char *why, s
  * cannot be read (logged; the list is then empty). */
 int td_target_list(const td_machine_t *m, td_target_info_t **out, int *n);
 
-/* ---- server.c: the loop, the socket, connections -------------------------- */
+/* ---- server.c: the loop, the socket, the shutdown (connections: conn.c) -- */
 
 typedef struct td_config {
   char target[64];
@@ -109,11 +109,6 @@ typedef struct td_config {
   double lease_s;          /* a shared database's batch lease (renewed every lease_s / 3) */
   const char *config_dir;
 } td_config_t;
-
-/* The owner this daemon gives its jobs and resumes them by: its name on a
- * shared (PostgreSQL) database, NULL (any) on its own SQLite file. */
-struct td_server;
-const char *td_job_owner(const struct td_server *srv);
 
 typedef struct td_conn td_conn_t;
 typedef struct td_req td_req_t;
@@ -145,7 +140,23 @@ typedef struct td_server {
   double started;         /* tn_now() at start */
   double started_unix;
   int lock_fd;            /* flock on DB.lock: one daemon per database */
+  /* What the lower layers reach upward through, set by td_server_open: a
+   * framed line goes to the JSON-RPC dispatch (td_rpc_line), a closed
+   * connection to the job registry (td_jobs_conn_closed), and requests,
+   * readers and jobs that finish, or server.shutdown, to the shutdown
+   * (td_server_maybe_exit, td_server_stop).  Hooks rather than calls: no
+   * file of the daemon calls back into a file that calls it. */
+  void (*on_line)(td_conn_t *c, const char *line, size_t len);
+  void (*on_conn_closed)(struct td_server *srv, td_conn_t *c);
+  void (*on_settled)(struct td_server *srv);
+  void (*on_stop)(struct td_server *srv, const char *why);
 } td_server_t;
+
+/* The owner this daemon gives its jobs and resumes them by: its name on a
+ * shared (PostgreSQL) database, NULL (any) on its own SQLite file. */
+static inline const char *td_job_owner(const td_server_t *srv) {
+  return db_is_url(srv->cfg.db_path) ? srv->cfg.name : NULL;
+}
 
 /* Runs the daemon until it is stopped; returns the exit status. */
 int td_server_run(const td_config_t *cfg, const td_machine_t *machine);
@@ -162,9 +173,9 @@ void td_server_release(td_server_t *srv);
 void td_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Stops taking work, asks running jobs to stop, and exits once they have
  * (SIGTERM, SIGINT and server.shutdown end here). */
-void td_server_stop(td_server_t *srv, const char *why);
+static inline void td_server_stop(td_server_t *srv, const char *why) { srv->on_stop(srv, why); }
 /* Called whenever something the shutdown waits for has finished. */
-void td_server_maybe_exit(td_server_t *srv);
+static inline void td_server_maybe_exit(td_server_t *srv) { srv->on_settled(srv); }
 
 struct td_conn {
   uv_pipe_t pipe;
@@ -183,6 +194,10 @@ struct td_conn {
   td_conn_t *prev, *next;
 };
 
+/* ---- conn.c: connections ---------------------------------------------------- */
+
+/* The listener's connection callback: accepts, or refuses past the caps. */
+void td_conn_accept(uv_stream_t *server, int status);
 /* Queues one JSON line (a '\n' is appended) for the client.  Notifications
  * (`notification` true) to a client that stopped reading close the
  * connection once its queue passes TD_WRITE_HARD; responses are bounded by
@@ -222,7 +237,7 @@ int td_read_queue(td_server_t *srv, td_read_t *r, void (*work)(td_read_t *, db_t
 db_t *td_rdb_acquire(td_server_t *srv, tn_err_t *err);
 void td_rdb_release(td_server_t *srv, db_t *db);
 
-/* ---- rpc.c: JSON-RPC framing, dispatch, params, errors -------------------- */
+/* ---- req.c: requests, params, errors, answers (rpc.c: the dispatch) ------- */
 
 typedef enum td_reply { TD_REPLY, TD_PENDING } td_reply_t;
 typedef void (*td_work_fn)(td_req_t *req);
@@ -329,8 +344,12 @@ cJSON *td_record_json(const db_record_t *r, double flops);
 void td_json_num(cJSON *obj, const char *key, double v);
 /* Parses text as JSON; a string holding the text when it is not JSON. */
 cJSON *td_json_embed(const char *text);
+/* The job object (docs/protocol.md) of job id as the database has it, on
+ * any thread with its own connection; NULL with TN_EINVAL when unknown.
+ * td_job_live (jobs.c) then adds the live counters, on the loop. */
+cJSON *td_job_read(db_t *db, int64_t id, tn_err_t *err);
 
-/* ---- jobs.c: the queue and the worker threads ----------------------------- */
+/* ---- jobs.c: the job registry (its insides: jobs.h) ------------------------- */
 
 /* Creates the job manager, requeues jobs left running by an earlier daemon
  * and queues every unfinished job (uses srv->wdb; before the loop runs). */
@@ -344,21 +363,12 @@ int td_jobs_running(const td_server_t *srv);
 int td_jobs_queued(const td_server_t *srv);
 /* Asks running jobs to stop at the next candidate (shutdown). */
 void td_jobs_stop_all(td_server_t *srv);
-/* The job object (docs/protocol.md) of job id as the database has it, on
- * any thread with its own connection; NULL with TN_EINVAL when unknown.
- * td_job_live then adds the live counters, on the loop. */
-cJSON *td_job_read(db_t *db, int64_t id, tn_err_t *err);
+/* td_job_read's object with the live counters of the job (if this daemon
+ * knows it), on the loop. */
 void td_job_live(td_server_t *srv, cJSON *job);
 /* tune.watch: c gets tune.progress notifications until the job ends (false:
  * the job is over already, its answer is the last word). */
 bool td_jobs_watch(td_server_t *srv, int64_t id, td_conn_t *c);
-/* Answers req with job id's object (read on a reader thread, live counters
- * added on the loop), or -32001 when there is no such job. */
-td_reply_t td_jobs_answer(td_req_t *req, int64_t id);
-/* tune.watch: answers like td_jobs_answer, then c gets notifications. */
-td_reply_t td_jobs_watch_answer(td_req_t *req, int64_t id);
-/* tune.cancel: answers req once the job has stopped. */
-td_reply_t td_jobs_cancel(td_server_t *srv, int64_t id, td_req_t *req);
 /* A connection closed: forget its watches. */
 void td_jobs_conn_closed(td_server_t *srv, td_conn_t *c);
 /* Whether c watches a job (tune.watch): such a connection is not idle. */

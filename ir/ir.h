@@ -380,7 +380,7 @@ bool ir_prove(ir_func_t *f, ir_expr_t *cond, const ir_bounds_t *b);
 void ir_block_infer_regions(ir_func_t *f, ir_block_t *blk);
 
 /* ======================================================================
- * Workloads (parse.c): the *.tw language, see docs/workload-language.md.
+ * Workloads (frontend/): the *.tw language, see docs/workload-language.md.
  * ====================================================================== */
 
 typedef struct ir_param {
@@ -439,7 +439,7 @@ void ir_workload_free(ir_workload_t *w);
 int ir_param_set_parse(const char *arg, tn_arena_t *a, ir_param_set_t *out, tn_err_t *err);
 
 /* ======================================================================
- * TVMScript import (tvmscript.c)
+ * TVMScript import (frontend/tvmscript.c)
  * ====================================================================== */
 
 /* Reads a TVMScript PrimFunc (text of `path`, as `tunectl show --tvmscript`

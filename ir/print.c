@@ -1,7 +1,7 @@
 /* print.c — prints functions and expressions as TVMScript-shaped text (the
  * form `sch.mod.show()` gives), for `tunectl show`, logs and golden tests,
  * and as exact TVMScript of TVM 0.27 (`tunectl show --tvmscript`), which
- * TVM's parser reads and ir/tvmscript.c imports. */
+ * TVM's parser reads and frontend/tvmscript.c imports. */
 #include "ir.h"
 
 #include <inttypes.h>

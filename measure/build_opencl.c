@@ -1,14 +1,14 @@
 /* build_opencl.c — OpenCL builds: the source is validated with
  * clBuildProgram on the first OpenCL device and kept as the artifact; the
  * worker rebuilds it, fast through the shared PoCL cache.  clBuildProgram
- * (LLVM, in PoCL) runs only in the build process (build_proc.c), never in
+ * (LLVM, in PoCL) runs only in the build process (build_server.c), never in
  * the builder's: there it can be killed at the time limit, and a crash takes
  * only that process.  The device's type, probed there too, decides which
  * measurer times OpenCL candidates (a CPU device is the host CPU).  Local
  * memory and work-group limits are checked by the caller because PoCL
  * accepts tiles no GPU would.
  *
- * The build process's requests (framed JSON, see build_proc.c):
+ * The build process's requests (framed JSON, see build_server.c):
  *   {"op": "opencl", "source": "...", "kernels": ["k0", "k1"]}
  *     -> {"code": 0, "version": "OpenCL 3.0 PoCL ...", "log": "...",
  *         "kernels": [{"local_bytes": 4096, "max_work_group": 4096}, ...]}

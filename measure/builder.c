@@ -3,7 +3,7 @@
  * wait on or withdraw, and a watchdog that abandons a build still running
  * a while after its timeout and replaces its thread.  Every compiler runs
  * in a child process that the thread kills at the timeout itself: cc, and
- * NVRTC and clBuildProgram in the thread's own build process (build_proc.c),
+ * NVRTC and clBuildProgram in the thread's own build process (build_client.c),
  * started at its first CUDA or OpenCL build and kept for the next.
  *
  * Lifetimes: a job is shared by the table of submitted jobs (until waited)

@@ -350,7 +350,7 @@ void ms_cuda_output_free(ms_cuda_output_t *o);
  * saying how to install it, when there is none; TN_EIO when it fails. */
 int ms_cuda_sass(const char *cubin, double timeout_s, tn_buf_t *sass, tn_err_t *err);
 
-/* NVRTC and the OpenCL compiler in a separate process (build_proc.c):
+/* NVRTC and the OpenCL compiler in a separate process (build_client.c, build_server.c):
  * `tuned-worker --build`, started with exec at the first compile and
  * serving one compile after another, so that a compile past its time limit
  * can be killed (neither NVRTC nor clBuildProgram can be interrupted), one

@@ -81,6 +81,8 @@ int ms_frame_recv(int fd, double deadline, cJSON **out, tn_err_t *err);
  * *out is malloc'ed, NUL-terminated after its *len bytes. */
 int ms_frame_send_bytes(int fd, const void *data, size_t n, tn_err_t *err);
 int ms_frame_recv_bytes(int fd, double deadline, char **out, size_t *len, tn_err_t *err);
+/* A message's string member; NULL when absent or not a string. */
+const char *ms_frame_str(const cJSON *msg, const char *key);
 
 /* ---- builder backends (build_*.c) ----------------------------------------- */
 
@@ -96,7 +98,7 @@ void ms_build_cuda(const ms_candidate_t *cand, const char *dir, ms_build_proc_t 
 void ms_build_opencl(const ms_candidate_t *cand, const char *dir, ms_build_proc_t *proc, double timeout_s,
                      ms_result_t *res);
 
-/* The main loop of `tuned-worker --build PARENT_PID` (build_proc.c). */
+/* The main loop of `tuned-worker --build PARENT_PID` (build_server.c). */
 int ms_build_serve(int argc, char **argv);
 /* One request to the build process (started, or replaced after it died, as
  * needed), what being "NVRTC" or "OpenCL" (for the messages): TN_OK with

@@ -1,7 +1,7 @@
 /* proto.c — the framed messages between the runner and tuned-worker: a
  * 4-byte little-endian length followed by that many bytes of JSON (the
  * format and the messages are documented at the top of worker.c), or of
- * raw data where a message announces it (build_proc.c's CUBIN). */
+ * raw data where a message announces it (build_server.c's CUBIN). */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -98,4 +98,9 @@ int ms_frame_recv(int fd, double deadline, cJSON **out, tn_err_t *err) {
   }
   free(text);
   return rc;
+}
+
+const char *ms_frame_str(const cJSON *msg, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(msg, key);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
 }

@@ -1,7 +1,8 @@
 /* util.c — small system helpers of the measure module: temp directories,
- * files, the POCL cache setting, running a compiler with a timeout, signal
- * names and dtype conversion. */
+ * files, the POCL cache setting, finding and spawning tuned-worker, running a
+ * compiler with a timeout, signal names and dtype conversion. */
 #include <dirent.h>
+#include <libgen.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "ms_internal.h"
+#include "tuned_config.h"
 
 extern char **environ;
 
@@ -206,6 +208,39 @@ char **ms_environ_with(const char *name, const char *value, char *entry, size_t 
     if (strncmp(environ[i], name, len) != 0 || environ[i][len] != '=') env[k++] = environ[i];
   env[k] = entry;
   return env;
+}
+
+/* ---- finding the worker ---------------------------------------------------- */
+
+int ms_worker_path(char *buf, size_t size, tn_err_t *err) {
+  const char *env = getenv("TUNED_WORKER");
+  if (env && *env) {
+    if (access(env, X_OK) == 0 && (size_t)snprintf(buf, size, "%s", env) < size) return TN_OK;
+    return tn_err_set(err, TN_EIO, "TUNED_WORKER=%s is not an executable file", env);
+  }
+  char self[MS_PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0)
+    return tn_err_set(err, TN_EIO, "cannot find tuned-worker: /proc/self/exe: %s (set TUNED_WORKER)", strerror(errno));
+  self[n] = 0;
+  const char *places[] = {"%s/tuned-worker", "%s/../measure/tuned-worker", "%s/../libexec/tuned/tuned-worker",
+                          "%s/../bin/tuned-worker"};
+  char lib[MS_PATH_MAX], dirs[2][MS_PATH_MAX];
+  snprintf(dirs[0], sizeof dirs[0], "%s", dirname(self));
+  /* a library of tuned's loaded by another program (python): next to it */
+  bool have_lib = tn_self_object(lib, sizeof lib) == TN_OK;
+  snprintf(dirs[1], sizeof dirs[1], "%s", have_lib ? dirname(lib) : dirs[0]);
+  for (int d = 0; d < 2; d++)
+    for (size_t i = 0; i < TN_ARRAY_LEN(places); i++) {
+      snprintf(buf, size, places[i], dirs[d]);
+      if (access(buf, X_OK) == 0) return TN_OK;
+    }
+  if ((size_t)snprintf(buf, size, "%s/tuned-worker", TUNED_BIN_INSTALL_DIR) < size && access(buf, X_OK) == 0)
+    return TN_OK; /* where `meson install` put it */
+  return tn_err_set(err, TN_EIO,
+                    "cannot find tuned-worker in %s, %s/../measure, %s/../libexec/tuned, %s/../bin, the same places "
+                    "next to %s or %s (set TUNED_WORKER to its path)", dirs[0], dirs[0], dirs[0], dirs[0], dirs[1],
+                    TUNED_BIN_INSTALL_DIR);
 }
 
 static int spawn_grouped(char *const argv[], const char *tmpdir, int out_fd, pid_t *pid, tn_err_t *err) {

@@ -120,11 +120,6 @@ static const wk_backend_t *backend_named(const char *name, ms_backend_t *which) 
 
 /* ---- messages ------------------------------------------------------------ */
 
-static const char *jstr(const cJSON *o, const char *key) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 static double jnum(const cJSON *o, const char *key, double def) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   return cJSON_IsNumber(v) ? v->valuedouble : def;
@@ -157,7 +152,7 @@ static void unload_workload(void) {
 }
 
 static int parse_param(const cJSON *p, wk_param_t *out, wk_err_t *e) {
-  const char *name = jstr(p, "name"), *dtype = jstr(p, "dtype"), *role = jstr(p, "role");
+  const char *name = ms_frame_str(p, "name"), *dtype = ms_frame_str(p, "dtype"), *role = ms_frame_str(p, "role");
   double numel = jnum(p, "numel", -1), off = jnum(p, "offset", -1);
   if (!name || !dtype || !role || ir_dtype_parse(dtype, &out->dtype) < 0 || numel < 1 || off < 0)
     return wk_fail(e, "load: parameter needs name, dtype, role, numel >= 1 and offset >= 0");
@@ -181,7 +176,7 @@ static int parse_param(const cJSON *p, wk_param_t *out, wk_err_t *e) {
 static int load_workload(const cJSON *req, wk_err_t *e) {
   unload_workload();
   W.gen++;
-  const char *path = jstr(req, "data");
+  const char *path = ms_frame_str(req, "data");
   const cJSON *params = cJSON_GetObjectItemCaseSensitive(req, "params"), *p;
   if (!path || !cJSON_IsArray(params)) return wk_fail(e, "load: needs \"data\" and \"params\"");
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -249,18 +244,18 @@ static int parse_maps(const cJSON *kj, wk_kernel_t *k, wk_err_t *e) {
 }
 
 static int parse_run(const cJSON *req, wk_run_t *r, wk_err_t *e) {
-  const char *art = jstr(req, "artifact");
+  const char *art = ms_frame_str(req, "artifact");
   const cJSON *ks = cJSON_GetObjectItemCaseSensitive(req, "kernels");
   const cJSON *as = cJSON_GetObjectItemCaseSensitive(req, "args"), *x;
   if (!art || !cJSON_IsArray(ks) || !cJSON_IsArray(as)) return wk_fail(e, "run: needs artifact, kernels and args");
   snprintf(r->artifact, sizeof r->artifact, "%s", art);
-  const char *pack = jstr(req, "pack");
+  const char *pack = ms_frame_str(req, "pack");
   if (pack && strlen(pack) >= sizeof r->pack) return wk_fail(e, "run: pack function name \"%.40s...\" is too long", pack);
   snprintf(r->pack, sizeof r->pack, "%s", pack ? pack : "");
   cJSON_ArrayForEach(x, ks) {
     if (r->nkernels >= WK_MAX_KERNELS) return wk_fail(e, "run: more than %d kernels", WK_MAX_KERNELS);
     wk_kernel_t *k = &r->kernels[r->nkernels++];
-    const char *name = jstr(x, "name");
+    const char *name = ms_frame_str(x, "name");
     if (!name || parse_dims(x, "grid", k->grid) < 0 || parse_dims(x, "block", k->block) < 0)
       return wk_fail(e, "run: kernel %d needs a name, grid and block", r->nkernels - 1);
     snprintf(k->name, sizeof k->name, "%s", name);
@@ -516,7 +511,7 @@ static void handle_run(const cJSON *req) {
   wk_err_t e = {0};
   memset(&r, 0, sizeof r);
   ms_backend_t which = MS_BACKEND_CPU;
-  const char *name = jstr(req, "backend");
+  const char *name = ms_frame_str(req, "backend");
   const wk_backend_t *b = backend_named(name ? name : "", &which);
   if (!b) wk_fail(&e, "run: unknown backend \"%s\" (cpu, opencl, cuda)", name ? name : "");
   else if (!W.map) wk_fail(&e, "run: no workload loaded");
@@ -538,7 +533,7 @@ static void handle_run(const cJSON *req) {
 }
 
 static void handle(const cJSON *req) {
-  const char *op = jstr(req, "op");
+  const char *op = ms_frame_str(req, "op");
   cJSON *r;
   wk_err_t e = {0};
   if (op && strcmp(op, "run") == 0) {
@@ -587,7 +582,7 @@ int wk_main(int argc, char **argv) {
     cJSON *req = NULL;
     tn_err_t err = {0};
     if (ms_frame_recv(0, 0, &req, &err) < 0) break;
-    const char *op = jstr(req, "op");
+    const char *op = ms_frame_str(req, "op");
     bool quit = op && strcmp(op, "exit") == 0;
     if (!quit) handle(req);
     cJSON_Delete(req);

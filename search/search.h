@@ -117,12 +117,20 @@ typedef struct srch_opts {
 
 void srch_opts_default(srch_opts_t *o);
 
-/* One workload to tune.  `source`/`name` are stored in the database with
- * the workload (name, text, parameter values). */
+/* One workload to tune.  With a database, its row (srch_workload_register)
+ * is added at the start unless the caller did so already and says so. */
 typedef struct srch_task {
   const ir_workload_t *workload;
-  double weight; /* task scheduler weight; 1 */
+  double weight;       /* task scheduler weight; 1 */
+  int64_t workload_id; /* its row in the database when registered already (a daemon's job); 0: register it */
 } srch_task_t;
+
+/* The one way a workload enters the database: its row (name, source text,
+ * parameter values as a JSON object, FLOPs and bytes of its function) under
+ * hash, the hex ir_func_hash of its function, added unless there; *id gets
+ * the row's id.  tune.submit calls it in the transaction that creates the
+ * job, srch_tune for a task the caller did not register. */
+int srch_workload_register(db_t *db, const ir_workload_t *w, const char *hash, int64_t *id, tn_err_t *err);
 
 /* What the search is doing when it reports. */
 typedef enum srch_stage {

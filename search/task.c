@@ -1,27 +1,27 @@
 /* task.c — per-task state of a tuning run: the design spaces, the
- * workload's database row, the trace hashes already measured (dedup across
- * runs) and the fastest verified records that seed the population. */
+ * workload's database row (srch_workload_register: the one writer of it),
+ * the trace hashes already measured (dedup across runs) and the fastest
+ * verified records that seed the population. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "search/srch_internal.h"
 
+/* The stored parameters: every declared parameter with the value used. */
 static char *params_json(const ir_workload_t *w) {
-  tn_buf_t b;
-  tn_buf_init(&b);
-  tn_buf_putc(&b, '{');
-  for (int i = 0; i < w->nparams; i++)
-    tn_buf_printf(&b, "%s\"%s\": %lld", i ? ", " : "", w->params[i].name, (long long)w->params[i].value);
-  tn_buf_putc(&b, '}');
-  return tn_buf_take(&b);
+  cJSON *o = cJSON_CreateObject();
+  for (int i = 0; i < w->nparams; i++) cJSON_AddNumberToObject(o, w->params[i].name, (double)w->params[i].value);
+  char *s = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  return s;
 }
 
-static int register_workload(srch_ctx_t *c, srch_task_state_t *ts, tn_err_t *err) {
-  char *params = params_json(ts->workload);
-  db_workload_t w = {.hash = ts->hash_hex, .name = ts->workload->name, .source = ts->workload->source,
-                     .params = params, .flops = ir_func_flops(ts->func), .bytes = ir_func_bytes(ts->func)};
-  int rc = db_workload_upsert(c->db, &w, &ts->workload_id, err);
+int srch_workload_register(db_t *db, const ir_workload_t *w, const char *hash, int64_t *id, tn_err_t *err) {
+  char *params = params_json(w);
+  db_workload_t row = {.hash = hash, .name = w->name, .source = w->source, .params = params,
+                       .flops = ir_func_flops(w->func), .bytes = ir_func_bytes(w->func)};
+  int rc = db_workload_upsert(db, &row, id, err);
   free(params);
   return rc;
 }
@@ -69,7 +69,9 @@ int srch_task_init(srch_ctx_t *c, srch_task_state_t *ts, const srch_task_t *task
     return tn_err_set(err, TN_EINVAL, "workload %s: no design space for target %s", task->workload->name,
                       c->target->name);
   if (!c->db) return 0;
-  if (register_workload(c, ts, err) < 0 || load_known_hashes(c, ts, err) < 0 || load_best(c, ts, err) < 0)
+  ts->workload_id = task->workload_id;
+  if ((!ts->workload_id && srch_workload_register(c->db, ts->workload, ts->hash_hex, &ts->workload_id, err) < 0) ||
+      load_known_hashes(c, ts, err) < 0 || load_best(c, ts, err) < 0)
     return tn_err_prefix(err, "workload %s: database", task->workload->name);
   return 0;
 }

@@ -2,7 +2,7 @@
  * from directories, byte- and token-level mutations, and every workload that
  * parses is printed, hashed, copied, counted and (when small) evaluated; its
  * TVMScript imports back with the same hash, and mutated TVMScript of the
- * seeds goes through the importer (ir/tvmscript.c).
+ * seeds goes through the importer (frontend/tvmscript.c).
  * Usage: fuzz_parse [--seconds N] [--seed S] DIR...  (built with ASan/UBSan) */
 #include "fuzzcheck_parse.h"
 

@@ -532,6 +532,65 @@ START_TEST(test_job_resume) {
 }
 END_TEST
 
+/* The one writer of a workload's row: name, text, parameter values and
+ * work as the daemon's tune.submit stores them; a second call finds the row.
+ * A task that brings its row's id (a daemon's job) is tuned under it. */
+START_TEST(test_workload_register) {
+  ir_workload_t *w = load("matmul.tw", 48);
+  char *db_path = temp_db();
+  db_t *db = NULL;
+  OK(db_open(db_path, &db, &err_));
+  char hash[TN_ID_SIZE];
+  ir_func_hash(w->func, hash);
+  int64_t id = 0, again = 0;
+  OK(srch_workload_register(db, w, hash, &id, &err_));
+  ck_assert_int_gt(id, 0);
+  OK(srch_workload_register(db, w, hash, &again, &err_));
+  ck_assert_int_eq(again, id);
+  tn_arena_t *a = tn_arena_new();
+  db_workload_t dw;
+  OK(db_workload_get(db, hash, &dw, a, &err_));
+  ck_assert_int_eq(dw.id, id);
+  ck_assert_str_eq(dw.name, "matmul");
+  ck_assert_str_eq(dw.source, w->source);
+  ck_assert_double_eq(dw.flops, ir_func_flops(w->func));
+  ck_assert_double_eq(dw.bytes, ir_func_bytes(w->func));
+  cJSON *params = cJSON_Parse(dw.params);
+  ck_assert_ptr_nonnull(params);
+  ck_assert_int_eq(cJSON_GetArraySize(params), w->nparams);
+  for (int i = 0; i < w->nparams; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(params, w->params[i].name);
+    ck_assert_msg(cJSON_IsNumber(v) && v->valuedouble == (double)w->params[i].value, "param %s", w->params[i].name);
+  }
+  ck_assert_double_eq(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(params, "M")), 48);
+  cJSON_Delete(params);
+  db_workloads_t ws = {0};
+  OK(db_workloads_list(db, 0, 0, &ws, &err_));
+  ck_assert_int_eq((int)ws.n, 1);
+  db_workloads_free(&ws);
+
+  tn_target_t t = target("cpu");
+  srch_task_t task = {.workload = w, .weight = 1, .workload_id = id};
+  seen_t s = {0};
+  srch_callbacks_t cb = callbacks(&s);
+  srch_opts_t o = small_opts(4, 5, db_path);
+  o.batch_size = 4;
+  srch_result_t r;
+  OK(srch_tune(&task, 1, &t, &o, &cb, &r, &err_));
+  ck_assert_int_eq(r.trials_done, 4);
+  srch_result_free(&r);
+  db_records_t recs = query(db_path, w, "cpu");
+  ck_assert_int_eq((int)recs.n, 4);
+  for (size_t i = 0; i < recs.n; i++) ck_assert_int_eq(recs.items[i].workload_id, id);
+  db_records_free(&recs);
+  seen_free(&s);
+  tn_arena_free(a);
+  db_close(db);
+  remove_db(db_path);
+  ir_workload_free(w);
+}
+END_TEST
+
 /* ---- stopping and budgets ---------------------------------------------- */
 
 START_TEST(test_should_stop) {
@@ -1339,6 +1398,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tune_tc, test_determinism_tune);
   tcase_add_test(tune_tc, test_dedup_across_runs);
   tcase_add_test(tune_tc, test_job_resume);
+  tcase_add_test(tune_tc, test_workload_register);
   tcase_add_test(tune_tc, test_small_population_with_seeds);
   tcase_add_test(tune_tc, test_first_batch_locality_seed);
   tcase_add_test(tune_tc, test_should_stop);

@@ -1,602 +1,9 @@
 /* tvmscript.c — imports a TVMScript PrimFunc (the subset the workload
  * language covers) as workload text (*.tw): `tunectl import-tvmscript`.
- * A small Python lexer (indentation, brackets) and parser build a syntax
- * tree; the interpreter below checks it against the unscheduled form the
- * workload language lowers to and writes one statement per block. */
-#include "ir.h"
-
-#include <errno.h>
-#include <inttypes.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-/* ======================================================================
- * Tokens
- * ====================================================================== */
-
-typedef enum { T_NAME, T_INT, T_FLOAT, T_STR, /* leaves first */ T_OP, T_NEWLINE, T_INDENT, T_DEDENT, T_EOF } tkind_t;
-
-typedef struct token {
-  tkind_t kind;
-  const char *text; /* NAME, OP (one of ops[]), STR (unescaped) */
-  int64_t ival;
-  double fval;
-  int line, col;
-} token_t;
-
-#define MAX_INDENT 100
-#define MAX_DEPTH 200 /* nesting of expressions and statements */
-
-typedef struct imp {
-  const char *path;
-  tn_err_t *err;
-  tn_arena_t *arena;
-  token_t *toks;
-  int ntoks, cap, pos;
-  int depth;
-} imp_t;
-
-/* "PATH:LINE:COL: message", TN_EINVAL. */
-__attribute__((format(printf, 4, 5))) static int ierr(imp_t *p, int line, int col, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int rc = ir_src_verr(p->err, p->path, line, col, fmt, ap);
-  va_end(ap);
-  return rc;
-}
-
-static token_t *push(imp_t *p, tkind_t k, int line, int col) {
-  if (p->ntoks == p->cap) {
-    p->cap = p->cap ? 2 * p->cap : 256;
-    p->toks = tn_xrealloc(p->toks, sizeof(*p->toks) * (size_t)p->cap);
-  }
-  token_t *t = &p->toks[p->ntoks++];
-  *t = (token_t){.kind = k, .line = line, .col = col};
-  return t;
-}
-
-static bool idchar(int c, bool first) {
-  return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (!first && c >= '0' && c <= '9');
-}
-
-/* Longest first, so that "//" wins over "/". */
-static const char *const ops[] = {"**", "//", "==", "!=", "<=", ">=", "->", "(", ")", "[", "]", "{", "}", ",",
-                                  ":",  ".",  "=",  "+",  "-",  "*",  "/",  "%", "<", ">", "@"};
-
-static int lex_number(imp_t *p, const char *s, size_t *i, int line, int col) {
-  const char *start = s + *i;
-  char *end;
-  size_t n = strspn(start, "0123456789");
-  bool is_float = start[n] == '.' || start[n] == 'e' || start[n] == 'E';
-  errno = 0;
-  token_t *t = push(p, is_float ? T_FLOAT : T_INT, line, col);
-  if (is_float) {
-    t->fval = strtod(start, &end);
-  } else {
-    long long v = strtoll(start, &end, 10);
-    t->ival = v;
-  }
-  if (errno || idchar(*end, false)) return ierr(p, line, col, "malformed or out-of-range number");
-  *i += (size_t)(end - start);
-  return TN_OK;
-}
-
-static int lex_string(imp_t *p, const char *s, size_t len, size_t *i, int line, int col) {
-  char q = s[*i];
-  tn_buf_t b;
-  tn_buf_init(&b);
-  size_t j = *i + 1;
-  for (; j < len && s[j] != q && s[j] != '\n'; j++) {
-    if (s[j] == '\\' && j + 1 < len) j++;
-    tn_buf_putc(&b, s[j]);
-  }
-  if (j >= len || s[j] != q) {
-    tn_buf_free(&b);
-    return ierr(p, line, col, "unterminated string");
-  }
-  push(p, T_STR, line, col)->text = tn_arena_strdup(p->arena, tn_buf_str(&b));
-  tn_buf_free(&b);
-  *i = j + 1;
-  return TN_OK;
-}
-
-/* Indentation at the start of a logical line: INDENT / DEDENTs. */
-static int indent(imp_t *p, int *stack, int *n, int width, int line) {
-  if (width > stack[*n - 1]) {
-    if (*n == MAX_INDENT) return ierr(p, line, 1, "indentation nested too deeply");
-    stack[(*n)++] = width;
-    push(p, T_INDENT, line, width + 1);
-    return TN_OK;
-  }
-  while (width < stack[*n - 1]) {
-    (*n)--;
-    push(p, T_DEDENT, line, 1);
-  }
-  if (width != stack[*n - 1]) return ierr(p, line, width + 1, "indentation does not match any outer level");
-  return TN_OK;
-}
-
-static int lex(imp_t *p, const char *s, size_t len) {
-  int stack[MAX_INDENT] = {0}, nstack = 1, nest = 0, line = 1;
-  size_t i = 0, bol = 0;
-  bool at_bol = true;
-  while (i < len) {
-    char c = s[i];
-    int col = (int)(i - bol) + 1;
-    if (at_bol) { /* measure the indentation; blank and comment lines do not count */
-      size_t j = i;
-      while (j < len && s[j] == ' ') j++;
-      if (j < len && s[j] == '\t') return ierr(p, line, (int)(j - bol) + 1, "tabs in indentation are not supported");
-      if (j < len && s[j] != '\n' && s[j] != '#' && s[j] != '\r') {
-        int rc = indent(p, stack, &nstack, (int)(j - i), line);
-        if (rc) return rc;
-      }
-      i = j;
-      at_bol = false;
-      continue;
-    }
-    if (c == '\n') {
-      if (nest == 0 && p->ntoks && p->toks[p->ntoks - 1].kind != T_NEWLINE && p->toks[p->ntoks - 1].kind != T_DEDENT &&
-          p->toks[p->ntoks - 1].kind != T_INDENT)
-        push(p, T_NEWLINE, line, col);
-      line++;
-      bol = ++i;
-      at_bol = nest == 0;
-    } else if (c == ' ' || c == '\t' || c == '\r') {
-      i++;
-    } else if (c == '#') {
-      while (i < len && s[i] != '\n') i++;
-    } else if (c >= '0' && c <= '9') {
-      int rc = lex_number(p, s, &i, line, col);
-      if (rc) return rc;
-    } else if (idchar(c, true)) {
-      size_t j = i;
-      while (j < len && idchar(s[j], false)) j++;
-      push(p, T_NAME, line, col)->text = tn_arena_strndup(p->arena, s + i, j - i);
-      i = j;
-    } else if (c == '"' || c == '\'') {
-      int rc = lex_string(p, s, len, &i, line, col);
-      if (rc) return rc;
-    } else {
-      size_t k = 0;
-      while (k < TN_ARRAY_LEN(ops) && strncmp(s + i, ops[k], strlen(ops[k])) != 0) k++;
-      if (k == TN_ARRAY_LEN(ops) || (c == '.' && i + 1 < len && s[i + 1] >= '0' && s[i + 1] <= '9'))
-        return ierr(p, line, col, "unexpected character '%c'%s", c, (unsigned char)c >= 0x80 ? " (non-ASCII)" : "");
-      if (strchr("([{", c)) nest++;
-      if (strchr(")]}", c) && nest > 0) nest--;
-      push(p, T_OP, line, col)->text = ops[k];
-      i += strlen(ops[k]);
-    }
-  }
-  if (p->ntoks && p->toks[p->ntoks - 1].kind != T_NEWLINE) push(p, T_NEWLINE, line, 1);
-  while (nstack-- > 1) push(p, T_DEDENT, line, 1);
-  push(p, T_EOF, line, 1);
-  return TN_OK;
-}
-
-/* ======================================================================
- * Syntax tree
- * ====================================================================== */
-
-typedef enum {
-  E_NAME, E_INT, E_FLOAT, E_STR, E_ATTR, E_CALL, E_INDEX, E_SLICE, E_TUPLE, E_LIST, E_DICT,
-  E_BIN,  /* text: the operator (+ - * / // % == != < <= > >= and or) */
-  E_NEG, E_NOT,
-} ekind_t;
-
-typedef struct expr expr_t;
-struct expr {
-  ekind_t kind;
-  int line, col;
-  const char *text; /* NAME, STR, ATTR's attribute, BIN's operator */
-  int64_t ival;
-  double fval;
-  expr_t *a, *b;      /* ATTR: a; INDEX: a = value; BIN, SLICE: a, b; NEG/NOT: a; CALL: a = callee */
-  expr_t **items;     /* CALL args, INDEX indices, TUPLE/LIST/DICT items (DICT: key, value, ...) */
-  int n;
-  const char **kwnames; /* CALL: keyword arguments, kwvals[] */
-  expr_t **kwvals;
-  int nkw;
-};
-
-typedef enum { S_EXPR, S_ASSIGN, S_FOR, S_WITH, S_DEF, S_CLASS, S_SKIP } skind_t;
-
-typedef struct stmt stmt_t;
-struct stmt {
-  skind_t kind;
-  int line, col;
-  expr_t **targets; /* ASSIGN, FOR: the names (or one subscript) on the left */
-  int ntargets;
-  expr_t *value;    /* EXPR, ASSIGN: value; FOR: the iterable; WITH: the context */
-  const char *name; /* DEF, CLASS */
-  expr_t **decos;   /* DEF, CLASS: decorators */
-  int ndecos;
-  const char **params; /* DEF: parameter names and annotations */
-  expr_t **annots;
-  int nparams;
-  stmt_t **body;
-  int nbody;
-};
-
-static token_t *peek(imp_t *p) { return &p->toks[p->pos]; }
-static token_t *next_tok(imp_t *p) {
-  token_t *t = &p->toks[p->pos];
-  if (t->kind != T_EOF) p->pos++;
-  return t;
-}
-static bool is_op(const token_t *t, const char *op) { return t->kind == T_OP && strcmp(t->text, op) == 0; }
-static bool is_word(const token_t *t, const char *w) { return t->kind == T_NAME && strcmp(t->text, w) == 0; }
-static bool accept_op(imp_t *p, const char *op) {
-  if (!is_op(peek(p), op)) return false;
-  p->pos++;
-  return true;
-}
-
-static const char *tok_desc(const token_t *t) {
-  switch (t->kind) {
-  case T_NAME: case T_OP: return t->text;
-  case T_INT: case T_FLOAT: return "a number";
-  case T_STR: return "a string";
-  case T_NEWLINE: return "the end of the line";
-  case T_INDENT: return "an indented block";
-  case T_DEDENT: return "the end of a block";
-  default: return "the end of the file";
-  }
-}
-
-static int expect_op(imp_t *p, const char *op) {
-  token_t *t = peek(p);
-  if (accept_op(p, op)) return TN_OK;
-  return ierr(p, t->line, t->col, "expected '%s', found '%s'", op, tok_desc(t));
-}
-
-static expr_t *enew(imp_t *p, ekind_t k, const token_t *t) {
-  expr_t *e = TN_NEW(p->arena, expr_t);
-  e->kind = k;
-  e->line = t->line;
-  e->col = t->col;
-  return e;
-}
-
-/* Grows an arena array by one (the arrays are short: copy on append). */
-static void *append(imp_t *p, void *arr, int n, size_t size, const void *item) {
-  char *grown = tn_arena_alloc(p->arena, size * (size_t)(n + 1));
-  if (n) memcpy(grown, arr, size * (size_t)n);
-  memcpy(grown + size * (size_t)n, item, size);
-  return grown;
-}
-#define APPEND(p, arr, n, item)                                                 \
-  do {                                                                          \
-    __typeof__(item) it_ = (item);                                              \
-    (arr) = append((p), (arr), (n), sizeof(it_), &it_);                         \
-    (n)++;                                                                      \
-  } while (0)
-
-static expr_t *parse_expr(imp_t *p);
-
-/* Items up to `close`: expressions, `name=value` keywords (calls) and
- * `key: value` pairs (dicts). */
-static int parse_items(imp_t *p, expr_t *e, const char *close, bool call) {
-  while (!is_op(peek(p), close)) {
-    token_t *t = peek(p);
-    if (call && t->kind == T_NAME && is_op(&p->toks[p->pos + 1], "=")) {
-      p->pos += 2;
-      expr_t *v = parse_expr(p);
-      if (!v) return TN_EINVAL;
-      APPEND(p, e->kwnames, e->nkw, t->text);
-      e->nkw--;
-      APPEND(p, e->kwvals, e->nkw, v);
-    } else {
-      expr_t *v = parse_expr(p);
-      if (!v) return TN_EINVAL;
-      if (e->kind == E_INDEX && accept_op(p, ":")) { /* a slice lo:hi, as T.reads prints */
-        expr_t *s = enew(p, E_SLICE, t);
-        s->a = v;
-        if (!(s->b = parse_expr(p))) return TN_EINVAL;
-        v = s;
-      } else if (e->kind == E_DICT) {
-        expr_t *val;
-        if (expect_op(p, ":") || !(val = parse_expr(p))) return TN_EINVAL;
-        APPEND(p, e->items, e->n, v);
-        v = val;
-      }
-      APPEND(p, e->items, e->n, v);
-    }
-    if (!accept_op(p, ",")) break;
-  }
-  return expect_op(p, close);
-}
-
-static expr_t *parse_atom(imp_t *p) {
-  static const ekind_t leaf[] = {[T_NAME] = E_NAME, [T_INT] = E_INT, [T_FLOAT] = E_FLOAT, [T_STR] = E_STR};
-  token_t *t = next_tok(p);
-  expr_t *e;
-  if (t->kind <= T_STR) { /* a name, number or string: the token's value */
-    e = enew(p, leaf[t->kind], t);
-    e->text = t->text;
-    e->ival = t->ival;
-    e->fval = t->fval;
-    return e;
-  }
-  if (is_op(t, "(") || is_op(t, "[") || is_op(t, "{")) {
-    e = enew(p, is_op(t, "(") ? E_TUPLE : is_op(t, "[") ? E_LIST : E_DICT, t);
-    const char *close = is_op(t, "(") ? ")" : is_op(t, "[") ? "]" : "}";
-    if (parse_items(p, e, close, false)) return NULL;
-    /* (x) is x; (x,) and () are tuples */
-    if (e->kind == E_TUPLE && e->n == 1 && !is_op(&p->toks[p->pos - 2], ",")) return e->items[0];
-    return e;
-  }
-  ierr(p, t->line, t->col, "expected an expression, found '%s'", tok_desc(t));
-  return NULL;
-}
-
-static expr_t *parse_postfix(imp_t *p) {
-  expr_t *e = parse_atom(p);
-  while (e) {
-    token_t *t = peek(p);
-    if (accept_op(p, ".")) {
-      token_t *n = next_tok(p);
-      if (n->kind != T_NAME) {
-        ierr(p, n->line, n->col, "expected a name after '.', found '%s'", tok_desc(n));
-        return NULL;
-      }
-      expr_t *a = enew(p, E_ATTR, t);
-      a->line = e->line;
-      a->col = e->col;
-      a->a = e;
-      a->text = n->text;
-      e = a;
-    } else if (is_op(t, "(") || is_op(t, "[")) {
-      p->pos++;
-      expr_t *c = enew(p, is_op(t, "(") ? E_CALL : E_INDEX, t);
-      c->line = e->line;
-      c->col = e->col;
-      c->a = e;
-      if (parse_items(p, c, is_op(t, "(") ? ")" : "]", c->kind == E_CALL)) return NULL;
-      e = c;
-    } else {
-      break;
-    }
-  }
-  return e;
-}
-
-static expr_t *parse_unary(imp_t *p) {
-  token_t *t = peek(p);
-  if (is_op(t, "-") || is_op(t, "+")) {
-    p->pos++;
-    if (++p->depth > MAX_DEPTH) {
-      ierr(p, t->line, t->col, "expression nested too deeply");
-      return NULL;
-    }
-    expr_t *a = parse_unary(p);
-    p->depth--;
-    if (!a || is_op(t, "+")) return a;
-    if (a->kind == E_INT || a->kind == E_FLOAT) { /* -3 is a literal, as TVM prints it */
-      a->ival = -a->ival;
-      a->fval = -a->fval;
-      a->line = t->line;
-      a->col = t->col;
-      return a;
-    }
-    expr_t *e = enew(p, E_NEG, t);
-    e->a = a;
-    return e;
-  }
-  expr_t *e = parse_postfix(p);
-  if (e && is_op(peek(p), "**")) {
-    ierr(p, peek(p)->line, peek(p)->col, "'**' is not supported; write T.pow(x, y)");
-    return NULL;
-  }
-  return e;
-}
-
-/* Binary levels, loosest first; `not` sits between `and` and comparisons. */
-static const char *const levels[][6] = {
-    {"or"}, {"and"}, {"not"}, {"==", "!=", "<", "<=", ">", ">="}, {"+", "-"}, {"*", "/", "//", "%"},
-};
-enum { NLEVELS = 6, LEVEL_NOT = 2, LEVEL_CMP = 3 };
-
-static const char *level_op(const token_t *t, int level) {
-  for (int i = 0; i < 6 && levels[level][i]; i++)
-    if ((t->kind == T_OP || t->kind == T_NAME) && strcmp(t->text, levels[level][i]) == 0) return levels[level][i];
-  return NULL;
-}
-
-static expr_t *parse_level(imp_t *p, int level) {
-  if (level == NLEVELS) return parse_unary(p);
-  token_t *t = peek(p);
-  if (++p->depth > MAX_DEPTH) {
-    ierr(p, t->line, t->col, "expression nested too deeply");
-    return NULL;
-  }
-  expr_t *e;
-  if (level == LEVEL_NOT && is_word(t, "not")) {
-    p->pos++;
-    e = enew(p, E_NOT, t);
-    if (!(e->a = parse_level(p, level))) e = NULL;
-  } else {
-    e = parse_level(p, level + 1);
-    const char *op;
-    while (e && level != LEVEL_NOT && (op = level_op(peek(p), level))) {
-      token_t *ot = next_tok(p);
-      expr_t *b = enew(p, E_BIN, ot);
-      b->text = op;
-      b->a = e;
-      if (!(b->b = parse_level(p, level + 1))) return NULL;
-      if (level == LEVEL_CMP && level_op(peek(p), level)) {
-        ierr(p, peek(p)->line, peek(p)->col, "chained comparisons are not supported; join them with 'and'");
-        return NULL;
-      }
-      e = b;
-    }
-  }
-  p->depth--;
-  return e;
-}
-
-static expr_t *parse_expr(imp_t *p) { return parse_level(p, 0); }
-
-/* ---- statements -------------------------------------------------------- */
-
-static int parse_suite(imp_t *p, stmt_t *s);
-
-static stmt_t *snew(imp_t *p, skind_t k, const token_t *t) {
-  stmt_t *s = TN_NEW(p->arena, stmt_t);
-  s->kind = k;
-  s->line = t->line;
-  s->col = t->col;
-  return s;
-}
-
-static int end_line(imp_t *p) {
-  token_t *t = peek(p);
-  if (t->kind == T_NEWLINE) {
-    p->pos++;
-    return TN_OK;
-  }
-  return ierr(p, t->line, t->col, "expected the end of the line, found '%s'", tok_desc(t));
-}
-
-/* Targets of an assignment or a for: one or more expressions joined by ','. */
-static int parse_targets(imp_t *p, stmt_t *s, expr_t *first) {
-  APPEND(p, s->targets, s->ntargets, first);
-  while (accept_op(p, ",")) {
-    expr_t *e = parse_postfix(p);
-    if (!e) return TN_EINVAL;
-    APPEND(p, s->targets, s->ntargets, e);
-  }
-  return TN_OK;
-}
-
-static int parse_def(imp_t *p, stmt_t *s) {
-  token_t *n = next_tok(p);
-  if (n->kind != T_NAME) return ierr(p, n->line, n->col, "expected the function's name");
-  s->name = n->text;
-  if (expect_op(p, "(")) return TN_EINVAL;
-  while (!is_op(peek(p), ")")) {
-    token_t *pn = next_tok(p);
-    if (pn->kind != T_NAME) return ierr(p, pn->line, pn->col, "expected a parameter name, found '%s'", tok_desc(pn));
-    expr_t *ann = NULL;
-    if (accept_op(p, ":") && !(ann = parse_expr(p))) return TN_EINVAL;
-    if (!ann) return ierr(p, pn->line, pn->col, "parameter '%s' has no annotation (T.Buffer(...) or T.handle)", pn->text);
-    APPEND(p, s->params, s->nparams, pn->text);
-    s->nparams--;
-    APPEND(p, s->annots, s->nparams, ann);
-    if (!accept_op(p, ",")) break;
-  }
-  if (expect_op(p, ")")) return TN_EINVAL;
-  if (accept_op(p, "->") && !parse_expr(p)) return TN_EINVAL;
-  return expect_op(p, ":") ? TN_EINVAL : parse_suite(p, s);
-}
-
-static stmt_t *parse_stmt(imp_t *p) {
-  token_t *t = peek(p);
-  stmt_t *s;
-  if (++p->depth > MAX_DEPTH) {
-    ierr(p, t->line, t->col, "statements nested too deeply");
-    return NULL;
-  }
-  if (t->kind == T_INDENT) {
-    ierr(p, t->line, t->col, "unexpected indentation");
-    return NULL;
-  }
-  if (is_word(t, "import") || is_word(t, "from") || is_word(t, "pass")) { /* imports: the names are T, I */
-    s = snew(p, S_SKIP, t);
-    while (peek(p)->kind != T_NEWLINE && peek(p)->kind != T_EOF) p->pos++;
-    if (end_line(p)) return NULL;
-  } else if (is_op(t, "@")) {
-    expr_t **decos = NULL;
-    int ndecos = 0;
-    while (accept_op(p, "@")) {
-      expr_t *d = parse_expr(p);
-      if (!d || end_line(p)) return NULL;
-      APPEND(p, decos, ndecos, d);
-    }
-    if (!(s = parse_stmt(p))) return NULL;
-    if (s->kind != S_DEF && s->kind != S_CLASS) {
-      ierr(p, s->line, s->col, "a decorator must stand before a def or a class");
-      return NULL;
-    }
-    s->decos = decos;
-    s->ndecos = ndecos;
-  } else if (is_word(t, "def")) {
-    p->pos++;
-    s = snew(p, S_DEF, t);
-    if (parse_def(p, s)) return NULL;
-  } else if (is_word(t, "class")) {
-    p->pos++;
-    s = snew(p, S_CLASS, t);
-    token_t *n = next_tok(p);
-    if (n->kind != T_NAME) {
-      ierr(p, n->line, n->col, "expected the class's name");
-      return NULL;
-    }
-    s->name = n->text;
-    if (expect_op(p, ":") || parse_suite(p, s)) return NULL;
-  } else if (is_word(t, "for")) {
-    p->pos++;
-    s = snew(p, S_FOR, t);
-    expr_t *first = parse_postfix(p);
-    if (!first || parse_targets(p, s, first)) return NULL;
-    if (!is_word(peek(p), "in")) {
-      ierr(p, peek(p)->line, peek(p)->col, "expected 'in', found '%s'", tok_desc(peek(p)));
-      return NULL;
-    }
-    p->pos++;
-    if (!(s->value = parse_expr(p)) || expect_op(p, ":") || parse_suite(p, s)) return NULL;
-  } else if (is_word(t, "with")) {
-    p->pos++;
-    s = snew(p, S_WITH, t);
-    if (!(s->value = parse_expr(p))) return NULL;
-    if (is_word(peek(p), "as")) {
-      ierr(p, peek(p)->line, peek(p)->col, "'with ... as' is not supported");
-      return NULL;
-    }
-    if (expect_op(p, ":") || parse_suite(p, s)) return NULL;
-  } else if (t->kind == T_NAME && (is_word(t, "while") || is_word(t, "if") || is_word(t, "return") ||
-                                   is_word(t, "lambda") || is_word(t, "assert"))) {
-    ierr(p, t->line, t->col, "'%s' is not supported in the imported subset of TVMScript", t->text);
-    return NULL;
-  } else {
-    expr_t *e = parse_expr(p);
-    if (!e) return NULL;
-    s = snew(p, S_EXPR, t);
-    if (is_op(peek(p), ",") || is_op(peek(p), "=")) {
-      s->kind = S_ASSIGN;
-      if (parse_targets(p, s, e) || expect_op(p, "=") || !(s->value = parse_expr(p))) return NULL;
-    } else {
-      s->value = e;
-    }
-    if (end_line(p)) return NULL;
-  }
-  p->depth--;
-  return s;
-}
-
-/* NEWLINE INDENT stmt... DEDENT after a ':' (or one statement on the line). */
-static int parse_suite(imp_t *p, stmt_t *s) {
-  if (peek(p)->kind != T_NEWLINE) {
-    stmt_t *one = parse_stmt(p);
-    if (!one) return TN_EINVAL;
-    APPEND(p, s->body, s->nbody, one);
-    return TN_OK;
-  }
-  p->pos++;
-  token_t *t = peek(p);
-  if (t->kind != T_INDENT) return ierr(p, t->line, t->col, "expected an indented block");
-  p->pos++;
-  while (peek(p)->kind != T_DEDENT && peek(p)->kind != T_EOF) {
-    stmt_t *c = parse_stmt(p);
-    if (!c) return TN_EINVAL;
-    APPEND(p, s->body, s->nbody, c);
-  }
-  if (peek(p)->kind == T_DEDENT) p->pos++;
-  return TN_OK;
-}
+ * tvmscript_syntax.c reads the text into a syntax tree; the interpreter
+ * here checks it against the unscheduled form the workload language
+ * lowers to and writes one statement per block. */
+#include "frontend/tvmscript.h"
 
 /* ======================================================================
  * Interpretation: the syntax tree against the workload language's subset
@@ -645,7 +52,7 @@ static bool is_t_call(const expr_t *e, const char *name) { return e && e->kind =
 /* T.block or T.sblock (TVM 0.27's name). */
 static bool is_block_call(const expr_t *e) { return is_t_call(e, "block") || is_t_call(e, "sblock"); }
 
-static int eerr(interp_t *ip, const expr_t *e, const char *what) { return ierr(ip->p, e->line, e->col, "%s", what); }
+static int eerr(interp_t *ip, const expr_t *e, const char *what) { return ts_ierr(ip->p, e->line, e->col, "%s", what); }
 
 /* A constant integer: 5, -5, T.int32(5), T.int64(5). */
 static bool const_int(const expr_t *e, int64_t *v) {
@@ -669,7 +76,7 @@ static ibuf_t *find_buf(interp_t *ip, const char *name) {
 static int parse_dtype_arg(interp_t *ip, const expr_t *e, ir_dtype_t *out) {
   if (e->kind != E_STR) return eerr(ip, e, "expected a dtype string such as \"float32\"");
   if (ir_dtype_parse(e->text, out) < 0 || *out == IR_BOOL)
-    return ierr(ip->p, e->line, e->col,
+    return ts_ierr(ip->p, e->line, e->col,
                 "dtype \"%s\" is not in the workload language (float16, bfloat16, float32, float64, int32, int64)",
                 e->text);
   return TN_OK;
@@ -687,7 +94,7 @@ static int buffer_args(interp_t *ip, const expr_t *call, int first, ibuf_t *b) {
     dims = shape->items;
     ndim = shape->n;
   }
-  if (ndim > IR_MAX_DIMS) return ierr(ip->p, shape->line, shape->col, "more than %d dimensions", IR_MAX_DIMS);
+  if (ndim > IR_MAX_DIMS) return ts_ierr(ip->p, shape->line, shape->col, "more than %d dimensions", IR_MAX_DIMS);
   for (int d = 0; d < ndim; d++) {
     if (!const_int(dims[d], &b->shape[d]) || b->shape[d] < 1 || b->shape[d] > INT32_MAX)
       return eerr(ip, dims[d], "a dimension must be a constant integer in [1, 2147483647] (static shapes only)");
@@ -703,7 +110,7 @@ static int buffer_args(interp_t *ip, const expr_t *call, int first, ibuf_t *b) {
       if (v->kind != E_STR || strcmp(v->text, "global") != 0)
         return eerr(ip, v, "only scope \"global\" buffers are in the workload language (other scopes are schedules)");
     } else {
-      return ierr(ip->p, v->line, v->col, "unsupported buffer argument '%s' (only shape, dtype, scope=\"global\")",
+      return ts_ierr(ip->p, v->line, v->col, "unsupported buffer argument '%s' (only shape, dtype, scope=\"global\")",
                   call->kwnames[k]);
     }
   }
@@ -711,9 +118,9 @@ static int buffer_args(interp_t *ip, const expr_t *call, int first, ibuf_t *b) {
 }
 
 static int add_buf(interp_t *ip, const char *name, const expr_t *at, ibuf_t *b) {
-  if (find_buf(ip, name)) return ierr(ip->p, at->line, at->col, "buffer '%s' is declared twice", name);
+  if (find_buf(ip, name)) return ts_ierr(ip->p, at->line, at->col, "buffer '%s' is declared twice", name);
   if (!ir_workload_name_ok(name))
-    return ierr(ip->p, at->line, at->col,
+    return ts_ierr(ip->p, at->line, at->col,
                 "'%s' cannot name a tensor of a workload (a keyword of the language or of C, CUDA or OpenCL, "
                 "or a name starting with '__', 'tuned_' or 'v_'); rename the buffer",
                 name);
@@ -811,7 +218,7 @@ static int emit_call(interp_t *ip, const expr_t *e, tn_buf_t *out) {
     if (a->kind == E_STR) return eerr(ip, a, "the workload language has only finite numbers");
     return emit_args(ip, fn, e->items, 1, out); /* int64(5), float32(x): conversions */
   }
-  return ierr(ip->p, e->line, e->col, "T.%s is not in the workload language (with these arguments)", fn);
+  return ts_ierr(ip->p, e->line, e->col, "T.%s is not in the workload language (with these arguments)", fn);
 }
 
 /* The indices of B[i, j], B[(i, j)] or B[()]. */
@@ -823,12 +230,12 @@ static int indices(const expr_t *e, expr_t *const **idx) {
 
 static int emit_load(interp_t *ip, const expr_t *e, tn_buf_t *out) {
   const ibuf_t *b = e->a->kind == E_NAME ? find_buf(ip, e->a->text) : NULL;
-  if (!b && e->a->kind == E_NAME) return ierr(ip->p, e->a->line, e->a->col, "unknown buffer '%s'", e->a->text);
+  if (!b && e->a->kind == E_NAME) return ts_ierr(ip->p, e->a->line, e->a->col, "unknown buffer '%s'", e->a->text);
   if (!b) return eerr(ip, e->a, "expected a buffer before '['");
   expr_t *const *idx;
   int n = indices(e, &idx);
   if (n != b->ndim)
-    return ierr(ip->p, e->line, e->col, "buffer '%s' has %d dimensions but %d indices were given", b->name, b->ndim, n);
+    return ts_ierr(ip->p, e->line, e->col, "buffer '%s' has %d dimensions but %d indices were given", b->name, b->ndim, n);
   tn_buf_printf(out, "%s[", b->name);
   for (int i = 0; i < n; i++) {
     if (i) tn_buf_put(out, ", ");
@@ -860,7 +267,7 @@ static int emit_expr(interp_t *ip, const expr_t *e, int ctx, tn_buf_t *out) {
   case E_NAME: {
     const ivar_t *v = find_var(ip, e->text);
     if (!v)
-      rc = ierr(ip->p, e->line, e->col, "unknown name '%s' (not an iterator of this block or its loops)", e->text);
+      rc = ts_ierr(ip->p, e->line, e->col, "unknown name '%s' (not an iterator of this block or its loops)", e->text);
     else
       tn_buf_put(out, v->tw);
     break;
@@ -934,20 +341,20 @@ static const char *loop_base(interp_t *ip, const char *loop) {
  * each gets a workload variable name (the loop's, where the language allows). */
 static int match_loops(interp_t *ip, const stmt_t *blk, const loop_t *loops, int nloops) {
   if (ip->nvars != nloops)
-    return ierr(ip->p, blk->line, blk->col, "block has %d iterators inside %d loops; each loop must bind one iterator",
+    return ts_ierr(ip->p, blk->line, blk->col, "block has %d iterators inside %d loops; each loop must bind one iterator",
                 ip->nvars, nloops);
   for (int i = 0; i < nloops; i++) {
     ivar_t *v = &ip->vars[i];
     if (strcmp(v->loop, loops[i].name) != 0)
-      return ierr(ip->p, blk->line, blk->col,
+      return ts_ierr(ip->p, blk->line, blk->col,
                   "iterator %d ('%s') is bound to '%s', not to loop %d ('%s'): iterators follow the loops in order",
                   i + 1, v->name, v->loop, i + 1, loops[i].name);
     if (v->extent >= 0 && v->extent != loops[i].extent)
-      return ierr(ip->p, blk->line, blk->col, "iterator '%s' has extent %" PRId64 " but its loop '%s' %" PRId64,
+      return ts_ierr(ip->p, blk->line, blk->col, "iterator '%s' has extent %" PRId64 " but its loop '%s' %" PRId64,
                   v->name, v->extent, loops[i].name, loops[i].extent);
     v->extent = loops[i].extent;
     if (i && v->reduce < ip->vars[i - 1].reduce)
-      return ierr(ip->p, blk->line, blk->col, "spatial iterator '%s' after a reduce iterator: the workload language "
+      return ts_ierr(ip->p, blk->line, blk->col, "spatial iterator '%s' after a reduce iterator: the workload language "
                   "puts the reduction loops innermost", v->name);
     v->tw = loop_base(ip, v->loop);
     const char *base = v->tw;
@@ -966,27 +373,27 @@ static int match_loops(interp_t *ip, const stmt_t *blk, const loop_t *loops, int
 static int check_store(interp_t *ip, const stmt_t *st, const char *block, ibuf_t **out) {
   const expr_t *t = st->targets[0];
   ibuf_t *b = t->kind == E_INDEX && t->a->kind == E_NAME ? find_buf(ip, t->a->text) : NULL;
-  if (st->ntargets != 1 || !b) return ierr(ip->p, st->line, st->col, "expected a store to a buffer element");
+  if (st->ntargets != 1 || !b) return ts_ierr(ip->p, st->line, st->col, "expected a store to a buffer element");
   int nsp = 0;
   while (nsp < ip->nvars && !ip->vars[nsp].reduce) nsp++;
   expr_t *const *idx;
   int n = indices(t, &idx);
   if (n != b->ndim || n != nsp)
-    return ierr(ip->p, t->line, t->col, "the store must index '%s' (%d dimensions) by the block's %d spatial iterators",
+    return ts_ierr(ip->p, t->line, t->col, "the store must index '%s' (%d dimensions) by the block's %d spatial iterators",
                 b->name, b->ndim, nsp);
   for (int i = 0; i < n; i++) {
     if (idx[i]->kind != E_NAME || strcmp(idx[i]->text, ip->vars[i].name) != 0)
-      return ierr(ip->p, idx[i]->line, idx[i]->col, "index %d must be the spatial iterator '%s' (the workload "
+      return ts_ierr(ip->p, idx[i]->line, idx[i]->col, "index %d must be the spatial iterator '%s' (the workload "
                   "language stores each element of a tensor at its own loop point)", i + 1, ip->vars[i].name);
     if (b->shape[i] != ip->vars[i].extent)
-      return ierr(ip->p, idx[i]->line, idx[i]->col, "iterator '%s' has extent %" PRId64 " but dimension %d of '%s' is %" PRId64,
+      return ts_ierr(ip->p, idx[i]->line, idx[i]->col, "iterator '%s' has extent %" PRId64 " but dimension %d of '%s' is %" PRId64,
                   ip->vars[i].name, ip->vars[i].extent, i + 1, b->name, b->shape[i]);
   }
   if (strcmp(block, b->name) != 0)
-    return ierr(ip->p, st->line, st->col, "block \"%s\" writes '%s': the workload language names a block after the "
+    return ts_ierr(ip->p, st->line, st->col, "block \"%s\" writes '%s': the workload language names a block after the "
                 "tensor it computes; rename one", block, b->name);
-  if (b->written) return ierr(ip->p, st->line, st->col, "'%s' is written by two blocks", b->name);
-  if (b->handle && !b->bound) return ierr(ip->p, st->line, st->col, "'%s' is not bound by T.match_buffer", b->name);
+  if (b->written) return ts_ierr(ip->p, st->line, st->col, "'%s' is written by two blocks", b->name);
+  if (b->handle && !b->bound) return ts_ierr(ip->p, st->line, st->col, "'%s' is not bound by T.match_buffer", b->name);
   b->written = true;
   *out = b;
   return TN_OK;
@@ -1039,17 +446,17 @@ static int match_reduce(interp_t *ip, const stmt_t *init, const stmt_t *st, cons
     *body = is_self(v->items[0], t) ? v->items[1] : is_self(v->items[1], t) ? v->items[0] : NULL;
   }
   if (!*body)
-    return ierr(ip->p, st->line, st->col, "a reduction's update must be %s[...] = %s[...] + E, or T.max / T.min of it "
+    return ts_ierr(ip->p, st->line, st->col, "a reduction's update must be %s[...] = %s[...] + E, or T.max / T.min of it "
                 "and E (sum, max, min)", b->name, b->name);
   const expr_t *it = init->ntargets == 1 ? init->targets[0] : NULL;
   double got, want = **kind == 's' ? 0 : (*kind)[1] == 'a' ? ir_dtype_min_value(b->dtype) : ir_dtype_max_value(b->dtype);
   if (init->kind != S_ASSIGN || !it || !is_self(it, t))
-    return ierr(ip->p, init->line, init->col, "T.init must store the element the block updates");
+    return ts_ierr(ip->p, init->line, init->col, "T.init must store the element the block updates");
   if (!const_value(init->value, &got) || got != want) {
     tn_buf_t w;
     tn_buf_init(&w);
     ir_print_double(want, &w);
-    int rc = ierr(ip->p, init->value->line, init->value->col,
+    int rc = ts_ierr(ip->p, init->value->line, init->value->col,
                   "the init value must be the identity of %s for %s (%s), as the workload language lowers it", *kind,
                   ir_dtype_name(b->dtype), tn_buf_str(&w));
     tn_buf_free(&w);
@@ -1080,10 +487,10 @@ static int scan_block(interp_t *ip, const stmt_t *blk, const stmt_t **init, cons
       return eerr(ip, v, "T.where (a block predicate) comes from schedules; it is not in the workload language");
     if (s->kind == S_EXPR && (is_t_call(v, "block_attr") || is_t_call(v, "sblock_attr")))
       return eerr(ip, v, "block annotations are not in the workload language (remove the line to import without it)");
-    return ierr(ip->p, s->line, s->col, "unsupported statement in a block (iterators, T.reads, T.writes, one T.init "
+    return ts_ierr(ip->p, s->line, s->col, "unsupported statement in a block (iterators, T.reads, T.writes, one T.init "
                 "and one store are)");
   }
-  if (!*store) return ierr(ip->p, blk->line, blk->col, "the block stores nothing");
+  if (!*store) return ts_ierr(ip->p, blk->line, blk->col, "the block stores nothing");
   return TN_OK;
 }
 
@@ -1099,7 +506,7 @@ static int block(interp_t *ip, const stmt_t *blk, const loop_t *loops, int nloop
   int nsp = b->ndim;
   bool reduce = nsp < ip->nvars;
   if (reduce != (init != NULL))
-    return ierr(ip->p, blk->line, blk->col, reduce ? "a block with reduce iterators needs T.init (the reduction's identity)"
+    return ts_ierr(ip->p, blk->line, blk->col, reduce ? "a block with reduce iterators needs T.init (the reduction's identity)"
                                                    : "T.init without reduce iterators");
   tn_buf_t *out = &ip->stmts;
   tn_buf_printf(out, "%s[", b->name);
@@ -1128,13 +535,13 @@ static int loop_header(interp_t *ip, const stmt_t *s, loop_t *loops, int *nloops
   bool serial = it->kind == E_CALL && ((it->a->kind == E_NAME && strcmp(it->a->text, "range") == 0) || is_t(it->a, "serial"));
   if (!grid && !serial) {
     const char *what = is_t(it->a, NULL) ? it->a->text : "this";
-    return ierr(ip->p, it->line, it->col, "loop kind '%s' is not in the workload language (only T.grid, range and "
+    return ts_ierr(ip->p, it->line, it->col, "loop kind '%s' is not in the workload language (only T.grid, range and "
                 "T.serial: loop kinds come from schedules)", what);
   }
-  if (it->nkw) return ierr(ip->p, it->line, it->col, "loop annotations come from schedules; they are not imported");
+  if (it->nkw) return ts_ierr(ip->p, it->line, it->col, "loop annotations come from schedules; they are not imported");
   int64_t ext, lo = 0;
   int n = grid ? it->n : 1;
-  if (n != s->ntargets) return ierr(ip->p, s->line, s->col, "%d loop variables for %d extents", s->ntargets, n);
+  if (n != s->ntargets) return ts_ierr(ip->p, s->line, s->col, "%d loop variables for %d extents", s->ntargets, n);
   if (!grid && !(it->n == 1 || (it->n == 2 && const_int(it->items[0], &lo) && lo == 0)))
     return eerr(ip, it, "a loop must run from 0: range(n) or range(0, n)");
   for (int i = 0; i < n; i++) {
@@ -1154,7 +561,7 @@ static int nest(interp_t *ip, const stmt_t *s) {
   while (rc == TN_OK) {
     if ((rc = loop_header(ip, s, loops, &nloops))) break;
     if (s->nbody != 1) {
-      rc = ierr(ip->p, s->line, s->col, "this loop holds %d statements: each loop of a workload holds one loop or "
+      rc = ts_ierr(ip->p, s->line, s->col, "this loop holds %d statements: each loop of a workload holds one loop or "
                 "one block", s->nbody);
       break;
     }
@@ -1163,7 +570,7 @@ static int nest(interp_t *ip, const stmt_t *s) {
       rc = block(ip, s, loops, nloops);
       break;
     }
-    if (s->kind != S_FOR) rc = ierr(ip->p, s->line, s->col, "expected a loop or a block");
+    if (s->kind != S_FOR) rc = ts_ierr(ip->p, s->line, s->col, "expected a loop or a block");
   }
   free(loops);
   return rc;
@@ -1175,7 +582,7 @@ static int root_stmts(interp_t *ip, stmt_t *const *body, int n);
 static int assign_buffer(interp_t *ip, const stmt_t *s) {
   const expr_t *c = s->value, *t = s->targets[0];
   ibuf_t b = {0};
-  if (s->ntargets != 1 || t->kind != E_NAME || c->kind != E_CALL) return ierr(ip->p, s->line, s->col, "unsupported assignment");
+  if (s->ntargets != 1 || t->kind != E_NAME || c->kind != E_CALL) return ts_ierr(ip->p, s->line, s->col, "unsupported assignment");
   if (is_t_call(c, "alloc_buffer") || is_t_call(c, "sblock_alloc_buffer")) {
     b.temp = true;
     return buffer_args(ip, c, 0, &b) ? TN_EINVAL : add_buf(ip, t->text, t, &b);
@@ -1185,7 +592,7 @@ static int assign_buffer(interp_t *ip, const stmt_t *s) {
       ibuf_t *h = &ip->bufs[i];
       if (!h->handle || h->bound || strcmp(h->handle, c->items[0]->text) != 0) continue;
       if (buffer_args(ip, c, 1, &b)) return TN_EINVAL;
-      if (find_buf(ip, t->text)) return ierr(ip->p, t->line, t->col, "buffer '%s' is declared twice", t->text);
+      if (find_buf(ip, t->text)) return ts_ierr(ip->p, t->line, t->col, "buffer '%s' is declared twice", t->text);
       if (!ir_workload_name_ok(t->text)) return add_buf(ip, t->text, t, &b); /* reports the name */
       b.handle = h->handle;
       b.bound = true;
@@ -1221,7 +628,7 @@ static int root_stmt(interp_t *ip, const stmt_t *s) {
     break;
   default: break;
   }
-  return ierr(ip->p, s->line, s->col, "unsupported statement (the function body holds buffers and loop nests)");
+  return ts_ierr(ip->p, s->line, s->col, "unsupported statement (the function body holds buffers and loop nests)");
 }
 
 static int root_stmts(interp_t *ip, stmt_t *const *body, int n) {
@@ -1250,7 +657,7 @@ static int params(interp_t *ip, const stmt_t *f) {
     } else if (is_t_call(a, "Buffer")) {
       if (buffer_args(ip, a, 0, &b) || add_buf(ip, f->params[i], a, &b)) return TN_EINVAL;
     } else {
-      return ierr(ip->p, a->line, a->col, "parameter '%s' must be a T.Buffer(shape, dtype) or a T.handle", f->params[i]);
+      return ts_ierr(ip->p, a->line, a->col, "parameter '%s' must be a T.Buffer(shape, dtype) or a T.handle", f->params[i]);
     }
   }
   return TN_OK;
@@ -1265,16 +672,16 @@ static int write_workload(interp_t *ip, const stmt_t *f, tn_buf_t *out) {
       const ibuf_t *b = &ip->bufs[i];
       if (b->temp != (pass == 1)) continue;
       if (b->handle && !b->bound)
-        return ierr(ip->p, b->line, b->col, "T.handle parameter '%s' is never bound by T.match_buffer", b->handle);
+        return ts_ierr(ip->p, b->line, b->col, "T.handle parameter '%s' is never bound by T.match_buffer", b->handle);
       if (b->temp && !b->written)
-        return ierr(ip->p, b->line, b->col, "no block writes '%s': every temp of a workload is computed", b->name);
+        return ts_ierr(ip->p, b->line, b->col, "no block writes '%s': every temp of a workload is computed", b->name);
       any_output |= !b->temp && b->written;
       tn_buf_printf(out, "%-6s %s: %s[", b->temp ? "temp" : b->written ? "output" : "input", b->name, ir_dtype_name(b->dtype));
       for (int d = 0; d < b->ndim; d++) tn_buf_printf(out, d ? ", %" PRId64 : "%" PRId64, b->shape[d]);
       tn_buf_put(out, "]\n");
     }
   }
-  if (!any_output) return ierr(ip->p, f->line, f->col, "no block writes a parameter: a workload has an output");
+  if (!any_output) return ts_ierr(ip->p, f->line, f->col, "no block writes a parameter: a workload has an output");
   tn_buf_put(out, tn_buf_str(&ip->stmts));
   return TN_OK;
 }
@@ -1289,13 +696,13 @@ static int find_func(imp_t *p, const stmt_t *top, const stmt_t **out) {
       if (find_func(p, s, &inner)) return TN_EINVAL;
       s = inner;
     } else if (s->kind == S_DEF && !is_prim_func(s)) {
-      return ierr(p, s->line, s->col, "def %s is not a @T.prim_func", s->name);
+      return ts_ierr(p, s->line, s->col, "def %s is not a @T.prim_func", s->name);
     } else if (s->kind != S_DEF) {
       if (s->kind == S_SKIP) continue;
-      return ierr(p, s->line, s->col, "unsupported statement outside a function (imports, @T.prim_func and an "
+      return ts_ierr(p, s->line, s->col, "unsupported statement outside a function (imports, @T.prim_func and an "
                   "@I.ir_module class are)");
     }
-    if (s && found) return ierr(p, s->line, s->col, "more than one prim_func: import one at a time");
+    if (s && found) return ts_ierr(p, s->line, s->col, "more than one prim_func: import one at a time");
     if (s) found = s;
   }
   *out = found;
@@ -1313,9 +720,9 @@ int ir_tvmscript_import(const char *path, const char *text, size_t len, tn_buf_t
   int rc = TN_OK;
   if (len > IR_MAX_SOURCE_BYTES || memchr(text, 0, len))
     rc = tn_err_set(err, TN_EINVAL, "%s: not a TVMScript text of at most %u bytes", path, IR_MAX_SOURCE_BYTES);
-  if (!rc) rc = lex(&p, text, len);
-  while (!rc && peek(&p)->kind != T_EOF) {
-    stmt_t *s = parse_stmt(&p);
+  if (!rc) rc = ts_lex(&p, text, len);
+  while (!rc && ts_peek(&p)->kind != T_EOF) {
+    stmt_t *s = ts_parse_stmt(&p);
     if (s)
       APPEND(&p, top.body, top.nbody, s);
     else

@@ -1,38 +1,14 @@
-/* build_proc.c — compilers in a separate process, so that a compile can be
- * stopped and nothing of them runs in the caller.  NVRTC and PoCL's
- * clBuildProgram (both LLVM) cannot be interrupted: a build abandoned at
- * its time limit kept compiling (and allocating) in the caller, which LLVM
- * then aborted ("LLVM ERROR: out of memory") with the whole daemon, and an
- * abandoned OpenCL build was still inside LLVM when the daemon exited.
- * Here each compile runs in `tuned-worker --build`, started with exec (never
- * a bare fork: a child forked after XGBoost's OpenMP threads ran hangs),
- * which serves one build after another; past the time limit it is killed
- * with SIGKILL, and a process that dies (crash, OOM kill) is reaped and
- * replaced at the next build.  The caller only ever waits on a socket.
- *
- * Protocol: fd 0 of the build process is a Unix stream socket to its
- * parent, fds 1 and 2 a log file (the compilers' own fatal messages land
- * there).  Frames as tuned-worker's (proto.c): a 4-byte little-endian
- * length, then a JSON object, or raw bytes where the previous message
- * announced them.
- *   {"op": "hello"} -> {"ok": true, "pid": 1234}
- *   {"op": "compile", "source": "...", "arch": "sm_90"}
- *     -> {"code": 0, "version": "NVRTC 13.0", "log": "...", "ptx": "...",
- *         "cubin_bytes": 5120, "secs": 0.12}, then (cubin_bytes > 0) one raw
- *        frame of the CUBIN
- *      | {"code": -1, "error": "NVRTC (...): ...", "version": ..., "log": ...}
- *     code and error are ms_cuda_compile's; secs is NVRTC's time.
- *   {"op": "opencl", ...} and {"op": "opencl_probe"}: build_opencl.c.
- *   {"op": "exit"}, or EOF -> the process exits 0.
- * The build process also dies with the thread that started it
- * (PR_SET_PDEATHSIG), so a compile never outlives its caller. */
+/* build_client.c — the caller's side of the build process (build_server.c,
+ * where the protocol is): starts `tuned-worker --build` with exec at the
+ * first compile, sends it one request at a time and waits on its socket,
+ * kills it with SIGKILL past the time limit, and reaps and replaces a
+ * process that died, saying how it ended and what it wrote to its log. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -55,87 +31,6 @@ struct ms_build_proc {
   const char *what, *compiler;
   bool killed; /* the current call's process died of a SIGKILL we did not send */
 };
-
-/* ---- the build process ------------------------------------------------------ */
-
-static const char *jstr(const cJSON *o, const char *key) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-/* Compiles one request and replies (false: the parent is gone). */
-static bool serve_compile(const cJSON *req) {
-  const char *source = jstr(req, "source"), *arch = jstr(req, "arch");
-  ms_cuda_output_t o;
-  memset(&o, 0, sizeof o);
-  tn_err_t err = {0};
-  int rc = source && arch ? ms_cuda_compile(source, arch, &o, &err)
-                          : tn_err_set(&err, TN_EINVAL, "compile: needs \"source\" and \"arch\"");
-  if (rc == TN_OK && o.cubin_size > MS_FRAME_MAX)
-    rc = tn_err_set(&err, TN_ENOMEM, "NVRTC made a %zu-byte CUBIN; at most %zu bytes are passed on", o.cubin_size,
-                    MS_FRAME_MAX);
-  cJSON *r = cJSON_CreateObject();
-  cJSON_AddNumberToObject(r, "code", rc);
-  if (rc < 0) cJSON_AddStringToObject(r, "error", err.msg);
-  cJSON_AddStringToObject(r, "version", o.version);
-  if (o.log) cJSON_AddStringToObject(r, "log", o.log);
-  if (rc == TN_OK) {
-    cJSON_AddStringToObject(r, "ptx", o.ptx ? o.ptx : "");
-    cJSON_AddNumberToObject(r, "cubin_bytes", (double)o.cubin_size);
-  }
-  cJSON_AddNumberToObject(r, "secs", o.nvrtc_secs);
-  tn_err_t serr = {0};
-  int sent = ms_frame_send(0, r, &serr);
-  cJSON_Delete(r);
-  if (sent == TN_ENOMEM) { /* the reply is over a frame: say so instead */
-    r = cJSON_CreateObject();
-    cJSON_AddNumberToObject(r, "code", TN_ENOMEM);
-    cJSON_AddStringToObject(r, "error", "NVRTC's output (PTX and log) is over the 64 MiB a build may pass on");
-    cJSON_AddStringToObject(r, "version", o.version);
-    sent = ms_frame_send(0, r, &serr);
-    cJSON_Delete(r);
-  } else if (sent == TN_OK && rc == TN_OK && o.cubin_size > 0) {
-    sent = ms_frame_send_bytes(0, o.cubin, o.cubin_size, &serr);
-  }
-  ms_cuda_output_free(&o);
-  return sent == TN_OK;
-}
-
-int ms_build_serve(int argc, char **argv) {
-  /* Die with the thread that started us; a parent already gone (between
-   * its spawn and this call) is caught by comparing with the pid it gave. */
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (argc > 2 && getppid() != (pid_t)strtol(argv[2], NULL, 10)) return 1;
-  for (;;) {
-    cJSON *req = NULL, *r = NULL;
-    tn_err_t err = {0};
-    if (ms_frame_recv(0, 0, &req, &err) < 0) break;
-    const char *op = jstr(req, "op");
-    bool ok = true;
-    if (op && strcmp(op, "exit") == 0) {
-      cJSON_Delete(req);
-      break;
-    } else if (op && strcmp(op, "compile") == 0) {
-      ok = serve_compile(req);
-    } else if (op && strncmp(op, "opencl", 6) == 0) {
-      r = ms_opencl_serve(req);
-    } else {
-      r = cJSON_CreateObject();
-      bool hello = op && strcmp(op, "hello") == 0;
-      cJSON_AddBoolToObject(r, "ok", hello);
-      if (hello) cJSON_AddNumberToObject(r, "pid", (double)getpid());
-      else
-        cJSON_AddStringToObject(r, "error", "unknown op (hello, compile, opencl, opencl_probe, exit)");
-    }
-    if (r) ok = ms_frame_send(0, r, &err) == TN_OK;
-    cJSON_Delete(r);
-    cJSON_Delete(req);
-    if (!ok) break;
-  }
-  return 0;
-}
-
-/* ---- the caller's side ------------------------------------------------------- */
 
 int ms_build_proc_new(const char *worker, const char *log_path, ms_build_proc_t **out, tn_err_t *err) {
   *out = NULL;
@@ -218,7 +113,7 @@ static int start_once(ms_build_proc_t *p, bool *killed, tn_err_t *err) {
   rc = ms_frame_send(p->fd, hello, err);
   if (rc == TN_OK) rc = ms_frame_recv(p->fd, tn_now() + HELLO_TIMEOUT_S, &reply, err);
   if (rc == TN_OK && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "ok")))
-    rc = tn_err_set(err, TN_EIO, "it answered hello with %s", jstr(reply, "error") ? jstr(reply, "error") : "no");
+    rc = tn_err_set(err, TN_EIO, "it answered hello with %s", ms_frame_str(reply, "error") ? ms_frame_str(reply, "error") : "no");
   cJSON_Delete(hello);
   cJSON_Delete(reply);
   if (rc < 0) {
@@ -280,14 +175,14 @@ static void reap_if_gone(ms_build_proc_t *p) {
 static int take_reply(ms_build_proc_t *p, const cJSON *reply, double deadline, const char *arch, ms_cuda_output_t *out,
                       tn_err_t *err) {
   const cJSON *code = cJSON_GetObjectItemCaseSensitive(reply, "code");
-  const char *version = jstr(reply, "version"), *log = jstr(reply, "log"), *ptx = jstr(reply, "ptx");
+  const char *version = ms_frame_str(reply, "version"), *log = ms_frame_str(reply, "log"), *ptx = ms_frame_str(reply, "ptx");
   snprintf(out->version, sizeof out->version, "%s", version ? version : "NVRTC");
   out->nvrtc_secs = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(reply, "secs"));
   if (!(out->nvrtc_secs >= 0)) out->nvrtc_secs = 0;
   if (log) out->log = tn_xstrdup(log);
   if (!cJSON_IsNumber(code)) return died(p, "a reply without a code", err);
   if (code->valueint < 0) { /* TN_ERANGE means a timeout here, which the process cannot know of */
-    const char *e = jstr(reply, "error");
+    const char *e = ms_frame_str(reply, "error");
     return tn_err_set(err, code->valueint == TN_ERANGE ? TN_EIO : code->valueint, "%s",
                       e ? e : "NVRTC failed without saying why");
   }
