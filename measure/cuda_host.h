@@ -27,6 +27,9 @@
  * their shared-memory descriptors; its results land at wgmma.wait_group,
  * mbarriers count arrivals and transaction bytes by phase, and TMA tiles
  * land when their phase completes (see "Hopper" below for what is checked).
+ * setmaxnreg moves registers between a warpgroup and its CTA's pool: a
+ * .inc the pool cannot meet waits, and stops the run as a deadlock when no
+ * other thread can give registers back (see "Registers").
  * A launch with clusters (__cluster_dims__) runs each cluster's CTAs
  * together, taking turns, each with its own shared memory ("Clusters"). */
 #ifndef TUNED_CUDA_HOST_H
@@ -136,7 +139,33 @@ static inline __nv_bfloat16 __float2bfloat16(float f) {
 
 namespace tuned_host {
 
-enum { RUN, AT_BARRIER, AT_WARP, AT_WARPGROUP, AT_MBAR, AT_CLUSTER, DONE };
+enum { RUN, AT_BARRIER, AT_WARP, AT_WARPGROUP, AT_MBAR, AT_CLUSTER, AT_REGS, DONE };
+
+/* ---- Registers: the pool a CTA holds from its launch ------------------------------
+ *
+ * A kernel launched as __launch_bounds__(threads, 1) gets, per thread, the
+ * register file over the threads in whole allocation units (8), at most
+ * 255 (ptxas); the CTA holds threads x that many.  setmaxnreg.dec gives a
+ * warpgroup's registers above N back to the pool, setmaxnreg.inc takes up
+ * to N from it, waiting until the pool has them (the PTX ISA).  ptxas
+ * gives such a kernel no more than its largest setmaxnreg count (240 at 256
+ * threads, not 248): where that is under the bound, every .inc asks for no
+ * more than the launch gave, which the harness keeps, so the pool it models
+ * deadlocks exactly where the hardware's would.  Registers of exited warps
+ * are not counted as returned: that is not documented.
+ * The register file is the target's (max_registers_per_block, which the
+ * builder defines as TUNED_HOST_REG_FILE); 0: setmaxnreg only meets its
+ * warpgroup, as before the pool was modelled. */
+#ifndef TUNED_HOST_REG_FILE
+#define TUNED_HOST_REG_FILE 0
+#endif
+inline long long reg_file = TUNED_HOST_REG_FILE;
+
+inline int launch_regs(int threads) {
+  if (reg_file <= 0 || threads <= 0) return 0;
+  long long per = reg_file / threads;
+  return (int)((per < 255 ? per : 255) / 8 * 8);
+}
 
 /* A cp.async copy in flight: its source read when issued, its destination
  * written when the issuing thread waits for its group. */
@@ -267,6 +296,9 @@ inline bool release_barrier(int n) {
 
 inline void hopper_block_start(int n);
 inline void hopper_block_end();
+inline long long regs_free();
+inline bool release_regs(int n);
+[[noreturn]] inline void regs_deadlock(int n);
 inline void cta_enter(int rank, bool bytes);
 inline void cluster_setup(int n, int cluster);
 inline void cluster_released();
@@ -316,6 +348,7 @@ inline bool release(int n) {
   for (int r = 0; r < cluster_size; r++) {
     cta_enter(r, false);
     moved |= release_groups(n);
+    moved |= release_regs(n);
   }
   for (int r = 0; r < cluster_size && !moved; r++) {
     cta_enter(r, false);
@@ -325,11 +358,14 @@ inline bool release(int n) {
   int live = 0, at_cluster = 0, sleeping = 0;
   for (int r = 0; r < cluster_size; r++) {
     cta_enter(r, false);
+    int at_regs = 0;
     for (int i = 0; i < n; i++) {
       live += threads[i].state != DONE;
       at_cluster += threads[i].state == AT_CLUSTER;
       sleeping += threads[i].state == AT_MBAR;
+      at_regs += threads[i].state == AT_REGS;
     }
+    if (at_regs) regs_deadlock(n);
   }
   if (live == 0) return false;
   if (sleeping)
@@ -653,6 +689,8 @@ struct warpgroup_state {
   unsigned commits; /* commit groups closed */
   std::vector<float> tile; /* 64 x N */
   std::vector<wg_op> ops; /* in flight */
+  int regs = 0; /* registers per thread it holds (the launch's, then setmaxnreg's) */
+  int want = 0; /* a setmaxnreg.inc waiting for the pool: the count asked for; 0 none */
 };
 
 struct mbarrier {
@@ -820,11 +858,50 @@ inline void hopper_block_start(int n) {
   hb_writes.assign(shared_size() / 16 + 1, hb_write{-1, 0});
   hb_reads.assign(shared_size() / 16 + 1, hb_write{-1, 0});
   wg_reading.assign(shared_size() / 16 + 1, 0);
-  warpgroups.assign((size_t)(n + 127) / 128, warpgroup_state{0, 0, {}, {}});
+  warpgroups.assign((size_t)(n + 127) / 128, warpgroup_state{0, 0, {}, {}, launch_regs(n), 0});
   mbars.clear();
   tma_copies.clear();
   tma_flying.assign(shared_size() / 16 + 1, 0);
   proxy_view.assign((const unsigned char *)__start_tuned_shared, (const unsigned char *)__stop_tuned_shared);
+}
+
+/* Registers of the resident CTA's pool that no warpgroup holds. */
+inline long long regs_free() {
+  int n = block_threads();
+  long long held = 0;
+  for (const warpgroup_state &w : warpgroups) held += 128LL * w.regs;
+  return (long long)launch_regs(n) * n - held;
+}
+
+/* The resident CTA's threads waiting at a setmaxnreg.inc that the pool can
+ * now meet run again (the first of them takes the registers). */
+inline bool release_regs(int n) {
+  bool moved = false;
+  for (int i = 0; i < n; i++) {
+    if (threads[(size_t)i].state != AT_REGS) continue;
+    const warpgroup_state &w = warpgroups[(size_t)(i / 128)];
+    if (!w.want || regs_free() >= 128LL * (w.want - w.regs)) {
+      threads[(size_t)i].state = RUN;
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+/* Nothing can move and a warpgroup waits for registers: no setmaxnreg.dec
+ * is left to give them back. */
+[[noreturn]] inline void regs_deadlock(int n) {
+  char msg[400];
+  for (size_t g = 0; g < warpgroups.size(); g++) {
+    const warpgroup_state &w = warpgroups[g];
+    if (!w.want) continue;
+    snprintf(msg, sizeof msg, "deadlock: setmaxnreg.inc to %d in warpgroup %zu waits for %lld registers the CTA's pool "
+             "cannot give (%d threads hold %d registers each at launch: %lld in the pool, %lld free; registers of "
+             "exited warps are not returned)", w.want, g, 128LL * (w.want - w.regs), n, launch_regs(n),
+             (long long)launch_regs(n) * n, regs_free());
+    fail("%s", msg);
+  }
+  fail("%s", "deadlock: threads wait at a setmaxnreg.inc");
 }
 
 /* The offset of p in shared memory (the shared window's address). */
@@ -1265,12 +1342,35 @@ template <int N> inline void tuned_wgmma_bf16(tuned_wgmma_acc<N> &d, const uint3
   tuned_host::wgmma(d, 0, a, b, scale_d, true, N, "wgmma.mma_async (bf16, A in registers)");
 }
 
-/* setmaxnreg.inc/dec: warpgroup-wide (all 128 threads, the same count); the
- * registers themselves are not emulated. */
+/* setmaxnreg.inc/dec: warpgroup-wide (all 128 threads, the same count),
+ * against the CTA's register pool ("Registers"); the registers themselves
+ * are not emulated. */
 template <int N> inline void tuned_host_setmaxnreg(const char *op) {
   static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256 registers in steps of 8");
   tuned_host::wg_args g = {op, {0, 0}, N, 0, NULL, NULL};
-  tuned_host::wg_meet(g);
+  bool first = tuned_host::wg_meet(g);
+  if (tuned_host::reg_file <= 0) return;
+  tuned_host::warpgroup_state &w = tuned_host::warpgroups[(size_t)(tuned_host::cur->lin / 128)];
+  bool inc = op[11] == 'i'; /* "setmaxnreg.inc" */
+  if (first) {
+    char msg[200];
+    if (!inc && N > w.regs) {
+      snprintf(msg, sizeof msg, "%s to %d in a warpgroup that holds %d registers per thread", op, N, w.regs);
+      tuned_host::fail("%s", msg);
+    }
+    /* ptxas launches a kernel with setmaxnreg with no more than its largest count, which the harness does not know:
+       an .inc to fewer than the launch's keeps them */
+    if (inc && N > w.regs) w.want = N;
+    else if (!inc) w.regs = N;
+  }
+  while (w.want) {
+    if (tuned_host::regs_free() >= 128LL * (w.want - w.regs)) {
+      w.regs = w.want;
+      w.want = 0;
+      break;
+    }
+    tuned_host::wait(tuned_host::AT_REGS);
+  }
 }
 template <int N> inline void tuned_setmaxnreg_inc() { tuned_host_setmaxnreg<N>("setmaxnreg.inc"); }
 template <int N> inline void tuned_setmaxnreg_dec() { tuned_host_setmaxnreg<N>("setmaxnreg.dec"); }

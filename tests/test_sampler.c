@@ -2045,6 +2045,43 @@ START_TEST(test_plan_hopper_samples) {
 }
 END_TEST
 
+/* The cuda-host harness models the CTA's register pool (issue 31): a
+ * sampled matmul_f16 with two consumer warpgroups and a producer whose
+ * threads copy (setmaxnreg 96 / 200: 63,488 of the 64,512 the CTA holds)
+ * runs and verifies on cuda-host/hopper; the same kernel with the split of
+ * before (96 / 208: 65,536) stops with the deadlock, not a no-op. */
+START_TEST(test_plan_harness_deadlock) {
+  tn_target_t h100 = target("nvidia/h100"), host = target("cuda-host/hopper");
+  ir_workload_t *w = tu_load_sets("matmul_f16", "M=128,N=128,K=128");
+  smp_space_t sp = generate(w->func, &h100, 1);
+  cg_module_t *m = NULL;
+  char what[256] = "";
+  for (int i = 0; i < sp.n && !m; i++) {
+    if (!strstr(sp.descs[i], "multi-level-tiling-hopper(")) continue;
+    for (int n = 0; n < 200 && !m; n++) {
+      sch_t *s = NULL;
+      tn_err_t err = {0};
+      if (smp_sample(w->func, &h100, sp.traces[i], 3000 + (uint64_t)n, &s, NULL, &err) != TN_OK) continue;
+      snprintf(what, sizeof what, "space %d, sample %d", i, n);
+      cg_module_t *c = check_lowers(&h100, s, what);
+      if (strstr(c->source, "tuned_setmaxnreg_dec<96>") && strstr(c->source, "tuned_setmaxnreg_inc<200>")) m = c;
+      else cg_module_free(c);
+      sch_free(s);
+    }
+  }
+  ck_assert_msg(m, "no candidate with two consumer warpgroups and a copying producer");
+  cg_module_t *mods[1] = {m};
+  char whats[1][256];
+  snprintf(whats[0], sizeof whats[0], "%s", what);
+  hopper_run_all(w->func, &host, mods, 1, whats);
+  hopper_mutant(w->func, &host, m, "tuned_setmaxnreg_inc<200>", "tuned_setmaxnreg_inc<208>",
+                "deadlock: setmaxnreg.inc to 208 in warpgroup ", NULL);
+  cg_module_free(m);
+  smp_space_free(&sp);
+  ir_workload_free(w);
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("sampler");
   TCase *spaces = tcase_create("spaces");
@@ -2090,6 +2127,7 @@ static Suite *make_suite(void) {
   tcase_add_test(plan, test_plan_matches_codegen);
   tcase_add_test(plan, test_plan_register_pool);
   tcase_add_test(plan, test_plan_hopper_samples);
+  tcase_add_test(plan, test_plan_harness_deadlock);
   suite_add_tcase(s, plan);
   TCase *mut = tcase_create("mutators");
   tcase_set_timeout(mut, 120);
