@@ -911,6 +911,11 @@ static int64_t alloc_stages(const alloc_info_t *ai) {
 /* Warps an SM of the target holds (its file's max_warps_per_sm; 0: unknown). */
 static int max_warps_per_sm(const tn_target_t *t) { return t ? t->max_warps_per_sm : 0; }
 
+/* Warps of a block of `threads` threads (0 where the target gives no warp size). */
+static int warps_of(const tn_target_t *t, int64_t threads) {
+  return t && t->warp_size > 0 ? (int)((threads + t->warp_size - 1) / t->warp_size) : 0;
+}
+
 /* Registers per thread where ptxas decides: 32 plus the local buffers
  * (accumulators), which live in registers; at most 255. */
 static double regs_est(double local_bytes) { return TN_MIN(255.0, 32.0 + local_bytes / 4.0); }
@@ -920,9 +925,9 @@ static double regs_est(double local_bytes) { return TN_MIN(255.0, 32.0 + local_b
  * target's register file); 0 where the target does not say how many warps
  * an SM holds. */
 static double occupancy_est(const tn_target_t *t, int64_t threads, double shared, double block_regs) {
-  int wmax = max_warps_per_sm(t), warps = (int)((threads + 31) / 32);
-  if (warps < 1 || warps > wmax) return 0;
-  double blocks = TN_MIN(wmax / warps, wmax == 32 ? 16 : 32);
+  int wmax = max_warps_per_sm(t), warps = warps_of(t, threads);
+  if (warps < 1 || warps > wmax || t->max_blocks_per_sm <= 0) return 0;
+  double blocks = TN_MIN(wmax / warps, t->max_blocks_per_sm);
   int64_t smem = tn_target_shared_limit(t);
   if (shared > 0 && smem > 0) blocks = TN_MIN(blocks, floor((double)smem / shared));
   if (t->max_registers_per_block > 0) blocks = TN_MIN(blocks, floor((double)t->max_registers_per_block / block_regs));
@@ -1005,7 +1010,8 @@ static void kernel_columns(const fx_t *x, const ir_loop_t *top, const ir_buffer_
   col[1] = (float)cm_slog(local);
   col[2] = (float)k.stages;
   int64_t threads = k.threads[0] * k.threads[1] * k.threads[2];
-  col[3] = (float)occupancy_est(x->t, threads, shared, regs_est(local) * 32.0 * (double)((threads + 31) / 32));
+  double warp = x->t && x->t->warp_size > 0 ? (double)x->t->warp_size : 0.0; /* registers are allocated per warp */
+  col[3] = (float)occupancy_est(x->t, threads, shared, regs_est(local) * warp * (double)warps_of(x->t, threads));
 }
 
 /* Fills the kernel columns of every row (GPU targets; after the walks).  A
