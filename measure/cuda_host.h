@@ -698,7 +698,9 @@ struct mbarrier {
   unsigned expected, pending, phase;
   long long tx; /* transaction bytes expected and not yet complete */
   std::vector<unsigned> clock, done; /* arrivals' clocks: gathering, and at the last completed phase */
-  bool published; /* a barrier.cluster since its init: the cluster's other CTAs may use it */
+  bool published; /* a barrier.cluster since its init, fenced: the cluster's other CTAs may use it */
+  bool fenced;    /* a fence.mbarrier_init since its init (what makes the init visible to the cluster) */
+  bool unfenced;  /* a barrier.cluster came since its init, but no fence.mbarrier_init before it */
 };
 
 /* A tensor map as the harness encodes it (tensor_map_2d): what
@@ -754,7 +756,10 @@ inline std::vector<unsigned> hb_cluster;             /* what barrier.cluster han
  * multicast TMA copy) runs with that CTA's state resident (on_cta); the
  * vector clocks are the cluster's, so an arrival from another CTA orders
  * what its thread did before, and a copy into a CTA over a stage whose
- * wgmma reads no phase ordered before the copy stops the run. */
+ * wgmma reads no phase ordered before the copy stops the run.  Another
+ * CTA may use an mbarrier only once a barrier.cluster followed its init,
+ * with a fence.mbarrier_init between them (which makes the init visible to
+ * the cluster): either missing stops the run at the first remote use. */
 struct cta_slot {
   dim3 idx;
   std::vector<thread> threads;
@@ -817,7 +822,10 @@ inline void cluster_setup(int n, int cluster) {
 
 /* After a barrier.cluster: the resident CTA's mbarriers set up so far are the cluster's to use. */
 inline void cluster_released() {
-  for (mbarrier &m : mbars) m.published = true;
+  for (mbarrier &m : mbars) {
+    m.unfenced |= !m.fenced && !m.published;
+    m.published |= m.fenced;
+  }
 }
 
 inline int block_threads() { return (int)(block_dim.x * block_dim.y * block_dim.z); }
@@ -1124,6 +1132,9 @@ inline mbarrier &mbar(const void *bar, const char *op) {
   shared_offset(bar, op);
   for (mbarrier &m : mbars)
     if (m.addr == bar) {
+      if (cur && cur->cta != state_rank && !m.published && m.unfenced)
+        fail("%s on an mbarrier of another CTA of the cluster whose mbarrier.init no fence.mbarrier_init made "
+             "visible to the cluster before the barrier.cluster", op);
       if (cur && cur->cta != state_rank && !m.published)
         fail("%s on an mbarrier of another CTA of the cluster with no barrier.cluster since its mbarrier.init "
              "(it may not be set up yet)", op);
@@ -1392,10 +1403,10 @@ inline void tuned_mbar_init(unsigned long long *bar, unsigned count) {
   tuned_host::shared_offset(bar, "mbarrier.init");
   for (tuned_host::mbarrier &m : tuned_host::mbars)
     if (m.addr == bar) {
-      m = tuned_host::mbarrier{bar, count, count, 0, 0, {}, {}, false};
+      m = tuned_host::mbarrier{bar, count, count, 0, 0, {}, {}, false, false, false};
       return;
     }
-  tuned_host::mbars.push_back(tuned_host::mbarrier{bar, count, count, 0, 0, {}, {}, false});
+  tuned_host::mbars.push_back(tuned_host::mbarrier{bar, count, count, 0, 0, {}, {}, false, false, false});
 }
 inline unsigned long long tuned_mbar_arrive(unsigned long long *bar) {
   return tuned_host::mbar_arrive(bar, 0, "mbarrier.arrive");
@@ -1416,7 +1427,11 @@ inline void tuned_mbar_arrive_cluster(unsigned long long *bar, unsigned rank) {
   const char *op = "mbarrier.arrive.release.cluster";
   tuned_host::on_cta((int)rank, op, [&] { tuned_host::mbar_arrive(bar, 0, op); });
 }
-inline void tuned_fence_mbarrier_init() {}
+/* fence.mbarrier_init.release.cluster: the resident CTA's mbarrier inits
+ * so far are visible to the cluster at its next barrier.cluster. */
+inline void tuned_fence_mbarrier_init() {
+  for (tuned_host::mbarrier &m : tuned_host::mbars) m.fenced = true;
+}
 inline void tuned_cluster_sync() {
   tuned_host::hb_release(tuned_host::hb_cluster);
   tuned_host::wait(tuned_host::AT_CLUSTER);

@@ -696,6 +696,9 @@ START_TEST(test_hopper_clusters) {
         hopper_mutant(w->func, &host, mods[i], "tuned_fence_mbarrier_init();\n  }\n  tuned_cluster_sync();",
                       "tuned_fence_mbarrier_init();\n  }\n  __syncthreads();",
                       "no barrier.cluster since its mbarrier.init", NULL);
+        /* the fence that makes the inits visible to the cluster (issue 31: the harness models it) */
+        hopper_mutant(w->func, &host, mods[i], "    tuned_fence_mbarrier_init();\n", "",
+                      "whose mbarrier.init no fence.mbarrier_init made visible to the cluster", NULL);
         mutated++;
       }
       for (int i = 0; i < n; i++) cg_module_free(mods[i]);
