@@ -167,8 +167,10 @@ typedef struct cg_fuse {
   const ir_loop_t *lc;  /* the consumer's loop, at whose top the block is printed */
 } cg_fuse_t;
 
-/* What static __shared__ arrays may hold in one CUDA kernel. */
-#define CG_CUDA_STATIC_SHARED_MAX 49152
+/* What static __shared__ arrays may hold in one CUDA kernel when the caller
+ * names no target (cg_lower): the CUDA language's 48 KiB.  cg_lower_for
+ * takes the target file's max_shared_memory_per_block instead. */
+#define CG_CUDA_STATIC_SHARED_DEFAULT 49152
 
 #define CG_MAX_OVERRIDES 16
 #define CG_MAX_HOPPER_N 32
@@ -186,6 +188,7 @@ typedef struct cg_ctx {
   const char **var_name; /* by var id */
   int nvars;
   const char *entry;
+  int64_t static_shared_max; /* CUDA: bytes static __shared__ arrays may hold; above, one dynamic array */
 
   ir_bounds_t bounds; /* every loop variable and iterator over its range */
   cg_buf_t *bufs;     /* by buffer id */

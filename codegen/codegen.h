@@ -36,6 +36,7 @@
 #define TUNED_CODEGEN_H
 
 #include "common/common.h"
+#include "common/target.h"
 #include "ir/ir.h"
 
 typedef enum cg_target { CG_TARGET_C, CG_TARGET_CUDA, CG_TARGET_OPENCL } cg_target_t;
@@ -122,6 +123,13 @@ const char *cg_entry_for(const char *workload_name);
  * lowered (TN_EUNSUPPORTED), a shared/local buffer used by two kernels. */
 int cg_lower(const ir_func_t *f, cg_target_t target, const char *entry, cg_module_t **out,
              tn_err_t *err);
+/* cg_lower for target t: in its language (c for cpu, cuda for cuda and
+ * cuda-host, opencl), with the limit of its file that shapes the code: a
+ * CUDA kernel whose shared arrays exceed t->max_shared_memory_per_block
+ * (what static __shared__ arrays may hold) declares one dynamic array
+ * instead (cg_kernel_t's dyn_shared_bytes).  cg_lower, without a target,
+ * takes the CUDA language's 48 KiB. */
+int cg_lower_for(const ir_func_t *f, const tn_target_t *t, const char *entry, cg_module_t **out, tn_err_t *err);
 void cg_module_free(cg_module_t *m);
 
 /* The launch configuration as JSON (malloc'ed, free() it):

@@ -326,8 +326,10 @@ static void print_body(cg_ctx_t *c, const hgemm_t *h, int64_t smem, tn_buf_t *o)
   int bm = ir_hopper_gemm_rows(g), bn = g->n_tile, s = g->stages;
   int64_t stage = (int64_t)(bm + bn) * 128, kt = h->k / IR_HOPPER_K_TILE;
   const char *ty = h->a->dtype == IR_BFLOAT16 ? "bf16" : "f16";
-  int preg, creg, cs = csize(h); /* registers after setmaxnreg */
-  ir_hopper_gemm_regs(g, &preg, &creg);
+  int cs = csize(h);
+  ir_hopper_regs_t regs; /* registers after setmaxnreg */
+  ir_hopper_gemm_reg_plan(g, tma_all(h), &regs);
+  int preg = regs.producer, creg = regs.consumer;
   /* a cluster's CTAs wait for one another before exiting: a peer's multicast copies and arrivals may still
      write this CTA's shared memory */
   const char *exit_sync = cs > 1 ? "tuned_cluster_sync();\n" : "";

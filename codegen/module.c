@@ -392,8 +392,8 @@ static bool is_kernel_shared(const cg_ctx_t *c, const cg_buf_t *cb) {
   return cb->b && cb->sized && cb->used && cb->kernel == c->kernel && cb->b->scope == IR_SCOPE_SHARED;
 }
 
-/* The kernel's shared arrays: static __shared__ arrays, or on CUDA above the
- * 48 KiB that static arrays may hold, pointers into one dynamic shared array
+/* The kernel's shared arrays: static __shared__ arrays, or on CUDA above
+ * what static arrays may hold (the target's max_shared_memory_per_block), pointers into one dynamic shared array
  * (16-byte aligned each) whose size the launch passes; the host harness
  * sees a static array of that size instead. */
 /* Shared arrays at 16 bytes (float4), or 32 in a kernel whose warps load
@@ -403,7 +403,7 @@ static void shared_decls(cg_ctx_t *c, cg_kernel_t *kd) {
   for (int i = 0; i < c->nbufs; i++)
     if (is_kernel_shared(c, &c->bufs[i]))
       total += (cg_buf_numel(&c->bufs[i]) * cg_elem_bytes(c, c->bufs[i].b) + al - 1) / al * al;
-  bool dyn = c->d->target == CG_TARGET_CUDA && total > CG_CUDA_STATIC_SHARED_MAX;
+  bool dyn = c->d->target == CG_TARGET_CUDA && total > c->static_shared_max;
   if (dyn) {
     tn_buf_printf(&c->shared,
                   "#ifdef TUNED_CUDA_HOST_H\n  __shared__ __align__(%lld) unsigned char tuned_dyn_shared[%lld];\n"
@@ -581,8 +581,8 @@ static void ctx_free(cg_ctx_t *c) {
   ir_func_free(c->scratch);
 }
 
-int cg_lower(const ir_func_t *f, cg_target_t target, const char *entry, cg_module_t **out,
-             tn_err_t *err) {
+static int lower(const ir_func_t *f, cg_target_t target, int64_t static_shared_max, const char *entry,
+                 cg_module_t **out, tn_err_t *err) {
   *out = NULL;
   const cg_dialect_t *d = cg_dialect_for(target);
   if (!f) return tn_err_set(err, TN_EINVAL, "cg_lower: no function given");
@@ -597,7 +597,7 @@ int cg_lower(const ir_func_t *f, cg_target_t target, const char *entry, cg_modul
                       entry, CG_ENTRY_MAX);
   ir_func_t *own = d->gpu ? cg_inject_vthreads(f) : NULL;
   if (own) f = own;
-  cg_ctx_t c = {.f = f, .d = d, .err = err, .entry = entry};
+  cg_ctx_t c = {.f = f, .d = d, .err = err, .entry = entry, .static_shared_max = static_shared_max};
   c.scratch = ir_func_new("codegen_scratch");
   c.scratch->next_var_id = f->next_var_id;
   ir_bounds_init(&c.bounds);
@@ -623,6 +623,22 @@ int cg_lower(const ir_func_t *f, cg_target_t target, const char *entry, cg_modul
   m->source = tn_buf_take(&src);
   *out = m;
   return TN_OK;
+}
+
+int cg_lower(const ir_func_t *f, cg_target_t target, const char *entry, cg_module_t **out, tn_err_t *err) {
+  return lower(f, target, CG_CUDA_STATIC_SHARED_DEFAULT, entry, out, err);
+}
+
+int cg_lower_for(const ir_func_t *f, const tn_target_t *t, const char *entry, cg_module_t **out, tn_err_t *err) {
+  *out = NULL;
+  if (!t) return tn_err_set(err, TN_EINVAL, "cg_lower_for: no target given");
+  cg_target_t lang = t->kind == TN_TARGET_CUDA || t->kind == TN_TARGET_CUDA_HOST ? CG_TARGET_CUDA
+                     : t->kind == TN_TARGET_OPENCL                                 ? CG_TARGET_OPENCL
+                                                                                   : CG_TARGET_C;
+  if (lang == CG_TARGET_CUDA && t->max_shared_memory_per_block <= 0)
+    return tn_err_set(err, TN_EINVAL, "target %s gives no max_shared_memory_per_block (what static __shared__ arrays "
+                      "may hold)", t->name);
+  return lower(f, lang, t->max_shared_memory_per_block, entry, out, err);
 }
 
 void cg_module_free(cg_module_t *m) {

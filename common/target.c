@@ -49,6 +49,7 @@ static const field_t fields[] = {
     F(max_threads_per_block, 'i'), F(max_shared_memory_per_block, 'l'), F(max_registers_per_thread, 'i'),
     F(max_registers_per_block, 'l'), F(warp_size, 'i'), F(max_vector_bytes, 'i'),
     F(num_cores, 'i'), F(sm_count, 'i'), F(peak_gflops, 'd'), F(peak_gbps, 'd'), F(max_shared_memory_per_block_optin, 'l'),
+    F(max_warps_per_sm, 'i'), F(max_blocks_per_sm, 'i'),
 };
 
 bool tn_target_uses_cc(tn_target_kind_t k) { return k == TN_TARGET_CPU || k == TN_TARGET_CUDA_HOST; }

@@ -25,6 +25,8 @@ typedef struct tn_target {
   int max_registers_per_thread;
   int64_t max_registers_per_block;
   int warp_size;
+  int max_warps_per_sm;           /* GPU: warps an SM holds at once (occupancy); 0 unknown */
+  int max_blocks_per_sm;          /* GPU: blocks an SM holds at once (occupancy); 0 unknown */
   int max_vector_bytes;           /* widest vector load/store */
   int num_cores;                  /* CPU cores (0: detect at run time) */
   int sm_count;                   /* GPU streaming multiprocessors (a persistent grid's CTAs); 0 unknown */

@@ -908,10 +908,12 @@ static int64_t alloc_stages(const alloc_info_t *ai) {
   return 1;
 }
 
-/* Warps a Turing SM holds: 32; Ampere consumer and Ada: 48; others: 64. */
-static int max_warps_per_sm(const tn_target_t *t) {
-  int sm = t && !strncmp(t->arch, "sm_", 3) ? atoi(t->arch + 3) : 0;
-  return sm == 75 ? 32 : (sm == 86 || sm == 89) ? 48 : 64;
+/* Warps an SM of the target holds (its file's max_warps_per_sm; 0: unknown). */
+static int max_warps_per_sm(const tn_target_t *t) { return t ? t->max_warps_per_sm : 0; }
+
+/* Warps of a block of `threads` threads (0 where the target gives no warp size). */
+static int warps_of(const tn_target_t *t, int64_t threads) {
+  return t && t->warp_size > 0 ? (int)((threads + t->warp_size - 1) / t->warp_size) : 0;
 }
 
 /* Registers per thread where ptxas decides: 32 plus the local buffers
@@ -919,15 +921,16 @@ static int max_warps_per_sm(const tn_target_t *t) {
 static double regs_est(double local_bytes) { return TN_MIN(255.0, 32.0 + local_bytes / 4.0); }
 
 /* Resident warps over the SM's maximum, from the block's threads, its
- * shared memory (against what one block may use) and its registers. */
+ * shared memory (against what one block may use) and its registers (the
+ * target's register file); 0 where the target does not say how many warps
+ * an SM holds. */
 static double occupancy_est(const tn_target_t *t, int64_t threads, double shared, double block_regs) {
-  int wmax = max_warps_per_sm(t), warps = (int)((threads + 31) / 32);
-  if (warps < 1 || warps > wmax) return 0;
-  double blocks = TN_MIN(wmax / warps, wmax == 32 ? 16 : 32);
-  int64_t smem = t ? tn_target_shared_limit(t) : 0;
+  int wmax = max_warps_per_sm(t), warps = warps_of(t, threads);
+  if (warps < 1 || warps > wmax || t->max_blocks_per_sm <= 0) return 0;
+  double blocks = TN_MIN(wmax / warps, t->max_blocks_per_sm);
+  int64_t smem = tn_target_shared_limit(t);
   if (shared > 0 && smem > 0) blocks = TN_MIN(blocks, floor((double)smem / shared));
-  double rf = t && t->max_registers_per_block > 0 ? (double)t->max_registers_per_block : 65536.0;
-  blocks = TN_MIN(blocks, floor(rf / block_regs));
+  if (t->max_registers_per_block > 0) blocks = TN_MIN(blocks, floor((double)t->max_registers_per_block / block_regs));
   return TN_MAX(0.0, blocks * warps / wmax);
 }
 
@@ -940,19 +943,23 @@ static double occupancy_est(const tn_target_t *t, int64_t threads, double shared
 static bool hopper_columns(const fx_t *x, const ir_block_t *b, float col[KERNEL_COLS]) {
   ir_hopper_gemm_t g;
   if (!ir_hopper_gemm_get(b, &g, NULL, 0)) return false;
-  int bm = ir_hopper_gemm_rows(&g), acc = ir_hopper_gemm_acc_regs(&g), preg, creg;
+  int bm = ir_hopper_gemm_rows(&g), acc = ir_hopper_gemm_acc_regs(&g), creg;
   int64_t threads = ir_hopper_gemm_threads(&g);
   double smem = (double)ir_hopper_gemm_smem(&g), regs;
+  ir_hopper_shape_t sh;
+  const char *why;
+  bool shaped = ir_hopper_gemm_shape(b, &sh, &why);
   if (g.producer) { /* setmaxnreg moves registers from the producer to the consumers */
-    ir_hopper_gemm_regs(&g, &preg, &creg);
-    regs = 128.0 * (preg + g.warpgroups * creg);
+    bool ta = false, tb = false;
+    if (shaped) ir_hopper_gemm_tma_ops(&g, sh.a_k_inner, sh.b_k_inner, &ta, &tb);
+    ir_hopper_regs_t rp;
+    ir_hopper_gemm_reg_plan(&g, ta && tb, &rp);
+    creg = rp.consumer;
+    regs = (double)rp.need;
   } else {
     creg = (int)regs_est(acc * 4.0);
     regs = (double)creg * (double)threads;
   }
-  ir_hopper_shape_t sh;
-  const char *why;
-  bool shaped = ir_hopper_gemm_shape(b, &sh, &why);
   int64_t tiles = shaped ? sh.batch * (sh.m / bm) * (sh.n / g.n_tile) : 0;
   int64_t tma_bytes = shaped ? ir_hopper_gemm_tma_bytes(&g, sh.a_k_inner, sh.b_k_inner) : 0;
   /* a persistent grid's CTAs loop over the tiles in rounds, the last maybe
@@ -1003,7 +1010,8 @@ static void kernel_columns(const fx_t *x, const ir_loop_t *top, const ir_buffer_
   col[1] = (float)cm_slog(local);
   col[2] = (float)k.stages;
   int64_t threads = k.threads[0] * k.threads[1] * k.threads[2];
-  col[3] = (float)occupancy_est(x->t, threads, shared, regs_est(local) * 32.0 * (double)((threads + 31) / 32));
+  double warp = x->t && x->t->warp_size > 0 ? (double)x->t->warp_size : 0.0; /* registers are allocated per warp */
+  col[3] = (float)occupancy_est(x->t, threads, shared, regs_est(local) * warp * (double)warps_of(x->t, threads));
 }
 
 /* Fills the kernel columns of every row (GPU targets; after the walks).  A

@@ -749,6 +749,14 @@ bool ir_hopper_gemm_get(const ir_block_t *b, ir_hopper_gemm_t *g, char *why, siz
     return false;
   g->tma = g->ctas = 0; /* blocks annotated before these decisions existed */
   g->cluster = 1;
+  g->reg_file = 0;
+  const ir_annot_t *rf = ir_annot_get(b->annots, b->nannots, IR_ANN_HOPPER_REG_FILE);
+  if (rf && (rf->is_str || rf->ival < 0 || rf->ival > ((int64_t)1 << 30))) {
+    if (why) snprintf(why, why_len, "block \"%s\": annotation %s out of range (expected a register count)", b->name,
+                      IR_ANN_HOPPER_REG_FILE);
+    return false;
+  }
+  if (rf) g->reg_file = rf->ival;
   if ((ir_annot_get(b->annots, b->nannots, IR_ANN_HOPPER_TMA) &&
        !annot_int(b, IR_ANN_HOPPER_TMA, 0, 1, &g->tma, why, why_len)) ||
       (ir_annot_get(b->annots, b->nannots, IR_ANN_HOPPER_CTAS) &&
@@ -788,15 +796,36 @@ int64_t ir_hopper_gemm_smem(const ir_hopper_gemm_t *g) {
 
 int ir_hopper_gemm_acc_regs(const ir_hopper_gemm_t *g) { return g->m_frags * g->n_tile / 2; }
 
-/* By consumer warpgroups (1, 2): 128 x (producer + consumers x consumer)
- * within the 64K registers of an SM.  The producer's ordinary copies
- * (unrolled) spilled at 40, TMA producers' usual count, and at 96 with one
- * consumer warpgroup and transposed operands. */
-void ir_hopper_gemm_regs(const ir_hopper_gemm_t *g, int *producer, int *consumer) {
-  static const int producer_regs[2] = {152, 96}, consumer_regs[2] = {240, 208};
-  int w = g->warpgroups == 2;
-  *producer = producer_regs[w];
-  *consumer = consumer_regs[w];
+int ir_launch_regs(int64_t reg_file, int64_t threads, int max_per_thread) {
+  if (reg_file <= 0 || threads <= 0) return 0;
+  int64_t cap = max_per_thread > 0 ? TN_MIN(max_per_thread, IR_REGS_PER_THREAD_MAX) : IR_REGS_PER_THREAD_MAX;
+  int64_t per = TN_MIN(reg_file / threads, cap);
+  return (int)(per / IR_REG_ALLOC_UNIT * IR_REG_ALLOC_UNIT);
+}
+
+/* The consumers' share is capped at 240: the accumulators (at most 128)
+ * and the loops' state fit without spilling, and a few registers stay in
+ * the pool. */
+#define CONSUMER_REGS_MAX 240
+
+void ir_hopper_gemm_reg_plan(const ir_hopper_gemm_t *g, bool tma_producer, ir_hopper_regs_t *r) {
+  int threads = ir_hopper_gemm_threads(g), w = g->warpgroups;
+  memset(r, 0, sizeof *r);
+  r->fixed = g->reg_file <= 0;
+  r->launch = ir_launch_regs(g->reg_file, threads, 0);
+  if (r->fixed) { /* what kernels were printed with before the register file was annotated */
+    static const int producer_regs[2] = {152, 96}, consumer_regs[2] = {240, 208};
+    r->producer = g->producer ? producer_regs[w == 2] : 0;
+    r->consumer = g->producer ? consumer_regs[w == 2] : 0;
+  } else if (g->producer) {
+    r->producer = w == 1 ? 152 : tma_producer ? 40 : 96;
+    int left = (r->launch * (w + 1) - r->producer) / w / IR_REG_ALLOC_UNIT * IR_REG_ALLOC_UNIT;
+    r->consumer = TN_MIN(CONSUMER_REGS_MAX, left);
+  } else {
+    r->consumer = r->launch;
+  }
+  r->pool = (int64_t)r->launch * threads;
+  r->need = g->producer ? 128 * ((int64_t)r->producer + (int64_t)w * r->consumer) : r->pool;
 }
 
 void ir_hopper_gemm_tma_ops(const ir_hopper_gemm_t *g, bool a_k_inner, bool b_k_inner, bool *a, bool *b) {

@@ -135,6 +135,11 @@ int ir_intrin_match(ir_func_t *f, const ir_block_t *outer, const ir_intrin_t *in
  * brings that operand whatever IR_ANN_HOPPER_TMA says).  1: no cluster.
  * Absent: 1. */
 #define IR_ANN_HOPPER_CLUSTER "hopper_gemm.cluster"
+/* The registers one CTA may hold (the target's max_registers_per_block),
+ * written by the rule from the target file (a constant, no decision): the
+ * register plan (ir_hopper_gemm_reg_plan) is computed from it.  Absent
+ * (traces from before): the fixed split those traces were printed with. */
+#define IR_ANN_HOPPER_REG_FILE "hopper_gemm.reg_file"
 
 /* K per stage: one 128-byte swizzled row of 16-bit elements. */
 #define IR_HOPPER_K_TILE 64
@@ -148,6 +153,7 @@ typedef struct ir_hopper_gemm {
   int tma;  /* IR_ANN_HOPPER_TMA */
   int ctas; /* IR_ANN_HOPPER_CTAS */
   int cluster; /* IR_ANN_HOPPER_CLUSTER: 1, 2, 4 (along M) or -2, -4 (along N) */
+  int64_t reg_file; /* IR_ANN_HOPPER_REG_FILE; 0: absent */
 } ir_hopper_gemm_t;
 
 /* Reads the decisions from a block's annotations: false when the block has
@@ -195,11 +201,45 @@ bool ir_hopper_epilogue(const ir_block_t *cons, const ir_buffer_t *acc, const ir
 bool ir_mac_parts(const ir_stmt_t *st, const ir_expr_t **acc, const ir_expr_t **a, const ir_expr_t **b);
 /* f32 accumulator registers per consumer thread (m_frags x n_tile / 2). */
 int ir_hopper_gemm_acc_regs(const ir_hopper_gemm_t *g);
-/* Registers per thread after setmaxnreg in a kernel with a producer
- * warpgroup: the producer's (*producer) and each consumer's (*consumer),
- * by consumer warpgroups; what the code generator asks for and the cost
- * model's features describe. */
-void ir_hopper_gemm_regs(const ir_hopper_gemm_t *g, int *producer, int *consumer);
+/* PTX's bounds on a thread's registers: at most 255 (ptxas's ceiling), and
+ * setmaxnreg's operand from 24 to 256 in steps of 8, the granularity in
+ * which a warp's registers are allocated.  Numbers of the ISA, not of a
+ * device. */
+#define IR_REGS_PER_THREAD_MAX 255
+#define IR_SETMAXNREG_MIN 24
+#define IR_SETMAXNREG_MAX 256
+#define IR_REG_ALLOC_UNIT 8
+
+/* The register plan of a Hopper GEMM kernel.  It is launched with
+ * __launch_bounds__(threads, 1), so ptxas gives every thread `launch`
+ * registers: the register file over the threads, in whole allocation units,
+ * at most IR_REGS_PER_THREAD_MAX.  With a producer warpgroup, the producer
+ * gives registers back (setmaxnreg.dec to `producer`) and the consumer
+ * warpgroups take them (setmaxnreg.inc to `consumer`): an .inc blocks until
+ * the CTA's pool has the registers, so 128 x (producer + warpgroups x
+ * consumer) must not exceed launch x threads, or the last consumer warp
+ * waits for ever.  The consumers get what the pool leaves them after the
+ * producer's share (152 with one consumer warpgroup, where the pool has
+ * room to spare; with two, 40, CUTLASS's, when its one thread only issues
+ * TMA copies, 96 when its threads copy), at most 240: with two consumer warpgroups at 384 threads and 168 at launch,
+ * 40 / 232 (as CUTLASS) or 96 / 200. */
+typedef struct ir_hopper_regs {
+  int launch;             /* registers per thread at launch (0: no register file known) */
+  int producer, consumer; /* after setmaxnreg; 0 / launch without a producer */
+  int64_t pool;           /* launch x threads: what the CTA holds */
+  int64_t need;           /* 128 x (producer + warpgroups x consumer); launch x threads without a producer */
+  bool fixed;             /* no register file annotated: the split of traces from before
+                             (152 / 240, two warpgroups 96 / 208) */
+} ir_hopper_regs_t;
+
+/* Registers per thread at launch for `threads` threads sharing `reg_file`
+ * registers, at most max_per_thread (<= 0: IR_REGS_PER_THREAD_MAX), in
+ * allocation units; 0 when reg_file is 0. */
+int ir_launch_regs(int64_t reg_file, int64_t threads, int max_per_thread);
+/* The plan of g with its annotated register file (g->reg_file);
+ * tma_producer: the producer's copies are all TMA (one thread issues them,
+ * ir_hopper_gemm_tma_ops says both operands). */
+void ir_hopper_gemm_reg_plan(const ir_hopper_gemm_t *g, bool tma_producer, ir_hopper_regs_t *r);
 /* Which operands TMA brings: with g->tma the K-major ones (A[M, K],
  * B^T[N, K]), and the one a cluster shares (by multicast) in any case. */
 void ir_hopper_gemm_tma_ops(const ir_hopper_gemm_t *g, bool a_k_inner, bool b_k_inner, bool *a, bool *b);

@@ -273,6 +273,8 @@ void ms_build_cuda_host(const ms_candidate_t *cand, const char *dir, double time
   compiler_version(&cand->target, timeout_s, res->build.compiler, sizeof res->build.compiler, &cc);
   tn_buf_t text;
   tn_buf_init(&text);
+  /* the register file a CTA draws on (the harness's setmaxnreg pool): the target's */
+  tn_buf_printf(&text, "#define TUNED_HOST_REG_FILE %lld\n", (long long)cand->target.max_registers_per_block);
   tn_buf_put(&text, "#include \"tuned_cuda_host.h\"\n");
   tn_buf_put(&text, cand->source);
   launcher(cand, &text);

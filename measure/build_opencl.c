@@ -178,9 +178,10 @@ static int check_kernels(const ms_candidate_t *c, const cJSON *reply, ms_result_
     int64_t wg = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(kr, "max_work_group"));
     int64_t threads = k->block[0] * k->block[1] * k->block[2];
     res->build.shared_bytes = TN_MAX(res->build.shared_bytes, local);
-    if (c->target.max_shared_memory_per_block > 0 && local > c->target.max_shared_memory_per_block) {
+    int64_t limit = tn_target_shared_limit(&c->target); /* the limit the verify postprocessor checked */
+    if (limit > 0 && local > limit) {
       ms_result_fail(res, MS_BUILD_ERROR, "kernel %s uses %lld bytes of local memory; %s allows %lld", k->name,
-                     (long long)local, c->target.name, (long long)c->target.max_shared_memory_per_block);
+                     (long long)local, c->target.name, (long long)limit);
       return -1;
     }
     if (wg > 0 && threads > wg) {

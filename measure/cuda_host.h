@@ -27,7 +27,10 @@
  * their shared-memory descriptors; its results land at wgmma.wait_group,
  * mbarriers count arrivals and transaction bytes by phase, and TMA tiles
  * land when their phase completes (see cuda_host_hopper.h for what is
- * checked).  A launch with clusters (__cluster_dims__) runs each cluster's
+ * checked).  setmaxnreg moves registers between a warpgroup and its CTA's
+ * pool: a .inc the pool cannot meet waits, and stops the run as a deadlock
+ * when no other thread can give registers back ("Registers" below, and
+ * cuda_host_hopper.h).  A launch with clusters (__cluster_dims__) runs each cluster's
  * CTAs together, taking turns, each with its own shared memory ("Clusters"
  * there).
  *
@@ -143,7 +146,33 @@ static inline __nv_bfloat16 __float2bfloat16(float f) {
 
 namespace tuned_host {
 
-enum { RUN, AT_BARRIER, AT_WARP, AT_WARPGROUP, AT_MBAR, AT_CLUSTER, DONE };
+enum { RUN, AT_BARRIER, AT_WARP, AT_WARPGROUP, AT_MBAR, AT_CLUSTER, AT_REGS, DONE };
+
+/* ---- Registers: the pool a CTA holds from its launch ------------------------------
+ *
+ * A kernel launched as __launch_bounds__(threads, 1) gets, per thread, the
+ * register file over the threads in whole allocation units (8), at most
+ * 255 (ptxas); the CTA holds threads x that many.  setmaxnreg.dec gives a
+ * warpgroup's registers above N back to the pool, setmaxnreg.inc takes up
+ * to N from it, waiting until the pool has them (the PTX ISA).  ptxas
+ * gives such a kernel no more than its largest setmaxnreg count (240 at 256
+ * threads, not 248): where that is under the bound, every .inc asks for no
+ * more than the launch gave, which the harness keeps, so the pool it models
+ * deadlocks exactly where the hardware's would.  Registers of exited warps
+ * are not counted as returned: that is not documented.
+ * The register file is the target's (max_registers_per_block, which the
+ * builder defines as TUNED_HOST_REG_FILE); 0: setmaxnreg only meets its
+ * warpgroup, as before the pool was modelled. */
+#ifndef TUNED_HOST_REG_FILE
+#define TUNED_HOST_REG_FILE 0
+#endif
+inline long long reg_file = TUNED_HOST_REG_FILE;
+
+inline int launch_regs(int threads) {
+  if (reg_file <= 0 || threads <= 0) return 0;
+  long long per = reg_file / threads;
+  return (int)((per < 255 ? per : 255) / 8 * 8);
+}
 
 /* A cp.async copy in flight: its source read when issued, its destination
  * written when the issuing thread waits for its group. */
@@ -274,6 +303,9 @@ inline bool release_barrier(int n) {
 
 inline void hopper_block_start(int n);
 inline void hopper_block_end();
+inline long long regs_free();
+inline bool release_regs(int n);
+[[noreturn]] inline void regs_deadlock(int n);
 inline void cta_enter(int rank, bool bytes);
 inline void cluster_setup(int n, int cluster);
 inline void cluster_released();
@@ -323,6 +355,7 @@ inline bool release(int n) {
   for (int r = 0; r < cluster_size; r++) {
     cta_enter(r, false);
     moved |= release_groups(n);
+    moved |= release_regs(n);
   }
   for (int r = 0; r < cluster_size && !moved; r++) {
     cta_enter(r, false);
@@ -332,11 +365,14 @@ inline bool release(int n) {
   int live = 0, at_cluster = 0, sleeping = 0;
   for (int r = 0; r < cluster_size; r++) {
     cta_enter(r, false);
+    int at_regs = 0;
     for (int i = 0; i < n; i++) {
       live += threads[i].state != DONE;
       at_cluster += threads[i].state == AT_CLUSTER;
       sleeping += threads[i].state == AT_MBAR;
+      at_regs += threads[i].state == AT_REGS;
     }
+    if (at_regs) regs_deadlock(n);
   }
   if (live == 0) return false;
   if (sleeping)

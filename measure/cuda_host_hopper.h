@@ -52,6 +52,8 @@ struct warpgroup_state {
   unsigned commits; /* commit groups closed */
   std::vector<float> tile; /* 64 x N */
   std::vector<wg_op> ops; /* in flight */
+  int regs = 0; /* registers per thread it holds (the launch's, then setmaxnreg's) */
+  int want = 0; /* a setmaxnreg.inc waiting for the pool: the count asked for; 0 none */
 };
 
 struct mbarrier {
@@ -59,7 +61,9 @@ struct mbarrier {
   unsigned expected, pending, phase;
   long long tx; /* transaction bytes expected and not yet complete */
   std::vector<unsigned> clock, done; /* arrivals' clocks: gathering, and at the last completed phase */
-  bool published; /* a barrier.cluster since its init: the cluster's other CTAs may use it */
+  bool published; /* a barrier.cluster since its init, fenced: the cluster's other CTAs may use it */
+  bool fenced;    /* a fence.mbarrier_init since its init (what makes the init visible to the cluster) */
+  bool unfenced;  /* a barrier.cluster came since its init, but no fence.mbarrier_init before it */
 };
 
 /* A tensor map as the harness encodes it (tensor_map_2d): what
@@ -115,7 +119,10 @@ inline std::vector<unsigned> hb_cluster;             /* what barrier.cluster han
  * multicast TMA copy) runs with that CTA's state resident (on_cta); the
  * vector clocks are the cluster's, so an arrival from another CTA orders
  * what its thread did before, and a copy into a CTA over a stage whose
- * wgmma reads no phase ordered before the copy stops the run. */
+ * wgmma reads no phase ordered before the copy stops the run.  Another
+ * CTA may use an mbarrier only once a barrier.cluster followed its init,
+ * with a fence.mbarrier_init between them (which makes the init visible to
+ * the cluster): either missing stops the run at the first remote use. */
 struct cta_slot {
   dim3 idx;
   std::vector<thread> threads;
@@ -178,7 +185,10 @@ inline void cluster_setup(int n, int cluster) {
 
 /* After a barrier.cluster: the resident CTA's mbarriers set up so far are the cluster's to use. */
 inline void cluster_released() {
-  for (mbarrier &m : mbars) m.published = true;
+  for (mbarrier &m : mbars) {
+    m.unfenced |= !m.fenced && !m.published;
+    m.published |= m.fenced;
+  }
 }
 
 inline int block_threads() { return (int)(block_dim.x * block_dim.y * block_dim.z); }
@@ -219,11 +229,50 @@ inline void hopper_block_start(int n) {
   hb_writes.assign(shared_size() / 16 + 1, hb_write{-1, 0});
   hb_reads.assign(shared_size() / 16 + 1, hb_write{-1, 0});
   wg_reading.assign(shared_size() / 16 + 1, 0);
-  warpgroups.assign((size_t)(n + 127) / 128, warpgroup_state{0, 0, {}, {}});
+  warpgroups.assign((size_t)(n + 127) / 128, warpgroup_state{0, 0, {}, {}, launch_regs(n), 0});
   mbars.clear();
   tma_copies.clear();
   tma_flying.assign(shared_size() / 16 + 1, 0);
   proxy_view.assign((const unsigned char *)__start_tuned_shared, (const unsigned char *)__stop_tuned_shared);
+}
+
+/* Registers of the resident CTA's pool that no warpgroup holds. */
+inline long long regs_free() {
+  int n = block_threads();
+  long long held = 0;
+  for (const warpgroup_state &w : warpgroups) held += 128LL * w.regs;
+  return (long long)launch_regs(n) * n - held;
+}
+
+/* The resident CTA's threads waiting at a setmaxnreg.inc that the pool can
+ * now meet run again (the first of them takes the registers). */
+inline bool release_regs(int n) {
+  bool moved = false;
+  for (int i = 0; i < n; i++) {
+    if (threads[(size_t)i].state != AT_REGS) continue;
+    const warpgroup_state &w = warpgroups[(size_t)(i / 128)];
+    if (!w.want || regs_free() >= 128LL * (w.want - w.regs)) {
+      threads[(size_t)i].state = RUN;
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+/* Nothing can move and a warpgroup waits for registers: no setmaxnreg.dec
+ * is left to give them back. */
+[[noreturn]] inline void regs_deadlock(int n) {
+  char msg[400];
+  for (size_t g = 0; g < warpgroups.size(); g++) {
+    const warpgroup_state &w = warpgroups[g];
+    if (!w.want) continue;
+    snprintf(msg, sizeof msg, "deadlock: setmaxnreg.inc to %d in warpgroup %zu waits for %lld registers the CTA's pool "
+             "cannot give (%d threads hold %d registers each at launch: %lld in the pool, %lld free; registers of "
+             "exited warps are not returned)", w.want, g, 128LL * (w.want - w.regs), n, launch_regs(n),
+             (long long)launch_regs(n) * n, regs_free());
+    fail("%s", msg);
+  }
+  fail("%s", "deadlock: threads wait at a setmaxnreg.inc");
 }
 
 /* The offset of p in shared memory (the shared window's address). */
@@ -446,6 +495,9 @@ inline mbarrier &mbar(const void *bar, const char *op) {
   shared_offset(bar, op);
   for (mbarrier &m : mbars)
     if (m.addr == bar) {
+      if (cur && cur->cta != state_rank && !m.published && m.unfenced)
+        fail("%s on an mbarrier of another CTA of the cluster whose mbarrier.init no fence.mbarrier_init made "
+             "visible to the cluster before the barrier.cluster", op);
       if (cur && cur->cta != state_rank && !m.published)
         fail("%s on an mbarrier of another CTA of the cluster with no barrier.cluster since its mbarrier.init "
              "(it may not be set up yet)", op);
@@ -664,12 +716,35 @@ template <int N> inline void tuned_wgmma_bf16(tuned_wgmma_acc<N> &d, const uint3
   tuned_host::wgmma(d, 0, a, b, scale_d, true, N, "wgmma.mma_async (bf16, A in registers)");
 }
 
-/* setmaxnreg.inc/dec: warpgroup-wide (all 128 threads, the same count); the
- * registers themselves are not emulated. */
+/* setmaxnreg.inc/dec: warpgroup-wide (all 128 threads, the same count),
+ * against the CTA's register pool ("Registers"); the registers themselves
+ * are not emulated. */
 template <int N> inline void tuned_host_setmaxnreg(const char *op) {
   static_assert(N >= 24 && N <= 256 && N % 8 == 0, "setmaxnreg takes 24 to 256 registers in steps of 8");
   tuned_host::wg_args g = {op, {0, 0}, N, 0, NULL, NULL};
-  tuned_host::wg_meet(g);
+  bool first = tuned_host::wg_meet(g);
+  if (tuned_host::reg_file <= 0) return;
+  tuned_host::warpgroup_state &w = tuned_host::warpgroups[(size_t)(tuned_host::cur->lin / 128)];
+  bool inc = op[11] == 'i'; /* "setmaxnreg.inc" */
+  if (first) {
+    char msg[200];
+    if (!inc && N > w.regs) {
+      snprintf(msg, sizeof msg, "%s to %d in a warpgroup that holds %d registers per thread", op, N, w.regs);
+      tuned_host::fail("%s", msg);
+    }
+    /* ptxas launches a kernel with setmaxnreg with no more than its largest count, which the harness does not know:
+       an .inc to fewer than the launch's keeps them */
+    if (inc && N > w.regs) w.want = N;
+    else if (!inc) w.regs = N;
+  }
+  while (w.want) {
+    if (tuned_host::regs_free() >= 128LL * (w.want - w.regs)) {
+      w.regs = w.want;
+      w.want = 0;
+      break;
+    }
+    tuned_host::wait(tuned_host::AT_REGS);
+  }
 }
 template <int N> inline void tuned_setmaxnreg_inc() { tuned_host_setmaxnreg<N>("setmaxnreg.inc"); }
 template <int N> inline void tuned_setmaxnreg_dec() { tuned_host_setmaxnreg<N>("setmaxnreg.dec"); }
@@ -691,10 +766,10 @@ inline void tuned_mbar_init(unsigned long long *bar, unsigned count) {
   tuned_host::shared_offset(bar, "mbarrier.init");
   for (tuned_host::mbarrier &m : tuned_host::mbars)
     if (m.addr == bar) {
-      m = tuned_host::mbarrier{bar, count, count, 0, 0, {}, {}, false};
+      m = tuned_host::mbarrier{bar, count, count, 0, 0, {}, {}, false, false, false};
       return;
     }
-  tuned_host::mbars.push_back(tuned_host::mbarrier{bar, count, count, 0, 0, {}, {}, false});
+  tuned_host::mbars.push_back(tuned_host::mbarrier{bar, count, count, 0, 0, {}, {}, false, false, false});
 }
 inline unsigned long long tuned_mbar_arrive(unsigned long long *bar) {
   return tuned_host::mbar_arrive(bar, 0, "mbarrier.arrive");
@@ -715,7 +790,11 @@ inline void tuned_mbar_arrive_cluster(unsigned long long *bar, unsigned rank) {
   const char *op = "mbarrier.arrive.release.cluster";
   tuned_host::on_cta((int)rank, op, [&] { tuned_host::mbar_arrive(bar, 0, op); });
 }
-inline void tuned_fence_mbarrier_init() {}
+/* fence.mbarrier_init.release.cluster: the resident CTA's mbarrier inits
+ * so far are visible to the cluster at its next barrier.cluster. */
+inline void tuned_fence_mbarrier_init() {
+  for (tuned_host::mbarrier &m : tuned_host::mbars) m.fenced = true;
+}
 inline void tuned_cluster_sync() {
   tuned_host::hb_release(tuned_host::hb_cluster);
   tuned_host::wait(tuned_host::AT_CLUSTER);

@@ -179,8 +179,8 @@ static int cuda_load(const wk_run_t *r, wk_err_t *e) {
   for (int k = 0; k < r->nkernels; k++) {
     if ((rc = cu.module_func(&cu.fns[k], cu.mod, r->kernels[k].name)) != CUDA_SUCCESS)
       return cu_fail(e, rc, r->kernels[k].name);
-    /* dynamic shared memory over the default 48 KiB is opted into per kernel */
-    if (r->kernels[k].dyn_shared_bytes > 49152 &&
+    /* dynamic shared memory is opted into per kernel (what is over the static limit needs it; the rest may) */
+    if (r->kernels[k].dyn_shared_bytes > 0 &&
         (rc = cu.func_attr(cu.fns[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                            (int)r->kernels[k].dyn_shared_bytes)) != CUDA_SUCCESS)
       return cu_fail(e, rc, "cuFuncSetAttribute (MAX_DYNAMIC_SHARED_SIZE_BYTES)");

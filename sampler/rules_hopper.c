@@ -24,8 +24,12 @@
  * each CTA brings its half of the shared tile by TMA multicast into both,
  * whatever the TMA decision (which then decides the other operand's
  * copies); only offered where the shared operand is K-major, and with the
- * persistent grid too, whose CTAs then take whole clusters of tiles}.  Combinations the target cannot
- * hold (shared memory, accumulator registers) are refused by the verify
+ * persistent grid too, whose CTAs then take whole clusters of tiles}.  The
+ * block also carries the target's register file (IR_ANN_HOPPER_REG_FILE),
+ * from which the setmaxnreg split is computed so that the producer's and
+ * the consumers' registers fit the pool the CTA holds at launch
+ * (ir_hopper_gemm_reg_plan).  Combinations the target cannot hold (shared
+ * memory, accumulator registers, a register plan) are refused by the verify
  * postprocessor with the reason.  The
  * loops are what a SIMT lowering would run (each thread a row of the tile),
  * so the schedule stays a correct program for every other consumer of the
@@ -202,7 +206,10 @@ static int tile(sch_t *s, const tn_target_t *t, const char *block, const smp_rol
   SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_PRODUCER, sch_arg_rv(d.producer), err));
   SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_TMA, sch_arg_rv(d.tma), err));
   SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_CTAS, sch_arg_rv(d.ctas), err));
-  return sch_annotate(s, b, IR_ANN_HOPPER_CLUSTER, sch_arg_rv(d.cluster), err);
+  SMP_TRY(sch_annotate(s, b, IR_ANN_HOPPER_CLUSTER, sch_arg_rv(d.cluster), err));
+  /* the register plan's pool comes from the target file (the setmaxnreg split is computed from it) */
+  if (t->max_registers_per_block <= 0) return TN_OK;
+  return sch_annotate(s, b, IR_ANN_HOPPER_REG_FILE, sch_arg_int(t->max_registers_per_block), err);
 }
 
 int smp_rule_multi_level_tiling_hopper(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,

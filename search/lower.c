@@ -6,7 +6,7 @@
 
 int srch_lower_schedule(const sch_t *s, const tn_target_t *t, const char *entry, cg_module_t **out, tn_err_t *err) {
   *out = NULL;
-  return cg_lower(sch_func(s), ms_language_of(t->kind), entry, out, err);
+  return cg_lower_for(sch_func(s), t, entry, out, err);
 }
 
 int srch_schedule(const ir_func_t *f, const tn_target_t *t, const sch_trace_t *trace, uint64_t seed, sch_t **out,

@@ -262,17 +262,19 @@ static const struct {
   int threads, warp, vec;
   int64_t shared, optin, regs_block;
   double gflops, gbps;
-  int sms; /* sm_count */
+  int sms;   /* sm_count */
+  int warps, blocks; /* max_warps_per_sm, max_blocks_per_sm (added with the kernel plan; the register files of
+                        the GPU stand-ins too) */
 } shipped[] = {
-    {"nvidia/tesla-t4", "sm_75", TN_TARGET_CUDA, 1024, 32, 16, 49152, 65536, 65536, 8100, 320, 40},
-    {"nvidia/tesla-p100", "sm_60", TN_TARGET_CUDA, 1024, 32, 16, 49152, 0, 65536, 10600, 732, 56},
-    {"nvidia/a100", "sm_80", TN_TARGET_CUDA, 1024, 32, 16, 49152, 166912, 65536, 19500, 1555, 108},
-    {"nvidia/h100", "sm_90", TN_TARGET_CUDA, 1024, 32, 16, 49152, 232448, 65536, 66900, 3350, 132},
-    {"nvidia/h200", "sm_90", TN_TARGET_CUDA, 1024, 32, 16, 49152, 232448, 65536, 66900, 4800, 132},
-    {"opencl/pocl-cpu", "", TN_TARGET_OPENCL, 1024, 32, 16, 49152, 0, 0, 0, 0, 0},
-    {"cpu", "native", TN_TARGET_CPU, 0, 1, 32, 0, 0, 0, 0, 0, 0},
-    {"cuda-host", "", TN_TARGET_CUDA_HOST, 1024, 32, 16, 49152, 232448, 0, 0, 0, 0},
-    {"cuda-host/hopper", "sm_90a", TN_TARGET_CUDA_HOST, 1024, 32, 16, 49152, 232448, 0, 0, 0, 132},
+    {"nvidia/tesla-t4", "sm_75", TN_TARGET_CUDA, 1024, 32, 16, 49152, 65536, 65536, 8100, 320, 40, 32, 16},
+    {"nvidia/tesla-p100", "sm_60", TN_TARGET_CUDA, 1024, 32, 16, 49152, 0, 65536, 10600, 732, 56, 64, 32},
+    {"nvidia/a100", "sm_80", TN_TARGET_CUDA, 1024, 32, 16, 49152, 166912, 65536, 19500, 1555, 108, 64, 32},
+    {"nvidia/h100", "sm_90", TN_TARGET_CUDA, 1024, 32, 16, 49152, 232448, 65536, 66900, 3350, 132, 64, 32},
+    {"nvidia/h200", "sm_90", TN_TARGET_CUDA, 1024, 32, 16, 49152, 232448, 65536, 66900, 4800, 132, 64, 32},
+    {"opencl/pocl-cpu", "", TN_TARGET_OPENCL, 1024, 32, 16, 49152, 0, 65536, 0, 0, 0, 64, 32},
+    {"cpu", "native", TN_TARGET_CPU, 0, 1, 32, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"cuda-host", "", TN_TARGET_CUDA_HOST, 1024, 32, 16, 49152, 232448, 65536, 0, 0, 0, 64, 32},
+    {"cuda-host/hopper", "sm_90a", TN_TARGET_CUDA_HOST, 1024, 32, 16, 49152, 232448, 65536, 0, 0, 132, 64, 32},
 };
 
 #define CPU_CC "gcc" /* configs/cpu.json and cpu/local.json */
@@ -297,6 +299,8 @@ START_TEST(t_target_shipped) {
     ck_assert_double_eq(t.peak_gflops, shipped[i].gflops);
     ck_assert_double_eq(t.peak_gbps, shipped[i].gbps);
     ck_assert_int_eq(t.sm_count, shipped[i].sms);
+    ck_assert_int_eq(t.max_warps_per_sm, shipped[i].warps);
+    ck_assert_int_eq(t.max_blocks_per_sm, shipped[i].blocks);
     if (t.kind == TN_TARGET_CPU) ck_assert_int_ge(t.num_cores, 1); /* detected */
     /* Hopper: the H100/H200 and the harness configured as one (the warpgroup-MMA design space) */
     bool hopper = !strcmp(t.name, "nvidia/h100") || !strcmp(t.name, "nvidia/h200") || !strcmp(t.name, "cuda-host/hopper");

@@ -176,6 +176,58 @@ static void mbar_kernel(unsigned count) {
   }
 }
 
+/* setmaxnreg against the CTA's register pool (issue 31's example): 384
+ * threads of 168 registers at launch (64K register file): 64,512 in the
+ * pool.  A producer warpgroup (the third) gives registers back with .dec
+ * to P, the two consumer warpgroups take them with .inc to C, in whatever
+ * order the threads run; regs_seen: what each consumer holds after. */
+static int regs_seen[2];
+template <int P, int C> static void regs_kernel() {
+  int wg = (int)threadIdx.x / 128;
+  if (wg == 2) {
+    tuned_setmaxnreg_dec<P>();
+    return;
+  }
+  tuned_setmaxnreg_inc<C>();
+  if (threadIdx.x % 128 == 0) regs_seen[wg] = tuned_host::warpgroups[(size_t)wg].regs;
+}
+
+static int check_register_pool() {
+  int bad = 0;
+  long long saved = tuned_host::reg_file;
+  tuned_host::reg_file = 65536;
+  if (tuned_host::launch_regs(384) != 168 || tuned_host::launch_regs(256) != 248) {
+    fprintf(stderr, "test_cuda_host: launch registers %d (384 threads), %d (256)\n", tuned_host::launch_regs(384),
+            tuned_host::launch_regs(256));
+    bad++;
+  }
+  for (int seed = 0; seed < 8 && !bad; seed++) { /* CUTLASS's 40 / 232: the pool meets both, in any order */
+    char s[8];
+    snprintf(s, sizeof s, "%d", seed);
+    setenv("TUNED_HOST_SEED", s, 1);
+    regs_seen[0] = regs_seen[1] = 0;
+    tuned_host::launch("regs_ok", dim3{2, 1, 1}, dim3{384, 1, 1}, [] { regs_kernel<40, 232>(); });
+    if (regs_seen[0] != 232 || regs_seen[1] != 232)
+      fprintf(stderr, "test_cuda_host: setmaxnreg 40 / 232, seed %d: the consumers hold %d and %d\n", seed,
+              regs_seen[0], regs_seen[1]), bad++;
+  }
+  unsetenv("TUNED_HOST_SEED");
+  /* 96 / 208 frees 9,216 and asks for 10,240: the second consumer waits for ever */
+  bad += !stops_with([] { tuned_host::launch("regs_deadlock", dim3{1, 1, 1}, dim3{384, 1, 1},
+                                             [] { regs_kernel<96, 208>(); }); },
+                     "waits for 5120 registers the CTA's pool cannot give (384 threads hold 168 registers each at "
+                     "launch: 64512 in the pool, 4096 free");
+  bad += !stops_with([] { tuned_host::launch("regs_deadlock", dim3{1, 1, 1}, dim3{384, 1, 1},
+                                             [] { regs_kernel<96, 208>(); }); },
+                     "deadlock: setmaxnreg.inc to 208 in warpgroup ");
+  /* without a register file (a harness built before): setmaxnreg only meets its warpgroup */
+  tuned_host::reg_file = 0;
+  tuned_host::launch("regs_off", dim3{1, 1, 1}, dim3{384, 1, 1}, [] { regs_kernel<96, 208>(); });
+  tuned_host::reg_file = saved;
+  if (!bad) printf("test_cuda_host: setmaxnreg against the CTA's register pool: 40 / 232 met, 96 / 208 a deadlock\n");
+  return bad;
+}
+
 static int check_hopper() {
   int bad = 0;
   int e[9] = {wgmma_errors<64, TUNED_SWIZZLE_NONE>(0, 0),       wgmma_errors<128, TUNED_SWIZZLE_NONE>(0, 0),
@@ -216,6 +268,7 @@ static int check_hopper() {
 
 int main() {
   int bad = check_hopper();
+  bad |= check_register_pool();
   bad |= check_wmma();
   /* every 16-bit pattern back to float and again */
   for (uint32_t h = 0; h < 0x10000 && !bad; h++) {
