@@ -16,7 +16,11 @@ repeats, as tuned's worker does).  fp32 matmuls run in full fp32 (TF32 off in
 PyTorch, input_precision="ieee" in Triton): tuned does not use TF32 unless a
 job asks.  Every result is checked against a float64 reference first.
 
-  python3 bench/gpu_baselines.py --json OUT.json [--cases matmul:1024,hmatmul:4096,hbmm:16x1024x1024x1024,...]
+The float16 operators of MetaSchedule's suite ("op16:C1D", C2D, DIL, C3D, CBR,
+TBG: workloads/*_f16.tw at their defaults) against cuDNN (torch's convolutions,
+channels-last) and cuBLAS.
+
+  python3 bench/gpu_baselines.py --json OUT.json [--cases matmul:1024,hmatmul:4096,hbmm:16x1024x1024x1024,op16:C2D,...]
 """
 import argparse
 import json
@@ -207,6 +211,50 @@ def case_conv2d(N, C, H, W, F, R, S, P, half=False):
     return [{"impl": "torch (cuDNN)", "secs": s, "gflops": flop / s * 1e-9, "rel_err": err}]
 
 
+# The float16 operators of MetaSchedule's suite that tuned tunes as implicit
+# GEMMs on tensor cores (workloads/*_f16.tw at their defaults, the suite's
+# first configs): cuDNN through torch's convolutions (channels-last), cuBLAS
+# for attention's Q K^T.  CAP (capsule) has no single torch call: left out.
+OPS16 = {  # tag: (conv dims, N, C, spatial, F, kernel, stride, padding, dilation)
+    "C1D": (1, 1, 64, (256,), 128, 3, 2, 1, 1),
+    "C2D": (2, 1, 3, (224, 224), 64, 7, 2, 3, 1),
+    "DIL": (2, 1, 3, (224, 224), 64, 7, 2, 3, 2),
+    "C3D": (3, 1, 3, (16, 224, 224), 64, 7, 2, 3, 1),
+    "CBR": (2, 1, 3, (224, 224), 64, 7, 2, 3, 1),
+}
+
+
+def case_op16(tag):
+    """One float16 operator of the suite ("op16:C2D"): cuDNN's time, checked against float64."""
+    F_ = torch.nn.functional
+    if tag == "TBG":  # Q K^T per head, [batch, seq, head, dim], float32 out as the workload has it
+        q = torch.randn(1, 128, 12, 64, device="cuda", dtype=torch.float16)
+        k = torch.randn(1, 128, 12, 64, device="cuda", dtype=torch.float16)
+        ref = torch.matmul(q.double().permute(0, 2, 1, 3), k.double().permute(0, 2, 3, 1))
+        fn = lambda: torch.matmul(q.permute(0, 2, 1, 3), k.permute(0, 2, 3, 1)).float()
+        return run_impls([("torch.matmul (cuBLAS)", fn)], ref, 2.0 * 12 * 128 * 128 * 64)
+    nd, n, c, sp, f, ks, st, pad, dil = OPS16[tag]
+    conv = (F_.conv1d, F_.conv2d, F_.conv3d)[nd - 1]
+    fmt = {1: torch.contiguous_format, 2: torch.channels_last, 3: torch.channels_last_3d}[nd]
+    x = torch.randn(n, c, *sp, device="cuda").half().to(memory_format=fmt)
+    w = torch.randn(f, c, *([ks] * nd), device="cuda").half().to(memory_format=fmt)
+    bias, scale, off = (torch.randn(f, device="cuda") for _ in range(3))
+    out_sp = [(d + 2 * pad - dil * (ks - 1) - 1) // st + 1 for d in sp]
+    flop = 2.0 * n * f * c * ks ** nd
+    for d in out_sp:
+        flop *= d
+    kw = dict(stride=st, padding=pad, dilation=dil)
+    ref = conv(x.double(), w.double(), **kw)
+    if tag == "CBR":  # bias, batch norm and ReLU after the conv, as conv2d_nhwc_bn_relu_f16.tw
+        shape = [1, f] + [1] * nd
+        ref = torch.relu((ref + bias.double().view(shape)) * scale.double().view(shape) + off.double().view(shape))
+        hb, hs, ho = (t.half().view(shape) for t in (bias, scale, off))
+        fn = lambda: torch.relu((conv(x, w, **kw) + hb) * hs + ho)
+    else:
+        fn = lambda: conv(x, w, **kw)
+    return run_impls([("torch (cuDNN)", fn)], ref, flop)
+
+
 def copy_bandwidth():
     n = 1 << 28  # 1 GiB of fp32
     x = torch.empty(n, device="cuda")
@@ -225,7 +273,7 @@ def main():
     out["copy"] = copy_bandwidth()
     for spec in args.cases.split(","):
         kind, _, dims = spec.partition(":")
-        d = [int(v) for v in dims.split("x")]
+        d = [int(v) for v in dims.split("x")] if kind != "op16" else []
         try:
             if kind == "matmul":
                 M, N, K = (d * 3)[:3] if len(d) == 1 else d
@@ -237,6 +285,8 @@ def main():
                 rows = case_bmm(*d, torch.float16)
             elif kind == "softmax":
                 rows = case_softmax(*d)
+            elif kind == "op16":
+                rows = case_op16(dims)
             elif kind in ("conv2d", "hconv2d"):
                 n, c, h, w, f = d
                 rows = case_conv2d(n, c, h, w, f, 3, 3, 1, half=kind == "hconv2d")

@@ -36,21 +36,24 @@ static ir_dtype_t operand_dtype(const ir_block_t *b, const char *name) {
   return IR_FLOAT32;
 }
 
-/* The mma intrinsic for the block's operand type on target t, NULL if none. */
-static const ir_intrin_t *choose(const smp_ctx_t *c, const ir_block_t *b, const smp_roles_t *r) {
-  ir_dtype_t da = operand_dtype(b, r->a), db = operand_dtype(b, r->b);
-  if (da != db) return NULL;
+const ir_intrin_t *smp_wmma_intrin(const smp_ctx_t *c, ir_dtype_t dt) {
   int sm = 0;
   if (c->t->kind == TN_TARGET_CUDA && sscanf(c->t->arch, "sm_%d", &sm) != 1) return NULL;
   if (c->t->kind != TN_TARGET_CUDA && c->t->kind != TN_TARGET_CUDA_HOST) return NULL;
   for (int i = 0; i < ir_intrin_count(); i++) {
     const ir_intrin_t *in = ir_intrin_at(i);
-    if (in->kind != IR_INTRIN_WMMA_MMA || in->in_dtype != da) continue;
-    if (da == IR_FLOAT32 && !c->allow_tf32) continue; /* TF32 rounds the operands: only when the job asks */
+    if (in->kind != IR_INTRIN_WMMA_MMA || in->in_dtype != dt) continue;
+    if (dt == IR_FLOAT32 && !c->allow_tf32) continue; /* TF32 rounds the operands: only when the job asks */
     if (c->t->kind == TN_TARGET_CUDA && sm < in->sm) continue;
     return in;
   }
   return NULL;
+}
+
+/* The mma intrinsic for the block's operand type on target t, NULL if none. */
+static const ir_intrin_t *choose(const smp_ctx_t *c, const ir_block_t *b, const smp_roles_t *r) {
+  ir_dtype_t da = operand_dtype(b, r->a), db = operand_dtype(b, r->b);
+  return da == db ? smp_wmma_intrin(c, da) : NULL;
 }
 
 /* Splits `loop` by `inner` and its outer part into n sampled perfect tiles:

@@ -7,6 +7,7 @@
 #include "ir/analysis.h"
 #include "sampler.h"
 #include "ir/affine.h"
+#include "ir/intrin.h"
 
 /* ---- generation context and states (space.c) ---------------------------- */
 
@@ -74,14 +75,18 @@ int smp_cache_read_fetch(smp_ctx_t *c, sch_t *s, sch_rv_t block, const char *buf
  * or 3 stages, sampled. */
 int smp_sample_pipeline(sch_t *s, sch_rv_t loop, tn_err_t *err);
 
+/* The wmma intrinsic (IR_INTRIN_WMMA_MMA) for operands of type dt that the
+ * target has (float16 from sm_70, bfloat16 and, where the job allows it,
+ * tf32 from sm_80; cuda-host has them all), NULL if none. */
+const ir_intrin_t *smp_wmma_intrin(const smp_ctx_t *c, ir_dtype_t dt);
 int smp_rule_multi_level_tiling_tensor_core(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,
                                             tn_err_t *err);
 
 int smp_rule_multi_level_tiling_hopper(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,
                                        tn_err_t *err);
-/* A convolution-like block reindexed and fused into a GEMM for it (rules_hopper_conv.c). */
-int smp_rule_hopper_implicit_gemm(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out,
-                                  tn_err_t *err);
+/* A convolution-like block reindexed and fused into a GEMM for the
+ * tensor-core rules (rules_implicit_gemm.c). */
+int smp_rule_implicit_gemm(smp_ctx_t *c, smp_state_t *st, const char *block, smp_states_t *out, tn_err_t *err);
 
 /* The rewrite-tensorize postprocessor (rules_intrin.c). */
 int smp_pp_rewrite_tensorize(sch_t *s, const tn_target_t *t, tn_err_t *err);

@@ -56,10 +56,11 @@ typedef struct rule {
  * tensor-core tiling of "cuda-tensorcore" first: it takes the blocks it can
  * tensorize and leaves the others to the SIMT tiling.  Before it, on Hopper
  * targets, the warpgroup-MMA tiling (rules_hopper.c), which forks, and
- * before that the rewrite of a convolution into a GEMM for it
- * (rules_hopper_conv.c), which forks too. */
+ * before that, on targets with either, the rewrite of a convolution-like
+ * block into a GEMM for them (ReIndex and TransformBlockLayout:
+ * rules_implicit_gemm.c), which forks too. */
 static const rule_t gpu_rules[] = {
-    {"hopper-implicit-gemm", smp_rule_hopper_implicit_gemm},
+    {"implicit-gemm", smp_rule_implicit_gemm},
     {"multi-level-tiling-hopper", smp_rule_multi_level_tiling_hopper},
     {"multi-level-tiling-tensor-core", smp_rule_multi_level_tiling_tensor_core},
     {"multi-level-tiling", smp_rule_multi_level_tiling},

@@ -3,10 +3,13 @@
  * scope just before (read) or after (write) the block's loop nest; and
  * reindex, which stages it through a buffer laid out in the block's own
  * iteration space (TVM's ReIndex: the im2col of a convolution, so that the
- * block reads its operands at its plain iterators). */
+ * block reads its operands at its plain iterators); and pad_einsum, which
+ * pads such a block's iteration space to multiples of an intrinsic's shape
+ * through zero-padded copies of its operands (TVM's PadEinsum). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/intrin.h"
 #include "sch_internal.h"
 
 
@@ -388,6 +391,20 @@ static int index_iters(const ir_block_t *b, const ir_buffer_t *buf, bool write, 
   return TN_OK;
 }
 
+/* idx simplified over the block's iterators' domains (a one-group conv's
+ * co / CO * CI + rc is rc): what reindex lays out and copies.  Iterators of
+ * extent 1 stay (a batch of one is still a dimension of the layout). */
+static ir_expr_t **domain_index(ir_func_t *f, const ir_block_t *b, ir_expr_t *const *idx, int n) {
+  ir_bounds_t bounds;
+  ir_bounds_init(&bounds);
+  for (int t = 0; t < b->niters; t++)
+    if (b->iters[t].extent > 1) ir_bounds_set(&bounds, b->iters[t].var, 0, b->iters[t].extent - 1);
+  ir_expr_t **out = TN_NEWN(f->arena, ir_expr_t *, n + 1);
+  for (int d = 0; d < n; d++) out[d] = ir_simplify(f, idx[d], &bounds);
+  ir_bounds_free(&bounds);
+  return out;
+}
+
 typedef struct reindexing {
   const ir_buffer_t *from;
   ir_buffer_t *to;
@@ -440,8 +457,9 @@ int sch_prim_reindex(sch_t *s, int block_uid, int index, bool write, int *out, t
                       b->name, buf->name);
   ir_expr_t *const *idx;
   int n = 0, used[SCH_MAX_RVS_OUT], nused = 0;
-  if ((rc = access_index(b, buf, write, &idx, &n, err)) < 0 ||
-      (rc = index_iters(b, buf, write, idx, n, used, &nused, err)) < 0 ||
+  if ((rc = access_index(b, buf, write, &idx, &n, err)) < 0) return rc;
+  idx = domain_index(f, b, idx, n);
+  if ((rc = index_iters(b, buf, write, idx, n, used, &nused, err)) < 0 ||
       (rc = check_nest_alone(f, b, buf, write, err)) < 0)
     return rc;
 
@@ -459,5 +477,215 @@ int sch_prim_reindex(sch_t *s, int block_uid, int index, bool write, int *out, t
   root_insert(f, write ? pos + 1 : pos, nest);
   reindexing_t r = {buf, re, from};
   reindex_block(f, b, &r);
+  return TN_OK;
+}
+
+/* ---- pad_einsum ------------------------------------------------------------ */
+
+/* The iterator of b that e is (a plain variable), or -1. */
+static int plain_iter(const ir_block_t *b, const ir_expr_t *e) {
+  if (e->kind != IR_E_VAR) return -1;
+  for (int t = 0; t < b->niters; t++)
+    if (b->iters[t].var == e->u.var) return t;
+  return -1;
+}
+
+/* Fails unless every load in e is at plain iterators of b and no iterator
+ * is used outside a load's indices (a select over them would see padding). */
+static int einsum_expr(const ir_block_t *b, const ir_expr_t *e, tn_err_t *err) {
+  if (e->kind == IR_E_VAR && plain_iter(b, e) >= 0)
+    return tn_err_set(err, TN_EINVAL,
+                      "block \"%s\" uses iterator %s outside a buffer's index; pad_einsum needs an einsum whose "
+                      "iterators only index buffers",
+                      b->name, e->u.var->name);
+  if (e->kind == IR_E_LOAD) {
+    for (int d = 0; d < e->u.load.n; d++)
+      if (plain_iter(b, e->u.load.idx[d]) < 0)
+        return tn_err_set(err, TN_EINVAL,
+                          "block \"%s\" reads %s at index %d that is not one of its iterators; pad_einsum needs "
+                          "every access at plain iterators (reindex it first)",
+                          b->name, e->u.load.buf->name, d);
+    return TN_OK;
+  }
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, kids);
+  int rc = TN_OK;
+  for (int i = 0; i < n && rc == TN_OK; i++) rc = einsum_expr(b, kids[i], err);
+  return rc;
+}
+
+/* The loops b's iterators are bound to (NULL for an iterator of extent 1
+ * bound to a constant), checking each is a serial loop of the iterator's
+ * extent whose body down to b is a chain of single statements (b alone in
+ * its nest, so that extending the loop extends nothing else). */
+static int einsum_loops(const ir_func_t *f, const ir_block_t *b, ir_loop_t **loops, tn_err_t *err) {
+  sch_path_t p = {0};
+  int rc = TN_OK;
+  if (!sch_find_path(f, b->uid, &p)) rc = tn_err_set(err, TN_EINVAL, "block \"%s\" is not in the function", b->name);
+  for (int t = 0; t < b->niters && rc == TN_OK; t++) {
+    const ir_iter_t *it = &b->iters[t];
+    loops[t] = NULL;
+    if (it->extent == 1 && it->binding->kind != IR_E_VAR) continue;
+    int i = 0;
+    while (i < p.n - 1 && !(it->binding->kind == IR_E_VAR && p.stmts[i]->kind == IR_S_LOOP &&
+                            p.stmts[i]->u.loop.var == it->binding->u.var))
+      i++;
+    bool ok = i < p.n - 1 && p.stmts[i]->u.loop.extent == it->extent && p.stmts[i]->u.loop.kind == IR_LOOP_SERIAL;
+    for (int j = i; ok && j < p.n - 1; j++)
+      ok = p.stmts[j]->kind == IR_S_LOOP && p.stmts[j]->u.loop.body == p.stmts[j + 1];
+    if (!ok)
+      rc = tn_err_set(err, TN_EINVAL,
+                      "iterator %s of block \"%s\" is not bound to a serial loop of its own of extent %lld whose nest "
+                      "holds the block alone; pad_einsum needs a plain loop nest",
+                      it->var->name, b->name, (long long)it->extent);
+    else
+      loops[t] = &p.stmts[i]->u.loop;
+  }
+  ir_path_free(&p);
+  return rc;
+}
+
+/* dst[v..] = select(v_d < extent_d for the padded dimensions, src[v..], 0)
+ * over the padded shape (read), or dst[v..] = src[v..] over the unpadded
+ * one (write back), named after dst (made unique); its uid in *uid. */
+static ir_stmt_t *pad_copy(ir_func_t *f, ir_buffer_t *dst, ir_buffer_t *src, const int64_t *ext, const int64_t *orig,
+                           int n, bool guard, int *uid) {
+  copy_side_t d = {dst, NULL, n}, s = {src, NULL, n};
+  /* the copy back writes a buffer that names a block already (its producer's) */
+  ir_stmt_t *nest = copy_nest(f, guard ? dst->name : fresh_name(f, dst->name), ext, n, NULL, &d, &s, uid);
+  if (!guard) return nest;
+  ir_stmt_t *x = nest; /* the copy block, at the bottom of its nest */
+  while (x->kind == IR_S_LOOP) x = x->u.loop.body;
+  ir_block_t *b = &x->u.block;
+  ir_expr_t *cond = NULL;
+  for (int k = 0; k < n; k++) {
+    if (ext[k] == orig[k]) continue;
+    ir_expr_t *lt = ir_bin(f, IR_E_LT, ir_varref(f, b->iters[k].var), ir_int(f, orig[k]));
+    cond = cond ? ir_bin(f, IR_E_AND, cond, lt) : lt;
+  }
+  ir_expr_t *zero = ir_dtype_is_float(src->dtype) ? ir_float(f, src->dtype, 0.0) : ir_const_int(f, src->dtype, 0);
+  if (cond) b->body->u.store.value = ir_select(f, cond, b->body->u.store.value, zero);
+  ir_block_infer_regions(f, b);
+  return nest;
+}
+
+/* The padded shape of buf as the block accesses it at `idx` (plain
+ * iterators): ext[t] per dimension, and its unpadded extents. */
+static bool padded_shape(const ir_block_t *b, ir_expr_t *const *idx, int n, const int64_t *ext, int64_t *shape,
+                         int64_t *orig) {
+  bool padded = false;
+  for (int d = 0; d < n; d++) {
+    int t = plain_iter(b, idx[d]);
+    shape[d] = ext[t], orig[d] = b->iters[t].extent;
+    padded |= shape[d] != orig[d];
+  }
+  return padded;
+}
+
+/* The first load of buf in e, or NULL. */
+static const ir_expr_t *find_load(const ir_expr_t *e, const ir_buffer_t *buf) {
+  if (e->kind == IR_E_LOAD && e->u.load.buf == buf) return e;
+  const ir_expr_t *kids[IR_EXPR_MAX_CHILDREN];
+  int n = ir_expr_children(e, kids);
+  for (int i = 0; i < n; i++) {
+    const ir_expr_t *l = find_load(kids[i], buf);
+    if (l) return l;
+  }
+  return NULL;
+}
+
+int sch_prim_pad_einsum(sch_t *s, int block_uid, const int64_t *padding, int npad, int *out, int *nout,
+                        tn_err_t *err) {
+  ir_func_t *f = s->f;
+  ir_block_t *b;
+  int rc = find_compute_block(s, block_uid, &b, err);
+  if (rc < 0) return rc;
+  *nout = 0;
+  if (!b->body || b->body->kind != IR_S_STORE)
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" is not a compute block (its body is not a store)", b->name);
+  if (npad != b->niters)
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" has %d iterators; pad_einsum got %d paddings", b->name, b->niters,
+                      npad);
+  int64_t ext[SCH_MAX_RVS_OUT];
+  bool pad_reduce = false, any = false;
+  for (int t = 0; t < b->niters; t++) {
+    if (padding[t] < 1 || padding[t] > (1 << 20))
+      return tn_err_set(err, TN_EINVAL, "padding %lld of iterator %s of block \"%s\": need 1 .. %d",
+                        (long long)padding[t], b->iters[t].var->name, b->name, 1 << 20);
+    ext[t] = (b->iters[t].extent + padding[t] - 1) / padding[t] * padding[t];
+    any |= ext[t] != b->iters[t].extent;
+    pad_reduce |= ext[t] != b->iters[t].extent && b->iters[t].kind == IR_ITER_REDUCE;
+  }
+  ir_stmt_t *st = b->body;
+  const ir_expr_t *acc, *x, *y;
+  if (pad_reduce && (!b->init || !ir_mac_parts(st, &acc, &x, &y) || x->kind != IR_E_LOAD || y->kind != IR_E_LOAD ||
+                     acc->kind != IR_E_LOAD || acc->u.load.buf != st->u.store.buf))
+    return tn_err_set(err, TN_EINVAL,
+                      "block \"%s\" is not an accumulation of a product of two loads with an init; padding its "
+                      "reduction would add terms that are not zero",
+                      b->name);
+  for (int d = 0; d < st->u.store.n; d++)
+    if (plain_iter(b, st->u.store.idx[d]) < 0)
+      return tn_err_set(err, TN_EINVAL, "block \"%s\" writes %s at index %d that is not one of its iterators", b->name,
+                        st->u.store.buf->name, d);
+  if ((rc = einsum_expr(b, st->u.store.value, err)) < 0) return rc;
+  if (b->init && (rc = einsum_expr(b, b->init->u.store.value, err)) < 0) return rc;
+  ir_loop_t *loops[SCH_MAX_RVS_OUT];
+  if ((rc = einsum_loops(f, b, loops, err)) < 0) return rc;
+  for (int t = 0; t < b->niters; t++)
+    if (!loops[t] && ext[t] != 1)
+      return tn_err_set(err, TN_EINVAL, "iterator %s of block \"%s\" is bound to a constant, not a loop; it cannot be padded",
+                        b->iters[t].var->name, b->name);
+  if (!any) return TN_OK;
+
+  if (b->nreads >= SCH_MAX_RVS_OUT)
+    return tn_err_set(err, TN_EINVAL, "block \"%s\" reads %d buffers; pad_einsum takes at most %d", b->name, b->nreads,
+                      SCH_MAX_RVS_OUT - 1);
+  /* checked first: a refusal leaves the function as it was */
+  int64_t shape[IR_MAX_DIMS], orig[IR_MAX_DIMS];
+  bool padded[SCH_MAX_RVS_OUT] = {false};
+  ir_buffer_t *o = st->u.store.buf;
+  for (int r = 0; r < b->nreads && r < SCH_MAX_RVS_OUT; r++) {
+    const ir_expr_t *load = find_load(st->u.store.value, b->reads[r].buf);
+    padded[r] = b->reads[r].buf != o && load && padded_shape(b, load->u.load.idx, load->u.load.n, ext, shape, orig);
+    if (padded[r] && (rc = check_nest_alone(f, b, b->reads[r].buf, false, err)) < 0) return rc;
+  }
+  bool pad_out = padded_shape(b, st->u.store.idx, st->u.store.n, ext, shape, orig);
+  if (pad_out && (rc = check_nest_alone(f, b, o, true, err)) < 0) return rc;
+
+  int pos = root_position(f, b->uid);
+  /* the inputs: padded copies with zeros outside, before the nest */
+  int nreads = b->nreads;
+  ir_buffer_t *reads[SCH_MAX_RVS_OUT];
+  for (int r = 0; r < nreads && r < SCH_MAX_RVS_OUT; r++) reads[r] = b->reads[r].buf;
+  for (int r = 0; r < nreads && r < SCH_MAX_RVS_OUT; r++) {
+    if (!padded[r]) continue;
+    ir_buffer_t *buf = reads[r];
+    const ir_expr_t *load = find_load(st->u.store.value, buf);
+    padded_shape(b, load->u.load.idx, load->u.load.n, ext, shape, orig);
+    ir_buffer_t *pad = temp_buffer(f, tn_arena_printf(f->arena, "%s_pad", buf->name), buf->dtype, buf->ndim, shape,
+                                   buf->scope);
+    root_insert(f, pos++, pad_copy(f, pad, buf, shape, orig, buf->ndim, true, &out[*nout]));
+    (*nout)++;
+    st->u.store.value = swap_loads(f, st->u.store.value, buf, pad);
+  }
+  /* the output: computed padded, the valid part copied back after the nest */
+  if (pad_out) {
+    padded_shape(b, st->u.store.idx, st->u.store.n, ext, shape, orig);
+    ir_buffer_t *pad = temp_buffer(f, tn_arena_printf(f->arena, "%s_pad", o->name), o->dtype, o->ndim, shape, o->scope);
+    ir_stmt_t *sts[2] = {st, b->init};
+    for (int i = 0; i < 2; i++) {
+      if (!sts[i]) continue;
+      sts[i]->u.store.value = swap_loads(f, sts[i]->u.store.value, o, pad);
+      sts[i]->u.store.buf = pad;
+    }
+    root_insert(f, pos + 1, pad_copy(f, o, pad, orig, orig, o->ndim, false, &out[*nout]));
+    (*nout)++;
+  }
+  for (int t = 0; t < b->niters; t++) {
+    b->iters[t].extent = ext[t];
+    if (loops[t]) loops[t]->extent = ext[t];
+  }
+  ir_block_infer_regions(f, b);
   return TN_OK;
 }

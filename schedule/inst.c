@@ -401,6 +401,24 @@ static int ap_fuse_block_iters(sch_t *s, const sch_inst_t *in, const int64_t *d,
   return sch_prim_fuse_block_iters(s, (int)blk, (int)first, (int)n, err);
 }
 
+static int ap_pad_einsum(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o, tn_err_t *err) {
+  (void)d, (void)nd;
+  int64_t blk = 0;
+  int rc = arg_rv(s, in, 0, SCH_RV_BLOCK, &blk, err);
+  if (rc < 0) return rc;
+  if (in->nattrs < 1 || in->attrs[0].kind != SCH_ARG_LIST || in->attrs[0].n < 1 || in->attrs[0].n > SCH_MAX_RVS_OUT)
+    return tn_err_set(err, TN_EINVAL, "attribute 0 must be the paddings, a list of 1 .. %d integers", SCH_MAX_RVS_OUT);
+  int64_t pad[SCH_MAX_RVS_OUT];
+  for (int i = 0; i < in->attrs[0].n; i++) {
+    const sch_arg_t *a = &in->attrs[0].items[i];
+    if (a->kind != SCH_ARG_INT) return tn_err_set(err, TN_EINVAL, "padding %d must be an integer", i);
+    pad[i] = a->i;
+  }
+  int out[SCH_MAX_RVS_OUT], n = 0;
+  if ((rc = sch_prim_pad_einsum(s, (int)blk, pad, in->attrs[0].n, out, &n, err)) < 0) return rc;
+  return take_uids(o, out, n);
+}
+
 static int ap_transform_layout(sch_t *s, const sch_inst_t *in, const int64_t *d, int nd, apply_out_t *o,
                                tn_err_t *err) {
   (void)d, (void)nd, (void)o;
@@ -544,6 +562,7 @@ static const kind_info_t kinds[SCH_INST__COUNT] = {
     [SCH_HOIST_PACKING] = {"HoistPacking", "hoist_packing", 1, 1, 0, 0, SCH_RV_BLOCK, false, false, ap_hoist_packing},
     [SCH_REINDEX] = {"ReIndex", "reindex", 1, 1, 2, 2, SCH_RV_BLOCK, false, false, ap_reindex},
     [SCH_FUSE_BLOCK_ITERS] = {"FuseBlockIters", "fuse_block_iters", 1, 1, 2, 2, SCH_RV_BLOCK, false, false, ap_fuse_block_iters},
+    [SCH_PAD_EINSUM] = {"PadEinsum", "pad_einsum", 1, 1, 1, 1, SCH_RV_BLOCK, false, false, ap_pad_einsum},
     [SCH_SAMPLE_PERFECT_TILE] = {"SamplePerfectTile", "sample_perfect_tile", 1, 1, 2, 2, SCH_RV_EXPR, true, true, ap_sample_tile, .keeps_index = true},
     [SCH_SAMPLE_CATEGORICAL] = {"SampleCategorical", "sample_categorical", 0, 0, 2, 2, SCH_RV_EXPR, true, true, ap_sample_cat, .keeps_index = true},
     [SCH_SAMPLE_COMPUTE_LOCATION] = {"SampleComputeLocation", "sample_compute_location", 1, 1, 0, 0, SCH_RV_LOOP, true, true, ap_sample_loc, .keeps_index = true},
@@ -759,6 +778,14 @@ int sch_reindex(sch_t *s, sch_rv_t b, int buffer_index, bool write, sch_rv_t *ou
 int sch_fuse_block_iters(sch_t *s, sch_rv_t b, int first, int n, tn_err_t *err) {
   sch_arg_t in[1] = {sch_arg_rv(b)}, attrs[2] = {sch_arg_int(first), sch_arg_int(n)};
   return run(s, SCH_FUSE_BLOCK_ITERS, in, 1, attrs, 2, NULL, NULL, err);
+}
+
+int sch_pad_einsum(sch_t *s, sch_rv_t b, const int64_t *padding, int npad, sch_rv_t *out, int *n, tn_err_t *err) {
+  if (npad < 1 || npad > SCH_MAX_RVS_OUT) return tn_err_set(err, TN_EINVAL, "pad_einsum: 1..%d paddings", SCH_MAX_RVS_OUT);
+  sch_arg_t items[SCH_MAX_RVS_OUT];
+  for (int i = 0; i < npad; i++) items[i] = sch_arg_int(padding[i]);
+  sch_arg_t in[1] = {sch_arg_rv(b)}, attrs[1] = {{.kind = SCH_ARG_LIST, .items = items, .n = npad}};
+  return run(s, SCH_PAD_EINSUM, in, 1, attrs, 1, out, n, err);
 }
 
 int sch_sample_perfect_tile(sch_t *s, sch_rv_t l, int n, int max_innermost, sch_rv_t *out, tn_err_t *err) {

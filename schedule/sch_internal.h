@@ -162,6 +162,8 @@ int sch_prim_transform_layout(sch_t *s, int block_uid, int buffer_index, bool wr
 int sch_prim_hoist_packing(sch_t *s, int block_uid, tn_err_t *err);
 /* block_layout.c */
 int sch_prim_fuse_block_iters(sch_t *s, int block_uid, int first, int n, tn_err_t *err);
+int sch_prim_pad_einsum(sch_t *s, int block_uid, const int64_t *padding, int npad, int *out, int *nout,
+                        tn_err_t *err);
 int sch_prim_storage_align(sch_t *s, int block_uid, int buffer_index, int axis, int64_t factor, int64_t offset,
                            tn_err_t *err);
 

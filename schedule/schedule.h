@@ -92,6 +92,7 @@ typedef enum sch_inst_kind {
   SCH_HOIST_PACKING,         /* [b] [] -> */
   SCH_REINDEX,               /* [b] [buffer_index, 0 read | 1 write] -> b (the copy block) */
   SCH_FUSE_BLOCK_ITERS,      /* [b] [first, n] -> */
+  SCH_PAD_EINSUM,            /* [b] [[padding per iterator]] -> b.. (the copy blocks) */
   SCH_SAMPLE_PERFECT_TILE,   /* [l] [n, max_innermost_factor] -> v1..vn; decision: n ints */
   SCH_SAMPLE_CATEGORICAL,    /* [] [[candidates], [probs]] -> v; decision: index */
   SCH_SAMPLE_COMPUTE_LOCATION,/* [b] [] -> l; decision: -2 inline, -1 root, k >= 0 loop index */
@@ -260,6 +261,18 @@ int sch_reindex(sch_t *s, sch_rv_t block, int buffer_index, bool write, sch_rv_t
  * plain; every other use of the iterators becomes a floordiv/floormod of the
  * new one. */
 int sch_fuse_block_iters(sch_t *s, sch_rv_t block, int first, int n, tn_err_t *err);
+/* TVM's PadEinsum: the block's iterator t gets its extent rounded up to a
+ * multiple of padding[t] (1: unchanged), its loops with it.  The block must
+ * access every buffer at plain iterators (reindex first), use them nowhere
+ * else, sit alone in a serial loop nest of its own, and, where a reduction
+ * iterator is padded, accumulate a product of two loads from an init.
+ * Each read buffer with a padded dimension is read from a copy
+ * "<buf>_pad" of the padded shape with zeros outside (a copy block before
+ * the block's nest); a padded output is computed into "<buf>_pad" and its
+ * valid part copied back after the nest.  out[0 .. *n) get those copy
+ * blocks, the reads' in read order, then the output's; nothing when no
+ * extent changes. */
+int sch_pad_einsum(sch_t *s, sch_rv_t block, const int64_t *padding, int npad, sch_rv_t *out, int *n, tn_err_t *err);
 
 int sch_sample_perfect_tile(sch_t *s, sch_rv_t loop, int n, int max_innermost_factor,
                             sch_rv_t *out, tn_err_t *err);

@@ -750,7 +750,7 @@ static char *hopper_sass(const ms_cuda_output_t *o, const char *what) {
 }
 
 /* Hopper: a float16 conv2d (NHWC, 3x3, padding 1) as an implicit GEMM
- * (hopper-implicit-gemm): its input (the padding inlined into the im2col
+ * (implicit-gemm): its input (the padding inlined into the im2col
  * copy) and its filter reindexed K-major, (n, y, x) -> M and (r, s, c) -> K
  * fused, then tiled by the warpgroup-MMA rule; the float16 rounding fused
  * into the GEMM's kernel where the output is a temporary, a copy-back
@@ -777,8 +777,8 @@ START_TEST(test_hopper_conv) {
     ref_t ref = reference(w->func);
     smp_space_t sp = generate(w->func, &h100, 1);
     ck_assert_int_eq(sp.n, 3);
-    ck_assert_msg(strstr(sp.descs[0], "hopper-implicit-gemm(") && strstr(sp.descs[0], "M = 64, N = ") &&
-                      strstr(sp.descs[0], "multi-level-tiling-hopper(") && strstr(sp.descs[1], "hopper-implicit-gemm(") &&
+    ck_assert_msg(strstr(sp.descs[0], "implicit-gemm(") && strstr(sp.descs[0], "M = 64, N = ") &&
+                      strstr(sp.descs[0], "multi-level-tiling-hopper(") && strstr(sp.descs[1], "implicit-gemm(") &&
                       !strstr(sp.descs[2], "hopper"),
                   "%s | %s | %s", sp.descs[0], sp.descs[1], sp.descs[2]);
     ck_assert_msg(!strstr(sp.descs[0], "epilogue fused") == (cases[c].kernels == 4), "%s", sp.descs[0]);
@@ -833,6 +833,140 @@ START_TEST(test_hopper_conv) {
     ir_data_free(ref.d);
     ir_workload_free(w);
   }
+}
+END_TEST
+
+/* ---- the operator suite on tensor cores ------------------------------------ */
+
+/* MetaSchedule's single-operator suite in float16 (and C2D in bfloat16) at
+ * small shapes: the GEMM-like ones get a wmma space on nvidia/a100 and on
+ * nvidia/h100, and a warpgroup-MMA space on nvidia/h100 where 64 divides M,
+ * N and K once padded at most 1.5 times (implicit-gemm: ReIndex,
+ * FuseBlockIters and PadEinsum first, where the block is not a plain GEMM);
+ * depthwise, grouped and transposed convolutions get neither
+ * (rules_implicit_gemm.c says why).  Three sampled candidates per space
+ * compute the reference in the evaluator, replay from JSON, compile with
+ * NVRTC for the target (sm_80, sm_90, sm_90a) with the mma in the PTX and
+ * no spills, and compute the reference on the cuda-host harness. */
+typedef struct tc_case {
+  const char *tag, *name, *sets, *src; /* src: the workload's text instead of workloads/NAME.tw */
+  bool wmma, wgmma;
+} tc_case_t;
+
+static const tc_case_t tc_cases[] = {
+    {"C1D", "conv1d_nlc_f16", "L=128,CI=64,CO=64", NULL, true, true},
+    {"C2D", "conv2d_nhwc_sdg_f16", "H=16,W=16,CI=64,CO=64,KS=3,ST=2,P=1", NULL, true, true},
+    /* padded (PadEinsum): K = 27 to 32, N = 24 to 32 (64 would be 4.7 times the work: no Hopper space) */
+    {"C2D-pad", "conv2d_nhwc_sdg_f16", "H=16,W=16,CI=3,CO=24,KS=3,ST=2,P=1", NULL, true, false},
+    /* the suite's 7x7 stem at 32 x 32: K = 147 to 192 for the Hopper tiling (1.31 times the work) */
+    {"C2D-stem", "conv2d_nhwc_sdg_f16", "H=32,W=32", NULL, true, true},
+    /* K = 432: padded to 448 for the Hopper tiling */
+    {"C3D", "conv3d_ndhwc_f16", "DD=4,H=4,W=4,CI=16,CO=64,KS=3,ST=1,P=1", NULL, true, true},
+    {"DEP", "depthwise_conv2d_nhwc_f16", "H=8,W=8,C=32", NULL, false, false},
+    {"GRP", "conv2d_nhwc_sdg_f16", "H=8,W=8,CI=64,CO=64,KS=3,ST=1,P=1,G=4", NULL, false, false},
+    {"DIL", "conv2d_nhwc_sdg_f16", "H=12,W=12,CI=64,CO=64,KS=3,ST=1,P=0,D=2", NULL, true, true},
+    {"T2D", "conv2d_transpose_nhwc_f16", "CI=16,CO=32", NULL, false, false},
+    {"CAP", "conv2d_capsule_nhwijc_f16", "H=8,W=8,CI=16,CO=16,KS=3,ST=2,P=1", NULL, true, true},
+    {"CBR", "conv2d_nhwc_bn_relu_f16", "H=16,W=16,CI=64,CO=64,KS=3,ST=2,P=1", NULL, true, true},
+    {"TBG", "transpose_batch_matmul_f16", "SEQ=64,HEADS=2,DIM=64", NULL, true, true},
+    {"GMM", "matmul_f16", "M=64,N=64,K=64", NULL, true, true},
+    {"C2D-bf16", NULL, NULL,
+     "param N = 1, H = 8, W = 8, CI = 32, CO = 64, KS = 3\n"
+     "input X: bfloat16[N, H, W, CI]\ninput Wt: bfloat16[KS, KS, CI, CO]\n"
+     "temp Xp: bfloat16[N, H + 2, W + 2, CI]\noutput Y: float32[N, H, W, CO]\n"
+     "Xp[n, h, w, c] = select(h >= 1 && h < H + 1 && w >= 1 && w < W + 1, X[n, h - 1, w - 1, c], bfloat16(0.0))\n"
+     "Y[n, y, x, co] = sum(rh < KS, rw < KS, rc < CI: float32(Xp[n, y + rh, x + rw, rc]) * float32(Wt[rh, rw, rc, co]))\n",
+     true, true}, /* K = 288: padded to 320 for the Hopper tiling */
+};
+
+/* Compiles m with NVRTC for t (sm_90a for a warpgroup-MMA module): the mma
+ * in the PTX, no kernel spilling (ptxas -v).  False where NVRTC is absent. */
+static bool tc_compiles(const tn_target_t *t, const cg_module_t *m, const char *mma, const char *what) {
+  ms_cuda_output_t o;
+  tn_err_t ce = {0};
+  int rc = ms_cuda_compile(m->source, ms_cuda_arch(t, m->sm90a), &o, &ce);
+  ck_assert_msg(rc == TN_OK || rc == TN_EUNSUPPORTED, "%s: NVRTC: %s\n%s", what, ce.msg, m->source);
+  if (rc != TN_OK) return false;
+  ck_assert_msg(strstr(o.ptx, mma), "%s: no %s in the PTX", what, mma);
+  ms_ptxas_kernel_t ks[8];
+  int nk = ms_ptxas_parse(o.log, ks, 8);
+  ck_assert_msg(nk >= 1, "%s: no ptxas facts in the log:\n%s", what, o.log);
+  for (int k = 0; k < nk; k++)
+    ck_assert_msg(ks[k].spill_store_bytes == 0 && ks[k].spill_load_bytes == 0, "%s: kernel %s spills %lld + %lld bytes",
+                  what, ks[k].name, (long long)ks[k].spill_store_bytes, (long long)ks[k].spill_load_bytes);
+  ms_cuda_output_free(&o);
+  return true;
+}
+
+/* Up to `want` verified samples of space i of sp (on target t), each
+ * computing the reference in the evaluator, replaying from its JSON and
+ * compiling for t; then all of them run on the harness `host`.  Returns
+ * how many ran there. */
+static int tc_verify_space(const ir_workload_t *w, const ref_t *ref, const tn_target_t *t, const tn_target_t *host,
+                           const smp_space_t *sp, int i, const char *mma, const char *what) {
+  enum { WANT = 3 };
+  cg_module_t *mods[WANT];
+  char whats[WANT][256];
+  int n = 0, compiled = 0;
+  for (int k = 0; k < 16 && n < WANT; k++) {
+    snprintf(whats[n], sizeof whats[n], "%s, space %d, sample %d", what, i, k);
+    sch_t *s = sample_verified(w->func, t, sp->traces[i], 300 + (uint64_t)k, whats[n]);
+    if (!s) continue;
+    check_outputs(w->func, ref, sch_func(s), whats[n]);
+    check_roundtrip(w->func, s, whats[n]);
+    mods[n] = check_lowers(t, s, whats[n]);
+    compiled += tc_compiles(t, mods[n], mma, whats[n]);
+    n++;
+    sch_free(s);
+  }
+  ck_assert_msg(n >= 2, "%s, space %d: %d of 16 samples passed the verifier", what, i, n);
+  if (host->kind == TN_TARGET_CUDA_HOST && tn_target_is_hopper(host)) {
+    hopper_run_all(w->func, host, mods, n, whats);
+  } else {
+    run_on_host(w->func, mods, whats, n);
+  }
+  printf("test_tensor_core_suite: %s, space %d (%s): %d candidates verified on %s, %d compiled for %s\n", what, i,
+         mma, n, host->name, compiled, ms_cuda_arch(t, n && mods[0]->sm90a));
+  for (int k = 0; k < n; k++) cg_module_free(mods[k]);
+  return n;
+}
+
+START_TEST(test_tensor_core_suite) {
+  const tc_case_t *tc = &tc_cases[_i];
+  ir_workload_t *w = tc->src ? tu_parse(tc->src) : tu_load_sets(tc->name, tc->sets);
+  ref_t ref = reference(w->func);
+  static const char *const targets[] = {"nvidia/a100", "nvidia/h100"};
+  tn_target_t plain = target("cuda-host"), hopper = target("cuda-host/hopper");
+  for (int k = 0; k < 2; k++) {
+    tn_target_t t = target(targets[k]);
+    bool h100 = tn_target_is_hopper(&t);
+    smp_space_t sp = generate(w->func, &t, 1);
+    int wmma = -1, wgmma = -1;
+    for (int i = 0; i < sp.n; i++) {
+      ck_assert_msg(!strstr(sp.descs[i], "!"), "%s on %s: a rule failed: %s", tc->tag, t.name, sp.descs[i]);
+      if (wmma < 0 && strstr(sp.descs[i], "multi-level-tiling-tensor-core(")) wmma = i;
+      if (wgmma < 0 && strstr(sp.descs[i], "multi-level-tiling-hopper(")) wgmma = i;
+    }
+    char what[128];
+    snprintf(what, sizeof what, "%s on %s", tc->tag, t.name);
+    ck_assert_msg((wmma >= 0) == tc->wmma, "%s: wmma space %d, expected %s (%s)", what, wmma, tc->wmma ? "one" : "none",
+                  sp.descs[0]);
+    ck_assert_msg((wgmma >= 0) == (tc->wgmma && h100), "%s: warpgroup-MMA space %d", what, wgmma);
+    /* the convolutions reach them through the GEMM form; the plain block stays */
+    if (tc->wmma && strncmp(tc->tag, "GMM", 3) && strncmp(tc->tag, "TBG", 3))
+      ck_assert_msg(strstr(sp.descs[wmma], "implicit-gemm(") && sp.n >= 2, "%s: %s", what, sp.descs[wmma]);
+    const char *padded = !strcmp(tc->tag, "C2D-pad") ? "padded to 64 x 32 x 32"
+                         : !strcmp(tc->tag, "C3D")     ? (h100 ? "padded to 64 x 64 x 448" : NULL)
+                         : strcmp(tc->tag, "C2D-stem") ? NULL
+                         : h100                        ? "padded to 256 x 64 x 192"
+                                                       : "padded to 256 x 64 x 160";
+    if (padded) ck_assert_msg(strstr(sp.descs[wmma], padded), "%s: %s", what, sp.descs[wmma]);
+    if (wmma >= 0) tc_verify_space(w, &ref, &t, &plain, &sp, wmma, "wmma.mma.sync.aligned", what);
+    if (wgmma >= 0) tc_verify_space(w, &ref, &t, &hopper, &sp, wgmma, "wgmma.mma_async.sync.aligned", what);
+    smp_space_free(&sp);
+  }
+  ir_data_free(ref.d);
+  ir_workload_free(w);
 }
 END_TEST
 
@@ -2111,6 +2245,10 @@ static Suite *make_suite(void) {
   tcase_add_test(clusters, test_hopper_clusters);
   suite_add_tcase(s, clusters);
   suite_add_tcase(s, samples);
+  TCase *tcs = tcase_create("tensor_core_suite");
+  tcase_set_timeout(tcs, 600);
+  tcase_add_loop_test(tcs, test_tensor_core_suite, 0, (int)TN_ARRAY_LEN(tc_cases));
+  suite_add_tcase(s, tcs);
   TCase *gemm = tcase_create("gemm_like");
   tcase_set_timeout(gemm, 300);
   tcase_add_loop_test(gemm, test_cpu_gemm_like, 0, (int)TN_ARRAY_LEN(gemm_cases));

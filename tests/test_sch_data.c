@@ -772,6 +772,86 @@ START_TEST(t_errors_reindex) {
 }
 END_TEST
 
+/* PadEinsum after the GEMM form: a 3-channel conv's K = 27 and F = 8 padded
+ * to 32 and 16 (M = 16 stays): the operands read from zero-padded copies,
+ * the output computed padded and its valid part copied back; the outputs
+ * are the original's, the trace replays from JSON to the same IR, and the
+ * copy back inlines into the output's. */
+START_TEST(t_pad_einsum_conv_gemm) {
+  fx_t x = fx_open("conv2d_nhwc", "N=1 H=4 W=4 C=3 F=8");
+  sch_rv_t y = block(&x, "Y"), cx, cw, cy, pads[4];
+  OK(&x, sch_reindex(x.s, y, 0, false, &cx, &x.err));
+  OK(&x, sch_reindex(x.s, y, 1, false, &cw, &x.err));
+  OK(&x, sch_reindex(x.s, y, 0, true, &cy, &x.err));
+  OK(&x, sch_fuse_block_iters(x.s, y, 4, 3, &x.err));
+  OK(&x, sch_fuse_block_iters(x.s, y, 0, 3, &x.err));
+  int n = 0;
+  int64_t none[3] = {1, 1, 1}, pad[3] = {16, 16, 16};
+  OK(&x, sch_pad_einsum(x.s, y, none, 3, pads, &n, &x.err));
+  ck_assert_int_eq(n, 0); /* nothing to pad: nothing changes */
+  OK(&x, sch_pad_einsum(x.s, y, pad, 3, pads, &n, &x.err));
+  ck_assert_int_eq(n, 3);
+  assert_has(&x, "Xp_reindex_pad = T.alloc_buffer((16, 32), \"float32\")");
+  assert_has(&x, "Wt_reindex_pad = T.alloc_buffer((16, 32), \"float32\")");
+  assert_has(&x, "Y_reindex_pad = T.alloc_buffer((16, 16), \"float32\")");
+  assert_has(&x, "for n_y_x_fused, f, r_s_c_fused in T.grid(16, 16, 32):");
+  assert_has(&x, "Wt_reindex_pad[v0_3, v1_3] = T.if_then_else(v0_3 < 8 and v1_3 < 27, Wt_reindex[v0_3, v1_3], "
+                 "T.float32(0.0))");
+  ck_assert_ptr_eq(sch_rv_stmt(x.s, pads[2]), ir_func_find_block(sch_func(x.s), "Y_reindex_1"));
+  assert_equivalent(&x);
+  char *json = sch_trace_to_json(sch_get_trace(x.s));
+  ck_assert_msg(strstr(json, "[\"PadEinsum\", [\"b"), "%s", json);
+  ck_assert_msg(strstr(json, "[[16, 16, 16]]"), "%s", json);
+  sch_trace_t *t = NULL;
+  sch_t *r = NULL;
+  OK(&x, sch_trace_from_json(json, strlen(json), &t, &x.err));
+  OK(&x, sch_replay(x.w->func, t, 1, &r, &x.err));
+  char *a = tu_ir_text(sch_func(x.s)), *b = tu_ir_text(sch_func(r));
+  ck_assert_str_eq(a, b);
+  free(a), free(b), free(json);
+  sch_free(r);
+  sch_trace_free(t);
+  /* the copy back inlines into the output's; the im2col, whose stores the
+     fused M and K linearise, stays a copy of its own */
+  OK(&x, sch_compute_inline(x.s, pads[2], &x.err));
+  assert_equivalent(&x);
+  TU_FAILS(x.s, sch_compute_inline(x.s, cx, &err_), "compute_inline needs every index to be a distinct iterator");
+  fx_close(&x);
+}
+END_TEST
+
+START_TEST(t_errors_pad_einsum) {
+  fx_t x = fx_open("conv2d_nhwc", "N=1 H=4 W=4 C=3 F=8");
+  sch_rv_t y = block(&x, "Y"), out[4], l[8];
+  int n = 0;
+  int64_t pad[7] = {1, 1, 1, 16, 1, 1, 16};
+  TU_FAILS(x.s, sch_pad_einsum(x.s, y, pad, 3, out, &n, &err_), "block \"Y\" has 7 iterators; pad_einsum got 3 paddings");
+  TU_FAILS(x.s, sch_pad_einsum(x.s, y, pad, 7, out, &n, &err_),
+           "block \"Y\" reads Xp at index 1 that is not one of its iterators; pad_einsum needs every access at plain "
+           "iterators (reindex it first)");
+  sch_rv_t cx, cw;
+  OK(&x, sch_reindex(x.s, y, 0, false, &cx, &x.err));
+  OK(&x, sch_reindex(x.s, y, 1, false, &cw, &x.err));
+  pad[3] = 0;
+  TU_FAILS(x.s, sch_pad_einsum(x.s, y, pad, 7, out, &n, &err_), "padding 0 of iterator v_f of block \"Y\": need 1 .. ");
+  pad[3] = 16;
+  int nl = loops(&x, y, l);
+  ck_assert_int_eq(nl, 7);
+  sch_rv_t sp[2];
+  split2(&x, l[3], 4, sp);
+  TU_FAILS(x.s, sch_pad_einsum(x.s, y, pad, 7, out, &n, &err_),
+           "iterator v_f of block \"Y\" is not bound to a serial loop of its own");
+  fx_close(&x);
+  /* an init-less or non-product reduction: the padded terms would not be zero */
+  fx_t z = fx_open("row_sum", "M=4 N=6");
+  sch_rv_t r = block(&z, "R");
+  int64_t p2[2] = {1, 8};
+  TU_FAILS(z.s, sch_pad_einsum(z.s, r, p2, 2, out, &n, &err_),
+           "block \"R\" is not an accumulation of a product of two loads with an init");
+  fx_close(&z);
+}
+END_TEST
+
 START_TEST(t_errors_fuse_block_iters) {
   fx_t x = fx_open("matmul", "M=8 N=8 K=8");
   sch_rv_t c = block(&x, "C"), l[3], sp[2];
@@ -805,7 +885,7 @@ static Suite *make(void) {
            t_sample_location_softmax);
   TU_TCASE(s, "errors", 0, t_errors_cache, t_errors_compute_at, t_errors_access_shape);
   TU_TCASE(s, "reindex", 0, t_reindex_conv_gemm, t_fuse_block_iters_unit, t_fuse_block_iters_divmod, t_errors_reindex,
-           t_errors_fuse_block_iters);
+           t_errors_fuse_block_iters, t_pad_einsum_conv_gemm, t_errors_pad_einsum);
   TU_TCASE(s, "limits", 60, t_compute_at_many_blocks, t_inline_index, t_inline_chain);
   return s;
 }

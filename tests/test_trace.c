@@ -679,6 +679,31 @@ START_TEST(t_replay_reindex) {
 }
 END_TEST
 
+/* PadEinsum's paddings (one list attribute) round-trip, and its copy
+ * blocks are handles the trace uses afterwards. */
+START_TEST(t_replay_pad_einsum) {
+  static const ir_param_set_t mm[] = {{"M", 12}, {"N", 20}, {"K", 9}};
+  ir_workload_t *w = tu_load("matmul", mm, 3);
+  tn_err_t err = {0};
+  sch_t *s = sch_create(w->func, 1);
+  sch_rv_t c, copies[4];
+  int n = 0;
+  int64_t pad[3] = {16, 16, 16};
+  ck_assert(sch_get_block(s, "C", &c, &err) == 0);
+  ck_assert_msg(sch_pad_einsum(s, c, pad, 3, copies, &n, &err) == 0, "%s", err.msg);
+  ck_assert_int_eq(n, 3);
+  ck_assert_msg(sch_compute_inline(s, copies[0], &err) == 0, "%s", err.msg); /* A_pad into C */
+  char *j = assert_round_trip(w->func, s);
+  ck_assert_msg(strstr(j, "[\"PadEinsum\", [\"b0\"], [[16, 16, 16]], [\"b1\", \"b2\", \"b3\"]],\n"
+                          "      [\"ComputeInline\", [\"b1\"], [], []]"),
+                "%s", j);
+  tu_assert_same_outputs(w->func, sch_func(s), 5);
+  free(j);
+  sch_free(s);
+  ir_workload_free(w);
+}
+END_TEST
+
 /* ---- every workload --------------------------------------------------------- */
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -758,12 +783,13 @@ END_TEST
 
 enum {
   P_SPLIT, P_FUSE, P_REORDER, P_PARALLEL, P_VECTORIZE, P_UNROLL, P_BIND, P_ANNOTATE, P_CACHE_READ,
-  P_CACHE_WRITE, P_INLINE, P_REVERSE_INLINE, P_REINDEX, P_FUSE_BLOCK_ITERS, P_DECOMPOSE, P_RFACTOR, P__COUNT
+  P_CACHE_WRITE, P_INLINE, P_REVERSE_INLINE, P_REINDEX, P_FUSE_BLOCK_ITERS, P_PAD_EINSUM, P_DECOMPOSE, P_RFACTOR,
+  P__COUNT
 };
 static const char *const prim_names[P__COUNT] = {
     "split", "fuse", "reorder", "parallel", "vectorize", "unroll", "bind", "annotate", "cache_read+compute_at",
     "cache_write+reverse_compute_at", "compute_inline", "reverse_compute_inline", "reindex", "fuse_block_iters",
-    "decompose_reduction", "rfactor"};
+    "pad_einsum", "decompose_reduction", "rfactor"};
 
 typedef struct prim_stats {
   int tried[P__COUNT], ok[P__COUNT];
@@ -828,6 +854,13 @@ static int random_block_prim(sch_t *s, tn_rng_t *r, int prim, sch_rv_t blk, cons
   case P_REINDEX: return sch_reindex(s, blk, pick(r, 2), pick(r, 3) == 0, &cache, err);
   case P_FUSE_BLOCK_ITERS:
     return sch_fuse_block_iters(s, blk, pick(r, sch_rv_stmt(s, blk)->u.block.niters), 2 + pick(r, 2), err);
+  case P_PAD_EINSUM: {
+    int64_t pad[SCH_MAX_RVS_OUT];
+    sch_rv_t copies[SCH_MAX_RVS_OUT];
+    int niters = sch_rv_stmt(s, blk)->u.block.niters, n = 0;
+    for (int i = 0; i < niters && i < SCH_MAX_RVS_OUT; i++) pad[i] = 1 + pick(r, 8);
+    return niters ? sch_pad_einsum(s, blk, pad, TN_MIN(niters, SCH_MAX_RVS_OUT), copies, &n, err) : TN_EINVAL;
+  }
   default: return TN_EINVAL;
   }
 }
@@ -843,7 +876,7 @@ static void random_step(sch_t *s, tn_rng_t *r, prim_stats_t *st) {
   ck_assert_msg(sch_get_loops(s, blk, loops, &nl, &err) == 0, "%s", err.msg);
   int prim = pick(r, P__COUNT);
   char *before = tu_ir_text(sch_func(s));
-  int rc = prim >= P_ANNOTATE && prim <= P_FUSE_BLOCK_ITERS ? random_block_prim(s, r, prim, blk, loops, nl, &err)
+  int rc = prim >= P_ANNOTATE && prim <= P_PAD_EINSUM ? random_block_prim(s, r, prim, blk, loops, nl, &err)
            : nl ? random_loop_prim(s, r, prim, blk, loops, nl, &err)
                 : TN_EINVAL;
   st->tried[prim]++;
@@ -895,6 +928,7 @@ START_TEST(t_random_schedules) {
   tn_buf_free(&b);
   ck_assert_int_gt(st.ok[P_SPLIT], 50);
   ck_assert_int_gt(st.ok[P_REINDEX], 10);
+  ck_assert_int_gt(st.ok[P_PAD_EINSUM], 5);
   ck_assert_int_gt(st.ok[P_FUSE_BLOCK_ITERS], 5);
 }
 END_TEST
@@ -905,7 +939,7 @@ static Suite *make(void) {
            t_json_strings, t_json_dangling_handle, t_json_malformed, t_json_limits);
   TU_TCASE(s, "replay", 0, t_replay_identical, t_replay_deterministic, t_replay_samples_without_decisions,
            t_replay_override, t_replay_remove_postproc, t_replay_stale_decision, t_replay_errors,
-           t_replay_reindex, t_every_workload_round_trip, t_seed_determinism);
+           t_replay_reindex, t_replay_pad_einsum, t_every_workload_round_trip, t_seed_determinism);
   TU_TCASE(s, "random", 240, t_random_schedules);
   return s;
 }
