@@ -132,7 +132,7 @@ static int start_once(ms_build_proc_t *p, bool *killed, tn_err_t *err) {
 static int start(ms_build_proc_t *p, tn_err_t *err) {
   bool killed = false;
   int rc = TN_OK;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < MS_START_TRIES; i++) {
     rc = start_once(p, &killed, err);
     if (rc == TN_OK || !killed) break;
   }

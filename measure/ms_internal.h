@@ -49,7 +49,9 @@ char **ms_environ_with(const char *name, const char *value, char *entry, size_t 
  * returns true when it had died by a signal of its own accord (waited for
  * 0.2 s: its socket can close before it can be waited for); otherwise it is
  * killed and reaped here, and false returned.  Such a process (killed while
- * it started, by an operator or the OOM killer) is started again. */
+ * it started, by an operator or the OOM killer) is started again, up to
+ * MS_START_TRIES starts in all (the worker's and the build process's). */
+#define MS_START_TRIES 3
 bool ms_reap_failed_start(pid_t pid);
 /* Starts a helper process (tuned-worker) with exec: fd 0 is sock (one end
  * of a socketpair), fds 1 and 2 append to log_path (NULL: /dev/null), no

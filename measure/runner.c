@@ -151,15 +151,13 @@ static int start_once(ms_runner_t *r, bool *killed, tn_err_t *err) {
 }
 
 /* A worker killed while it starts (by an operator, the OOM killer) is
- * started again, up to START_TRIES in all, as a worker killed later is; one
+ * started again, up to MS_START_TRIES in all, as a worker killed later is; one
  * that exits, or does not answer, fails at once. */
-#define START_TRIES 3
-
 int ms_runner_start(ms_runner_t *r, tn_err_t *err) {
   if (r->pid > 0) return TN_OK;
   bool killed = false;
   int rc = TN_OK;
-  for (int i = 0; i < START_TRIES; i++) {
+  for (int i = 0; i < MS_START_TRIES; i++) {
     rc = start_once(r, &killed, err);
     if (rc == TN_OK || !killed) break;
   }
